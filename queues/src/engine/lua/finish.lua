@@ -1,0 +1,45 @@
+-- finish: ARGV[7..] = id, token, kind (done|retry|fail|release), delay_ms, error (repeated).
+-- Returns how many acks were stale (token no longer holds the lease).
+local stale = 0
+for i = 7, #ARGV, 5 do
+  local id, tok, kind, delay, err = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3]), ARGV[i + 4]
+  local rec = load(id)
+  if not rec or rec.s ~= 'running' or rec.tok ~= tok then
+    stale = stale + 1
+  else
+    redis.call('ZREM', LEASED, id)
+    rec.tok = nil
+    if kind == 'release' then
+      table.remove(rec.runs)
+      rec.a = rec.a - 1
+      rec.s = 'pending'
+      rec.due = NOW
+      merge_follow_up(id, rec)
+      save(id, rec)
+      redis.call('LPUSH', READY, id)
+      signal()
+    else
+      close_run(rec, kind)
+      if kind == 'done' then
+        resolve(id, rec, 'completed', nil)
+      elseif kind == 'fail' then
+        rec.e = err
+        resolve(id, rec, 'failed', 'permanent')
+      else
+        rec.e = err
+        if rec.a >= rec.m then
+          resolve(id, rec, 'failed', 'retries-exhausted')
+        else
+          rec.s = 'pending'
+          rec.due = NOW + delay
+          redis.call('HINCRBY', STATS, 'retried', 1)
+          merge_follow_up(id, rec)
+          save(id, rec)
+          enqueue(id, rec)
+        end
+      end
+    end
+  end
+end
+trim()
+return stale

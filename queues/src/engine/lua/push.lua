@@ -1,0 +1,24 @@
+-- push: ARGV[7..] = key, payload, delay_ms (repeated). Returns outcome, id (repeated).
+local out = {}
+for i = 7, #ARGV, 3 do
+  local key, payload, delay = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
+  local id = redis.call('HGET', KEYMAP, key)
+  local rec = id and load(id)
+  if rec and rec.s == 'running' then
+    if rec.fu then
+      out[#out + 1] = 'follow_up_already_pending'
+    else
+      rec.fu = NOW + delay
+      redis.call('HSET', DATA, id .. ':f', payload)
+      save(id, rec)
+      out[#out + 1] = 'follow_up'
+    end
+  elseif rec and rec.s == 'pending' then
+    out[#out + 1] = 'already_pending'
+  else
+    id = new_task(key, payload, NOW + delay)
+    out[#out + 1] = 'enqueued'
+  end
+  out[#out + 1] = id
+end
+return out

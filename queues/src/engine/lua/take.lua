@@ -1,0 +1,68 @@
+-- take: ARGV[7] = max, ARGV[8] = worker id, ARGV[9] = worker group, ARGV[10] = chunk.
+-- Returns next_due_ms (-1: none), then id, key, token, attempt, payload (repeated).
+local max, worker, group, chunk = tonumber(ARGV[7]), ARGV[8], ARGV[9], tonumber(ARGV[10])
+
+-- Due delayed tasks join the queue, a bounded chunk per call.
+local due = redis.call('ZRANGEBYSCORE', DELAYED, '-inf', NOW, 'LIMIT', 0, chunk)
+if #due > 0 then
+  redis.call('ZREM', DELAYED, unpack(due))
+  redis.call('RPUSH', READY, unpack(due))
+end
+
+-- Expired leases: the holder died or hung. Deliver again at the head, or fail if out of attempts.
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', LEASED, '-inf', NOW, 'LIMIT', 0, chunk)) do
+  redis.call('ZREM', LEASED, id)
+  local rec = load(id)
+  if rec and rec.s == 'running' then
+    close_run(rec, 'lease-expired')
+    rec.tok = nil
+    rec.e = 'lease expired'
+    redis.call('HINCRBY', STATS, 'expired', 1)
+    if rec.a >= rec.m then
+      resolve(id, rec, 'failed', 'lease-expired')
+    else
+      rec.s = 'pending'
+      rec.due = NOW
+      merge_follow_up(id, rec)
+      save(id, rec)
+      redis.call('LPUSH', READY, id)
+    end
+  end
+end
+
+local out = { -1 }
+local ids = redis.call('LPOP', READY, max)
+if ids then
+  for _, id in ipairs(ids) do
+    local rec = load(id)
+    if rec and rec.s == 'pending' then
+      if rec.d > 0 and rec.d <= NOW then
+        rec.e = 'deadline exceeded'
+        resolve(id, rec, 'failed', 'deadline-exceeded')
+      else
+        rec.s = 'running'
+        rec.a = rec.a + 1
+        rec.tok = worker .. ':' .. id .. ':' .. rec.a
+        if type(rec.runs) ~= 'table' or rec.runs[1] == nil then rec.runs = {} end
+        rec.runs[#rec.runs + 1] = { n = rec.a, w = worker, g = group, s = NOW }
+        if #rec.runs > KEEP_RUNS then table.remove(rec.runs, 1) end
+        save(id, rec)
+        redis.call('ZADD', LEASED, NOW + LEASE, id)
+        out[#out + 1] = id
+        out[#out + 1] = rec.k
+        out[#out + 1] = rec.tok
+        out[#out + 1] = rec.a
+        out[#out + 1] = redis.call('HGET', DATA, id) or ''
+      end
+    end
+  end
+end
+
+local next_due = -1
+local d = redis.call('ZRANGE', DELAYED, 0, 0, 'WITHSCORES')
+if d[2] then next_due = tonumber(d[2]) - NOW end
+local l = redis.call('ZRANGE', LEASED, 0, 0, 'WITHSCORES')
+if l[2] and (next_due < 0 or tonumber(l[2]) - NOW < next_due) then next_due = tonumber(l[2]) - NOW end
+if next_due ~= -1 and next_due < 0 then next_due = 0 end
+out[1] = next_due
+return out

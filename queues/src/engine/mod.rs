@@ -1,0 +1,465 @@
+//! The contract both queue engines meet (Redis and in-memory), and the task record they share.
+//!
+//! A queue holds tasks under caller-chosen **keys**. Per (queue, key) there is at most one
+//! *pending* task (queued or delayed); a push while one is pending is a no-op that says so, and
+//! a push while the key's task is *running* is kept as one **follow-up** that becomes pending
+//! when the run ends, so a change made during a run is never lost. A taken task is **leased**:
+//! if its lease is not renewed it is delivered again, whoever held it. Failed runs are retried
+//! with the queue's backoff until `max_attempts`, then the task goes to the **dead set**.
+
+pub mod memory;
+pub mod redis;
+
+use std::fmt::Debug;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, TimeZone, Utc};
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::policy::Policy;
+
+/// Errors of the queue layer.
+#[derive(Debug, thiserror::Error)]
+pub enum QueueError {
+    /// Redis could not be reached or answered with an error; worth retrying.
+    #[error("redis: {0}")]
+    Redis(#[from] ::redis::RedisError),
+    /// A stored record or a reply could not be decoded.
+    #[error("corrupt queue data: {0}")]
+    Corrupt(String),
+    /// The caller passed something the queue cannot hold.
+    #[error("invalid request: {0}")]
+    Invalid(String),
+}
+
+impl QueueError {
+    /// True when retrying the same call later may succeed.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, QueueError::Redis(_))
+    }
+}
+
+/// When a pushed task becomes due.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum When {
+    /// At once.
+    #[default]
+    Now,
+    /// After this delay.
+    After(Duration),
+    /// At this time (a time in the past means at once).
+    At(DateTime<Utc>),
+}
+
+impl When {
+    /// The delay in milliseconds from `now`.
+    pub fn delay_ms(self, now: DateTime<Utc>) -> u64 {
+        match self {
+            When::Now => 0,
+            When::After(d) => d.as_millis() as u64,
+            When::At(t) => (t - now).num_milliseconds().max(0) as u64,
+        }
+    }
+}
+
+/// One task to push: its key, its JSON payload and when it is due.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PushItem {
+    /// Caller-chosen key; at most one pending task per key.
+    pub key: String,
+    /// JSON payload.
+    pub payload: String,
+    /// Delay in milliseconds.
+    pub delay_ms: u64,
+}
+
+/// What a push did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "outcome", content = "task_id")]
+pub enum PushOutcome {
+    /// A new pending task was created.
+    Enqueued(String),
+    /// A task for this key was already pending: nothing changed.
+    AlreadyPending(String),
+    /// The key's task is running: the push was kept as its follow-up.
+    FollowUp(String),
+    /// The key's task is running and already has a follow-up: nothing changed.
+    FollowUpAlreadyPending(String),
+}
+
+impl PushOutcome {
+    /// The id of the task the push landed on.
+    pub fn task_id(&self) -> &str {
+        match self {
+            PushOutcome::Enqueued(id)
+            | PushOutcome::AlreadyPending(id)
+            | PushOutcome::FollowUp(id)
+            | PushOutcome::FollowUpAlreadyPending(id) => id,
+        }
+    }
+
+    /// True when the push added work (a new task or a follow-up).
+    pub fn added(&self) -> bool {
+        matches!(self, PushOutcome::Enqueued(_) | PushOutcome::FollowUp(_))
+    }
+}
+
+/// Who runs a task: recorded in each run of the task status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerId {
+    /// Group of workers, e.g. the host.
+    pub group: String,
+    /// This worker within the group.
+    pub id: String,
+}
+
+/// A task taken under a lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leased {
+    /// Task id.
+    pub id: String,
+    /// The key it was pushed under.
+    pub key: String,
+    /// Proof of this lease; acks and renewals with another token are refused.
+    pub token: String,
+    /// Runs so far, this one included.
+    pub attempt: u32,
+    /// JSON payload.
+    pub payload: String,
+}
+
+/// Result of one take.
+#[derive(Debug, Clone, Default)]
+pub struct Taken {
+    /// Tasks now leased to the caller.
+    pub tasks: Vec<Leased>,
+    /// Time until the next delayed task or lease expiry, if any.
+    pub next_due: Option<Duration>,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resolution {
+    /// Completed.
+    Done,
+    /// Failed; run again after the delay unless attempts are used up.
+    Retry {
+        /// Delay before the next run.
+        after: Duration,
+        /// Why it failed.
+        error: String,
+    },
+    /// Failed for good: straight to the dead set.
+    Fail {
+        /// Why it failed.
+        error: String,
+    },
+    /// Never started (shutdown): back to the head of the queue, attempt not counted.
+    Release,
+}
+
+/// The end of one leased run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ack {
+    /// Task id.
+    pub id: String,
+    /// Lease token from [`Leased::token`].
+    pub token: String,
+    /// How the run ended.
+    pub resolution: Resolution,
+}
+
+/// O(1) per-queue counts and counters.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counts {
+    /// Due and waiting for a worker.
+    pub pending: u64,
+    /// Waiting for their time (pushed with a delay, or retrying).
+    pub delayed: u64,
+    /// Leased to a worker.
+    pub running: u64,
+    /// In the dead set.
+    pub dead: u64,
+    /// Completed runs, ever.
+    pub done: u64,
+    /// Tasks that went to the dead set, ever.
+    pub failed: u64,
+    /// Failed runs scheduled again, ever.
+    pub retried: u64,
+    /// Leases that ran out (worker died or hung), ever.
+    pub expired: u64,
+    /// Tasks created by pushes, ever.
+    pub pushed: u64,
+}
+
+/// Which dead tasks to put back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeadSelection {
+    /// One task by id.
+    One(String),
+    /// Every dead task.
+    All,
+}
+
+/// The status of one task, shaped like the Taskcluster queue's task status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskStatus {
+    /// Task id.
+    pub task_id: String,
+    /// Queue name.
+    pub queue: String,
+    /// Caller-chosen key.
+    pub key: String,
+    /// `pending`, `running`, `completed` or `failed`.
+    pub state: String,
+    /// Why it is in this state: `none`, `retries-exhausted`, `permanent`, `lease-expired`,
+    /// `deadline-exceeded`, `superseded`.
+    pub reason: String,
+    /// Runs started so far.
+    pub attempts: u32,
+    /// Retries left.
+    pub retries: u32,
+    /// One entry per run.
+    pub runs: Vec<RunStatus>,
+    /// When it was pushed.
+    pub created: DateTime<Utc>,
+    /// When it fails if not resolved.
+    pub deadline: Option<DateTime<Utc>>,
+    /// While running: when the lease runs out.
+    pub taken_until: Option<DateTime<Utc>>,
+    /// While pending: when it is due.
+    pub run_at: Option<DateTime<Utc>>,
+    /// When it was resolved (completed or failed).
+    pub resolved: Option<DateTime<Utc>>,
+    /// The last error.
+    pub last_error: Option<String>,
+    /// True when a push arrived during the run and is waiting.
+    pub follow_up: bool,
+}
+
+/// One run of a task.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunStatus {
+    /// 1 for the first run.
+    pub run_id: u32,
+    /// Group of the worker that ran it.
+    pub worker_group: String,
+    /// The worker that ran it.
+    pub worker_id: String,
+    /// When it started.
+    pub started: DateTime<Utc>,
+    /// When it ended.
+    pub resolved: Option<DateTime<Utc>>,
+    /// `done`, `retry`, `fail`, `lease-expired`.
+    pub outcome: Option<String>,
+}
+
+/// A queue engine: Redis in production, memory in the embedded default. Both pass the same
+/// conformance suite (`queues/tests/conformance.rs`).
+#[async_trait]
+pub trait Engine: Send + Sync + Debug {
+    /// Pushes tasks; one outcome per item, in order.
+    async fn push(&self, q: &QueueSpec, items: &[PushItem]) -> Result<Vec<PushOutcome>, QueueError>;
+    /// Moves due delayed tasks and expired leases back to the queue (in bounded chunks), then
+    /// leases up to `max` due tasks to `worker`.
+    async fn take(&self, q: &QueueSpec, worker: &WorkerId, max: usize) -> Result<Taken, QueueError>;
+    /// A handle that blocks until work may be available.
+    fn waiter(&self, q: &QueueSpec) -> Box<dyn Waiter>;
+    /// Extends leases; returns the ids whose lease was lost (expired and re-delivered, or gone).
+    async fn renew(&self, q: &QueueSpec, leases: &[(String, String)]) -> Result<Vec<String>, QueueError>;
+    /// Records how runs ended; acks with a stale token are ignored and counted.
+    async fn finish(&self, q: &QueueSpec, acks: &[Ack]) -> Result<u64, QueueError>;
+    /// Counts and counters.
+    async fn counts(&self, q: &QueueSpec) -> Result<Counts, QueueError>;
+    /// One task's status, while it is live or kept after it finished.
+    async fn status(&self, q: &QueueSpec, id: &str) -> Result<Option<TaskStatus>, QueueError>;
+    /// The id of the key's live (pending or running) task.
+    async fn live_id(&self, q: &QueueSpec, key: &str) -> Result<Option<String>, QueueError>;
+    /// Dead tasks, newest first.
+    async fn dead(&self, q: &QueueSpec, limit: usize) -> Result<Vec<TaskStatus>, QueueError>;
+    /// Puts dead tasks back as pending with fresh attempts; returns how many.
+    async fn retry_dead(&self, q: &QueueSpec, which: DeadSelection) -> Result<u64, QueueError>;
+    /// Drops every dead task; returns how many.
+    async fn purge_dead(&self, q: &QueueSpec) -> Result<u64, QueueError>;
+}
+
+/// Blocks a worker until work may be available.
+#[async_trait]
+pub trait Waiter: Send {
+    /// Returns on a push notification or after `timeout`, whichever comes first.
+    async fn wait(&mut self, timeout: Duration) -> Result<(), QueueError>;
+}
+
+/// A queue's name and policy, as the engines see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueSpec {
+    /// Queue name: `[a-z0-9_-]+`.
+    pub name: String,
+    /// Delivery policy.
+    pub policy: Policy,
+}
+
+impl QueueSpec {
+    /// Checks the name and policy.
+    pub fn new(name: &str, policy: Policy) -> Result<Self, QueueError> {
+        let valid = !name.is_empty()
+            && name.len() <= 64
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+        if !valid {
+            return Err(QueueError::Invalid(format!(
+                "queue name {name:?}: must be 1-64 characters of [a-z0-9_-]"
+            )));
+        }
+        policy
+            .validate()
+            .map_err(|e| QueueError::Invalid(format!("queue {name}: {e}")))?;
+        Ok(Self { name: name.to_owned(), policy })
+    }
+}
+
+/// Stored record of one task; the Redis engine keeps it as JSON (written by Lua, hence the short
+/// names), the memory engine as is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Rec {
+    /// Key.
+    pub(crate) k: String,
+    /// State: pending, running, completed, failed.
+    pub(crate) s: String,
+    /// Reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) r: Option<String>,
+    /// Attempts.
+    pub(crate) a: u32,
+    /// Max attempts.
+    pub(crate) m: u32,
+    /// Created, ms.
+    pub(crate) c: u64,
+    /// Deadline, ms (0: none).
+    pub(crate) d: u64,
+    /// Due, ms (while pending).
+    pub(crate) due: u64,
+    /// Lease token (while running).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) tok: Option<String>,
+    /// Last error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) e: Option<String>,
+    /// Runs.
+    #[serde(default, deserialize_with = "seq_or_empty_map")]
+    pub(crate) runs: Vec<RunRec>,
+    /// Follow-up due time, ms (a push arrived while running).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) fu: Option<u64>,
+    /// Resolved, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) done: Option<u64>,
+}
+
+/// Stored run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct RunRec {
+    pub(crate) n: u32,
+    pub(crate) w: String,
+    pub(crate) g: String,
+    pub(crate) s: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) e: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) o: Option<String>,
+}
+
+/// Runs kept per task record.
+pub(crate) const KEEP_RUNS: usize = 10;
+
+/// Lua's cjson writes an empty table as `{}`; accept it as an empty list.
+fn seq_or_empty_map<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<RunRec>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum SeqOrMap {
+        Seq(Vec<RunRec>),
+        Map(serde_json::Map<String, serde_json::Value>),
+    }
+    match SeqOrMap::deserialize(d)? {
+        SeqOrMap::Seq(v) => Ok(v),
+        SeqOrMap::Map(m) if m.is_empty() => Ok(Vec::new()),
+        SeqOrMap::Map(_) => Err(serde::de::Error::custom("runs: expected a list")),
+    }
+}
+
+fn ms(t: u64) -> DateTime<Utc> {
+    Utc.timestamp_millis_opt(t as i64).single().unwrap_or_default()
+}
+
+impl Rec {
+    /// The public view of this record.
+    pub(crate) fn status(&self, id: &str, queue: &str, taken_until: Option<u64>) -> TaskStatus {
+        TaskStatus {
+            task_id: id.to_owned(),
+            queue: queue.to_owned(),
+            key: self.k.clone(),
+            state: self.s.clone(),
+            reason: self.r.clone().unwrap_or_else(|| "none".into()),
+            attempts: self.a,
+            retries: self.m.saturating_sub(self.a),
+            runs: self
+                .runs
+                .iter()
+                .map(|r| RunStatus {
+                    run_id: r.n,
+                    worker_group: r.g.clone(),
+                    worker_id: r.w.clone(),
+                    started: ms(r.s),
+                    resolved: r.e.map(ms),
+                    outcome: r.o.clone(),
+                })
+                .collect(),
+            created: ms(self.c),
+            deadline: (self.d > 0).then(|| ms(self.d)),
+            taken_until: if self.s == "running" { taken_until.map(ms) } else { None },
+            run_at: (self.s == "pending").then(|| ms(self.due)),
+            resolved: self.done.map(ms),
+            last_error: self.e.clone(),
+            follow_up: self.fu.is_some(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_names_are_checked() {
+        assert!(QueueSpec::new("create_instance", Policy::default()).is_ok());
+        for bad in ["", "Upper", "a:b", "a{b}", &"x".repeat(65)] {
+            let err = QueueSpec::new(bad, Policy::default()).unwrap_err();
+            assert!(matches!(err, QueueError::Invalid(_)), "{bad}");
+        }
+    }
+
+    #[test]
+    fn records_written_by_lua_decode() {
+        let json = r#"{"k":"vm-1","s":"running","a":1,"m":5,"c":1763712000000,"d":0,"due":1763712000000,
+            "tok":"w:1","runs":[{"n":1,"w":"w","g":"h","s":1763712000001}]}"#;
+        let rec: Rec = serde_json::from_str(json).unwrap();
+        let st = rec.status("7", "q", Some(1763712030000));
+        assert_eq!(st.state, "running");
+        assert_eq!(st.retries, 4);
+        assert_eq!(st.runs[0].worker_group, "h");
+        assert_eq!(st.taken_until.unwrap().timestamp_millis(), 1763712030000);
+        let empty_runs = r#"{"k":"k","s":"pending","a":0,"m":1,"c":1,"d":0,"due":1,"runs":{}}"#;
+        assert!(serde_json::from_str::<Rec>(empty_runs).unwrap().runs.is_empty());
+    }
+
+    #[test]
+    fn when_converts_to_a_delay() {
+        let now = Utc.timestamp_millis_opt(10_000).unwrap();
+        assert_eq!(When::Now.delay_ms(now), 0);
+        assert_eq!(When::After(Duration::from_millis(1500)).delay_ms(now), 1500);
+        assert_eq!(When::At(Utc.timestamp_millis_opt(12_000).unwrap()).delay_ms(now), 2000);
+        assert_eq!(When::At(Utc.timestamp_millis_opt(1_000).unwrap()).delay_ms(now), 0);
+    }
+}

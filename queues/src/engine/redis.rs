@@ -1,0 +1,406 @@
+//! The Redis queue engine: one Lua script per operation over keys that share a hash tag.
+//!
+//! Layout of queue `q` in deployment namespace `ns` (every key carries the hash tag `{ns:q}`, so
+//! each script touches a single Redis Cluster slot):
+//!
+//! | key | type | holds |
+//! |---|---|---|
+//! | `{ns:q}:ready` | LIST | ids of due tasks, FIFO |
+//! | `{ns:q}:delayed` | ZSET | id → due time (ms) |
+//! | `{ns:q}:leased` | ZSET | id → lease deadline (ms) |
+//! | `{ns:q}:dead` | ZSET | id → time it died |
+//! | `{ns:q}:finished` | ZSET | id → time it completed (trimmed by count and age) |
+//! | `{ns:q}:rec` | HASH | id → task record (JSON) |
+//! | `{ns:q}:data` | HASH | id → payload; `id:f` → follow-up payload |
+//! | `{ns:q}:keys` | HASH | key → id of its live task |
+//! | `{ns:q}:stats` | HASH | counters: pushed, done, failed, retried, expired |
+//! | `{ns:q}:signal` | LIST | wake-ups for blocked workers (capped) |
+//! | `{ns:q}:seq` | STRING | last task id |
+//!
+//! Time is the Redis server's (`TIME` inside the scripts), so processes with skewed clocks agree
+//! on due times and lease deadlines.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
+use redis::{AsyncConnectionConfig, Client, Script, Value};
+
+use super::{
+    Ack, Counts, DeadSelection, Engine, Leased, PushItem, PushOutcome, QueueError, QueueSpec,
+    Rec, Resolution, TaskStatus, Taken, Waiter, WorkerId,
+};
+
+macro_rules! script {
+    ($file:literal) => {
+        concat!(include_str!("lua/prelude.lua"), "\n", include_str!(concat!("lua/", $file)))
+    };
+}
+
+/// Ready tasks moved and expired leases reclaimed per take: bounded, so a backlog of any size
+/// moves in chunks and never blocks Redis for long.
+const CHUNK: usize = 500;
+/// Items per push script call.
+const PUSH_CHUNK: usize = 1000;
+
+/// Redis engine for one deployment namespace.
+#[derive(Clone)]
+pub struct RedisEngine {
+    client: Client,
+    conn: ConnectionManager,
+    namespace: String,
+    scripts: std::sync::Arc<Scripts>,
+}
+
+impl std::fmt::Debug for RedisEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisEngine").field("namespace", &self.namespace).finish()
+    }
+}
+
+struct Scripts {
+    push: Script,
+    take: Script,
+    renew: Script,
+    finish: Script,
+    dead: Script,
+}
+
+impl RedisEngine {
+    /// Connects to `url` (e.g. `redis://127.0.0.1:6379/0`) for deployment `namespace`.
+    ///
+    /// The connection reconnects by itself; calls made while Redis is away fail with
+    /// [`QueueError::Redis`], which workers retry with backoff.
+    pub async fn connect(url: &str, namespace: &str) -> Result<Self, QueueError> {
+        if namespace.is_empty() || namespace.contains(['{', '}', ':']) {
+            return Err(QueueError::Invalid(format!(
+                "namespace {namespace:?}: must be non-empty without '{{', '}}' or ':'"
+            )));
+        }
+        let client = Client::open(url)?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(2)))
+            .set_response_timeout(Some(Duration::from_secs(10)))
+            .set_max_delay(Duration::from_secs(2));
+        let conn = client.get_connection_manager_with_config(config).await?;
+        Ok(Self {
+            client,
+            conn,
+            namespace: namespace.to_owned(),
+            scripts: std::sync::Arc::new(Scripts {
+                push: Script::new(script!("push.lua")),
+                take: Script::new(script!("take.lua")),
+                renew: Script::new(script!("renew.lua")),
+                finish: Script::new(script!("finish.lua")),
+                dead: Script::new(script!("dead.lua")),
+            }),
+        })
+    }
+
+    /// The namespace this engine works in.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    fn key(&self, q: &QueueSpec, part: &str) -> String {
+        format!("{{{}:{}}}:{}", self.namespace, q.name, part)
+    }
+
+    /// Runs `script` with the queue's keys and policy, then `args`.
+    async fn call<T: redis::FromRedisValue>(
+        &self,
+        script: &Script,
+        q: &QueueSpec,
+        args: impl FnOnce(&mut redis::ScriptInvocation<'_>),
+    ) -> Result<T, QueueError> {
+        let mut inv = script.prepare_invoke();
+        for part in [
+            "ready", "delayed", "leased", "dead", "finished", "rec", "data", "keys", "stats",
+            "signal", "seq",
+        ] {
+            inv.key(self.key(q, part));
+        }
+        let p = &q.policy;
+        inv.arg(p.max_attempts)
+            .arg(p.deadline.as_millis() as u64)
+            .arg(p.lease.as_millis() as u64)
+            .arg(p.keep_finished)
+            .arg(p.keep_finished_for.as_millis() as u64)
+            .arg(p.keep_dead);
+        args(&mut inv);
+        let mut conn = self.conn.clone();
+        Ok(inv.invoke_async(&mut conn).await?)
+    }
+
+    async fn records(&self, q: &QueueSpec, ids: &[String]) -> Result<Vec<TaskStatus>, QueueError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut conn = self.conn.clone();
+        let raws: Vec<Option<String>> = redis::cmd("HMGET")
+            .arg(self.key(q, "rec"))
+            .arg(ids)
+            .query_async(&mut conn)
+            .await?;
+        ids.iter()
+            .zip(raws)
+            .filter_map(|(id, raw)| raw.map(|raw| decode(&raw).map(|r| r.status(id, &q.name, None))))
+            .collect()
+    }
+}
+
+fn decode(raw: &str) -> Result<Rec, QueueError> {
+    serde_json::from_str(raw).map_err(|e| QueueError::Corrupt(format!("task record: {e}")))
+}
+
+fn text(v: &Value) -> Result<String, QueueError> {
+    match v {
+        Value::BulkString(b) => Ok(String::from_utf8_lossy(b).into_owned()),
+        Value::SimpleString(s) => Ok(s.clone()),
+        Value::Int(i) => Ok(i.to_string()),
+        other => Err(QueueError::Corrupt(format!("unexpected reply {other:?}"))),
+    }
+}
+
+fn int(v: &Value) -> Result<i64, QueueError> {
+    match v {
+        Value::Int(i) => Ok(*i),
+        other => text(other)?
+            .parse()
+            .map_err(|_| QueueError::Corrupt(format!("expected a number, got {other:?}"))),
+    }
+}
+
+#[async_trait]
+impl Engine for RedisEngine {
+    async fn push(&self, q: &QueueSpec, items: &[PushItem]) -> Result<Vec<PushOutcome>, QueueError> {
+        let mut out = Vec::with_capacity(items.len());
+        for chunk in items.chunks(PUSH_CHUNK) {
+            let reply: Vec<String> = self
+                .call(&self.scripts.push, q, |inv| {
+                    for it in chunk {
+                        inv.arg(&it.key).arg(&it.payload).arg(it.delay_ms);
+                    }
+                })
+                .await?;
+            for pair in reply.chunks(2) {
+                let [what, id] = pair else {
+                    return Err(QueueError::Corrupt("push reply".into()));
+                };
+                let id = id.clone();
+                out.push(match what.as_str() {
+                    "enqueued" => PushOutcome::Enqueued(id),
+                    "already_pending" => PushOutcome::AlreadyPending(id),
+                    "follow_up" => PushOutcome::FollowUp(id),
+                    _ => PushOutcome::FollowUpAlreadyPending(id),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    async fn take(&self, q: &QueueSpec, worker: &WorkerId, max: usize) -> Result<Taken, QueueError> {
+        let reply: Vec<Value> = self
+            .call(&self.scripts.take, q, |inv| {
+                inv.arg(max).arg(&worker.id).arg(&worker.group).arg(CHUNK);
+            })
+            .await?;
+        let (first, rest) = reply
+            .split_first()
+            .ok_or_else(|| QueueError::Corrupt("empty take reply".into()))?;
+        let next = int(first)?;
+        let mut tasks = Vec::with_capacity(rest.len() / 5);
+        for t in rest.chunks(5) {
+            let [id, key, token, attempt, payload] = t else {
+                return Err(QueueError::Corrupt("take reply".into()));
+            };
+            tasks.push(Leased {
+                id: text(id)?,
+                key: text(key)?,
+                token: text(token)?,
+                attempt: int(attempt)? as u32,
+                payload: text(payload)?,
+            });
+        }
+        Ok(Taken {
+            tasks,
+            next_due: (next >= 0).then(|| Duration::from_millis(next as u64)),
+        })
+    }
+
+    fn waiter(&self, q: &QueueSpec) -> Box<dyn Waiter> {
+        Box::new(RedisWaiter {
+            client: self.client.clone(),
+            conn: None,
+            signal: self.key(q, "signal"),
+        })
+    }
+
+    async fn renew(&self, q: &QueueSpec, leases: &[(String, String)]) -> Result<Vec<String>, QueueError> {
+        let mut lost = Vec::new();
+        for chunk in leases.chunks(PUSH_CHUNK) {
+            let part: Vec<String> = self
+                .call(&self.scripts.renew, q, |inv| {
+                    for (id, token) in chunk {
+                        inv.arg(id).arg(token);
+                    }
+                })
+                .await?;
+            lost.extend(part);
+        }
+        Ok(lost)
+    }
+
+    async fn finish(&self, q: &QueueSpec, acks: &[Ack]) -> Result<u64, QueueError> {
+        let mut stale = 0;
+        for chunk in acks.chunks(PUSH_CHUNK) {
+            stale += self
+                .call::<u64>(&self.scripts.finish, q, |inv| {
+                    for ack in chunk {
+                        let (kind, delay, error) = match &ack.resolution {
+                            Resolution::Done => ("done", 0, ""),
+                            Resolution::Retry { after, error } => {
+                                ("retry", after.as_millis() as u64, error.as_str())
+                            }
+                            Resolution::Fail { error } => ("fail", 0, error.as_str()),
+                            Resolution::Release => ("release", 0, ""),
+                        };
+                        inv.arg(&ack.id).arg(&ack.token).arg(kind).arg(delay).arg(error);
+                    }
+                })
+                .await?;
+        }
+        Ok(stale)
+    }
+
+    async fn counts(&self, q: &QueueSpec) -> Result<Counts, QueueError> {
+        let mut conn = self.conn.clone();
+        let (pending, delayed, running, dead, stats): (u64, u64, u64, u64, HashMap<String, u64>) =
+            redis::pipe()
+                .llen(self.key(q, "ready"))
+                .zcard(self.key(q, "delayed"))
+                .zcard(self.key(q, "leased"))
+                .zcard(self.key(q, "dead"))
+                .hgetall(self.key(q, "stats"))
+                .query_async(&mut conn)
+                .await?;
+        let stat = |k: &str| stats.get(k).copied().unwrap_or(0);
+        Ok(Counts {
+            pending,
+            delayed,
+            running,
+            dead,
+            done: stat("done"),
+            failed: stat("failed"),
+            retried: stat("retried"),
+            expired: stat("expired"),
+            pushed: stat("pushed"),
+        })
+    }
+
+    async fn status(&self, q: &QueueSpec, id: &str) -> Result<Option<TaskStatus>, QueueError> {
+        let mut conn = self.conn.clone();
+        let (raw, until): (Option<String>, Option<f64>) = redis::pipe()
+            .hget(self.key(q, "rec"), id)
+            .zscore(self.key(q, "leased"), id)
+            .query_async(&mut conn)
+            .await?;
+        raw.map(|raw| Ok(decode(&raw)?.status(id, &q.name, until.map(|u| u as u64))))
+            .transpose()
+    }
+
+    async fn live_id(&self, q: &QueueSpec, key: &str) -> Result<Option<String>, QueueError> {
+        let mut conn = self.conn.clone();
+        Ok(redis::cmd("HGET")
+            .arg(self.key(q, "keys"))
+            .arg(key)
+            .query_async(&mut conn)
+            .await?)
+    }
+
+    async fn dead(&self, q: &QueueSpec, limit: usize) -> Result<Vec<TaskStatus>, QueueError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut conn = self.conn.clone();
+        let ids: Vec<String> = redis::cmd("ZRANGE")
+            .arg(self.key(q, "dead"))
+            .arg(0)
+            .arg(limit - 1)
+            .arg("REV")
+            .query_async(&mut conn)
+            .await?;
+        self.records(q, &ids).await
+    }
+
+    async fn retry_dead(&self, q: &QueueSpec, which: DeadSelection) -> Result<u64, QueueError> {
+        self.dead_op(q, "retry", which).await
+    }
+
+    async fn purge_dead(&self, q: &QueueSpec) -> Result<u64, QueueError> {
+        self.dead_op(q, "purge", DeadSelection::All).await
+    }
+}
+
+impl RedisEngine {
+    /// Retries or purges dead tasks: one by id, or all of those dead when the call started, in
+    /// chunks of 500 per script call.
+    async fn dead_op(&self, q: &QueueSpec, op: &str, which: DeadSelection) -> Result<u64, QueueError> {
+        let id = match &which {
+            DeadSelection::One(id) => id.as_str(),
+            DeadSelection::All => "",
+        };
+        let mut conn = self.conn.clone();
+        let mut left: u64 = redis::cmd("ZCARD").arg(self.key(q, "dead")).query_async(&mut conn).await?;
+        let mut total = 0;
+        loop {
+            let n: u64 = self.call(&self.scripts.dead, q, |inv| {
+                inv.arg(op).arg(id);
+            })
+            .await?;
+            total += n;
+            left = left.saturating_sub(n);
+            if n == 0 || !id.is_empty() || left == 0 {
+                return Ok(total);
+            }
+        }
+    }
+}
+
+/// Blocks on the queue's signal list over a connection of its own (a blocking pop would stall
+/// a shared connection).
+struct RedisWaiter {
+    client: Client,
+    conn: Option<MultiplexedConnection>,
+    signal: String,
+}
+
+#[async_trait]
+impl Waiter for RedisWaiter {
+    async fn wait(&mut self, timeout: Duration) -> Result<(), QueueError> {
+        if self.conn.is_none() {
+            let config = AsyncConnectionConfig::new()
+                .set_connection_timeout(Some(Duration::from_secs(2)))
+                .set_response_timeout(None);
+            self.conn = Some(self.client.get_multiplexed_async_connection_with_config(&config).await?);
+        }
+        let conn = self.conn.as_mut().expect("connected above");
+        // BLPOP takes seconds; a lost connection must not hang us, hence the outer timeout.
+        let secs = timeout.as_secs_f64().max(0.01);
+        let mut cmd = redis::cmd("BLPOP");
+        cmd.arg(&self.signal).arg(secs);
+        let pop = cmd.query_async::<Value>(conn);
+        match tokio::time::timeout(timeout + Duration::from_secs(2), pop).await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => {
+                self.conn = None;
+                Err(e.into())
+            }
+            Err(_) => {
+                self.conn = None;
+                Ok(())
+            }
+        }
+    }
+}

@@ -1,0 +1,59 @@
+//! How a handler's result becomes a queue resolution: the one place that maps outcomes.
+//!
+//! | handler returns | resolution |
+//! |---|---|
+//! | `Ok(_)` | done |
+//! | an error wrapping [`AbortError`] (see [`permanent`]; also a caught panic) | dead at once |
+//! | an error wrapping [`RetryAfterError`] (see [`retry_after`]) | retried after that delay |
+//! | any other error (including a timeout) | retried after the queue's backoff |
+//!
+//! Retries stop at the queue's `max_attempts`; the task then goes to the dead set.
+
+use std::time::Duration;
+
+use apalis_core::error::{AbortError, BoxDynError, RetryAfterError};
+
+use crate::engine::Resolution;
+use crate::policy::Policy;
+
+/// Marks an error as permanent: the task goes to the dead set without a retry.
+pub fn permanent(error: impl Into<BoxDynError>) -> BoxDynError {
+    Box::new(AbortError::new(error))
+}
+
+/// Asks for the next run after `delay` instead of the queue's backoff.
+pub fn retry_after(error: impl Into<BoxDynError>, delay: Duration) -> BoxDynError {
+    Box::new(RetryAfterError::new(error, delay))
+}
+
+/// The resolution of run number `attempt` that ended with `result`.
+pub fn resolution<R>(result: &Result<R, BoxDynError>, attempt: u32, policy: &Policy) -> Resolution {
+    let Err(e) = result else { return Resolution::Done };
+    let error = e.to_string();
+    if e.downcast_ref::<AbortError>().is_some() {
+        Resolution::Fail { error }
+    } else if let Some(r) = e.downcast_ref::<RetryAfterError>() {
+        Resolution::Retry { after: r.get_duration(), error }
+    } else {
+        Resolution::Retry { after: policy.backoff(attempt), error }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_result_maps_to_its_resolution() {
+        let p = Policy { backoff_base: Duration::from_millis(100), ..Policy::default() };
+        assert_eq!(resolution::<()>(&Ok(()), 1, &p), Resolution::Done);
+        let dead = resolution::<()>(&Err(permanent("bad config")), 1, &p);
+        assert!(matches!(dead, Resolution::Fail { error } if error.contains("bad config")));
+        let later = resolution::<()>(&Err(retry_after("429", Duration::from_secs(7))), 1, &p);
+        assert!(matches!(later, Resolution::Retry { after, .. } if after == Duration::from_secs(7)));
+        let plain = resolution::<()>(&Err("503".into()), 2, &p);
+        assert!(
+            matches!(plain, Resolution::Retry { after, .. } if after >= Duration::from_millis(100) && after <= Duration::from_millis(200))
+        );
+    }
+}
