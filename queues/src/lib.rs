@@ -13,6 +13,8 @@ pub mod engine;
 pub mod outcome;
 pub mod policy;
 pub mod queue;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use backend::{Lease, QueueBackend};
 pub use engine::memory::MemoryEngine;
