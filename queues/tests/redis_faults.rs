@@ -1,0 +1,192 @@
+//! Redis-only behaviour: key layout (namespaces, hash tags) and Redis faults (crash with AOF,
+//! restart mid-run, dropped connections). Each test starts its own `redis-server`.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use apalis::prelude::*;
+use gce_backend_queues::testing::{RedisServer, eventually};
+use gce_backend_queues::{Policy, Queue, QueueSpec, RedisEngine, When};
+use serde::{Deserialize, Serialize};
+use tokio::sync::oneshot;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Job {
+    n: u64,
+}
+
+async fn queue(server: &RedisServer, ns: &str, name: &str) -> Queue {
+    let engine = RedisEngine::connect(&server.url(), ns).await.unwrap();
+    let policy = Policy { lease: Duration::from_secs(3), backoff_base: Duration::from_millis(20), ..Policy::default() };
+    Queue::new(Arc::new(engine), QueueSpec::new(name, policy).unwrap())
+}
+
+async fn raw(server: &RedisServer) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(server.url()).unwrap().get_multiplexed_async_connection().await.unwrap()
+}
+
+type Seen = Arc<Mutex<HashSet<u64>>>;
+
+async fn record(job: Job, seen: Data<Seen>) -> Result<(), BoxDynError> {
+    seen.lock().unwrap().insert(job.n);
+    Ok(())
+}
+
+/// A worker recording each job it runs; stops when the sender is dropped or fires.
+fn recording_worker(q: &Queue, seen: Seen) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
+    let (stop, stopped) = oneshot::channel::<()>();
+    let worker = WorkerBuilder::new("recorder")
+        .backend(q.backend::<Job>("host"))
+        .concurrency(8)
+        .data(seen)
+        .build(record);
+    let handle = tokio::spawn(async move {
+        worker
+            .run_until(async move {
+                let _ = stopped.await;
+                Ok::<(), std::io::Error>(())
+            })
+            .await
+            .expect("the worker must not end on Redis errors");
+    });
+    (stop, handle)
+}
+
+/// Pushes `n` until Redis acknowledges it, retrying through errors; returns when acknowledged.
+async fn push_acknowledged(q: &Queue, n: u64) {
+    loop {
+        match q.push(&format!("vm-{n}"), &Job { n }, When::Now).await {
+            Ok(_) => return,
+            Err(e) => {
+                assert!(e.is_transient(), "{e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_are_namespaced_per_deployment_and_queue_under_one_hash_tag() {
+    let server = RedisServer::start();
+    let a = queue(&server, "prod", "create_instance").await;
+    let b = queue(&server, "staging", "create_instance").await;
+    let c = queue(&server, "prod", "delete_bot").await;
+    a.push("vm-1", &Job { n: 1 }, When::Now).await.unwrap();
+    a.push("vm-2", &Job { n: 2 }, When::After(Duration::from_secs(60))).await.unwrap();
+    b.push("vm-1", &Job { n: 3 }, When::Now).await.unwrap();
+    c.push("vm-1", &Job { n: 4 }, When::Now).await.unwrap();
+
+    assert_eq!(a.counts().await.unwrap().pending, 1);
+    assert_eq!(b.counts().await.unwrap().pending, 1, "same queue name, other deployment: separate");
+    assert_eq!(c.counts().await.unwrap().pending, 1);
+
+    let mut conn = raw(&server).await;
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query_async(&mut conn).await.unwrap();
+    assert!(!keys.is_empty());
+    let tags: HashSet<&str> = keys
+        .iter()
+        .map(|k| {
+            let end = k.find('}').unwrap_or_else(|| panic!("{k} has no hash tag"));
+            assert!(k.starts_with('{'), "{k}: the hash tag must lead the key");
+            &k[1..end]
+        })
+        .collect();
+    let expected: HashSet<&str> = ["prod:create_instance", "staging:create_instance", "prod:delete_bot"].into();
+    assert_eq!(tags, expected, "one hash tag (so one Cluster slot) per deployment and queue");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_pushes_survive_a_redis_crash_with_aof() {
+    let mut server = RedisServer::start_with_aof();
+    let q = queue(&server, "prod", "jobs").await;
+    let jobs: Vec<(String, Job)> = (0..3000).map(|n| (format!("vm-{n}"), Job { n })).collect();
+    for chunk in jobs.chunks(500) {
+        q.push_many(chunk.iter().map(|(k, j)| (k.clone(), j)), When::Now).await.unwrap();
+    }
+    server.kill();
+    server.restart();
+    let q = queue(&server, "prod", "jobs").await;
+    let c = q.counts().await.unwrap();
+    assert_eq!((c.pending, c.pushed), (3000, 3000), "every acknowledged push is back after the crash");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_carry_on_through_a_redis_restart_and_lose_no_acknowledged_push() {
+    let mut server = RedisServer::start_with_aof();
+    let q = queue(&server, "prod", "jobs").await;
+    let seen = Arc::new(Mutex::new(HashSet::new()));
+    let (stop, worker) = recording_worker(&q, seen.clone());
+
+    for n in 0..300 {
+        push_acknowledged(&q, n).await;
+    }
+    eventually("the first tasks run", Duration::from_secs(20), || {
+        let seen = seen.clone();
+        async move { (seen.lock().unwrap().len() >= 100).then_some(()) }
+    })
+    .await;
+    // Crash Redis mid-run; pushes made while it is away retry until it is back.
+    server.kill();
+    let pusher = {
+        let q = q.clone();
+        tokio::spawn(async move {
+            for n in 300..600 {
+                push_acknowledged(&q, n).await;
+            }
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    server.restart();
+    pusher.await.unwrap();
+
+    eventually("every acknowledged task runs after the restart", Duration::from_secs(60), || {
+        let seen = seen.clone();
+        async move { (seen.lock().unwrap().len() == 600).then_some(()) }
+    })
+    .await;
+    assert!(!worker.is_finished(), "the worker is still running");
+    let c = q.counts().await.unwrap();
+    assert_eq!((c.dead, c.failed), (0, 0));
+    drop(stop);
+    worker.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_carry_on_after_their_connections_are_dropped() {
+    let server = RedisServer::start();
+    let q = queue(&server, "prod", "jobs").await;
+    let seen = Arc::new(Mutex::new(HashSet::new()));
+    let (stop, worker) = recording_worker(&q, seen.clone());
+    for n in 0..100 {
+        push_acknowledged(&q, n).await;
+    }
+    eventually("the first batch runs", Duration::from_secs(20), || {
+        let seen = seen.clone();
+        async move { (seen.lock().unwrap().len() == 100).then_some(()) }
+    })
+    .await;
+    // Drop every client connection (the worker's blocking one included).
+    let mut admin = raw(&server).await;
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .arg("SKIPME")
+        .arg("yes")
+        .query_async(&mut admin)
+        .await
+        .unwrap();
+    assert!(killed >= 2, "the worker's connections were dropped ({killed})");
+    for n in 100..200 {
+        push_acknowledged(&q, n).await;
+    }
+    eventually("the second batch runs on new connections", Duration::from_secs(30), || {
+        let seen = seen.clone();
+        async move { (seen.lock().unwrap().len() == 200).then_some(()) }
+    })
+    .await;
+    assert!(!worker.is_finished());
+    drop(stop);
+    worker.await.unwrap();
+}
