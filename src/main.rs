@@ -1,1 +1,162 @@
-fn main() {}
+//! The `gce-backend` binary: `run` (the service; for now the queue demo), `queue` (operator
+//! commands on a queue in Redis).
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use gce_backend::demo::{self, Role};
+use gce_backend_queues::{DeadSelection, Engine, MemoryEngine, Policy, Queue, QueueSpec, RedisEngine};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "gce-backend",
+    version,
+    about = "Keeps GCE VMs running Swarming bots in line with Config records"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, clap::Args)]
+struct Store {
+    /// Redis URL for queues (e.g. redis://127.0.0.1:6379/0). Without it everything runs in this
+    /// process, in memory.
+    #[arg(long, env = "GCE_BACKEND_REDIS")]
+    redis: Option<String>,
+    /// Deployment namespace: every Redis key of this deployment starts with `{<namespace>:`.
+    #[arg(long, env = "GCE_BACKEND_NAMESPACE", default_value = "gce-backend")]
+    namespace: String,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the service. Until the reconcile pipeline lands this runs the queue demo: push demo
+    /// tasks and work them, printing progress.
+    Run {
+        #[command(flatten)]
+        store: Store,
+        /// What this process does.
+        #[arg(long, value_enum, default_value = "all")]
+        role: Role,
+        /// Demo tasks to push.
+        #[arg(long, default_value_t = 500)]
+        tasks: u64,
+        /// Milliseconds of simulated work per task.
+        #[arg(long, default_value_t = 20)]
+        task_ms: u64,
+        /// Tasks worked at once.
+        #[arg(long, default_value_t = 32)]
+        concurrency: usize,
+        /// Lease of a taken task, in milliseconds.
+        #[arg(long, default_value_t = 30_000)]
+        lease_ms: u64,
+    },
+    /// Inspect or repair a queue in Redis.
+    Queue {
+        #[command(flatten)]
+        store: Store,
+        /// Queue name.
+        #[arg(long)]
+        queue: String,
+        #[command(subcommand)]
+        op: QueueOp,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum QueueOp {
+    /// Counts (pending, delayed, running, dead) and counters, as JSON.
+    Counts,
+    /// One task's status, as JSON.
+    Status {
+        /// Task id.
+        id: String,
+    },
+    /// Dead tasks, newest first, as JSON.
+    Dead {
+        /// How many.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+    },
+    /// Put dead tasks back as pending.
+    RetryDead {
+        /// One task id; without it, all dead tasks.
+        id: Option<String>,
+    },
+    /// Drop every dead task.
+    PurgeDead,
+}
+
+async fn engine(store: &Store) -> anyhow::Result<Arc<dyn Engine>> {
+    Ok(match &store.redis {
+        Some(url) => Arc::new(
+            RedisEngine::connect(url, &store.namespace)
+                .await
+                .with_context(|| format!("connecting to {url}"))?,
+        ),
+        None => Arc::new(MemoryEngine::new()),
+    })
+}
+
+async fn main_() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Run { store, role, tasks, task_ms, concurrency, lease_ms } => {
+            anyhow::ensure!(concurrency > 0, "--concurrency must be at least 1");
+            if store.redis.is_none() && role != Role::All {
+                anyhow::bail!(
+                    "--role workers/producer needs --redis: without it nothing is shared between processes"
+                );
+            }
+            let engine = engine(&store).await?;
+            let lease = Duration::from_millis(lease_ms);
+            demo::run(engine, demo::Options { role, tasks, task_ms, concurrency, lease }).await
+        }
+        Command::Queue { store, queue, op } => {
+            anyhow::ensure!(
+                store.redis.is_some(),
+                "queue commands need --redis (in-memory queues live in their process)"
+            );
+            let q = Queue::new(engine(&store).await?, QueueSpec::new(&queue, Policy::default())?);
+            let out = match op {
+                QueueOp::Counts => serde_json::to_string_pretty(&q.counts().await?)?,
+                QueueOp::Status { id } => match q.status(&id).await? {
+                    Some(st) => serde_json::to_string_pretty(&st)?,
+                    None => {
+                        anyhow::bail!("no task {id} in queue {queue} (unknown, or trimmed after it finished)")
+                    }
+                },
+                QueueOp::Dead { limit } => serde_json::to_string_pretty(&q.dead(limit).await?)?,
+                QueueOp::RetryDead { id } => {
+                    let which = id.map_or(DeadSelection::All, DeadSelection::One);
+                    format!("{} dead tasks put back", q.retry_dead(which).await?)
+                }
+                QueueOp::PurgeDead => format!("{} dead tasks purged", q.purge_dead().await?),
+            };
+            println!("{out}");
+            Ok(())
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match main_().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("gce-backend: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

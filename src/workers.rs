@@ -1,1 +1,80 @@
+//! Runs apalis workers over queues: one apalis `Monitor`, one worker per queue, graceful shutdown.
 
+use std::sync::Arc;
+use std::time::Duration;
+
+use apalis::prelude::*;
+use futures::future::BoxFuture;
+use gce_backend_queues::Queue;
+use serde::de::DeserializeOwned;
+
+/// A task handler: takes the decoded payload, returns how the run ended.
+pub type Handler<Args> = Arc<dyn Fn(Args) -> BoxFuture<'static, Result<(), BoxDynError>> + Send + Sync>;
+
+/// Who the workers of this process are.
+#[derive(Debug, Clone)]
+pub struct Identity {
+    /// Worker group recorded in each run: the host name.
+    pub group: String,
+    /// Distinguishes this process within the group.
+    pub process: String,
+}
+
+impl Identity {
+    /// This host and process.
+    pub fn current() -> Self {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .ok()
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .map(|h| h.trim().to_owned())
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| "localhost".into());
+        Self { group: host, process: std::process::id().to_string() }
+    }
+}
+
+/// Adds a worker for `queue` to `monitor`, running `handler` on up to `concurrency` tasks at once.
+///
+/// The worker name is `<host>-<pid>-<queue>-<restarts>`, unique per process start; the queue
+/// does not depend on names (leases are), so a restarted worker is never refused.
+pub fn register<Args>(
+    monitor: Monitor,
+    queue: &Queue,
+    who: &Identity,
+    concurrency: usize,
+    handler: Handler<Args>,
+) -> Monitor
+where
+    Args: DeserializeOwned + Send + Sync + 'static,
+{
+    let queue = queue.clone();
+    let who = who.clone();
+    monitor.register(move |restarts| {
+        let handler = handler.clone();
+        WorkerBuilder::new(format!("{}-{}-{}-{restarts}", who.group, who.process, queue.spec().name))
+            .backend(queue.backend::<Args>(&who.group))
+            .concurrency(concurrency)
+            .catch_panic()
+            .timeout(queue.spec().policy.timeout)
+            .build(move |args: Args| handler(args))
+    })
+}
+
+/// A monitor that restarts a worker that ended with an error (our backend never ends one on
+/// Redis errors, so this guards against the unexpected, bounded so it cannot spin forever) and
+/// gives in-flight tasks `grace` to finish on shutdown.
+pub fn monitor(grace: Duration) -> Monitor {
+    Monitor::new().shutdown_timeout(grace).should_restart(|ctx, err| {
+        tracing::error!(worker = ctx.name(), error = %err, "worker ended; restarting");
+        ctx.restarts() < 100
+    })
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn shutdown_signal() -> std::io::Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r,
+        _ = term.recv() => Ok(()),
+    }
+}

@@ -64,7 +64,9 @@ pub struct Lease {
 /// Tasks this worker holds: id → (token, held since).
 type Held = Arc<Mutex<HashMap<String, (String, Instant)>>>;
 
-fn held_lock(h: &Mutex<HashMap<String, (String, Instant)>>) -> std::sync::MutexGuard<'_, HashMap<String, (String, Instant)>> {
+fn held_lock(
+    h: &Mutex<HashMap<String, (String, Instant)>>,
+) -> std::sync::MutexGuard<'_, HashMap<String, (String, Instant)>> {
     h.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -152,7 +154,11 @@ impl<Args: DeserializeOwned + Send + 'static> Backend for QueueBackend<Args> {
         Poll::Ready(Ok(()))
     }
 
-    fn poll_next(&mut self, cx: &mut Context<'_>, ctx: &WorkerContext) -> Poll<Option<Result<Task<Args>, QueueError>>> {
+    fn poll_next(
+        &mut self,
+        cx: &mut Context<'_>,
+        ctx: &WorkerContext,
+    ) -> Poll<Option<Result<Task<Args>, QueueError>>> {
         loop {
             if let Some(l) = self.buffer.pop_front() {
                 match serde_json::from_str::<Args>(&l.payload) {
@@ -171,7 +177,9 @@ impl<Args: DeserializeOwned + Send + 'static> Backend for QueueBackend<Args> {
                         let acker = self.acker();
                         let error = format!("undecodable payload: {e}");
                         tokio::spawn(async move {
-                            acker.ack(Ack { id: l.id, token: l.token, resolution: Resolution::Fail { error } }).await
+                            acker
+                                .ack(Ack { id: l.id, token: l.token, resolution: Resolution::Fail { error } })
+                                .await
                         });
                         continue;
                     }
@@ -183,7 +191,8 @@ impl<Args: DeserializeOwned + Send + 'static> Backend for QueueBackend<Args> {
                     let spec = self.queue.spec().clone();
                     let worker = self.worker_id(ctx);
                     let max = spec.policy.batch;
-                    self.fetch = Fetch::Taking(Box::pin(async move { engine.take(&spec, &worker, max).await }));
+                    self.fetch =
+                        Fetch::Taking(Box::pin(async move { engine.take(&spec, &worker, max).await }));
                 }
                 Fetch::Taking(mut f) => match f.as_mut().poll(cx) {
                     Poll::Pending => {

@@ -64,10 +64,7 @@ impl Policy {
     /// tasks that failed together spread out instead of arriving as one wave.
     pub fn backoff(&self, attempt: u32) -> Duration {
         let exp = attempt.saturating_sub(1).min(32);
-        let full = self
-            .backoff_base
-            .saturating_mul(1u32 << exp.min(31))
-            .min(self.backoff_cap);
+        let full = self.backoff_base.saturating_mul(1u32 << exp.min(31)).min(self.backoff_cap);
         let half = full / 2;
         let jitter = rand::rng().random_range(0..=half.as_millis() as u64);
         half + Duration::from_millis(jitter)

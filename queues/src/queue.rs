@@ -34,7 +34,12 @@ impl Queue {
     }
 
     /// Pushes one task under `key`; see [`PushOutcome`] for what a push can do.
-    pub async fn push<T: Serialize>(&self, key: &str, payload: &T, when: When) -> Result<PushOutcome, QueueError> {
+    pub async fn push<T: Serialize>(
+        &self,
+        key: &str,
+        payload: &T,
+        when: When,
+    ) -> Result<PushOutcome, QueueError> {
         let mut out = self.push_many([(key.to_owned(), payload)], when).await?;
         out.pop().ok_or_else(|| QueueError::Corrupt("push returned nothing".into()))
     }

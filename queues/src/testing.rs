@@ -136,7 +136,8 @@ fn ping(port: u16) -> bool {
     let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else { return false };
     let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
     let mut buf = [0u8; 16];
-    s.write_all(b"PING\r\n").is_ok() && s.read(&mut buf).map(|n| buf[..n].starts_with(b"+PONG")).unwrap_or(false)
+    s.write_all(b"PING\r\n").is_ok()
+        && s.read(&mut buf).map(|n| buf[..n].starts_with(b"+PONG")).unwrap_or(false)
 }
 
 /// Polls `check` every 20 ms until it returns `Some`, or panics after `limit` naming `what`.

@@ -12,8 +12,8 @@ use chrono::Utc;
 use gce_backend_queues::engine::{Ack, PushItem, Resolution};
 use gce_backend_queues::testing::{RedisServer, eventually};
 use gce_backend_queues::{
-    DeadSelection, Engine, MemoryEngine, Policy, PushOutcome, Queue, QueueSpec, RedisEngine, When,
-    WorkerId, outcome,
+    DeadSelection, Engine, MemoryEngine, Policy, PushOutcome, Queue, QueueSpec, RedisEngine, When, WorkerId,
+    outcome,
 };
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
@@ -188,11 +188,12 @@ async fn expired_lease_is_delivered_again_to_any_worker(h: &Harness) {
     let nothing = h.engine.take(q.spec(), &worker("other-name"), 1).await.unwrap();
     assert!(nothing.tasks.is_empty(), "a live lease is not handed out twice");
 
-    let again = eventually("the lease expires and another worker gets the task", Duration::from_secs(10), || {
-        let (e, s) = (h.engine.clone(), q.spec().clone());
-        async move { e.take(&s, &worker("other-name"), 1).await.unwrap().tasks.pop() }
-    })
-    .await;
+    let again =
+        eventually("the lease expires and another worker gets the task", Duration::from_secs(10), || {
+            let (e, s) = (h.engine.clone(), q.spec().clone());
+            async move { e.take(&s, &worker("other-name"), 1).await.unwrap().tasks.pop() }
+        })
+        .await;
     assert_eq!((again.id.as_str(), again.attempt), (dead_worker.id.as_str(), 2));
     let st = q.status(&again.id).await.unwrap().unwrap();
     assert_eq!(st.runs.len(), 2);
@@ -228,7 +229,8 @@ async fn renewed_lease_is_kept(h: &Harness) {
 async fn handler_stuck_past_its_timeout_gives_the_task_back(h: &Harness) {
     // The worker process stays alive, but its handler hangs: past `timeout` the lease is no
     // longer renewed, so the task is delivered again (here to the same worker's next slot).
-    let q = h.queue(Policy { lease: Duration::from_millis(600), timeout: Duration::from_millis(300), ..fast() });
+    let q =
+        h.queue(Policy { lease: Duration::from_millis(600), timeout: Duration::from_millis(300), ..fast() });
     let runs = Arc::new(AtomicU32::new(0));
     let r = runs.clone();
     let (stop, handle) = spawn_worker(&q, "hangs-once", 4, move |_job: Job| {
@@ -287,7 +289,12 @@ async fn failing_task_backs_off_then_goes_dead_with_its_last_error(h: &Harness) 
 }
 
 async fn permanent_errors_skip_retries_and_retry_after_is_honoured(h: &Harness) {
-    let q = h.queue(Policy { max_attempts: 5, backoff_base: Duration::from_secs(60), backoff_cap: Duration::from_secs(60), ..fast() });
+    let q = h.queue(Policy {
+        max_attempts: 5,
+        backoff_base: Duration::from_secs(60),
+        backoff_cap: Duration::from_secs(60),
+        ..fast()
+    });
     let (stop, handle) = spawn_worker(&q, "w", 2, |job: Job| async move {
         match job.n {
             0 => Err(outcome::permanent("invalid request")),
@@ -318,7 +325,11 @@ async fn dead_tasks_can_be_listed_retried_and_purged(h: &Harness) {
     let taken = h.engine.take(q.spec(), &worker("w"), 10).await.unwrap().tasks;
     let acks: Vec<Ack> = taken
         .iter()
-        .map(|l| Ack { id: l.id.clone(), token: l.token.clone(), resolution: Resolution::Retry { after: Duration::ZERO, error: "e".into() } })
+        .map(|l| Ack {
+            id: l.id.clone(),
+            token: l.token.clone(),
+            resolution: Resolution::Retry { after: Duration::ZERO, error: "e".into() },
+        })
         .collect();
     h.engine.finish(q.spec(), &acks).await.unwrap();
     let dead = q.dead(10).await.unwrap();
@@ -342,7 +353,11 @@ async fn dead_tasks_can_be_listed_retried_and_purged(h: &Harness) {
     let taken = h.engine.take(q.spec(), &worker("w"), 10).await.unwrap().tasks;
     let acks: Vec<Ack> = taken
         .iter()
-        .map(|l| Ack { id: l.id.clone(), token: l.token.clone(), resolution: Resolution::Fail { error: "x".into() } })
+        .map(|l| Ack {
+            id: l.id.clone(),
+            token: l.token.clone(),
+            resolution: Resolution::Fail { error: "x".into() },
+        })
         .collect();
     h.engine.finish(q.spec(), &acks).await.unwrap();
     assert_eq!(q.counts().await.unwrap().dead, 4);
@@ -455,7 +470,10 @@ async fn counts_and_status_records_follow_each_state(h: &Harness) {
     let c = q.counts().await.unwrap();
     assert_eq!((c.pending, c.delayed, c.running, c.dead, c.pushed), (1, 1, 1, 0, 3));
 
-    h.engine.finish(q.spec(), &[Ack { id: l.id.clone(), token: l.token, resolution: Resolution::Done }]).await.unwrap();
+    h.engine
+        .finish(q.spec(), &[Ack { id: l.id.clone(), token: l.token, resolution: Resolution::Done }])
+        .await
+        .unwrap();
     let st = q.status(&l.id).await.unwrap().unwrap();
     assert_eq!(st.state, "completed");
     assert!(st.resolved.is_some() && st.runs[0].resolved.is_some() && st.taken_until.is_none());
@@ -466,7 +484,12 @@ async fn counts_and_status_records_follow_each_state(h: &Harness) {
 
 async fn tasks_past_their_deadline_fail(h: &Harness) {
     let q = h.queue(Policy { deadline: Duration::from_millis(200), ..fast() });
-    let id = q.push("late", &Job { n: 1 }, When::After(Duration::from_millis(400))).await.unwrap().task_id().to_owned();
+    let id = q
+        .push("late", &Job { n: 1 }, When::After(Duration::from_millis(400)))
+        .await
+        .unwrap()
+        .task_id()
+        .to_owned();
     eventually("the task is resolved", Duration::from_secs(10), || {
         let (e, s, q) = (h.engine.clone(), q.spec().clone(), q.clone());
         async move {
@@ -505,7 +528,8 @@ async fn finished_and_dead_records_are_trimmed(h: &Harness) {
     let mut first_dead = None;
     for round in 0..6u64 {
         for n in 0..50 {
-            let id = q.push(&format!("vm-{round}-{n}"), &Job { n }, When::Now).await.unwrap().task_id().to_owned();
+            let id =
+                q.push(&format!("vm-{round}-{n}"), &Job { n }, When::Now).await.unwrap().task_id().to_owned();
             first_ok.get_or_insert(id);
         }
         let taken = h.engine.take(q.spec(), &worker("w"), 50).await.unwrap().tasks;
@@ -513,7 +537,8 @@ async fn finished_and_dead_records_are_trimmed(h: &Harness) {
             .iter()
             .enumerate()
             .map(|(i, l)| {
-                let resolution = if i % 2 == 0 { Resolution::Done } else { Resolution::Fail { error: "x".into() } };
+                let resolution =
+                    if i % 2 == 0 { Resolution::Done } else { Resolution::Fail { error: "x".into() } };
                 Ack { id: l.id.clone(), token: l.token.clone(), resolution }
             })
             .collect();
@@ -529,13 +554,19 @@ async fn finished_and_dead_records_are_trimmed(h: &Harness) {
     let aged = h.queue(Policy { keep_finished_for: Duration::from_millis(300), ..fast() });
     let id = aged.push("old", &Job { n: 1 }, When::Now).await.unwrap().task_id().to_owned();
     let l = h.engine.take(aged.spec(), &worker("w"), 1).await.unwrap().tasks.remove(0);
-    h.engine.finish(aged.spec(), &[Ack { id: l.id, token: l.token, resolution: Resolution::Done }]).await.unwrap();
+    h.engine
+        .finish(aged.spec(), &[Ack { id: l.id, token: l.token, resolution: Resolution::Done }])
+        .await
+        .unwrap();
     assert!(aged.status(&id).await.unwrap().is_some());
     tokio::time::sleep(Duration::from_millis(400)).await;
     // Trimming runs with every finish.
     aged.push("new", &Job { n: 2 }, When::Now).await.unwrap();
     let l = h.engine.take(aged.spec(), &worker("w"), 1).await.unwrap().tasks.remove(0);
-    h.engine.finish(aged.spec(), &[Ack { id: l.id, token: l.token, resolution: Resolution::Done }]).await.unwrap();
+    h.engine
+        .finish(aged.spec(), &[Ack { id: l.id, token: l.token, resolution: Resolution::Done }])
+        .await
+        .unwrap();
     assert!(aged.status(&id).await.unwrap().is_none(), "records older than keep_finished_for are dropped");
 }
 

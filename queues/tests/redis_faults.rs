@@ -18,7 +18,11 @@ struct Job {
 
 async fn queue(server: &RedisServer, ns: &str, name: &str) -> Queue {
     let engine = RedisEngine::connect(&server.url(), ns).await.unwrap();
-    let policy = Policy { lease: Duration::from_secs(3), backoff_base: Duration::from_millis(20), ..Policy::default() };
+    let policy = Policy {
+        lease: Duration::from_secs(3),
+        backoff_base: Duration::from_millis(20),
+        ..Policy::default()
+    };
     Queue::new(Arc::new(engine), QueueSpec::new(name, policy).unwrap())
 }
 
@@ -92,7 +96,8 @@ async fn keys_are_namespaced_per_deployment_and_queue_under_one_hash_tag() {
             &k[1..end]
         })
         .collect();
-    let expected: HashSet<&str> = ["prod:create_instance", "staging:create_instance", "prod:delete_bot"].into();
+    let expected: HashSet<&str> =
+        ["prod:create_instance", "staging:create_instance", "prod:delete_bot"].into();
     assert_eq!(tags, expected, "one hash tag (so one Cluster slot) per deployment and queue");
 }
 

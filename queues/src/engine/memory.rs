@@ -11,8 +11,8 @@ use async_trait::async_trait;
 use tokio::sync::Notify;
 
 use super::{
-    Ack, Counts, DeadSelection, Engine, KEEP_RUNS, Leased, PushItem, PushOutcome, QueueError,
-    QueueSpec, Rec, Resolution, RunRec, TaskStatus, Taken, Waiter, WorkerId,
+    Ack, Counts, DeadSelection, Engine, KEEP_RUNS, Leased, PushItem, PushOutcome, QueueError, QueueSpec, Rec,
+    Resolution, RunRec, Taken, TaskStatus, Waiter, WorkerId,
 };
 
 /// Same bound as the Redis engine's.
@@ -156,10 +156,10 @@ impl Op<'_> {
         }
         let key = rec.k.clone();
         self.q.rec.insert(id.to_owned(), rec);
-        if let Some(fu) = fu {
-            if let Some(payload) = self.q.data.remove(&format!("{id}:f")) {
-                self.new_task(&key, payload, fu);
-            }
+        if let Some(fu) = fu
+            && let Some(payload) = self.q.data.remove(&format!("{id}:f"))
+        {
+            self.new_task(&key, payload, fu);
         }
     }
 

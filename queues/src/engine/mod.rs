@@ -305,17 +305,13 @@ impl QueueSpec {
     pub fn new(name: &str, policy: Policy) -> Result<Self, QueueError> {
         let valid = !name.is_empty()
             && name.len() <= 64
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+            && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
         if !valid {
             return Err(QueueError::Invalid(format!(
                 "queue name {name:?}: must be 1-64 characters of [a-z0-9_-]"
             )));
         }
-        policy
-            .validate()
-            .map_err(|e| QueueError::Invalid(format!("queue {name}: {e}")))?;
+        policy.validate().map_err(|e| QueueError::Invalid(format!("queue {name}: {e}")))?;
         Ok(Self { name: name.to_owned(), policy })
     }
 }

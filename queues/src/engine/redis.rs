@@ -28,8 +28,8 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnecti
 use redis::{AsyncConnectionConfig, Client, Script, Value};
 
 use super::{
-    Ack, Counts, DeadSelection, Engine, Leased, PushItem, PushOutcome, QueueError, QueueSpec,
-    Rec, Resolution, TaskStatus, Taken, Waiter, WorkerId,
+    Ack, Counts, DeadSelection, Engine, Leased, PushItem, PushOutcome, QueueError, QueueSpec, Rec,
+    Resolution, Taken, TaskStatus, Waiter, WorkerId,
 };
 
 macro_rules! script {
@@ -116,8 +116,7 @@ impl RedisEngine {
     ) -> Result<T, QueueError> {
         let mut inv = script.prepare_invoke();
         for part in [
-            "ready", "delayed", "leased", "dead", "finished", "rec", "data", "keys", "stats",
-            "signal", "seq",
+            "ready", "delayed", "leased", "dead", "finished", "rec", "data", "keys", "stats", "signal", "seq",
         ] {
             inv.key(self.key(q, part));
         }
@@ -138,11 +137,8 @@ impl RedisEngine {
             return Ok(Vec::new());
         }
         let mut conn = self.conn.clone();
-        let raws: Vec<Option<String>> = redis::cmd("HMGET")
-            .arg(self.key(q, "rec"))
-            .arg(ids)
-            .query_async(&mut conn)
-            .await?;
+        let raws: Vec<Option<String>> =
+            redis::cmd("HMGET").arg(self.key(q, "rec")).arg(ids).query_async(&mut conn).await?;
         ids.iter()
             .zip(raws)
             .filter_map(|(id, raw)| raw.map(|raw| decode(&raw).map(|r| r.status(id, &q.name, None))))
@@ -166,9 +162,9 @@ fn text(v: &Value) -> Result<String, QueueError> {
 fn int(v: &Value) -> Result<i64, QueueError> {
     match v {
         Value::Int(i) => Ok(*i),
-        other => text(other)?
-            .parse()
-            .map_err(|_| QueueError::Corrupt(format!("expected a number, got {other:?}"))),
+        other => {
+            text(other)?.parse().map_err(|_| QueueError::Corrupt(format!("expected a number, got {other:?}")))
+        }
     }
 }
 
@@ -206,9 +202,8 @@ impl Engine for RedisEngine {
                 inv.arg(max).arg(&worker.id).arg(&worker.group).arg(CHUNK);
             })
             .await?;
-        let (first, rest) = reply
-            .split_first()
-            .ok_or_else(|| QueueError::Corrupt("empty take reply".into()))?;
+        let (first, rest) =
+            reply.split_first().ok_or_else(|| QueueError::Corrupt("empty take reply".into()))?;
         let next = int(first)?;
         let mut tasks = Vec::with_capacity(rest.len() / 5);
         for t in rest.chunks(5) {
@@ -223,18 +218,11 @@ impl Engine for RedisEngine {
                 payload: text(payload)?,
             });
         }
-        Ok(Taken {
-            tasks,
-            next_due: (next >= 0).then(|| Duration::from_millis(next as u64)),
-        })
+        Ok(Taken { tasks, next_due: (next >= 0).then(|| Duration::from_millis(next as u64)) })
     }
 
     fn waiter(&self, q: &QueueSpec) -> Box<dyn Waiter> {
-        Box::new(RedisWaiter {
-            client: self.client.clone(),
-            conn: None,
-            signal: self.key(q, "signal"),
-        })
+        Box::new(RedisWaiter { client: self.client.clone(), conn: None, signal: self.key(q, "signal") })
     }
 
     async fn renew(&self, q: &QueueSpec, leases: &[(String, String)]) -> Result<Vec<String>, QueueError> {
@@ -306,17 +294,12 @@ impl Engine for RedisEngine {
             .zscore(self.key(q, "leased"), id)
             .query_async(&mut conn)
             .await?;
-        raw.map(|raw| Ok(decode(&raw)?.status(id, &q.name, until.map(|u| u as u64))))
-            .transpose()
+        raw.map(|raw| Ok(decode(&raw)?.status(id, &q.name, until.map(|u| u as u64)))).transpose()
     }
 
     async fn live_id(&self, q: &QueueSpec, key: &str) -> Result<Option<String>, QueueError> {
         let mut conn = self.conn.clone();
-        Ok(redis::cmd("HGET")
-            .arg(self.key(q, "keys"))
-            .arg(key)
-            .query_async(&mut conn)
-            .await?)
+        Ok(redis::cmd("HGET").arg(self.key(q, "keys")).arg(key).query_async(&mut conn).await?)
     }
 
     async fn dead(&self, q: &QueueSpec, limit: usize) -> Result<Vec<TaskStatus>, QueueError> {
@@ -355,10 +338,11 @@ impl RedisEngine {
         let mut left: u64 = redis::cmd("ZCARD").arg(self.key(q, "dead")).query_async(&mut conn).await?;
         let mut total = 0;
         loop {
-            let n: u64 = self.call(&self.scripts.dead, q, |inv| {
-                inv.arg(op).arg(id);
-            })
-            .await?;
+            let n: u64 = self
+                .call(&self.scripts.dead, q, |inv| {
+                    inv.arg(op).arg(id);
+                })
+                .await?;
             total += n;
             left = left.saturating_sub(n);
             if n == 0 || !id.is_empty() || left == 0 {
