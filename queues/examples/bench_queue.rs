@@ -12,9 +12,10 @@ use std::time::{Duration, Instant};
 use apalis::prelude::*;
 use apalis_redis::{Config, RedisStorage};
 use clap::Parser;
+use gce_backend_queues::testing::stoppable;
 use gce_backend_queues::{Policy, Queue, QueueSpec, RedisEngine, When};
 use serde::{Deserialize, Serialize};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 #[derive(Debug, Parser)]
 struct Args {
@@ -37,8 +38,6 @@ struct Job {
     n: u64,
 }
 
-type Stop = oneshot::Sender<()>;
-
 fn rate(n: u64, d: Duration) -> f64 {
     n as f64 / d.as_secs_f64()
 }
@@ -51,14 +50,6 @@ async fn wait_until(what: impl Fn() -> futures::future::BoxFuture<'static, bool>
     while !what().await {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-}
-
-fn run_worker<W>(worker: W) -> (Stop, tokio::task::JoinHandle<()>)
-where
-    W: FnOnce(oneshot::Receiver<()>) -> futures::future::BoxFuture<'static, ()>,
-{
-    let (stop, stopped) = oneshot::channel();
-    (stop, tokio::spawn(worker(stopped)))
 }
 
 async fn noop(_job: Job) -> Result<(), BoxDynError> {
@@ -78,17 +69,8 @@ async fn ours(url: &str, args: &Args) -> (f64, f64, Queue) {
 
     let t = Instant::now();
     let (backend, concurrency) = (q.backend::<Job>("bench"), args.concurrency);
-    let (stop, handle) = run_worker(move |stopped| {
-        Box::pin(async move {
-            let w = WorkerBuilder::new("ours").backend(backend).concurrency(concurrency).build(noop);
-            w.run_until(async move {
-                let _ = stopped.await;
-                Ok::<(), std::io::Error>(())
-            })
-            .await
-            .unwrap();
-        })
-    });
+    let w = WorkerBuilder::new("ours").backend(backend).concurrency(concurrency).build(noop);
+    let (stop, handle) = stoppable(|stop| w.run_until(stop));
     let (qc, n) = (q.clone(), args.n);
     wait_until(move || {
         let qc = qc.clone();
@@ -97,7 +79,7 @@ async fn ours(url: &str, args: &Args) -> (f64, f64, Queue) {
     .await;
     let process = rate(args.n, t.elapsed());
     stop.send(()).unwrap();
-    handle.await.unwrap();
+    handle.await.unwrap().unwrap();
     let c = q.counts().await.unwrap();
     assert_eq!((c.done, c.dead, c.pending), (args.n, 0, 0), "ours: every task done once");
     (enqueue, process, q)
@@ -120,18 +102,9 @@ async fn pickup(q: &Queue, samples: usize) -> (Duration, Duration) {
     let pushed: Arc<Mutex<HashMap<u64, Instant>>> = Arc::default();
     let (tx, mut rx) = mpsc::unbounded_channel::<Duration>();
     let (backend, p) = (q.backend::<Job>("bench"), pushed.clone());
-    let (stop, handle) = run_worker(move |stopped| {
-        Box::pin(async move {
-            let ctx = Pickup { pushed: p, tx };
-            let w = WorkerBuilder::new("pickup").backend(backend).concurrency(32).data(ctx).build(picked);
-            w.run_until(async move {
-                let _ = stopped.await;
-                Ok::<(), std::io::Error>(())
-            })
-            .await
-            .unwrap();
-        })
-    });
+    let ctx = Pickup { pushed: p, tx };
+    let w = WorkerBuilder::new("pickup").backend(backend).concurrency(32).data(ctx).build(picked);
+    let (stop, handle) = stoppable(|stop| w.run_until(stop));
     let mut lat = Vec::with_capacity(samples);
     for i in 0..samples as u64 {
         // Let the worker go idle (parked on its blocking wait) before each push.
@@ -141,7 +114,7 @@ async fn pickup(q: &Queue, samples: usize) -> (Duration, Duration) {
         lat.push(rx.recv().await.unwrap());
     }
     stop.send(()).unwrap();
-    handle.await.unwrap();
+    handle.await.unwrap().unwrap();
     lat.sort();
     (lat[lat.len() / 2], lat[(lat.len() * 99).div_ceil(100) - 1])
 }
@@ -180,20 +153,11 @@ async fn apalis_redis(url: &str, args: &Args, raw: &mut redis::aio::MultiplexedC
 
     let t = Instant::now();
     let concurrency = args.concurrency;
-    let (stop, handle) = run_worker(move |stopped| {
-        Box::pin(async move {
-            let w = WorkerBuilder::new("apalis-redis")
-                .backend(storage.poll_with_interval(Duration::from_millis(100)))
-                .concurrency(concurrency)
-                .build(noop);
-            let _ = w
-                .run_until(async move {
-                    let _ = stopped.await;
-                    Ok::<(), std::io::Error>(())
-                })
-                .await;
-        })
-    });
+    let w = WorkerBuilder::new("apalis-redis")
+        .backend(storage.poll_with_interval(Duration::from_millis(100)))
+        .concurrency(concurrency)
+        .build(noop);
+    let (stop, handle) = stoppable(|stop| w.run_until(stop));
     let (done_key, n, url) = (config.done_jobs_set(), args.n, url.to_owned());
     let mut probe = redis::Client::open(url).unwrap().get_multiplexed_async_connection().await.unwrap();
     loop {

@@ -157,3 +157,24 @@ where
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// Runs `run(stop)` on a tokio task, where `stop` resolves when the returned sender fires or is
+/// dropped: made for apalis's `worker.run_until(stop)`.
+pub fn stoppable<F, Fut, E>(
+    run: F,
+) -> (tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<Result<(), E>>)
+where
+    F: FnOnce(StopSignal) -> Fut,
+    Fut: std::future::Future<Output = Result<(), E>> + Send + 'static,
+    E: Send + 'static,
+{
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let signal: StopSignal = Box::pin(async move {
+        let _ = stopped.await;
+        Ok(())
+    });
+    (stop, tokio::spawn(run(signal)))
+}
+
+/// The stop future handed to [`stoppable`]'s closure.
+pub type StopSignal = std::pin::Pin<Box<dyn std::future::Future<Output = std::io::Result<()>> + Send>>;

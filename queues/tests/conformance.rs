@@ -10,7 +10,7 @@ use std::time::Duration;
 use apalis::prelude::*;
 use chrono::Utc;
 use gce_backend_queues::engine::{Ack, PushItem, Resolution};
-use gce_backend_queues::testing::{RedisServer, eventually};
+use gce_backend_queues::testing::{RedisServer, eventually, stoppable};
 use gce_backend_queues::{
     DeadSelection, Engine, MemoryEngine, Policy, PushOutcome, Queue, QueueSpec, RedisEngine, When, WorkerId,
     outcome,
@@ -58,7 +58,7 @@ fn worker(id: &str) -> WorkerId {
     WorkerId { group: "host-a".into(), id: id.into() }
 }
 
-/// Runs an apalis worker over `queue` until `stop` fires.
+/// Runs an apalis worker over `queue` until the sender fires or is dropped.
 fn spawn_worker<H, Fut>(
     queue: &Queue,
     name: &str,
@@ -69,21 +69,29 @@ where
     H: Fn(Job) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = Result<(), BoxDynError>> + Send + 'static,
 {
-    let (stop, stopped) = oneshot::channel::<()>();
     let worker = WorkerBuilder::new(name)
         .backend(queue.backend::<Job>("host-a"))
         .concurrency(concurrency)
         .build(handler);
-    let handle = tokio::spawn(async move {
-        worker
-            .run_until(async move {
-                let _ = stopped.await;
-                Ok::<(), std::io::Error>(())
-            })
-            .await
-            .expect("worker ended with an error");
-    });
-    (stop, handle)
+    let (stop, handle) = stoppable(|stop| worker.run_until(stop));
+    (stop, tokio::spawn(async move { handle.await.unwrap().expect("worker ended with an error") }))
+}
+
+/// Takes up to `max` tasks and ends run `i` with `resolution(i)`; returns their ids.
+async fn take_and_resolve(
+    h: &Harness,
+    q: &Queue,
+    max: usize,
+    resolution: impl Fn(usize) -> Resolution,
+) -> Vec<String> {
+    let taken = h.engine.take(q.spec(), &worker("w"), max).await.unwrap().tasks;
+    let acks: Vec<Ack> = taken
+        .iter()
+        .enumerate()
+        .map(|(i, l)| Ack { id: l.id.clone(), token: l.token.clone(), resolution: resolution(i) })
+        .collect();
+    assert_eq!(h.engine.finish(q.spec(), &acks).await.unwrap(), 0);
+    taken.into_iter().map(|l| l.id).collect()
 }
 
 async fn done_count(q: &Queue, n: u64) -> Option<()> {
@@ -322,16 +330,7 @@ async fn dead_tasks_can_be_listed_retried_and_purged(h: &Harness) {
     for n in 0..4 {
         ids.push(q.push(&format!("vm-{n}"), &Job { n }, When::Now).await.unwrap().task_id().to_owned());
     }
-    let taken = h.engine.take(q.spec(), &worker("w"), 10).await.unwrap().tasks;
-    let acks: Vec<Ack> = taken
-        .iter()
-        .map(|l| Ack {
-            id: l.id.clone(),
-            token: l.token.clone(),
-            resolution: Resolution::Retry { after: Duration::ZERO, error: "e".into() },
-        })
-        .collect();
-    h.engine.finish(q.spec(), &acks).await.unwrap();
+    take_and_resolve(h, &q, 10, |_| Resolution::Retry { after: Duration::ZERO, error: "e".into() }).await;
     let dead = q.dead(10).await.unwrap();
     assert_eq!(dead.len(), 4);
     assert!(dead.windows(2).all(|w| w[0].resolved >= w[1].resolved), "newest first");
@@ -350,16 +349,7 @@ async fn dead_tasks_can_be_listed_retried_and_purged(h: &Harness) {
     let c = q.counts().await.unwrap();
     assert_eq!((c.dead, c.pending), (0, 4));
 
-    let taken = h.engine.take(q.spec(), &worker("w"), 10).await.unwrap().tasks;
-    let acks: Vec<Ack> = taken
-        .iter()
-        .map(|l| Ack {
-            id: l.id.clone(),
-            token: l.token.clone(),
-            resolution: Resolution::Fail { error: "x".into() },
-        })
-        .collect();
-    h.engine.finish(q.spec(), &acks).await.unwrap();
+    take_and_resolve(h, &q, 10, |_| Resolution::Fail { error: "x".into() }).await;
     assert_eq!(q.counts().await.unwrap().dead, 4);
     assert_eq!(q.purge_dead().await.unwrap(), 4);
     assert_eq!(q.counts().await.unwrap().dead, 0);
@@ -532,18 +522,11 @@ async fn finished_and_dead_records_are_trimmed(h: &Harness) {
                 q.push(&format!("vm-{round}-{n}"), &Job { n }, When::Now).await.unwrap().task_id().to_owned();
             first_ok.get_or_insert(id);
         }
-        let taken = h.engine.take(q.spec(), &worker("w"), 50).await.unwrap().tasks;
-        let acks: Vec<Ack> = taken
-            .iter()
-            .enumerate()
-            .map(|(i, l)| {
-                let resolution =
-                    if i % 2 == 0 { Resolution::Done } else { Resolution::Fail { error: "x".into() } };
-                Ack { id: l.id.clone(), token: l.token.clone(), resolution }
-            })
-            .collect();
-        first_dead.get_or_insert(taken[1].id.clone());
-        h.engine.finish(q.spec(), &acks).await.unwrap();
+        let ids = take_and_resolve(h, &q, 50, |i| {
+            if i % 2 == 0 { Resolution::Done } else { Resolution::Fail { error: "x".into() } }
+        })
+        .await;
+        first_dead.get_or_insert(ids[1].clone());
     }
     let c = q.counts().await.unwrap();
     assert_eq!((c.done, c.failed), (150, 150), "counters keep counting");

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use apalis::prelude::*;
-use gce_backend_queues::testing::{RedisServer, eventually};
+use gce_backend_queues::testing::{RedisServer, eventually, stoppable};
 use gce_backend_queues::{Policy, Queue, QueueSpec, RedisEngine, When};
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
@@ -37,24 +37,24 @@ async fn record(job: Job, seen: Data<Seen>) -> Result<(), BoxDynError> {
     Ok(())
 }
 
-/// A worker recording each job it runs; stops when the sender is dropped or fires.
+/// A worker recording each job it runs; stops when the sender fires or is dropped.
 fn recording_worker(q: &Queue, seen: Seen) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
-    let (stop, stopped) = oneshot::channel::<()>();
     let worker = WorkerBuilder::new("recorder")
         .backend(q.backend::<Job>("host"))
         .concurrency(8)
         .data(seen)
         .build(record);
-    let handle = tokio::spawn(async move {
-        worker
-            .run_until(async move {
-                let _ = stopped.await;
-                Ok::<(), std::io::Error>(())
-            })
-            .await
-            .expect("the worker must not end on Redis errors");
-    });
-    (stop, handle)
+    let (stop, handle) = stoppable(|stop| worker.run_until(stop));
+    (
+        stop,
+        tokio::spawn(async move { handle.await.unwrap().expect("the worker must not end on Redis errors") }),
+    )
+}
+
+/// Waits until the worker has run `n` distinct jobs.
+async fn seen_reaches(seen: &Seen, n: usize, what: &str) {
+    eventually(what, Duration::from_secs(60), || async { (seen.lock().unwrap().len() >= n).then_some(()) })
+        .await;
 }
 
 /// Pushes `n` until Redis acknowledges it, retrying through errors; returns when acknowledged.
@@ -126,11 +126,7 @@ async fn workers_carry_on_through_a_redis_restart_and_lose_no_acknowledged_push(
     for n in 0..300 {
         push_acknowledged(&q, n).await;
     }
-    eventually("the first tasks run", Duration::from_secs(20), || {
-        let seen = seen.clone();
-        async move { (seen.lock().unwrap().len() >= 100).then_some(()) }
-    })
-    .await;
+    seen_reaches(&seen, 100, "the first tasks run").await;
     // Crash Redis mid-run; pushes made while it is away retry until it is back.
     server.kill();
     let pusher = {
@@ -145,11 +141,7 @@ async fn workers_carry_on_through_a_redis_restart_and_lose_no_acknowledged_push(
     server.restart();
     pusher.await.unwrap();
 
-    eventually("every acknowledged task runs after the restart", Duration::from_secs(60), || {
-        let seen = seen.clone();
-        async move { (seen.lock().unwrap().len() == 600).then_some(()) }
-    })
-    .await;
+    seen_reaches(&seen, 600, "every acknowledged task runs after the restart").await;
     assert!(!worker.is_finished(), "the worker is still running");
     let c = q.counts().await.unwrap();
     assert_eq!((c.dead, c.failed), (0, 0));
@@ -166,11 +158,7 @@ async fn workers_carry_on_after_their_connections_are_dropped() {
     for n in 0..100 {
         push_acknowledged(&q, n).await;
     }
-    eventually("the first batch runs", Duration::from_secs(20), || {
-        let seen = seen.clone();
-        async move { (seen.lock().unwrap().len() == 100).then_some(()) }
-    })
-    .await;
+    seen_reaches(&seen, 100, "the first batch runs").await;
     // Drop every client connection (the worker's blocking one included).
     let mut admin = raw(&server).await;
     let killed: i64 = redis::cmd("CLIENT")
@@ -186,11 +174,7 @@ async fn workers_carry_on_after_their_connections_are_dropped() {
     for n in 100..200 {
         push_acknowledged(&q, n).await;
     }
-    eventually("the second batch runs on new connections", Duration::from_secs(30), || {
-        let seen = seen.clone();
-        async move { (seen.lock().unwrap().len() == 200).then_some(()) }
-    })
-    .await;
+    seen_reaches(&seen, 200, "the second batch runs on new connections").await;
     assert!(!worker.is_finished());
     drop(stop);
     worker.await.unwrap();
