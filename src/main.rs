@@ -55,6 +55,17 @@ enum Command {
         #[arg(long, default_value_t = 30_000)]
         lease_ms: u64,
     },
+    /// Run the Compute Engine + Swarming simulator (REST, pRPC and the `/sim/` admin API on one port).
+    Sim {
+        /// Address to listen on; loopback only unless --allow-remote.
+        #[arg(long, default_value = "127.0.0.1:8787")]
+        listen: std::net::SocketAddr,
+        /// Serve on a non-loopback address (the simulator has no authentication).
+        #[arg(long)]
+        allow_remote: bool,
+        #[command(flatten)]
+        config: gce_backend::sim::SimConfig,
+    },
     /// Inspect or repair a queue in Redis.
     Queue {
         #[command(flatten)]
@@ -115,6 +126,25 @@ async fn main_() -> anyhow::Result<()> {
             let engine = engine(&store).await?;
             let lease = Duration::from_millis(lease_ms);
             demo::run(engine, demo::Options { role, tasks, task_ms, concurrency, lease }).await
+        }
+        Command::Sim { listen, allow_remote, config } => {
+            gce_backend::sim::check_listen(listen, allow_remote).map_err(anyhow::Error::msg)?;
+            config.validate().map_err(anyhow::Error::msg)?;
+            let listener = tokio::net::TcpListener::bind(listen)
+                .await
+                .with_context(|| format!("listening on {listen}"))?;
+            println!(
+                "simulator on http://{} (seed {}, zones {})",
+                listener.local_addr()?,
+                config.seed,
+                config.zones.join(",")
+            );
+            let sim = gce_backend::sim::Sim::new(config);
+            tokio::select! {
+                r = gce_backend::sim::serve(listener, sim) => r.context("serving")?,
+                r = gce_backend::workers::shutdown_signal() => r?,
+            }
+            Ok(())
         }
         Command::Queue { store, queue, op } => {
             anyhow::ensure!(

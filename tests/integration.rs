@@ -1,5 +1,10 @@
 //! The single integration test binary of the root package (tests that need the built
-//! `gce-backend` binary, a private `redis-server`, or both).
+//! `gce-backend` binary, a private `redis-server`, the simulator, or several of them).
+
+/// Harness: in-process simulator, official clients, pRPC client.
+mod support;
 
 /// Worker processes on Redis: kill -9 mid-run, SIGTERM shutdown.
 mod queue_processes;
+/// The simulator's Compute Engine REST through the official client.
+mod sim_compute;

@@ -1,0 +1,285 @@
+//! Simulator settings (delays, quotas, caps) and faults, set by flags at start and changed at run
+//! time through `POST /sim/faults`.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+/// What the simulator simulates and how fast.
+#[derive(Debug, Clone, clap::Args, Serialize, Deserialize)]
+pub struct SimConfig {
+    /// Seed of every random choice (ids, addresses, faults): same seed and requests, same answers.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Zones served; a zone's region is its name without the last `-x`.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "us-central1-a,us-central1-b,us-central1-c,us-east1-b,europe-west1-b"
+    )]
+    pub zones: Vec<String>,
+    /// Operation duration: PENDING for half of it, RUNNING for the other half, then DONE.
+    #[arg(long, default_value_t = 400)]
+    pub op_ms: u64,
+    /// PROVISIONING → STAGING.
+    #[arg(long, default_value_t = 300)]
+    pub provision_ms: u64,
+    /// STAGING → RUNNING.
+    #[arg(long, default_value_t = 300)]
+    pub stage_ms: u64,
+    /// STOPPING → TERMINATED; a deleted instance is gone as long again after that.
+    #[arg(long, default_value_t = 300)]
+    pub stop_ms: u64,
+    /// From RUNNING to the bot's first connection.
+    #[arg(long, default_value_t = 500)]
+    pub bot_connect_ms: u64,
+    /// From an instance's stop to its bot being dead (`is_dead`).
+    #[arg(long, default_value_t = 1000)]
+    pub bot_death_ms: u64,
+    /// Length of each simulated task a bot runs (0: bots stay idle).
+    #[arg(long, default_value_t = 0)]
+    pub bot_task_ms: u64,
+    /// Idle time between a bot's tasks.
+    #[arg(long, default_value_t = 1000)]
+    pub bot_idle_ms: u64,
+    /// CPU quota per project and region.
+    #[arg(long, default_value_t = 100_000.0)]
+    pub cpu_quota: f64,
+    /// Instance quota per project and region.
+    #[arg(long, default_value_t = 100_000)]
+    pub instance_quota: u64,
+    /// CPUs per machine type, added to the built-in table: `name=cpus,...`.
+    #[arg(long, value_delimiter = ',', value_parser = parse_machine)]
+    pub machine_cpus: Vec<(String, f64)>,
+    /// How long a requestId returns its first operation.
+    #[arg(long, default_value_t = 86_400)]
+    pub request_id_window_s: u64,
+    /// Longest `zoneOperations.wait` blocks.
+    #[arg(long, default_value_t = 30_000)]
+    pub wait_max_ms: u64,
+    /// Instances held at most; inserts beyond fail as a stockout.
+    #[arg(long, default_value_t = 250_000)]
+    pub max_instances: usize,
+    /// Bots held at most (dead and deleted ones are dropped first).
+    #[arg(long, default_value_t = 250_000)]
+    pub max_bots: usize,
+    /// Operations remembered (with their requestIds); the oldest are forgotten.
+    #[arg(long, default_value_t = 500_000)]
+    pub max_operations: usize,
+    /// Faults at start, as the JSON `POST /sim/faults` takes.
+    #[arg(long, value_parser = parse_faults, default_value = "{}")]
+    pub faults: Faults,
+}
+
+fn parse_machine(s: &str) -> Result<(String, f64), String> {
+    let (name, cpus) = s.split_once('=').ok_or_else(|| format!("{s:?}: expected name=cpus"))?;
+    let cpus: f64 = cpus.parse().map_err(|_| format!("{s:?}: cpus must be a number"))?;
+    Ok((name.to_owned(), cpus))
+}
+
+fn parse_faults(s: &str) -> Result<Faults, String> {
+    let mut f = Faults::default();
+    f.apply(serde_json::from_str(s).map_err(|e| format!("faults JSON: {e}"))?)?;
+    Ok(f)
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        #[derive(clap::Parser)]
+        struct Wrap {
+            #[command(flatten)]
+            cfg: SimConfig,
+        }
+        <Wrap as clap::Parser>::parse_from(["sim"]).cfg
+    }
+}
+
+impl SimConfig {
+    /// CPUs of a machine type (a name or a URL ending in it).
+    pub fn cpus_of(&self, machine_type: &str) -> f64 {
+        let name = machine_type.rsplit('/').next().unwrap_or(machine_type);
+        if let Some((_, cpus)) = self.machine_cpus.iter().find(|(n, _)| n == name) {
+            return *cpus;
+        }
+        match name {
+            "f1-micro" | "g1-small" => 1.0,
+            "e2-micro" | "e2-small" | "e2-medium" => 2.0,
+            _ => {
+                // custom-<cpus>-<mem>, <family>-<kind>-<cpus> (n1-standard-8, e2-highcpu-16, ...).
+                let parts: Vec<&str> = name.split('-').collect();
+                let n = if parts.first() == Some(&"custom") { parts.get(1) } else { parts.last() };
+                n.and_then(|n| n.parse().ok()).unwrap_or(1.0)
+            }
+        }
+    }
+
+    /// Checks the settings.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.zones.is_empty() {
+            return Err("--zones: at least one zone".into());
+        }
+        for z in &self.zones {
+            if !super::world::valid_name(z) || !z.contains('-') {
+                return Err(format!("--zones: {z:?} is not a zone name like us-central1-b"));
+            }
+        }
+        if self.bot_task_ms > 0 && self.bot_task_ms + self.bot_idle_ms == 0 {
+            return Err("--bot-idle-ms: must be positive".into());
+        }
+        Ok(())
+    }
+}
+
+/// An injected error answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ErrorFault {
+    /// Share of calls that fail, 0 to 1.
+    pub rate: f64,
+    /// 503 (backend error / UNAVAILABLE), 429 (rate limited) or 403 (`rateLimitExceeded`).
+    pub status: u16,
+}
+
+/// Quota limits of one region (optionally of one project).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QuotaLimits {
+    /// CPUS.
+    pub cpus: f64,
+    /// INSTANCES.
+    pub instances: u64,
+}
+
+/// Faults in force.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Faults {
+    /// Error answers by method (`compute.instances.insert`, `swarming.GetBot`, ... or `*`).
+    pub errors: BTreeMap<String, ErrorFault>,
+    /// Added latency in milliseconds by method (or `*`).
+    pub latency_ms: BTreeMap<String, u64>,
+    /// Share of new instances that never boot (stay STAGING).
+    pub never_boot_rate: f64,
+    /// Share of booted instances whose bot never connects.
+    pub bot_never_connect_rate: f64,
+    /// Share of bots that die `bot_early_death_ms` after connecting.
+    pub bot_early_death_rate: f64,
+    /// See `bot_early_death_rate`.
+    pub bot_early_death_ms: u64,
+    /// Zones out of capacity: inserts fail with ZONE_RESOURCE_POOL_EXHAUSTED.
+    pub stockout_zones: BTreeSet<String>,
+    /// Quota limits by `region` or `project/region`, over the defaults.
+    pub quotas: BTreeMap<String, QuotaLimits>,
+}
+
+/// A change of faults: each field given replaces that field.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultsPatch {
+    errors: Option<BTreeMap<String, ErrorFault>>,
+    latency_ms: Option<BTreeMap<String, u64>>,
+    never_boot_rate: Option<f64>,
+    bot_never_connect_rate: Option<f64>,
+    bot_early_death_rate: Option<f64>,
+    bot_early_death_ms: Option<u64>,
+    stockout_zones: Option<BTreeSet<String>>,
+    quotas: Option<BTreeMap<String, QuotaLimits>>,
+}
+
+impl Faults {
+    /// Applies `patch` after checking it; on error nothing changes.
+    pub fn apply(&mut self, patch: FaultsPatch) -> Result<(), String> {
+        let rate = |name: &str, r: Option<f64>| match r {
+            Some(r) if !(0.0..=1.0).contains(&r) => Err(format!("{name}: {r} is not between 0 and 1")),
+            _ => Ok(()),
+        };
+        rate("never_boot_rate", patch.never_boot_rate)?;
+        rate("bot_never_connect_rate", patch.bot_never_connect_rate)?;
+        rate("bot_early_death_rate", patch.bot_early_death_rate)?;
+        for (method, e) in patch.errors.iter().flatten() {
+            rate(&format!("errors.{method}.rate"), Some(e.rate))?;
+            if ![503, 429, 403].contains(&e.status) {
+                return Err(format!("errors.{method}.status: {} (use 503, 429 or 403)", e.status));
+            }
+        }
+        let mut next = self.clone();
+        macro_rules! take {
+            ($($f:ident),*) => { $( if let Some(v) = patch.$f { next.$f = v; } )* };
+        }
+        take!(
+            errors,
+            latency_ms,
+            never_boot_rate,
+            bot_never_connect_rate,
+            bot_early_death_rate,
+            bot_early_death_ms,
+            stockout_zones,
+            quotas
+        );
+        *self = next;
+        Ok(())
+    }
+
+    /// The quota limits of `project` in `region`.
+    pub fn limits(&self, project: &str, region: &str, cfg: &SimConfig) -> QuotaLimits {
+        self.quotas
+            .get(&format!("{project}/{region}"))
+            .or_else(|| self.quotas.get(region))
+            .cloned()
+            .unwrap_or(QuotaLimits { cpus: cfg.cpu_quota, instances: cfg.instance_quota })
+    }
+
+    /// The injected error for `method`, if any.
+    pub fn error_for(&self, method: &str) -> Option<&ErrorFault> {
+        self.errors.get(method).or_else(|| self.errors.get("*"))
+    }
+
+    /// The added latency for `method`.
+    pub fn latency_for(&self, method: &str) -> u64 {
+        self.latency_ms.get(method).or_else(|| self.latency_ms.get("*")).copied().unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn machine_types_map_to_cpus() {
+        let cfg = SimConfig { machine_cpus: vec![("weird-box".into(), 7.0)], ..SimConfig::default() };
+        assert_eq!(cfg.cpus_of("zones/us-central1-b/machineTypes/e2-small"), 2.0);
+        assert_eq!(cfg.cpus_of("n1-standard-8"), 8.0);
+        assert_eq!(cfg.cpus_of("custom-6-23040"), 6.0);
+        assert_eq!(cfg.cpus_of("weird-box"), 7.0);
+        assert_eq!(cfg.cpus_of("f1-micro"), 1.0);
+    }
+
+    #[test]
+    fn fault_patches_are_checked_and_replace_only_what_they_name() {
+        let mut f = Faults::default();
+        let p: FaultsPatch =
+            serde_json::from_str(r#"{"stockout_zones":["us-east1-b"],"never_boot_rate":0.5}"#).unwrap();
+        f.apply(p).unwrap();
+        let p: FaultsPatch = serde_json::from_str(r#"{"errors":{"*":{"rate":0.3,"status":503}}}"#).unwrap();
+        f.apply(p).unwrap();
+        assert_eq!(f.never_boot_rate, 0.5);
+        assert!(f.stockout_zones.contains("us-east1-b"));
+        assert_eq!(f.error_for("compute.instances.get").unwrap().status, 503);
+        let bad: FaultsPatch = serde_json::from_str(r#"{"never_boot_rate":2,"stockout_zones":[]}"#).unwrap();
+        assert!(f.apply(bad).unwrap_err().contains("never_boot_rate"));
+        assert!(f.stockout_zones.contains("us-east1-b"), "a rejected patch changes nothing");
+        let bad: FaultsPatch = serde_json::from_str(r#"{"errors":{"x":{"rate":0.1,"status":500}}}"#).unwrap();
+        assert!(f.apply(bad).unwrap_err().contains("status"));
+        assert!(serde_json::from_str::<FaultsPatch>(r#"{"typo":1}"#).is_err());
+    }
+
+    #[test]
+    fn project_quota_overrides_region_quota_overrides_defaults() {
+        let cfg = SimConfig { cpu_quota: 10.0, instance_quota: 5, ..SimConfig::default() };
+        let mut f = Faults::default();
+        f.quotas.insert("us-east1".into(), QuotaLimits { cpus: 4.0, instances: 2 });
+        f.quotas.insert("p1/us-east1".into(), QuotaLimits { cpus: 1.0, instances: 1 });
+        assert_eq!(f.limits("p0", "us-central1", &cfg).cpus, 10.0);
+        assert_eq!(f.limits("p0", "us-east1", &cfg).cpus, 4.0);
+        assert_eq!(f.limits("p1", "us-east1", &cfg).instances, 1);
+    }
+}

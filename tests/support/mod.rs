@@ -1,0 +1,172 @@
+//! Test harness: an in-process simulator on a free loopback port, the official Compute Engine
+//! clients pointed at it (anonymous credentials, fast backoff), and a small pRPC client.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use gce_backend::sim::{self, Sim, SimConfig};
+use google_cloud_compute_v1::client::{Instances, Regions, ZoneOperations, Zones};
+use google_cloud_gax::error::Error;
+use google_cloud_gax::error::rpc::StatusDetails;
+use google_cloud_gax::exponential_backoff::ExponentialBackoffBuilder;
+use serde_json::{Value, json};
+
+/// A running simulator and clients for it.
+pub struct SimHandle {
+    pub addr: SocketAddr,
+    pub sim: Sim,
+    pub base: String,
+    pub http: reqwest::Client,
+}
+
+fn crypto() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+fn fast() -> google_cloud_gax::exponential_backoff::ExponentialBackoff {
+    ExponentialBackoffBuilder::new()
+        .with_initial_delay(Duration::from_millis(20))
+        .with_maximum_delay(Duration::from_millis(100))
+        .build()
+        .expect("valid backoff")
+}
+
+fn anonymous() -> google_cloud_auth::credentials::Credentials {
+    google_cloud_auth::credentials::anonymous::Builder::new().build()
+}
+
+/// Fast delays so tests converge in well under a second per step.
+pub fn quick() -> SimConfig {
+    SimConfig {
+        op_ms: 100,
+        provision_ms: 50,
+        stage_ms: 50,
+        stop_ms: 50,
+        bot_connect_ms: 100,
+        bot_death_ms: 200,
+        ..SimConfig::default()
+    }
+}
+
+pub async fn start(cfg: SimConfig) -> SimHandle {
+    crypto();
+    let (addr, sim) = sim::spawn(cfg).await.expect("start simulator");
+    SimHandle { addr, sim, base: format!("http://{addr}"), http: reqwest::Client::new() }
+}
+
+impl SimHandle {
+    pub async fn instances(&self) -> Instances {
+        Instances::builder()
+            .with_endpoint(&self.base)
+            .with_credentials(anonymous())
+            .with_backoff_policy(fast())
+            .with_polling_backoff_policy(fast())
+            .build()
+            .await
+            .expect("instances client")
+    }
+
+    pub async fn operations(&self) -> ZoneOperations {
+        ZoneOperations::builder()
+            .with_endpoint(&self.base)
+            .with_credentials(anonymous())
+            .build()
+            .await
+            .unwrap()
+    }
+
+    pub async fn zones(&self) -> Zones {
+        Zones::builder().with_endpoint(&self.base).with_credentials(anonymous()).build().await.unwrap()
+    }
+
+    pub async fn regions(&self) -> Regions {
+        Regions::builder().with_endpoint(&self.base).with_credentials(anonymous()).build().await.unwrap()
+    }
+
+    pub async fn admin_get(&self, path: &str) -> Value {
+        self.http.get(format!("{}{path}", self.base)).send().await.unwrap().json().await.unwrap()
+    }
+
+    pub async fn admin_post(&self, path: &str, body: Value) -> (u16, Value) {
+        let r = self.http.post(format!("{}{path}", self.base)).json(&body).send().await.unwrap();
+        (r.status().as_u16(), r.json().await.unwrap())
+    }
+
+    /// Calls `swarming.v2.Bots/<method>` on Swarming server `server`: Ok(body) or Err((grpc code, text)).
+    pub async fn prpc(&self, server: &str, method: &str, body: Value) -> Result<Value, (u16, String)> {
+        let r = self
+            .http
+            .post(format!("{}/swarming/{server}/prpc/swarming.v2.Bots/{method}", self.base))
+            .header("content-type", "application/json")
+            .header("accept", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        let code: u16 = r
+            .headers()
+            .get("x-prpc-grpc-code")
+            .expect("pRPC answers carry X-Prpc-Grpc-Code")
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let text = r.text().await.unwrap();
+        if code != 0 {
+            return Err((code, text));
+        }
+        let json = text.strip_prefix(")]}'\n").expect("pRPC JSON starts with the XSSI prefix");
+        Ok(serde_json::from_str(json).unwrap())
+    }
+
+    /// Number of answers to `method` with HTTP `status`.
+    pub async fn calls(&self, method: &str, status: u16) -> u64 {
+        let v = self.admin_get("/sim/calls").await;
+        v["calls"][method][status.to_string()].as_u64().unwrap_or(0)
+    }
+}
+
+/// An instance body like the service sends: labels, metadata (with the Swarming server), one NIC
+/// with an external address.
+pub fn instance(
+    name: &str,
+    machine: &str,
+    labels: &[(&str, &str)],
+    swarming: Option<&str>,
+) -> google_cloud_compute_v1::model::Instance {
+    let mut items = vec![json!({"key": "startup-script", "value": "echo hi"})];
+    if let Some(s) = swarming {
+        items.push(json!({"key": "swarming-server", "value": s}));
+    }
+    let labels: serde_json::Map<String, Value> =
+        labels.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+    serde_json::from_value(json!({
+        "name": name,
+        "machineType": format!("zones/us-central1-b/machineTypes/{machine}"),
+        "labels": labels,
+        "metadata": {"items": items},
+        "disks": [{"autoDelete": true, "boot": true, "initializeParams": {"diskSizeGb": "10",
+                   "sourceImage": "projects/debian-cloud/global/images/family/debian-12"}}],
+        "networkInterfaces": [{"network": "global/networks/default",
+                               "accessConfigs": [{"name": "External NAT", "type": "ONE_TO_ONE_NAT"}]}],
+    }))
+    .expect("instance body")
+}
+
+/// HTTP status and `errors[].reason` of a client error.
+pub fn http_error(e: &Error) -> (Option<u16>, Option<String>) {
+    let reason = e.status().and_then(|s| {
+        s.details.iter().find_map(|d| match d {
+            StatusDetails::ErrorInfo(i) => Some(i.reason.clone()),
+            _ => None,
+        })
+    });
+    (e.http_status_code(), reason)
+}
+
+/// A deterministic requestId for `what`.
+pub fn rid(what: &str) -> String {
+    uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_OID, what.as_bytes()).to_string()
+}
