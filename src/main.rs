@@ -64,7 +64,7 @@ enum Command {
         #[arg(long)]
         allow_remote: bool,
         #[command(flatten)]
-        config: gce_backend::sim::SimConfig,
+        config: Box<gce_backend::sim::SimConfig>,
     },
     /// Inspect or repair a queue in Redis.
     Queue {
@@ -139,7 +139,7 @@ async fn main_() -> anyhow::Result<()> {
                 config.seed,
                 config.zones.join(",")
             );
-            let sim = gce_backend::sim::Sim::new(config);
+            let sim = gce_backend::sim::Sim::new(*config);
             tokio::select! {
                 r = gce_backend::sim::serve(listener, sim) => r.context("serving")?,
                 r = gce_backend::workers::shutdown_signal() => r?,

@@ -8,3 +8,5 @@ mod support;
 mod queue_processes;
 /// The simulator's Compute Engine REST through the official client.
 mod sim_compute;
+/// The simulator's Swarming pRPC through a reqwest client.
+mod sim_swarming;

@@ -43,10 +43,10 @@ pub struct SimConfig {
     #[arg(long, default_value_t = 1000)]
     pub bot_idle_ms: u64,
     /// CPU quota per project and region.
-    #[arg(long, default_value_t = 100_000.0)]
+    #[arg(long, default_value_t = 1_000_000.0)]
     pub cpu_quota: f64,
     /// Instance quota per project and region.
-    #[arg(long, default_value_t = 100_000)]
+    #[arg(long, default_value_t = 1_000_000)]
     pub instance_quota: u64,
     /// CPUs per machine type, added to the built-in table: `name=cpus,...`.
     #[arg(long, value_delimiter = ',', value_parser = parse_machine)]
@@ -60,7 +60,8 @@ pub struct SimConfig {
     /// Instances held at most; inserts beyond fail as a stockout.
     #[arg(long, default_value_t = 250_000)]
     pub max_instances: usize,
-    /// Bots held at most (dead and deleted ones are dropped first).
+    /// Bots held at most: past it, deleted and dead bots are dropped (live bots stand for live
+    /// instances, which `max_instances` caps).
     #[arg(long, default_value_t = 250_000)]
     pub max_bots: usize,
     /// Operations remembered (with their requestIds); the oldest are forgotten.
