@@ -1,34 +1,23 @@
-//! What the work is: the reconcile logic of gce-backend (cron fan-outs, one handler per queue,
-//! the domain model and the ports it calls). It grows with the reconcile pipeline; for now it
-//! holds the catalogue of queue names the pipeline will use.
+//! What the work is: the reconcile logic of gce-backend.
+//!
+//! Independent, idempotent cron jobs ([`cron`]) fan out per-entity tasks onto queues; each task's
+//! handler ([`tasks`]) re-reads the records and moves one GCE instance or Swarming bot one step
+//! closer to its Config. Failures leave no inconsistent state: the next run (a retry, a
+//! follow-up, or the next cron tick) picks up where the last one stopped.
+//!
+//! * [`config`]: the Config model, its validation and amount schedules.
+//! * [`model`]: stored records (Config records, VMs, bot observations, status).
+//! * [`ports`]: Store, Compute, Bots, Clock; [`store::memory`] is the in-memory Store.
+//! * [`ctx`]: the context handlers get; [`error`]: their error and its classification.
 
-/// Every queue of the pipeline, by name. Names are explicit and stable: they are part of the
-/// Redis key layout, so renaming one strands the tasks queued under the old name.
-pub const QUEUES: &[&str] = &[
-    "expand_config",
-    "create_vm",
-    "create_instance",
-    "manage_bot",
-    "inspect_swarming",
-    "terminate_bot",
-    "destroy_instance",
-    "delete_bot",
-    "drain_vm",
-    "audit_instances",
-    "count_vms",
-    "report_quota",
-];
+pub mod config;
+pub mod cron;
+pub mod ctx;
+pub mod error;
+pub mod model;
+pub mod ports;
+pub mod store;
+pub mod tasks;
 
-#[cfg(test)]
-mod tests {
-    use gce_backend_queues::{Policy, QueueSpec};
-
-    #[test]
-    fn every_queue_name_is_valid_and_unique() {
-        let mut seen = std::collections::HashSet::new();
-        for name in super::QUEUES {
-            QueueSpec::new(name, Policy::default()).unwrap();
-            assert!(seen.insert(name), "{name} twice");
-        }
-    }
-}
+pub use ctx::{Ctx, Queues, Timing};
+pub use error::{Class, TaskError};

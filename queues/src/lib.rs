@@ -11,6 +11,7 @@
 pub mod backend;
 pub mod engine;
 pub mod outcome;
+pub mod payload;
 pub mod policy;
 pub mod queue;
 #[cfg(feature = "testing")]

@@ -1,0 +1,18 @@
+//! `audit_instances`: every zone of every Config's project → `audit_instances`.
+
+use gce_backend_queues::payload::AuditInstances;
+
+use crate::ctx::Ctx;
+use crate::error::TaskError;
+
+/// Runs once; a project whose zones cannot be listed is skipped (and logged).
+pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
+    let mut tasks = Vec::new();
+    for project in super::projects(ctx).await? {
+        match ctx.compute.zones(&project).await {
+            Ok(zones) => tasks.extend(zones.into_iter().map(|zone| AuditInstances { project: project.clone(), zone })),
+            Err(e) => tracing::warn!(project, error = %e, "cannot list zones; project not audited this time"),
+        }
+    }
+    ctx.push_many(&tasks).await
+}

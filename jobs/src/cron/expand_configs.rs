@@ -1,0 +1,13 @@
+//! `expand_configs`: every Config → `expand_config`.
+
+use gce_backend_queues::payload::ExpandConfig;
+
+use crate::ctx::Ctx;
+use crate::error::TaskError;
+
+/// Runs once.
+pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
+    let tasks: Vec<ExpandConfig> =
+        ctx.store.configs().await?.into_iter().map(|c| ExpandConfig { prefix: c.value.config.prefix }).collect();
+    ctx.push_many(&tasks).await
+}

@@ -1,0 +1,12 @@
+//! `inspect_swarming`: every Swarming server of a Config → `inspect_swarming` (one ListBots walk).
+
+use gce_backend_queues::payload::InspectSwarming;
+
+use crate::ctx::Ctx;
+use crate::error::TaskError;
+
+/// Runs once.
+pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
+    let tasks: Vec<InspectSwarming> = super::servers(ctx).await?.into_iter().map(|server| InspectSwarming { server }).collect();
+    ctx.push_many(&tasks).await
+}

@@ -1,0 +1,12 @@
+//! `report_quota`: every Config's project → `report_quota`.
+
+use gce_backend_queues::payload::ReportQuota;
+
+use crate::ctx::Ctx;
+use crate::error::TaskError;
+
+/// Runs once.
+pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
+    let tasks: Vec<ReportQuota> = super::projects(ctx).await?.into_iter().map(|project| ReportQuota { project }).collect();
+    ctx.push_many(&tasks).await
+}

@@ -1,0 +1,164 @@
+//! `Ctx`: the ports and settings every handler and cron job gets, and the helpers they share
+//! (push, check again later, record an error on a Config's status).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use gce_backend_queues::payload::Task;
+use gce_backend_queues::{Engine, Policy, PushOutcome, Queue, QueueSpec, When};
+use serde::{Deserialize, Serialize};
+
+use crate::config::Secs;
+use crate::error::TaskError;
+use crate::model::ErrorEntry;
+use crate::ports::bots::Bots;
+use crate::ports::clock::Clock;
+use crate::ports::compute::Compute;
+use crate::ports::store::Store;
+
+/// Timings of the reconcile logic (all overridable in the service settings file).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Timing {
+    /// How soon a handler looks again at work in progress (a pending operation, a bot not yet
+    /// connected, a bot terminating).
+    pub watch: Secs,
+    /// A bot whose first connection predates its instance by more than this is a previous
+    /// incarnation's, and a drained VM whose bot never connected is destroyed after this.
+    pub bot_grace: Secs,
+    /// Age past which a bot observation from the ListBots walk is not trusted (GetBot instead).
+    pub observation_ttl: Secs,
+    /// TerminateBot is not sent again for the same bot within this.
+    pub terminate_again_after: Secs,
+    /// A leaked instance is deleted if still leaked this long after it was first seen.
+    pub leak_grace: Secs,
+    /// A bot named like ours with no VM is deleted if still there this long after first seen.
+    pub stale_bot_grace: Secs,
+    /// First backoff of a (project, zone) after a quota or stockout error; doubles per failure.
+    pub backoff_base: Secs,
+    /// Longest backoff.
+    pub backoff_cap: Secs,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Self {
+            watch: Secs(10),
+            bot_grace: Secs(600),
+            observation_ttl: Secs(90),
+            terminate_again_after: Secs(3600),
+            leak_grace: Secs(900),
+            stale_bot_grace: Secs(3600),
+            backoff_base: Secs(30),
+            backoff_cap: Secs(1800),
+        }
+    }
+}
+
+/// The queues of the pipeline, by name.
+#[derive(Debug, Clone)]
+pub struct Queues(HashMap<String, Queue>);
+
+impl Queues {
+    /// Every pipeline queue on `engine`, with `policies` by queue name (others default).
+    pub fn new(engine: Arc<dyn Engine>, policies: &HashMap<String, Policy>) -> Result<Self, TaskError> {
+        let mut map = HashMap::new();
+        for name in gce_backend_queues::payload::QUEUES {
+            let policy = policies.get(*name).cloned().unwrap_or_default();
+            map.insert((*name).to_owned(), Queue::new(engine.clone(), QueueSpec::new(name, policy)?));
+        }
+        Ok(Self(map))
+    }
+
+    /// The queue named `name`.
+    pub fn get(&self, name: &str) -> &Queue {
+        &self.0[name]
+    }
+
+    /// Every queue.
+    pub fn all(&self) -> impl Iterator<Item = &Queue> {
+        self.0.values()
+    }
+}
+
+/// What handlers and cron jobs work with.
+#[derive(Debug, Clone)]
+pub struct Ctx {
+    /// Datastore.
+    pub store: Arc<dyn Store>,
+    /// Compute Engine.
+    pub compute: Arc<dyn Compute>,
+    /// Swarming.
+    pub bots: Arc<dyn Bots>,
+    /// Time.
+    pub clock: Arc<dyn Clock>,
+    /// Queues.
+    pub queues: Queues,
+    /// Timings.
+    pub timing: Arc<Timing>,
+    /// Deployment name: the value of the `gce-backend` label on our instances.
+    pub deployment: String,
+    /// Where `import_configs` reads Config files.
+    pub configs_dir: std::path::PathBuf,
+}
+
+impl Ctx {
+    /// Now.
+    pub fn now(&self) -> DateTime<Utc> {
+        self.clock.now()
+    }
+
+    /// Pushes a task at once.
+    pub async fn push<T: Task>(&self, task: &T) -> Result<PushOutcome, TaskError> {
+        self.push_at(task, When::Now).await
+    }
+
+    /// Pushes a task at `when`.
+    pub async fn push_at<T: Task>(&self, task: &T, when: When) -> Result<PushOutcome, TaskError> {
+        Ok(self.queues.get(T::QUEUE).push(&task.key(), task, when).await?)
+    }
+
+    /// Pushes many tasks of one queue; returns how many added work.
+    pub async fn push_many<T: Task>(&self, tasks: &[T]) -> Result<usize, TaskError> {
+        let q = self.queues.get(T::QUEUE);
+        let mut added = 0;
+        for chunk in tasks.chunks(1000) {
+            let out = q.push_many(chunk.iter().map(|t| (t.key(), t)), When::Now).await?;
+            added += out.iter().filter(|o| o.added()).count();
+        }
+        Ok(added)
+    }
+
+    /// Looks at `task` again after `after` (pushed during the run, it becomes the run's
+    /// follow-up; attempts are not spent on waiting).
+    pub async fn again<T: Task>(&self, task: &T, after: Duration) -> Result<(), TaskError> {
+        self.push_at(task, When::After(after)).await.map(drop)
+    }
+
+    /// The watch interval.
+    pub fn watch(&self) -> Duration {
+        Duration::from_secs(self.timing.watch.0.max(1))
+    }
+
+    /// Records an error on a Config's status.
+    pub async fn record(&self, prefix: &str, stage: &str, code: &str, message: &str, zone: &str, operation: &str) -> Result<(), TaskError> {
+        tracing::warn!(config = prefix, stage, code, zone, "{message}");
+        let e = ErrorEntry {
+            time: self.now(),
+            stage: stage.to_owned(),
+            code: code.to_owned(),
+            message: message.to_owned(),
+            zone: zone.to_owned(),
+            operation: operation.to_owned(),
+        };
+        Ok(self.store.push_error(prefix, &e).await?)
+    }
+}
+
+/// A deterministic GCE requestId: UUIDv5 of `what` (e.g. `create-<hostname>`), so a retried
+/// call is the same call.
+pub fn request_id(what: &str) -> String {
+    uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_OID, what.as_bytes()).to_string()
+}

@@ -1,0 +1,55 @@
+//! `TaskError`: what a handler can fail with, and its one classification.
+
+use gce_backend_queues::QueueError;
+
+use crate::ports::bots::BotError;
+use crate::ports::compute::{ComputeError, Kind};
+use crate::ports::store::StoreError;
+
+/// How a failed task is handled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    /// Retry with the queue's backoff.
+    Transient,
+    /// Do not retry: the cron will re-derive the work if it is still wanted.
+    Permanent,
+}
+
+/// A handler failure.
+#[derive(Debug, thiserror::Error)]
+pub enum TaskError {
+    /// The datastore failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A compare-and-set lost a race; re-reading and retrying resolves it.
+    #[error("record {0} changed under us")]
+    Conflict(String),
+    /// Compute Engine failed.
+    #[error(transparent)]
+    Compute(#[from] ComputeError),
+    /// Swarming failed.
+    #[error(transparent)]
+    Bots(#[from] BotError),
+    /// The queue failed.
+    #[error(transparent)]
+    Queue(#[from] QueueError),
+    /// The payload names nothing valid.
+    #[error("invalid task: {0}")]
+    Invalid(String),
+}
+
+impl TaskError {
+    /// The single classification point.
+    pub fn class(&self) -> Class {
+        match self {
+            TaskError::Store(_) | TaskError::Conflict(_) | TaskError::Queue(_) => Class::Transient,
+            TaskError::Compute(e) => match e.kind {
+                Kind::Transient | Kind::RateLimited | Kind::Quota | Kind::Stockout => Class::Transient,
+                Kind::NotFound | Kind::AlreadyExists | Kind::Invalid => Class::Permanent,
+            },
+            // INTERNAL, UNKNOWN, RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED, UNAVAILABLE.
+            TaskError::Bots(e) if matches!(e.code, 2 | 4 | 8 | 13 | 14) => Class::Transient,
+            TaskError::Bots(_) | TaskError::Invalid(_) => Class::Permanent,
+        }
+    }
+}

@@ -1,0 +1,160 @@
+//! The Compute Engine port, and the one place Compute errors are classified.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+/// What kind of failure, decided once here (adapters pass raw status, reason and message).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// 404.
+    NotFound,
+    /// 409 `alreadyExists`.
+    AlreadyExists,
+    /// 429, or `rateLimitExceeded`: retry with backoff.
+    RateLimited,
+    /// 5xx, or no answer: retry with backoff.
+    Transient,
+    /// `QUOTA_EXCEEDED` (or a 403 quota reason): back off the (project, zone).
+    Quota,
+    /// `ZONE_RESOURCE_POOL_EXHAUSTED` and kin: back off the (project, zone).
+    Stockout,
+    /// Anything else: the request itself is wrong.
+    Invalid,
+}
+
+/// A Compute Engine error.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("compute {code}: {message}")]
+pub struct ComputeError {
+    /// Classification.
+    pub kind: Kind,
+    /// HTTP status or GCE error code.
+    pub code: String,
+    /// Message.
+    pub message: String,
+}
+
+impl ComputeError {
+    /// Classifies an HTTP error answer (`http`: status, `reason`: `errors[].reason`).
+    pub fn from_http(http: Option<u16>, reason: &str, message: &str) -> Self {
+        let rate = reason == "rateLimitExceeded" || reason == "userRateLimitExceeded" || message.contains("Rate Limit Exceeded");
+        let kind = match http {
+            _ if rate => Kind::RateLimited,
+            Some(404) => Kind::NotFound,
+            Some(409) => Kind::AlreadyExists,
+            Some(429) => Kind::RateLimited,
+            Some(403) if reason.contains("quota") || reason.contains("Quota") => Kind::Quota,
+            Some(s) if s >= 500 => Kind::Transient,
+            None => Kind::Transient,
+            _ => Kind::Invalid,
+        };
+        let code = http.map_or_else(|| "unavailable".into(), |s| s.to_string());
+        Self { kind, code, message: message.to_owned() }
+    }
+
+    /// Classifies an operation that ended with `error.errors[0].code` (`http`:
+    /// `httpErrorStatusCode`).
+    pub fn from_operation(code: &str, http: Option<u16>, message: &str) -> Self {
+        let kind = match code {
+            "QUOTA_EXCEEDED" => Kind::Quota,
+            "ZONE_RESOURCE_POOL_EXHAUSTED" | "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS" | "RESOURCE_EXHAUSTED" => {
+                Kind::Stockout
+            }
+            _ if message.contains("does not have enough resources available") => Kind::Stockout,
+            _ if http.is_some_and(|h| h == 429 || h >= 500) => Kind::Transient,
+            _ => Kind::Invalid,
+        };
+        Self { kind, code: code.to_owned(), message: message.to_owned() }
+    }
+
+    /// Worth retrying the same call later.
+    pub fn is_transient(&self) -> bool {
+        matches!(self.kind, Kind::RateLimited | Kind::Transient)
+    }
+}
+
+/// A zonal operation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Operation {
+    /// Operation name.
+    pub name: String,
+    /// DONE.
+    pub done: bool,
+    /// Set when it ended with an error.
+    pub error: Option<ComputeError>,
+}
+
+/// What the service reads of an instance.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Instance {
+    /// Name.
+    pub name: String,
+    /// Creation time.
+    pub created: DateTime<Utc>,
+    /// selfLink.
+    pub url: String,
+    /// Status (RUNNING, …).
+    pub status: String,
+    /// Labels.
+    pub labels: std::collections::BTreeMap<String, String>,
+    /// First internal address.
+    pub internal_ip: String,
+    /// First external address.
+    pub external_ip: String,
+}
+
+/// Quota of one region.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Quota {
+    /// Region.
+    pub region: String,
+    /// Metric (CPUS, INSTANCES, …).
+    pub metric: String,
+    /// Limit.
+    pub limit: f64,
+    /// Usage.
+    pub usage: f64,
+}
+
+/// Compute Engine.
+#[async_trait]
+pub trait Compute: Send + Sync + std::fmt::Debug {
+    /// instances.insert with a requestId; `body` is the Instance resource as Compute's JSON.
+    async fn insert(&self, project: &str, zone: &str, request_id: &str, body: &Value) -> Result<Operation, ComputeError>;
+    /// zoneOperations.wait (returns when DONE or after the server's wait limit).
+    async fn wait(&self, project: &str, zone: &str, operation: &str) -> Result<Operation, ComputeError>;
+    /// instances.get; `None` when it does not exist.
+    async fn get(&self, project: &str, zone: &str, name: &str) -> Result<Option<Instance>, ComputeError>;
+    /// instances.delete with a requestId; `None` when it does not exist.
+    async fn delete(&self, project: &str, zone: &str, name: &str, request_id: &str) -> Result<Option<Operation>, ComputeError>;
+    /// One page of instances.list with `filter`.
+    async fn list(&self, project: &str, zone: &str, filter: &str, page: Option<String>) -> Result<(Vec<Instance>, Option<String>), ComputeError>;
+    /// zones.list names.
+    async fn zones(&self, project: &str) -> Result<Vec<String>, ComputeError>;
+    /// regions.list quotas.
+    async fn quotas(&self, project: &str) -> Result<Vec<Quota>, ComputeError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_are_classified_once_here() {
+        let k = |h: Option<u16>, r: &str| ComputeError::from_http(h, r, "m").kind;
+        assert_eq!(k(Some(404), "notFound"), Kind::NotFound);
+        assert_eq!(k(Some(409), "alreadyExists"), Kind::AlreadyExists);
+        assert_eq!(k(Some(403), "rateLimitExceeded"), Kind::RateLimited);
+        assert_eq!(k(Some(429), ""), Kind::RateLimited);
+        assert_eq!(k(Some(503), "backendError"), Kind::Transient);
+        assert_eq!(k(None, ""), Kind::Transient);
+        assert_eq!(k(Some(403), "quotaExceeded"), Kind::Quota);
+        assert_eq!(k(Some(400), "invalid"), Kind::Invalid);
+        let o = |c: &str, h: Option<u16>| ComputeError::from_operation(c, h, "m").kind;
+        assert_eq!(o("QUOTA_EXCEEDED", Some(403)), Kind::Quota);
+        assert_eq!(o("ZONE_RESOURCE_POOL_EXHAUSTED", Some(503)), Kind::Stockout);
+        assert_eq!(o("INTERNAL_ERROR", Some(500)), Kind::Transient);
+        assert_eq!(o("RESOURCE_NOT_FOUND", Some(404)), Kind::Invalid);
+    }
+}

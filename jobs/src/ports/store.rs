@@ -1,0 +1,93 @@
+//! The datastore port: Config, VM and status records with compare-and-set, and the indexes each
+//! cron job reads (VMs without an instance, VMs with one, VMs of a Config, VM by hostname).
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use crate::model::{Backoff, ConfigRecord, Counts, ErrorEntry, Observed, Vm};
+
+/// A datastore error (always worth retrying).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("store: {0}")]
+pub struct StoreError(pub String);
+
+/// A record with the version a compare-and-set must name.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Versioned<T> {
+    /// The record.
+    pub value: T,
+    /// Its version.
+    pub version: u64,
+}
+
+/// What a write expects to find.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expect {
+    /// No record yet.
+    Absent,
+    /// The record at this version.
+    Version(u64),
+}
+
+/// Which VMs to list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VmIndex {
+    /// Without an instance (`url` empty).
+    Uncreated,
+    /// With an instance.
+    Created,
+    /// Of one Config.
+    OfConfig(String),
+}
+
+/// The datastore.
+#[async_trait]
+pub trait Store: Send + Sync + std::fmt::Debug {
+    /// One Config.
+    async fn config(&self, prefix: &str) -> Result<Option<Versioned<ConfigRecord>>, StoreError>;
+    /// Every Config (there are few).
+    async fn configs(&self) -> Result<Vec<Versioned<ConfigRecord>>, StoreError>;
+    /// Writes a Config if `expect` holds; false when it did not.
+    async fn put_config(&self, rec: &ConfigRecord, expect: Expect) -> Result<bool, StoreError>;
+    /// Deletes a Config at `version`.
+    async fn delete_config(&self, prefix: &str, version: u64) -> Result<bool, StoreError>;
+    /// One VM.
+    async fn vm(&self, id: &str) -> Result<Option<Versioned<Vm>>, StoreError>;
+    /// Writes a VM if `expect` holds, keeping the indexes in step.
+    async fn put_vm(&self, vm: &Vm, expect: Expect) -> Result<bool, StoreError>;
+    /// Deletes a VM at `version` (with its index entries and bot observation).
+    async fn delete_vm(&self, id: &str, version: u64) -> Result<bool, StoreError>;
+    /// Ids of the VMs in an index.
+    async fn vm_ids(&self, index: VmIndex) -> Result<Vec<String>, StoreError>;
+    /// The VM of each hostname, in order.
+    async fn vms_by_hostname(&self, hostnames: &[String]) -> Result<Vec<Option<String>>, StoreError>;
+    /// Prefixes that have VMs (Configs removed since included).
+    async fn vm_configs(&self) -> Result<Vec<String>, StoreError>;
+    /// Records bot observations by hostname.
+    async fn put_bots(&self, bots: &[Observed]) -> Result<(), StoreError>;
+    /// The last observation of a bot.
+    async fn bot(&self, hostname: &str) -> Result<Option<Observed>, StoreError>;
+    /// Adds an error to a Config's status (the last 20 are kept).
+    async fn push_error(&self, prefix: &str, e: &ErrorEntry) -> Result<(), StoreError>;
+    /// A Config's recent errors, newest first.
+    async fn errors(&self, prefix: &str) -> Result<Vec<ErrorEntry>, StoreError>;
+    /// Writes a Config's counts.
+    async fn put_counts(&self, prefix: &str, counts: &Counts) -> Result<(), StoreError>;
+    /// A Config's counts.
+    async fn counts(&self, prefix: &str) -> Result<Option<Counts>, StoreError>;
+    /// Drops a Config's status (errors and counts).
+    async fn drop_status(&self, prefix: &str) -> Result<(), StoreError>;
+    /// The backoff of a (project, zone).
+    async fn backoff(&self, project: &str, zone: &str) -> Result<Option<Backoff>, StoreError>;
+    /// Sets (`Some`) or clears (`None`) the backoff of a (project, zone).
+    async fn set_backoff(&self, project: &str, zone: &str, b: Option<&Backoff>) -> Result<(), StoreError>;
+    /// True for the first caller only, for `ttl` (cron ticks run once across processes).
+    async fn claim(&self, key: &str, ttl: std::time::Duration) -> Result<bool, StoreError>;
+    /// Marks `key` in `space` as seen at `now` unless already marked; returns the first mark's
+    /// time (two-phase cleanups: act only on what stays marked for a grace period).
+    async fn mark(&self, space: &str, key: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, StoreError>;
+    /// Removes a mark.
+    async fn unmark(&self, space: &str, key: &str) -> Result<(), StoreError>;
+    /// Every mark of `space`.
+    async fn marks(&self, space: &str) -> Result<Vec<(String, DateTime<Utc>)>, StoreError>;
+}

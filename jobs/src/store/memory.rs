@@ -1,0 +1,228 @@
+//! In-memory `Store` with the same compare-and-set semantics as the Redis one (the embedded
+//! default, and handler tests).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use tokio::time::Instant;
+
+use crate::model::{Backoff, ConfigRecord, Counts, ErrorEntry, KEEP_ERRORS, Observed, Vm};
+use crate::ports::store::{Expect, Store, StoreError, VmIndex, Versioned};
+
+#[derive(Debug, Default)]
+struct State {
+    configs: BTreeMap<String, Versioned<ConfigRecord>>,
+    vms: BTreeMap<String, Versioned<Vm>>,
+    uncreated: BTreeSet<String>,
+    created: BTreeSet<String>,
+    by_config: HashMap<String, BTreeSet<String>>,
+    by_host: HashMap<String, String>,
+    bots: HashMap<String, Observed>,
+    errors: HashMap<String, Vec<ErrorEntry>>,
+    counts: HashMap<String, Counts>,
+    backoffs: HashMap<(String, String), Backoff>,
+    claims: HashMap<String, Instant>,
+    marks: HashMap<String, HashMap<String, DateTime<Utc>>>,
+}
+
+/// The in-memory store.
+#[derive(Debug, Default)]
+pub struct MemoryStore(Mutex<State>);
+
+impl MemoryStore {
+    /// Empty.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn holds<T>(current: Option<&Versioned<T>>, expect: Expect) -> bool {
+    match (current, expect) {
+        (None, Expect::Absent) => true,
+        (Some(v), Expect::Version(n)) => v.version == n,
+        _ => false,
+    }
+}
+
+impl State {
+    fn unindex(&mut self, vm: &Vm) {
+        self.uncreated.remove(&vm.id);
+        self.created.remove(&vm.id);
+        if let Some(s) = self.by_config.get_mut(&vm.config) {
+            s.remove(&vm.id);
+        }
+        if self.by_host.get(&vm.hostname) == Some(&vm.id) {
+            self.by_host.remove(&vm.hostname);
+        }
+    }
+}
+
+#[async_trait]
+impl Store for MemoryStore {
+    async fn config(&self, prefix: &str) -> Result<Option<Versioned<ConfigRecord>>, StoreError> {
+        Ok(self.lock().configs.get(prefix).cloned())
+    }
+
+    async fn configs(&self) -> Result<Vec<Versioned<ConfigRecord>>, StoreError> {
+        Ok(self.lock().configs.values().cloned().collect())
+    }
+
+    async fn put_config(&self, rec: &ConfigRecord, expect: Expect) -> Result<bool, StoreError> {
+        let mut s = self.lock();
+        let cur = s.configs.get(&rec.config.prefix);
+        if !holds(cur, expect) {
+            return Ok(false);
+        }
+        let version = cur.map_or(1, |c| c.version + 1);
+        s.configs.insert(rec.config.prefix.clone(), Versioned { value: rec.clone(), version });
+        Ok(true)
+    }
+
+    async fn delete_config(&self, prefix: &str, version: u64) -> Result<bool, StoreError> {
+        let mut s = self.lock();
+        if !holds(s.configs.get(prefix), Expect::Version(version)) {
+            return Ok(false);
+        }
+        s.configs.remove(prefix);
+        Ok(true)
+    }
+
+    async fn vm(&self, id: &str) -> Result<Option<Versioned<Vm>>, StoreError> {
+        Ok(self.lock().vms.get(id).cloned())
+    }
+
+    async fn put_vm(&self, vm: &Vm, expect: Expect) -> Result<bool, StoreError> {
+        let mut s = self.lock();
+        let cur = s.vms.get(&vm.id).cloned();
+        if !holds(cur.as_ref(), expect) {
+            return Ok(false);
+        }
+        if let Some(old) = &cur {
+            s.unindex(&old.value);
+        }
+        if vm.url.is_empty() {
+            s.uncreated.insert(vm.id.clone());
+        } else {
+            s.created.insert(vm.id.clone());
+        }
+        s.by_config.entry(vm.config.clone()).or_default().insert(vm.id.clone());
+        s.by_host.insert(vm.hostname.clone(), vm.id.clone());
+        let version = cur.map_or(1, |c| c.version + 1);
+        s.vms.insert(vm.id.clone(), Versioned { value: vm.clone(), version });
+        Ok(true)
+    }
+
+    async fn delete_vm(&self, id: &str, version: u64) -> Result<bool, StoreError> {
+        let mut s = self.lock();
+        let Some(cur) = s.vms.get(id).cloned().filter(|v| v.version == version) else { return Ok(false) };
+        s.unindex(&cur.value);
+        s.bots.remove(&cur.value.hostname);
+        s.vms.remove(id);
+        Ok(true)
+    }
+
+    async fn vm_ids(&self, index: VmIndex) -> Result<Vec<String>, StoreError> {
+        let s = self.lock();
+        Ok(match index {
+            VmIndex::Uncreated => s.uncreated.iter().cloned().collect(),
+            VmIndex::Created => s.created.iter().cloned().collect(),
+            VmIndex::OfConfig(p) => s.by_config.get(&p).map(|v| v.iter().cloned().collect()).unwrap_or_default(),
+        })
+    }
+
+    async fn vms_by_hostname(&self, hostnames: &[String]) -> Result<Vec<Option<String>>, StoreError> {
+        let s = self.lock();
+        Ok(hostnames.iter().map(|h| s.by_host.get(h).cloned()).collect())
+    }
+
+    async fn vm_configs(&self) -> Result<Vec<String>, StoreError> {
+        Ok(self.lock().by_config.iter().filter(|(_, v)| !v.is_empty()).map(|(k, _)| k.clone()).collect())
+    }
+
+    async fn put_bots(&self, bots: &[Observed]) -> Result<(), StoreError> {
+        let mut s = self.lock();
+        for b in bots {
+            s.bots.insert(b.bot.id.clone(), b.clone());
+        }
+        Ok(())
+    }
+
+    async fn bot(&self, hostname: &str) -> Result<Option<Observed>, StoreError> {
+        Ok(self.lock().bots.get(hostname).cloned())
+    }
+
+    async fn push_error(&self, prefix: &str, e: &ErrorEntry) -> Result<(), StoreError> {
+        let mut s = self.lock();
+        let list = s.errors.entry(prefix.to_owned()).or_default();
+        list.insert(0, e.clone());
+        list.truncate(KEEP_ERRORS);
+        Ok(())
+    }
+
+    async fn errors(&self, prefix: &str) -> Result<Vec<ErrorEntry>, StoreError> {
+        Ok(self.lock().errors.get(prefix).cloned().unwrap_or_default())
+    }
+
+    async fn put_counts(&self, prefix: &str, counts: &Counts) -> Result<(), StoreError> {
+        self.lock().counts.insert(prefix.to_owned(), counts.clone());
+        Ok(())
+    }
+
+    async fn counts(&self, prefix: &str) -> Result<Option<Counts>, StoreError> {
+        Ok(self.lock().counts.get(prefix).cloned())
+    }
+
+    async fn drop_status(&self, prefix: &str) -> Result<(), StoreError> {
+        let mut s = self.lock();
+        s.counts.remove(prefix);
+        s.errors.remove(prefix);
+        Ok(())
+    }
+
+    async fn backoff(&self, project: &str, zone: &str) -> Result<Option<Backoff>, StoreError> {
+        Ok(self.lock().backoffs.get(&(project.to_owned(), zone.to_owned())).cloned())
+    }
+
+    async fn set_backoff(&self, project: &str, zone: &str, b: Option<&Backoff>) -> Result<(), StoreError> {
+        let mut s = self.lock();
+        let key = (project.to_owned(), zone.to_owned());
+        match b {
+            Some(b) => s.backoffs.insert(key, b.clone()),
+            None => s.backoffs.remove(&key),
+        };
+        Ok(())
+    }
+
+    async fn claim(&self, key: &str, ttl: Duration) -> Result<bool, StoreError> {
+        let mut s = self.lock();
+        let now = Instant::now();
+        s.claims.retain(|_, until| *until > now);
+        if s.claims.contains_key(key) {
+            return Ok(false);
+        }
+        s.claims.insert(key.to_owned(), now + ttl);
+        Ok(true)
+    }
+
+    async fn mark(&self, space: &str, key: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, StoreError> {
+        Ok(*self.lock().marks.entry(space.to_owned()).or_default().entry(key.to_owned()).or_insert(now))
+    }
+
+    async fn unmark(&self, space: &str, key: &str) -> Result<(), StoreError> {
+        if let Some(m) = self.lock().marks.get_mut(space) {
+            m.remove(key);
+        }
+        Ok(())
+    }
+
+    async fn marks(&self, space: &str) -> Result<Vec<(String, DateTime<Utc>)>, StoreError> {
+        Ok(self.lock().marks.get(space).map(|m| m.iter().map(|(k, v)| (k.clone(), *v)).collect()).unwrap_or_default())
+    }
+}

@@ -1,0 +1,3 @@
+//! Store adapters that need nothing outside this crate.
+
+pub mod memory;

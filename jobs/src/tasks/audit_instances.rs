@@ -1,0 +1,53 @@
+//! `audit_instances`: finds leaked instances in one project and zone: instances carrying our
+//! deployment label whose name matches no VM. A leak is marked when first seen and deleted (with a
+//! deterministic `plug-<name>` requestId) only if still leaked `leak_grace` later. Instances without
+//! our label are never listed, so never touched.
+
+use std::collections::HashSet;
+
+use gce_backend_queues::payload::AuditInstances;
+
+use crate::config::labels;
+use crate::ctx::{Ctx, request_id};
+use crate::error::TaskError;
+
+/// Mark space of leak candidates (`<project>/<zone>/<name>`).
+pub const LEAKS: &str = "leak";
+
+/// Handles one task.
+pub async fn run(ctx: &Ctx, t: AuditInstances) -> Result<(), TaskError> {
+    let filter = format!("labels.{} = \"{}\"", labels::DEPLOYMENT, ctx.deployment);
+    let scope = format!("{}/{}/", t.project, t.zone);
+    let mut leaked = HashSet::new();
+    let mut page = None;
+    loop {
+        let (instances, next) = ctx.compute.list(&t.project, &t.zone, &filter, page).await?;
+        let names: Vec<String> = instances.into_iter().map(|i| i.name).collect();
+        let vms = ctx.store.vms_by_hostname(&names).await?;
+        let now = ctx.now();
+        for (name, vm) in names.into_iter().zip(vms) {
+            if vm.is_some() {
+                continue;
+            }
+            let key = format!("{scope}{name}");
+            let first = ctx.store.mark(LEAKS, &key, now).await?;
+            if first + ctx.timing.leak_grace.chrono() <= now {
+                let rid = request_id(&format!("plug-{name}"));
+                ctx.compute.delete(&t.project, &t.zone, &name, &rid).await?;
+                tracing::info!(project = %t.project, zone = %t.zone, instance = %name, "deleted a leaked instance");
+            }
+            leaked.insert(key);
+        }
+        match next {
+            Some(p) => page = Some(p),
+            None => break,
+        }
+    }
+    // Forget candidates that are no longer leaked (adopted, or gone).
+    for (key, _) in ctx.store.marks(LEAKS).await? {
+        if key.starts_with(&scope) && !leaked.contains(&key) {
+            ctx.store.unmark(LEAKS, &key).await?;
+        }
+    }
+    Ok(())
+}

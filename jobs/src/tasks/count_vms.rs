@@ -1,0 +1,36 @@
+//! `count_vms`: counts a Config's VMs (configured, created, connected, draining) into its status;
+//! drops the status of a Config that is gone and has no VM left.
+
+use gce_backend_queues::payload::CountVms;
+
+use crate::ctx::Ctx;
+use crate::error::TaskError;
+use crate::model::Counts;
+use crate::ports::store::VmIndex;
+
+/// Counts a Config's VMs now.
+pub async fn count(ctx: &Ctx, prefix: &str) -> Result<Counts, TaskError> {
+    let configured = ctx.store.config(prefix).await?.map_or(0, |c| c.value.current_amount);
+    let mut counts = Counts { configured, at: Some(ctx.now()), ..Counts::default() };
+    for id in ctx.store.vm_ids(VmIndex::OfConfig(prefix.to_owned())).await? {
+        let Some(vm) = ctx.store.vm(&id).await? else { continue };
+        let vm = vm.value;
+        counts.created += u32::from(!vm.url.is_empty());
+        counts.connected += u32::from(vm.connected.is_some() && !vm.url.is_empty());
+        counts.draining += u32::from(vm.drained);
+    }
+    Ok(counts)
+}
+
+/// Handles one task.
+pub async fn run(ctx: &Ctx, t: CountVms) -> Result<(), TaskError> {
+    let counts = count(ctx, &t.prefix).await?;
+    let gone = ctx.store.config(&t.prefix).await?.is_none()
+        && ctx.store.vm_ids(VmIndex::OfConfig(t.prefix.clone())).await?.is_empty();
+    if gone {
+        ctx.store.drop_status(&t.prefix).await?;
+    } else {
+        ctx.store.put_counts(&t.prefix, &counts).await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,287 @@
+//! `create_instance`: creates a VM's instance and records it.
+//!
+//! * Insert with a deterministic requestId (`create-<hostname>`, then `-<attempt>` after an
+//!   insert that failed for good), so a re-run is the same call; follow the operation with
+//!   zoneOperations.wait and look again later while it is pending.
+//! * 409 `alreadyExists`: adopt the instance when its labels say it is this VM's.
+//! * Quota or stockout: keep the VM (no name churn), back off its (project, zone), record the
+//!   error on the Config's status, try again when the backoff ends.
+//! * Rate limits and 5xx: retry with the queue's backoff.
+//! * Invalid request: record the error and drop the VM record, so the next expansion builds it
+//!   again from the (maybe fixed) Config.
+//! * Done: record `created`, `url` and addresses once, and start watching the bot.
+
+use std::time::Duration;
+
+use gce_backend_queues::payload::{CreateInstance, ManageBot};
+use serde_json::{Value, json};
+
+use crate::config::{Metadata, labels};
+use crate::ctx::{Ctx, request_id};
+use crate::error::TaskError;
+use crate::model::{Backoff, Vm};
+use crate::ports::compute::{ComputeError, Instance, Kind, Operation};
+use crate::tasks::update_vm;
+
+const STAGE: &str = "create_instance";
+
+/// The Instance resource for `vm`, as Compute's JSON.
+pub fn instance_body(vm: &Vm, deployment: &str) -> Value {
+    let a = &vm.attributes;
+    let disks: Vec<Value> = a
+        .disk
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            let mut init = json!({});
+            if d.size > 0 {
+                init["diskSizeGb"] = json!(d.size.to_string());
+            }
+            if !d.image.is_empty() {
+                init["sourceImage"] = json!(d.image);
+            }
+            if !d.kind.is_empty() {
+                init["diskType"] = json!(d.kind);
+            }
+            if let Some(iops) = d.provisioned_iops {
+                init["provisionedIops"] = json!(iops.to_string());
+            }
+            if let Some(t) = d.provisioned_throughput {
+                init["provisionedThroughput"] = json!(t.to_string());
+            }
+            let mut disk = json!({"autoDelete": true, "boot": i == 0, "initializeParams": init});
+            if d.kind.ends_with("/local-ssd") {
+                disk["type"] = json!("SCRATCH");
+            }
+            if !d.interface.is_empty() {
+                disk["interface"] = json!(d.interface);
+            }
+            disk
+        })
+        .collect();
+    let mut items: Vec<Value> = a
+        .metadata
+        .iter()
+        .filter_map(Metadata::pair)
+        .map(|(k, v)| json!({"key": k, "value": v}))
+        .collect();
+    items.push(json!({"key": "swarming-server", "value": vm.swarming}));
+    let nics: Vec<Value> = a
+        .network_interface
+        .iter()
+        .map(|n| {
+            let mut nic = json!({"network": n.network});
+            if !n.subnetwork.is_empty() {
+                nic["subnetwork"] = json!(n.subnetwork);
+            }
+            if !n.stack_type.is_empty() {
+                nic["stackType"] = json!(n.stack_type);
+            }
+            let acs: Vec<Value> = n.access_config.iter().map(|ac| json!({"type": ac.kind, "name": "External NAT"})).collect();
+            if !acs.is_empty() {
+                nic["accessConfigs"] = json!(acs);
+            }
+            nic
+        })
+        .collect();
+    let mut label = a.label.clone();
+    label.insert(labels::DEPLOYMENT.into(), deployment.into());
+    label.insert(labels::CONFIG.into(), vm.config.clone());
+    label.insert(labels::VM.into(), vm.id.clone());
+    let mut body = json!({
+        "name": vm.hostname,
+        "machineType": a.machine_type,
+        "disks": disks,
+        "metadata": {"items": items},
+        "networkInterfaces": nics,
+        "labels": label,
+    });
+    if !a.service_account.is_empty() {
+        body["serviceAccounts"] =
+            json!(a.service_account.iter().map(|s| json!({"email": s.email, "scopes": s.scope})).collect::<Vec<_>>());
+    }
+    if !a.tag.is_empty() {
+        body["tags"] = json!({"items": a.tag});
+    }
+    if !a.min_cpu_platform.is_empty() {
+        body["minCpuPlatform"] = json!(a.min_cpu_platform);
+    }
+    let affinities = a.scheduling.as_ref().map(|s| s.node_affinity.as_slice()).unwrap_or_default();
+    if !affinities.is_empty() || a.enable_confidential_compute || a.terminate_on_maintenance {
+        let mut sched = json!({});
+        if !affinities.is_empty() {
+            sched["nodeAffinities"] = json!(affinities
+                .iter()
+                .map(|n| json!({"key": n.key, "operator": n.operator, "values": n.values}))
+                .collect::<Vec<_>>());
+        }
+        if a.enable_confidential_compute || a.terminate_on_maintenance {
+            sched["onHostMaintenance"] = json!("TERMINATE");
+        }
+        body["scheduling"] = sched;
+    }
+    if a.disable_integrity_monitoring || a.enable_secure_boot || a.disable_vtpm {
+        body["shieldedInstanceConfig"] = json!({
+            "enableIntegrityMonitoring": !a.disable_integrity_monitoring,
+            "enableSecureBoot": a.enable_secure_boot,
+            "enableVtpm": !a.disable_vtpm,
+        });
+    }
+    if a.enable_confidential_compute {
+        body["confidentialInstanceConfig"] = json!({"enableConfidentialCompute": true});
+    }
+    body
+}
+
+/// The requestId of an insert attempt.
+pub fn insert_request_id(vm: &Vm) -> String {
+    match vm.insert_attempt {
+        0 => request_id(&format!("create-{}", vm.hostname)),
+        n => request_id(&format!("create-{}-{n}", vm.hostname)),
+    }
+}
+
+/// Handles one task.
+pub async fn run(ctx: &Ctx, t: CreateInstance) -> Result<(), TaskError> {
+    let Some(cur) = ctx.store.vm(&t.id).await? else { return Ok(()) };
+    let vm = cur.value;
+    if !vm.url.is_empty() {
+        ctx.push(&ManageBot { id: vm.id }).await?;
+        return Ok(());
+    }
+    if vm.drained && vm.insert_sent.is_none() {
+        // Never sent to GCE: nothing to clean up.
+        ctx.store.delete_vm(&vm.id, cur.version).await?;
+        return Ok(());
+    }
+    let now = ctx.now();
+    if let Some(b) = ctx.store.backoff(vm.project(), vm.zone()).await?
+        && b.until > now
+    {
+        let wait = (b.until - now).to_std().unwrap_or_default();
+        return ctx.again(&t, wait.max(Duration::from_secs(1))).await;
+    }
+    let vm = match vm.insert_sent {
+        Some(_) => vm,
+        None => match update_vm(ctx, &t.id, |v| v.insert_sent.is_none() && { v.insert_sent = Some(now); true }).await? {
+            Some(v) => v,
+            None => return Ok(()),
+        },
+    };
+    let rid = insert_request_id(&vm);
+    let op = match ctx.compute.insert(vm.project(), vm.zone(), &rid, &instance_body(&vm, &ctx.deployment)).await {
+        Ok(op) => op,
+        Err(e) if e.kind == Kind::AlreadyExists => return adopt(ctx, &vm, e).await,
+        Err(e) => return failed(ctx, &vm, e, "").await,
+    };
+    let op = if op.done { op } else { ctx.compute.wait(vm.project(), vm.zone(), &op.name).await? };
+    follow(ctx, &t, &vm, op).await
+}
+
+async fn follow(ctx: &Ctx, t: &CreateInstance, vm: &Vm, op: Operation) -> Result<(), TaskError> {
+    if !op.done {
+        // Re-sending the same insert (same requestId) finds the same operation.
+        return ctx.again(t, Duration::from_secs(2)).await;
+    }
+    if let Some(e) = op.error {
+        // The failed operation stays bound to its requestId: the next try needs a new one.
+        update_vm(ctx, &vm.id, |v| {
+            if v.hostname != vm.hostname || v.insert_attempt != vm.insert_attempt {
+                return false; // another run already moved on
+            }
+            v.insert_attempt += 1;
+            v.insert_sent = None;
+            true
+        })
+        .await?;
+        return failed(ctx, vm, e, &op.name).await;
+    }
+    ctx.store.set_backoff(vm.project(), vm.zone(), None).await?;
+    match ctx.compute.get(vm.project(), vm.zone(), &vm.hostname).await? {
+        Some(inst) => created(ctx, vm, inst).await,
+        None => {
+            let msg = format!("operation {} is DONE but instance {} is not found", op.name, vm.hostname);
+            ctx.record(&vm.config, STAGE, "404", &msg, vm.zone(), &op.name).await?;
+            drop_vm(ctx, vm).await
+        }
+    }
+}
+
+/// 409: the name exists. Ours (labels name this VM in this deployment): adopt it. Not ours: this
+/// hostname is taken, so drop the record and let the next expansion pick a new one.
+async fn adopt(ctx: &Ctx, vm: &Vm, e: ComputeError) -> Result<(), TaskError> {
+    let inst = ctx.compute.get(vm.project(), vm.zone(), &vm.hostname).await?;
+    match inst {
+        Some(inst)
+            if inst.labels.get(labels::VM) == Some(&vm.id)
+                && inst.labels.get(labels::DEPLOYMENT) == Some(&ctx.deployment) =>
+        {
+            created(ctx, vm, inst).await
+        }
+        Some(_) => {
+            let msg = format!("{}: instance {} exists and is not ours", e.message, vm.hostname);
+            ctx.record(&vm.config, STAGE, &e.code, &msg, vm.zone(), "").await?;
+            drop_vm(ctx, vm).await
+        }
+        // Gone between the insert and the get: try again.
+        None => Err(TaskError::Compute(e)),
+    }
+}
+
+async fn failed(ctx: &Ctx, vm: &Vm, e: ComputeError, op: &str) -> Result<(), TaskError> {
+    match e.kind {
+        Kind::Quota | Kind::Stockout => {
+            let now = ctx.now();
+            let prev = ctx.store.backoff(vm.project(), vm.zone()).await?;
+            let failures = prev.map_or(1, |b| b.failures + 1);
+            let t = &ctx.timing;
+            let secs = t.backoff_base.0.saturating_mul(1 << (failures - 1).min(20)).min(t.backoff_cap.0.max(1));
+            let b = Backoff {
+                project: vm.project().to_owned(),
+                zone: vm.zone().to_owned(),
+                until: now + chrono::Duration::seconds(secs as i64),
+                failures,
+                reason: e.code.clone(),
+            };
+            ctx.store.set_backoff(vm.project(), vm.zone(), Some(&b)).await?;
+            ctx.record(&vm.config, STAGE, &e.code, &e.message, vm.zone(), op).await?;
+            ctx.again(&CreateInstance { id: vm.id.clone() }, Duration::from_secs(secs)).await
+        }
+        Kind::RateLimited | Kind::Transient => {
+            ctx.record(&vm.config, STAGE, &e.code, &e.message, vm.zone(), op).await?;
+            Err(TaskError::Compute(e))
+        }
+        Kind::Invalid | Kind::NotFound | Kind::AlreadyExists => {
+            ctx.record(&vm.config, STAGE, &e.code, &e.message, vm.zone(), op).await?;
+            drop_vm(ctx, vm).await
+        }
+    }
+}
+
+async fn created(ctx: &Ctx, vm: &Vm, inst: Instance) -> Result<(), TaskError> {
+    let written = update_vm(ctx, &vm.id, |v| {
+        if v.hostname != vm.hostname || !v.url.is_empty() {
+            return false;
+        }
+        v.created = Some(inst.created);
+        v.url = inst.url.clone();
+        v.internal_ip = inst.internal_ip.clone();
+        v.external_ip = inst.external_ip.clone();
+        true
+    })
+    .await?;
+    if written.is_some() {
+        ctx.push(&ManageBot { id: vm.id.clone() }).await?;
+    }
+    Ok(())
+}
+
+async fn drop_vm(ctx: &Ctx, vm: &Vm) -> Result<(), TaskError> {
+    if let Some(cur) = ctx.store.vm(&vm.id).await?
+        && cur.value.hostname == vm.hostname
+        && cur.value.url.is_empty()
+    {
+        ctx.store.delete_vm(&vm.id, cur.version).await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,69 @@
+//! `create_vm`: creates one VM record (id `<prefix>-<index>`, a fresh hostname, the Config's
+//! template with its zone filled in) if it does not exist and is still wanted, then pushes
+//! `create_instance` at once.
+
+use gce_backend_queues::payload::{CreateInstance, CreateVm};
+use rand::Rng;
+
+use crate::ctx::Ctx;
+use crate::error::TaskError;
+use crate::model::Vm;
+use crate::ports::store::Expect;
+
+/// Splits `<prefix>-<index>`.
+pub fn parse_id(id: &str) -> Option<(&str, u32)> {
+    let (prefix, index) = id.rsplit_once('-')?;
+    Some((prefix, index.parse().ok()?))
+}
+
+/// Handles one task.
+pub async fn run(ctx: &Ctx, t: CreateVm) -> Result<(), TaskError> {
+    if ctx.store.vm(&t.id).await?.is_some() {
+        return Ok(());
+    }
+    let (prefix, index) = parse_id(&t.id).ok_or_else(|| TaskError::Invalid(format!("VM id {:?}", t.id)))?;
+    let Some(cfg) = ctx.store.config(prefix).await? else { return Ok(()) };
+    if index >= cfg.value.current_amount {
+        return Ok(());
+    }
+    let c = &cfg.value.config;
+    let (suffix, extra): (String, u64) = {
+        let mut rng = rand::rng();
+        let chars = b"abcdefghijklmnopqrstuvwxyz0123456789";
+        let suffix = (0..4).map(|_| chars[rng.random_range(0..chars.len())] as char).collect();
+        // Up to 10 % more lifetime, so a pool's instances are not all replaced at once.
+        let extra = if c.lifetime.0 >= 10 { rng.random_range(0..c.lifetime.0 / 10) } else { 0 };
+        (suffix, extra)
+    };
+    let mut attributes = c.attributes.clone();
+    let zone = attributes.zone.clone();
+    attributes.machine_type = attributes.machine_type.replace("{{.Zone}}", &zone);
+    for d in &mut attributes.disk {
+        d.kind = d.kind.replace("{{.Zone}}", &zone);
+    }
+    let vm = Vm {
+        id: t.id.clone(),
+        config: prefix.to_owned(),
+        index,
+        hostname: format!("{}-{suffix}", t.id),
+        attributes,
+        swarming: c.swarming.clone(),
+        lifetime: c.lifetime.0.saturating_add(extra),
+        timeout: c.timeout.0,
+        revision: cfg.value.revision.clone(),
+        configured: ctx.now(),
+        insert_attempt: 0,
+        insert_sent: None,
+        created: None,
+        url: String::new(),
+        internal_ip: String::new(),
+        external_ip: String::new(),
+        connected: None,
+        drained: false,
+        terminate_sent: None,
+    };
+    if ctx.store.put_vm(&vm, Expect::Absent).await? {
+        ctx.push(&CreateInstance { id: t.id }).await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,26 @@
+//! `delete_stale_bots`: deletes from one Swarming server the bots named like our hostnames that
+//! have had no VM for `stale_bot_grace` since `inspect_swarming` first saw them.
+
+use gce_backend_queues::payload::DeleteStaleBots;
+
+use crate::ctx::Ctx;
+use crate::error::TaskError;
+use crate::tasks::inspect_swarming::STALE_BOTS;
+
+/// Handles one task.
+pub async fn run(ctx: &Ctx, t: DeleteStaleBots) -> Result<(), TaskError> {
+    let now = ctx.now();
+    let grace = ctx.timing.stale_bot_grace.chrono();
+    for (key, first) in ctx.store.marks(STALE_BOTS).await? {
+        let Some((server, bot)) = key.split_once('|') else { continue };
+        if server != t.server || first + grace > now {
+            continue;
+        }
+        if ctx.store.vms_by_hostname(&[bot.to_owned()]).await?[0].is_none() {
+            ctx.bots.delete(server, bot).await?;
+            tracing::info!(server, bot, "deleted a stale bot with no VM");
+        }
+        ctx.store.unmark(STALE_BOTS, &key).await?;
+    }
+    Ok(())
+}

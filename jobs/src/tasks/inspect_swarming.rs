@@ -1,0 +1,71 @@
+//! `inspect_swarming`: one ListBots walk of a Swarming server. Bots of our VMs are recorded as
+//! observations and their VMs pushed to `manage_bot` (which then needs no GetBot); bots named like
+//! our hostnames with no VM are marked as stale candidates for `delete_stale_bots`.
+
+use std::collections::HashSet;
+
+use gce_backend_queues::payload::{InspectSwarming, ManageBot};
+
+use crate::ctx::Ctx;
+use crate::error::TaskError;
+use crate::model::Observed;
+use crate::tasks::create_vm::parse_id;
+
+/// Mark space of bots named like ours with no VM.
+pub const STALE_BOTS: &str = "stale-bot";
+
+/// The VM id a hostname `<prefix>-<index>-<4 chars>` was made for, if it has that shape.
+pub fn vm_id_of(hostname: &str) -> Option<&str> {
+    let (id, suffix) = hostname.rsplit_once('-')?;
+    let ok = suffix.len() == 4 && suffix.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    (ok && parse_id(id).is_some()).then_some(id)
+}
+
+/// Handles one task.
+pub async fn run(ctx: &Ctx, t: InspectSwarming) -> Result<(), TaskError> {
+    let mut prefixes: HashSet<String> = ctx.store.configs().await?.into_iter().map(|c| c.value.config.prefix).collect();
+    prefixes.extend(ctx.store.vm_configs().await?);
+    let mut cursor = None;
+    loop {
+        let (bots, next) = ctx.bots.list(&t.server, cursor).await?;
+        let now = ctx.now();
+        let names: Vec<String> = bots.iter().map(|b| b.id.clone()).collect();
+        let vms = ctx.store.vms_by_hostname(&names).await?;
+        let mut seen = Vec::new();
+        let mut manage = Vec::new();
+        for (bot, vm) in bots.into_iter().zip(vms) {
+            match vm {
+                Some(id) => {
+                    manage.push(ManageBot { id });
+                    seen.push(Observed { bot, at: now });
+                }
+                None => {
+                    let ours = vm_id_of(&bot.id).and_then(parse_id).is_some_and(|(p, _)| prefixes.contains(p));
+                    if ours && !bot.deleted {
+                        ctx.store.mark(STALE_BOTS, &format!("{}|{}", t.server, bot.id), now).await?;
+                    }
+                }
+            }
+        }
+        ctx.store.put_bots(&seen).await?;
+        ctx.push_many(&manage).await?;
+        match next {
+            Some(c) => cursor = Some(c),
+            None => return Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::vm_id_of;
+
+    #[test]
+    fn hostnames_map_back_to_vm_ids() {
+        assert_eq!(vm_id_of("linux-12-ab3z"), Some("linux-12"));
+        assert_eq!(vm_id_of("linux-x-12-0000"), Some("linux-x-12"));
+        assert_eq!(vm_id_of("linux-12"), None);
+        assert_eq!(vm_id_of("linux-ab-cdef"), None);
+        assert_eq!(vm_id_of("build42"), None);
+    }
+}

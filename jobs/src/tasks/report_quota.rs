@@ -1,0 +1,19 @@
+//! `report_quota`: reads a project's regional quotas and reports them (log lines a collector can
+//! scrape), warning when a quota is nearly used up.
+
+use gce_backend_queues::payload::ReportQuota;
+
+use crate::ctx::Ctx;
+use crate::error::TaskError;
+
+/// Handles one task.
+pub async fn run(ctx: &Ctx, t: ReportQuota) -> Result<(), TaskError> {
+    for q in ctx.compute.quotas(&t.project).await? {
+        if q.limit > 0.0 && q.usage >= 0.9 * q.limit {
+            tracing::warn!(project = %t.project, region = %q.region, metric = %q.metric, usage = q.usage, limit = q.limit, "quota nearly used up");
+        } else {
+            tracing::info!(project = %t.project, region = %q.region, metric = %q.metric, usage = q.usage, limit = q.limit, "quota");
+        }
+    }
+    Ok(())
+}
