@@ -632,7 +632,7 @@ swarming: https://swarm.example.com
         let cases: Vec<(fn(&mut Config), &str)> = vec![
             (|c| c.prefix.clear(), "prefix"),
             (|c| c.prefix = "Bad_Prefix".into(), "Bad_Prefix.prefix"),
-            (|c| c.prefix = "x".repeat(55), ".prefix"),
+            (|c| c.prefix = "x".repeat(60), ".prefix"),
             (|c| c.amount.min = 9, "linux.amount"),
             (|c| c.amount.change[0].start.time = "25:00".into(), "amount.change[0].start.time"),
             (|c| c.amount.change[0].start.location = "Mars/Base".into(), "amount.change[0].start.location"),
