@@ -1,9 +1,16 @@
-//! gce-backend: the service's edges (binary subcommands, adapters, the queue demo).
+//! gce-backend: the service's edges: adapters for the `jobs` ports, the composition root
+//! (`app`), the cron scheduler, the workers, the simulator, and the queue demo.
 //!
-//! * [`demo`]: the queue demo that `gce-backend run` runs until the reconcile pipeline lands.
+//! * [`app`]: `gce-backend run`; [`settings`]: the service settings file; [`scheduler`]: cron.
+//! * [`adapters`]: Compute (official client), Swarming (pRPC), Redis store, system clock.
+//! * [`demo`]: the queue demo (`gce-backend queue-demo`).
 //! * [`sim`]: `gce-backend sim`, the Compute Engine + Swarming simulator.
-//! * [`workers`]: runs apalis workers over a [`gce_backend_queues::Queue`].
+//! * [`workers`]: apalis workers over the queues, one per pipeline queue.
 
+pub mod adapters;
+pub mod app;
 pub mod demo;
+pub mod scheduler;
+pub mod settings;
 pub mod sim;
 pub mod workers;

@@ -34,9 +34,14 @@ struct Store {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run the service. Until the reconcile pipeline lands this runs the queue demo: push demo
-    /// tasks and work them, printing progress.
+    /// Run the service: import the Configs, reconcile instances and bots, print progress. With no
+    /// --redis and no --gce-endpoint everything runs in this process, against a simulator.
     Run {
+        #[command(flatten)]
+        opts: gce_backend::app::RunOptions,
+    },
+    /// Run the queue demo: push demo tasks onto a queue and work them, printing progress.
+    QueueDemo {
         #[command(flatten)]
         store: Store,
         /// What this process does.
@@ -116,7 +121,20 @@ async fn engine(store: &Store) -> anyhow::Result<Arc<dyn Engine>> {
 async fn main_() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
-        Command::Run { store, role, tasks, task_ms, concurrency, lease_ms } => {
+        Command::Run { opts } => {
+            let settings =
+                gce_backend::settings::Settings::load(Some(&opts.settings)).map_err(anyhow::Error::msg)?;
+            let app = gce_backend::app::start(&opts, settings).await?;
+            if let Some((addr, _)) = &app.sim {
+                println!("simulator on http://{addr} (Compute REST, Swarming pRPC, /sim/state)");
+            }
+            println!("running (configs in {}); Ctrl-C stops", opts.configs.display());
+            gce_backend::workers::shutdown_signal().await?;
+            println!("stopping: in-flight tasks finish, the rest stay queued");
+            app.stop().await;
+            Ok(())
+        }
+        Command::QueueDemo { store, role, tasks, task_ms, concurrency, lease_ms } => {
             anyhow::ensure!(concurrency > 0, "--concurrency must be at least 1");
             if store.redis.is_none() && role != Role::All {
                 anyhow::bail!(

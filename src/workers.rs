@@ -78,3 +78,50 @@ pub async fn shutdown_signal() -> std::io::Result<()> {
         _ = term.recv() => Ok(()),
     }
 }
+
+/// Maps a handler's error to the queue's outcome: permanent errors go to the dead set at once
+/// (the cron re-derives the work if it is still wanted), the rest are retried with backoff.
+fn outcome(e: gce_backend_jobs::TaskError) -> BoxDynError {
+    match e.class() {
+        gce_backend_jobs::Class::Permanent => gce_backend_queues::outcome::permanent(e),
+        gce_backend_jobs::Class::Transient => Box::new(e),
+    }
+}
+
+/// Adds one worker per pipeline queue to `monitor`, each running its `jobs::tasks` handler.
+pub fn register_pipeline(
+    mut monitor: Monitor,
+    ctx: &gce_backend_jobs::Ctx,
+    who: &Identity,
+    concurrency: usize,
+) -> Monitor {
+    use futures::FutureExt;
+    use gce_backend_jobs::tasks;
+    use gce_backend_queues::payload::{self, Task};
+    macro_rules! pipeline {
+        ($($payload:ident => $handler:ident),+ $(,)?) => {$(
+            let c = ctx.clone();
+            let handler: Handler<payload::$payload> = Arc::new(move |t| {
+                let c = c.clone();
+                async move { tasks::$handler::run(&c, t).await.map_err(outcome) }.boxed()
+            });
+            monitor = register(monitor, ctx.queues.get(payload::$payload::QUEUE), who, concurrency, handler);
+        )+};
+    }
+    pipeline!(
+        ExpandConfig => expand_config,
+        CreateVm => create_vm,
+        CreateInstance => create_instance,
+        ManageBot => manage_bot,
+        InspectSwarming => inspect_swarming,
+        TerminateBot => terminate_bot,
+        DestroyInstance => destroy_instance,
+        DeleteBot => delete_bot,
+        DrainVm => drain_vm,
+        AuditInstances => audit_instances,
+        DeleteStaleBots => delete_stale_bots,
+        CountVms => count_vms,
+        ReportQuota => report_quota,
+    );
+    monitor
+}

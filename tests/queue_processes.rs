@@ -1,4 +1,4 @@
-//! Worker processes (`gce-backend run --role workers`) on a private Redis: a worker killed with
+//! Worker processes (`gce-backend queue-demo --role workers`) on a private Redis: a worker killed with
 //! SIGKILL mid-run, and a worker stopped with SIGTERM.
 
 use std::process::{Child, Command, Stdio};
@@ -13,7 +13,7 @@ const LEASE_MS: u64 = 1500;
 
 fn worker_process(server: &RedisServer, ns: &str, concurrency: usize) -> Child {
     Command::new(env!("CARGO_BIN_EXE_gce-backend"))
-        .args(["run", "--role", "workers", "--redis", &server.url(), "--namespace", ns])
+        .args(["queue-demo", "--role", "workers", "--redis", &server.url(), "--namespace", ns])
         .args(["--concurrency", &concurrency.to_string(), "--lease-ms", &LEASE_MS.to_string()])
         .stdin(Stdio::null())
         .stdout(Stdio::null())

@@ -38,7 +38,8 @@ impl Secs {
         let s = s.trim();
         let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
         let (n, unit) = s.split_at(split);
-        let n: u64 = n.parse().map_err(|_| format!("{s:?} is not a duration like 90s, 15m, 1h, 30d or 2mo"))?;
+        let n: u64 =
+            n.parse().map_err(|_| format!("{s:?} is not a duration like 90s, 15m, 1h, 30d or 2mo"))?;
         let mult = match unit {
             "s" | "" => 1,
             "m" => 60,
@@ -473,7 +474,10 @@ impl Config {
                 // Half-open intervals on a circle: compare with the other shifted by a week.
                 let overlaps = |(s1, e1): (i64, i64), (s2, e2): (i64, i64)| s1 < e2 && s2 < e1;
                 if [-week, 0, week].iter().any(|&k| overlaps((s1, e1), (s2 + k, e2 + k))) {
-                    return Err(err(f(&format!("amount.change[{j}]")), format!("overlaps amount.change[{i}]")));
+                    return Err(err(
+                        f(&format!("amount.change[{j}]")),
+                        format!("overlaps amount.change[{i}]"),
+                    ));
                 }
             }
         }
@@ -482,14 +486,18 @@ impl Config {
         if longest > 63 {
             return Err(err(
                 f("prefix"),
-                format!("hostnames <prefix>-<index>-xxxx would be {longest} characters; instance names have at most 63"),
+                format!(
+                    "hostnames <prefix>-<index>-xxxx would be {longest} characters; instance names have at most 63"
+                ),
             ));
         }
         self.validate_attributes(&f)?;
         if self.lifetime.0 == 0 {
             return Err(err(f("lifetime"), "is required and must be non-zero"));
         }
-        if !self.swarming.is_empty() && !(self.swarming.starts_with("https://") || self.swarming.starts_with("http://")) {
+        if !self.swarming.is_empty()
+            && !(self.swarming.starts_with("https://") || self.swarming.starts_with("http://"))
+        {
             return Err(err(f("swarming"), "must be an https:// URL"));
         }
         if self.swarming.is_empty() {
@@ -509,7 +517,10 @@ impl Config {
             if !d.kind.is_empty() {
                 let parts: Vec<&str> = d.kind.split('/').collect();
                 if parts.len() != 4 || parts[0] != "zones" || parts[2] != "diskTypes" || parts[3].is_empty() {
-                    return Err(err(format!("{field}.type"), "must be empty or zones/<zone>/diskTypes/<type>"));
+                    return Err(err(
+                        format!("{field}.type"),
+                        "must be empty or zones/<zone>/diskTypes/<type>",
+                    ));
                 }
             }
             if matches!(kind, "pd-standard" | "pd-ssd") {
@@ -519,13 +530,18 @@ impl Config {
                 let image_ok = d.image.starts_with("global/images/")
                     || (d.image.starts_with("projects/") && d.image.contains("/global/images/"));
                 if !image_ok {
-                    return Err(err(format!("{field}.image"), "must be global/images/X or projects/P/global/images/X"));
+                    return Err(err(
+                        format!("{field}.image"),
+                        "must be global/images/X or projects/P/global/images/X",
+                    ));
                 }
             }
             if kind == "local-ssd" && !d.image.is_empty() {
                 return Err(err(format!("{field}.image"), "a local-ssd disk may not have an image"));
             }
-            if (d.provisioned_iops.is_some() || d.provisioned_throughput.is_some()) && !kind.starts_with("hyperdisk") {
+            if (d.provisioned_iops.is_some() || d.provisioned_throughput.is_some())
+                && !kind.starts_with("hyperdisk")
+            {
                 return Err(err(field, "provisioned_iops/throughput are for hyperdisk types only"));
             }
             if !d.interface.is_empty() && d.interface != "SCSI" && d.interface != "NVME" {
@@ -539,7 +555,9 @@ impl Config {
             let field = f(&format!("attributes.metadata[{i}]"));
             match (&m.from_text, &m.from_file) {
                 (Some(s), None) | (None, Some(s)) if s.contains(':') => {}
-                (Some(_), None) | (None, Some(_)) => return Err(err(field, "must be key:value (from_file: key:path)")),
+                (Some(_), None) | (None, Some(_)) => {
+                    return Err(err(field, "must be key:value (from_file: key:path)"));
+                }
                 _ => return Err(err(field, "exactly one of from_text or from_file")),
             }
         }
@@ -563,7 +581,10 @@ impl Config {
         if let Some(s) = &v.scheduling {
             for (i, a) in s.node_affinity.iter().enumerate() {
                 if a.operator != "IN" && a.operator != "NOT_IN" {
-                    return Err(err(f(&format!("attributes.scheduling.node_affinity[{i}].operator")), "must be IN or NOT_IN"));
+                    return Err(err(
+                        f(&format!("attributes.scheduling.node_affinity[{i}].operator")),
+                        "must be IN or NOT_IN",
+                    ));
                 }
             }
         }
@@ -647,7 +668,10 @@ swarming: https://swarm.example.com
             (|c| c.attributes.network_interface.clear(), "attributes.network_interface"),
             (|c| c.attributes.project.clear(), "attributes.project"),
             (|c| c.attributes.zone.clear(), "attributes.zone"),
-            (|c| c.attributes.label.insert("gce-backend".into(), "x".into()).map(drop).unwrap_or(()), "attributes.label"),
+            (
+                |c| c.attributes.label.insert("gce-backend".into(), "x".into()).map(drop).unwrap_or(()),
+                "attributes.label",
+            ),
             (|c| c.lifetime = Secs(0), "linux.lifetime"),
             (|c| c.swarming = "swarm.example.com".into(), "linux.swarming"),
         ];
@@ -677,7 +701,8 @@ swarming: https://swarm.example.com
     fn overlapping_schedules_are_refused_even_across_the_week_wrap() {
         let mut c = cfg();
         let mut late = c.amount.change[0].clone();
-        late.start = TimeOfDay { day: Day::Monday, time: "18:00".into(), location: "America/Los_Angeles".into() };
+        late.start =
+            TimeOfDay { day: Day::Monday, time: "18:00".into(), location: "America/Los_Angeles".into() };
         c.amount.change.push(late);
         assert!(c.validate().unwrap_err().rule.contains("overlaps"));
         let mut c = cfg();

@@ -143,7 +143,15 @@ impl Ctx {
     }
 
     /// Records an error on a Config's status.
-    pub async fn record(&self, prefix: &str, stage: &str, code: &str, message: &str, zone: &str, operation: &str) -> Result<(), TaskError> {
+    pub async fn record(
+        &self,
+        prefix: &str,
+        stage: &str,
+        code: &str,
+        message: &str,
+        zone: &str,
+        operation: &str,
+    ) -> Result<(), TaskError> {
         tracing::warn!(config = prefix, stage, code, zone, "{message}");
         let e = ErrorEntry {
             time: self.now(),

@@ -10,7 +10,9 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
     let mut tasks = Vec::new();
     for project in super::projects(ctx).await? {
         match ctx.compute.zones(&project).await {
-            Ok(zones) => tasks.extend(zones.into_iter().map(|zone| AuditInstances { project: project.clone(), zone })),
+            Ok(zones) => {
+                tasks.extend(zones.into_iter().map(|zone| AuditInstances { project: project.clone(), zone }))
+            }
             Err(e) => tracing::warn!(project, error = %e, "cannot list zones; project not audited this time"),
         }
     }

@@ -7,7 +7,12 @@ use crate::error::TaskError;
 
 /// Runs once.
 pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
-    let tasks: Vec<ExpandConfig> =
-        ctx.store.configs().await?.into_iter().map(|c| ExpandConfig { prefix: c.value.config.prefix }).collect();
+    let tasks: Vec<ExpandConfig> = ctx
+        .store
+        .configs()
+        .await?
+        .into_iter()
+        .map(|c| ExpandConfig { prefix: c.value.config.prefix })
+        .collect();
     ctx.push_many(&tasks).await
 }

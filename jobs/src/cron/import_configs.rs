@@ -30,7 +30,8 @@ fn fnv(bytes: &[u8], mut h: u64) -> u64 {
 /// Reads one Config file, resolving `from_file` metadata; returns the Config and its revision.
 pub fn load(path: &Path) -> Result<(Config, String), ConfigError> {
     let origin = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| ConfigError { field: origin.clone(), rule: format!("cannot read: {e}") })?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError { field: origin.clone(), rule: format!("cannot read: {e}") })?;
     let mut c = Config::parse(&text, &origin)?;
     let mut h = fnv(text.as_bytes(), 0xcbf2_9ce4_8422_2325);
     let dir = path.parent().unwrap_or(Path::new("."));
@@ -72,7 +73,8 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
                     }
                     Err(e) => {
                         let msg = format!("{}: {e}", path.display());
-                        ctx.record(&c.prefix, "import_configs", "invalid", &msg, &c.attributes.zone, "").await?;
+                        ctx.record(&c.prefix, "import_configs", "invalid", &msg, &c.attributes.zone, "")
+                            .await?;
                     }
                 }
             }
@@ -88,7 +90,11 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
         if cur.as_ref().is_some_and(|c| c.value.revision == revision) {
             continue;
         }
-        let rec = ConfigRecord { config, revision, current_amount: cur.as_ref().map_or(0, |c| c.value.current_amount) };
+        let rec = ConfigRecord {
+            config,
+            revision,
+            current_amount: cur.as_ref().map_or(0, |c| c.value.current_amount),
+        };
         let expect = cur.as_ref().map_or(Expect::Absent, |c| Expect::Version(c.version));
         if ctx.store.put_config(&rec, expect).await? {
             tracing::info!(config = %prefix, revision = %rec.revision, "imported");

@@ -7,6 +7,7 @@ use crate::error::TaskError;
 
 /// Runs once.
 pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
-    let tasks: Vec<ReportQuota> = super::projects(ctx).await?.into_iter().map(|project| ReportQuota { project }).collect();
+    let tasks: Vec<ReportQuota> =
+        super::projects(ctx).await?.into_iter().map(|project| ReportQuota { project }).collect();
     ctx.push_many(&tasks).await
 }

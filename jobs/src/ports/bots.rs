@@ -37,7 +37,11 @@ pub trait Bots: Send + Sync + std::fmt::Debug {
     /// GetBot; `None` for NOT_FOUND.
     async fn get(&self, server: &str, id: &str) -> Result<Option<Bot>, BotError>;
     /// One page of ListBots.
-    async fn list(&self, server: &str, cursor: Option<String>) -> Result<(Vec<Bot>, Option<String>), BotError>;
+    async fn list(
+        &self,
+        server: &str,
+        cursor: Option<String>,
+    ) -> Result<(Vec<Bot>, Option<String>), BotError>;
     /// ListBotEvents since `start`, newest first.
     async fn events(&self, server: &str, id: &str, start: DateTime<Utc>) -> Result<Vec<BotEvent>, BotError>;
     /// TerminateBot (NOT_FOUND counts as done).

@@ -38,7 +38,9 @@ pub struct ComputeError {
 impl ComputeError {
     /// Classifies an HTTP error answer (`http`: status, `reason`: `errors[].reason`).
     pub fn from_http(http: Option<u16>, reason: &str, message: &str) -> Self {
-        let rate = reason == "rateLimitExceeded" || reason == "userRateLimitExceeded" || message.contains("Rate Limit Exceeded");
+        let rate = reason == "rateLimitExceeded"
+            || reason == "userRateLimitExceeded"
+            || message.contains("Rate Limit Exceeded");
         let kind = match http {
             _ if rate => Kind::RateLimited,
             Some(404) => Kind::NotFound,
@@ -58,9 +60,9 @@ impl ComputeError {
     pub fn from_operation(code: &str, http: Option<u16>, message: &str) -> Self {
         let kind = match code {
             "QUOTA_EXCEEDED" => Kind::Quota,
-            "ZONE_RESOURCE_POOL_EXHAUSTED" | "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS" | "RESOURCE_EXHAUSTED" => {
-                Kind::Stockout
-            }
+            "ZONE_RESOURCE_POOL_EXHAUSTED"
+            | "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS"
+            | "RESOURCE_EXHAUSTED" => Kind::Stockout,
             _ if message.contains("does not have enough resources available") => Kind::Stockout,
             _ if http.is_some_and(|h| h == 429 || h >= 500) => Kind::Transient,
             _ => Kind::Invalid,
@@ -121,15 +123,33 @@ pub struct Quota {
 #[async_trait]
 pub trait Compute: Send + Sync + std::fmt::Debug {
     /// instances.insert with a requestId; `body` is the Instance resource as Compute's JSON.
-    async fn insert(&self, project: &str, zone: &str, request_id: &str, body: &Value) -> Result<Operation, ComputeError>;
+    async fn insert(
+        &self,
+        project: &str,
+        zone: &str,
+        request_id: &str,
+        body: &Value,
+    ) -> Result<Operation, ComputeError>;
     /// zoneOperations.wait (returns when DONE or after the server's wait limit).
     async fn wait(&self, project: &str, zone: &str, operation: &str) -> Result<Operation, ComputeError>;
     /// instances.get; `None` when it does not exist.
     async fn get(&self, project: &str, zone: &str, name: &str) -> Result<Option<Instance>, ComputeError>;
     /// instances.delete with a requestId; `None` when it does not exist.
-    async fn delete(&self, project: &str, zone: &str, name: &str, request_id: &str) -> Result<Option<Operation>, ComputeError>;
+    async fn delete(
+        &self,
+        project: &str,
+        zone: &str,
+        name: &str,
+        request_id: &str,
+    ) -> Result<Option<Operation>, ComputeError>;
     /// One page of instances.list with `filter`.
-    async fn list(&self, project: &str, zone: &str, filter: &str, page: Option<String>) -> Result<(Vec<Instance>, Option<String>), ComputeError>;
+    async fn list(
+        &self,
+        project: &str,
+        zone: &str,
+        filter: &str,
+        page: Option<String>,
+    ) -> Result<(Vec<Instance>, Option<String>), ComputeError>;
     /// zones.list names.
     async fn zones(&self, project: &str) -> Result<Vec<String>, ComputeError>;
     /// regions.list quotas.

@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
 use crate::model::{Backoff, ConfigRecord, Counts, ErrorEntry, KEEP_ERRORS, Observed, Vm};
-use crate::ports::store::{Expect, Store, StoreError, VmIndex, Versioned};
+use crate::ports::store::{Expect, Store, StoreError, Versioned, VmIndex};
 
 #[derive(Debug, Default)]
 struct State {
@@ -133,7 +133,9 @@ impl Store for MemoryStore {
         Ok(match index {
             VmIndex::Uncreated => s.uncreated.iter().cloned().collect(),
             VmIndex::Created => s.created.iter().cloned().collect(),
-            VmIndex::OfConfig(p) => s.by_config.get(&p).map(|v| v.iter().cloned().collect()).unwrap_or_default(),
+            VmIndex::OfConfig(p) => {
+                s.by_config.get(&p).map(|v| v.iter().cloned().collect()).unwrap_or_default()
+            }
         })
     }
 
@@ -223,6 +225,11 @@ impl Store for MemoryStore {
     }
 
     async fn marks(&self, space: &str) -> Result<Vec<(String, DateTime<Utc>)>, StoreError> {
-        Ok(self.lock().marks.get(space).map(|m| m.iter().map(|(k, v)| (k.clone(), *v)).collect()).unwrap_or_default())
+        Ok(self
+            .lock()
+            .marks
+            .get(space)
+            .map(|m| m.iter().map(|(k, v)| (k.clone(), *v)).collect())
+            .unwrap_or_default())
     }
 }

@@ -59,12 +59,8 @@ pub fn instance_body(vm: &Vm, deployment: &str) -> Value {
             disk
         })
         .collect();
-    let mut items: Vec<Value> = a
-        .metadata
-        .iter()
-        .filter_map(Metadata::pair)
-        .map(|(k, v)| json!({"key": k, "value": v}))
-        .collect();
+    let mut items: Vec<Value> =
+        a.metadata.iter().filter_map(Metadata::pair).map(|(k, v)| json!({"key": k, "value": v})).collect();
     items.push(json!({"key": "swarming-server", "value": vm.swarming}));
     let nics: Vec<Value> = a
         .network_interface
@@ -77,7 +73,8 @@ pub fn instance_body(vm: &Vm, deployment: &str) -> Value {
             if !n.stack_type.is_empty() {
                 nic["stackType"] = json!(n.stack_type);
             }
-            let acs: Vec<Value> = n.access_config.iter().map(|ac| json!({"type": ac.kind, "name": "External NAT"})).collect();
+            let acs: Vec<Value> =
+                n.access_config.iter().map(|ac| json!({"type": ac.kind, "name": "External NAT"})).collect();
             if !acs.is_empty() {
                 nic["accessConfigs"] = json!(acs);
             }
@@ -97,8 +94,12 @@ pub fn instance_body(vm: &Vm, deployment: &str) -> Value {
         "labels": label,
     });
     if !a.service_account.is_empty() {
-        body["serviceAccounts"] =
-            json!(a.service_account.iter().map(|s| json!({"email": s.email, "scopes": s.scope})).collect::<Vec<_>>());
+        body["serviceAccounts"] = json!(
+            a.service_account
+                .iter()
+                .map(|s| json!({"email": s.email, "scopes": s.scope}))
+                .collect::<Vec<_>>()
+        );
     }
     if !a.tag.is_empty() {
         body["tags"] = json!({"items": a.tag});
@@ -110,10 +111,12 @@ pub fn instance_body(vm: &Vm, deployment: &str) -> Value {
     if !affinities.is_empty() || a.enable_confidential_compute || a.terminate_on_maintenance {
         let mut sched = json!({});
         if !affinities.is_empty() {
-            sched["nodeAffinities"] = json!(affinities
-                .iter()
-                .map(|n| json!({"key": n.key, "operator": n.operator, "values": n.values}))
-                .collect::<Vec<_>>());
+            sched["nodeAffinities"] = json!(
+                affinities
+                    .iter()
+                    .map(|n| json!({"key": n.key, "operator": n.operator, "values": n.values}))
+                    .collect::<Vec<_>>()
+            );
         }
         if a.enable_confidential_compute || a.terminate_on_maintenance {
             sched["onHostMaintenance"] = json!("TERMINATE");
@@ -163,17 +166,25 @@ pub async fn run(ctx: &Ctx, t: CreateInstance) -> Result<(), TaskError> {
     }
     let vm = match vm.insert_sent {
         Some(_) => vm,
-        None => match update_vm(ctx, &t.id, |v| v.insert_sent.is_none() && { v.insert_sent = Some(now); true }).await? {
+        None => match update_vm(ctx, &t.id, |v| {
+            v.insert_sent.is_none() && {
+                v.insert_sent = Some(now);
+                true
+            }
+        })
+        .await?
+        {
             Some(v) => v,
             None => return Ok(()),
         },
     };
     let rid = insert_request_id(&vm);
-    let op = match ctx.compute.insert(vm.project(), vm.zone(), &rid, &instance_body(&vm, &ctx.deployment)).await {
-        Ok(op) => op,
-        Err(e) if e.kind == Kind::AlreadyExists => return adopt(ctx, &vm, e).await,
-        Err(e) => return failed(ctx, &vm, e, "").await,
-    };
+    let op =
+        match ctx.compute.insert(vm.project(), vm.zone(), &rid, &instance_body(&vm, &ctx.deployment)).await {
+            Ok(op) => op,
+            Err(e) if e.kind == Kind::AlreadyExists => return adopt(ctx, &vm, e).await,
+            Err(e) => return failed(ctx, &vm, e, "").await,
+        };
     let op = if op.done { op } else { ctx.compute.wait(vm.project(), vm.zone(), &op.name).await? };
     follow(ctx, &t, &vm, op).await
 }
@@ -235,7 +246,8 @@ async fn failed(ctx: &Ctx, vm: &Vm, e: ComputeError, op: &str) -> Result<(), Tas
             let prev = ctx.store.backoff(vm.project(), vm.zone()).await?;
             let failures = prev.map_or(1, |b| b.failures + 1);
             let t = &ctx.timing;
-            let secs = t.backoff_base.0.saturating_mul(1 << (failures - 1).min(20)).min(t.backoff_cap.0.max(1));
+            let secs =
+                t.backoff_base.0.saturating_mul(1 << (failures - 1).min(20)).min(t.backoff_cap.0.max(1));
             let b = Backoff {
                 project: vm.project().to_owned(),
                 zone: vm.zone().to_owned(),

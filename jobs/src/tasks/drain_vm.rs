@@ -15,7 +15,14 @@ pub async fn run(ctx: &Ctx, t: DrainVm) -> Result<(), TaskError> {
     if amount.is_some_and(|a| cur.value.index < a) {
         return Ok(());
     }
-    let Some(vm) = update_vm(ctx, &t.id, |v| !v.drained && { v.drained = true; true }).await? else {
+    let Some(vm) = update_vm(ctx, &t.id, |v| {
+        !v.drained && {
+            v.drained = true;
+            true
+        }
+    })
+    .await?
+    else {
         return Ok(());
     };
     if !vm.url.is_empty() {

@@ -20,7 +20,8 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<(), TaskError> {
             return Err(TaskError::Conflict(t.prefix));
         }
     }
-    let existing: HashSet<String> = ctx.store.vm_ids(VmIndex::OfConfig(t.prefix.clone())).await?.into_iter().collect();
+    let existing: HashSet<String> =
+        ctx.store.vm_ids(VmIndex::OfConfig(t.prefix.clone())).await?.into_iter().collect();
     let missing: Vec<CreateVm> = (0..amount)
         .map(|i| format!("{}-{i}", t.prefix))
         .filter(|id| !existing.contains(id))

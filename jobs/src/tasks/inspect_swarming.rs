@@ -23,7 +23,8 @@ pub fn vm_id_of(hostname: &str) -> Option<&str> {
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: InspectSwarming) -> Result<(), TaskError> {
-    let mut prefixes: HashSet<String> = ctx.store.configs().await?.into_iter().map(|c| c.value.config.prefix).collect();
+    let mut prefixes: HashSet<String> =
+        ctx.store.configs().await?.into_iter().map(|c| c.value.config.prefix).collect();
     prefixes.extend(ctx.store.vm_configs().await?);
     let mut cursor = None;
     loop {
@@ -40,7 +41,8 @@ pub async fn run(ctx: &Ctx, t: InspectSwarming) -> Result<(), TaskError> {
                     seen.push(Observed { bot, at: now });
                 }
                 None => {
-                    let ours = vm_id_of(&bot.id).and_then(parse_id).is_some_and(|(p, _)| prefixes.contains(p));
+                    let ours =
+                        vm_id_of(&bot.id).and_then(parse_id).is_some_and(|(p, _)| prefixes.contains(p));
                     if ours && !bot.deleted {
                         ctx.store.mark(STALE_BOTS, &format!("{}|{}", t.server, bot.id), now).await?;
                     }

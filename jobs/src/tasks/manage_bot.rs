@@ -69,8 +69,13 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<(), TaskError> {
     if vm.connected.is_none()
         && let Some(first) = bot.first_seen
     {
-        update_vm(ctx, &vm.id, |v| v.hostname == vm.hostname && v.connected.is_none() && { v.connected = Some(first); true })
-            .await?;
+        update_vm(ctx, &vm.id, |v| {
+            v.hostname == vm.hostname && v.connected.is_none() && {
+                v.connected = Some(first);
+                true
+            }
+        })
+        .await?;
     }
     if destroyable(&bot, &vm, now) {
         ctx.push(&destroy).await?;

@@ -23,7 +23,11 @@ use crate::ports::store::Expect;
 /// Applies `change` to the VM `id` with a compare-and-set, re-reading on a lost race. `change`
 /// returns false to leave the record alone. Returns the VM as written (or as found), `None` if
 /// it is gone.
-pub async fn update_vm(ctx: &Ctx, id: &str, change: impl Fn(&mut Vm) -> bool) -> Result<Option<Vm>, TaskError> {
+pub async fn update_vm(
+    ctx: &Ctx,
+    id: &str,
+    change: impl Fn(&mut Vm) -> bool,
+) -> Result<Option<Vm>, TaskError> {
     for _ in 0..5 {
         let Some(cur) = ctx.store.vm(id).await? else { return Ok(None) };
         let mut vm = cur.value;

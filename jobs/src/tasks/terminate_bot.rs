@@ -18,6 +18,12 @@ pub async fn run(ctx: &Ctx, t: TerminateBot) -> Result<(), TaskError> {
         return Ok(());
     }
     ctx.bots.terminate(&vm.swarming, &vm.hostname).await?;
-    update_vm(ctx, &vm.id, |v| v.hostname == t.hostname && { v.terminate_sent = Some(now); true }).await?;
+    update_vm(ctx, &vm.id, |v| {
+        v.hostname == t.hostname && {
+            v.terminate_sent = Some(now);
+            true
+        }
+    })
+    .await?;
     ctx.again(&ManageBot { id: vm.id }, ctx.watch()).await
 }

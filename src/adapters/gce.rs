@@ -1,0 +1,199 @@
+//! `Compute` over the official google-cloud-compute-v1 client (real Compute Engine, or
+//! `gce-backend sim` when an endpoint is given). Errors go to `ComputeError`'s classifiers.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use gce_backend_jobs::ports::compute::{Compute, ComputeError, Instance, Operation, Quota};
+use google_cloud_compute_v1::client::{Instances, Regions, ZoneOperations, Zones};
+use google_cloud_compute_v1::model;
+use google_cloud_gax::error::Error;
+use google_cloud_gax::error::rpc::StatusDetails;
+use serde_json::Value;
+
+/// The Compute Engine clients.
+#[derive(Debug, Clone)]
+pub struct Gce {
+    instances: Instances,
+    operations: ZoneOperations,
+    zones: Zones,
+    regions: Regions,
+}
+
+fn error(e: Error) -> ComputeError {
+    let reason = e
+        .status()
+        .and_then(|s| {
+            s.details.iter().find_map(|d| match d {
+                StatusDetails::ErrorInfo(i) => Some(i.reason.clone()),
+                _ => None,
+            })
+        })
+        .unwrap_or_default();
+    let message =
+        e.status().map(|s| s.message.clone()).filter(|m| !m.is_empty()).unwrap_or_else(|| e.to_string());
+    ComputeError::from_http(e.http_status_code(), &reason, &message)
+}
+
+fn operation(op: model::Operation) -> Operation {
+    let done = op.status.as_ref().and_then(|s| s.name()) == Some("DONE");
+    let first = op.error.as_ref().and_then(|e| e.errors.first());
+    let error = (op.error.is_some() || op.http_error_status_code.is_some()).then(|| {
+        let code = first.and_then(|e| e.code.clone()).unwrap_or_else(|| "OPERATION_FAILED".into());
+        let message =
+            first.and_then(|e| e.message.clone()).or(op.http_error_message.clone()).unwrap_or_default();
+        ComputeError::from_operation(&code, op.http_error_status_code.map(|c| c as u16), &message)
+    });
+    Operation { name: op.name.unwrap_or_default(), done, error }
+}
+
+fn instance(i: model::Instance) -> Instance {
+    let nic = i.network_interfaces.first();
+    Instance {
+        name: i.name.unwrap_or_default(),
+        created: i
+            .creation_timestamp
+            .as_deref()
+            .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+            .map_or_else(Utc::now, |t| t.with_timezone(&Utc)),
+        url: i.self_link.unwrap_or_default(),
+        status: i.status.as_ref().and_then(|s| s.name()).unwrap_or_default().to_owned(),
+        labels: i.labels.into_iter().collect::<BTreeMap<_, _>>(),
+        internal_ip: nic.and_then(|n| n.network_ip.clone()).unwrap_or_default(),
+        external_ip: nic
+            .and_then(|n| n.access_configs.first())
+            .and_then(|a| a.nat_ip.clone())
+            .unwrap_or_default(),
+    }
+}
+
+impl Gce {
+    /// Clients for `endpoint` (with anonymous credentials: the simulator), or for Compute Engine
+    /// with Application Default Credentials when `endpoint` is `None`.
+    pub async fn connect(endpoint: Option<&str>) -> Result<Self, String> {
+        super::install_crypto();
+        macro_rules! client {
+            ($t:ty) => {{
+                let mut b = <$t>::builder();
+                if let Some(e) = endpoint {
+                    b = b
+                        .with_endpoint(e)
+                        .with_credentials(google_cloud_auth::credentials::anonymous::Builder::new().build());
+                }
+                b.build().await.map_err(|e| format!("{}: {e}", stringify!($t)))?
+            }};
+        }
+        Ok(Self {
+            instances: client!(Instances),
+            operations: client!(ZoneOperations),
+            zones: client!(Zones),
+            regions: client!(Regions),
+        })
+    }
+}
+
+#[async_trait]
+impl Compute for Gce {
+    async fn insert(
+        &self,
+        project: &str,
+        zone: &str,
+        request_id: &str,
+        body: &Value,
+    ) -> Result<Operation, ComputeError> {
+        let body: model::Instance = serde_json::from_value(body.clone())
+            .map_err(|e| ComputeError::from_http(Some(400), "invalid", &format!("instance body: {e}")))?;
+        let op = self
+            .instances
+            .insert()
+            .set_project(project)
+            .set_zone(zone)
+            .set_request_id(request_id)
+            .set_body(body)
+            .send()
+            .await
+            .map_err(error)?;
+        Ok(operation(op))
+    }
+
+    async fn wait(&self, project: &str, zone: &str, op: &str) -> Result<Operation, ComputeError> {
+        let op = self
+            .operations
+            .wait()
+            .set_project(project)
+            .set_zone(zone)
+            .set_operation(op)
+            .send()
+            .await
+            .map_err(error)?;
+        Ok(operation(op))
+    }
+
+    async fn get(&self, project: &str, zone: &str, name: &str) -> Result<Option<Instance>, ComputeError> {
+        match self.instances.get().set_project(project).set_zone(zone).set_instance(name).send().await {
+            Ok(i) => Ok(Some(instance(i))),
+            Err(e) if e.http_status_code() == Some(404) => Ok(None),
+            Err(e) => Err(error(e)),
+        }
+    }
+
+    async fn delete(
+        &self,
+        project: &str,
+        zone: &str,
+        name: &str,
+        request_id: &str,
+    ) -> Result<Option<Operation>, ComputeError> {
+        let call = self
+            .instances
+            .delete()
+            .set_project(project)
+            .set_zone(zone)
+            .set_instance(name)
+            .set_request_id(request_id);
+        match call.send().await {
+            Ok(op) => Ok(Some(operation(op))),
+            Err(e) if e.http_status_code() == Some(404) => Ok(None),
+            Err(e) => Err(error(e)),
+        }
+    }
+
+    async fn list(
+        &self,
+        project: &str,
+        zone: &str,
+        filter: &str,
+        page: Option<String>,
+    ) -> Result<(Vec<Instance>, Option<String>), ComputeError> {
+        let mut call = self.instances.list().set_project(project).set_zone(zone).set_filter(filter);
+        if let Some(p) = page {
+            call = call.set_page_token(p);
+        }
+        let list = call.send().await.map_err(error)?;
+        let next = list.next_page_token.filter(|t| !t.is_empty());
+        Ok((list.items.into_iter().map(instance).collect(), next))
+    }
+
+    async fn zones(&self, project: &str) -> Result<Vec<String>, ComputeError> {
+        let list = self.zones.list().set_project(project).send().await.map_err(error)?;
+        Ok(list.items.into_iter().filter_map(|z| z.name).collect())
+    }
+
+    async fn quotas(&self, project: &str) -> Result<Vec<Quota>, ComputeError> {
+        let list = self.regions.list().set_project(project).send().await.map_err(error)?;
+        Ok(list
+            .items
+            .into_iter()
+            .flat_map(|r| {
+                let region = r.name.unwrap_or_default();
+                r.quotas.into_iter().map(move |q| Quota {
+                    region: region.clone(),
+                    metric: q.metric.as_ref().and_then(|m| m.name()).unwrap_or_default().to_owned(),
+                    limit: q.limit.unwrap_or_default(),
+                    usage: q.usage.unwrap_or_default(),
+                })
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,25 @@
+//! Adapters that implement the `jobs` ports: Compute Engine through the official client,
+//! Swarming through pRPC, the datastore on Redis, and the system clock.
+
+pub mod gce;
+pub mod redis_store;
+pub mod swarming;
+
+use chrono::{DateTime, Utc};
+use gce_backend_jobs::ports::clock::Clock;
+
+/// The system clock.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> DateTime<Utc> {
+        Utc::now()
+    }
+}
+
+/// Installs the process-wide TLS crypto provider (ring), which the HTTP clients need even for
+/// plain `http://` endpoints. Safe to call more than once.
+pub fn install_crypto() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}

@@ -1,0 +1,365 @@
+//! `Store` on Redis. Every key of a deployment carries the hash tag `{<ns>:db}` (one Cluster
+//! slot, so the compare-and-set scripts may touch several keys):
+//!
+//! | key | type | holds |
+//! |---|---|---|
+//! | `cfg`, `cfg:ver` | HASH | prefix → Config record (JSON), its version |
+//! | `vm`, `vm:ver` | HASH | VM id → VM (JSON), its version |
+//! | `vm:uncreated`, `vm:created` | SET | VM ids without / with an instance |
+//! | `vm:cfg:<prefix>`, `vm:cfgs` | SET | VM ids of a Config; prefixes with VMs |
+//! | `vm:host` | HASH | hostname → VM id |
+//! | `bots` | HASH | hostname → last bot observation |
+//! | `err:<prefix>` | LIST | the Config's last 20 errors, newest first |
+//! | `counts`, `backoff` | HASH | prefix → counts; `project/zone` → backoff |
+//! | `claim:<key>` | STRING | a claimed cron tick (expires) |
+//! | `mark:<space>` | HASH | key → first-seen time |
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use gce_backend_jobs::model::{Backoff, ConfigRecord, Counts, ErrorEntry, KEEP_ERRORS, Observed, Vm};
+use gce_backend_jobs::ports::store::{Expect, Store, StoreError, Versioned, VmIndex};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{AsyncCommands, Script};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// CAS write of a record: KEYS records, versions; ARGV field, expected version ('' = absent), JSON.
+const PUT: &str = r"
+local cur = redis.call('HGET', KEYS[2], ARGV[1])
+if ARGV[2] == '' then if cur then return 0 end elseif cur ~= ARGV[2] then return 0 end
+local v = (tonumber(cur) or 0) + 1
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+redis.call('HSET', KEYS[2], ARGV[1], v)
+return v";
+
+/// CAS delete of a record: KEYS records, versions; ARGV field, version.
+const DELETE: &str = r"
+if redis.call('HGET', KEYS[2], ARGV[1]) ~= ARGV[2] then return 0 end
+redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('HDEL', KEYS[2], ARGV[1])
+return 1";
+
+/// CAS write of a VM with its indexes. KEYS vm, ver, uncreated, created, host, cfgs, cfg set;
+/// ARGV id, expected version, JSON, hostname, created (1/0), prefix.
+const PUT_VM: &str = r"
+local cur = redis.call('HGET', KEYS[2], ARGV[1])
+if ARGV[2] == '' then if cur then return 0 end elseif cur ~= ARGV[2] then return 0 end
+local v = (tonumber(cur) or 0) + 1
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+redis.call('HSET', KEYS[2], ARGV[1], v)
+if ARGV[5] == '1' then
+  redis.call('SREM', KEYS[3], ARGV[1]); redis.call('SADD', KEYS[4], ARGV[1])
+else
+  redis.call('SREM', KEYS[4], ARGV[1]); redis.call('SADD', KEYS[3], ARGV[1])
+end
+redis.call('HSET', KEYS[5], ARGV[4], ARGV[1])
+redis.call('SADD', KEYS[7], ARGV[1])
+redis.call('SADD', KEYS[6], ARGV[6])
+return v";
+
+/// CAS delete of a VM with its indexes and bot observation. KEYS vm, ver, uncreated, created,
+/// host, cfgs, cfg set, bots; ARGV id, version, hostname, prefix.
+const DELETE_VM: &str = r"
+if redis.call('HGET', KEYS[2], ARGV[1]) ~= ARGV[2] then return 0 end
+redis.call('HDEL', KEYS[1], ARGV[1]); redis.call('HDEL', KEYS[2], ARGV[1])
+redis.call('SREM', KEYS[3], ARGV[1]); redis.call('SREM', KEYS[4], ARGV[1])
+redis.call('SREM', KEYS[7], ARGV[1])
+if redis.call('SCARD', KEYS[7]) == 0 then redis.call('SREM', KEYS[6], ARGV[4]) end
+if redis.call('HGET', KEYS[5], ARGV[3]) == ARGV[1] then redis.call('HDEL', KEYS[5], ARGV[3]) end
+redis.call('HDEL', KEYS[8], ARGV[3])
+return 1";
+
+/// The Redis store of one deployment.
+#[derive(Clone)]
+pub struct RedisStore {
+    conn: ConnectionManager,
+    ns: String,
+    put: std::sync::Arc<[Script; 4]>,
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisStore").field("namespace", &self.ns).finish()
+    }
+}
+
+fn err(e: impl std::fmt::Display) -> StoreError {
+    StoreError(e.to_string())
+}
+
+fn json<T: Serialize>(v: &T) -> Result<String, StoreError> {
+    serde_json::to_string(v).map_err(err)
+}
+
+fn parse<T: DeserializeOwned>(s: &str) -> Result<T, StoreError> {
+    serde_json::from_str(s).map_err(|e| StoreError(format!("corrupt record: {e}")))
+}
+
+impl RedisStore {
+    /// Connects to `url` for deployment `namespace`.
+    pub async fn connect(url: &str, namespace: &str) -> Result<Self, StoreError> {
+        let client = redis::Client::open(url).map_err(err)?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(2)))
+            .set_response_timeout(Some(Duration::from_secs(10)))
+            .set_max_delay(Duration::from_secs(2));
+        let conn = client.get_connection_manager_with_config(config).await.map_err(err)?;
+        let put = [Script::new(PUT), Script::new(DELETE), Script::new(PUT_VM), Script::new(DELETE_VM)];
+        Ok(Self { conn, ns: namespace.to_owned(), put: std::sync::Arc::new(put) })
+    }
+
+    fn k(&self, part: &str) -> String {
+        format!("{{{}:db}}:{part}", self.ns)
+    }
+
+    fn c(&self) -> ConnectionManager {
+        self.conn.clone()
+    }
+
+    fn vm_keys(&self, prefix: &str) -> [String; 8] {
+        [
+            self.k("vm"),
+            self.k("vm:ver"),
+            self.k("vm:uncreated"),
+            self.k("vm:created"),
+            self.k("vm:host"),
+            self.k("vm:cfgs"),
+            self.k(&format!("vm:cfg:{prefix}")),
+            self.k("bots"),
+        ]
+    }
+
+    async fn get<T: DeserializeOwned>(
+        &self,
+        kind: &str,
+        field: &str,
+    ) -> Result<Option<Versioned<T>>, StoreError> {
+        let (raw, ver): (Option<String>, Option<u64>) = redis::pipe()
+            .hget(self.k(kind), field)
+            .hget(self.k(&format!("{kind}:ver")), field)
+            .query_async(&mut self.c())
+            .await
+            .map_err(err)?;
+        match (raw, ver) {
+            (Some(raw), Some(version)) => Ok(Some(Versioned { value: parse(&raw)?, version })),
+            _ => Ok(None),
+        }
+    }
+}
+
+fn expect(e: Expect) -> String {
+    match e {
+        Expect::Absent => String::new(),
+        Expect::Version(v) => v.to_string(),
+    }
+}
+
+#[async_trait]
+impl Store for RedisStore {
+    async fn config(&self, prefix: &str) -> Result<Option<Versioned<ConfigRecord>>, StoreError> {
+        self.get("cfg", prefix).await
+    }
+
+    async fn configs(&self) -> Result<Vec<Versioned<ConfigRecord>>, StoreError> {
+        let (recs, vers): (
+            std::collections::HashMap<String, String>,
+            std::collections::HashMap<String, u64>,
+        ) = redis::pipe()
+            .hgetall(self.k("cfg"))
+            .hgetall(self.k("cfg:ver"))
+            .query_async(&mut self.c())
+            .await
+            .map_err(err)?;
+        let mut out = Vec::new();
+        for (prefix, raw) in recs {
+            if let Some(version) = vers.get(&prefix) {
+                out.push(Versioned { value: parse(&raw)?, version: *version });
+            }
+        }
+        out.sort_by(|a: &Versioned<ConfigRecord>, b| a.value.config.prefix.cmp(&b.value.config.prefix));
+        Ok(out)
+    }
+
+    async fn put_config(&self, rec: &ConfigRecord, e: Expect) -> Result<bool, StoreError> {
+        let v: u64 = self.put[0]
+            .key(self.k("cfg"))
+            .key(self.k("cfg:ver"))
+            .arg(&rec.config.prefix)
+            .arg(expect(e))
+            .arg(json(rec)?)
+            .invoke_async(&mut self.c())
+            .await
+            .map_err(err)?;
+        Ok(v > 0)
+    }
+
+    async fn delete_config(&self, prefix: &str, version: u64) -> Result<bool, StoreError> {
+        let n: u64 = self.put[1]
+            .key(self.k("cfg"))
+            .key(self.k("cfg:ver"))
+            .arg(prefix)
+            .arg(version)
+            .invoke_async(&mut self.c())
+            .await
+            .map_err(err)?;
+        Ok(n > 0)
+    }
+
+    async fn vm(&self, id: &str) -> Result<Option<Versioned<Vm>>, StoreError> {
+        self.get("vm", id).await
+    }
+
+    async fn put_vm(&self, vm: &Vm, e: Expect) -> Result<bool, StoreError> {
+        let keys = self.vm_keys(&vm.config);
+        let mut inv = self.put[2].prepare_invoke();
+        for k in &keys[..7] {
+            inv.key(k);
+        }
+        inv.arg(&vm.id).arg(expect(e)).arg(json(vm)?).arg(&vm.hostname);
+        inv.arg(if vm.url.is_empty() { "0" } else { "1" }).arg(&vm.config);
+        let v: u64 = inv.invoke_async(&mut self.c()).await.map_err(err)?;
+        Ok(v > 0)
+    }
+
+    async fn delete_vm(&self, id: &str, version: u64) -> Result<bool, StoreError> {
+        let Some(cur) = self.vm(id).await? else { return Ok(false) };
+        let keys = self.vm_keys(&cur.value.config);
+        let mut inv = self.put[3].prepare_invoke();
+        for k in &keys {
+            inv.key(k);
+        }
+        inv.arg(id).arg(version).arg(&cur.value.hostname).arg(&cur.value.config);
+        let n: u64 = inv.invoke_async(&mut self.c()).await.map_err(err)?;
+        Ok(n > 0)
+    }
+
+    async fn vm_ids(&self, index: VmIndex) -> Result<Vec<String>, StoreError> {
+        let key = match index {
+            VmIndex::Uncreated => self.k("vm:uncreated"),
+            VmIndex::Created => self.k("vm:created"),
+            VmIndex::OfConfig(p) => self.k(&format!("vm:cfg:{p}")),
+        };
+        let mut ids: Vec<String> = self.c().smembers(key).await.map_err(err)?;
+        ids.sort();
+        Ok(ids)
+    }
+
+    async fn vms_by_hostname(&self, hostnames: &[String]) -> Result<Vec<Option<String>>, StoreError> {
+        if hostnames.is_empty() {
+            return Ok(Vec::new());
+        }
+        redis::cmd("HMGET")
+            .arg(self.k("vm:host"))
+            .arg(hostnames)
+            .query_async(&mut self.c())
+            .await
+            .map_err(err)
+    }
+
+    async fn vm_configs(&self) -> Result<Vec<String>, StoreError> {
+        self.c().smembers(self.k("vm:cfgs")).await.map_err(err)
+    }
+
+    async fn put_bots(&self, bots: &[Observed]) -> Result<(), StoreError> {
+        for chunk in bots.chunks(1000) {
+            let pairs: Vec<(String, String)> =
+                chunk.iter().map(|o| Ok((o.bot.id.clone(), json(o)?))).collect::<Result<_, StoreError>>()?;
+            if !pairs.is_empty() {
+                let _: () = self.c().hset_multiple(self.k("bots"), &pairs).await.map_err(err)?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn bot(&self, hostname: &str) -> Result<Option<Observed>, StoreError> {
+        let raw: Option<String> = self.c().hget(self.k("bots"), hostname).await.map_err(err)?;
+        raw.map(|r| parse(&r)).transpose()
+    }
+
+    async fn push_error(&self, prefix: &str, e: &ErrorEntry) -> Result<(), StoreError> {
+        let key = self.k(&format!("err:{prefix}"));
+        let _: () = redis::pipe()
+            .lpush(&key, json(e)?)
+            .ltrim(&key, 0, KEEP_ERRORS as isize - 1)
+            .query_async(&mut self.c())
+            .await
+            .map_err(err)?;
+        Ok(())
+    }
+
+    async fn errors(&self, prefix: &str) -> Result<Vec<ErrorEntry>, StoreError> {
+        let raw: Vec<String> = self.c().lrange(self.k(&format!("err:{prefix}")), 0, -1).await.map_err(err)?;
+        raw.iter().map(|r| parse(r)).collect()
+    }
+
+    async fn put_counts(&self, prefix: &str, counts: &Counts) -> Result<(), StoreError> {
+        self.c().hset(self.k("counts"), prefix, json(counts)?).await.map_err(err)
+    }
+
+    async fn counts(&self, prefix: &str) -> Result<Option<Counts>, StoreError> {
+        let raw: Option<String> = self.c().hget(self.k("counts"), prefix).await.map_err(err)?;
+        raw.map(|r| parse(&r)).transpose()
+    }
+
+    async fn drop_status(&self, prefix: &str) -> Result<(), StoreError> {
+        let _: () = redis::pipe()
+            .hdel(self.k("counts"), prefix)
+            .del(self.k(&format!("err:{prefix}")))
+            .query_async(&mut self.c())
+            .await
+            .map_err(err)?;
+        Ok(())
+    }
+
+    async fn backoff(&self, project: &str, zone: &str) -> Result<Option<Backoff>, StoreError> {
+        let raw: Option<String> =
+            self.c().hget(self.k("backoff"), format!("{project}/{zone}")).await.map_err(err)?;
+        raw.map(|r| parse(&r)).transpose()
+    }
+
+    async fn set_backoff(&self, project: &str, zone: &str, b: Option<&Backoff>) -> Result<(), StoreError> {
+        let field = format!("{project}/{zone}");
+        match b {
+            Some(b) => self.c().hset(self.k("backoff"), field, json(b)?).await.map_err(err),
+            None => self.c().hdel(self.k("backoff"), field).await.map_err(err),
+        }
+    }
+
+    async fn claim(&self, key: &str, ttl: Duration) -> Result<bool, StoreError> {
+        let set: Option<String> = redis::cmd("SET")
+            .arg(self.k(&format!("claim:{key}")))
+            .arg(1)
+            .arg("NX")
+            .arg("PX")
+            .arg(ttl.as_millis().max(1) as u64)
+            .query_async(&mut self.c())
+            .await
+            .map_err(err)?;
+        Ok(set.is_some())
+    }
+
+    async fn mark(&self, space: &str, key: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, StoreError> {
+        let hash = self.k(&format!("mark:{space}"));
+        let (_, first): (bool, String) = redis::pipe()
+            .hset_nx(&hash, key, now.to_rfc3339())
+            .hget(&hash, key)
+            .query_async(&mut self.c())
+            .await
+            .map_err(err)?;
+        DateTime::parse_from_rfc3339(&first).map(|t| t.with_timezone(&Utc)).map_err(err)
+    }
+
+    async fn unmark(&self, space: &str, key: &str) -> Result<(), StoreError> {
+        self.c().hdel(self.k(&format!("mark:{space}")), key).await.map_err(err)
+    }
+
+    async fn marks(&self, space: &str) -> Result<Vec<(String, DateTime<Utc>)>, StoreError> {
+        let all: std::collections::HashMap<String, String> =
+            self.c().hgetall(self.k(&format!("mark:{space}"))).await.map_err(err)?;
+        all.into_iter()
+            .map(|(k, v)| Ok((k, DateTime::parse_from_rfc3339(&v).map_err(err)?.with_timezone(&Utc))))
+            .collect()
+    }
+}

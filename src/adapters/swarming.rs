@@ -1,0 +1,195 @@
+//! `Bots` over Swarming's pRPC (`swarming.v2.Bots`, JSON encoding).
+//!
+//! The endpoint of a server comes from a template: `https://{host}` for real Swarming (with
+//! OAuth headers from Application Default Credentials), or the simulator's
+//! `http://127.0.0.1:<port>/swarming/{host}` (no credentials).
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use gce_backend_jobs::model::Bot;
+use gce_backend_jobs::ports::bots::{BotError, BotEvent, Bots};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+/// Page size of ListBots.
+const PAGE: u32 = 1000;
+
+/// A Swarming pRPC client.
+#[derive(Debug, Clone)]
+pub struct Swarming {
+    http: reqwest::Client,
+    template: String,
+    credentials: Option<google_cloud_auth::credentials::Credentials>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+struct BotInfo {
+    bot_id: String,
+    first_seen_ts: Option<DateTime<Utc>>,
+    last_seen_ts: Option<DateTime<Utc>>,
+    is_dead: bool,
+    deleted: bool,
+    termination_task_id: String,
+    task_id: String,
+}
+
+impl From<BotInfo> for Bot {
+    fn from(b: BotInfo) -> Bot {
+        Bot {
+            id: b.bot_id,
+            first_seen: b.first_seen_ts,
+            last_seen: b.last_seen_ts,
+            is_dead: b.is_dead,
+            deleted: b.deleted,
+            termination_task_id: b.termination_task_id,
+            task_id: b.task_id,
+        }
+    }
+}
+
+/// The gRPC code of an answer without `X-Prpc-Grpc-Code` (a proxy's), as LUCI's client maps it.
+fn code_of_status(status: u16) -> u16 {
+    match status {
+        401 => 16,
+        403 => 7,
+        503 => 14,
+        _ => 13,
+    }
+}
+
+impl Swarming {
+    /// A client; `template` maps a server host into a base URL (`{host}` is replaced).
+    pub fn new(template: Option<&str>) -> Result<Self, String> {
+        super::install_crypto();
+        let http = reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(30))
+            .build()
+            .map_err(|e| format!("http client: {e}"))?;
+        let (template, credentials) = match template {
+            Some(t) => (t.to_owned(), None),
+            None => {
+                let creds = google_cloud_auth::credentials::Builder::default()
+                    .build()
+                    .map_err(|e| format!("Swarming credentials: {e}"))?;
+                ("https://{host}".to_owned(), Some(creds))
+            }
+        };
+        if !template.contains("{host}") {
+            return Err(format!("Swarming endpoint template {template:?} must contain {{host}}"));
+        }
+        Ok(Self { http, template, credentials })
+    }
+
+    fn url(&self, server: &str, method: &str) -> String {
+        let host =
+            server.trim().trim_start_matches("https://").trim_start_matches("http://").trim_end_matches('/');
+        format!("{}/prpc/swarming.v2.Bots/{method}", self.template.replace("{host}", host))
+    }
+
+    async fn call<T: DeserializeOwned>(
+        &self,
+        server: &str,
+        method: &str,
+        body: Value,
+    ) -> Result<T, BotError> {
+        let unavailable = |e: String| BotError { code: 14, message: e };
+        let mut req = self
+            .http
+            .post(self.url(server, method))
+            .header("content-type", "application/json")
+            .header("accept", "application/json")
+            .body(body.to_string());
+        if let Some(c) = &self.credentials {
+            match c.headers(http::Extensions::new()).await {
+                Ok(google_cloud_auth::credentials::CacheableResource::New { data, .. }) => {
+                    req = req.headers(data)
+                }
+                Ok(_) => {}
+                Err(e) => return Err(BotError { code: 16, message: format!("credentials: {e}") }),
+            }
+        }
+        let resp = req.send().await.map_err(|e| unavailable(e.to_string()))?;
+        let status = resp.status().as_u16();
+        let code = match resp.headers().get("x-prpc-grpc-code").and_then(|v| v.to_str().ok()) {
+            Some(c) => c.parse().unwrap_or(2),
+            None if status == 200 => 13,
+            None => code_of_status(status),
+        };
+        let text = resp.text().await.map_err(|e| unavailable(e.to_string()))?;
+        if code != 0 {
+            return Err(BotError { code, message: text.trim().to_owned() });
+        }
+        let json = text.strip_prefix(")]}'").unwrap_or(&text);
+        serde_json::from_str(json)
+            .map_err(|e| BotError { code: 13, message: format!("{method} answer: {e}") })
+    }
+}
+
+#[async_trait]
+impl Bots for Swarming {
+    async fn get(&self, server: &str, id: &str) -> Result<Option<Bot>, BotError> {
+        match self.call::<BotInfo>(server, "GetBot", json!({"botId": id})).await {
+            Ok(b) => Ok(Some(b.into())),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn list(
+        &self,
+        server: &str,
+        cursor: Option<String>,
+    ) -> Result<(Vec<Bot>, Option<String>), BotError> {
+        #[derive(Deserialize, Default)]
+        #[serde(default)]
+        struct Page {
+            items: Vec<BotInfo>,
+            cursor: Option<String>,
+        }
+        let page: Page = self
+            .call(server, "ListBots", json!({"limit": PAGE, "cursor": cursor.unwrap_or_default()}))
+            .await?;
+        Ok((page.items.into_iter().map(Bot::from).collect(), page.cursor.filter(|c| !c.is_empty())))
+    }
+
+    async fn events(&self, server: &str, id: &str, start: DateTime<Utc>) -> Result<Vec<BotEvent>, BotError> {
+        #[derive(Deserialize, Default)]
+        #[serde(default, rename_all = "camelCase")]
+        struct Event {
+            ts: Option<DateTime<Utc>>,
+            event_type: String,
+        }
+        #[derive(Deserialize, Default)]
+        #[serde(default)]
+        struct Events {
+            items: Vec<Event>,
+        }
+        let start = start.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let ev: Events =
+            self.call(server, "ListBotEvents", json!({"botId": id, "limit": 5, "start": start})).await?;
+        Ok(ev
+            .items
+            .into_iter()
+            .map(|e| BotEvent { ts: e.ts.unwrap_or_default(), event_type: e.event_type })
+            .collect())
+    }
+
+    async fn terminate(&self, server: &str, id: &str) -> Result<(), BotError> {
+        match self.call::<Value>(server, "TerminateBot", json!({"botId": id, "reason": "GCE Provider"})).await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if e.is_not_found() => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn delete(&self, server: &str, id: &str) -> Result<bool, BotError> {
+        match self.call::<Value>(server, "DeleteBot", json!({"botId": id})).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.is_not_found() => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+}

@@ -1,0 +1,239 @@
+//! `gce-backend run`: the composition root. Builds the store and queues (Redis, or in memory),
+//! the Compute and Swarming adapters (real endpoints, or an in-process simulator), the context,
+//! and runs the workers and/or the cron scheduler with progress on the terminal.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use gce_backend_jobs::ports::store::Store;
+use gce_backend_jobs::store::memory::MemoryStore;
+use gce_backend_jobs::{Ctx, Queues};
+use gce_backend_queues::{Engine, MemoryEngine, RedisEngine};
+
+use crate::adapters::SystemClock;
+use crate::adapters::gce::Gce;
+use crate::adapters::redis_store::RedisStore;
+use crate::adapters::swarming::Swarming;
+use crate::settings::Settings;
+use crate::sim::{self, SimConfig};
+use crate::workers::{self, Identity};
+
+/// Which parts this process runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Role {
+    /// Workers and the cron scheduler.
+    All,
+    /// Only the queue workers.
+    Workers,
+    /// Only the cron scheduler.
+    Cron,
+}
+
+/// Options of `gce-backend run`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RunOptions {
+    /// Redis URL for queues and the datastore; without it everything runs in this process, in
+    /// memory (one process only).
+    #[arg(long, env = "GCE_BACKEND_REDIS")]
+    pub redis: Option<String>,
+    /// Redis namespace of this deployment.
+    #[arg(long, env = "GCE_BACKEND_NAMESPACE", default_value = "gce-backend")]
+    pub namespace: String,
+    /// What this process runs.
+    #[arg(long, value_enum, default_value = "all")]
+    pub role: Role,
+    /// Directory of Config files (`*.yaml`, `*.yml`, `*.json`).
+    #[arg(long, default_value = "config/pools")]
+    pub configs: PathBuf,
+    /// Service settings file (schedules, timings, queue policies).
+    #[arg(long, default_value = "config/service.toml")]
+    pub settings: PathBuf,
+    /// Compute Engine endpoint (e.g. a `gce-backend sim`). Without it, and without
+    /// `--real-gce`, a simulator starts in this process.
+    #[arg(long, env = "GCE_BACKEND_GCE_ENDPOINT")]
+    pub gce_endpoint: Option<String>,
+    /// Swarming endpoint template, `{host}` standing for the server's host (e.g.
+    /// `http://127.0.0.1:8787/swarming/{host}`); defaults to the simulator's, or to
+    /// `https://{host}` with `--real-gce`.
+    #[arg(long, env = "GCE_BACKEND_SWARMING_ENDPOINT")]
+    pub swarming_endpoint: Option<String>,
+    /// Talk to the real Compute Engine and Swarming (Application Default Credentials).
+    #[arg(long)]
+    pub real_gce: bool,
+    /// No progress lines on the terminal.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// A running service.
+pub struct App {
+    /// Its context.
+    pub ctx: Ctx,
+    /// The simulator it started, if any.
+    pub sim: Option<(std::net::SocketAddr, sim::Sim)>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    stop: tokio::sync::watch::Sender<bool>,
+    scheduler: Option<tokio_cron_scheduler::JobScheduler>,
+}
+
+impl std::fmt::Debug for App {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("App").field("sim", &self.sim.as_ref().map(|s| s.0)).finish()
+    }
+}
+
+/// Simulator timings for the embedded demo: quick, with bots running short tasks.
+pub fn demo_sim() -> SimConfig {
+    SimConfig {
+        op_ms: 300,
+        provision_ms: 200,
+        stage_ms: 200,
+        bot_connect_ms: 300,
+        bot_task_ms: 2000,
+        bot_idle_ms: 500,
+        ..SimConfig::default()
+    }
+}
+
+/// Builds the context (store, queues, adapters; a simulator if no endpoint is given) without
+/// starting anything else.
+pub async fn context(
+    opts: &RunOptions,
+    settings: &Settings,
+) -> anyhow::Result<(Ctx, Option<(std::net::SocketAddr, sim::Sim)>)> {
+    let (engine, store): (Arc<dyn Engine>, Arc<dyn Store>) = match &opts.redis {
+        Some(url) => (
+            Arc::new(
+                RedisEngine::connect(url, &opts.namespace)
+                    .await
+                    .with_context(|| format!("queues on {url}"))?,
+            ),
+            Arc::new(
+                RedisStore::connect(url, &opts.namespace).await.with_context(|| format!("store on {url}"))?,
+            ),
+        ),
+        None => (Arc::new(MemoryEngine::new()), Arc::new(MemoryStore::new())),
+    };
+    let mut sim = None;
+    let (gce, swarming) = match (&opts.gce_endpoint, opts.real_gce) {
+        (Some(e), _) => (
+            Some(e.clone()),
+            opts.swarming_endpoint.clone().or_else(|| Some(format!("{e}/swarming/{{host}}"))),
+        ),
+        (None, true) => (None, opts.swarming_endpoint.clone()),
+        (None, false) => {
+            let (addr, s) = sim::spawn(demo_sim()).await.context("starting the simulator")?;
+            sim = Some((addr, s));
+            let base = format!("http://{addr}");
+            (Some(base.clone()), Some(format!("{base}/swarming/{{host}}")))
+        }
+    };
+    let compute = Gce::connect(gce.as_deref()).await.map_err(anyhow::Error::msg)?;
+    let bots = Swarming::new(swarming.as_deref()).map_err(anyhow::Error::msg)?;
+    let policies: HashMap<String, gce_backend_queues::Policy> = settings.queues.clone().into_iter().collect();
+    let queues = Queues::new(engine, &policies)?;
+    let ctx = Ctx {
+        store,
+        compute: Arc::new(compute),
+        bots: Arc::new(bots),
+        clock: Arc::new(SystemClock),
+        queues,
+        timing: Arc::new(settings.timing.clone()),
+        deployment: settings.deployment.clone(),
+        configs_dir: opts.configs.clone(),
+    };
+    Ok((ctx, sim))
+}
+
+/// Starts the service as `opts` and `settings` say.
+pub async fn start(opts: &RunOptions, settings: Settings) -> anyhow::Result<App> {
+    if opts.redis.is_none() && opts.role != Role::All {
+        anyhow::bail!("--role {:?} needs --redis: in memory, nothing is shared between processes", opts.role);
+    }
+    let (ctx, sim) = context(opts, &settings).await?;
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let mut tasks = Vec::new();
+    if opts.role != Role::Cron {
+        let monitor = workers::register_pipeline(
+            workers::monitor(Duration::from_secs(30)),
+            &ctx,
+            &Identity::current(),
+            settings.concurrency,
+        );
+        let mut stopped = stopped.clone();
+        tasks.push(tokio::spawn(async move {
+            let signal = async move {
+                let _ = stopped.wait_for(|s| *s).await;
+                Ok(())
+            };
+            if let Err(e) = monitor.run_with_signal(signal).await {
+                tracing::error!(error = %e, "workers stopped");
+            }
+        }));
+    }
+    let mut scheduler = None;
+    if opts.role != Role::Workers {
+        // Start from the files at once instead of waiting for the first tick.
+        for job in ["import_configs", "expand_configs"] {
+            if let Err(e) = gce_backend_jobs::cron::run(&ctx, job).await {
+                tracing::warn!(job, error = %e, "first run failed; the cron will retry");
+            }
+        }
+        scheduler = Some(crate::scheduler::start(ctx.clone(), &settings).await.map_err(anyhow::Error::msg)?);
+    }
+    if !opts.quiet {
+        tasks.push(tokio::spawn(progress(ctx.clone(), stopped)));
+    }
+    Ok(App { ctx, sim, tasks, stop, scheduler })
+}
+
+impl App {
+    /// Stops fetching, lets in-flight tasks finish, stops the scheduler.
+    pub async fn stop(mut self) {
+        if let Some(mut s) = self.scheduler.take() {
+            let _ = s.shutdown().await;
+        }
+        let _ = self.stop.send(true);
+        for t in self.tasks {
+            let _ = t.await;
+        }
+    }
+}
+
+/// Prints one line per Config whenever its counts change.
+async fn progress(ctx: Ctx, mut stopped: tokio::sync::watch::Receiver<bool>) {
+    let mut last: HashMap<String, String> = HashMap::new();
+    loop {
+        if let Ok(configs) = ctx.store.configs().await {
+            let mut prefixes: Vec<String> = configs.into_iter().map(|c| c.value.config.prefix).collect();
+            prefixes.extend(ctx.store.vm_configs().await.unwrap_or_default());
+            prefixes.sort();
+            prefixes.dedup();
+            for p in prefixes {
+                let Ok(c) = gce_backend_jobs::tasks::count_vms::count(&ctx, &p).await else { continue };
+                let errors = ctx.store.errors(&p).await.unwrap_or_default();
+                let mut line = format!(
+                    "{p}: configured={} created={} connected={}",
+                    c.configured, c.created, c.connected
+                );
+                if c.draining > 0 {
+                    line.push_str(&format!(" draining={}", c.draining));
+                }
+                if let Some(e) = errors.first() {
+                    line.push_str(&format!(" last_error={} ({})", e.code, e.stage));
+                }
+                if last.get(&p) != Some(&line) {
+                    println!("{line}");
+                    last.insert(p, line);
+                }
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            _ = stopped.wait_for(|s| *s) => return,
+        }
+    }
+}

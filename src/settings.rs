@@ -1,0 +1,132 @@
+//! Service settings (`config/service.toml`): the deployment name, cron schedules, timings and
+//! queue policies. Every key is optional; unknown keys are errors.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use gce_backend_jobs::Timing;
+use gce_backend_queues::Policy;
+use serde::Deserialize;
+
+/// The settings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Settings {
+    /// Value of the `gce-backend` label on our instances (only instances with it are audited).
+    pub deployment: String,
+    /// Schedule per cron job: `<N>s` or `<N>m` (N divides 60), `1h`, or a 6-field cron expression.
+    pub cron: BTreeMap<String, String>,
+    /// Timings of the reconcile logic.
+    pub timing: Timing,
+    /// Policy per queue (durations in milliseconds).
+    pub queues: BTreeMap<String, Policy>,
+    /// Tasks worked at once per queue and process.
+    pub concurrency: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            deployment: "gce-backend".into(),
+            cron: gce_backend_jobs::cron::JOBS.iter().map(|j| ((*j).to_owned(), "60s".to_owned())).collect(),
+            timing: Timing::default(),
+            queues: BTreeMap::new(),
+            concurrency: 16,
+        }
+    }
+}
+
+/// A schedule as a cron expression and its period in seconds (for the tick's claim key).
+pub fn schedule(spec: &str) -> Result<(String, u64), String> {
+    let spec = spec.trim();
+    let every = |n: &str, unit: u64| -> Result<(String, u64), String> {
+        let n: u64 = n.parse().map_err(|_| format!("{spec:?}: bad number"))?;
+        match (unit, n) {
+            (_, 0) => Err(format!("{spec:?}: must be positive")),
+            (1, 60) => Ok(("0 * * * * *".into(), 60)),
+            (1, n) if 60 % n == 0 => Ok((format!("*/{n} * * * * *"), n)),
+            (60, 60) => Ok(("0 0 * * * *".into(), 3600)),
+            (60, n) if 60 % n == 0 => Ok((format!("0 */{n} * * * *"), n * 60)),
+            _ => Err(format!(
+                "{spec:?}: an interval must divide a minute or an hour (or write a cron expression)"
+            )),
+        }
+    };
+    if let Some(n) = spec.strip_suffix('s').filter(|n| n.bytes().all(|b| b.is_ascii_digit())) {
+        return every(n, 1);
+    }
+    if let Some(n) = spec.strip_suffix('m').filter(|n| n.bytes().all(|b| b.is_ascii_digit())) {
+        return every(n, 60);
+    }
+    if spec == "1h" {
+        return every("60", 60);
+    }
+    if spec.split_whitespace().count() == 6 {
+        return Ok((spec.to_owned(), 1));
+    }
+    Err(format!("{spec:?}: not an interval (60s, 5m, 1h) nor a 6-field cron expression"))
+}
+
+impl Settings {
+    /// Reads `path` (a missing default file means the defaults).
+    pub fn load(path: Option<&Path>) -> Result<Self, String> {
+        let settings = match path {
+            Some(p) => {
+                let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+                toml::from_str::<Settings>(&text).map_err(|e| format!("{}: {e}", p.display()))?
+            }
+            None => Settings::default(),
+        };
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    /// Checks names, schedules and policies.
+    pub fn validate(&self) -> Result<(), String> {
+        for (job, spec) in &self.cron {
+            if !gce_backend_jobs::cron::JOBS.contains(&job.as_str()) {
+                return Err(format!(
+                    "cron.{job}: no such cron job (known: {})",
+                    gce_backend_jobs::cron::JOBS.join(", ")
+                ));
+            }
+            schedule(spec).map_err(|e| format!("cron.{job}: {e}"))?;
+        }
+        for (q, p) in &self.queues {
+            if !gce_backend_queues::payload::QUEUES.contains(&q.as_str()) {
+                return Err(format!("queues.{q}: no such queue"));
+            }
+            p.validate().map_err(|e| format!("queues.{q}: {e}"))?;
+        }
+        if self.concurrency == 0 {
+            return Err("concurrency: must be at least 1".into());
+        }
+        if self.deployment.is_empty() || self.deployment.len() > 63 {
+            return Err("deployment: 1-63 characters of [a-z0-9_-]".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedules_are_intervals_or_cron_expressions() {
+        assert_eq!(schedule("60s").unwrap(), ("0 * * * * *".into(), 60));
+        assert_eq!(schedule("2s").unwrap(), ("*/2 * * * * *".into(), 2));
+        assert_eq!(schedule("15m").unwrap(), ("0 */15 * * * *".into(), 900));
+        assert_eq!(schedule("1h").unwrap().1, 3600);
+        assert!(schedule("7s").is_err() && schedule("0s").is_err() && schedule("soon").is_err());
+    }
+
+    #[test]
+    fn the_shipped_settings_file_is_valid_and_unknown_keys_are_refused() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/service.toml");
+        Settings::load(Some(&path)).unwrap();
+        assert!(toml::from_str::<Settings>("bogus = 1").is_err());
+        let bad: Settings = toml::from_str("[cron]\nimport_configs = \"7s\"").unwrap();
+        assert!(bad.validate().unwrap_err().contains("cron.import_configs"));
+    }
+}
