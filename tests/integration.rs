@@ -4,6 +4,10 @@
 /// Harness: in-process simulator, official clients, pRPC client.
 mod support;
 
+/// The reconcile pipeline end to end: (i)–(v) on Redis and embedded.
+mod pipeline;
+/// The pipeline under faults: (vi)–(x).
+mod pipeline_faults;
 /// Worker processes on Redis: kill -9 mid-run, SIGTERM shutdown.
 mod queue_processes;
 /// The simulator's Compute Engine REST through the official client.

@@ -1,7 +1,8 @@
 //! `delete_bot`: deletes a destroyed VM's bot from Swarming, then the VM record (guarded by the
-//! hostname), and pushes `expand_config` so a replacement starts at once if still wanted.
+//! hostname), and pushes `expand_config` so a replacement starts at once if still wanted, and
+//! `count_vms` so the Config's status follows (and goes with the last VM of a removed Config).
 
-use gce_backend_queues::payload::{DeleteBot, ExpandConfig};
+use gce_backend_queues::payload::{CountVms, DeleteBot, ExpandConfig};
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
@@ -16,5 +17,6 @@ pub async fn run(ctx: &Ctx, t: DeleteBot) -> Result<(), TaskError> {
     if !ctx.store.delete_vm(&t.id, cur.version).await? {
         return Err(TaskError::Conflict(t.id));
     }
+    ctx.push(&CountVms { prefix: cur.value.config.clone() }).await?;
     ctx.push(&ExpandConfig { prefix: cur.value.config }).await.map(drop)
 }

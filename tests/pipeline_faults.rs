@@ -1,0 +1,321 @@
+//! End-to-end scenarios under faults, on a private Redis and the simulator: 30 % of calls failing,
+//! exhausted quota, leaked instances and stale bots, handlers run twice and at once, and two
+//! service processes sharing one Redis.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use gce_backend::app::{self, Role, RunOptions};
+use gce_backend::sim::{self};
+use gce_backend_jobs::cron;
+use gce_backend_jobs::tasks;
+use gce_backend_jobs::{Ctx, TaskError};
+use gce_backend_queues::payload::*;
+use gce_backend_queues::testing::{RedisServer, eventually};
+use serde_json::json;
+
+use crate::pipeline::{Backend, DEPLOYMENT, Env, pool, settings, sim_config, temp_dir};
+
+const LIMIT: Duration = Duration::from_secs(90);
+
+// ---- (vi) --------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thirty_percent_of_calls_failing_with_503_still_converges() {
+    let env = Env::start(Backend::Redis, sim_config(), &[], true).await;
+    env.faults(json!({"errors": {"*": {"rate": 0.3, "status": 503}}})).await;
+    env.write_pool("linux", &pool("linux", 3, "1d", "10m"));
+    env.converged("linux", 3).await;
+    let calls = reqwest::get(format!("{}/sim/calls", env.sim_url))
+        .await
+        .unwrap()
+        .json::<serde_json::Value>()
+        .await
+        .unwrap();
+    let failed: u64 = calls["calls"].as_object().unwrap().values().filter_map(|m| m["503"].as_u64()).sum();
+    assert!(failed > 0, "faults were injected: {calls}");
+    let inserts = env.inserts();
+    assert_eq!(inserts.len(), 3, "no hostname churn: {inserts:?}");
+    env.stop().await;
+}
+
+// ---- (vii) -------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exhausted_quota_keeps_names_shows_quota_exceeded_and_converges_once_freed() {
+    let env = Env::start(Backend::Redis, sim_config(), &[], true).await;
+    // e2-standard-2 is 2 CPUs: room for two of the three.
+    env.faults(json!({"quotas": {"us-central1": {"cpus": 4.0, "instances": 100}}})).await;
+    env.write_pool("linux", &pool("linux", 3, "1d", "10m"));
+    let starved = eventually("two run, one is refused for quota", LIMIT, || async {
+        let vms = env.vms("linux").await;
+        let waiting: Vec<_> = vms.iter().filter(|v| v.url.is_empty()).collect();
+        let errors = env.ctx.store.errors("linux").await.unwrap();
+        let quota = errors.iter().any(|e| e.code == "QUOTA_EXCEEDED" && e.stage == "create_instance");
+        (vms.len() == 3 && waiting.len() == 1 && quota).then(|| waiting[0].hostname.clone())
+    })
+    .await;
+    let b = env.ctx.store.backoff("proj", "us-central1-b").await.unwrap().expect("the zone is backed off");
+    assert_eq!(b.reason, "QUOTA_EXCEEDED");
+    // Several backoff rounds later the name has not changed.
+    eventually("the quota error repeats", LIMIT, || async {
+        let n = env
+            .ctx
+            .store
+            .errors("linux")
+            .await
+            .unwrap()
+            .iter()
+            .filter(|e| e.code == "QUOTA_EXCEEDED")
+            .count();
+        (n >= 3).then_some(())
+    })
+    .await;
+    let names: BTreeSet<String> = env.vms("linux").await.into_iter().map(|v| v.hostname).collect();
+    assert!(names.contains(&starved), "no name churn");
+    assert_eq!(env.inserts().len(), 3, "only three hostnames were ever inserted");
+
+    env.faults(json!({"quotas": {}})).await;
+    env.converged("linux", 3).await;
+    assert!(env.instances("linux").contains_key(&starved), "the same name got its instance");
+    assert!(
+        env.ctx.store.backoff("proj", "us-central1-b").await.unwrap().is_none(),
+        "backoff cleared on success"
+    );
+    env.stop().await;
+}
+
+// ---- (viii) ------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leaked_instance_with_our_label_is_deleted_and_a_foreign_one_is_untouched() {
+    let env =
+        Env::start(Backend::Redis, sim_config(), &[("linux", pool("linux", 1, "1d", "10m"))], true).await;
+    env.converged("linux", 1).await;
+    let http = reqwest::Client::new();
+    let insert = |name: &str, labels: serde_json::Value| {
+        let body = json!({"name": name, "machineType": "zones/us-central1-b/machineTypes/e2-small", "labels": labels,
+            "metadata": {"items": [{"key": "swarming-server", "value": "https://swarm.example.com"}]},
+            "networkInterfaces": [{"network": "global/networks/default"}]});
+        http.post(format!("{}/compute/v1/projects/proj/zones/us-central1-b/instances", env.sim_url))
+            .json(&body)
+            .send()
+    };
+    assert_eq!(
+        insert("linux-7-leak", json!({"gce-backend": DEPLOYMENT, "gce-backend-vm": "linux-7"}))
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    assert_eq!(insert("foreign-1", json!({"team": "someone-else"})).await.unwrap().status(), 200);
+    assert_eq!(
+        insert("linux-8-othr", json!({"gce-backend": "another-deployment"})).await.unwrap().status(),
+        200
+    );
+    eventually("the leaked instance is deleted", LIMIT, || async {
+        (!env.instances("linux").contains_key("linux-7-leak")).then_some(())
+    })
+    .await;
+    eventually("the leak's stale bot is deleted from Swarming", LIMIT, || async {
+        (env.bots().get("linux-7-leak").is_some_and(|b| b["deleted"] == true)).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await; // more audit rounds
+    let all: BTreeMap<String, String> = env.instances("");
+    let state = env.state();
+    let names: BTreeSet<&str> =
+        state["instances"].as_array().unwrap().iter().map(|i| i["name"].as_str().unwrap()).collect();
+    assert!(
+        names.contains("foreign-1") && names.contains("linux-8-othr"),
+        "instances without our label stay: {all:?} {names:?}"
+    );
+    assert_eq!(env.instances("linux").len(), 2, "our VM's instance and the other deployment's stay");
+    env.converged("linux", 1).await;
+    env.stop().await;
+}
+
+// ---- (ix) --------------------------------------------------------------------------------
+
+/// Runs `f` twice in a row, then twice at once.
+async fn four_times<F, Fut>(f: F)
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Result<(), TaskError>>,
+{
+    f().await.unwrap();
+    f().await.unwrap();
+    let (a, b) = tokio::join!(f(), f());
+    a.unwrap();
+    b.unwrap();
+}
+
+async fn run_cron(ctx: &Ctx, job: &str) -> Result<(), TaskError> {
+    cron::run(ctx, job).await.map(drop)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_handler_run_twice_in_a_row_and_twice_at_once_reaches_the_same_end_state() {
+    let env =
+        Env::start(Backend::Redis, sim_config(), &[("linux", pool("linux", 2, "1d", "10m"))], false).await;
+    let ctx = &env.ctx;
+    let p = || "linux".to_owned();
+    four_times(|| run_cron(ctx, "import_configs")).await;
+    four_times(|| tasks::expand_config::run(ctx, ExpandConfig { prefix: p() })).await;
+    for id in ["linux-0", "linux-1"] {
+        four_times(|| tasks::create_vm::run(ctx, CreateVm { id: id.into() })).await;
+    }
+    let hosts: BTreeMap<String, String> =
+        env.vms("linux").await.into_iter().map(|v| (v.id, v.hostname)).collect();
+    assert_eq!(hosts.len(), 2);
+    for id in ["linux-0", "linux-1"] {
+        four_times(|| tasks::create_instance::run(ctx, CreateInstance { id: id.into() })).await;
+    }
+    let inserts = env.inserts();
+    assert_eq!(inserts.len(), 2, "one instance per VM: {inserts:?}");
+    assert!(inserts.values().all(|ids| ids.len() == 1), "one requestId per hostname: {inserts:?}");
+    eventually("both bots connect", LIMIT, || async {
+        let bots = env.bots();
+        hosts.values().all(|h| bots.get(h).is_some_and(|b| b.get("isDead").is_none())).then_some(())
+    })
+    .await;
+    for id in ["linux-0", "linux-1"] {
+        four_times(|| tasks::manage_bot::run(ctx, ManageBot { id: id.into() })).await;
+    }
+    four_times(|| tasks::count_vms::run(ctx, CountVms { prefix: p() })).await;
+    four_times(|| {
+        tasks::inspect_swarming::run(ctx, InspectSwarming { server: "https://swarm.example.com".into() })
+    })
+    .await;
+    four_times(|| {
+        tasks::audit_instances::run(
+            ctx,
+            AuditInstances { project: "proj".into(), zone: "us-central1-b".into() },
+        )
+    })
+    .await;
+    let c = env.counts("linux").await;
+    assert_eq!((c.configured, c.created, c.connected), (2, 2, 2));
+    assert_eq!(env.instances("linux").len(), 2, "the audit deleted nothing of ours");
+
+    // Shrink to one: drain, terminate, destroy, delete, each four times.
+    env.write_pool("linux", &pool("linux", 1, "1d", "10m"));
+    four_times(|| run_cron(ctx, "import_configs")).await;
+    four_times(|| tasks::expand_config::run(ctx, ExpandConfig { prefix: p() })).await;
+    let gone = ctx.store.vm("linux-1").await.unwrap().unwrap().value;
+    four_times(|| tasks::drain_vm::run(ctx, DrainVm { id: "linux-1".into() })).await;
+    four_times(|| tasks::drain_vm::run(ctx, DrainVm { id: "linux-0".into() })).await;
+    assert!(ctx.store.vm("linux-1").await.unwrap().unwrap().value.drained);
+    assert!(!ctx.store.vm("linux-0").await.unwrap().unwrap().value.drained);
+    let terminate = || {
+        tasks::terminate_bot::run(ctx, TerminateBot { id: "linux-1".into(), hostname: gone.hostname.clone() })
+    };
+    four_times(terminate).await;
+    eventually("the drained bot is terminated", LIMIT, || async {
+        env.bots()[&gone.hostname]["terminationTaskId"].is_string().then_some(())
+    })
+    .await;
+    four_times(|| tasks::manage_bot::run(ctx, ManageBot { id: "linux-1".into() })).await;
+    four_times(|| {
+        tasks::destroy_instance::run(ctx, DestroyInstance { id: "linux-1".into(), url: gone.url.clone() })
+    })
+    .await;
+    four_times(|| {
+        tasks::delete_bot::run(ctx, DeleteBot { id: "linux-1".into(), hostname: gone.hostname.clone() })
+    })
+    .await;
+    // A late task for the old incarnation does nothing.
+    four_times(|| {
+        tasks::destroy_instance::run(ctx, DestroyInstance { id: "linux-0".into(), url: gone.url.clone() })
+    })
+    .await;
+
+    let left = env.vms("linux").await;
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].hostname, hosts["linux-0"], "the remaining VM is untouched");
+    let state = env.state();
+    let deletes: BTreeSet<&str> = state["operations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|o| o["type"] == "delete")
+        .map(|o| o["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(deletes.len(), 1, "one delete operation (same requestId every time): {deletes:?}");
+    eventually("only linux-0's instance is left", LIMIT, || async {
+        let inst = env.instances("linux");
+        (inst.len() == 1 && inst.contains_key(&hosts["linux-0"])).then_some(())
+    })
+    .await;
+    assert_eq!(env.bots()[&gone.hostname]["deleted"], true);
+    env.stop().await;
+}
+
+// ---- (x) ---------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_on_one_redis_converge_without_two_inserts_for_one_hostname() {
+    gce_backend::adapters::install_crypto();
+    let redis = RedisServer::start();
+    let (addr, sim) = sim::spawn(sim_config()).await.unwrap();
+    let dir = temp_dir();
+    std::fs::write(dir.join("linux.yaml"), pool("linux", 4, "1d", "10m")).unwrap();
+    let settings_file = dir.join("service.toml");
+    let mut toml = format!("deployment = \"{DEPLOYMENT}\"\nconcurrency = 8\n[cron]\n");
+    for job in cron::JOBS {
+        toml.push_str(&format!("{job} = \"1s\"\n"));
+    }
+    toml.push_str("[timing]\nwatch = \"1s\"\nbot_grace = \"3s\"\nobservation_ttl = \"2s\"\nbackoff_base = \"1s\"\nbackoff_cap = \"2s\"\n");
+    std::fs::write(&settings_file, toml).unwrap();
+    let configs = dir.join("pools");
+    std::fs::create_dir_all(&configs).unwrap();
+    std::fs::rename(dir.join("linux.yaml"), configs.join("linux.yaml")).unwrap();
+    let spawn = || {
+        Command::new(env!("CARGO_BIN_EXE_gce-backend"))
+            .args(["run", "--quiet", "--redis", &redis.url(), "--namespace", DEPLOYMENT])
+            .args(["--gce-endpoint", &format!("http://{addr}")])
+            .arg("--configs")
+            .arg(&configs)
+            .arg("--settings")
+            .arg(&settings_file)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let (mut a, mut b) = (spawn(), spawn());
+    let opts = RunOptions {
+        redis: Some(redis.url()),
+        namespace: DEPLOYMENT.into(),
+        role: Role::Workers,
+        configs: configs.clone(),
+        settings: settings_file.clone(),
+        gce_endpoint: Some(format!("http://{addr}")),
+        swarming_endpoint: None,
+        real_gce: false,
+        quiet: true,
+    };
+    let (ctx, _) = app::context(&opts, &settings()).await.unwrap();
+    eventually("two processes converge to 4", LIMIT, || async {
+        let c = tasks::count_vms::count(&ctx, "linux").await.unwrap();
+        (c.configured == 4 && c.created == 4 && c.connected == 4).then_some(())
+    })
+    .await;
+    let state = sim.with(|w| gce_backend::sim::world::state_json(w));
+    let inserts = state["inserts"].as_array().unwrap();
+    assert_eq!(inserts.len(), 4, "one hostname per VM: {inserts:?}");
+    for i in inserts {
+        let ids: BTreeSet<&str> =
+            i["requestIds"].as_array().unwrap().iter().map(|r| r.as_str().unwrap()).collect();
+        assert_eq!(ids.len(), 1, "never two inserts with different requestIds for {}", i["name"]);
+    }
+    assert_eq!(state["instances"].as_array().unwrap().len(), 4);
+    for p in [&mut a, &mut b] {
+        let _ = Command::new("kill").args(["-TERM", &p.id().to_string()]).status();
+        assert!(p.wait().unwrap().success(), "graceful exit");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
