@@ -18,6 +18,8 @@ pub mod model;
 pub mod ports;
 pub mod store;
 pub mod tasks;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
 pub use ctx::{Ctx, Queues, Timing};
 pub use error::{Class, TaskError};

@@ -297,3 +297,186 @@ async fn drop_vm(ctx: &Ctx, vm: &Vm) -> Result<(), TaskError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use gce_backend_queues::payload::{CreateInstance, ManageBot};
+
+    use super::*;
+    use crate::ports::compute::Operation;
+    use crate::testing::created as made;
+
+    fn op_error(code: &str, http: u16) -> Operation {
+        Operation {
+            name: "op-1".into(),
+            done: true,
+            error: Some(ComputeError::from_operation(code, Some(http), "m")),
+        }
+    }
+
+    #[tokio::test]
+    async fn invalid_a_vm_that_is_gone_is_left_alone() {
+        let (ctx, f) = Ctx::test();
+        run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap();
+        assert!(f.compute.calls().is_empty());
+    }
+
+    #[tokio::test]
+    async fn already_done_a_created_vm_is_only_watched() {
+        let (ctx, f) = Ctx::test();
+        ctx.seed_vm("linux-0", made(ctx.now())).await;
+        run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap();
+        assert!(f.compute.calls().is_empty());
+        assert_eq!(ctx.taken::<ManageBot>().await, [ManageBot { id: "linux-0".into() }]);
+    }
+
+    #[tokio::test]
+    async fn done_records_the_instance_with_a_deterministic_request_id_and_watches_the_bot() {
+        let (ctx, f) = Ctx::test();
+        let vm = ctx.seed_vm("linux-0", |_| {}).await;
+        run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap();
+        let rid = request_id("create-linux-0-abcd");
+        assert_eq!(f.compute.calls()[0], format!("insert linux-0-abcd {rid}"));
+        let got = ctx.store.vm("linux-0").await.unwrap().unwrap().value;
+        assert!(got.url.ends_with("/linux-0-abcd") && got.created.is_some() && got.external_ip == "35.0.0.1");
+        assert_eq!(got.hostname, vm.hostname);
+        assert_eq!(ctx.taken::<ManageBot>().await.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn already_exists_ours_is_adopted_and_foreign_drops_the_record() {
+        let (ctx, f) = Ctx::test();
+        ctx.seed_vm("linux-0", |_| {}).await;
+        let ours = labelled("linux-0-abcd", "linux-0", "test");
+        f.compute.instances.lock().unwrap().insert(ours.name.clone(), ours);
+        f.compute.inserts.lock().unwrap().push_back(Err(ComputeError::from_http(
+            Some(409),
+            "alreadyExists",
+            "exists",
+        )));
+        run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap();
+        assert!(!ctx.store.vm("linux-0").await.unwrap().unwrap().value.url.is_empty(), "adopted");
+
+        ctx.seed_vm("linux-1", |_| {}).await;
+        let foreign = labelled("linux-1-abcd", "linux-1", "another-deployment");
+        f.compute.instances.lock().unwrap().insert(foreign.name.clone(), foreign);
+        f.compute.inserts.lock().unwrap().push_back(Err(ComputeError::from_http(
+            Some(409),
+            "alreadyExists",
+            "exists",
+        )));
+        run(&ctx, CreateInstance { id: "linux-1".into() }).await.unwrap();
+        assert!(ctx.store.vm("linux-1").await.unwrap().is_none(), "not ours: a new hostname comes next");
+        assert_eq!(ctx.store.errors("linux").await.unwrap()[0].code, "409");
+    }
+
+    #[tokio::test]
+    async fn quota_keeps_the_vm_backs_off_the_zone_and_uses_a_new_request_id_after() {
+        let (ctx, f) = Ctx::test();
+        ctx.seed_vm("linux-0", |_| {}).await;
+        f.compute.inserts.lock().unwrap().push_back(Ok(op_error("QUOTA_EXCEEDED", 403)));
+        run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap();
+        let vm = ctx.store.vm("linux-0").await.unwrap().unwrap().value;
+        assert_eq!((vm.hostname.as_str(), vm.insert_attempt, vm.url.as_str()), ("linux-0-abcd", 1, ""));
+        let b = ctx.store.backoff("p", "z").await.unwrap().unwrap();
+        assert_eq!((b.reason.as_str(), b.failures), ("QUOTA_EXCEEDED", 1));
+        assert_eq!(ctx.store.errors("linux").await.unwrap()[0].code, "QUOTA_EXCEEDED");
+        assert_eq!(ctx.delayed::<CreateInstance>().await, 1, "tried again when the backoff ends");
+        // Within the backoff: no call at all.
+        run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap();
+        assert_eq!(f.compute.calls().len(), 1);
+        // After it: a new attempt, so a new requestId.
+        f.clock.advance(chrono::Duration::seconds(31));
+        run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap();
+        assert_eq!(
+            f.compute.calls()[1],
+            format!("insert linux-0-abcd {}", request_id("create-linux-0-abcd-1"))
+        );
+        assert!(ctx.store.backoff("p", "z").await.unwrap().is_none(), "success clears the backoff");
+    }
+
+    #[tokio::test]
+    async fn transient_errors_keep_the_vm_and_ask_for_a_retry() {
+        let (ctx, f) = Ctx::test();
+        ctx.seed_vm("linux-0", |_| {}).await;
+        f.compute.inserts.lock().unwrap().push_back(Err(ComputeError::from_http(
+            Some(503),
+            "backendError",
+            "busy",
+        )));
+        let e = run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap_err();
+        assert_eq!(e.class(), crate::Class::Transient);
+        assert!(ctx.store.vm("linux-0").await.unwrap().is_some());
+    }
+
+    #[tokio::test]
+    async fn permanent_errors_record_and_drop_the_vm_for_a_fresh_build() {
+        let (ctx, f) = Ctx::test();
+        ctx.seed_vm("linux-0", |_| {}).await;
+        f.compute.inserts.lock().unwrap().push_back(Err(ComputeError::from_http(
+            Some(400),
+            "invalid",
+            "bad image",
+        )));
+        run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap();
+        assert!(ctx.store.vm("linux-0").await.unwrap().is_none());
+        assert_eq!(ctx.store.errors("linux").await.unwrap()[0].message, "bad image");
+    }
+
+    #[tokio::test]
+    async fn a_drained_vm_never_sent_to_gce_is_dropped_without_a_call() {
+        let (ctx, f) = Ctx::test();
+        ctx.seed_vm("linux-0", |v| v.drained = true).await;
+        run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap();
+        assert!(f.compute.calls().is_empty());
+        assert!(ctx.store.vm("linux-0").await.unwrap().is_none());
+    }
+
+    #[test]
+    fn the_instance_body_carries_our_labels_and_the_swarming_server() {
+        let (ctx, _) = Ctx::test();
+        let vm = vm_fixture(&ctx);
+        let body = instance_body(&vm, "prod");
+        assert_eq!(body["name"], "linux-0-abcd");
+        assert_eq!(body["labels"]["gce-backend"], "prod");
+        assert_eq!(body["labels"]["gce-backend-vm"], "linux-0");
+        assert_eq!(body["machineType"], "zones/z/machineTypes/e2-small");
+        assert_eq!(body["disks"][0]["boot"], true);
+        let items = body["metadata"]["items"].as_array().unwrap();
+        assert!(
+            items.iter().any(|i| i["key"] == "swarming-server" && i["value"] == "https://swarm.example.com")
+        );
+    }
+
+    fn vm_fixture(ctx: &Ctx) -> Vm {
+        let c = crate::testing::config("linux", 1);
+        let mut a = c.attributes;
+        a.machine_type = a.machine_type.replace("{{.Zone}}", "z");
+        Vm {
+            id: "linux-0".into(),
+            config: "linux".into(),
+            index: 0,
+            hostname: "linux-0-abcd".into(),
+            attributes: a,
+            swarming: c.swarming,
+            lifetime: 1,
+            timeout: 0,
+            revision: String::new(),
+            configured: ctx.now(),
+            insert_attempt: 0,
+            insert_sent: None,
+            created: None,
+            url: String::new(),
+            internal_ip: String::new(),
+            external_ip: String::new(),
+            connected: None,
+            drained: false,
+            terminate_sent: None,
+        }
+    }
+
+    /// An instance labelled as VM `vm` of `deployment`.
+    fn labelled(name: &str, vm: &str, deployment: &str) -> Instance {
+        crate::testing::FakeCompute::instance(name, &[(labels::VM, vm), (labels::DEPLOYMENT, deployment)])
+    }
+}

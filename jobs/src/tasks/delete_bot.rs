@@ -20,3 +20,32 @@ pub async fn run(ctx: &Ctx, t: DeleteBot) -> Result<(), TaskError> {
     ctx.push(&CountVms { prefix: cur.value.config.clone() }).await?;
     ctx.push(&ExpandConfig { prefix: cur.value.config }).await.map(drop)
 }
+
+#[cfg(test)]
+mod tests {
+    use gce_backend_queues::payload::{DeleteBot, ExpandConfig};
+
+    use super::*;
+    use crate::testing::created;
+
+    #[tokio::test]
+    async fn a_hostname_of_another_incarnation_does_nothing() {
+        let (ctx, f) = Ctx::test();
+        ctx.seed_vm("linux-0", created(ctx.now())).await;
+        run(&ctx, DeleteBot { id: "linux-0".into(), hostname: "linux-0-zzzz".into() }).await.unwrap();
+        assert!(f.bots.calls().is_empty());
+        assert!(ctx.store.vm("linux-0").await.unwrap().is_some());
+    }
+
+    #[tokio::test]
+    async fn deletes_the_bot_then_the_record_and_asks_for_a_replacement() {
+        let (ctx, f) = Ctx::test();
+        let vm = ctx.seed_vm("linux-0", created(ctx.now())).await;
+        // The bot is already gone from Swarming (NOT_FOUND): that is fine.
+        run(&ctx, DeleteBot { id: vm.id.clone(), hostname: vm.hostname.clone() }).await.unwrap();
+        assert_eq!(f.bots.calls(), ["delete linux-0-abcd"]);
+        assert!(ctx.store.vm("linux-0").await.unwrap().is_none());
+        assert_eq!(ctx.taken::<ExpandConfig>().await, [ExpandConfig { prefix: "linux".into() }]);
+        assert!(ctx.store.vms_by_hostname(&[vm.hostname]).await.unwrap()[0].is_none(), "indexes follow");
+    }
+}

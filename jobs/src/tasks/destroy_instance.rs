@@ -36,3 +36,49 @@ pub async fn run(ctx: &Ctx, t: DestroyInstance) -> Result<(), TaskError> {
     }
     ctx.push(&DeleteBot { id: vm.id, hostname: vm.hostname }).await.map(drop)
 }
+
+#[cfg(test)]
+mod tests {
+    use gce_backend_queues::payload::{DeleteBot, DestroyInstance};
+
+    use super::*;
+    use crate::ports::compute::{ComputeError, Operation};
+    use crate::testing::created;
+
+    #[tokio::test]
+    async fn a_late_task_for_another_incarnation_does_nothing() {
+        let (ctx, f) = Ctx::test();
+        ctx.seed_vm("linux-0", created(ctx.now())).await;
+        run(&ctx, DestroyInstance { id: "linux-0".into(), url: "https://old/url".into() }).await.unwrap();
+        run(&ctx, DestroyInstance { id: "linux-9".into(), url: "x".into() }).await.unwrap();
+        assert!(f.compute.calls().is_empty());
+    }
+
+    #[tokio::test]
+    async fn deletes_with_a_deterministic_request_id_and_already_gone_counts_as_done() {
+        let (ctx, f) = Ctx::test();
+        let vm = ctx.seed_vm("linux-0", created(ctx.now())).await;
+        run(&ctx, DestroyInstance { id: vm.id.clone(), url: vm.url.clone() }).await.unwrap();
+        assert_eq!(
+            f.compute.calls(),
+            [format!("delete linux-0-abcd {}", request_id("destroy-linux-0-abcd"))]
+        );
+        assert_eq!(ctx.taken::<DeleteBot>().await, [DeleteBot { id: vm.id, hostname: vm.hostname }]);
+    }
+
+    #[tokio::test]
+    async fn a_failed_operation_is_recorded_and_retried() {
+        let (ctx, f) = Ctx::test();
+        let vm = ctx.seed_vm("linux-0", created(ctx.now())).await;
+        let failed = Operation {
+            name: "op".into(),
+            done: true,
+            error: Some(ComputeError::from_operation("INTERNAL_ERROR", Some(500), "x")),
+        };
+        f.compute.deletes.lock().unwrap().push_back(Ok(Some(failed)));
+        let e = run(&ctx, DestroyInstance { id: vm.id, url: vm.url }).await.unwrap_err();
+        assert_eq!(e.class(), crate::Class::Transient);
+        assert!(ctx.taken::<DeleteBot>().await.is_empty());
+        assert_eq!(ctx.store.errors("linux").await.unwrap()[0].code, "INTERNAL_ERROR");
+    }
+}

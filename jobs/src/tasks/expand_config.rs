@@ -30,3 +30,21 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<(), TaskError> {
     ctx.push_many(&missing).await?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use gce_backend_queues::payload::{CreateVm, ExpandConfig};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn pushes_create_vm_for_missing_ids_only() {
+        let (ctx, _) = Ctx::test();
+        run(&ctx, ExpandConfig { prefix: "none".into() }).await.unwrap();
+        ctx.seed_config("linux", 3).await;
+        ctx.seed_vm("linux-1", |_| {}).await;
+        run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
+        let ids: Vec<String> = ctx.taken::<CreateVm>().await.into_iter().map(|t| t.id).collect();
+        assert_eq!(ids, ["linux-0", "linux-2"]);
+    }
+}

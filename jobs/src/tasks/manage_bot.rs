@@ -99,3 +99,129 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<(), TaskError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use chrono::Duration as D;
+    use gce_backend_queues::payload::{DestroyInstance, ManageBot, TerminateBot};
+
+    use super::*;
+    use crate::ports::bots::BotEvent;
+    use crate::testing::created;
+
+    fn bot(id: &str, first_seen: DateTime<Utc>) -> Bot {
+        Bot { id: id.into(), first_seen: Some(first_seen), last_seen: Some(first_seen), ..Bot::default() }
+    }
+
+    async fn setup() -> (Ctx, crate::testing::Fakes, Vm) {
+        let (ctx, f) = Ctx::test();
+        ctx.seed_config("linux", 1).await;
+        let vm = ctx.seed_vm("linux-0", created(ctx.now())).await;
+        (ctx, f, vm)
+    }
+
+    #[tokio::test]
+    async fn invalid_an_uncreated_or_missing_vm_is_left_alone() {
+        let (ctx, f) = Ctx::test();
+        run(&ctx, ManageBot { id: "linux-0".into() }).await.unwrap();
+        ctx.seed_vm("linux-0", |_| {}).await;
+        run(&ctx, ManageBot { id: "linux-0".into() }).await.unwrap();
+        assert!(f.bots.calls().is_empty());
+    }
+
+    #[tokio::test]
+    async fn no_bot_yet_is_watched_until_the_timeout_then_destroyed() {
+        let (ctx, f, vm) = setup().await;
+        run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
+        assert_eq!(f.bots.calls(), ["get linux-0-abcd"]);
+        assert!(ctx.taken::<DestroyInstance>().await.is_empty());
+        assert_eq!(ctx.delayed::<ManageBot>().await, 1, "looked at again after `watch`");
+        f.clock.advance(D::minutes(11));
+        run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
+        assert_eq!(ctx.taken::<DestroyInstance>().await, [DestroyInstance { id: vm.id, url: vm.url }]);
+    }
+
+    #[tokio::test]
+    async fn a_connected_bot_is_recorded_once_and_left_running() {
+        let (ctx, f, vm) = setup().await;
+        f.bots
+            .bots
+            .lock()
+            .unwrap()
+            .insert(vm.hostname.clone(), bot(&vm.hostname, ctx.now() + D::seconds(30)));
+        run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
+        let got = ctx.store.vm(&vm.id).await.unwrap().unwrap().value;
+        assert_eq!(got.connected, Some(ctx.now() + D::seconds(30)));
+        assert!(
+            ctx.taken::<DestroyInstance>().await.is_empty() && ctx.taken::<TerminateBot>().await.is_empty()
+        );
+    }
+
+    #[tokio::test]
+    async fn deleted_or_terminated_bots_get_their_instance_destroyed() {
+        let (ctx, f, vm) = setup().await;
+        let mut b = bot(&vm.hostname, ctx.now());
+        b.is_dead = true;
+        b.termination_task_id = "t1".into();
+        f.bots.bots.lock().unwrap().insert(vm.hostname.clone(), b);
+        run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
+        assert_eq!(ctx.taken::<DestroyInstance>().await.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn past_the_deadline_the_bot_is_terminated_then_destroyed_on_bot_terminate() {
+        let (ctx, f, vm) = setup().await;
+        f.bots.bots.lock().unwrap().insert(vm.hostname.clone(), bot(&vm.hostname, ctx.now()));
+        f.clock.advance(D::days(2));
+        run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
+        assert_eq!(
+            ctx.taken::<TerminateBot>().await,
+            [TerminateBot { id: vm.id.clone(), hostname: vm.hostname.clone() }]
+        );
+        crate::tasks::update_vm(&ctx, &vm.id, |v| {
+            v.terminate_sent = Some(ctx.now());
+            true
+        })
+        .await
+        .unwrap();
+        let event = BotEvent { ts: ctx.now(), event_type: "bot_terminate".into() };
+        f.bots.events.lock().unwrap().insert(vm.hostname.clone(), vec![event]);
+        run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
+        assert_eq!(ctx.taken::<DestroyInstance>().await.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_bot_from_an_earlier_incarnation_is_ignored() {
+        let (ctx, f, vm) = setup().await;
+        let mut old = bot(&vm.hostname, ctx.now() - D::days(3));
+        old.deleted = true;
+        f.bots.bots.lock().unwrap().insert(vm.hostname.clone(), old);
+        run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
+        assert!(
+            ctx.taken::<DestroyInstance>().await.is_empty(),
+            "its deletion says nothing of this instance"
+        );
+    }
+
+    #[tokio::test]
+    async fn transient_swarming_errors_are_retried_and_change_nothing() {
+        let (ctx, f, vm) = setup().await;
+        *f.bots.fail.lock().unwrap() =
+            Some(crate::ports::bots::BotError { code: 14, message: "down".into() });
+        let e = run(&ctx, ManageBot { id: vm.id }).await.unwrap_err();
+        assert_eq!(e.class(), crate::Class::Transient);
+        assert!(ctx.taken::<DestroyInstance>().await.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_vm_past_its_configs_amount_is_drained() {
+        let (ctx, f, vm) = setup().await;
+        f.bots.bots.lock().unwrap().insert(vm.hostname.clone(), bot(&vm.hostname, ctx.now()));
+        let cfg = ctx.store.config("linux").await.unwrap().unwrap();
+        let mut rec = cfg.value;
+        rec.current_amount = 0;
+        ctx.store.put_config(&rec, crate::ports::store::Expect::Version(cfg.version)).await.unwrap();
+        run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
+        assert_eq!(ctx.taken::<gce_backend_queues::payload::DrainVm>().await.len(), 1);
+    }
+}

@@ -1,0 +1,294 @@
+//! In-process fakes for handler unit tests (feature `testing`): a scripted Compute, a scripted
+//! Swarming, a manual clock, the memory store and in-memory queues, in one `Ctx`.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use chrono::{DateTime, TimeZone, Utc};
+use gce_backend_queues::payload::Task;
+use gce_backend_queues::{MemoryEngine, WorkerId};
+use serde_json::Value;
+
+use crate::ctx::{Ctx, Queues, Timing};
+use crate::model::Bot;
+use crate::ports::bots::{BotError, BotEvent, Bots};
+use crate::ports::clock::ManualClock;
+use crate::ports::compute::{Compute, ComputeError, Instance, Operation, Quota};
+use crate::store::memory::MemoryStore;
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A scripted Compute Engine: instances by name, queued answers for insert and delete, and a log
+/// of calls.
+#[derive(Debug, Default)]
+pub struct FakeCompute {
+    /// Instances by name.
+    pub instances: Mutex<BTreeMap<String, Instance>>,
+    /// Next answers to insert (empty: DONE, and the instance exists).
+    pub inserts: Mutex<VecDeque<Result<Operation, ComputeError>>>,
+    /// Next answers to delete (empty: DONE, and the instance is gone).
+    pub deletes: Mutex<VecDeque<Result<Option<Operation>, ComputeError>>>,
+    /// Calls as `method name request_id`.
+    pub calls: Mutex<Vec<String>>,
+}
+
+impl FakeCompute {
+    /// The calls so far.
+    pub fn calls(&self) -> Vec<String> {
+        lock(&self.calls).clone()
+    }
+
+    /// An instance as the fake creates it.
+    pub fn instance(name: &str, labels: &[(&str, &str)]) -> Instance {
+        Instance {
+            name: name.to_owned(),
+            created: Utc.with_ymd_and_hms(2026, 11, 21, 10, 0, 0).unwrap(),
+            url: format!("https://compute/projects/p/zones/z/instances/{name}"),
+            status: "RUNNING".into(),
+            labels: labels.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
+            internal_ip: "10.0.0.1".into(),
+            external_ip: "35.0.0.1".into(),
+        }
+    }
+}
+
+fn done(name: &str) -> Operation {
+    Operation { name: format!("op-{name}"), done: true, error: None }
+}
+
+#[async_trait]
+impl Compute for FakeCompute {
+    async fn insert(&self, _p: &str, _z: &str, rid: &str, body: &Value) -> Result<Operation, ComputeError> {
+        let name = body["name"].as_str().unwrap_or_default().to_owned();
+        lock(&self.calls).push(format!("insert {name} {rid}"));
+        if let Some(answer) = lock(&self.inserts).pop_front() {
+            return answer;
+        }
+        let labels: Vec<(String, String)> = body["labels"]
+            .as_object()
+            .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned())).collect())
+            .unwrap_or_default();
+        let refs: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        lock(&self.instances).entry(name.clone()).or_insert_with(|| Self::instance(&name, &refs));
+        Ok(done(&name))
+    }
+
+    async fn wait(&self, _p: &str, _z: &str, op: &str) -> Result<Operation, ComputeError> {
+        lock(&self.calls).push(format!("wait {op}"));
+        Ok(Operation { name: op.to_owned(), done: true, error: None })
+    }
+
+    async fn get(&self, _p: &str, _z: &str, name: &str) -> Result<Option<Instance>, ComputeError> {
+        lock(&self.calls).push(format!("get {name}"));
+        Ok(lock(&self.instances).get(name).cloned())
+    }
+
+    async fn delete(
+        &self,
+        _p: &str,
+        _z: &str,
+        name: &str,
+        rid: &str,
+    ) -> Result<Option<Operation>, ComputeError> {
+        lock(&self.calls).push(format!("delete {name} {rid}"));
+        if let Some(answer) = lock(&self.deletes).pop_front() {
+            return answer;
+        }
+        Ok(lock(&self.instances).remove(name).map(|_| done(name)))
+    }
+
+    async fn list(
+        &self,
+        _p: &str,
+        _z: &str,
+        _f: &str,
+        _page: Option<String>,
+    ) -> Result<(Vec<Instance>, Option<String>), ComputeError> {
+        lock(&self.calls).push("list".into());
+        Ok((lock(&self.instances).values().cloned().collect(), None))
+    }
+
+    async fn zones(&self, _p: &str) -> Result<Vec<String>, ComputeError> {
+        Ok(vec!["us-central1-b".into()])
+    }
+
+    async fn quotas(&self, _p: &str) -> Result<Vec<Quota>, ComputeError> {
+        Ok(Vec::new())
+    }
+}
+
+/// A scripted Swarming: bots by id, events by id, an optional error for every call, and a log.
+#[derive(Debug, Default)]
+pub struct FakeBots {
+    /// Bots by id.
+    pub bots: Mutex<BTreeMap<String, Bot>>,
+    /// Events by bot id.
+    pub events: Mutex<HashMap<String, Vec<BotEvent>>>,
+    /// When set, every call fails with it.
+    pub fail: Mutex<Option<BotError>>,
+    /// Calls as `method id`.
+    pub calls: Mutex<Vec<String>>,
+}
+
+impl FakeBots {
+    /// The calls so far.
+    pub fn calls(&self) -> Vec<String> {
+        lock(&self.calls).clone()
+    }
+
+    fn enter(&self, call: String) -> Result<(), BotError> {
+        lock(&self.calls).push(call);
+        lock(&self.fail).clone().map_or(Ok(()), Err)
+    }
+}
+
+#[async_trait]
+impl Bots for FakeBots {
+    async fn get(&self, _s: &str, id: &str) -> Result<Option<Bot>, BotError> {
+        self.enter(format!("get {id}"))?;
+        Ok(lock(&self.bots).get(id).cloned())
+    }
+
+    async fn list(&self, _s: &str, _c: Option<String>) -> Result<(Vec<Bot>, Option<String>), BotError> {
+        self.enter("list".into())?;
+        Ok((lock(&self.bots).values().filter(|b| !b.deleted).cloned().collect(), None))
+    }
+
+    async fn events(&self, _s: &str, id: &str, start: DateTime<Utc>) -> Result<Vec<BotEvent>, BotError> {
+        self.enter(format!("events {id}"))?;
+        Ok(lock(&self.events)
+            .get(id)
+            .map(|e| e.iter().filter(|e| e.ts >= start).cloned().collect())
+            .unwrap_or_default())
+    }
+
+    async fn terminate(&self, _s: &str, id: &str) -> Result<(), BotError> {
+        self.enter(format!("terminate {id}"))
+    }
+
+    async fn delete(&self, _s: &str, id: &str) -> Result<bool, BotError> {
+        self.enter(format!("delete {id}"))?;
+        Ok(lock(&self.bots).get_mut(id).map(|b| b.deleted = true).is_some())
+    }
+}
+
+/// Handles to the fakes behind a test `Ctx`.
+#[derive(Debug, Clone)]
+pub struct Fakes {
+    /// Compute.
+    pub compute: Arc<FakeCompute>,
+    /// Swarming.
+    pub bots: Arc<FakeBots>,
+    /// Clock.
+    pub clock: Arc<ManualClock>,
+}
+
+impl Ctx {
+    /// A context over fakes, the memory store and in-memory queues, at 2026-11-21 10:00 UTC.
+    pub fn test() -> (Ctx, Fakes) {
+        let fakes = Fakes {
+            compute: Arc::default(),
+            bots: Arc::default(),
+            clock: Arc::new(ManualClock::at(Utc.with_ymd_and_hms(2026, 11, 21, 10, 0, 0).unwrap())),
+        };
+        let queues = Queues::new(Arc::new(MemoryEngine::new()), &HashMap::new()).expect("queues");
+        let ctx = Ctx {
+            store: Arc::new(MemoryStore::new()),
+            compute: fakes.compute.clone(),
+            bots: fakes.bots.clone(),
+            clock: fakes.clock.clone(),
+            queues,
+            timing: Arc::new(Timing::default()),
+            deployment: "test".into(),
+            configs_dir: PathBuf::from("."),
+        };
+        (ctx, fakes)
+    }
+
+    /// Takes every task queued on `T`'s queue (due now or later), in order.
+    pub async fn taken<T: Task>(&self) -> Vec<T> {
+        let q = self.queues.get(T::QUEUE);
+        let worker = WorkerId { group: "test".into(), id: "test".into() };
+        let mut out = Vec::new();
+        loop {
+            let got = q.engine().take(q.spec(), &worker, 100).await.expect("take").tasks;
+            if got.is_empty() {
+                break;
+            }
+            out.extend(got.into_iter().map(|l| serde_json::from_str(&l.payload).expect("payload")));
+        }
+        out
+    }
+
+    /// Tasks waiting on `T`'s queue with a delay (a "look again later").
+    pub async fn delayed<T: Task>(&self) -> u64 {
+        self.queues.get(T::QUEUE).counts().await.expect("counts").delayed
+    }
+}
+
+/// A valid Config for tests: `amount` VMs, lifetime 1d, timeout 10m.
+pub fn config(prefix: &str, amount: u32) -> crate::config::Config {
+    let yaml = format!(
+        "prefix: {prefix}\namount: {{min: {amount}, max: {amount}}}\nattributes:\n  project: p\n  zone: z\n  \
+         machine_type: \"zones/{{{{.Zone}}}}/machineTypes/e2-small\"\n  disk: [{{image: global/images/x, size: 10}}]\n  \
+         network_interface: [{{network: global/networks/default}}]\nlifetime: 1d\ntimeout: 10m\nswarming: https://swarm.example.com\n"
+    );
+    let c = crate::config::Config::parse(&yaml, "test").expect("test config");
+    c.validate().expect("valid test config");
+    c
+}
+
+impl Ctx {
+    /// Stores a Config with `amount` VMs wanted.
+    pub async fn seed_config(&self, prefix: &str, amount: u32) {
+        let rec = crate::model::ConfigRecord {
+            config: config(prefix, amount),
+            revision: "r1".into(),
+            current_amount: amount,
+        };
+        assert!(self.store.put_config(&rec, crate::ports::store::Expect::Absent).await.expect("store"));
+    }
+
+    /// Stores a VM of Config `prefix` (hostname `<id>-abcd`), changed by `f`.
+    pub async fn seed_vm(&self, id: &str, f: impl FnOnce(&mut crate::model::Vm)) -> crate::model::Vm {
+        let (prefix, index) = crate::tasks::create_vm::parse_id(id).expect("id");
+        let c = config(prefix, index + 1);
+        let mut vm = crate::model::Vm {
+            id: id.into(),
+            config: prefix.into(),
+            index,
+            hostname: format!("{id}-abcd"),
+            attributes: c.attributes,
+            swarming: c.swarming,
+            lifetime: c.lifetime.0,
+            timeout: c.timeout.0,
+            revision: "r1".into(),
+            configured: self.now(),
+            insert_attempt: 0,
+            insert_sent: None,
+            created: None,
+            url: String::new(),
+            internal_ip: String::new(),
+            external_ip: String::new(),
+            connected: None,
+            drained: false,
+            terminate_sent: None,
+        };
+        f(&mut vm);
+        assert!(self.store.put_vm(&vm, crate::ports::store::Expect::Absent).await.expect("store"));
+        vm
+    }
+}
+
+/// Marks `vm` as having an instance created at the clock's time.
+pub fn created(now: DateTime<Utc>) -> impl FnOnce(&mut crate::model::Vm) {
+    move |v| {
+        v.created = Some(now);
+        v.url = format!("https://compute/projects/p/zones/z/instances/{}", v.hostname);
+        v.insert_sent = Some(now);
+    }
+}
