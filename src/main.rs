@@ -71,6 +71,13 @@ enum Command {
         #[command(flatten)]
         config: Box<gce_backend::sim::SimConfig>,
     },
+    /// Print the status of Configs (counts, last 20 errors, current backoff) as JSON.
+    Status {
+        #[command(flatten)]
+        store: Store,
+        /// Config prefixes (default: every Config).
+        prefixes: Vec<String>,
+    },
     /// Inspect or repair a queue in Redis.
     Queue {
         #[command(flatten)]
@@ -162,6 +169,30 @@ async fn main_() -> anyhow::Result<()> {
                 r = gce_backend::sim::serve(listener, sim) => r.context("serving")?,
                 r = gce_backend::workers::shutdown_signal() => r?,
             }
+            Ok(())
+        }
+        Command::Status { store, prefixes } => {
+            let url = store
+                .redis
+                .as_deref()
+                .context("status needs --redis (in-memory state lives in its process)")?;
+            let db = gce_backend::adapters::redis_store::RedisStore::connect(url, &store.namespace).await?;
+            let prefixes = if prefixes.is_empty() {
+                use gce_backend_jobs::ports::store::Store as _;
+                let mut p: Vec<String> =
+                    db.configs().await?.into_iter().map(|c| c.value.config.prefix).collect();
+                p.extend(db.vm_configs().await?);
+                p.sort();
+                p.dedup();
+                p
+            } else {
+                prefixes
+            };
+            let mut out = Vec::new();
+            for p in prefixes {
+                out.push(gce_backend_jobs::tasks::count_vms::status(&db, &p, chrono::Utc::now()).await?);
+            }
+            println!("{}", serde_json::to_string_pretty(&out)?);
             Ok(())
         }
         Command::Queue { store, queue, op } => {

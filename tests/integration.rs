@@ -14,3 +14,5 @@ mod queue_processes;
 mod sim_compute;
 /// The simulator's Swarming pRPC through a reqwest client.
 mod sim_swarming;
+/// The Store contract on memory and Redis.
+mod store;

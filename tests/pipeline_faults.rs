@@ -59,6 +59,23 @@ async fn exhausted_quota_keeps_names_shows_quota_exceeded_and_converges_once_fre
     .await;
     let b = env.ctx.store.backoff("proj", "us-central1-b").await.unwrap().expect("the zone is backed off");
     assert_eq!(b.reason, "QUOTA_EXCEEDED");
+    // The operator's view: `gce-backend status`.
+    let out = Command::new(env!("CARGO_BIN_EXE_gce-backend"))
+        .args(["status", "--redis", &env._redis.as_ref().unwrap().url(), "--namespace", DEPLOYMENT, "linux"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let errors = status[0]["errors"].as_array().unwrap();
+    assert!(errors.iter().any(|e| e["code"] == "QUOTA_EXCEEDED"
+        && e["zone"] == "us-central1-b"
+        && e["stage"] == "create_instance"));
+    assert!(
+        errors.iter().any(|e| e["operation"].as_str().is_some_and(|o| o.starts_with("operation-"))),
+        "with the operation id"
+    );
+    assert_eq!(status[0]["prefix"], "linux");
+    assert!(status[0]["counts"]["configured"].is_number());
     // Several backoff rounds later the name has not changed.
     eventually("the quota error repeats", LIMIT, || async {
         let n = env
@@ -318,4 +335,75 @@ async fn two_processes_on_one_redis_converge_without_two_inserts_for_one_hostnam
         assert!(p.wait().unwrap().success(), "graceful exit");
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+// ---- cron ticks and the ListBots walk ----------------------------------------------------
+
+async fn sim_calls(env: &Env, method: &str) -> u64 {
+    let calls = reqwest::get(format!("{}/sim/calls", env.sim_url))
+        .await
+        .unwrap()
+        .json::<serde_json::Value>()
+        .await
+        .unwrap();
+    calls["calls"][method].as_object().map_or(0, |m| m.values().filter_map(|v| v.as_u64()).sum())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cron_tick_runs_once_across_processes_sharing_a_redis() {
+    let env =
+        Env::start(Backend::Redis, sim_config(), &[("linux", pool("linux", 1, "1d", "10m"))], false).await;
+    run_cron(&env.ctx, "import_configs").await.unwrap();
+    // A second service context on the same Redis and simulator, as another process would have.
+    let opts = RunOptions {
+        redis: env._redis.as_ref().map(RedisServer::url),
+        namespace: DEPLOYMENT.into(),
+        role: Role::Workers,
+        configs: env.dir.clone(),
+        settings: Default::default(),
+        gce_endpoint: Some(env.sim_url.clone()),
+        swarming_endpoint: None,
+        real_gce: false,
+        quiet: true,
+    };
+    let (other, _) = app::context(&opts, &settings()).await.unwrap();
+    // Both fire the same tick of audit_instances, whose fan-out lists the project's zones once.
+    tokio::join!(
+        gce_backend::scheduler::tick(&env.ctx, "audit_instances", 60),
+        gce_backend::scheduler::tick(&other, "audit_instances", 60),
+    );
+    assert_eq!(sim_calls(&env, "compute.zones.list").await, 1, "one run for the tick");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn manage_bot_reads_the_listbots_walk_instead_of_one_getbot_per_vm() {
+    let env =
+        Env::start(Backend::Redis, sim_config(), &[("linux", pool("linux", 3, "1d", "10m"))], false).await;
+    let ctx = &env.ctx;
+    run_cron(ctx, "import_configs").await.unwrap();
+    tasks::expand_config::run(ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
+    for n in 0..3 {
+        let id = format!("linux-{n}");
+        tasks::create_vm::run(ctx, CreateVm { id: id.clone() }).await.unwrap();
+        tasks::create_instance::run(ctx, CreateInstance { id }).await.unwrap();
+    }
+    let hosts: Vec<String> = env.vms("linux").await.into_iter().map(|v| v.hostname).collect();
+    assert_eq!(hosts.len(), 3);
+    eventually("three bots connect", LIMIT, || async {
+        let bots = env.bots();
+        hosts.iter().all(|h| bots.contains_key(h)).then_some(())
+    })
+    .await;
+    tasks::inspect_swarming::run(ctx, InspectSwarming { server: "https://swarm.example.com".into() })
+        .await
+        .unwrap();
+    assert_eq!(sim_calls(&env, "swarming.ListBots").await, 1, "one walk");
+    let before = sim_calls(&env, "swarming.GetBot").await;
+    for n in 0..3 {
+        tasks::manage_bot::run(ctx, ManageBot { id: format!("linux-{n}") }).await.unwrap();
+    }
+    assert_eq!(sim_calls(&env, "swarming.GetBot").await, before, "no GetBot for bots the walk returned");
+    assert_eq!(env.counts("linux").await.connected, 3);
+    env.stop().await;
 }

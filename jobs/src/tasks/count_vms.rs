@@ -34,3 +34,22 @@ pub async fn run(ctx: &Ctx, t: CountVms) -> Result<(), TaskError> {
     }
     Ok(())
 }
+
+/// A Config's status: the counts last written by `count_vms`, its last errors (newest first) and
+/// the backoff of its (project, zone) while active.
+pub async fn status(
+    store: &dyn crate::ports::store::Store,
+    prefix: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<crate::model::ConfigStatus, TaskError> {
+    let counts = store.counts(prefix).await?.unwrap_or_default();
+    let errors = store.errors(prefix).await?;
+    let backoff = match store.config(prefix).await? {
+        Some(c) => {
+            let a = &c.value.config.attributes;
+            store.backoff(&a.project, &a.zone).await?.filter(|b| b.until > now)
+        }
+        None => None,
+    };
+    Ok(crate::model::ConfigStatus { prefix: prefix.to_owned(), counts, errors, backoff })
+}

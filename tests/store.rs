@@ -1,0 +1,117 @@
+//! The Store contract, checked against the in-memory store and the Redis store (each Redis run
+//! on its own `redis-server`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{TimeZone, Utc};
+use gce_backend::adapters::redis_store::RedisStore;
+use gce_backend_jobs::model::{Backoff, ConfigRecord, ErrorEntry, KEEP_ERRORS, Observed};
+use gce_backend_jobs::ports::store::{Expect, Store, VmIndex};
+use gce_backend_jobs::store::memory::MemoryStore;
+use gce_backend_jobs::testing::config;
+use gce_backend_jobs::{Ctx, model::Bot};
+use gce_backend_queues::testing::RedisServer;
+
+async fn contract(store: Arc<dyn Store>) {
+    // Records with compare-and-set.
+    let rec = ConfigRecord { config: config("linux", 2), revision: "a".into(), current_amount: 2 };
+    assert!(store.put_config(&rec, Expect::Absent).await.unwrap());
+    assert!(!store.put_config(&rec, Expect::Absent).await.unwrap(), "already there");
+    let v1 = store.config("linux").await.unwrap().unwrap();
+    assert_eq!((v1.version, v1.value.current_amount), (1, 2));
+    assert!(!store.put_config(&rec, Expect::Version(7)).await.unwrap(), "stale version");
+    assert!(
+        store
+            .put_config(&ConfigRecord { current_amount: 5, ..rec.clone() }, Expect::Version(1))
+            .await
+            .unwrap()
+    );
+    assert_eq!(store.configs().await.unwrap()[0].version, 2);
+    assert!(!store.delete_config("linux", 1).await.unwrap());
+    assert!(store.delete_config("linux", 2).await.unwrap());
+    assert!(store.config("linux").await.unwrap().is_none());
+
+    // VMs and their indexes.
+    let (ctx, _) = Ctx::test();
+    let ctx = Ctx { store: store.clone(), ..ctx };
+    let vm = ctx.seed_vm("linux-0", |_| {}).await;
+    ctx.seed_vm("linux-1", |_| {}).await;
+    assert_eq!(store.vm_ids(VmIndex::Uncreated).await.unwrap(), ["linux-0", "linux-1"]);
+    assert!(store.vm_ids(VmIndex::Created).await.unwrap().is_empty());
+    let mut made = vm.clone();
+    made.url = "https://x/linux-0-abcd".into();
+    assert!(!store.put_vm(&made, Expect::Version(9)).await.unwrap());
+    assert!(store.put_vm(&made, Expect::Version(1)).await.unwrap());
+    assert_eq!(store.vm_ids(VmIndex::Created).await.unwrap(), ["linux-0"]);
+    assert_eq!(store.vm_ids(VmIndex::Uncreated).await.unwrap(), ["linux-1"]);
+    assert_eq!(store.vm_ids(VmIndex::OfConfig("linux".into())).await.unwrap(), ["linux-0", "linux-1"]);
+    let hosts = store.vms_by_hostname(&["linux-0-abcd".into(), "nope".into()]).await.unwrap();
+    assert_eq!(hosts, [Some("linux-0".to_owned()), None]);
+    assert_eq!(store.vm_configs().await.unwrap(), ["linux"]);
+    let bot = Observed { bot: Bot { id: "linux-0-abcd".into(), ..Bot::default() }, at: Utc::now() };
+    store.put_bots(&[bot]).await.unwrap();
+    assert!(store.bot("linux-0-abcd").await.unwrap().is_some());
+    assert!(!store.delete_vm("linux-0", 1).await.unwrap(), "stale version");
+    assert!(store.delete_vm("linux-0", 2).await.unwrap());
+    assert!(store.delete_vm("linux-1", 1).await.unwrap());
+    assert!(store.vm_ids(VmIndex::Created).await.unwrap().is_empty());
+    assert!(store.vm_configs().await.unwrap().is_empty(), "no VM left for linux");
+    assert!(store.bot("linux-0-abcd").await.unwrap().is_none(), "the observation goes with the VM");
+    assert_eq!(store.vms_by_hostname(&["linux-0-abcd".into()]).await.unwrap(), [None]);
+
+    // Status: errors capped, counts, backoff.
+    let t = Utc.with_ymd_and_hms(2026, 11, 21, 10, 0, 0).unwrap();
+    for n in 0..25 {
+        let e = ErrorEntry {
+            time: t,
+            stage: "s".into(),
+            code: n.to_string(),
+            message: "m".into(),
+            zone: "z".into(),
+            operation: String::new(),
+        };
+        store.push_error("linux", &e).await.unwrap();
+    }
+    let errors = store.errors("linux").await.unwrap();
+    assert_eq!(errors.len(), KEEP_ERRORS);
+    assert_eq!(errors[0].code, "24", "newest first");
+    let b = Backoff {
+        project: "p".into(),
+        zone: "z".into(),
+        until: t,
+        failures: 2,
+        reason: "QUOTA_EXCEEDED".into(),
+    };
+    store.set_backoff("p", "z", Some(&b)).await.unwrap();
+    assert_eq!(store.backoff("p", "z").await.unwrap(), Some(b));
+    store.set_backoff("p", "z", None).await.unwrap();
+    assert!(store.backoff("p", "z").await.unwrap().is_none());
+    store.drop_status("linux").await.unwrap();
+    assert!(store.errors("linux").await.unwrap().is_empty());
+
+    // Claims (cron ticks) and marks (two-phase cleanups).
+    assert!(store.claim("cron:x:60", Duration::from_secs(60)).await.unwrap());
+    assert!(!store.claim("cron:x:60", Duration::from_secs(60)).await.unwrap());
+    assert!(store.claim("cron:x:120", Duration::from_secs(60)).await.unwrap());
+    assert_eq!(store.mark("leak", "p/z/a", t).await.unwrap(), t);
+    assert_eq!(
+        store.mark("leak", "p/z/a", t + chrono::Duration::hours(1)).await.unwrap(),
+        t,
+        "the first mark stays"
+    );
+    assert_eq!(store.marks("leak").await.unwrap(), [("p/z/a".to_owned(), t)]);
+    store.unmark("leak", "p/z/a").await.unwrap();
+    assert!(store.marks("leak").await.unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_memory_store_meets_the_contract() {
+    contract(Arc::new(MemoryStore::new())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_redis_store_meets_the_contract() {
+    let server = RedisServer::start();
+    contract(Arc::new(RedisStore::connect(&server.url(), "test").await.unwrap())).await;
+}
