@@ -310,7 +310,7 @@ async fn an_instance_past_its_lifetime_is_replaced_under_a_new_hostname(backend:
         (!env.instances("linux").contains_key(&first)).then_some(())
     })
     .await;
-    assert_eq!(env.bots()[&first]["terminationTaskId"].is_string(), true, "the old bot was terminated first");
+    assert!(env.bots()[&first]["terminationTaskId"].is_string(), "the old bot was terminated first");
     env.stop().await;
 }
 

@@ -495,13 +495,11 @@ impl Config {
         if self.lifetime.0 == 0 {
             return Err(err(f("lifetime"), "is required and must be non-zero"));
         }
-        if !self.swarming.is_empty()
-            && !(self.swarming.starts_with("https://") || self.swarming.starts_with("http://"))
-        {
-            return Err(err(f("swarming"), "must be an https:// URL"));
-        }
         if self.swarming.is_empty() {
             return Err(err(f("swarming"), "is required"));
+        }
+        if !(self.swarming.starts_with("https://") || self.swarming.starts_with("http://")) {
+            return Err(err(f("swarming"), "must be an https:// URL"));
         }
         Ok(())
     }
@@ -650,7 +648,8 @@ swarming: https://swarm.example.com
 
     #[test]
     fn each_rule_names_its_field() {
-        let cases: Vec<(fn(&mut Config), &str)> = vec![
+        type Breaker = fn(&mut Config);
+        let cases: Vec<(Breaker, &str)> = vec![
             (|c| c.prefix.clear(), "prefix"),
             (|c| c.prefix = "Bad_Prefix".into(), "Bad_Prefix.prefix"),
             (|c| c.prefix = "x".repeat(60), ".prefix"),
