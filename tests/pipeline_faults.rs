@@ -57,7 +57,11 @@ async fn exhausted_quota_keeps_names_shows_quota_exceeded_and_converges_once_fre
         (vms.len() == 3 && waiting.len() == 1 && quota).then(|| waiting[0].hostname.clone())
     })
     .await;
-    let b = env.ctx.store.backoff("proj", "us-central1-b").await.unwrap().expect("the zone is backed off");
+    // A success in the zone clears its backoff, the starved VM's next try sets it again.
+    let b = eventually("the zone is backed off", LIMIT, || async {
+        env.ctx.store.backoff("proj", "us-central1-b").await.unwrap()
+    })
+    .await;
     assert_eq!(b.reason, "QUOTA_EXCEEDED");
     // The operator's view: `gce-backend status`.
     let out = Command::new(env!("CARGO_BIN_EXE_gce-backend"))
