@@ -356,7 +356,8 @@ fn index_digits(max: u32) -> usize {
     max.saturating_sub(1).to_string().len()
 }
 
-fn valid_gce_name(name: &str) -> bool {
+/// A valid Compute Engine resource name: `[a-z]([-a-z0-9]*[a-z0-9])?`, at most 63 characters.
+pub fn valid_gce_name(name: &str) -> bool {
     let b = name.as_bytes();
     !b.is_empty()
         && b.len() <= 63

@@ -18,7 +18,7 @@ pub struct ConfigRecord {
 }
 
 /// One slot of a Config (`<prefix>-<index>`) and its current incarnation.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Vm {
     /// `<prefix>-<index>`.
     pub id: String,

@@ -268,15 +268,7 @@ impl Ctx {
             timeout: c.timeout.0,
             revision: "r1".into(),
             configured: self.now(),
-            insert_attempt: 0,
-            insert_sent: None,
-            created: None,
-            url: String::new(),
-            internal_ip: String::new(),
-            external_ip: String::new(),
-            connected: None,
-            drained: false,
-            terminate_sent: None,
+            ..crate::model::Vm::default()
         };
         f(&mut vm);
         assert!(self.store.put_vm(&vm, crate::ports::store::Expect::Absent).await.expect("store"));

@@ -463,15 +463,7 @@ mod tests {
             timeout: 0,
             revision: String::new(),
             configured: ctx.now(),
-            insert_attempt: 0,
-            insert_sent: None,
-            created: None,
-            url: String::new(),
-            internal_ip: String::new(),
-            external_ip: String::new(),
-            connected: None,
-            drained: false,
-            terminate_sent: None,
+            ..Vm::default()
         }
     }
 

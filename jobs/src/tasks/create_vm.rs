@@ -52,15 +52,7 @@ pub async fn run(ctx: &Ctx, t: CreateVm) -> Result<(), TaskError> {
         timeout: c.timeout.0,
         revision: cfg.value.revision.clone(),
         configured: ctx.now(),
-        insert_attempt: 0,
-        insert_sent: None,
-        created: None,
-        url: String::new(),
-        internal_ip: String::new(),
-        external_ip: String::new(),
-        connected: None,
-        drained: false,
-        terminate_sent: None,
+        ..Vm::default()
     };
     if ctx.store.put_vm(&vm, Expect::Absent).await? {
         ctx.push(&CreateInstance { id: t.id }).await?;
