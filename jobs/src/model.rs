@@ -67,6 +67,9 @@ pub struct Vm {
     /// When TerminateBot was last sent.
     #[serde(default)]
     pub terminate_sent: Option<DateTime<Utc>>,
+    /// Delete attempt; a new attempt (new requestId) follows a delete operation that failed.
+    #[serde(default)]
+    pub destroy_attempt: u32,
 }
 
 impl Vm {

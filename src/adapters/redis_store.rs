@@ -137,6 +137,7 @@ impl RedisStore {
         field: &str,
     ) -> Result<Option<Versioned<T>>, StoreError> {
         let (raw, ver): (Option<String>, Option<u64>) = redis::pipe()
+            .atomic()
             .hget(self.k(kind), field)
             .hget(self.k(&format!("{kind}:ver")), field)
             .query_async(&mut self.c())
@@ -167,6 +168,7 @@ impl Store for RedisStore {
             std::collections::HashMap<String, String>,
             std::collections::HashMap<String, u64>,
         ) = redis::pipe()
+            .atomic()
             .hgetall(self.k("cfg"))
             .hgetall(self.k("cfg:ver"))
             .query_async(&mut self.c())
@@ -281,6 +283,7 @@ impl Store for RedisStore {
     async fn push_error(&self, prefix: &str, e: &ErrorEntry) -> Result<(), StoreError> {
         let key = self.k(&format!("err:{prefix}"));
         let _: () = redis::pipe()
+            .atomic()
             .lpush(&key, json(e)?)
             .ltrim(&key, 0, KEEP_ERRORS as isize - 1)
             .query_async(&mut self.c())
@@ -343,6 +346,7 @@ impl Store for RedisStore {
     async fn mark(&self, space: &str, key: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, StoreError> {
         let hash = self.k(&format!("mark:{space}"));
         let (_, first): (bool, String) = redis::pipe()
+            .atomic()
             .hset_nx(&hash, key, now.to_rfc3339())
             .hget(&hash, key)
             .query_async(&mut self.c())

@@ -49,12 +49,20 @@ pub async fn run(ctx: &Ctx, job: &str) -> Result<usize, TaskError> {
     }
 }
 
-/// Swarming servers of every Config.
+/// Swarming servers of every Config, and of stale-bot candidates (of removed Configs too).
 async fn servers(ctx: &Ctx) -> Result<BTreeSet<String>, TaskError> {
-    Ok(ctx.store.configs().await?.into_iter().map(|c| c.value.config.swarming).collect())
+    let mut s: BTreeSet<String> =
+        ctx.store.configs().await?.into_iter().map(|c| c.value.config.swarming).collect();
+    let marks = ctx.store.marks(crate::tasks::inspect_swarming::STALE_BOTS).await?;
+    s.extend(marks.into_iter().filter_map(|(k, _)| k.split_once('|').map(|(server, _)| server.to_owned())));
+    Ok(s)
 }
 
-/// Projects of every Config.
+/// Projects of every Config, and of leak candidates (of removed Configs too).
 async fn projects(ctx: &Ctx) -> Result<BTreeSet<String>, TaskError> {
-    Ok(ctx.store.configs().await?.into_iter().map(|c| c.value.config.attributes.project).collect())
+    let mut p: BTreeSet<String> =
+        ctx.store.configs().await?.into_iter().map(|c| c.value.config.attributes.project).collect();
+    let marks = ctx.store.marks(crate::tasks::audit_instances::LEAKS).await?;
+    p.extend(marks.into_iter().filter_map(|(k, _)| k.split_once('/').map(|(project, _)| project.to_owned())));
+    Ok(p)
 }

@@ -33,8 +33,15 @@ pub async fn run(ctx: &Ctx, t: AuditInstances) -> Result<(), TaskError> {
             let first = ctx.store.mark(LEAKS, &key, now).await?;
             if first + ctx.timing.leak_grace.chrono() <= now {
                 let rid = request_id(&format!("plug-{name}"));
-                ctx.compute.delete(&t.project, &t.zone, &name, &rid).await?;
-                tracing::info!(project = %t.project, zone = %t.zone, instance = %name, "deleted a leaked instance");
+                match ctx.compute.delete(&t.project, &t.zone, &name, &rid).await {
+                    Ok(_) => {
+                        tracing::info!(project = %t.project, zone = %t.zone, instance = %name, "deleted a leaked instance")
+                    }
+                    // One instance that cannot be deleted (protection, permissions) must not stop the audit.
+                    Err(e) => {
+                        tracing::warn!(project = %t.project, zone = %t.zone, instance = %name, error = %e, "cannot delete a leaked instance")
+                    }
+                }
             }
             leaked.insert(key);
         }

@@ -235,7 +235,7 @@ async fn adopt(ctx: &Ctx, vm: &Vm, e: ComputeError) -> Result<(), TaskError> {
             drop_vm(ctx, vm).await
         }
         // Gone between the insert and the get: try again.
-        None => Err(TaskError::Compute(e)),
+        None => ctx.again(&CreateInstance { id: vm.id.clone() }, ctx.watch()).await,
     }
 }
 
@@ -244,6 +244,12 @@ async fn failed(ctx: &Ctx, vm: &Vm, e: ComputeError, op: &str) -> Result<(), Tas
         Kind::Quota | Kind::Stockout => {
             let now = ctx.now();
             let prev = ctx.store.backoff(vm.project(), vm.zone()).await?;
+            if let Some(b) = prev.as_ref().filter(|b| b.until > now) {
+                // Another VM of this wave already backed the zone off: wait for the same end.
+                ctx.record(&vm.config, STAGE, &e.code, &e.message, vm.zone(), op).await?;
+                let wait = (b.until - now).to_std().unwrap_or_default().max(Duration::from_secs(1));
+                return ctx.again(&CreateInstance { id: vm.id.clone() }, wait).await;
+            }
             let failures = prev.map_or(1, |b| b.failures + 1);
             let t = &ctx.timing;
             let secs =
@@ -393,6 +399,29 @@ mod tests {
             format!("insert linux-0-abcd {}", request_id("create-linux-0-abcd-1"))
         );
         assert!(ctx.store.backoff("p", "z").await.unwrap().is_none(), "success clears the backoff");
+    }
+
+    #[tokio::test]
+    async fn a_wave_of_stockouts_backs_the_zone_off_once() {
+        let (ctx, f) = Ctx::test();
+        for id in ["linux-0", "linux-1", "linux-2"] {
+            ctx.seed_vm(id, |_| {}).await;
+            f.compute.inserts.lock().unwrap().push_back(Ok(op_error("ZONE_RESOURCE_POOL_EXHAUSTED", 503)));
+        }
+        run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap();
+        // The others were already sent when the zone backed off (insert_sent set elsewhere).
+        for id in ["linux-1", "linux-2"] {
+            let vm = ctx.store.vm(id).await.unwrap().unwrap().value;
+            let op = op_error("ZONE_RESOURCE_POOL_EXHAUSTED", 503);
+            follow(&ctx, &CreateInstance { id: id.into() }, &vm, op).await.unwrap();
+        }
+        let b = ctx.store.backoff("p", "z").await.unwrap().unwrap();
+        assert_eq!(
+            (b.failures, b.reason.as_str()),
+            (1, "ZONE_RESOURCE_POOL_EXHAUSTED"),
+            "one wave, one step"
+        );
+        assert_eq!(ctx.store.errors("linux").await.unwrap().len(), 3, "each VM's error is recorded");
     }
 
     #[tokio::test]

@@ -8,6 +8,16 @@ use gce_backend_queues::payload::{DeleteBot, DestroyInstance};
 
 use crate::ctx::{Ctx, request_id};
 use crate::error::TaskError;
+use crate::ports::compute::{ComputeError, Kind};
+use crate::tasks::update_vm;
+
+/// The requestId of a delete attempt.
+pub fn delete_request_id(vm: &crate::model::Vm) -> String {
+    match vm.destroy_attempt {
+        0 => request_id(&format!("destroy-{}", vm.hostname)),
+        n => request_id(&format!("destroy-{}-{n}", vm.hostname)),
+    }
+}
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: DestroyInstance) -> Result<(), TaskError> {
@@ -16,8 +26,7 @@ pub async fn run(ctx: &Ctx, t: DestroyInstance) -> Result<(), TaskError> {
     if vm.url != t.url {
         return Ok(());
     }
-    let rid = request_id(&format!("destroy-{}", vm.hostname));
-    let op = match ctx.compute.delete(vm.project(), vm.zone(), &vm.hostname, &rid).await {
+    let op = match ctx.compute.delete(vm.project(), vm.zone(), &vm.hostname, &delete_request_id(&vm)).await {
         Ok(op) => op,
         Err(e) => {
             ctx.record(&vm.config, "destroy_instance", &e.code, &e.message, vm.zone(), "").await?;
@@ -31,7 +40,18 @@ pub async fn run(ctx: &Ctx, t: DestroyInstance) -> Result<(), TaskError> {
         }
         if let Some(e) = op.error {
             ctx.record(&vm.config, "destroy_instance", &e.code, &e.message, vm.zone(), &op.name).await?;
-            return Err(e.into());
+            if ctx.compute.get(vm.project(), vm.zone(), &vm.hostname).await?.is_some() {
+                // The failed operation stays bound to its requestId: the next try needs a new one.
+                update_vm(ctx, &vm.id, |v| {
+                    v.url == vm.url && v.destroy_attempt == vm.destroy_attempt && {
+                        v.destroy_attempt += 1;
+                        true
+                    }
+                })
+                .await?;
+                return Err(TaskError::Compute(ComputeError { kind: Kind::Transient, ..e }));
+            }
+            // Gone anyway.
         }
     }
     ctx.push(&DeleteBot { id: vm.id, hostname: vm.hostname }).await.map(drop)
@@ -67,18 +87,38 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_failed_operation_is_recorded_and_retried() {
+    async fn a_failed_operation_is_recorded_and_retried_with_a_new_request_id() {
         let (ctx, f) = Ctx::test();
         let vm = ctx.seed_vm("linux-0", created(ctx.now())).await;
+        let inst = crate::testing::FakeCompute::instance(&vm.hostname, &[]);
+        f.compute.instances.lock().unwrap().insert(vm.hostname.clone(), inst);
         let failed = Operation {
             name: "op".into(),
             done: true,
             error: Some(ComputeError::from_operation("INTERNAL_ERROR", Some(500), "x")),
         };
         f.compute.deletes.lock().unwrap().push_back(Ok(Some(failed)));
-        let e = run(&ctx, DestroyInstance { id: vm.id, url: vm.url }).await.unwrap_err();
+        let e = run(&ctx, DestroyInstance { id: vm.id.clone(), url: vm.url.clone() }).await.unwrap_err();
         assert_eq!(e.class(), crate::Class::Transient);
         assert!(ctx.taken::<DeleteBot>().await.is_empty());
         assert_eq!(ctx.store.errors("linux").await.unwrap()[0].code, "INTERNAL_ERROR");
+        run(&ctx, DestroyInstance { id: vm.id.clone(), url: vm.url }).await.unwrap();
+        let last = f.compute.calls().into_iter().rev().find(|c| c.starts_with("delete")).unwrap();
+        assert_eq!(last, format!("delete linux-0-abcd {}", request_id("destroy-linux-0-abcd-1")));
+        assert_eq!(ctx.taken::<DeleteBot>().await.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_failed_operation_on_an_instance_already_gone_counts_as_done() {
+        let (ctx, f) = Ctx::test();
+        let vm = ctx.seed_vm("linux-0", created(ctx.now())).await;
+        let failed = Operation {
+            name: "op".into(),
+            done: true,
+            error: Some(ComputeError::from_operation("RESOURCE_NOT_FOUND", Some(404), "x")),
+        };
+        f.compute.deletes.lock().unwrap().push_back(Ok(Some(failed)));
+        run(&ctx, DestroyInstance { id: vm.id, url: vm.url }).await.unwrap();
+        assert_eq!(ctx.taken::<DeleteBot>().await.len(), 1);
     }
 }

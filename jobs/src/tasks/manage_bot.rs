@@ -35,11 +35,13 @@ async fn bot_of(ctx: &Ctx, vm: &Vm, now: DateTime<Utc>) -> Result<Option<Bot>, T
     Ok(bot)
 }
 
-/// Whether the instance may go (LUCI's `isDestroyable`).
+/// Whether the instance may go (LUCI's `isDestroyable`): the bot was deleted, died after a
+/// TerminateBot, or has been dead longer than the timeout (at once when it is 0); also a dead bot
+/// of a VM that is drained or past its deadline, since it can no longer run a termination task.
 fn destroyable(bot: &Bot, vm: &Vm, now: DateTime<Utc>) -> bool {
-    let dead_too_long = vm.timeout > 0
-        && bot.last_seen.is_some_and(|t| t + chrono::Duration::seconds(vm.timeout as i64) < now);
-    bot.deleted || (bot.is_dead && (!bot.termination_task_id.is_empty() || dead_too_long))
+    let dead_too_long = bot.last_seen.is_some_and(|t| t + chrono::Duration::seconds(vm.timeout as i64) < now);
+    let retiring = vm.drained || vm.deadline().is_some_and(|d| d < now);
+    bot.deleted || (bot.is_dead && (!bot.termination_task_id.is_empty() || dead_too_long || retiring))
 }
 
 /// Handles one task.
@@ -86,6 +88,9 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<(), TaskError> {
         if events.iter().any(|e| e.event_type == "bot_terminate") {
             ctx.push(&destroy).await?;
         } else {
+            // The termination may have been lost (expired, cancelled, bot restarted):
+            // `terminate_bot` sends it again once `terminate_again_after` has passed.
+            ctx.push(&TerminateBot { id: vm.id.clone(), hostname: vm.hostname.clone() }).await?;
             ctx.again(&t, ctx.watch()).await?;
         }
         return Ok(());
@@ -188,6 +193,43 @@ mod tests {
         f.bots.events.lock().unwrap().insert(vm.hostname.clone(), vec![event]);
         run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
         assert_eq!(ctx.taken::<DestroyInstance>().await.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_lost_termination_is_sent_again_while_waiting_for_bot_terminate() {
+        let (ctx, f, vm) = setup().await;
+        f.bots.bots.lock().unwrap().insert(vm.hostname.clone(), bot(&vm.hostname, ctx.now()));
+        crate::tasks::update_vm(&ctx, &vm.id, |v| {
+            v.terminate_sent = Some(ctx.now());
+            true
+        })
+        .await
+        .unwrap();
+        run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
+        assert_eq!(
+            ctx.taken::<TerminateBot>().await.len(),
+            1,
+            "terminate_bot decides whether to send it again"
+        );
+        assert!(ctx.taken::<DestroyInstance>().await.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_dead_bot_of_a_drained_vm_is_destroyed_even_without_a_timeout() {
+        let (ctx, f) = Ctx::test();
+        let vm = ctx
+            .seed_vm("linux-0", |v| {
+                created(ctx.now())(v);
+                v.drained = true;
+                v.timeout = 0;
+            })
+            .await;
+        let mut dead = bot(&vm.hostname, ctx.now());
+        dead.is_dead = true;
+        f.bots.bots.lock().unwrap().insert(vm.hostname.clone(), dead);
+        f.clock.advance(D::seconds(5));
+        run(&ctx, ManageBot { id: vm.id }).await.unwrap();
+        assert_eq!(ctx.taken::<DestroyInstance>().await.len(), 1, "it cannot run a termination task");
     }
 
     #[tokio::test]
