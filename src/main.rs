@@ -77,6 +77,9 @@ enum Command {
         store: Store,
         /// Config prefixes (default: every Config).
         prefixes: Vec<String>,
+        /// Count from the VM records now (reads each VM) instead of the last `count_vms` run.
+        #[arg(long)]
+        live: bool,
     },
     /// Inspect or repair a queue in Redis.
     Queue {
@@ -171,7 +174,7 @@ async fn main_() -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Status { store, prefixes } => {
+        Command::Status { store, prefixes, live } => {
             let url = store
                 .redis
                 .as_deref()
@@ -190,7 +193,12 @@ async fn main_() -> anyhow::Result<()> {
             };
             let mut out = Vec::new();
             for p in prefixes {
-                out.push(gce_backend_jobs::tasks::count_vms::status(&db, &p, chrono::Utc::now()).await?);
+                let now = chrono::Utc::now();
+                let mut st = gce_backend_jobs::tasks::count_vms::status(&db, &p, now).await?;
+                if live {
+                    st.counts = gce_backend_jobs::tasks::count_vms::count_in(&db, &p, now).await?;
+                }
+                out.push(st);
             }
             println!("{}", serde_json::to_string_pretty(&out)?);
             Ok(())

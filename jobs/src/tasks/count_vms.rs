@@ -8,12 +8,21 @@ use crate::error::TaskError;
 use crate::model::Counts;
 use crate::ports::store::VmIndex;
 
-/// Counts a Config's VMs now.
+/// Counts a Config's VMs now, from their records.
 pub async fn count(ctx: &Ctx, prefix: &str) -> Result<Counts, TaskError> {
-    let configured = ctx.store.config(prefix).await?.map_or(0, |c| c.value.current_amount);
-    let mut counts = Counts { configured, at: Some(ctx.now()), ..Counts::default() };
-    for id in ctx.store.vm_ids(VmIndex::OfConfig(prefix.to_owned())).await? {
-        let Some(vm) = ctx.store.vm(&id).await? else { continue };
+    count_in(&*ctx.store, prefix, ctx.now()).await
+}
+
+/// [`count`] on a bare store.
+pub async fn count_in(
+    store: &dyn crate::ports::store::Store,
+    prefix: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<Counts, TaskError> {
+    let configured = store.config(prefix).await?.map_or(0, |c| c.value.current_amount);
+    let mut counts = Counts { configured, at: Some(now), ..Counts::default() };
+    for id in store.vm_ids(VmIndex::OfConfig(prefix.to_owned())).await? {
+        let Some(vm) = store.vm(&id).await? else { continue };
         let vm = vm.value;
         counts.created += u32::from(!vm.url.is_empty());
         counts.connected += u32::from(vm.connected.is_some() && !vm.url.is_empty());
