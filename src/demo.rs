@@ -1,5 +1,5 @@
-//! The queue demo that `gce-backend run` runs until the reconcile pipeline lands: it pushes
-//! demo tasks onto the `demo` queue and runs workers over them, printing progress.
+//! The queue demo (`gce-backend queue-demo`): pushes demo tasks onto the `demo` queue and runs
+//! workers over them, printing progress.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,5 +1,5 @@
-//! The `gce-backend` binary: `run` (the service; for now the queue demo), `queue` (operator
-//! commands on a queue in Redis).
+//! The `gce-backend` binary: `run` (the service), `sim` (the simulator), `status` (Config
+//! status), `queue` (operator commands on a queue in Redis) and `queue-demo`.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -132,8 +132,10 @@ async fn main_() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Run { opts } => {
-            let settings =
-                gce_backend::settings::Settings::load(Some(&opts.settings)).map_err(anyhow::Error::msg)?;
+            // The shipped settings file is optional (defaults); one named explicitly must exist.
+            let default = std::path::Path::new("config/service.toml");
+            let path = (opts.settings != default || default.exists()).then_some(opts.settings.as_path());
+            let settings = gce_backend::settings::Settings::load(path).map_err(anyhow::Error::msg)?;
             let app = gce_backend::app::start(&opts, settings).await?;
             if let Some((addr, _)) = &app.sim {
                 println!("simulator on http://{addr} (Compute REST, Swarming pRPC, /sim/state)");
@@ -220,9 +222,9 @@ async fn main_() -> anyhow::Result<()> {
                 QueueOp::Dead { limit } => serde_json::to_string_pretty(&q.dead(limit).await?)?,
                 QueueOp::RetryDead { id } => {
                     let which = id.map_or(DeadSelection::All, DeadSelection::One);
-                    format!("{} dead tasks put back", q.retry_dead(which).await?)
+                    serde_json::json!({"retried": q.retry_dead(which).await?}).to_string()
                 }
-                QueueOp::PurgeDead => format!("{} dead tasks purged", q.purge_dead().await?),
+                QueueOp::PurgeDead => serde_json::json!({"purged": q.purge_dead().await?}).to_string(),
             };
             println!("{out}");
             Ok(())

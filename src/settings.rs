@@ -1,5 +1,6 @@
 //! Service settings (`config/service.toml`): the deployment name, cron schedules, timings and
-//! queue policies. Every key is optional; unknown keys are errors.
+//! queue policies. Every key is optional (a cron job left out keeps the default 60 s); unknown
+//! keys are errors.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -68,15 +69,19 @@ pub fn schedule(spec: &str) -> Result<(String, u64), String> {
 }
 
 impl Settings {
-    /// Reads `path` (a missing default file means the defaults).
+    /// Reads `path`, or takes the defaults when `None`.
     pub fn load(path: Option<&Path>) -> Result<Self, String> {
-        let settings = match path {
+        let mut settings = match path {
             Some(p) => {
                 let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
                 toml::from_str::<Settings>(&text).map_err(|e| format!("{}: {e}", p.display()))?
             }
             None => Settings::default(),
         };
+        // A `[cron]` table names only what it changes.
+        for (job, spec) in Settings::default().cron {
+            settings.cron.entry(job).or_insert(spec);
+        }
         settings.validate()?;
         Ok(settings)
     }
@@ -101,7 +106,10 @@ impl Settings {
         if self.concurrency == 0 {
             return Err("concurrency: must be at least 1".into());
         }
-        if self.deployment.is_empty() || self.deployment.len() > 63 {
+        let label_ok = |s: &str| {
+            s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
+        };
+        if self.deployment.is_empty() || self.deployment.len() > 63 || !label_ok(&self.deployment) {
             return Err("deployment: 1-63 characters of [a-z0-9_-]".into());
         }
         Ok(())
@@ -128,5 +136,18 @@ mod tests {
         assert!(toml::from_str::<Settings>("bogus = 1").is_err());
         let bad: Settings = toml::from_str("[cron]\nimport_configs = \"7s\"").unwrap();
         assert!(bad.validate().unwrap_err().contains("cron.import_configs"));
+        let bad: Settings = toml::from_str("deployment = \"Prod Fleet\"").unwrap();
+        assert!(bad.validate().unwrap_err().contains("deployment"));
+    }
+
+    #[test]
+    fn a_partial_cron_table_keeps_the_other_jobs() {
+        let path = std::env::temp_dir().join(format!("gce-backend-settings-{}.toml", std::process::id()));
+        std::fs::write(&path, "[cron]\naudit_instances = \"5m\"\n").unwrap();
+        let s = Settings::load(Some(&path)).unwrap();
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(s.cron["audit_instances"], "5m");
+        assert_eq!(s.cron["manage_bots"], "60s");
+        assert_eq!(s.cron.len(), gce_backend_jobs::cron::JOBS.len());
     }
 }

@@ -65,7 +65,15 @@ async fn exhausted_quota_keeps_names_shows_quota_exceeded_and_converges_once_fre
     assert_eq!(b.reason, "QUOTA_EXCEEDED");
     // The operator's view: `gce-backend status`.
     let out = Command::new(env!("CARGO_BIN_EXE_gce-backend"))
-        .args(["status", "--redis", &env._redis.as_ref().unwrap().url(), "--namespace", DEPLOYMENT, "linux"])
+        .args([
+            "status",
+            "--live",
+            "--redis",
+            &env._redis.as_ref().unwrap().url(),
+            "--namespace",
+            DEPLOYMENT,
+            "linux",
+        ])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -79,7 +87,8 @@ async fn exhausted_quota_keeps_names_shows_quota_exceeded_and_converges_once_fre
         "with the operation id"
     );
     assert_eq!(status[0]["prefix"], "linux");
-    assert!(status[0]["counts"]["configured"].is_number());
+    assert_eq!(status[0]["counts"]["configured"], 3);
+    assert_eq!(status[0]["counts"]["created"], 2);
     // Several backoff rounds later the name has not changed.
     eventually("the quota error repeats", LIMIT, || async {
         let n = env

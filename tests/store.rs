@@ -87,8 +87,13 @@ async fn contract(store: Arc<dyn Store>) {
     assert_eq!(store.backoff("p", "z").await.unwrap(), Some(b));
     store.set_backoff("p", "z", None).await.unwrap();
     assert!(store.backoff("p", "z").await.unwrap().is_none());
+    let counts =
+        gce_backend_jobs::model::Counts { configured: 3, created: 2, connected: 1, draining: 0, at: Some(t) };
+    store.put_counts("linux", &counts).await.unwrap();
+    assert_eq!(store.counts("linux").await.unwrap(), Some(counts));
     store.drop_status("linux").await.unwrap();
     assert!(store.errors("linux").await.unwrap().is_empty());
+    assert!(store.counts("linux").await.unwrap().is_none());
 
     // Claims (cron ticks) and marks (two-phase cleanups).
     assert!(store.claim("cron:x:60", Duration::from_secs(60)).await.unwrap());

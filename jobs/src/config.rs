@@ -329,8 +329,8 @@ pub struct Config {
     /// How long an instance lives before it is replaced (required).
     #[serde(default)]
     pub lifetime: Secs,
-    /// How long a bot may take to connect, or stay dead, before its instance is destroyed
-    /// (zero: no limit).
+    /// How long a bot may take to connect, or stay dead, before its instance is destroyed (zero:
+    /// no limit on connecting, and a dead bot's instance goes at once, as in LUCI).
     #[serde(default)]
     pub timeout: Secs,
     /// Swarming server URL.

@@ -76,11 +76,6 @@ impl Queues {
     pub fn get(&self, name: &str) -> &Queue {
         &self.0[name]
     }
-
-    /// Every queue.
-    pub fn all(&self) -> impl Iterator<Item = &Queue> {
-        self.0.values()
-    }
 }
 
 /// What handlers and cron jobs work with.

@@ -34,7 +34,7 @@ pub struct Vm {
     pub swarming: String,
     /// Seconds this incarnation lives (the Config's lifetime plus up to 10 %).
     pub lifetime: u64,
-    /// Seconds a bot may take to connect or stay dead (0: no limit).
+    /// Seconds a bot may take to connect or stay dead (0: no connect limit; dead goes at once).
     pub timeout: u64,
     /// Config revision it was made from.
     pub revision: String,

@@ -209,7 +209,7 @@ impl Ctx {
         (ctx, fakes)
     }
 
-    /// Takes every task queued on `T`'s queue (due now or later), in order.
+    /// Takes every task of `T`'s queue that is due now, in order (delayed ones: [`Ctx::delayed`]).
     pub async fn taken<T: Task>(&self) -> Vec<T> {
         let q = self.queues.get(T::QUEUE);
         let worker = WorkerId { group: "test".into(), id: "test".into() };

@@ -91,11 +91,6 @@ impl RedisServer {
         format!("redis://127.0.0.1:{}/0", self.port)
     }
 
-    /// The port it listens on.
-    pub fn port(&self) -> u16 {
-        self.port
-    }
-
     /// Kills the server with SIGKILL (as a crash would).
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {

@@ -1,12 +1,11 @@
 //! Test harness: an in-process simulator on a free loopback port, the official Compute Engine
 //! clients pointed at it (anonymous credentials, fast backoff), and a small pRPC client.
 
-#![allow(dead_code, unreachable_pub)]
+#![allow(unreachable_pub)]
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
-use gce_backend::sim::{self, Sim, SimConfig};
+use gce_backend::sim::{self, SimConfig};
 use google_cloud_compute_v1::client::{Instances, Regions, ZoneOperations, Zones};
 use google_cloud_gax::error::Error;
 use google_cloud_gax::error::rpc::StatusDetails;
@@ -15,14 +14,8 @@ use serde_json::{Value, json};
 
 /// A running simulator and clients for it.
 pub struct SimHandle {
-    pub addr: SocketAddr,
-    pub sim: Sim,
     pub base: String,
     pub http: reqwest::Client,
-}
-
-fn crypto() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
 fn fast() -> google_cloud_gax::exponential_backoff::ExponentialBackoff {
@@ -51,9 +44,9 @@ pub fn quick() -> SimConfig {
 }
 
 pub async fn start(cfg: SimConfig) -> SimHandle {
-    crypto();
-    let (addr, sim) = sim::spawn(cfg).await.expect("start simulator");
-    SimHandle { addr, sim, base: format!("http://{addr}"), http: reqwest::Client::new() }
+    gce_backend::adapters::install_crypto();
+    let (addr, _sim) = sim::spawn(cfg).await.expect("start simulator");
+    SimHandle { base: format!("http://{addr}"), http: reqwest::Client::new() }
 }
 
 impl SimHandle {
@@ -167,6 +160,4 @@ pub fn http_error(e: &Error) -> (Option<u16>, Option<String>) {
 }
 
 /// A deterministic requestId for `what`.
-pub fn rid(what: &str) -> String {
-    uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_OID, what.as_bytes()).to_string()
-}
+pub use gce_backend_jobs::ctx::request_id as rid;

@@ -69,11 +69,6 @@ impl ComputeError {
         };
         Self { kind, code: code.to_owned(), message: message.to_owned() }
     }
-
-    /// Worth retrying the same call later.
-    pub fn is_transient(&self) -> bool {
-        matches!(self.kind, Kind::RateLimited | Kind::Transient)
-    }
 }
 
 /// A zonal operation.

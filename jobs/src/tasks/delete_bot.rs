@@ -41,7 +41,7 @@ mod tests {
     async fn deletes_the_bot_then_the_record_and_asks_for_a_replacement() {
         let (ctx, f) = Ctx::test();
         let vm = ctx.seed_vm("linux-0", created(ctx.now())).await;
-        // The bot is already gone from Swarming (NOT_FOUND): that is fine.
+        // The fake has no such bot (as after NOT_FOUND): the record goes all the same.
         run(&ctx, DeleteBot { id: vm.id.clone(), hostname: vm.hostname.clone() }).await.unwrap();
         assert_eq!(f.bots.calls(), ["delete linux-0-abcd"]);
         assert!(ctx.store.vm("linux-0").await.unwrap().is_none());

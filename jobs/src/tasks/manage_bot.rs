@@ -165,6 +165,13 @@ mod tests {
     #[tokio::test]
     async fn deleted_or_terminated_bots_get_their_instance_destroyed() {
         let (ctx, f, vm) = setup().await;
+        let mut gone = bot(&vm.hostname, ctx.now());
+        gone.deleted = true;
+        f.bots.bots.lock().unwrap().insert(vm.hostname.clone(), gone);
+        run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
+        assert_eq!(ctx.taken::<DestroyInstance>().await.len(), 1, "deleted");
+
+        let (ctx, f, vm) = setup().await;
         let mut b = bot(&vm.hostname, ctx.now());
         b.is_dead = true;
         b.termination_task_id = "t1".into();
@@ -221,7 +228,7 @@ mod tests {
             .seed_vm("linux-0", |v| {
                 created(ctx.now())(v);
                 v.drained = true;
-                v.timeout = 0;
+                v.timeout = 3600; // not dead long enough for the timeout: only retiring applies
             })
             .await;
         let mut dead = bot(&vm.hostname, ctx.now());
