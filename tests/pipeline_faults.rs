@@ -28,12 +28,7 @@ async fn thirty_percent_of_calls_failing_with_503_still_converges() {
     env.faults(json!({"errors": {"*": {"rate": 0.3, "status": 503}}})).await;
     env.write_pool("linux", &pool("linux", 3, "1d", "10m"));
     env.converged("linux", 3).await;
-    let calls = reqwest::get(format!("{}/sim/calls", env.sim_url))
-        .await
-        .unwrap()
-        .json::<serde_json::Value>()
-        .await
-        .unwrap();
+    let calls = all_calls(&env).await;
     let failed: u64 = calls["calls"].as_object().unwrap().values().filter_map(|m| m["503"].as_u64()).sum();
     assert!(failed > 0, "faults were injected: {calls}");
     let inserts = env.inserts();
@@ -352,13 +347,14 @@ async fn two_processes_on_one_redis_converge_without_two_inserts_for_one_hostnam
 
 // ---- cron ticks and the ListBots walk ----------------------------------------------------
 
+/// The simulator's call counts, by method and status.
+async fn all_calls(env: &Env) -> serde_json::Value {
+    reqwest::get(format!("{}/sim/calls", env.sim_url)).await.unwrap().json().await.unwrap()
+}
+
+/// Calls of `method`, whatever their status.
 async fn sim_calls(env: &Env, method: &str) -> u64 {
-    let calls = reqwest::get(format!("{}/sim/calls", env.sim_url))
-        .await
-        .unwrap()
-        .json::<serde_json::Value>()
-        .await
-        .unwrap();
+    let calls = all_calls(env).await;
     calls["calls"][method].as_object().map_or(0, |m| m.values().filter_map(|v| v.as_u64()).sum())
 }
 

@@ -24,18 +24,7 @@ async fn status_of(s: &SimHandle, name: &str) -> Option<Status> {
 }
 
 async fn create(s: &SimHandle, name: &str, labels: &[(&str, &str)]) {
-    let c = s.instances().await;
-    let op = c
-        .insert()
-        .set_project(P)
-        .set_zone(Z)
-        .set_request_id(rid(&format!("create-{name}")))
-        .set_body(instance(name, "e2-small", labels, None))
-        .poller()
-        .until_done()
-        .await
-        .unwrap();
-    op.to_result().unwrap();
+    s.create(name, Some(rid(&format!("create-{name}"))), labels, None).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -341,17 +330,7 @@ async fn faults_change_at_run_time_and_bad_settings_are_refused() {
     let (st, now) =
         s.admin_post("/sim/faults", json!({"never_boot_rate": 1.0, "latency_ms": {"*": 5}})).await;
     assert_eq!((st, now["never_boot_rate"].as_f64()), (200, Some(1.0)));
-    let c = s.instances().await;
-    c.insert()
-        .set_project(P)
-        .set_zone(Z)
-        .set_body(instance("vm-stuck", "e2-small", &[], None))
-        .poller()
-        .until_done()
-        .await
-        .unwrap()
-        .to_result()
-        .unwrap();
+    s.create("vm-stuck", None, &[], None).await;
     // Long past its boot time it is still STAGING.
     eventually("STAGING", Duration::from_secs(5), || async {
         (status_of(&s, "vm-stuck").await == Some(Status::Staging)).then_some(())

@@ -9,7 +9,7 @@ use gce_backend_queues::testing::eventually;
 use google_cloud_lro::Poller;
 use serde_json::{Value, json};
 
-use crate::support::{SimHandle, instance, quick, rid, start};
+use crate::support::{SimHandle, quick, rid, start};
 
 const P: &str = "proj";
 const Z: &str = "us-central1-b";
@@ -21,18 +21,8 @@ async fn boot(s: &SimHandle, name: &str) {
 
 /// Boots incarnation `n` of `name` (each incarnation has its own requestId).
 async fn boot_as(s: &SimHandle, name: &str, n: u32) {
-    let c = s.instances().await;
-    c.insert()
-        .set_project(P)
-        .set_zone(Z)
-        .set_request_id(rid(&format!("create-{name}-{n}")))
-        .set_body(instance(name, "e2-small", &[], Some(&format!("https://{SERVER}/"))))
-        .poller()
-        .until_done()
-        .await
-        .unwrap()
-        .to_result()
-        .unwrap();
+    let server = format!("https://{SERVER}/");
+    s.create(name, Some(rid(&format!("create-{name}-{n}"))), &[], Some(&server)).await;
 }
 
 async fn get_bot(s: &SimHandle, id: &str) -> Result<Value, (u16, String)> {

@@ -10,6 +10,7 @@ use google_cloud_compute_v1::client::{Instances, Regions, ZoneOperations, Zones}
 use google_cloud_gax::error::Error;
 use google_cloud_gax::error::rpc::StatusDetails;
 use google_cloud_gax::exponential_backoff::ExponentialBackoffBuilder;
+use google_cloud_lro::Poller;
 use serde_json::{Value, json};
 
 /// A running simulator and clients for it.
@@ -112,6 +113,24 @@ impl SimHandle {
         }
         let json = text.strip_prefix(")]}'\n").expect("pRPC JSON starts with the XSSI prefix");
         Ok(serde_json::from_str(json).unwrap())
+    }
+
+    /// Inserts instance `name` (e2-small, with a bot on `swarming` if given) and waits until its
+    /// operation succeeded.
+    pub async fn create(
+        &self,
+        name: &str,
+        request_id: Option<String>,
+        labels: &[(&str, &str)],
+        swarming: Option<&str>,
+    ) {
+        let mut call = self.instances().await.insert().set_project("proj").set_zone("us-central1-b");
+        if let Some(rid) = request_id {
+            call = call.set_request_id(rid);
+        }
+        let op =
+            call.set_body(instance(name, "e2-small", labels, swarming)).poller().until_done().await.unwrap();
+        op.to_result().unwrap();
     }
 
     /// Number of answers to `method` with HTTP `status`.
