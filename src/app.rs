@@ -207,11 +207,7 @@ impl App {
 async fn progress(ctx: Ctx, mut stopped: tokio::sync::watch::Receiver<bool>) {
     let mut last: HashMap<String, String> = HashMap::new();
     loop {
-        if let Ok(configs) = ctx.store.configs().await {
-            let mut prefixes: Vec<String> = configs.into_iter().map(|c| c.value.config.prefix).collect();
-            prefixes.extend(ctx.store.vm_configs().await.unwrap_or_default());
-            prefixes.sort();
-            prefixes.dedup();
+        if let Ok(prefixes) = gce_backend_jobs::tasks::count_vms::prefixes(&*ctx.store).await {
             for p in prefixes {
                 let Ok(c) = gce_backend_jobs::tasks::count_vms::count(&ctx, &p).await else { continue };
                 let errors = ctx.store.errors(&p).await.unwrap_or_default();

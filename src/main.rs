@@ -183,13 +183,7 @@ async fn main_() -> anyhow::Result<()> {
                 .context("status needs --redis (in-memory state lives in its process)")?;
             let db = gce_backend::adapters::redis_store::RedisStore::connect(url, &store.namespace).await?;
             let prefixes = if prefixes.is_empty() {
-                use gce_backend_jobs::ports::store::Store as _;
-                let mut p: Vec<String> =
-                    db.configs().await?.into_iter().map(|c| c.value.config.prefix).collect();
-                p.extend(db.vm_configs().await?);
-                p.sort();
-                p.dedup();
-                p
+                gce_backend_jobs::tasks::count_vms::prefixes(&db).await?
             } else {
                 prefixes
             };

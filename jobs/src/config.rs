@@ -596,6 +596,11 @@ pub fn validate_all(configs: &[Config]) -> Result<(), ConfigError> {
     for c in configs {
         c.validate()?;
     }
+    check_prefixes(configs)
+}
+
+/// The rule across Configs: no prefix is a prefix of another (nor equal to it).
+pub fn check_prefixes(configs: &[Config]) -> Result<(), ConfigError> {
     let mut prefixes: Vec<&str> = configs.iter().map(|c| c.prefix.as_str()).collect();
     prefixes.sort();
     for w in prefixes.windows(2) {

@@ -104,8 +104,6 @@ pub struct Bot {
     pub deleted: bool,
     /// Set when it died because of TerminateBot.
     pub termination_task_id: String,
-    /// Task it runs now.
-    pub task_id: String,
 }
 
 /// A bot observation with the time it was made.

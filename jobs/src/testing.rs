@@ -48,7 +48,6 @@ impl FakeCompute {
             name: name.to_owned(),
             created: Utc.with_ymd_and_hms(2026, 11, 21, 10, 0, 0).unwrap(),
             url: format!("https://compute/projects/p/zones/z/instances/{name}"),
-            status: "RUNNING".into(),
             labels: labels.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
             internal_ip: "10.0.0.1".into(),
             external_ip: "35.0.0.1".into(),

@@ -58,7 +58,6 @@ fn instance(i: model::Instance) -> Instance {
             .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
             .map_or_else(Utc::now, |t| t.with_timezone(&Utc)),
         url: i.self_link.unwrap_or_default(),
-        status: i.status.as_ref().and_then(|s| s.name()).unwrap_or_default().to_owned(),
         labels: i.labels.into_iter().collect::<BTreeMap<_, _>>(),
         internal_ip: nic.and_then(|n| n.network_ip.clone()).unwrap_or_default(),
         external_ip: nic

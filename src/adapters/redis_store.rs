@@ -25,14 +25,22 @@ use redis::{AsyncCommands, Script};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-/// CAS write of a record: KEYS records, versions; ARGV field, expected version ('' = absent), JSON.
-const PUT: &str = r"
+/// The compare-and-set of every write: KEYS[1] records, KEYS[2] versions; ARGV[1] field,
+/// ARGV[2] expected version ('' = absent), ARGV[3] JSON. Leaves the new version in `v`.
+macro_rules! cas_write {
+    () => {
+        r"
 local cur = redis.call('HGET', KEYS[2], ARGV[1])
 if ARGV[2] == '' then if cur then return 0 end elseif cur ~= ARGV[2] then return 0 end
 local v = (tonumber(cur) or 0) + 1
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
 redis.call('HSET', KEYS[2], ARGV[1], v)
-return v";
+"
+    };
+}
+
+/// CAS write of a record.
+const PUT: &str = concat!(cas_write!(), "return v");
 
 /// CAS delete of a record: KEYS records, versions; ARGV field, version.
 const DELETE: &str = r"
@@ -43,12 +51,9 @@ return 1";
 
 /// CAS write of a VM with its indexes. KEYS vm, ver, uncreated, created, host, cfgs, cfg set;
 /// ARGV id, expected version, JSON, hostname, created (1/0), prefix.
-const PUT_VM: &str = r"
-local cur = redis.call('HGET', KEYS[2], ARGV[1])
-if ARGV[2] == '' then if cur then return 0 end elseif cur ~= ARGV[2] then return 0 end
-local v = (tonumber(cur) or 0) + 1
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
-redis.call('HSET', KEYS[2], ARGV[1], v)
+const PUT_VM: &str = concat!(
+    cas_write!(),
+    r"
 if ARGV[5] == '1' then
   redis.call('SREM', KEYS[3], ARGV[1]); redis.call('SADD', KEYS[4], ARGV[1])
 else
@@ -57,7 +62,8 @@ end
 redis.call('HSET', KEYS[5], ARGV[4], ARGV[1])
 redis.call('SADD', KEYS[7], ARGV[1])
 redis.call('SADD', KEYS[6], ARGV[6])
-return v";
+return v"
+);
 
 /// CAS delete of a VM with its indexes and bot observation. KEYS vm, ver, uncreated, created,
 /// host, cfgs, cfg set, bots; ARGV id, version, hostname, prefix.

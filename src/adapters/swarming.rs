@@ -32,7 +32,6 @@ struct BotInfo {
     is_dead: bool,
     deleted: bool,
     termination_task_id: String,
-    task_id: String,
 }
 
 impl From<BotInfo> for Bot {
@@ -44,7 +43,6 @@ impl From<BotInfo> for Bot {
             is_dead: b.is_dead,
             deleted: b.deleted,
             termination_task_id: b.termination_task_id,
-            task_id: b.task_id,
         }
     }
 }

@@ -24,7 +24,7 @@ const KEEP_INSERT_IDS: usize = 8;
 pub type InstanceKey = (String, String, String);
 
 /// Instance status, as Compute Engine names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Status {
     /// Resources are being allocated.
@@ -97,7 +97,7 @@ pub struct OpError {
 }
 
 /// Operation status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum OpStatus {
     /// Queued.
@@ -161,8 +161,8 @@ pub struct Bot {
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 enum Ev {
-    OpStatus { op: String, to: u8 },
-    InstStatus { key: InstanceKey, id: u64, to: u8 },
+    OpStatus { op: String, to: OpStatus },
+    InstStatus { key: InstanceKey, id: u64, to: Status },
     InstGone { key: InstanceKey, id: u64 },
     BotConnect { server: String, key: InstanceKey, session: u64 },
     BotDeath { server: String, bot: String, session: u64, terminated: bool },
@@ -320,24 +320,18 @@ impl World {
             Ev::OpStatus { op, to } => {
                 let now = self.now_utc();
                 let Some(op) = self.operations.get_mut(&op) else { return };
-                if to == 1 {
-                    op.status = OpStatus::Running;
+                op.status = to;
+                if to == OpStatus::Running {
                     op.start_time = Some(now);
                 } else {
-                    op.status = OpStatus::Done;
                     op.end_time = Some(now);
                     op.error = op.pending_error.take();
                 }
             }
-            Ev::InstStatus { key, id, to } => {
+            Ev::InstStatus { key, id, to: status } => {
                 let connect = self.cfg.bot_connect_ms;
                 let never_connects = self.faults.bot_never_connect_rate;
                 let Some(inst) = self.instances.get_mut(&key).filter(|i| i.id == id) else { return };
-                let status = match to {
-                    1 => Status::Staging,
-                    2 => Status::Running,
-                    _ => Status::Terminated,
-                };
                 if inst.deleting && status != Status::Terminated {
                     return;
                 }
@@ -487,8 +481,8 @@ impl World {
 
     /// Schedules an operation's PENDING → RUNNING → DONE over `total`.
     fn run_op(&mut self, name: &str, total: Duration) {
-        self.at(total / 2, Ev::OpStatus { op: name.to_owned(), to: 1 });
-        self.at(total, Ev::OpStatus { op: name.to_owned(), to: 2 });
+        self.at(total / 2, Ev::OpStatus { op: name.to_owned(), to: OpStatus::Running });
+        self.at(total, Ev::OpStatus { op: name.to_owned(), to: OpStatus::Done });
     }
 
     /// A requestId: a valid non-nil UUID, still inside its window.
@@ -593,10 +587,10 @@ impl World {
         u.cpus += cpus;
         u.instances += 1;
         let provision = Duration::from_millis(self.cfg.provision_ms);
-        self.at(provision, Ev::InstStatus { key: key.clone(), id, to: 1 });
+        self.at(provision, Ev::InstStatus { key: key.clone(), id, to: Status::Staging });
         if !never_boots {
             let boot = provision + Duration::from_millis(self.cfg.stage_ms);
-            self.at(boot, Ev::InstStatus { key, id, to: 2 });
+            self.at(boot, Ev::InstStatus { key, id, to: Status::Running });
         }
         Ok(op)
     }
@@ -646,11 +640,10 @@ impl World {
             .unwrap_or_else(|| vec![json!({})]);
         let mut nics = Vec::new();
         for nic in given {
-            let nat = nic.pointer("/accessConfigs/0").map(|ac| {
-                let name = ac.get("name").and_then(Value::as_str).unwrap_or("External NAT").to_owned();
-                (name, String::new())
-            });
-            let nat = nat.map(|(n, _)| (n, self.random_ip(35)));
+            let nat = nic
+                .pointer("/accessConfigs/0")
+                .map(|ac| ac.get("name").and_then(Value::as_str).unwrap_or("External NAT").to_owned())
+                .map(|name| (name, self.random_ip(35)));
             nics.push(Nic {
                 network: nic
                     .get("network")
@@ -724,7 +717,7 @@ impl World {
         let op = self.new_op(project, zone, "delete", name, id, rid);
         self.run_op(&op, total);
         if first {
-            self.at(stop, Ev::InstStatus { key: key.clone(), id, to: 3 });
+            self.at(stop, Ev::InstStatus { key: key.clone(), id, to: Status::Terminated });
             self.at(total, Ev::InstGone { key, id });
             if let Some(server) = server {
                 self.bot_loses_instance(server, name, id);
@@ -747,7 +740,7 @@ impl World {
         }
         inst.status = Status::Stopping;
         let (id, server) = (inst.id, inst.swarming.clone());
-        self.at(Duration::from_millis(self.cfg.stop_ms), Ev::InstStatus { key, id, to: 3 });
+        self.at(Duration::from_millis(self.cfg.stop_ms), Ev::InstStatus { key, id, to: Status::Terminated });
         if let Some(server) = server {
             self.bot_loses_instance(server, name, id);
         }

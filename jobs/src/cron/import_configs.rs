@@ -12,7 +12,7 @@ use std::path::Path;
 
 use gce_backend_queues::payload::{DrainVm, ExpandConfig};
 
-use crate::config::{Config, ConfigError, Metadata, validate_all};
+use crate::config::{Config, ConfigError, Metadata, check_prefixes};
 use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::model::ConfigRecord;
@@ -67,7 +67,7 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
             Ok((c, rev)) => {
                 known.insert(c.prefix.clone());
                 let all: Vec<Config> = valid.values().map(|(c, _)| c.clone()).chain([c.clone()]).collect();
-                match c.validate().and_then(|()| validate_all(&all)) {
+                match c.validate().and_then(|()| check_prefixes(&all)) {
                     Ok(()) => {
                         valid.insert(c.prefix.clone(), (c, rev));
                     }

@@ -91,8 +91,6 @@ pub struct Instance {
     pub created: DateTime<Utc>,
     /// selfLink.
     pub url: String,
-    /// Status (RUNNING, …).
-    pub status: String,
     /// Labels.
     pub labels: std::collections::BTreeMap<String, String>,
     /// First internal address.

@@ -19,27 +19,43 @@ pub async fn count_in(
     prefix: &str,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Result<Counts, TaskError> {
-    let configured = store.config(prefix).await?.map_or(0, |c| c.value.current_amount);
+    Ok(tally(store, prefix, now).await?.0)
+}
+
+/// The counts, and whether anything of the Config is left (its record or a VM).
+async fn tally(
+    store: &dyn crate::ports::store::Store,
+    prefix: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<(Counts, bool), TaskError> {
+    let config = store.config(prefix).await?;
+    let ids = store.vm_ids(VmIndex::OfConfig(prefix.to_owned())).await?;
+    let left = config.is_some() || !ids.is_empty();
+    let configured = config.map_or(0, |c| c.value.current_amount);
     let mut counts = Counts { configured, at: Some(now), ..Counts::default() };
-    for id in store.vm_ids(VmIndex::OfConfig(prefix.to_owned())).await? {
+    for id in ids {
         let Some(vm) = store.vm(&id).await? else { continue };
         let vm = vm.value;
         counts.created += u32::from(!vm.url.is_empty());
         counts.connected += u32::from(vm.connected.is_some() && !vm.url.is_empty());
         counts.draining += u32::from(vm.drained);
     }
-    Ok(counts)
+    Ok((counts, left))
+}
+
+/// Every prefix with a Config or with VMs left (of a removed Config), sorted.
+pub async fn prefixes(store: &dyn crate::ports::store::Store) -> Result<Vec<String>, TaskError> {
+    let mut p: std::collections::BTreeSet<String> =
+        store.configs().await?.into_iter().map(|c| c.value.config.prefix).collect();
+    p.extend(store.vm_configs().await?);
+    Ok(p.into_iter().collect())
 }
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: CountVms) -> Result<(), TaskError> {
-    let counts = count(ctx, &t.prefix).await?;
-    let gone = ctx.store.config(&t.prefix).await?.is_none()
-        && ctx.store.vm_ids(VmIndex::OfConfig(t.prefix.clone())).await?.is_empty();
-    if gone {
-        ctx.store.drop_status(&t.prefix).await?;
-    } else {
-        ctx.store.put_counts(&t.prefix, &counts).await?;
+    match tally(&*ctx.store, &t.prefix, ctx.now()).await? {
+        (counts, true) => ctx.store.put_counts(&t.prefix, &counts).await?,
+        (_, false) => ctx.store.drop_status(&t.prefix).await?,
     }
     Ok(())
 }

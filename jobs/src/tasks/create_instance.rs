@@ -153,16 +153,13 @@ pub async fn run(ctx: &Ctx, t: CreateInstance) -> Result<(), TaskError> {
         return Ok(());
     }
     if vm.drained && vm.insert_sent.is_none() {
-        // Never sent to GCE: nothing to clean up.
-        ctx.store.delete_vm(&vm.id, cur.version).await?;
-        return Ok(());
+        return drop_unsent(ctx, &vm.id).await;
     }
     let now = ctx.now();
     if let Some(b) = ctx.store.backoff(vm.project(), vm.zone()).await?
         && b.until > now
     {
-        let wait = (b.until - now).to_std().unwrap_or_default();
-        return ctx.again(&t, wait.max(Duration::from_secs(1))).await;
+        return ctx.again(&t, left(&b, now)).await;
     }
     let vm = match vm.insert_sent {
         Some(_) => vm,
@@ -239,16 +236,31 @@ async fn adopt(ctx: &Ctx, vm: &Vm, e: ComputeError) -> Result<(), TaskError> {
     }
 }
 
+/// Time left in a backoff (at least a second).
+fn left(b: &Backoff, now: chrono::DateTime<chrono::Utc>) -> Duration {
+    (b.until - now).to_std().unwrap_or_default().max(Duration::from_secs(1))
+}
+
+/// Drops a drained VM that was never sent to GCE: there is nothing to clean up.
+pub async fn drop_unsent(ctx: &Ctx, id: &str) -> Result<(), TaskError> {
+    if let Some(cur) = ctx.store.vm(id).await?
+        && cur.value.url.is_empty()
+        && cur.value.insert_sent.is_none()
+    {
+        ctx.store.delete_vm(id, cur.version).await?;
+    }
+    Ok(())
+}
+
 async fn failed(ctx: &Ctx, vm: &Vm, e: ComputeError, op: &str) -> Result<(), TaskError> {
+    ctx.record(&vm.config, STAGE, &e.code, &e.message, vm.zone(), op).await?;
     match e.kind {
         Kind::Quota | Kind::Stockout => {
             let now = ctx.now();
             let prev = ctx.store.backoff(vm.project(), vm.zone()).await?;
             if let Some(b) = prev.as_ref().filter(|b| b.until > now) {
                 // Another VM of this wave already backed the zone off: wait for the same end.
-                ctx.record(&vm.config, STAGE, &e.code, &e.message, vm.zone(), op).await?;
-                let wait = (b.until - now).to_std().unwrap_or_default().max(Duration::from_secs(1));
-                return ctx.again(&CreateInstance { id: vm.id.clone() }, wait).await;
+                return ctx.again(&CreateInstance { id: vm.id.clone() }, left(b, now)).await;
             }
             let failures = prev.map_or(1, |b| b.failures + 1);
             let t = &ctx.timing;
@@ -262,17 +274,10 @@ async fn failed(ctx: &Ctx, vm: &Vm, e: ComputeError, op: &str) -> Result<(), Tas
                 reason: e.code.clone(),
             };
             ctx.store.set_backoff(vm.project(), vm.zone(), Some(&b)).await?;
-            ctx.record(&vm.config, STAGE, &e.code, &e.message, vm.zone(), op).await?;
             ctx.again(&CreateInstance { id: vm.id.clone() }, Duration::from_secs(secs)).await
         }
-        Kind::RateLimited | Kind::Transient => {
-            ctx.record(&vm.config, STAGE, &e.code, &e.message, vm.zone(), op).await?;
-            Err(TaskError::Compute(e))
-        }
-        Kind::Invalid | Kind::NotFound | Kind::AlreadyExists => {
-            ctx.record(&vm.config, STAGE, &e.code, &e.message, vm.zone(), op).await?;
-            drop_vm(ctx, vm).await
-        }
+        Kind::RateLimited | Kind::Transient => Err(TaskError::Compute(e)),
+        Kind::Invalid | Kind::NotFound | Kind::AlreadyExists => drop_vm(ctx, vm).await,
     }
 }
 

@@ -28,12 +28,7 @@ pub async fn run(ctx: &Ctx, t: DrainVm) -> Result<(), TaskError> {
     if !vm.url.is_empty() {
         ctx.push(&ManageBot { id: vm.id }).await?;
     } else if vm.insert_sent.is_none() {
-        if let Some(cur) = ctx.store.vm(&t.id).await?
-            && cur.value.url.is_empty()
-            && cur.value.insert_sent.is_none()
-        {
-            ctx.store.delete_vm(&t.id, cur.version).await?;
-        }
+        crate::tasks::create_instance::drop_unsent(ctx, &vm.id).await?;
     } else {
         ctx.push(&CreateInstance { id: vm.id }).await?;
     }

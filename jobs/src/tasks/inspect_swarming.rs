@@ -23,9 +23,8 @@ pub fn vm_id_of(hostname: &str) -> Option<&str> {
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: InspectSwarming) -> Result<(), TaskError> {
-    let mut prefixes: HashSet<String> =
-        ctx.store.configs().await?.into_iter().map(|c| c.value.config.prefix).collect();
-    prefixes.extend(ctx.store.vm_configs().await?);
+    let prefixes: HashSet<String> =
+        crate::tasks::count_vms::prefixes(&*ctx.store).await?.into_iter().collect();
     let mut cursor = None;
     loop {
         let (bots, next) = ctx.bots.list(&t.server, cursor).await?;

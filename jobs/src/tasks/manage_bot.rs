@@ -9,8 +9,6 @@
 //!   a TerminateBot (or reported `bot_terminate`), or has been dead longer than the timeout.
 //!   Past the deadline, or drained: terminate the bot gracefully and watch.
 
-use std::time::Duration;
-
 use chrono::{DateTime, Utc};
 use gce_backend_queues::payload::{DestroyInstance, DrainVm, ManageBot, TerminateBot};
 
@@ -98,9 +96,6 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<(), TaskError> {
     if vm.drained || past(vm.lifetime) {
         ctx.push(&TerminateBot { id: vm.id.clone(), hostname: vm.hostname.clone() }).await?;
         ctx.again(&t, ctx.watch()).await?;
-    } else if vm.connected.is_none() {
-        // Just connected: count it at once, then leave it to the cron.
-        ctx.again(&t, Duration::from_secs(1)).await?;
     }
     Ok(())
 }
