@@ -105,16 +105,7 @@ pub async fn context(
     settings: &Settings,
 ) -> anyhow::Result<(Ctx, Option<(std::net::SocketAddr, sim::Sim)>)> {
     let (engine, store): (Arc<dyn Engine>, Arc<dyn Store>) = match &opts.redis {
-        Some(url) => (
-            Arc::new(
-                RedisEngine::connect(url, &opts.namespace)
-                    .await
-                    .with_context(|| format!("queues on {url}"))?,
-            ),
-            Arc::new(
-                RedisStore::connect(url, &opts.namespace).await.with_context(|| format!("store on {url}"))?,
-            ),
-        ),
+        Some(url) => connect(url, &opts.namespace).await?,
         None => (Arc::new(MemoryEngine::new()), Arc::new(MemoryStore::new())),
     };
     let mut sim = None;
@@ -134,24 +125,90 @@ pub async fn context(
     let compute = Gce::connect(gce.as_deref()).await.map_err(anyhow::Error::msg)?;
     let bots = Swarming::new(swarming.as_deref()).map_err(anyhow::Error::msg)?;
     let policies: HashMap<String, gce_backend_queues::Policy> = settings.queues.clone().into_iter().collect();
-    let queues = Queues::new(engine, &policies)?;
+    let clock: Arc<dyn gce_backend_jobs::ports::clock::Clock> = Arc::new(SystemClock);
+    let hook = gce_backend_jobs::tasks::dead_hook(store.clone(), clock.clone());
+    let queues = Queues::new(engine, &policies)?.with_dead_hook(hook);
     let ctx = Ctx {
         store,
         compute: Arc::new(compute),
         bots: Arc::new(bots),
-        clock: Arc::new(SystemClock),
+        clock,
         queues,
         timing: Arc::new(settings.timing.clone()),
+        limits: Arc::new(settings.limits.clone()),
+        catalog: Arc::new(gce_backend_jobs::catalog::Catalog::new()),
         deployment: settings.deployment.clone(),
         configs_dir: opts.configs.clone(),
     };
     Ok((ctx, sim))
 }
 
+/// Connects the queues and the store to Redis, waiting for it with backoff (as workers do when
+/// it goes away later); a bad URL or namespace is an error at once.
+async fn connect(url: &str, namespace: &str) -> anyhow::Result<(Arc<dyn Engine>, Arc<dyn Store>)> {
+    let mut delay = Duration::from_millis(500);
+    loop {
+        let error = match redis_engine(url, namespace).await {
+            Ok(engine) => match redis_store(url, namespace).await {
+                Ok(store) => return Ok((Arc::new(engine), Arc::new(store))),
+                Err(e) => e,
+            },
+            Err(Fatal(e)) => return Err(e),
+            Err(Retry(e)) => e,
+        };
+        tracing::warn!(redis = url, error = %error, retry_in = ?delay, "Redis is not reachable; waiting for it");
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_secs(10));
+    }
+}
+
+/// Longest a first connection to Redis may take before it counts as unreachable.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Why a connection failed: worth waiting for, or a mistake.
+#[derive(Debug)]
+pub enum ConnectError {
+    /// Redis is not there (yet).
+    Retry(String),
+    /// The URL or namespace is wrong.
+    Fatal(anyhow::Error),
+}
+use ConnectError::{Fatal, Retry};
+
+/// The queue engine on Redis, within [`CONNECT_TIMEOUT`].
+pub async fn redis_engine(url: &str, namespace: &str) -> Result<RedisEngine, ConnectError> {
+    match tokio::time::timeout(CONNECT_TIMEOUT, RedisEngine::connect(url, namespace)).await {
+        Err(_) => Err(Retry(format!("no answer within {CONNECT_TIMEOUT:?}"))),
+        Ok(Ok(e)) => Ok(e),
+        Ok(Err(gce_backend_queues::QueueError::Redis(e)))
+            if e.kind() == redis::ErrorKind::InvalidClientConfig =>
+        {
+            Err(Fatal(anyhow::anyhow!("--redis {url}: {e}")))
+        }
+        Ok(Err(gce_backend_queues::QueueError::Redis(e))) => Err(Retry(e.to_string())),
+        Ok(Err(e)) => Err(Fatal(anyhow::anyhow!("--namespace {namespace}: {e}"))),
+    }
+}
+
+/// The store on Redis, within [`CONNECT_TIMEOUT`].
+pub async fn redis_store(url: &str, namespace: &str) -> Result<RedisStore, String> {
+    match tokio::time::timeout(CONNECT_TIMEOUT, RedisStore::connect(url, namespace)).await {
+        Err(_) => Err(format!("no answer within {CONNECT_TIMEOUT:?}")),
+        Ok(r) => r.map_err(|e| e.to_string()),
+    }
+}
+
 /// Starts the service as `opts` and `settings` say.
 pub async fn start(opts: &RunOptions, settings: Settings) -> anyhow::Result<App> {
     if opts.redis.is_none() && opts.role != Role::All {
         anyhow::bail!("--role {:?} needs --redis: in memory, nothing is shared between processes", opts.role);
+    }
+    if opts.role != Role::Workers && !opts.configs.is_dir() {
+        let msg = format!(
+            "configs directory {}: not found (run from the repository root, or pass --configs DIR)",
+            opts.configs.display()
+        );
+        return Err(crate::ops::Usage(msg).into());
     }
     let (ctx, sim) = context(opts, &settings).await?;
     let (stop, stopped) = tokio::sync::watch::channel(false);
@@ -207,22 +264,26 @@ impl App {
 async fn progress(ctx: Ctx, mut stopped: tokio::sync::watch::Receiver<bool>) {
     let mut last: HashMap<String, String> = HashMap::new();
     loop {
-        if let Ok(prefixes) = gce_backend_jobs::tasks::count_vms::prefixes(&*ctx.store).await {
+        if let Ok(prefixes) = gce_backend_jobs::status::prefixes(&*ctx.store).await {
             for p in prefixes {
-                let Ok(c) = gce_backend_jobs::tasks::count_vms::count(&ctx, &p).await else { continue };
+                let Ok((c, _)) = gce_backend_jobs::status::tally(&*ctx.store, &p, ctx.now()).await else {
+                    continue;
+                };
                 let errors = ctx.store.errors(&p).await.unwrap_or_default();
                 let mut line = format!(
                     "{p}: configured={} created={} connected={}",
                     c.configured, c.created, c.connected
                 );
-                if c.draining > 0 {
-                    line.push_str(&format!(" draining={}", c.draining));
+                for (name, n) in [("draining", c.draining), ("dead", c.dead), ("unhealthy", c.unhealthy)] {
+                    if n > 0 {
+                        line.push_str(&format!(" {name}={n}"));
+                    }
                 }
-                if let Some(e) = errors.first() {
+                if let Some(e) = errors.first().filter(|e| e.resolved.is_none()) {
                     line.push_str(&format!(" last_error={} ({})", e.code, e.stage));
                 }
                 if last.get(&p) != Some(&line) {
-                    println!("{line}");
+                    crate::out::line(&line);
                     last.insert(p, line);
                 }
             }

@@ -64,7 +64,11 @@ pub async fn run(engine: Arc<dyn Engine>, opts: Options) -> anyhow::Result<()> {
             (0..opts.tasks).map(|n| (format!("demo-{n}"), DemoTask { n, ms: opts.task_ms })).collect();
         let outcomes = queue.push_many(tasks.iter().map(|(k, t)| (k.clone(), t)), When::Now).await?;
         let added = outcomes.iter().filter(|o| o.added()).count();
-        println!("pushed {} demo tasks ({added} new, {} already queued)", tasks.len(), tasks.len() - added);
+        crate::out::line(&format!(
+            "pushed {} demo tasks ({added} new, {} already queued)",
+            tasks.len(),
+            tasks.len() - added
+        ));
     }
     if opts.role == Role::Producer {
         return Ok(());
@@ -78,10 +82,10 @@ pub async fn run(engine: Arc<dyn Engine>, opts: Options) -> anyhow::Result<()> {
     });
     let monitor =
         workers::register(workers::monitor(Duration::from_secs(30)), &queue, &who, opts.concurrency, handler);
-    println!(
+    crate::out::line(&format!(
         "worker {}-{} running on queue {QUEUE} (concurrency {})",
         who.group, who.process, opts.concurrency
-    );
+    ));
     let progress = queue.clone();
     let until_done = opts.role == Role::All;
     let stop = async move {
@@ -93,10 +97,10 @@ pub async fn run(engine: Arc<dyn Engine>, opts: Options) -> anyhow::Result<()> {
                 r = &mut signal => return r,
                 _ = tick.tick() => {
                     let Ok(c) = progress.counts().await else { continue };
-                    println!(
+                    crate::out::line(&format!(
                         "{QUEUE}: pending={} delayed={} running={} done={} retried={} dead={}",
                         c.pending, c.delayed, c.running, c.done, c.retried, c.dead
-                    );
+                    ));
                     if until_done && c.pending + c.delayed + c.running == 0 && c.done + c.dead > 0 {
                         return Ok(());
                     }
@@ -106,6 +110,6 @@ pub async fn run(engine: Arc<dyn Engine>, opts: Options) -> anyhow::Result<()> {
     };
     monitor.run_with_signal(stop).await?;
     let c = queue.counts().await?;
-    println!("stopped: done={} dead={} pending={}", c.done, c.dead, c.pending + c.delayed);
+    crate::out::line(&format!("stopped: done={} dead={} pending={}", c.done, c.dead, c.pending + c.delayed));
     Ok(())
 }

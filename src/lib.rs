@@ -4,12 +4,15 @@
 //! * [`app`]: `gce-backend run`; [`settings`]: the service settings file; [`scheduler`]: cron.
 //! * [`adapters`]: Compute (official client), Swarming (pRPC), Redis store, system clock.
 //! * [`demo`]: the queue demo (`gce-backend queue-demo`).
+//! * [`ops`]: operator commands (`status`, `queue`); [`out`]: output that survives a closed pipe.
 //! * [`sim`]: `gce-backend sim`, the Compute Engine + Swarming simulator.
 //! * [`workers`]: apalis workers over the queues, one per pipeline queue.
 
 pub mod adapters;
 pub mod app;
 pub mod demo;
+pub mod ops;
+pub mod out;
 pub mod scheduler;
 pub mod settings;
 pub mod sim;

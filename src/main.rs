@@ -8,7 +8,9 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use gce_backend::demo::{self, Role};
-use gce_backend_queues::{DeadSelection, Engine, MemoryEngine, Policy, Queue, QueueSpec, RedisEngine};
+use gce_backend::ops::{self, QueueOp, RedisArgs, Usage};
+use gce_backend::out;
+use gce_backend_queues::{Engine, MemoryEngine, RedisEngine};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -19,17 +21,6 @@ use gce_backend_queues::{DeadSelection, Engine, MemoryEngine, Policy, Queue, Que
 struct Cli {
     #[command(subcommand)]
     command: Command,
-}
-
-#[derive(Debug, clap::Args)]
-struct Store {
-    /// Redis URL for queues (e.g. redis://127.0.0.1:6379/0). Without it everything runs in this
-    /// process, in memory.
-    #[arg(long, env = "GCE_BACKEND_REDIS")]
-    redis: Option<String>,
-    /// Deployment namespace: every Redis key of this deployment starts with `{<namespace>:`.
-    #[arg(long, env = "GCE_BACKEND_NAMESPACE", default_value = "gce-backend")]
-    namespace: String,
 }
 
 #[derive(Debug, Subcommand)]
@@ -43,7 +34,7 @@ enum Command {
     /// Run the queue demo: push demo tasks onto a queue and work them, printing progress.
     QueueDemo {
         #[command(flatten)]
-        store: Store,
+        store: RedisArgs,
         /// What this process does.
         #[arg(long, value_enum, default_value = "all")]
         role: Role,
@@ -71,53 +62,33 @@ enum Command {
         #[command(flatten)]
         config: Box<gce_backend::sim::SimConfig>,
     },
-    /// Print the status of Configs (counts, last 20 errors, current backoff) as JSON.
+    /// Print the status of Configs (state, counts, last 20 errors, backoff) and the errors of
+    /// Config files, as JSON.
     Status {
         #[command(flatten)]
-        store: Store,
+        store: RedisArgs,
         /// Config prefixes (default: every Config).
         prefixes: Vec<String>,
         /// Count from the VM records now (reads each VM) instead of the last `count_vms` run.
         #[arg(long)]
         live: bool,
+        /// Settings file, for `config_delete_grace` (when an orphaned Config goes).
+        #[arg(long, default_value = "config/service.toml")]
+        settings: std::path::PathBuf,
     },
-    /// Inspect or repair a queue in Redis.
+    /// Inspect or repair the queues in Redis (`gce-backend queue list` names them).
     Queue {
         #[command(flatten)]
-        store: Store,
-        /// Queue name.
+        store: RedisArgs,
+        /// Queue name (every command but `list`).
         #[arg(long)]
-        queue: String,
+        queue: Option<String>,
         #[command(subcommand)]
         op: QueueOp,
     },
 }
 
-#[derive(Debug, Subcommand)]
-enum QueueOp {
-    /// Counts (pending, delayed, running, dead) and counters, as JSON.
-    Counts,
-    /// One task's status, as JSON.
-    Status {
-        /// Task id.
-        id: String,
-    },
-    /// Dead tasks, newest first, as JSON.
-    Dead {
-        /// How many.
-        #[arg(long, default_value_t = 20)]
-        limit: usize,
-    },
-    /// Put dead tasks back as pending.
-    RetryDead {
-        /// One task id; without it, all dead tasks.
-        id: Option<String>,
-    },
-    /// Drop every dead task.
-    PurgeDead,
-}
-
-async fn engine(store: &Store) -> anyhow::Result<Arc<dyn Engine>> {
+async fn engine(store: &RedisArgs) -> anyhow::Result<Arc<dyn Engine>> {
     Ok(match &store.redis {
         Some(url) => Arc::new(
             RedisEngine::connect(url, &store.namespace)
@@ -132,17 +103,14 @@ async fn main_() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Run { opts } => {
-            // The shipped settings file is optional (defaults); one named explicitly must exist.
-            let default = std::path::Path::new("config/service.toml");
-            let path = (opts.settings != default || default.exists()).then_some(opts.settings.as_path());
-            let settings = gce_backend::settings::Settings::load(path).map_err(anyhow::Error::msg)?;
+            let settings = gce_backend::settings::Settings::load(Some(&opts.settings)).map_err(Usage)?;
             let app = gce_backend::app::start(&opts, settings).await?;
             if let Some((addr, _)) = &app.sim {
-                println!("simulator on http://{addr} (Compute REST, Swarming pRPC, /sim/state)");
+                out::line(&format!("simulator on http://{addr} (Compute REST, Swarming pRPC, /sim/state)"));
             }
-            println!("running (configs in {}); Ctrl-C stops", opts.configs.display());
+            out::line(&format!("running (configs in {}); Ctrl-C stops", opts.configs.display()));
             gce_backend::workers::shutdown_signal().await?;
-            println!("stopping: in-flight tasks finish, the rest stay queued");
+            out::line("stopping: in-flight tasks finish, the rest stay queued");
             app.stop().await;
             Ok(())
         }
@@ -163,12 +131,12 @@ async fn main_() -> anyhow::Result<()> {
             let listener = tokio::net::TcpListener::bind(listen)
                 .await
                 .with_context(|| format!("listening on {listen}"))?;
-            println!(
+            out::line(&format!(
                 "simulator on http://{} (seed {}, zones {})",
                 listener.local_addr()?,
                 config.seed,
                 config.zones.join(",")
-            );
+            ));
             let sim = gce_backend::sim::Sim::new(*config);
             tokio::select! {
                 r = gce_backend::sim::serve(listener, sim) => r.context("serving")?,
@@ -176,70 +144,37 @@ async fn main_() -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Status { store, prefixes, live } => {
-            let url = store
-                .redis
-                .as_deref()
-                .context("status needs --redis (in-memory state lives in its process)")?;
-            let db = gce_backend::adapters::redis_store::RedisStore::connect(url, &store.namespace).await?;
-            let prefixes = if prefixes.is_empty() {
-                gce_backend_jobs::tasks::count_vms::prefixes(&db).await?
-            } else {
-                prefixes
-            };
-            let mut out = Vec::new();
-            for p in prefixes {
-                let now = chrono::Utc::now();
-                let mut st = gce_backend_jobs::tasks::count_vms::status(&db, &p, now).await?;
-                if live {
-                    st.counts = gce_backend_jobs::tasks::count_vms::count_in(&db, &p, now).await?;
-                }
-                out.push(st);
+        Command::Status { store, prefixes, live, settings } => {
+            let grace = match settings.exists() {
+                true => gce_backend::settings::Settings::load(Some(&settings)).map_err(Usage)?.timing,
+                false => gce_backend_jobs::Timing::default(),
             }
-            println!("{}", serde_json::to_string_pretty(&out)?);
-            Ok(())
+            .config_delete_grace
+            .chrono();
+            ops::status(&store, &prefixes, live, grace).await
         }
-        Command::Queue { store, queue, op } => {
-            anyhow::ensure!(
-                store.redis.is_some(),
-                "queue commands need --redis (in-memory queues live in their process)"
-            );
-            let q = Queue::new(engine(&store).await?, QueueSpec::new(&queue, Policy::default())?);
-            let out = match op {
-                QueueOp::Counts => serde_json::to_string_pretty(&q.counts().await?)?,
-                QueueOp::Status { id } => match q.status(&id).await? {
-                    Some(st) => serde_json::to_string_pretty(&st)?,
-                    None => {
-                        anyhow::bail!("no task {id} in queue {queue} (unknown, or trimmed after it finished)")
-                    }
-                },
-                QueueOp::Dead { limit } => serde_json::to_string_pretty(&q.dead(limit).await?)?,
-                QueueOp::RetryDead { id } => {
-                    let which = id.map_or(DeadSelection::All, DeadSelection::One);
-                    serde_json::json!({"retried": q.retry_dead(which).await?}).to_string()
-                }
-                QueueOp::PurgeDead => serde_json::json!({"purged": q.purge_dead().await?}).to_string(),
-            };
-            println!("{out}");
-            Ok(())
-        }
+        Command::Queue { store, queue, op } => ops::queue_op(&store, queue.as_deref(), op).await,
     }
 }
 
+/// Log lines at the default level: this service's lifecycle (INFO), everyone's warnings.
+const DEFAULT_LOG: &str = "warn,gce_backend=info,gce_backend_jobs=info,gce_backend_queues=info";
+
 #[tokio::main]
 async fn main() -> ExitCode {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG));
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();
     match main_().await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("gce-backend: {e:#}");
-            ExitCode::FAILURE
+            if e.downcast_ref::<Usage>().is_some() { ExitCode::from(2) } else { ExitCode::FAILURE }
         }
     }
 }

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use gce_backend_jobs::Timing;
+use gce_backend_jobs::{Limits, Timing};
 use gce_backend_queues::Policy;
 use serde::Deserialize;
 
@@ -19,6 +19,8 @@ pub struct Settings {
     pub cron: BTreeMap<String, String>,
     /// Timings of the reconcile logic.
     pub timing: Timing,
+    /// Guard rails (largest amount, expansion batches).
+    pub limits: Limits,
     /// Policy per queue (durations in milliseconds).
     pub queues: BTreeMap<String, Policy>,
     /// Tasks worked at once per queue and process.
@@ -31,6 +33,7 @@ impl Default for Settings {
             deployment: "gce-backend".into(),
             cron: gce_backend_jobs::cron::JOBS.iter().map(|j| ((*j).to_owned(), "60s".to_owned())).collect(),
             timing: Timing::default(),
+            limits: Limits::default(),
             queues: BTreeMap::new(),
             concurrency: 16,
         }
@@ -73,7 +76,13 @@ impl Settings {
     pub fn load(path: Option<&Path>) -> Result<Self, String> {
         let mut settings = match path {
             Some(p) => {
-                let text = std::fs::read_to_string(p).map_err(|e| format!("{}: {e}", p.display()))?;
+                let text = std::fs::read_to_string(p).map_err(|e| match e.kind() {
+                    std::io::ErrorKind::NotFound => format!(
+                        "settings file {}: not found (run from the repository root, or pass --settings FILE)",
+                        p.display()
+                    ),
+                    _ => format!("settings file {}: {e}", p.display()),
+                })?;
                 toml::from_str::<Settings>(&text).map_err(|e| format!("{}: {e}", p.display()))?
             }
             None => Settings::default(),
@@ -103,6 +112,7 @@ impl Settings {
             }
             p.validate().map_err(|e| format!("queues.{q}: {e}"))?;
         }
+        self.limits.validate()?;
         if self.concurrency == 0 {
             return Err("concurrency: must be at least 1".into());
         }

@@ -114,6 +114,7 @@ pub fn register_pipeline(
         CreateInstance => create_instance,
         ManageBot => manage_bot,
         InspectSwarming => inspect_swarming,
+        InspectInstances => inspect_instances,
         TerminateBot => terminate_bot,
         DestroyInstance => destroy_instance,
         DeleteBot => delete_bot,

@@ -4,6 +4,8 @@
 /// Harness: in-process simulator, official clients, pRPC client.
 mod support;
 
+/// Operator safety: Config mistakes, ownership, bounded fan-out, preemption, the queue CLI.
+mod operator_safety;
 /// The reconcile pipeline end to end: (i)–(v) on Redis and embedded.
 mod pipeline;
 /// The pipeline under faults: (vi)–(x).

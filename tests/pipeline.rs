@@ -61,6 +61,7 @@ pub(crate) fn settings() -> Settings {
         stale_bot_grace: Secs(2),
         backoff_base: Secs(1),
         backoff_cap: Secs(2),
+        config_delete_grace: Secs(2),
     };
     s
 }
@@ -106,6 +107,17 @@ impl Env {
         pools: &[(&str, String)],
         workers: bool,
     ) -> Env {
+        Env::start_with(backend, sim_cfg, pools, workers, settings()).await
+    }
+
+    /// [`Env::start`] with other settings.
+    pub(crate) async fn start_with(
+        backend: Backend,
+        sim_cfg: SimConfig,
+        pools: &[(&str, String)],
+        workers: bool,
+        settings: Settings,
+    ) -> Env {
         gce_backend::adapters::install_crypto();
         let dir = temp_dir();
         for (name, yaml) in pools {
@@ -126,11 +138,11 @@ impl Env {
             quiet: true,
         };
         let (app, ctx) = if workers {
-            let app = app::start(&opts, settings()).await.unwrap();
+            let app = app::start(&opts, settings).await.unwrap();
             let ctx = app.ctx.clone();
             (Some(app), ctx)
         } else {
-            (None, app::context(&opts, &settings()).await.unwrap().0)
+            (None, app::context(&opts, &settings).await.unwrap().0)
         };
         Env { app, ctx, sim, sim_url, dir, _redis: redis }
     }
@@ -140,7 +152,7 @@ impl Env {
     }
 
     pub(crate) async fn counts(&self, prefix: &str) -> Counts {
-        gce_backend_jobs::tasks::count_vms::count(&self.ctx, prefix).await.unwrap()
+        gce_backend_jobs::status::tally(&*self.ctx.store, prefix, self.ctx.now()).await.unwrap().0
     }
 
     /// Waits until the counts of `prefix` are (configured, created, connected), no VM draining.

@@ -15,7 +15,14 @@ use gce_backend_queues::testing::RedisServer;
 
 async fn contract(store: Arc<dyn Store>) {
     // Records with compare-and-set.
-    let rec = ConfigRecord { config: config("linux", 2), revision: "a".into(), current_amount: 2 };
+    let rec = ConfigRecord {
+        config: config("linux", 2),
+        revision: "a".into(),
+        current_amount: 2,
+        source: "pools/linux.yaml".into(),
+        orphaned: None,
+        verified: true,
+    };
     assert!(store.put_config(&rec, Expect::Absent).await.unwrap());
     assert!(!store.put_config(&rec, Expect::Absent).await.unwrap(), "already there");
     let v1 = store.config("linux").await.unwrap().unwrap();
@@ -70,12 +77,37 @@ async fn contract(store: Arc<dyn Store>) {
             message: "m".into(),
             zone: "z".into(),
             operation: String::new(),
+            resolved: None,
         };
-        store.push_error("linux", &e).await.unwrap();
+        let stage = if n % 2 == 0 { "even" } else { "odd" };
+        store.push_error("linux", &ErrorEntry { stage: stage.into(), ..e }).await.unwrap();
     }
     let errors = store.errors("linux").await.unwrap();
     assert_eq!(errors.len(), KEEP_ERRORS);
     assert_eq!(errors[0].code, "24", "newest first");
+    // Resolving a stage marks only its unresolved errors, in place.
+    let later = t + chrono::Duration::minutes(1);
+    store.resolve_errors("linux", "even", later).await.unwrap();
+    let errors = store.errors("linux").await.unwrap();
+    assert_eq!(errors.len(), KEEP_ERRORS);
+    assert!(errors.iter().all(|e| (e.stage == "even") == (e.resolved == Some(later))), "{errors:?}");
+    store.resolve_errors("linux", "even", later + chrono::Duration::minutes(1)).await.unwrap();
+    assert_eq!(store.errors("linux").await.unwrap()[0].resolved, Some(later), "kept from the first time");
+    // Dead tasks and file errors.
+    store.add_dead_task("linux").await.unwrap();
+    store.add_dead_task("linux").await.unwrap();
+    assert_eq!(store.dead_tasks("linux").await.unwrap(), 2);
+    assert_eq!(store.dead_tasks("mac").await.unwrap(), 0);
+    let fe = gce_backend_jobs::model::FileError {
+        path: "pools/x.yaml".into(),
+        prefix: String::new(),
+        since: t,
+        message: "is empty".into(),
+    };
+    store.set_file_errors(std::slice::from_ref(&fe)).await.unwrap();
+    assert_eq!(store.file_errors().await.unwrap(), [fe]);
+    store.set_file_errors(&[]).await.unwrap();
+    assert!(store.file_errors().await.unwrap().is_empty());
     let b = Backoff {
         project: "p".into(),
         zone: "z".into(),
@@ -87,13 +119,19 @@ async fn contract(store: Arc<dyn Store>) {
     assert_eq!(store.backoff("p", "z").await.unwrap(), Some(b));
     store.set_backoff("p", "z", None).await.unwrap();
     assert!(store.backoff("p", "z").await.unwrap().is_none());
-    let counts =
-        gce_backend_jobs::model::Counts { configured: 3, created: 2, connected: 1, draining: 0, at: Some(t) };
+    let counts = gce_backend_jobs::model::Counts {
+        configured: 3,
+        created: 2,
+        connected: 1,
+        at: Some(t),
+        ..Default::default()
+    };
     store.put_counts("linux", &counts).await.unwrap();
     assert_eq!(store.counts("linux").await.unwrap(), Some(counts));
     store.drop_status("linux").await.unwrap();
     assert!(store.errors("linux").await.unwrap().is_empty());
     assert!(store.counts("linux").await.unwrap().is_none());
+    assert_eq!(store.dead_tasks("linux").await.unwrap(), 0);
 
     // Claims (cron ticks) and marks (two-phase cleanups).
     assert!(store.claim("cron:x:60", Duration::from_secs(60)).await.unwrap());

@@ -438,7 +438,26 @@ impl Amount {
 impl Config {
     /// Parses a YAML (or JSON, a subset of YAML) document; unknown fields are errors.
     pub fn parse(text: &str, origin: &str) -> Result<Self, ConfigError> {
-        serde_yaml::from_str(text).map_err(|e| err(origin, format!("cannot parse: {e}")))
+        let c: Config = serde_yaml::from_str(text).map_err(|e| err(origin, format!("cannot parse: {e}")))?;
+        if c == Config::default() {
+            return Err(err(origin, "is empty (no field is set): a Config file needs at least a prefix"));
+        }
+        Ok(c)
+    }
+
+    /// Checks the service's limits (settings `[limits]`).
+    pub fn check_limits(&self, limits: &crate::ctx::Limits) -> Result<(), ConfigError> {
+        let ceiling = self.amount.ceiling().max(self.amount.min);
+        if ceiling > limits.max_amount {
+            return Err(err(
+                format!("{}.amount", self.prefix),
+                format!(
+                    "asks for up to {ceiling} VMs, above the service's max_amount {} (settings [limits])",
+                    limits.max_amount
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Checks every rule of one Config; errors name the field.
@@ -569,6 +588,12 @@ impl Config {
         if v.zone.is_empty() {
             return Err(err(f("attributes.zone"), "is required"));
         }
+        if !valid_gce_name(&v.zone) {
+            return Err(err(
+                f("attributes.zone"),
+                format!("{:?} is not a zone name like us-central1-b", v.zone),
+            ));
+        }
         for (k, val) in &v.label {
             if !valid_label(k, true) || !valid_label(val, false) || k.starts_with("gce-backend") {
                 return Err(err(
@@ -688,6 +713,32 @@ swarming: https://swarm.example.com
         }
         let e = Config::parse("prefix: x\nbogus: 1\n", "x.yaml").unwrap_err();
         assert!(e.rule.contains("bogus"), "{e}");
+        let mut c = cfg();
+        c.attributes.zone = "Not_A_Zone".into();
+        assert_eq!(c.validate().unwrap_err().field, "linux.attributes.zone");
+    }
+
+    #[test]
+    fn empty_files_are_errors_of_the_file() {
+        for text in ["", "# only a comment\n", "---\n", "{}", "---\n# x\n"] {
+            let e = Config::parse(text, "pools/linux.yaml").unwrap_err();
+            assert_eq!(e.field, "pools/linux.yaml", "{text:?}");
+            assert!(e.rule.contains("empty") || e.rule.contains("cannot parse"), "{text:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn amounts_above_the_limit_are_refused() {
+        let limits = crate::ctx::Limits { max_amount: 100, ..crate::ctx::Limits::default() };
+        let mut c = cfg();
+        c.check_limits(&limits).unwrap();
+        c.amount.max = 10_000_000;
+        let e = c.check_limits(&limits).unwrap_err();
+        assert_eq!(e.field, "linux.amount");
+        assert!(e.rule.contains("10000000") && e.rule.contains("max_amount 100"), "{e}");
+        let mut c = cfg();
+        c.amount.change[0].max = 101;
+        assert!(c.check_limits(&limits).is_err(), "a window's max counts too");
     }
 
     #[test]

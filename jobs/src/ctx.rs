@@ -40,6 +40,9 @@ pub struct Timing {
     pub backoff_base: Secs,
     /// Longest backoff.
     pub backoff_cap: Secs,
+    /// A Config whose file is gone is deleted (and its VMs drained) this long after the file was
+    /// first found missing, unless it comes back.
+    pub config_delete_grace: Secs,
 }
 
 impl Default for Timing {
@@ -53,7 +56,38 @@ impl Default for Timing {
             stale_bot_grace: Secs(3600),
             backoff_base: Secs(30),
             backoff_cap: Secs(1800),
+            config_delete_grace: Secs(900),
         }
+    }
+}
+
+/// Guard rails against operator mistakes and floods (settings `[limits]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// The largest amount a Config may ask for (its `max`, and the `max` of each window); above
+    /// it the file is invalid and nothing is applied.
+    pub max_amount: u32,
+    /// `create_vm` tasks one `expand_config` run pushes; it re-queues itself for the rest, so
+    /// each batch re-reads the Config.
+    pub expand_batch: u32,
+    /// VMs of one Config waiting for their instance at once; expansion pauses above it.
+    pub creating_per_config: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self { max_amount: 10_000, expand_batch: 500, creating_per_config: 1_000 }
+    }
+}
+
+impl Limits {
+    /// Checks the values.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.max_amount == 0 || self.expand_batch == 0 || self.creating_per_config == 0 {
+            return Err("limits: max_amount, expand_batch and creating_per_config must be positive".into());
+        }
+        Ok(())
     }
 }
 
@@ -70,6 +104,11 @@ impl Queues {
             map.insert((*name).to_owned(), Queue::new(engine.clone(), QueueSpec::new(name, policy)?));
         }
         Ok(Self(map))
+    }
+
+    /// The same queues, each calling `hook` for the tasks that go to its dead set.
+    pub fn with_dead_hook(self, hook: gce_backend_queues::DeadHook) -> Self {
+        Self(self.0.into_iter().map(|(name, q)| (name, q.with_dead_hook(hook.clone()))).collect())
     }
 
     /// The queue named `name`.
@@ -93,6 +132,10 @@ pub struct Ctx {
     pub queues: Queues,
     /// Timings.
     pub timing: Arc<Timing>,
+    /// Guard rails.
+    pub limits: Arc<Limits>,
+    /// What Compute Engine offers per project (zones, disk types), cached.
+    pub catalog: Arc<crate::catalog::Catalog>,
     /// Deployment name: the value of the `gce-backend` label on our instances.
     pub deployment: String,
     /// Where `import_configs` reads Config files.
@@ -147,7 +190,7 @@ impl Ctx {
         zone: &str,
         operation: &str,
     ) -> Result<(), TaskError> {
-        tracing::warn!(config = prefix, stage, code, zone, "{message}");
+        tracing::warn!(config = %prefix, stage = %stage, code = %code, zone = %zone, "{message}");
         let e = ErrorEntry {
             time: self.now(),
             stage: stage.to_owned(),
@@ -155,8 +198,14 @@ impl Ctx {
             message: message.to_owned(),
             zone: zone.to_owned(),
             operation: operation.to_owned(),
+            resolved: None,
         };
         Ok(self.store.push_error(prefix, &e).await?)
+    }
+
+    /// Marks a Config's errors of `stage` resolved: the stage succeeded.
+    pub async fn resolved(&self, prefix: &str, stage: &str) -> Result<(), TaskError> {
+        Ok(self.store.resolve_errors(prefix, stage, self.now()).await?)
     }
 }
 

@@ -9,17 +9,21 @@
 //! * [`model`]: stored records (Config records, VMs, bot observations, status).
 //! * [`ports`]: Store, Compute, Bots, Clock; [`store::memory`] is the in-memory Store.
 //! * [`ctx`]: the context handlers get; [`error`]: their error and its classification.
+//! * [`status`]: the read model operators see (counts, errors, state, file errors).
+//! * [`catalog`]: what Compute Engine offers a project (zones, disk types), to check Configs.
 
+pub mod catalog;
 pub mod config;
 pub mod cron;
 pub mod ctx;
 pub mod error;
 pub mod model;
 pub mod ports;
+pub mod status;
 pub mod store;
 pub mod tasks;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
-pub use ctx::{Ctx, Queues, Timing};
+pub use ctx::{Ctx, Limits, Queues, Timing};
 pub use error::{Class, TaskError};

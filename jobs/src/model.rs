@@ -15,6 +15,17 @@ pub struct ConfigRecord {
     pub revision: String,
     /// The amount the service targets now; kept across imports.
     pub current_amount: u32,
+    /// Where it came from: the path of its Config file. The file that holds a prefix keeps it.
+    #[serde(default)]
+    pub source: String,
+    /// When its file was first found gone; it is deleted `config_delete_grace` later unless the
+    /// file comes back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub orphaned: Option<DateTime<Utc>>,
+    /// True once its zone and disk types were checked against Compute Engine (false while
+    /// Compute could not be asked; the check is repeated on every import until it can).
+    #[serde(default)]
+    pub verified: bool,
 }
 
 /// One slot of a Config (`<prefix>-<index>`) and its current incarnation.
@@ -70,6 +81,33 @@ pub struct Vm {
     /// Delete attempt; a new attempt (new requestId) follows a delete operation that failed.
     #[serde(default)]
     pub destroy_attempt: u32,
+    /// Why this incarnation is unhealthy (its bot is dead, its instance stopped or gone, its bot
+    /// never connected); set once when found, cleared if the bot comes back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fault: Option<Fault>,
+}
+
+/// What is wrong with a VM's incarnation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FaultKind {
+    /// Swarming says the bot is dead.
+    BotDead,
+    /// The instance is stopped, preempted, suspended or gone.
+    InstanceDown,
+    /// No bot connected before the timeout.
+    NeverConnected,
+}
+
+/// A fault found on a VM's incarnation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fault {
+    /// Which.
+    pub kind: FaultKind,
+    /// What was seen (`instance TERMINATED`, `bot dead since …`).
+    pub detail: String,
+    /// When it was found.
+    pub at: DateTime<Utc>,
 }
 
 impl Vm {
@@ -86,6 +124,17 @@ impl Vm {
     /// Zone of its instance.
     pub fn zone(&self) -> &str {
         &self.attributes.zone
+    }
+
+    /// True while its bot is connected and nothing is wrong with it.
+    pub fn healthy_connected(&self) -> bool {
+        self.connected.is_some() && !self.url.is_empty() && self.fault.is_none()
+    }
+
+    /// True when it is being retired on purpose (drained, past its deadline, or its bot asked to
+    /// terminate), so a stopping instance is expected rather than a fault.
+    pub fn retiring(&self, now: DateTime<Utc>) -> bool {
+        self.drained || self.terminate_sent.is_some() || self.deadline().is_some_and(|d| d < now)
     }
 }
 
@@ -130,6 +179,9 @@ pub struct ErrorEntry {
     pub zone: String,
     /// Operation name, if any.
     pub operation: String,
+    /// When the stage succeeded again after this error (the error is kept, marked resolved).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolved: Option<DateTime<Utc>>,
 }
 
 /// A (project, zone) that is backed off after quota or stockout errors.
@@ -158,8 +210,28 @@ pub struct Counts {
     pub connected: u32,
     /// Drained VMs still there.
     pub draining: u32,
+    /// VMs whose bot Swarming reports dead.
+    #[serde(default)]
+    pub dead: u32,
+    /// VMs being replaced because their instance stopped or went away, or their bot never
+    /// connected.
+    #[serde(default)]
+    pub unhealthy: u32,
     /// When counted.
     pub at: Option<DateTime<Utc>>,
+}
+
+/// Where a Config stands in its life.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConfigState {
+    /// Imported and reconciled.
+    #[default]
+    Active,
+    /// Its file is gone; it is deleted at `delete_at` unless the file comes back.
+    Orphaned,
+    /// Deleted; its VMs are being drained.
+    Deleted,
 }
 
 /// The status of one Config: counts, the last 20 errors, the current backoff.
@@ -167,12 +239,38 @@ pub struct Counts {
 pub struct ConfigStatus {
     /// Prefix.
     pub prefix: String,
+    /// Active, orphaned or deleted.
+    pub state: ConfigState,
+    /// The file it comes from.
+    pub source: String,
+    /// Its revision (content hash of the file).
+    pub revision: String,
+    /// While orphaned: when it will be deleted and its VMs drained.
+    pub delete_at: Option<DateTime<Utc>>,
+    /// False while its zone and disk types could not be checked against Compute Engine.
+    pub verified: bool,
     /// Counts.
     pub counts: Counts,
-    /// Newest first.
+    /// Tasks of this Config that went to a dead set (each is also in `errors`).
+    pub dead_tasks: u64,
+    /// Newest first; a resolved error has `resolved` set.
     pub errors: Vec<ErrorEntry>,
     /// Backoff of its (project, zone), while active.
     pub backoff: Option<Backoff>,
+}
+
+/// An error of a Config file that holds no Config (it cannot be read, parsed or validated, or
+/// it claims a prefix another file holds).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileError {
+    /// The file.
+    pub path: String,
+    /// The prefix it names, if it could be read.
+    pub prefix: String,
+    /// Since when.
+    pub since: DateTime<Utc>,
+    /// What is wrong.
+    pub message: String,
 }
 
 /// Errors kept per Config.

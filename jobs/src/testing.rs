@@ -34,6 +34,10 @@ pub struct FakeCompute {
     pub deletes: Mutex<VecDeque<Result<Option<Operation>, ComputeError>>>,
     /// Calls as `method name request_id`.
     pub calls: Mutex<Vec<String>>,
+    /// Zones of every project (empty: `z` and `us-central1-b`).
+    pub zones: Mutex<Vec<String>>,
+    /// When set, zones.list and diskTypes.list fail with it.
+    pub catalog_fail: Mutex<Option<ComputeError>>,
 }
 
 impl FakeCompute {
@@ -51,6 +55,7 @@ impl FakeCompute {
             labels: labels.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
             internal_ip: "10.0.0.1".into(),
             external_ip: "35.0.0.1".into(),
+            status: "RUNNING".into(),
         }
     }
 }
@@ -112,7 +117,20 @@ impl Compute for FakeCompute {
     }
 
     async fn zones(&self, _p: &str) -> Result<Vec<String>, ComputeError> {
-        Ok(vec!["us-central1-b".into()])
+        lock(&self.calls).push("zones".into());
+        if let Some(e) = lock(&self.catalog_fail).clone() {
+            return Err(e);
+        }
+        let zones = lock(&self.zones).clone();
+        Ok(if zones.is_empty() { vec!["z".into(), "us-central1-b".into()] } else { zones })
+    }
+
+    async fn disk_types(&self, _p: &str, _z: &str) -> Result<Vec<String>, ComputeError> {
+        lock(&self.calls).push("disk_types".into());
+        if let Some(e) = lock(&self.catalog_fail).clone() {
+            return Err(e);
+        }
+        Ok(["pd-standard", "pd-balanced", "pd-ssd", "local-ssd"].map(String::from).to_vec())
     }
 
     async fn quotas(&self, _p: &str) -> Result<Vec<Quota>, ComputeError> {
@@ -202,6 +220,8 @@ impl Ctx {
             clock: fakes.clock.clone(),
             queues,
             timing: Arc::new(Timing::default()),
+            limits: Arc::new(crate::ctx::Limits::default()),
+            catalog: Arc::new(crate::catalog::Catalog::new()),
             deployment: "test".into(),
             configs_dir: PathBuf::from("."),
         };
@@ -248,6 +268,9 @@ impl Ctx {
             config: config(prefix, amount),
             revision: "r1".into(),
             current_amount: amount,
+            source: format!("{prefix}.yaml"),
+            orphaned: None,
+            verified: true,
         };
         assert!(self.store.put_config(&rec, crate::ports::store::Expect::Absent).await.expect("store"));
     }

@@ -2,8 +2,9 @@
 //! default), with the same semantics, driven by apalis 1.0 workers.
 //!
 //! * [`engine`]: the contract ([`engine::Engine`]) and its two implementations.
-//! * [`Queue`]: a named queue with its [`Policy`]; push, counts, status, dead-set operations,
-//!   and [`Queue::backend`], the apalis backend workers run on.
+//! * [`Queue`]: a named queue with its [`Policy`]; push, counts, status, operator operations on
+//!   pending and dead tasks, an optional [`DeadHook`], and [`Queue::backend`], the apalis backend
+//!   workers run on.
 //! * [`outcome`]: how a handler's result becomes done, retry or dead.
 //!
 //! Task payloads outlive deploys in Redis: a change to a payload type is a wire change.
@@ -24,4 +25,4 @@ pub use engine::{
     Counts, DeadSelection, Engine, PushOutcome, QueueError, QueueSpec, TaskStatus, When, WorkerId,
 };
 pub use policy::Policy;
-pub use queue::Queue;
+pub use queue::{DeadHook, DeadTask, Queue};

@@ -7,7 +7,8 @@
 //! | an error wrapping [`RetryAfterError`] (see [`retry_after`]) | retried after that delay |
 //! | any other error (including a timeout) | retried after the queue's backoff |
 //!
-//! Retries stop at the queue's `max_attempts`; the task then goes to the dead set.
+//! Retries stop at the queue's `max_attempts`; the task then goes to the dead set. Which
+//! resolutions end there is decided once, by [`dead_reason`].
 
 use std::time::Duration;
 
@@ -39,6 +40,23 @@ pub fn resolution<R>(result: &Result<R, BoxDynError>, attempt: u32, policy: &Pol
     }
 }
 
+/// Reason of a task that failed for good: a permanent error (or a caught panic).
+pub const PERMANENT: &str = "permanent";
+/// Reason of a task whose last allowed run failed.
+pub const RETRIES_EXHAUSTED: &str = "retries-exhausted";
+
+/// Why `resolution` of run number `attempt` sends its task to the dead set, or `None` when the
+/// task lives on: [`PERMANENT`] for a failure marked permanent, [`RETRIES_EXHAUSTED`] for a retry
+/// asked by run `max_attempts` or later. The engines apply the same rule (with the
+/// `max_attempts` the task was pushed under).
+pub fn dead_reason(resolution: &Resolution, attempt: u32, policy: &Policy) -> Option<&'static str> {
+    match resolution {
+        Resolution::Fail { .. } => Some(PERMANENT),
+        Resolution::Retry { .. } if attempt >= policy.max_attempts => Some(RETRIES_EXHAUSTED),
+        Resolution::Retry { .. } | Resolution::Done | Resolution::Release => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -55,5 +73,16 @@ mod tests {
         assert!(
             matches!(plain, Resolution::Retry { after, .. } if after >= Duration::from_millis(100) && after <= Duration::from_millis(200))
         );
+    }
+
+    #[test]
+    fn only_permanent_failures_and_the_last_retry_are_dead() {
+        let p = Policy { max_attempts: 3, ..Policy::default() };
+        let retry = Resolution::Retry { after: Duration::ZERO, error: "503".into() };
+        assert_eq!(dead_reason(&retry, 2, &p), None);
+        assert_eq!(dead_reason(&retry, 3, &p), Some(RETRIES_EXHAUSTED));
+        assert_eq!(dead_reason(&Resolution::Fail { error: "bad".into() }, 1, &p), Some(PERMANENT));
+        assert_eq!(dead_reason(&Resolution::Done, 3, &p), None);
+        assert_eq!(dead_reason(&Resolution::Release, 3, &p), None);
     }
 }

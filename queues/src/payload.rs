@@ -55,6 +55,12 @@ task!(
     server }, |self| self.server.clone()
 );
 task!(
+    /// Walk one project and zone's instances that are not running (stopped, preempted).
+    InspectInstances, "inspect_instances", { /// Project.
+    project, /// Zone.
+    zone }, |self| format!("{}/{}", self.project, self.zone)
+);
+task!(
     /// Terminate a VM's bot gracefully (after its current task).
     TerminateBot, "terminate_bot", { /// VM id.
     id, /// The incarnation's hostname (guard).
@@ -107,6 +113,7 @@ pub const QUEUES: &[&str] = &[
     CreateInstance::QUEUE,
     ManageBot::QUEUE,
     InspectSwarming::QUEUE,
+    InspectInstances::QUEUE,
     TerminateBot::QUEUE,
     DestroyInstance::QUEUE,
     DeleteBot::QUEUE,

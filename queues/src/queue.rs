@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use chrono::Utc;
+use futures::future::BoxFuture;
 use serde::Serialize;
 
 use crate::backend::QueueBackend;
@@ -10,17 +11,66 @@ use crate::engine::{
     Counts, DeadSelection, Engine, PushItem, PushOutcome, QueueError, QueueSpec, TaskStatus, When,
 };
 
+/// A task that went to the dead set at the end of a run, as handed to a [`DeadHook`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadTask {
+    /// Queue name.
+    pub queue: String,
+    /// Task id.
+    pub id: String,
+    /// The key it was pushed under.
+    pub key: String,
+    /// Runs it had, the last one included.
+    pub attempts: u32,
+    /// `permanent` or `retries-exhausted` (see [`crate::outcome::dead_reason`]).
+    pub reason: String,
+    /// The last run's error.
+    pub error: String,
+}
+
+/// Called by the workers of a queue once for each run that sent its task to the dead set (a
+/// permanent failure, retries exhausted, or a payload this build cannot decode), after the
+/// engine recorded it, e.g. so the application counts dead tasks on its own records.
+///
+/// The hook runs in the worker's slot of the task that went dead: keep it short. A panic in it
+/// is caught and logged. Tasks that go dead without a run ending (deadline exceeded, a lease
+/// that expired on the last attempt, a corrupt record) do not call it.
+pub type DeadHook = Arc<dyn Fn(DeadTask) -> BoxFuture<'static, ()> + Send + Sync>;
+
 /// A named queue on an engine. Cheap to clone.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Queue {
     engine: Arc<dyn Engine>,
     spec: Arc<QueueSpec>,
+    dead_hook: Option<DeadHook>,
+}
+
+impl std::fmt::Debug for Queue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Queue")
+            .field("engine", &self.engine)
+            .field("spec", &self.spec)
+            .field("dead_hook", &self.dead_hook.is_some())
+            .finish()
+    }
 }
 
 impl Queue {
     /// The queue `spec` on `engine`.
     pub fn new(engine: Arc<dyn Engine>, spec: QueueSpec) -> Self {
-        Self { engine, spec: Arc::new(spec) }
+        Self { engine, spec: Arc::new(spec), dead_hook: None }
+    }
+
+    /// This queue with `hook` called for each run that sends its task to the dead set (by the
+    /// workers of backends made from it afterwards).
+    pub fn with_dead_hook(mut self, hook: DeadHook) -> Self {
+        self.dead_hook = Some(hook);
+        self
+    }
+
+    /// The hook set with [`Queue::with_dead_hook`].
+    pub fn dead_hook(&self) -> Option<&DeadHook> {
+        self.dead_hook.as_ref()
     }
 
     /// Name and policy.
@@ -76,11 +126,36 @@ impl Queue {
     }
 
     /// The status of the key's live (pending or running) task, if any.
+    pub async fn status_by_key(&self, key: &str) -> Result<Option<TaskStatus>, QueueError> {
+        let Some(id) = self.engine.live_id(&self.spec, key).await? else { return Ok(None) };
+        // The key map may still name a task that was buried as corrupt: only a live one counts.
+        Ok(self.status(&id).await?.filter(|st| st.state == "pending" || st.state == "running"))
+    }
+
+    /// Same as [`Queue::status_by_key`].
     pub async fn live(&self, key: &str) -> Result<Option<TaskStatus>, QueueError> {
-        match self.engine.live_id(&self.spec, key).await? {
-            Some(id) => self.status(&id).await,
-            None => Ok(None),
-        }
+        self.status_by_key(key).await
+    }
+
+    /// Due tasks in the order they will be taken: `limit` of them from position `offset`.
+    pub async fn pending(&self, limit: usize, offset: usize) -> Result<Vec<TaskStatus>, QueueError> {
+        self.engine.pending(&self.spec, limit, offset).await
+    }
+
+    /// Delayed tasks (pushed with a delay, or waiting for a retry), soonest first, each with its
+    /// `run_at`: `limit` of them from position `offset`.
+    pub async fn delayed(&self, limit: usize, offset: usize) -> Result<Vec<TaskStatus>, QueueError> {
+        self.engine.delayed(&self.spec, limit, offset).await
+    }
+
+    /// Drops every pending task, due and delayed, so the next push of their keys enqueues fresh
+    /// tasks; returns how many. Works in chunks of 500, so a backlog of any size goes without
+    /// blocking Redis for long.
+    ///
+    /// Running tasks are untouched, and so are their follow-ups (a push that arrived during a run
+    /// still becomes pending when the run ends). Tasks pushed while the purge runs may survive it.
+    pub async fn purge_pending(&self) -> Result<u64, QueueError> {
+        self.engine.purge_pending(&self.spec).await
     }
 
     /// Dead tasks, newest first.

@@ -19,6 +19,7 @@ fn every_payload_matches_its_golden_json() {
     golden(CreateInstance { id: id() });
     golden(ManageBot { id: id() });
     golden(InspectSwarming { server: "https://swarm.example.com".into() });
+    golden(InspectInstances { project: "p".into(), zone: "us-central1-b".into() });
     golden(TerminateBot { id: id(), hostname: "linux-3-ab12".into() });
     golden(DestroyInstance {
         id: id(),
@@ -30,7 +31,7 @@ fn every_payload_matches_its_golden_json() {
     golden(DeleteStaleBots { server: "https://swarm.example.com".into() });
     golden(CountVms { prefix: "linux".into() });
     golden(ReportQuota { project: "p".into() });
-    assert_eq!(QUEUES.len(), 13);
+    assert_eq!(QUEUES.len(), 14);
 }
 
 #[test]

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use gce_backend_jobs::ports::compute::{Compute, ComputeError, Instance, Operation, Quota};
-use google_cloud_compute_v1::client::{Instances, Regions, ZoneOperations, Zones};
+use google_cloud_compute_v1::client::{DiskTypes, Instances, Regions, ZoneOperations, Zones};
 use google_cloud_compute_v1::model;
 use google_cloud_gax::error::Error;
 use google_cloud_gax::error::rpc::StatusDetails;
@@ -18,6 +18,7 @@ pub struct Gce {
     instances: Instances,
     operations: ZoneOperations,
     zones: Zones,
+    disk_types: DiskTypes,
     regions: Regions,
 }
 
@@ -64,6 +65,7 @@ fn instance(i: model::Instance) -> Instance {
             .and_then(|n| n.access_configs.first())
             .and_then(|a| a.nat_ip.clone())
             .unwrap_or_default(),
+        status: i.status.as_ref().and_then(|s| s.name()).unwrap_or_default().to_owned(),
     }
 }
 
@@ -87,6 +89,7 @@ impl Gce {
             instances: client!(Instances),
             operations: client!(ZoneOperations),
             zones: client!(Zones),
+            disk_types: client!(DiskTypes),
             regions: client!(Regions),
         })
     }
@@ -177,6 +180,23 @@ impl Compute for Gce {
     async fn zones(&self, project: &str) -> Result<Vec<String>, ComputeError> {
         let list = self.zones.list().set_project(project).send().await.map_err(error)?;
         Ok(list.items.into_iter().filter_map(|z| z.name).collect())
+    }
+
+    async fn disk_types(&self, project: &str, zone: &str) -> Result<Vec<String>, ComputeError> {
+        let mut names = Vec::new();
+        let mut page: Option<String> = None;
+        loop {
+            let mut call = self.disk_types.list().set_project(project).set_zone(zone);
+            if let Some(p) = page.take() {
+                call = call.set_page_token(p);
+            }
+            let list = call.send().await.map_err(error)?;
+            names.extend(list.items.into_iter().filter_map(|d| d.name));
+            match list.next_page_token.filter(|t| !t.is_empty()) {
+                Some(p) => page = Some(p),
+                None => return Ok(names),
+            }
+        }
     }
 
     async fn quotas(&self, project: &str) -> Result<Vec<Quota>, ComputeError> {

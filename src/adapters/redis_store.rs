@@ -11,6 +11,8 @@
 //! | `bots` | HASH | hostname → last bot observation |
 //! | `err:<prefix>` | LIST | the Config's last 20 errors, newest first |
 //! | `counts`, `backoff` | HASH | prefix → counts; `project/zone` → backoff |
+//! | `dead` | HASH | prefix → dead tasks counted |
+//! | `files` | STRING | errors of Config files that hold no Config (JSON list) |
 //! | `claim:<key>` | STRING | a claimed cron tick (expires) |
 //! | `mark:<space>` | HASH | key → first-seen time |
 
@@ -18,7 +20,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use gce_backend_jobs::model::{Backoff, ConfigRecord, Counts, ErrorEntry, KEEP_ERRORS, Observed, Vm};
+use gce_backend_jobs::model::{
+    Backoff, ConfigRecord, Counts, ErrorEntry, FileError, KEEP_ERRORS, Observed, Vm,
+};
 use gce_backend_jobs::ports::store::{Expect, Store, StoreError, Versioned, VmIndex};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{AsyncCommands, Script};
@@ -77,12 +81,25 @@ if redis.call('HGET', KEYS[5], ARGV[3]) == ARGV[1] then redis.call('HDEL', KEYS[
 redis.call('HDEL', KEYS[8], ARGV[3])
 return 1";
 
+/// Marks a Config's unresolved errors of a stage resolved: KEYS[1] the error list; ARGV stage,
+/// time (RFC 3339). Entries are rewritten in place, so concurrent pushes are not lost.
+const RESOLVE: &str = r"
+local list = redis.call('LRANGE', KEYS[1], 0, -1)
+for i, raw in ipairs(list) do
+  local ok, e = pcall(cjson.decode, raw)
+  if ok and type(e) == 'table' and e.stage == ARGV[1] and e.resolved == nil then
+    e.resolved = ARGV[2]
+    redis.call('LSET', KEYS[1], i - 1, cjson.encode(e))
+  end
+end
+return 0";
+
 /// The Redis store of one deployment.
 #[derive(Clone)]
 pub struct RedisStore {
     conn: ConnectionManager,
     ns: String,
-    put: std::sync::Arc<[Script; 4]>,
+    put: std::sync::Arc<[Script; 5]>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -112,7 +129,13 @@ impl RedisStore {
             .set_response_timeout(Some(Duration::from_secs(10)))
             .set_max_delay(Duration::from_secs(2));
         let conn = client.get_connection_manager_with_config(config).await.map_err(err)?;
-        let put = [Script::new(PUT), Script::new(DELETE), Script::new(PUT_VM), Script::new(DELETE_VM)];
+        let put = [
+            Script::new(PUT),
+            Script::new(DELETE),
+            Script::new(PUT_VM),
+            Script::new(DELETE_VM),
+            Script::new(RESOLVE),
+        ];
         Ok(Self { conn, ns: namespace.to_owned(), put: std::sync::Arc::new(put) })
     }
 
@@ -303,6 +326,35 @@ impl Store for RedisStore {
         raw.iter().map(|r| parse(r)).collect()
     }
 
+    async fn resolve_errors(&self, prefix: &str, stage: &str, now: DateTime<Utc>) -> Result<(), StoreError> {
+        let _: i64 = self.put[4]
+            .key(self.k(&format!("err:{prefix}")))
+            .arg(stage)
+            .arg(now.to_rfc3339_opts(chrono::SecondsFormat::Micros, true))
+            .invoke_async(&mut self.c())
+            .await
+            .map_err(err)?;
+        Ok(())
+    }
+
+    async fn add_dead_task(&self, prefix: &str) -> Result<(), StoreError> {
+        self.c().hincr(self.k("dead"), prefix, 1).await.map_err(err)
+    }
+
+    async fn dead_tasks(&self, prefix: &str) -> Result<u64, StoreError> {
+        let n: Option<u64> = self.c().hget(self.k("dead"), prefix).await.map_err(err)?;
+        Ok(n.unwrap_or(0))
+    }
+
+    async fn set_file_errors(&self, errors: &[FileError]) -> Result<(), StoreError> {
+        self.c().set(self.k("files"), json(&errors)?).await.map_err(err)
+    }
+
+    async fn file_errors(&self) -> Result<Vec<FileError>, StoreError> {
+        let raw: Option<String> = self.c().get(self.k("files")).await.map_err(err)?;
+        raw.map_or(Ok(Vec::new()), |r| parse(&r))
+    }
+
     async fn put_counts(&self, prefix: &str, counts: &Counts) -> Result<(), StoreError> {
         self.c().hset(self.k("counts"), prefix, json(counts)?).await.map_err(err)
     }
@@ -315,6 +367,7 @@ impl Store for RedisStore {
     async fn drop_status(&self, prefix: &str) -> Result<(), StoreError> {
         let _: () = redis::pipe()
             .hdel(self.k("counts"), prefix)
+            .hdel(self.k("dead"), prefix)
             .del(self.k(&format!("err:{prefix}")))
             .query_async(&mut self.c())
             .await

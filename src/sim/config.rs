@@ -67,8 +67,15 @@ pub struct SimConfig {
     /// Operations remembered (with their requestIds); the oldest are forgotten.
     #[arg(long, default_value_t = 500_000)]
     pub max_operations: usize,
-    /// Faults at start, as the JSON `POST /sim/faults` takes.
-    #[arg(long, value_parser = parse_faults, default_value = "{}")]
+    /// Faults at start, as the JSON `POST /sim/faults` takes; every field is optional and replaces
+    /// that field: {"errors": {METHOD: {"rate": 0..1, "status": 503|429|403}}, "latency_ms":
+    /// {METHOD: ms}, "never_boot_rate": 0..1, "bot_never_connect_rate": 0..1,
+    /// "bot_early_death_rate": 0..1, "bot_early_death_ms": ms, "stockout_zones": [zone],
+    /// "quotas": {"region" or "project/region": {"cpus": n, "instances": n}}}. METHOD is `*` or
+    /// one of compute.instances.{insert,delete,get,list}, compute.zoneOperations.{get,wait},
+    /// compute.zones.list, compute.diskTypes.list, compute.regions.list,
+    /// swarming.{GetBot,ListBots,ListBotEvents,TerminateBot,DeleteBot}.
+    #[arg(long, value_parser = parse_faults, default_value = "{}", verbatim_doc_comment)]
     pub faults: Faults,
 }
 
@@ -129,6 +136,31 @@ impl SimConfig {
         }
         Ok(())
     }
+}
+
+/// Every method a fault may name (besides `*`), as the simulator counts them in `/sim/calls`.
+pub const METHODS: &[&str] = &[
+    "compute.instances.insert",
+    "compute.instances.delete",
+    "compute.instances.get",
+    "compute.instances.list",
+    "compute.zoneOperations.get",
+    "compute.zoneOperations.wait",
+    "compute.zones.list",
+    "compute.diskTypes.list",
+    "compute.regions.list",
+    "swarming.GetBot",
+    "swarming.ListBots",
+    "swarming.ListBotEvents",
+    "swarming.TerminateBot",
+    "swarming.DeleteBot",
+];
+
+fn known_method(field: &str, method: &str) -> Result<(), String> {
+    if method == "*" || METHODS.contains(&method) {
+        return Ok(());
+    }
+    Err(format!("{field}.{method}: no such method (use * or one of {})", METHODS.join(", ")))
 }
 
 /// An injected error answer.
@@ -196,7 +228,11 @@ impl Faults {
         rate("never_boot_rate", patch.never_boot_rate)?;
         rate("bot_never_connect_rate", patch.bot_never_connect_rate)?;
         rate("bot_early_death_rate", patch.bot_early_death_rate)?;
+        for method in patch.latency_ms.iter().flatten().map(|(m, _)| m) {
+            known_method("latency_ms", method)?;
+        }
         for (method, e) in patch.errors.iter().flatten() {
+            known_method("errors", method)?;
             rate(&format!("errors.{method}.rate"), Some(e.rate))?;
             if ![503, 429, 403].contains(&e.status) {
                 return Err(format!("errors.{method}.status: {} (use 503, 429 or 403)", e.status));
@@ -268,8 +304,13 @@ mod tests {
         let bad: FaultsPatch = serde_json::from_str(r#"{"never_boot_rate":2,"stockout_zones":[]}"#).unwrap();
         assert!(f.apply(bad).unwrap_err().contains("never_boot_rate"));
         assert!(f.stockout_zones.contains("us-east1-b"), "a rejected patch changes nothing");
-        let bad: FaultsPatch = serde_json::from_str(r#"{"errors":{"x":{"rate":0.1,"status":500}}}"#).unwrap();
+        let bad: FaultsPatch = serde_json::from_str(r#"{"errors":{"*":{"rate":0.1,"status":500}}}"#).unwrap();
         assert!(f.apply(bad).unwrap_err().contains("status"));
+        let typo = r#"{"errors":{"compute.instance.insert":{"rate":1,"status":503}}}"#;
+        let e = f.apply(serde_json::from_str(typo).unwrap()).unwrap_err();
+        assert!(e.contains("compute.instance.insert: no such method"), "{e}");
+        let typo: FaultsPatch = serde_json::from_str(r#"{"latency_ms":{"swarming.getbot":5}}"#).unwrap();
+        assert!(f.apply(typo).is_err());
         assert!(serde_json::from_str::<FaultsPatch>(r#"{"typo":1}"#).is_err());
     }
 

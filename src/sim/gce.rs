@@ -1,5 +1,5 @@
 //! Compute Engine v1 REST, at the paths the official client uses: instances insert, get, delete,
-//! list; zoneOperations get and wait; zones.list; regions.list.
+//! list; zoneOperations get and wait; zones.list; diskTypes.list; regions.list.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -29,6 +29,7 @@ pub(super) fn routes() -> Router<Sim> {
         .route(&format!("{base}/zones/{{zone}}/operations/{{op}}"), get(get_operation))
         .route(&format!("{base}/zones/{{zone}}/operations/{{op}}/wait"), post(wait))
         .route(&format!("{base}/zones"), get(zones))
+        .route(&format!("{base}/zones/{{zone}}/diskTypes"), get(disk_types))
         .route(&format!("{base}/regions"), get(regions))
 }
 
@@ -180,6 +181,37 @@ async fn zones(State(sim): State<Sim>, Path(project): Path<String>) -> Response 
     call(&sim, "compute.zones.list", |sim| {
         let items = sim.with(|w| w.zones(&project));
         Ok(json!({"kind": "compute#zoneList", "items": items, "selfLink": url(&project, "zones")}))
+    })
+    .await
+}
+
+/// Disk types every zone offers.
+const DISK_TYPES: &[&str] = &[
+    "pd-standard",
+    "pd-balanced",
+    "pd-ssd",
+    "pd-extreme",
+    "local-ssd",
+    "hyperdisk-balanced",
+    "hyperdisk-extreme",
+    "hyperdisk-throughput",
+];
+
+async fn disk_types(State(sim): State<Sim>, Path((project, zone)): Path<(String, String)>) -> Response {
+    call(&sim, "compute.diskTypes.list", |sim| {
+        if !sim.with(|w| w.cfg.zones.contains(&zone)) {
+            let message = format!("The resource 'projects/{project}/zones/{zone}' was not found");
+            return Err(ApiError { status: 404, reason: "notFound", message });
+        }
+        let items: Vec<Value> = DISK_TYPES
+            .iter()
+            .map(|t| {
+                json!({"kind": "compute#diskType", "name": t, "zone": url(&project, &format!("zones/{zone}")),
+                       "selfLink": url(&project, &format!("zones/{zone}/diskTypes/{t}"))})
+            })
+            .collect();
+        let link = url(&project, &format!("zones/{zone}/diskTypes"));
+        Ok(json!({"kind": "compute#diskTypeList", "items": items, "selfLink": link}))
     })
     .await
 }

@@ -7,6 +7,6 @@ use crate::error::TaskError;
 
 /// Runs once.
 pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
-    let prefixes = crate::tasks::count_vms::prefixes(&*ctx.store).await?;
+    let prefixes = crate::status::prefixes(&*ctx.store).await?;
     ctx.push_many(&prefixes.into_iter().map(|prefix| CountVms { prefix }).collect::<Vec<_>>()).await
 }

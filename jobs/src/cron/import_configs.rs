@@ -1,22 +1,30 @@
 //! `import_configs`: syncs Config records with the files in the configs directory (`*.yaml`,
-//! `*.yml`, `*.json`, one Config each).
+//! `*.yml`, `*.json`, one Config each). Guard rails first: a file mistake never destroys a pool.
 //!
 //! * The revision is a hash of the file and the files its metadata reads: an unchanged revision
 //!   leaves the record untouched; a changed one replaces the Config and keeps the current amount.
-//! * An invalid file changes nothing of its Config and records the error on its status.
-//! * A prefix whose file is gone: the Config is deleted and its VMs drained. Nothing is deleted
-//!   in a round where some file could not be read, since its prefix is unknown.
+//! * A file that cannot be read, parsed or validated (empty, comment-only, `{}`, no or a bad
+//!   prefix, an amount above `max_amount`, a zone or disk type the project lacks) changes nothing;
+//!   its error goes on the status of the Config it holds and in the list of file errors, and no
+//!   Config is orphaned that round.
+//! * A prefix has one owner: the file recorded as the Config's source. Another file naming it
+//!   (or a prefix of it, or one it is a prefix of) is refused, whatever the file names' order.
+//! * A Config whose file is gone is first marked orphaned (WARN), and deleted with its VMs
+//!   drained only `config_delete_grace` later if the file has not come back.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use gce_backend_queues::payload::{DrainVm, ExpandConfig};
 
-use crate::config::{Config, ConfigError, Metadata, check_prefixes};
+use crate::catalog::Verdict;
+use crate::config::{Config, ConfigError, Metadata};
 use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::model::ConfigRecord;
-use crate::ports::store::{Expect, VmIndex};
+use crate::model::{ConfigRecord, FileError};
+use crate::ports::store::{Expect, Versioned, VmIndex};
+
+const STAGE: &str = "import_configs";
 
 /// FNV-1a, 64 bits: a stable content hash.
 fn fnv(bytes: &[u8], mut h: u64) -> u64 {
@@ -49,71 +57,283 @@ pub fn load(path: &Path) -> Result<(Config, String), ConfigError> {
     Ok((c, format!("{h:016x}")))
 }
 
-/// Runs once.
-pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
-    let dir = &ctx.configs_dir;
+/// What one file says this round: a valid Config and its revision, or an error (with the prefix
+/// it names, empty when unknown).
+pub type Read = Result<(Config, String), (String, String)>;
+
+/// What the files decide, before any effect.
+#[derive(Debug, Default, PartialEq)]
+pub struct Plan {
+    /// Prefix → (file, Config, revision) to apply.
+    pub accept: BTreeMap<String, (String, Config, String)>,
+    /// (file, prefix, why) of files whose Config is not applied.
+    pub rejects: Vec<(String, String, String)>,
+    /// Prefixes whose Config must not be orphaned (a file still holds them).
+    pub held: BTreeSet<String>,
+    /// True when some file could not be read, parsed or validated: nothing is orphaned.
+    pub blocked: bool,
+}
+
+/// Decides ownership: `files` by path, `owners` the source file of each stored Config by prefix.
+pub fn plan(files: &BTreeMap<String, Read>, owners: &BTreeMap<String, String>) -> Plan {
+    let mut p = Plan { blocked: files.values().any(Result::is_err), ..Plan::default() };
+    let mut claims: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (path, read) in files {
+        match read {
+            Ok((c, _)) => claims.entry(c.prefix.as_str()).or_default().push(path),
+            Err((prefix, e)) => p.rejects.push((path.clone(), prefix.clone(), e.clone())),
+        }
+    }
+    // A stored Config is held by its source file while that file exists and does not name
+    // another prefix (an erroring file keeps what it holds).
+    let holds = |prefix: &str, source: &str| match files.get(source) {
+        Some(Ok((c, _))) => c.prefix == prefix,
+        Some(Err(_)) => true,
+        None => false,
+    };
+    let mut fresh = Vec::new();
+    for (prefix, paths) in &claims {
+        let chosen = match owners.get(*prefix) {
+            Some(source) if paths.contains(&source.as_str()) => Ok(source.as_str()),
+            Some(source) if holds(prefix, source) => {
+                Err(format!("prefix {prefix:?} belongs to {source}, which has an error of its own"))
+            }
+            _ if paths.len() == 1 => Ok(paths[0]),
+            _ => Err(format!(
+                "prefix {prefix:?} is claimed by several files ({}); none is applied",
+                paths.join(", ")
+            )),
+        };
+        for path in paths {
+            if chosen.as_ref().is_ok_and(|c| c == path) {
+                continue;
+            }
+            let why = match &chosen {
+                Ok(owner) => format!("prefix {prefix:?} belongs to {owner}"),
+                Err(e) => e.clone(),
+            };
+            p.rejects.push(((*path).to_owned(), (*prefix).to_owned(), why));
+        }
+        if let Ok(path) = chosen {
+            if !owners.contains_key(*prefix) {
+                fresh.push(*prefix);
+            }
+            let Some(Ok((c, rev))) = files.get(path) else { continue };
+            p.accept.insert((*prefix).to_owned(), (path.to_owned(), c.clone(), rev.clone()));
+        }
+    }
+    // A new prefix may not be a prefix of another Config's, nor have one as its prefix.
+    let overlap = |a: &str, b: &str| a != b && (a.starts_with(b) || b.starts_with(a));
+    for prefix in &fresh {
+        let other =
+            owners.keys().map(String::as_str).chain(fresh.iter().copied()).find(|o| overlap(prefix, o));
+        if let Some(other) = other
+            && let Some((path, _, _)) = p.accept.remove(*prefix)
+        {
+            let why = format!("prefix {prefix:?} and the Config {other:?}: one is a prefix of the other");
+            p.rejects.push((path, (*prefix).to_owned(), why));
+        }
+    }
+    p.held = p.accept.keys().cloned().collect();
+    p.held.extend(owners.iter().filter(|(prefix, source)| holds(prefix, source)).map(|(p, _)| p.clone()));
+    p
+}
+
+/// Lists the Config files of `dir`, sorted.
+fn list(dir: &Path) -> Result<Vec<String>, TaskError> {
     let entries = std::fs::read_dir(dir)
         .map_err(|e| TaskError::Invalid(format!("configs directory {}: {e}", dir.display())))?;
-    let mut paths: Vec<_> = entries
+    let mut paths: Vec<String> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml" || x == "json"))
+        .map(|p| p.display().to_string())
         .collect();
     paths.sort();
-    let mut valid: BTreeMap<String, (Config, String)> = BTreeMap::new();
-    let mut known = BTreeSet::new();
-    let mut unreadable = false;
-    for path in &paths {
-        match load(path) {
-            Ok((c, rev)) => {
-                known.insert(c.prefix.clone());
-                let all: Vec<Config> = valid.values().map(|(c, _)| c.clone()).chain([c.clone()]).collect();
-                match c.validate().and_then(|()| check_prefixes(&all)) {
-                    Ok(()) => {
-                        valid.insert(c.prefix.clone(), (c, rev));
-                    }
-                    Err(e) => {
-                        let msg = format!("{}: {e}", path.display());
-                        ctx.record(&c.prefix, "import_configs", "invalid", &msg, &c.attributes.zone, "")
-                            .await?;
-                    }
-                }
-            }
-            Err(e) => {
-                unreadable = true;
-                tracing::error!(file = %path.display(), "{e}");
-            }
-        }
-    }
+    Ok(paths)
+}
+
+/// Reads and validates every file.
+fn read_all(ctx: &Ctx, paths: Vec<String>) -> BTreeMap<String, Read> {
+    paths
+        .into_iter()
+        .map(|path| {
+            // The path is said once, by whoever reports the error.
+            let text = |e: ConfigError| if e.field == path { e.rule } else { e.to_string() };
+            let read = match load(Path::new(&path)) {
+                Ok((c, rev)) => match c.validate().and_then(|()| c.check_limits(&ctx.limits)) {
+                    Ok(()) => Ok((c, rev)),
+                    Err(e) => Err((c.prefix, text(e))),
+                },
+                Err(e) => Err((String::new(), text(e))),
+            };
+            (path, read)
+        })
+        .collect()
+}
+
+/// Runs once.
+pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
+    let files = read_all(ctx, list(&ctx.configs_dir)?);
+    let stored: BTreeMap<String, Versioned<ConfigRecord>> =
+        ctx.store.configs().await?.into_iter().map(|c| (c.value.config.prefix.clone(), c)).collect();
+    let owners = stored.iter().map(|(p, c)| (p.clone(), c.value.source.clone())).collect();
+    let mut plan = plan(&files, &owners);
     let mut pushed = 0;
-    for (prefix, (config, revision)) in valid {
-        let cur = ctx.store.config(&prefix).await?;
-        if cur.as_ref().is_some_and(|c| c.value.revision == revision) {
-            continue;
-        }
-        let rec = ConfigRecord {
-            config,
-            revision,
-            current_amount: cur.as_ref().map_or(0, |c| c.value.current_amount),
-        };
-        let expect = cur.as_ref().map_or(Expect::Absent, |c| Expect::Version(c.version));
-        if ctx.store.put_config(&rec, expect).await? {
-            tracing::info!(config = %prefix, revision = %rec.revision, "imported");
-            pushed += ctx.push_many(&[ExpandConfig { prefix }]).await?;
+    for (prefix, (path, config, revision)) in std::mem::take(&mut plan.accept) {
+        match apply(ctx, stored.get(&prefix), &path, config, revision).await? {
+            Ok(added) => pushed += added,
+            Err(e) => plan.rejects.push((path, prefix, e.to_string())),
         }
     }
-    if unreadable {
+    report(ctx, &plan.rejects, &stored).await?;
+    if plan.blocked {
+        let gone: Vec<&String> = stored.keys().filter(|p| !plan.held.contains(*p)).collect();
+        if !gone.is_empty() {
+            let bad: Vec<&str> = plan.rejects.iter().map(|(f, _, _)| f.as_str()).collect();
+            tracing::warn!(configs = ?gone, files_with_errors = ?bad, "Config files are gone, but files with errors block deletion this round");
+        }
         return Ok(pushed);
     }
-    for cur in ctx.store.configs().await? {
-        let prefix = cur.value.config.prefix.clone();
-        if known.contains(&prefix) {
-            continue;
-        }
-        if ctx.store.delete_config(&prefix, cur.version).await? {
-            tracing::info!(config = %prefix, "file removed: config deleted, draining its VMs");
-            let ids = ctx.store.vm_ids(VmIndex::OfConfig(prefix)).await?;
-            pushed += ctx.push_many(&ids.into_iter().map(|id| DrainVm { id }).collect::<Vec<_>>()).await?;
+    for (prefix, cur) in &stored {
+        if !plan.held.contains(prefix) {
+            pushed += orphan(ctx, cur).await?;
         }
     }
     Ok(pushed)
 }
+
+/// Writes an accepted Config if it changed (or its file came back, or it is not yet checked
+/// against Compute); returns the tasks pushed, or the error that keeps it out.
+async fn apply(
+    ctx: &Ctx,
+    cur: Option<&Versioned<ConfigRecord>>,
+    path: &str,
+    config: Config,
+    revision: String,
+) -> Result<Result<usize, crate::config::ConfigError>, TaskError> {
+    let prefix = config.prefix.clone();
+    let same = cur.is_some_and(|c| c.value.revision == revision && c.value.source == path);
+    if same && cur.is_some_and(|c| c.value.verified && c.value.orphaned.is_none()) {
+        return Ok(Ok(0));
+    }
+    let verified = match ctx.catalog.check(&*ctx.compute, &config, ctx.now()).await {
+        Verdict::Valid => true,
+        Verdict::Invalid(e) => return Ok(Err(e)),
+        Verdict::Unknown(why) => {
+            if !same {
+                tracing::warn!(config = %prefix, file = path, error = %why, "cannot check the zone and disk types with Compute Engine now; imported, checked again on the next import");
+            }
+            false
+        }
+    };
+    if same && cur.is_some_and(|c| c.value.orphaned.is_none() && c.value.verified == verified) {
+        return Ok(Ok(0));
+    }
+    let mut rec = ConfigRecord {
+        config,
+        revision,
+        current_amount: 0,
+        source: path.to_owned(),
+        orphaned: None,
+        verified,
+    };
+    if let Some(c) = cur {
+        rec.current_amount = c.value.current_amount;
+        if c.value.orphaned.is_some() {
+            tracing::warn!(config = %prefix, file = path, "the Config file is back: deletion cancelled");
+        }
+        if !c.value.source.is_empty() && c.value.source != path {
+            tracing::warn!(config = %prefix, from = %c.value.source, to = path, "the Config moved to another file");
+        }
+    }
+    let expect = cur.map_or(Expect::Absent, |c| Expect::Version(c.version));
+    if !ctx.store.put_config(&rec, expect).await? {
+        return Ok(Ok(0)); // changed under us: the next round sees it
+    }
+    ctx.resolved(&prefix, STAGE).await?;
+    if same {
+        return Ok(Ok(0));
+    }
+    tracing::info!(config = %prefix, file = path, revision = %rec.revision, "imported");
+    Ok(Ok(ctx.push_many(&[ExpandConfig { prefix }]).await?))
+}
+
+/// Records file errors: the list of them (kept with the time each was first seen), a WARN for
+/// each new one, and an entry on the status of the Config the file holds.
+async fn report(
+    ctx: &Ctx,
+    rejects: &[(String, String, String)],
+    stored: &BTreeMap<String, Versioned<ConfigRecord>>,
+) -> Result<(), TaskError> {
+    let before: BTreeMap<String, FileError> =
+        ctx.store.file_errors().await?.into_iter().map(|e| (e.path.clone(), e)).collect();
+    let now = ctx.now();
+    let mut errors = Vec::new();
+    for (path, prefix, message) in rejects {
+        let seen = before.get(path).filter(|e| &e.message == message);
+        let since = seen.map_or(now, |e| e.since);
+        if seen.is_none() {
+            match stored.values().find(|c| &c.value.source == path) {
+                Some(held) => {
+                    let (held, zone) = (&held.value.config.prefix, &held.value.config.attributes.zone);
+                    ctx.record(held, STAGE, "invalid", &format!("{path} not applied: {message}"), zone, "")
+                        .await?;
+                }
+                None => tracing::warn!(file = %path, prefix = %prefix, "Config file not applied: {message}"),
+            }
+        }
+        errors.push(FileError {
+            path: path.clone(),
+            prefix: prefix.clone(),
+            since,
+            message: message.clone(),
+        });
+    }
+    if errors.len() != before.len() || errors.iter().any(|e| before.get(&e.path) != Some(e)) {
+        ctx.store.set_file_errors(&errors).await?;
+    }
+    Ok(())
+}
+
+/// A stored Config no file holds: orphaned first, deleted (its VMs drained) after the grace.
+async fn orphan(ctx: &Ctx, cur: &Versioned<ConfigRecord>) -> Result<usize, TaskError> {
+    let rec = &cur.value;
+    let prefix = rec.config.prefix.clone();
+    let now = ctx.now();
+    let grace = ctx.timing.config_delete_grace.chrono();
+    let ids = ctx.store.vm_ids(VmIndex::OfConfig(prefix.clone())).await?;
+    let zone = rec.config.attributes.zone.clone();
+    let Some(since) = rec.orphaned else {
+        let mut next = rec.clone();
+        next.orphaned = Some(now);
+        if ctx.store.put_config(&next, Expect::Version(cur.version)).await? {
+            let at = now + grace;
+            let msg = format!(
+                "its file {} is gone: the Config and its {} VMs will be deleted at {at} unless the file comes back",
+                rec.source,
+                ids.len()
+            );
+            tracing::warn!(config = %prefix, vms = ids.len(), delete_at = %at, "Config orphaned: {msg}");
+            ctx.record(&prefix, STAGE, "orphaned", &msg, &zone, "").await?;
+        }
+        return Ok(0);
+    };
+    if since + grace > now {
+        return Ok(0);
+    }
+    if !ctx.store.delete_config(&prefix, cur.version).await? {
+        return Ok(0);
+    }
+    let msg = format!(
+        "its file {} has been gone since {since}: Config deleted, draining its {} VMs",
+        rec.source,
+        ids.len()
+    );
+    tracing::warn!(config = %prefix, vms = ids.len(), "Config deleted: {msg}");
+    ctx.record(&prefix, STAGE, "deleted", &msg, &zone, "").await?;
+    ctx.push_many(&ids.into_iter().map(|id| DrainVm { id }).collect::<Vec<_>>()).await
+}
+
+#[cfg(test)]
+#[path = "import_configs_tests.rs"]
+mod tests;

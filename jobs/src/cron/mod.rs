@@ -9,6 +9,7 @@ pub mod delete_stale_bots;
 pub mod drain_vms;
 pub mod expand_configs;
 pub mod import_configs;
+pub mod inspect_instances;
 pub mod inspect_swarming;
 pub mod manage_bots;
 pub mod report_quota;
@@ -25,6 +26,7 @@ pub const JOBS: &[&str] = &[
     "create_instances",
     "manage_bots",
     "inspect_swarming",
+    "inspect_instances",
     "drain_vms",
     "audit_instances",
     "delete_stale_bots",
@@ -40,6 +42,7 @@ pub async fn run(ctx: &Ctx, job: &str) -> Result<usize, TaskError> {
         "create_instances" => create_instances::run(ctx).await,
         "manage_bots" => manage_bots::run(ctx).await,
         "inspect_swarming" => inspect_swarming::run(ctx).await,
+        "inspect_instances" => inspect_instances::run(ctx).await,
         "drain_vms" => drain_vms::run(ctx).await,
         "audit_instances" => audit_instances::run(ctx).await,
         "delete_stale_bots" => delete_stale_bots::run(ctx).await,

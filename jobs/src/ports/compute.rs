@@ -97,6 +97,16 @@ pub struct Instance {
     pub internal_ip: String,
     /// First external address.
     pub external_ip: String,
+    /// PROVISIONING, STAGING, RUNNING, STOPPING, TERMINATED, SUSPENDED, …
+    pub status: String,
+}
+
+impl Instance {
+    /// True when the instance cannot run its bot and will not by itself again: stopped,
+    /// preempted, suspended (or on its way there).
+    pub fn is_down(&self) -> bool {
+        matches!(self.status.as_str(), "STOPPING" | "STOPPED" | "TERMINATED" | "SUSPENDING" | "SUSPENDED")
+    }
 }
 
 /// Quota of one region.
@@ -145,6 +155,8 @@ pub trait Compute: Send + Sync + std::fmt::Debug {
     ) -> Result<(Vec<Instance>, Option<String>), ComputeError>;
     /// zones.list names.
     async fn zones(&self, project: &str) -> Result<Vec<String>, ComputeError>;
+    /// diskTypes.list names of a zone (`pd-ssd`, …).
+    async fn disk_types(&self, project: &str, zone: &str) -> Result<Vec<String>, ComputeError>;
     /// regions.list quotas.
     async fn quotas(&self, project: &str) -> Result<Vec<Quota>, ComputeError>;
 }

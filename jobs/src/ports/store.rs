@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use crate::model::{Backoff, ConfigRecord, Counts, ErrorEntry, Observed, Vm};
+use crate::model::{Backoff, ConfigRecord, Counts, ErrorEntry, FileError, Observed, Vm};
 
 /// A datastore error (always worth retrying).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -71,11 +71,21 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn push_error(&self, prefix: &str, e: &ErrorEntry) -> Result<(), StoreError>;
     /// A Config's recent errors, newest first.
     async fn errors(&self, prefix: &str) -> Result<Vec<ErrorEntry>, StoreError>;
+    /// Marks a Config's unresolved errors of `stage` as resolved at `now` (the stage succeeded).
+    async fn resolve_errors(&self, prefix: &str, stage: &str, now: DateTime<Utc>) -> Result<(), StoreError>;
+    /// Counts one more dead task of a Config.
+    async fn add_dead_task(&self, prefix: &str) -> Result<(), StoreError>;
+    /// Dead tasks counted for a Config.
+    async fn dead_tasks(&self, prefix: &str) -> Result<u64, StoreError>;
+    /// Replaces the errors of Config files that hold no Config.
+    async fn set_file_errors(&self, errors: &[FileError]) -> Result<(), StoreError>;
+    /// The errors of Config files that hold no Config, by path.
+    async fn file_errors(&self) -> Result<Vec<FileError>, StoreError>;
     /// Writes a Config's counts.
     async fn put_counts(&self, prefix: &str, counts: &Counts) -> Result<(), StoreError>;
     /// A Config's counts.
     async fn counts(&self, prefix: &str) -> Result<Option<Counts>, StoreError>;
-    /// Drops a Config's status (errors and counts).
+    /// Drops a Config's status (errors, counts, dead tasks).
     async fn drop_status(&self, prefix: &str) -> Result<(), StoreError>;
     /// The backoff of a (project, zone).
     async fn backoff(&self, project: &str, zone: &str) -> Result<Option<Backoff>, StoreError>;

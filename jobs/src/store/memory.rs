@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
-use crate::model::{Backoff, ConfigRecord, Counts, ErrorEntry, KEEP_ERRORS, Observed, Vm};
+use crate::model::{Backoff, ConfigRecord, Counts, ErrorEntry, FileError, KEEP_ERRORS, Observed, Vm};
 use crate::ports::store::{Expect, Store, StoreError, Versioned, VmIndex};
 
 #[derive(Debug, Default)]
@@ -23,6 +23,8 @@ struct State {
     bots: HashMap<String, Observed>,
     errors: HashMap<String, Vec<ErrorEntry>>,
     counts: HashMap<String, Counts>,
+    dead_tasks: HashMap<String, u64>,
+    file_errors: Vec<FileError>,
     backoffs: HashMap<(String, String), Backoff>,
     claims: HashMap<String, Instant>,
     marks: HashMap<String, HashMap<String, DateTime<Utc>>>,
@@ -172,6 +174,33 @@ impl Store for MemoryStore {
         Ok(self.lock().errors.get(prefix).cloned().unwrap_or_default())
     }
 
+    async fn resolve_errors(&self, prefix: &str, stage: &str, now: DateTime<Utc>) -> Result<(), StoreError> {
+        if let Some(list) = self.lock().errors.get_mut(prefix) {
+            for e in list.iter_mut().filter(|e| e.stage == stage && e.resolved.is_none()) {
+                e.resolved = Some(now);
+            }
+        }
+        Ok(())
+    }
+
+    async fn add_dead_task(&self, prefix: &str) -> Result<(), StoreError> {
+        *self.lock().dead_tasks.entry(prefix.to_owned()).or_default() += 1;
+        Ok(())
+    }
+
+    async fn dead_tasks(&self, prefix: &str) -> Result<u64, StoreError> {
+        Ok(self.lock().dead_tasks.get(prefix).copied().unwrap_or(0))
+    }
+
+    async fn set_file_errors(&self, errors: &[FileError]) -> Result<(), StoreError> {
+        self.lock().file_errors = errors.to_vec();
+        Ok(())
+    }
+
+    async fn file_errors(&self) -> Result<Vec<FileError>, StoreError> {
+        Ok(self.lock().file_errors.clone())
+    }
+
     async fn put_counts(&self, prefix: &str, counts: &Counts) -> Result<(), StoreError> {
         self.lock().counts.insert(prefix.to_owned(), counts.clone());
         Ok(())
@@ -185,6 +214,7 @@ impl Store for MemoryStore {
         let mut s = self.lock();
         s.counts.remove(prefix);
         s.errors.remove(prefix);
+        s.dead_tasks.remove(prefix);
         Ok(())
     }
 

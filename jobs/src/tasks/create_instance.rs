@@ -293,7 +293,9 @@ async fn created(ctx: &Ctx, vm: &Vm, inst: Instance) -> Result<(), TaskError> {
         true
     })
     .await?;
-    if written.is_some() {
+    if written.as_ref().is_some_and(|v| v.url == inst.url) {
+        tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), "instance created");
+        ctx.resolved(&vm.config, STAGE).await?;
         ctx.push(&ManageBot { id: vm.id.clone() }).await?;
     }
     Ok(())

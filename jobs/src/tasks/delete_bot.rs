@@ -17,6 +17,7 @@ pub async fn run(ctx: &Ctx, t: DeleteBot) -> Result<(), TaskError> {
     if !ctx.store.delete_vm(&t.id, cur.version).await? {
         return Err(TaskError::Conflict(t.id));
     }
+    tracing::info!(config = %cur.value.config, vm = %t.id, hostname = %t.hostname, "VM deleted");
     ctx.push(&CountVms { prefix: cur.value.config.clone() }).await?;
     ctx.push(&ExpandConfig { prefix: cur.value.config }).await.map(drop)
 }

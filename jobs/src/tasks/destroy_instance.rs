@@ -54,6 +54,8 @@ pub async fn run(ctx: &Ctx, t: DestroyInstance) -> Result<(), TaskError> {
             // Gone anyway.
         }
     }
+    tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), "instance destroyed");
+    ctx.resolved(&vm.config, "destroy_instance").await?;
     ctx.push(&DeleteBot { id: vm.id, hostname: vm.hostname }).await.map(drop)
 }
 

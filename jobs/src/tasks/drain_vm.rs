@@ -25,6 +25,9 @@ pub async fn run(ctx: &Ctx, t: DrainVm) -> Result<(), TaskError> {
     else {
         return Ok(());
     };
+    if !cur.value.drained {
+        tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, "VM drained");
+    }
     if !vm.url.is_empty() {
         ctx.push(&ManageBot { id: vm.id }).await?;
     } else if vm.insert_sent.is_none() {

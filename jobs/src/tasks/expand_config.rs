@@ -1,13 +1,20 @@
-//! `expand_config`: brings a Config's amount up to date and pushes `create_vm` for each missing
-//! VM id. It never deletes: shrinking is `drain_vm`'s.
+//! `expand_config`: brings a Config's amount up to date and pushes `create_vm` for missing VM
+//! ids, in bounded batches: at most `limits.expand_batch` per run, and only while fewer than
+//! `limits.creating_per_config` of its VMs wait for an instance. It then looks again a second
+//! later, re-reading the Config, so a lowered amount or a restored file stops creation at once.
+//! It never deletes: shrinking is `drain_vm`'s.
 
 use std::collections::HashSet;
+use std::time::Duration;
 
 use gce_backend_queues::payload::{CreateVm, ExpandConfig};
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::ports::store::{Expect, VmIndex};
+
+/// Pause between two batches.
+const BATCH_PAUSE: Duration = Duration::from_secs(1);
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<(), TaskError> {
@@ -22,12 +29,22 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<(), TaskError> {
     }
     let existing: HashSet<String> =
         ctx.store.vm_ids(VmIndex::OfConfig(t.prefix.clone())).await?.into_iter().collect();
-    let missing: Vec<CreateVm> = (0..amount)
-        .map(|i| format!("{}-{i}", t.prefix))
-        .filter(|id| !existing.contains(id))
-        .map(|id| CreateVm { id })
-        .collect();
-    ctx.push_many(&missing).await?;
+    let missing: Vec<String> =
+        (0..amount).map(|i| format!("{}-{i}", t.prefix)).filter(|id| !existing.contains(id)).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let creating =
+        ctx.store.vm_ids(VmIndex::Uncreated).await?.iter().filter(|id| existing.contains(*id)).count();
+    let limits = &ctx.limits;
+    let room =
+        (limits.creating_per_config as usize).saturating_sub(creating).min(limits.expand_batch as usize);
+    let batch: Vec<CreateVm> = missing.iter().take(room).map(|id| CreateVm { id: id.clone() }).collect();
+    ctx.push_many(&batch).await?;
+    if missing.len() > batch.len() {
+        tracing::debug!(config = %t.prefix, pushed = batch.len(), left = missing.len() - batch.len(), "expanding in batches");
+        ctx.again(&t, BATCH_PAUSE).await?;
+    }
     Ok(())
 }
 
@@ -46,5 +63,36 @@ mod tests {
         run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
         let ids: Vec<String> = ctx.taken::<CreateVm>().await.into_iter().map(|t| t.id).collect();
         assert_eq!(ids, ["linux-0", "linux-2"]);
+        assert_eq!(ctx.delayed::<ExpandConfig>().await, 0, "nothing left: no second batch");
+    }
+
+    #[tokio::test]
+    async fn a_large_amount_goes_out_in_batches_that_reread_the_config() {
+        let (mut ctx, _) = Ctx::test();
+        ctx.limits = std::sync::Arc::new(crate::ctx::Limits {
+            expand_batch: 4,
+            creating_per_config: 6,
+            ..Default::default()
+        });
+        ctx.seed_config("linux", 10).await;
+        run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
+        assert_eq!(ctx.taken::<CreateVm>().await.len(), 4, "one batch");
+        assert_eq!(ctx.delayed::<ExpandConfig>().await, 1, "it looks again for the rest");
+        // Four VMs now wait for their instance: only two more fit under creating_per_config.
+        for i in 0..4 {
+            ctx.seed_vm(&format!("linux-{i}"), |_| {}).await;
+        }
+        run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
+        let ids: Vec<String> = ctx.taken::<CreateVm>().await.into_iter().map(|t| t.id).collect();
+        assert_eq!(ids, ["linux-4", "linux-5"]);
+        // The amount is lowered between batches: the next one creates nothing more.
+        let cfg = ctx.store.config("linux").await.unwrap().unwrap();
+        let mut rec = cfg.value;
+        rec.config.amount.min = 4;
+        rec.config.amount.max = 4;
+        rec.current_amount = 4;
+        ctx.store.put_config(&rec, Expect::Version(cfg.version)).await.unwrap();
+        run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
+        assert!(ctx.taken::<CreateVm>().await.is_empty());
     }
 }

@@ -23,8 +23,7 @@ pub fn vm_id_of(hostname: &str) -> Option<&str> {
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: InspectSwarming) -> Result<(), TaskError> {
-    let prefixes: HashSet<String> =
-        crate::tasks::count_vms::prefixes(&*ctx.store).await?.into_iter().collect();
+    let prefixes: HashSet<String> = crate::status::prefixes(&*ctx.store).await?.into_iter().collect();
     let mut cursor = None;
     loop {
         let (bots, next) = ctx.bots.list(&t.server, cursor).await?;

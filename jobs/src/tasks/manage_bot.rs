@@ -8,14 +8,55 @@
 //! * Connected: record `connected` once. Destroy the instance when the bot was deleted, died after
 //!   a TerminateBot (or reported `bot_terminate`), or has been dead longer than the timeout.
 //!   Past the deadline, or drained: terminate the bot gracefully and watch.
+//! * Health: a dead bot makes it ask Compute about the instance; a stopped, preempted or gone
+//!   instance is destroyed at once (its bot cannot come back), without waiting for the timeout.
+//!   The fault (bot dead, instance down, never connected) is recorded on the VM, so status
+//!   counts it at once, and on the Config's errors.
 
 use chrono::{DateTime, Utc};
-use gce_backend_queues::payload::{DestroyInstance, DrainVm, ManageBot, TerminateBot};
+use gce_backend_queues::payload::{CountVms, DestroyInstance, DrainVm, ManageBot, TerminateBot};
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::model::{Bot, Observed, Vm};
+use crate::model::{Bot, Fault, FaultKind, Observed, Vm};
 use crate::tasks::update_vm;
+
+const STAGE: &str = "manage_bot";
+
+/// Records `kind` on the VM's incarnation (once per kind; a VM being retired on purpose gets
+/// none), with a WARN and a Config error, and asks for a recount so status follows at once.
+pub async fn fault(ctx: &Ctx, vm: &Vm, kind: FaultKind, detail: &str, stage: &str) -> Result<(), TaskError> {
+    let now = ctx.now();
+    if vm.fault.as_ref().is_some_and(|f| f.kind == kind) || vm.retiring(now) {
+        return Ok(());
+    }
+    update_vm(ctx, &vm.id, |v| {
+        v.hostname == vm.hostname && v.fault.as_ref().is_none_or(|f| f.kind != kind) && {
+            v.fault = Some(Fault { kind, detail: detail.to_owned(), at: now });
+            true
+        }
+    })
+    .await?;
+    tracing::warn!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), "{detail}");
+    let code = match kind {
+        FaultKind::BotDead => "bot_dead",
+        FaultKind::InstanceDown => "instance_down",
+        FaultKind::NeverConnected => "never_connected",
+    };
+    ctx.record(&vm.config, stage, code, &format!("{}: {detail}", vm.hostname), vm.zone(), "").await?;
+    ctx.push(&CountVms { prefix: vm.config.clone() }).await.map(drop)
+}
+
+/// The one rule for an instance that is down (stopped, preempted, suspended) or gone: record
+/// it and destroy the instance now, so the VM is replaced without waiting for any timeout.
+pub async fn replace_down(ctx: &Ctx, vm: &Vm, status: Option<&str>, stage: &str) -> Result<(), TaskError> {
+    let detail = match status {
+        Some(s) => format!("instance {s}: replacing it now"),
+        None => "instance gone: replacing it now".to_owned(),
+    };
+    fault(ctx, vm, FaultKind::InstanceDown, &detail, stage).await?;
+    ctx.push(&DestroyInstance { id: vm.id.clone(), url: vm.url.clone() }).await.map(drop)
+}
 
 /// The bot of `vm`, from a fresh observation or GetBot.
 async fn bot_of(ctx: &Ctx, vm: &Vm, now: DateTime<Utc>) -> Result<Option<Bot>, TaskError> {
@@ -35,11 +76,11 @@ async fn bot_of(ctx: &Ctx, vm: &Vm, now: DateTime<Utc>) -> Result<Option<Bot>, T
 
 /// Whether the instance may go (LUCI's `isDestroyable`): the bot was deleted, died after a
 /// TerminateBot, or has been dead longer than the timeout (at once when it is 0); also a dead bot
-/// of a VM that is drained or past its deadline, since it can no longer run a termination task.
+/// of a VM being retired (drained, past its deadline, asked to terminate), since it can no longer
+/// run a termination task.
 fn destroyable(bot: &Bot, vm: &Vm, now: DateTime<Utc>) -> bool {
     let dead_too_long = bot.last_seen.is_some_and(|t| t + chrono::Duration::seconds(vm.timeout as i64) < now);
-    let retiring = vm.drained || vm.deadline().is_some_and(|d| d < now);
-    bot.deleted || (bot.is_dead && (!bot.termination_task_id.is_empty() || dead_too_long || retiring))
+    bot.deleted || (bot.is_dead && (!bot.termination_task_id.is_empty() || dead_too_long || vm.retiring(now)))
 }
 
 /// Handles one task.
@@ -60,6 +101,10 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<(), TaskError> {
     let bot = bot_of(ctx, &vm, now).await?.filter(|b| b.first_seen.is_none_or(|f| f + grace >= created));
     let Some(bot) = bot else {
         if past(vm.timeout) || past(vm.lifetime) || (vm.drained && created + grace < now) {
+            if past(vm.timeout) {
+                let detail = format!("no bot connected within the timeout ({}s)", vm.timeout);
+                fault(ctx, &vm, FaultKind::NeverConnected, &detail, STAGE).await?;
+            }
             ctx.push(&destroy).await?;
         } else {
             ctx.again(&t, ctx.watch()).await?;
@@ -76,6 +121,26 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<(), TaskError> {
             }
         })
         .await?;
+        tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), "bot connected");
+    }
+    if bot.is_dead && !bot.deleted {
+        // Will it come back? Not if its instance is stopped, preempted or gone.
+        match ctx.compute.get(vm.project(), vm.zone(), &vm.hostname).await? {
+            Some(i) if !i.is_down() => {
+                let since = bot.last_seen.map_or_else(|| "unknown".to_owned(), |t| t.to_rfc3339());
+                fault(ctx, &vm, FaultKind::BotDead, &format!("bot dead (last seen {since})"), STAGE).await?;
+            }
+            inst => return replace_down(ctx, &vm, inst.as_ref().map(|i| i.status.as_str()), STAGE).await,
+        }
+    } else if vm.fault.as_ref().is_some_and(|f| f.kind == FaultKind::BotDead) {
+        update_vm(ctx, &vm.id, |v| {
+            v.hostname == vm.hostname && v.fault.as_ref().is_some_and(|f| f.kind == FaultKind::BotDead) && {
+                v.fault = None;
+                true
+            }
+        })
+        .await?;
+        tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, "bot alive again");
     }
     if destroyable(&bot, &vm, now) {
         ctx.push(&destroy).await?;
@@ -103,7 +168,7 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<(), TaskError> {
 #[cfg(test)]
 mod tests {
     use chrono::Duration as D;
-    use gce_backend_queues::payload::{DestroyInstance, ManageBot, TerminateBot};
+    use gce_backend_queues::payload::{CountVms, DestroyInstance, ManageBot, TerminateBot};
 
     use super::*;
     use crate::ports::bots::BotEvent;
@@ -267,5 +332,59 @@ mod tests {
         ctx.store.put_config(&rec, crate::ports::store::Expect::Version(cfg.version)).await.unwrap();
         run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
         assert_eq!(ctx.taken::<gce_backend_queues::payload::DrainVm>().await.len(), 1);
+    }
+
+    fn dead(vm: &Vm, now: DateTime<Utc>) -> Bot {
+        let mut b = bot(&vm.hostname, now);
+        b.is_dead = true;
+        b
+    }
+
+    #[tokio::test]
+    async fn a_dead_bot_on_a_stopped_or_gone_instance_is_replaced_without_waiting_for_the_timeout() {
+        for status in [Some("TERMINATED"), Some("STOPPED"), None] {
+            let (ctx, f, vm) = setup().await;
+            f.bots.bots.lock().unwrap().insert(vm.hostname.clone(), dead(&vm, ctx.now()));
+            if let Some(s) = status {
+                let mut i = crate::testing::FakeCompute::instance(&vm.hostname, &[]);
+                i.status = s.into();
+                f.compute.instances.lock().unwrap().insert(vm.hostname.clone(), i);
+            }
+            f.clock.advance(D::seconds(5)); // far from the 10-minute timeout
+            run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
+            assert_eq!(ctx.taken::<DestroyInstance>().await.len(), 1, "{status:?}");
+            let got = ctx.store.vm(&vm.id).await.unwrap().unwrap().value;
+            assert_eq!(got.fault.map(|f| f.kind), Some(FaultKind::InstanceDown), "{status:?}");
+            assert_eq!(ctx.store.errors("linux").await.unwrap()[0].code, "instance_down");
+            assert_eq!(ctx.taken::<CountVms>().await.len(), 1, "status follows at once");
+            let counts = crate::status::tally(&*ctx.store, "linux", ctx.now()).await.unwrap().0;
+            assert_eq!((counts.connected, counts.unhealthy), (0, 1), "{status:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_dead_bot_on_a_running_instance_counts_as_dead_until_it_comes_back() {
+        let (ctx, f, vm) = setup().await;
+        let i = crate::testing::FakeCompute::instance(&vm.hostname, &[]);
+        f.compute.instances.lock().unwrap().insert(vm.hostname.clone(), i);
+        f.bots.bots.lock().unwrap().insert(vm.hostname.clone(), dead(&vm, ctx.now()));
+        run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
+        assert!(ctx.taken::<DestroyInstance>().await.is_empty(), "the timeout has not passed");
+        let counts = crate::status::tally(&*ctx.store, "linux", ctx.now()).await.unwrap().0;
+        assert_eq!((counts.connected, counts.dead), (0, 1));
+        f.bots.bots.lock().unwrap().insert(vm.hostname.clone(), bot(&vm.hostname, ctx.now()));
+        f.clock.advance(D::seconds(100)); // past observation_ttl: asked again
+        run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
+        assert!(ctx.store.vm(&vm.id).await.unwrap().unwrap().value.fault.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_bot_that_never_connects_is_recorded_as_such() {
+        let (ctx, f, vm) = setup().await;
+        f.clock.advance(D::minutes(11));
+        run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
+        let got = ctx.store.vm(&vm.id).await.unwrap().unwrap().value;
+        assert_eq!(got.fault.map(|f| f.kind), Some(FaultKind::NeverConnected));
+        assert_eq!(ctx.store.errors("linux").await.unwrap()[0].code, "never_connected");
     }
 }

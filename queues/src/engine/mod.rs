@@ -8,16 +8,18 @@
 //! with the queue's backoff until `max_attempts`, then the task goes to the **dead set**.
 
 pub mod memory;
+mod record;
 pub mod redis;
 
 use std::fmt::Debug;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chrono::{DateTime, TimeZone, Utc};
-use serde::{Deserialize, Deserializer, Serialize};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
 
 use crate::policy::Policy;
+pub(crate) use record::{KEEP_RUNS, Rec, RunRec};
 
 /// Errors of the queue layer.
 #[derive(Debug, thiserror::Error)]
@@ -257,6 +259,13 @@ pub struct RunStatus {
 
 /// A queue engine: Redis in production, memory in the embedded default. Both pass the same
 /// conformance suite (`queues/tests/conformance.rs`).
+///
+/// A stored record that cannot be read (not JSON, or lacking a field the engine needs) never
+/// stops a call: the first call that meets it moves it to the dead set with reason `corrupt`,
+/// replaced by a readable record that keeps the raw text in its `last_error`, and carries on
+/// with the other tasks. Such a record counts as gone for [`Engine::finish`] (stale) and
+/// [`Engine::renew`] (lost), a push on its key enqueues a new task, and
+/// [`Engine::retry_dead`] leaves it dead ([`Engine::purge_dead`] drops it).
 #[async_trait]
 pub trait Engine: Send + Sync + Debug {
     /// Pushes tasks; one outcome per item, in order.
@@ -282,6 +291,27 @@ pub trait Engine: Send + Sync + Debug {
     async fn retry_dead(&self, q: &QueueSpec, which: DeadSelection) -> Result<u64, QueueError>;
     /// Drops every dead task; returns how many.
     async fn purge_dead(&self, q: &QueueSpec) -> Result<u64, QueueError>;
+    /// Due tasks in the order they will be taken: `limit` of them from position `offset`.
+    async fn pending(
+        &self,
+        q: &QueueSpec,
+        limit: usize,
+        offset: usize,
+    ) -> Result<Vec<TaskStatus>, QueueError>;
+    /// Delayed tasks (pushed with a delay, or waiting for a retry), soonest first: `limit` of them
+    /// from position `offset`.
+    async fn delayed(
+        &self,
+        q: &QueueSpec,
+        limit: usize,
+        offset: usize,
+    ) -> Result<Vec<TaskStatus>, QueueError>;
+    /// Drops every pending task, due and delayed (record, payload and key entry, so the next push
+    /// of the key enqueues a fresh task), in chunks of 500 per call; returns how many.
+    ///
+    /// Running tasks are untouched, and so are their follow-ups: a push that arrived during a run
+    /// still becomes pending when the run ends. Tasks pushed while the purge runs may survive it.
+    async fn purge_pending(&self, q: &QueueSpec) -> Result<u64, QueueError>;
 }
 
 /// Blocks a worker until work may be available.
@@ -316,115 +346,10 @@ impl QueueSpec {
     }
 }
 
-/// Stored record of one task; the Redis engine keeps it as JSON (written by Lua, hence the short
-/// names), the memory engine as is.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct Rec {
-    /// Key.
-    pub(crate) k: String,
-    /// State: pending, running, completed, failed.
-    pub(crate) s: String,
-    /// Reason.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) r: Option<String>,
-    /// Attempts.
-    pub(crate) a: u32,
-    /// Max attempts.
-    pub(crate) m: u32,
-    /// Created, ms.
-    pub(crate) c: u64,
-    /// Deadline, ms (0: none).
-    pub(crate) d: u64,
-    /// Due, ms (while pending).
-    pub(crate) due: u64,
-    /// Lease token (while running).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) tok: Option<String>,
-    /// Last error.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) e: Option<String>,
-    /// Runs.
-    #[serde(default, deserialize_with = "seq_or_empty_map")]
-    pub(crate) runs: Vec<RunRec>,
-    /// Follow-up due time, ms (a push arrived while running).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) fu: Option<u64>,
-    /// Resolved, ms.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) done: Option<u64>,
-}
-
-/// Stored run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct RunRec {
-    pub(crate) n: u32,
-    pub(crate) w: String,
-    pub(crate) g: String,
-    pub(crate) s: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) e: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) o: Option<String>,
-}
-
-/// Runs kept per task record.
-pub(crate) const KEEP_RUNS: usize = 10;
-
-/// Lua's cjson writes an empty table as `{}`; accept it as an empty list.
-fn seq_or_empty_map<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<RunRec>, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum SeqOrMap {
-        Seq(Vec<RunRec>),
-        Map(serde_json::Map<String, serde_json::Value>),
-    }
-    match SeqOrMap::deserialize(d)? {
-        SeqOrMap::Seq(v) => Ok(v),
-        SeqOrMap::Map(m) if m.is_empty() => Ok(Vec::new()),
-        SeqOrMap::Map(_) => Err(serde::de::Error::custom("runs: expected a list")),
-    }
-}
-
-fn ms(t: u64) -> DateTime<Utc> {
-    Utc.timestamp_millis_opt(t as i64).single().unwrap_or_default()
-}
-
-impl Rec {
-    /// The public view of this record.
-    pub(crate) fn status(&self, id: &str, queue: &str, taken_until: Option<u64>) -> TaskStatus {
-        TaskStatus {
-            task_id: id.to_owned(),
-            queue: queue.to_owned(),
-            key: self.k.clone(),
-            state: self.s.clone(),
-            reason: self.r.clone().unwrap_or_else(|| "none".into()),
-            attempts: self.a,
-            retries: self.m.saturating_sub(self.a),
-            runs: self
-                .runs
-                .iter()
-                .map(|r| RunStatus {
-                    run_id: r.n,
-                    worker_group: r.g.clone(),
-                    worker_id: r.w.clone(),
-                    started: ms(r.s),
-                    resolved: r.e.map(ms),
-                    outcome: r.o.clone(),
-                })
-                .collect(),
-            created: ms(self.c),
-            deadline: (self.d > 0).then(|| ms(self.d)),
-            taken_until: if self.s == "running" { taken_until.map(ms) } else { None },
-            run_at: (self.s == "pending").then(|| ms(self.due)),
-            resolved: self.done.map(ms),
-            last_error: self.e.clone(),
-            follow_up: self.fu.is_some(),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use chrono::TimeZone;
+
     use super::*;
 
     #[test]
@@ -434,20 +359,6 @@ mod tests {
             let err = QueueSpec::new(bad, Policy::default()).unwrap_err();
             assert!(matches!(err, QueueError::Invalid(_)), "{bad}");
         }
-    }
-
-    #[test]
-    fn records_written_by_lua_decode() {
-        let json = r#"{"k":"vm-1","s":"running","a":1,"m":5,"c":1763712000000,"d":0,"due":1763712000000,
-            "tok":"w:1","runs":[{"n":1,"w":"w","g":"h","s":1763712000001}]}"#;
-        let rec: Rec = serde_json::from_str(json).unwrap();
-        let st = rec.status("7", "q", Some(1763712030000));
-        assert_eq!(st.state, "running");
-        assert_eq!(st.retries, 4);
-        assert_eq!(st.runs[0].worker_group, "h");
-        assert_eq!(st.taken_until.unwrap().timestamp_millis(), 1763712030000);
-        let empty_runs = r#"{"k":"k","s":"pending","a":0,"m":1,"c":1,"d":0,"due":1,"runs":{}}"#;
-        assert!(serde_json::from_str::<Rec>(empty_runs).unwrap().runs.is_empty());
     }
 
     #[test]

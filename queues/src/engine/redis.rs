@@ -27,9 +27,10 @@ use async_trait::async_trait;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
 use redis::{AsyncConnectionConfig, Client, Script, Value};
 
+use super::record::{corrupt_status, decode, unreadable};
 use super::{
-    Ack, Counts, DeadSelection, Engine, Leased, PushItem, PushOutcome, QueueError, QueueSpec, Rec,
-    Resolution, Taken, TaskStatus, Waiter, WorkerId,
+    Ack, Counts, DeadSelection, Engine, Leased, PushItem, PushOutcome, QueueError, QueueSpec, Resolution,
+    Taken, TaskStatus, Waiter, WorkerId,
 };
 
 macro_rules! script {
@@ -38,8 +39,8 @@ macro_rules! script {
     };
 }
 
-/// Ready tasks moved and expired leases reclaimed per take: bounded, so a backlog of any size
-/// moves in chunks and never blocks Redis for long.
+/// Ready tasks moved and expired leases reclaimed per take, and tasks purged or dead tasks handled
+/// per call: bounded, so a backlog of any size moves in chunks and never blocks Redis for long.
 const CHUNK: usize = 500;
 /// Items per push script call.
 const PUSH_CHUNK: usize = 1000;
@@ -65,6 +66,8 @@ struct Scripts {
     renew: Script,
     finish: Script,
     dead: Script,
+    list: Script,
+    purge: Script,
 }
 
 impl RedisEngine {
@@ -94,6 +97,8 @@ impl RedisEngine {
                 renew: Script::new(script!("renew.lua")),
                 finish: Script::new(script!("finish.lua")),
                 dead: Script::new(script!("dead.lua")),
+                list: Script::new(script!("list.lua")),
+                purge: Script::new(script!("purge.lua")),
             }),
         })
     }
@@ -132,22 +137,60 @@ impl RedisEngine {
         Ok(inv.invoke_async(&mut conn).await?)
     }
 
+    /// The statuses of dead tasks `ids` (a record no call has read yet shows as corrupt).
     async fn records(&self, q: &QueueSpec, ids: &[String]) -> Result<Vec<TaskStatus>, QueueError> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
         let mut conn = self.conn.clone();
-        let raws: Vec<Option<String>> =
+        let raws: Vec<Option<Vec<u8>>> =
             redis::cmd("HMGET").arg(self.key(q, "rec")).arg(ids).query_async(&mut conn).await?;
-        ids.iter()
+        Ok(ids
+            .iter()
             .zip(raws)
-            .filter_map(|(id, raw)| raw.map(|raw| decode(&raw).map(|r| r.status(id, &q.name, None))))
-            .collect()
+            .filter_map(|(id, raw)| {
+                raw.map(|raw| view(id, &q.name, "failed", &String::from_utf8_lossy(&raw)))
+            })
+            .collect())
+    }
+
+    /// A page of the ready list or the delayed set, read by one script.
+    async fn list(
+        &self,
+        q: &QueueSpec,
+        which: &str,
+        limit: usize,
+        offset: usize,
+    ) -> Result<Vec<TaskStatus>, QueueError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let reply: Vec<Value> = self
+            .call(&self.scripts.list, q, |inv| {
+                inv.arg(which).arg(offset).arg(limit);
+            })
+            .await?;
+        let mut out = Vec::with_capacity(reply.len() / 2);
+        for pair in reply.chunks(2) {
+            let [id, raw] = pair else {
+                return Err(QueueError::Corrupt("list reply".into()));
+            };
+            let raw = text(raw)?;
+            if !raw.is_empty() {
+                out.push(view(&text(id)?, &q.name, "pending", &raw));
+            }
+        }
+        Ok(out)
     }
 }
 
-fn decode(raw: &str) -> Result<Rec, QueueError> {
-    serde_json::from_str(raw).map_err(|e| QueueError::Corrupt(format!("task record: {e}")))
+/// The status of a stored record; one no call has read (and buried) yet shows as corrupt, under
+/// the `state` of the list it was found in.
+fn view(id: &str, queue: &str, state: &str, raw: &str) -> TaskStatus {
+    match decode(raw) {
+        Some(rec) => rec.status(id, queue, None),
+        None => corrupt_status(id, queue, state, raw),
+    }
 }
 
 fn text(v: &Value) -> Result<String, QueueError> {
@@ -289,12 +332,17 @@ impl Engine for RedisEngine {
 
     async fn status(&self, q: &QueueSpec, id: &str) -> Result<Option<TaskStatus>, QueueError> {
         let mut conn = self.conn.clone();
-        let (raw, until): (Option<String>, Option<f64>) = redis::pipe()
+        let (raw, until): (Option<Vec<u8>>, Option<f64>) = redis::pipe()
             .hget(self.key(q, "rec"), id)
             .zscore(self.key(q, "leased"), id)
             .query_async(&mut conn)
             .await?;
-        raw.map(|raw| Ok(decode(&raw)?.status(id, &q.name, until.map(|u| u as u64)))).transpose()
+        let Some(raw) = raw else { return Ok(None) };
+        let raw = String::from_utf8_lossy(&raw);
+        match decode(&raw) {
+            Some(rec) => Ok(Some(rec.status(id, &q.name, until.map(|u| u as u64)))),
+            None => Err(unreadable(id, &raw)),
+        }
     }
 
     async fn live_id(&self, q: &QueueSpec, key: &str) -> Result<Option<String>, QueueError> {
@@ -324,11 +372,56 @@ impl Engine for RedisEngine {
     async fn purge_dead(&self, q: &QueueSpec) -> Result<u64, QueueError> {
         self.dead_op(q, "purge", DeadSelection::All).await
     }
+
+    async fn pending(
+        &self,
+        q: &QueueSpec,
+        limit: usize,
+        offset: usize,
+    ) -> Result<Vec<TaskStatus>, QueueError> {
+        self.list(q, "ready", limit, offset).await
+    }
+
+    async fn delayed(
+        &self,
+        q: &QueueSpec,
+        limit: usize,
+        offset: usize,
+    ) -> Result<Vec<TaskStatus>, QueueError> {
+        self.list(q, "delayed", limit, offset).await
+    }
+
+    async fn purge_pending(&self, q: &QueueSpec) -> Result<u64, QueueError> {
+        let mut conn = self.conn.clone();
+        let (ready, delayed): (u64, u64) = redis::pipe()
+            .llen(self.key(q, "ready"))
+            .zcard(self.key(q, "delayed"))
+            .query_async(&mut conn)
+            .await?;
+        // Bounded by what was pending when the call started, so pushes made meanwhile cannot keep
+        // it going forever.
+        let mut left = ready + delayed;
+        let mut dropped = 0;
+        while left > 0 {
+            let (n, touched): (u64, u64) = self
+                .call(&self.scripts.purge, q, |inv| {
+                    inv.arg(CHUNK);
+                })
+                .await?;
+            dropped += n;
+            if touched == 0 {
+                break;
+            }
+            left = left.saturating_sub(touched);
+        }
+        Ok(dropped)
+    }
 }
 
 impl RedisEngine {
     /// Retries or purges dead tasks: one by id, or all of those dead when the call started, in
-    /// chunks of 500 per script call.
+    /// chunks of 500 per script call. Corrupt records a retry leaves dead keep their place at
+    /// the front of the set, so each further chunk starts past them.
     async fn dead_op(&self, q: &QueueSpec, op: &str, which: DeadSelection) -> Result<u64, QueueError> {
         let id = match &which {
             DeadSelection::One(id) => id.as_str(),
@@ -336,16 +429,17 @@ impl RedisEngine {
         };
         let mut conn = self.conn.clone();
         let mut left: u64 = redis::cmd("ZCARD").arg(self.key(q, "dead")).query_async(&mut conn).await?;
-        let mut total = 0;
+        let (mut total, mut kept) = (0, 0u64);
         loop {
-            let n: u64 = self
+            let (n, k): (u64, u64) = self
                 .call(&self.scripts.dead, q, |inv| {
-                    inv.arg(op).arg(id);
+                    inv.arg(op).arg(id).arg(kept);
                 })
                 .await?;
             total += n;
-            left = left.saturating_sub(n);
-            if n == 0 || !id.is_empty() || left == 0 {
+            kept += k;
+            left = left.saturating_sub(n + k);
+            if n + k == 0 || !id.is_empty() || left == 0 {
                 return Ok(total);
             }
         }

@@ -5,16 +5,10 @@ local READY, DELAYED, LEASED, DEAD, FINISHED, REC, DATA, KEYMAP, STATS, SIGNAL, 
 -- The queue policy, in this order, on every call.
 local MAX, DEADLINE, LEASE = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local KEEP_FIN, KEEP_FIN_MS, KEEP_DEAD = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local KEEP_RUNS, SIGNAL_CAP, TRIM_CHUNK = 10, 64, 200
+local KEEP_RUNS, SIGNAL_CAP, TRIM_CHUNK, RAW_KEEP = 10, 64, 200, 1000
 -- One clock for every process: the Redis server's.
 local clock = redis.call('TIME')
 local NOW = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-
-local function load(id)
-  local raw = redis.call('HGET', REC, id)
-  if not raw then return nil end
-  return cjson.decode(raw)
-end
 
 local function save(id, rec)
   redis.call('HSET', REC, id, cjson.encode(rec))
@@ -46,6 +40,87 @@ local function new_task(key, payload, due)
   enqueue(id, rec)
   redis.call('HINCRBY', STATS, 'pushed', 1)
   return id
+end
+
+-- Checks of a decoded record: anything the scripts cannot work with makes it corrupt. JSON nulls
+-- in optional fields are read as absent.
+local function str(v) return type(v) == 'string' end
+local function count(v) return type(v) == 'number' and v >= 0 and v <= 2 ^ 53 and v == math.floor(v) end
+local function small(v) return count(v) and v <= 4294967295 end
+local function optional(t, field, check)
+  if t[field] == cjson.null then t[field] = nil end
+  return t[field] == nil or check(t[field])
+end
+
+local function valid(rec)
+  if type(rec) ~= 'table' then return false end
+  if not (str(rec.k) and str(rec.s) and small(rec.a) and small(rec.m) and count(rec.c) and count(rec.d)
+      and count(rec.due)) then
+    return false
+  end
+  for _, f in ipairs({ 'r', 'tok', 'e' }) do
+    if not optional(rec, f, str) then return false end
+  end
+  if not (optional(rec, 'fu', count) and optional(rec, 'done', count)) then return false end
+  if not optional(rec, 'runs', function(v) return type(v) == 'table' end) then return false end
+  if rec.runs then
+    local n = 0
+    for _ in pairs(rec.runs) do n = n + 1 end
+    if n ~= #rec.runs then return false end
+    for _, run in ipairs(rec.runs) do
+      if type(run) ~= 'table' or not (small(run.n) and str(run.w) and str(run.g) and count(run.s))
+          or not optional(run, 'e', count) or not optional(run, 'o', str) then
+        return false
+      end
+    end
+  end
+  return true
+end
+
+-- Cuts a text to at most n bytes without splitting a UTF-8 character.
+local function clip(s, n)
+  if #s <= n then return s end
+  while n > 0 do
+    local b = s:byte(n + 1)
+    if b < 128 or b >= 192 then break end
+    n = n - 1
+  end
+  return s:sub(1, n) .. '...'
+end
+
+-- A record the scripts cannot read goes to the dead set at once (keeping its place if already
+-- there), replaced by a readable one with reason `corrupt` and the raw text in its error, and is
+-- taken off every list, so the call carries on and no other task is lost. Its key is `key` (the
+-- caller's, when known) or the one the raw text still names, else ''. A follow-up payload waiting
+-- on it becomes a new task when the key is known and has no live task.
+local function bury(id, raw, key)
+  if not key then
+    local ok, old = pcall(cjson.decode, raw)
+    if ok and type(old) == 'table' and type(old.k) == 'string' then key = old.k end
+  end
+  key = key or ''
+  redis.call('LREM', READY, 0, id)
+  redis.call('ZREM', DELAYED, id)
+  redis.call('ZREM', LEASED, id)
+  if key ~= '' and redis.call('HGET', KEYMAP, key) == id then redis.call('HDEL', KEYMAP, key) end
+  save(id, { k = key, s = 'failed', r = 'corrupt', a = 0, m = MAX, c = NOW, d = 0, due = NOW, done = NOW,
+    e = 'corrupt record: ' .. clip(raw, RAW_KEEP) })
+  if redis.call('ZADD', DEAD, 'NX', NOW, id) == 1 then redis.call('HINCRBY', STATS, 'failed', 1) end
+  local fu = redis.call('HGET', DATA, id .. ':f')
+  if fu then
+    redis.call('HDEL', DATA, id .. ':f')
+    if key ~= '' and not redis.call('HGET', KEYMAP, key) then new_task(key, fu, NOW) end
+  end
+end
+
+-- A task's record, or nil when it has none. A corrupt record is buried and reads as nil, true.
+local function load(id, key)
+  local raw = redis.call('HGET', REC, id)
+  if not raw then return nil end
+  local ok, rec = pcall(cjson.decode, raw)
+  if ok and valid(rec) then return rec end
+  bury(id, raw, key)
+  return nil, true
 end
 
 -- A pending task absorbs its follow-up: the newer payload, and the earlier due time.

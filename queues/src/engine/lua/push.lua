@@ -3,7 +3,13 @@ local out = {}
 for i = 7, #ARGV, 3 do
   local key, payload, delay = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
   local id = redis.call('HGET', KEYMAP, key)
-  local rec = id and load(id)
+  local rec = id and load(id, key)
+  if id and not rec then
+    -- No readable record: none at all, or a corrupt one just buried (whose follow-up may now be
+    -- the key's task). Look again.
+    id = redis.call('HGET', KEYMAP, key)
+    rec = id and load(id, key)
+  end
   if rec and rec.s == 'running' then
     if rec.fu then
       out[#out + 1] = 'follow_up_already_pending'

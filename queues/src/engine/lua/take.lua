@@ -9,7 +9,8 @@ if #due > 0 then
   redis.call('RPUSH', READY, unpack(due))
 end
 
--- Expired leases: the holder died or hung. Deliver again at the head, or fail if out of attempts.
+-- Expired leases: the holder died or hung. Deliver again at the head, or fail if out of attempts
+-- (a corrupt record is buried).
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', LEASED, '-inf', NOW, 'LIMIT', 0, chunk)) do
   redis.call('ZREM', LEASED, id)
   local rec = load(id)
@@ -30,30 +31,34 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', LEASED, '-inf', NOW, 'LIMIT', 0,
   end
 end
 
+-- One id at a time, each record checked before the next pop (a corrupt one is buried), until
+-- `max` tasks are taken or the list is empty; at most `max + chunk` pops per call.
 local out = { -1 }
-local ids = redis.call('LPOP', READY, max)
-if ids then
-  for _, id in ipairs(ids) do
-    local rec = load(id)
-    if rec and rec.s == 'pending' then
-      if rec.d > 0 and rec.d <= NOW then
-        rec.e = 'deadline exceeded'
-        resolve(id, rec, 'failed', 'deadline-exceeded')
-      else
-        rec.s = 'running'
-        rec.a = rec.a + 1
-        rec.tok = worker .. ':' .. id .. ':' .. rec.a
-        if type(rec.runs) ~= 'table' or rec.runs[1] == nil then rec.runs = {} end
-        rec.runs[#rec.runs + 1] = { n = rec.a, w = worker, g = group, s = NOW }
-        if #rec.runs > KEEP_RUNS then table.remove(rec.runs, 1) end
-        save(id, rec)
-        redis.call('ZADD', LEASED, NOW + LEASE, id)
-        out[#out + 1] = id
-        out[#out + 1] = rec.k
-        out[#out + 1] = rec.tok
-        out[#out + 1] = rec.a
-        out[#out + 1] = redis.call('HGET', DATA, id) or ''
-      end
+local taken, popped = 0, 0
+while taken < max and popped < max + chunk do
+  local id = redis.call('LPOP', READY)
+  if not id then break end
+  popped = popped + 1
+  local rec = load(id)
+  if rec and rec.s == 'pending' then
+    if rec.d > 0 and rec.d <= NOW then
+      rec.e = 'deadline exceeded'
+      resolve(id, rec, 'failed', 'deadline-exceeded')
+    else
+      rec.s = 'running'
+      rec.a = rec.a + 1
+      rec.tok = worker .. ':' .. id .. ':' .. rec.a
+      if type(rec.runs) ~= 'table' or rec.runs[1] == nil then rec.runs = {} end
+      rec.runs[#rec.runs + 1] = { n = rec.a, w = worker, g = group, s = NOW }
+      if #rec.runs > KEEP_RUNS then table.remove(rec.runs, 1) end
+      save(id, rec)
+      redis.call('ZADD', LEASED, NOW + LEASE, id)
+      taken = taken + 1
+      out[#out + 1] = id
+      out[#out + 1] = rec.k
+      out[#out + 1] = rec.tok
+      out[#out + 1] = rec.a
+      out[#out + 1] = redis.call('HGET', DATA, id) or ''
     end
   end
 end

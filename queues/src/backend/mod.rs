@@ -5,13 +5,17 @@
 //! * **Leases**: every task this worker holds (buffered or running) is renewed every third of the
 //!   lease by one background call; a task held longer than the policy's `timeout` is no longer
 //!   renewed, so a stuck handler gives its task back.
-//! * **Acks**: the [`AckLayer`] sits outside the handler and every user layer, turns the final
-//!   result into a resolution ([`crate::outcome`]) and hands it to a flusher that writes acks in
-//!   batches, retrying through Redis outages.
+//! * **Acks**: the [`AckLayer`] sits outside the handler and every user layer, runs them inside a
+//!   `task` span (queue, task id, key, attempt), turns the final result into a resolution
+//!   ([`crate::outcome`]) and hands it to a flusher that writes acks in batches, retrying through
+//!   Redis outages. A run that sends its task to the dead set is logged (`task dead`, at WARN) and
+//!   handed to the queue's [`crate::queue::DeadHook`]; see `ack.rs`.
 //! * **Faults**: no engine error ends the worker; it logs, backs off (50 ms doubling to 5 s) and
 //!   carries on once the engine answers again.
 //! * **Shutdown**: apalis stops fetching and lets in-flight tasks finish; then `poll_close`
 //!   releases the tasks taken but not started, back to the head of the queue.
+
+mod ack;
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -23,30 +27,26 @@ use std::time::Duration;
 
 use apalis_core::backend::finalize::Ephemeral;
 use apalis_core::backend::{Backend, BackendConfig};
-use apalis_core::error::BoxDynError;
 use apalis_core::task::Task;
 use apalis_core::task::builder::TaskBuilder;
 use apalis_core::task::task_id::TaskId;
 use apalis_core::worker::context::WorkerContext;
 use futures::future::{BoxFuture, join_all};
 use serde::de::DeserializeOwned;
-use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
-use tower_layer::Layer;
-use tower_service::Service;
 use tracing::{debug, warn};
 
+pub use self::ack::{AckLayer, AckService};
+use self::ack::{Acker, report_dead};
 use crate::engine::{Ack, Leased, QueueError, QueueSpec, Resolution, Taken, Waiter, WorkerId};
 use crate::outcome;
-use crate::queue::Queue;
+use crate::queue::{DeadTask, Queue};
 
 const FIRST_ERROR_DELAY: Duration = Duration::from_millis(50);
 const MAX_ERROR_DELAY: Duration = Duration::from_secs(5);
 /// Longest an idle worker blocks before taking again (delayed tasks pushed by other processes
 /// send no wake-up, so this bounds how late they can start).
 const MAX_IDLE: Duration = Duration::from_secs(1);
-/// Acks written per engine call.
-const ACK_BATCH: usize = 500;
 
 /// The lease of a task in flight; attached to the apalis task as data.
 #[derive(Debug, Clone)]
@@ -172,14 +172,23 @@ impl<Args: DeserializeOwned + Send + 'static> Backend for QueueBackend<Args> {
                     }
                     Err(e) => {
                         // A payload this build cannot read will not get better by retrying.
-                        warn!(queue = %self.queue.spec().name, task = %l.id, error = %e, "undecodable payload");
                         held_lock(&self.held).remove(&l.id);
                         let acker = self.acker();
+                        let queue = self.queue.clone();
                         let error = format!("undecodable payload: {e}");
                         tokio::spawn(async move {
-                            acker
-                                .ack(Ack { id: l.id, token: l.token, resolution: Resolution::Fail { error } })
-                                .await
+                            let fail = Resolution::Fail { error: error.clone() };
+                            let written =
+                                acker.ack(Ack { id: l.id.clone(), token: l.token, resolution: fail }).await;
+                            let dead = DeadTask {
+                                queue: queue.spec().name.clone(),
+                                id: l.id,
+                                key: l.key,
+                                attempts: l.attempt,
+                                reason: outcome::PERMANENT.into(),
+                                error,
+                            };
+                            report_dead(&queue, dead, written).await;
                         });
                         continue;
                     }
@@ -284,7 +293,7 @@ impl<Args> BackendConfig for QueueBackend<Args> {
     fn middleware(&mut self, worker: &mut WorkerContext) -> AckLayer {
         self.worker_id(worker);
         spawn_renewer(self.queue.clone(), Arc::downgrade(&self.held));
-        AckLayer { acker: self.acker(), held: self.held.clone(), queue: self.queue.clone() }
+        AckLayer::new(self.acker(), self.held.clone(), self.queue.clone())
     }
 }
 
@@ -315,115 +324,4 @@ fn spawn_renewer(queue: Queue, held: Weak<Mutex<HashMap<String, (String, Instant
             }
         }
     });
-}
-
-type AckMsg = (Ack, oneshot::Sender<()>);
-
-/// Sends acks to a flusher task that writes them in batches.
-#[derive(Debug, Clone)]
-struct Acker {
-    tx: mpsc::UnboundedSender<AckMsg>,
-}
-
-impl Acker {
-    fn spawn(queue: Queue) -> Self {
-        let (tx, mut rx) = mpsc::unbounded_channel::<AckMsg>();
-        tokio::spawn(async move {
-            while let Some(first) = rx.recv().await {
-                let mut batch = vec![first];
-                while batch.len() < ACK_BATCH {
-                    match rx.try_recv() {
-                        Ok(m) => batch.push(m),
-                        Err(_) => break,
-                    }
-                }
-                let acks: Vec<Ack> = batch.iter().map(|(a, _)| a.clone()).collect();
-                let mut delay = FIRST_ERROR_DELAY;
-                loop {
-                    match queue.engine().finish(queue.spec(), &acks).await {
-                        Ok(0) => break,
-                        Ok(stale) => {
-                            warn!(queue = %queue.spec().name, stale, "acks for leases already lost were ignored");
-                            break;
-                        }
-                        Err(e) => {
-                            warn!(queue = %queue.spec().name, error = %e, retry_in = ?delay, "ack failed");
-                            tokio::time::sleep(delay).await;
-                            delay = (delay * 2).min(MAX_ERROR_DELAY);
-                        }
-                    }
-                }
-                for (_, done) in batch {
-                    let _ = done.send(());
-                }
-            }
-        });
-        Self { tx }
-    }
-
-    /// Hands `ack` to the flusher and waits until it is written.
-    fn ack(&self, ack: Ack) -> impl Future<Output = ()> + Send + 'static {
-        let (done, written) = oneshot::channel();
-        let sent = self.tx.send((ack, done)).is_ok();
-        async move {
-            if sent {
-                let _ = written.await;
-            }
-        }
-    }
-}
-
-/// Middleware added by [`QueueBackend`]: acknowledges each task with the resolution of its
-/// final result.
-#[derive(Debug, Clone)]
-pub struct AckLayer {
-    acker: Acker,
-    held: Held,
-    queue: Queue,
-}
-
-impl<S> Layer<S> for AckLayer {
-    type Service = AckService<S>;
-
-    fn layer(&self, inner: S) -> AckService<S> {
-        AckService { inner, layer: self.clone() }
-    }
-}
-
-/// See [`AckLayer`].
-#[derive(Debug, Clone)]
-pub struct AckService<S> {
-    inner: S,
-    layer: AckLayer,
-}
-
-impl<S, Args> Service<Task<Args>> for AckService<S>
-where
-    S: Service<Task<Args>>,
-    S::Error: Into<BoxDynError>,
-    S::Future: Send + 'static,
-    S::Response: Send + 'static,
-{
-    type Response = S::Response;
-    type Error = BoxDynError;
-    type Future = BoxFuture<'static, Result<S::Response, BoxDynError>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxDynError>> {
-        self.inner.poll_ready(cx).map_err(Into::into)
-    }
-
-    fn call(&mut self, task: Task<Args>) -> Self::Future {
-        let lease = task.data().get::<Lease>().cloned();
-        let fut = self.inner.call(task);
-        let layer = self.layer.clone();
-        Box::pin(async move {
-            let result = fut.await.map_err(Into::into);
-            if let Some(lease) = lease {
-                let resolution = outcome::resolution(&result, lease.attempt, &layer.queue.spec().policy);
-                layer.acker.ack(Ack { id: lease.id.clone(), token: lease.token, resolution }).await;
-                held_lock(&layer.held).remove(&lease.id);
-            }
-            result
-        })
-    }
 }

@@ -1,0 +1,138 @@
+//! What Compute Engine offers a project (its zones, and the disk types of each zone), asked
+//! once and cached, so a Config naming a zone or disk type that does not exist is refused at
+//! import with the field named, instead of failing at every insert.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use chrono::{DateTime, Duration, Utc};
+
+use crate::config::{Config, ConfigError};
+use crate::ports::compute::{Compute, ComputeError, Kind};
+
+/// How long an answer is trusted.
+const TTL_SECS: i64 = 600;
+
+/// The verdict on a Config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Its zone and disk types exist.
+    Valid,
+    /// A field names something the project does not have.
+    Invalid(ConfigError),
+    /// Compute could not be asked (unreachable, rate-limited): check again later.
+    Unknown(String),
+}
+
+type Cached = (DateTime<Utc>, Vec<String>);
+
+/// Cached zone and disk type lists, per project and per (project, zone).
+#[derive(Debug, Default)]
+pub struct Catalog {
+    zones: Mutex<HashMap<String, Cached>>,
+    disk_types: Mutex<HashMap<(String, String), Cached>>,
+}
+
+fn fresh<K: std::hash::Hash + Eq>(
+    m: &Mutex<HashMap<K, Cached>>,
+    k: &K,
+    now: DateTime<Utc>,
+) -> Option<Vec<String>> {
+    let m = m.lock().unwrap_or_else(|e| e.into_inner());
+    m.get(k).filter(|(at, _)| *at + Duration::seconds(TTL_SECS) > now).map(|(_, v)| v.clone())
+}
+
+fn keep<K: std::hash::Hash + Eq>(m: &Mutex<HashMap<K, Cached>>, k: K, now: DateTime<Utc>, v: &[String]) {
+    m.lock().unwrap_or_else(|e| e.into_inner()).insert(k, (now, v.to_vec()));
+}
+
+impl Catalog {
+    /// An empty cache.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    async fn zones(
+        &self,
+        compute: &dyn Compute,
+        project: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<String>, ComputeError> {
+        let key = project.to_owned();
+        if let Some(v) = fresh(&self.zones, &key, now) {
+            return Ok(v);
+        }
+        let v = compute.zones(project).await?;
+        keep(&self.zones, key, now, &v);
+        Ok(v)
+    }
+
+    async fn disk_types(
+        &self,
+        compute: &dyn Compute,
+        project: &str,
+        zone: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Vec<String>, ComputeError> {
+        let key = (project.to_owned(), zone.to_owned());
+        if let Some(v) = fresh(&self.disk_types, &key, now) {
+            return Ok(v);
+        }
+        let v = compute.disk_types(project, zone).await?;
+        keep(&self.disk_types, key, now, &v);
+        Ok(v)
+    }
+
+    /// Checks `c`'s zone and disk types against its project.
+    pub async fn check(&self, compute: &dyn Compute, c: &Config, now: DateTime<Utc>) -> Verdict {
+        match self.try_check(compute, c, now).await {
+            Ok(None) => Verdict::Valid,
+            Ok(Some(e)) => Verdict::Invalid(e),
+            Err(e) if matches!(e.kind, Kind::Transient | Kind::RateLimited) => {
+                Verdict::Unknown(e.to_string())
+            }
+            Err(e) => Verdict::Invalid(ConfigError {
+                field: format!("{}.attributes.project", c.prefix),
+                rule: format!("Compute Engine refused to list its zones: {e}"),
+            }),
+        }
+    }
+
+    async fn try_check(
+        &self,
+        compute: &dyn Compute,
+        c: &Config,
+        now: DateTime<Utc>,
+    ) -> Result<Option<ConfigError>, ComputeError> {
+        let a = &c.attributes;
+        let field = |f: &str| format!("{}.attributes.{f}", c.prefix);
+        let zones = self.zones(compute, &a.project, now).await?;
+        if !zones.iter().any(|z| z == &a.zone) {
+            return Ok(Some(ConfigError {
+                field: field("zone"),
+                rule: format!("project {} has no zone {:?} (zones.list)", a.project, a.zone),
+            }));
+        }
+        for (i, d) in a.disk.iter().enumerate() {
+            let Some((zone, kind)) = d.kind.strip_prefix("zones/").and_then(|k| k.split_once("/diskTypes/"))
+            else {
+                continue;
+            };
+            let zone = if zone == "{{.Zone}}" { a.zone.as_str() } else { zone };
+            if zone != a.zone {
+                return Ok(Some(ConfigError {
+                    field: field(&format!("disk[{i}].type")),
+                    rule: format!("names zone {zone:?}, but the instance is in {:?}", a.zone),
+                }));
+            }
+            let types = self.disk_types(compute, &a.project, zone, now).await?;
+            if !types.iter().any(|t| t == kind) {
+                return Ok(Some(ConfigError {
+                    field: field(&format!("disk[{i}].type")),
+                    rule: format!("zone {zone} has no disk type {kind:?} (known: {})", types.join(", ")),
+                }));
+            }
+        }
+        Ok(None)
+    }
+}

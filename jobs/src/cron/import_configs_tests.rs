@@ -1,0 +1,239 @@
+//! Unit tests of `import_configs`: ownership decided without effects (`plan`), then whole rounds
+//! over a temporary directory, the memory store and a scripted Compute.
+
+use std::path::PathBuf;
+
+use chrono::Duration;
+use gce_backend_queues::payload::{DrainVm, ExpandConfig};
+
+use super::*;
+use crate::ports::compute::ComputeError;
+use crate::testing::config;
+
+fn ok(prefix: &str) -> Read {
+    Ok((config(prefix, 1), "rev".into()))
+}
+
+fn files(list: &[(&str, Read)]) -> BTreeMap<String, Read> {
+    list.iter().map(|(p, r)| ((*p).to_owned(), r.clone())).collect()
+}
+
+fn owners(list: &[(&str, &str)]) -> BTreeMap<String, String> {
+    list.iter().map(|(p, s)| ((*p).to_owned(), (*s).to_owned())).collect()
+}
+
+#[test]
+fn the_file_that_holds_a_prefix_keeps_it_whatever_the_names_order() {
+    for copy in ["a-copy.yaml", "z-copy.yaml"] {
+        let p = plan(
+            &files(&[("linux.yaml", ok("linux")), (copy, ok("linux"))]),
+            &owners(&[("linux", "linux.yaml")]),
+        );
+        assert_eq!(p.accept["linux"].0, "linux.yaml", "{copy}");
+        assert_eq!(p.rejects.len(), 1);
+        assert_eq!(p.rejects[0].0, copy);
+        assert!(p.rejects[0].2.contains("belongs to linux.yaml"), "{:?}", p.rejects);
+        assert!(!p.blocked);
+    }
+}
+
+#[test]
+fn a_new_prefix_claimed_twice_is_applied_nowhere() {
+    let p = plan(&files(&[("a.yaml", ok("mac")), ("b.yaml", ok("mac"))]), &owners(&[]));
+    assert!(p.accept.is_empty());
+    assert_eq!(p.rejects.len(), 2);
+    assert!(p.rejects[0].2.contains("several files"));
+}
+
+#[test]
+fn an_erroring_owner_keeps_its_prefix_and_blocks_deletion() {
+    let bad: Read = Err((String::new(), "empty".into()));
+    let p =
+        plan(&files(&[("linux.yaml", bad), ("copy.yaml", ok("linux"))]), &owners(&[("linux", "linux.yaml")]));
+    assert!(p.accept.is_empty());
+    assert!(p.held.contains("linux"));
+    assert!(p.blocked);
+    assert!(p.rejects.iter().any(|(f, _, e)| f == "copy.yaml" && e.contains("error of its own")));
+}
+
+#[test]
+fn a_renamed_file_takes_over_and_a_renamed_prefix_orphans_the_old_one() {
+    let p = plan(&files(&[("linux2.yaml", ok("linux"))]), &owners(&[("linux", "linux.yaml")]));
+    assert_eq!(p.accept["linux"].0, "linux2.yaml");
+    let p = plan(&files(&[("linux.yaml", ok("mac"))]), &owners(&[("linux", "linux.yaml")]));
+    assert!(!p.held.contains("linux"), "the file now holds another prefix");
+    assert_eq!(p.accept["mac"].0, "linux.yaml");
+}
+
+#[test]
+fn a_new_prefix_overlapping_another_config_is_refused_and_the_live_pool_untouched() {
+    let p = plan(
+        &files(&[("linux.yaml", ok("linux")), ("big.yaml", ok("linux-big")), ("lin.yaml", ok("lin"))]),
+        &owners(&[("linux", "linux.yaml")]),
+    );
+    assert_eq!(p.accept.keys().collect::<Vec<_>>(), ["linux"]);
+    assert_eq!(p.rejects.len(), 2);
+    assert!(p.held.contains("linux"));
+}
+
+static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+fn setup() -> (Ctx, crate::testing::Fakes, PathBuf) {
+    let (mut ctx, f) = Ctx::test();
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let dir = std::env::temp_dir().join(format!("gce-backend-import-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    ctx.configs_dir = dir.clone();
+    (ctx, f, dir)
+}
+
+fn write(dir: &std::path::Path, name: &str, c: &Config) {
+    std::fs::write(dir.join(name), serde_yaml::to_string(c).unwrap()).unwrap();
+}
+
+fn path(dir: &std::path::Path, name: &str) -> String {
+    dir.join(name).display().to_string()
+}
+
+#[tokio::test]
+async fn an_unchanged_revision_leaves_the_record_alone() {
+    let (ctx, _, dir) = setup();
+    write(&dir, "linux.yaml", &config("linux", 2));
+    assert_eq!(run(&ctx).await.unwrap(), 1);
+    let rec = ctx.store.config("linux").await.unwrap().unwrap();
+    assert_eq!(rec.value.source, path(&dir, "linux.yaml"));
+    assert!(rec.value.verified);
+    assert_eq!(ctx.taken::<ExpandConfig>().await.len(), 1);
+    assert_eq!(run(&ctx).await.unwrap(), 0);
+    assert_eq!(ctx.store.config("linux").await.unwrap().unwrap().version, rec.version);
+    assert!(ctx.taken::<ExpandConfig>().await.is_empty());
+}
+
+#[tokio::test]
+async fn an_empty_file_is_an_error_of_that_file_and_deletes_nothing() {
+    let (ctx, f, dir) = setup();
+    write(&dir, "linux.yaml", &config("linux", 2));
+    write(&dir, "mac.yaml", &config("mac", 1));
+    run(&ctx).await.unwrap();
+    std::fs::remove_file(dir.join("mac.yaml")).unwrap();
+    for text in ["", "# nothing\n", "---\n", "{}"] {
+        std::fs::write(dir.join("linux.yaml"), text).unwrap();
+        run(&ctx).await.unwrap();
+        f.clock.advance(Duration::hours(1));
+        run(&ctx).await.unwrap();
+        let linux = ctx.store.config("linux").await.unwrap().unwrap().value;
+        assert!(linux.orphaned.is_none(), "{text:?}");
+        assert!(
+            ctx.store.config("mac").await.unwrap().unwrap().value.orphaned.is_none(),
+            "blocked: {text:?}"
+        );
+        let errors = ctx.store.file_errors().await.unwrap();
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors[0].path, path(&dir, "linux.yaml"));
+    }
+    let e = &ctx.store.errors("linux").await.unwrap()[0];
+    assert_eq!((e.stage.as_str(), e.code.as_str()), ("import_configs", "invalid"));
+    assert!(e.message.contains("linux.yaml"), "{e:?}");
+}
+
+#[tokio::test]
+async fn an_unreadable_file_blocks_deletion() {
+    let (ctx, f, dir) = setup();
+    write(&dir, "mac.yaml", &config("mac", 1));
+    run(&ctx).await.unwrap();
+    std::fs::remove_file(dir.join("mac.yaml")).unwrap();
+    std::fs::write(dir.join("broken.yaml"), [0xff, 0xfe, 0x00]).unwrap();
+    f.clock.advance(Duration::hours(1));
+    run(&ctx).await.unwrap();
+    assert!(ctx.store.config("mac").await.unwrap().unwrap().value.orphaned.is_none());
+    assert!(ctx.store.file_errors().await.unwrap()[0].message.contains("cannot read"));
+}
+
+#[tokio::test]
+async fn a_typo_in_the_prefix_keeps_the_pool_and_reports_on_it() {
+    let (ctx, f, dir) = setup();
+    write(&dir, "builders.yaml", &config("builder", 4));
+    run(&ctx).await.unwrap();
+    let mut typo = config("builder", 4);
+    typo.prefix = "Builder".into();
+    write(&dir, "builders.yaml", &typo);
+    f.clock.advance(Duration::hours(1));
+    run(&ctx).await.unwrap();
+    let rec = ctx.store.config("builder").await.unwrap().unwrap().value;
+    assert!(rec.orphaned.is_none());
+    assert!(ctx.store.config("Builder").await.unwrap().is_none());
+    assert_eq!(
+        ctx.store.errors("builder").await.unwrap()[0].code,
+        "invalid",
+        "filed under the pool it holds"
+    );
+}
+
+#[tokio::test]
+async fn a_removed_file_orphans_then_deletes_after_the_grace_and_a_returning_file_cancels() {
+    let (ctx, f, dir) = setup();
+    write(&dir, "linux.yaml", &config("linux", 1));
+    run(&ctx).await.unwrap();
+    ctx.seed_vm("linux-0", crate::testing::created(ctx.now())).await;
+    std::fs::remove_file(dir.join("linux.yaml")).unwrap();
+    run(&ctx).await.unwrap();
+    let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
+    assert_eq!(rec.orphaned, Some(ctx.now()));
+    assert_eq!(ctx.store.errors("linux").await.unwrap()[0].code, "orphaned");
+    // The file comes back before the grace: cancelled.
+    write(&dir, "linux.yaml", &config("linux", 1));
+    f.clock.advance(Duration::minutes(5));
+    run(&ctx).await.unwrap();
+    assert!(ctx.store.config("linux").await.unwrap().unwrap().value.orphaned.is_none());
+    // Gone again: orphaned, kept until the grace (15 min) has passed, then deleted and drained.
+    std::fs::remove_file(dir.join("linux.yaml")).unwrap();
+    run(&ctx).await.unwrap();
+    f.clock.advance(Duration::minutes(14));
+    run(&ctx).await.unwrap();
+    assert!(ctx.store.config("linux").await.unwrap().is_some());
+    assert!(ctx.taken::<DrainVm>().await.is_empty());
+    f.clock.advance(Duration::minutes(2));
+    run(&ctx).await.unwrap();
+    assert!(ctx.store.config("linux").await.unwrap().is_none());
+    assert_eq!(ctx.taken::<DrainVm>().await, [DrainVm { id: "linux-0".into() }]);
+    assert_eq!(ctx.store.errors("linux").await.unwrap()[0].code, "deleted");
+}
+
+#[tokio::test]
+async fn a_huge_amount_is_refused_at_import_and_nothing_is_stored() {
+    let (ctx, _, dir) = setup();
+    write(&dir, "linux.yaml", &config("linux", 10_000_000));
+    run(&ctx).await.unwrap();
+    assert!(ctx.store.config("linux").await.unwrap().is_none());
+    assert!(ctx.taken::<ExpandConfig>().await.is_empty());
+    let e = &ctx.store.file_errors().await.unwrap()[0];
+    assert!(e.message.contains("max_amount"), "{e:?}");
+}
+
+#[tokio::test]
+async fn zones_and_disk_types_are_checked_against_the_project_or_later_when_compute_is_away() {
+    let (ctx, f, dir) = setup();
+    let mut c = config("linux", 1);
+    c.attributes.zone = "us-central1-x".into();
+    write(&dir, "linux.yaml", &c);
+    run(&ctx).await.unwrap();
+    assert!(ctx.store.config("linux").await.unwrap().is_none());
+    assert!(ctx.store.file_errors().await.unwrap()[0].message.contains("linux.attributes.zone"));
+    let mut c = config("linux", 1);
+    c.attributes.disk[0].kind = "zones/{{.Zone}}/diskTypes/pd-fast".into();
+    write(&dir, "linux.yaml", &c);
+    run(&ctx).await.unwrap();
+    let e = &ctx.store.file_errors().await.unwrap()[0];
+    assert!(e.message.contains("linux.attributes.disk[0].type") && e.message.contains("pd-fast"), "{e:?}");
+    // Compute unreachable: imported unverified, verified on a later round.
+    *f.compute.catalog_fail.lock().unwrap() = Some(ComputeError::from_http(Some(503), "", "down"));
+    f.clock.advance(Duration::minutes(11)); // past the catalog's cache
+    write(&dir, "linux.yaml", &config("linux", 1));
+    run(&ctx).await.unwrap();
+    assert!(!ctx.store.config("linux").await.unwrap().unwrap().value.verified);
+    assert!(ctx.store.file_errors().await.unwrap().is_empty(), "the file error is cleared");
+    *f.compute.catalog_fail.lock().unwrap() = None;
+    run(&ctx).await.unwrap();
+    assert!(ctx.store.config("linux").await.unwrap().unwrap().value.verified);
+}

@@ -1,0 +1,103 @@
+//! The read model operators see (`gce-backend status`, progress lines): per-Config counts from
+//! the VM records, errors, backoff and life state, and the errors of Config files.
+
+use std::collections::BTreeSet;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::error::TaskError;
+use crate::model::{ConfigState, ConfigStatus, Counts, FaultKind, FileError};
+use crate::ports::store::{Store, VmIndex};
+
+/// Every prefix with a Config or with VMs left (of a removed Config), sorted.
+pub async fn prefixes(store: &dyn Store) -> Result<Vec<String>, TaskError> {
+    let mut p: BTreeSet<String> = store.configs().await?.into_iter().map(|c| c.value.config.prefix).collect();
+    p.extend(store.vm_configs().await?);
+    Ok(p.into_iter().collect())
+}
+
+/// A Config's counts from its VM records now, and whether anything of it is left (its record or
+/// a VM).
+pub async fn tally(store: &dyn Store, prefix: &str, now: DateTime<Utc>) -> Result<(Counts, bool), TaskError> {
+    let config = store.config(prefix).await?;
+    let ids = store.vm_ids(VmIndex::OfConfig(prefix.to_owned())).await?;
+    let left = config.is_some() || !ids.is_empty();
+    let configured = config.map_or(0, |c| c.value.current_amount);
+    let mut counts = Counts { configured, at: Some(now), ..Counts::default() };
+    for id in ids {
+        let Some(vm) = store.vm(&id).await? else { continue };
+        let vm = vm.value;
+        counts.created += u32::from(!vm.url.is_empty());
+        counts.connected += u32::from(vm.healthy_connected());
+        counts.draining += u32::from(vm.drained);
+        match vm.fault.map(|f| f.kind) {
+            Some(FaultKind::BotDead) => counts.dead += 1,
+            Some(FaultKind::InstanceDown | FaultKind::NeverConnected) => counts.unhealthy += 1,
+            None => {}
+        }
+    }
+    Ok((counts, left))
+}
+
+/// A Config's status: the counts last written by `count_vms` (or `live` ones counted now), its
+/// last errors (newest first), the backoff of its (project, zone) while active, and its state
+/// (`grace`: the orphan grace, to say when an orphaned Config goes).
+pub async fn status(
+    store: &dyn Store,
+    prefix: &str,
+    now: DateTime<Utc>,
+    grace: chrono::Duration,
+    live: bool,
+) -> Result<ConfigStatus, TaskError> {
+    let counts = if live {
+        tally(store, prefix, now).await?.0
+    } else {
+        store.counts(prefix).await?.unwrap_or_default()
+    };
+    let mut st = ConfigStatus {
+        prefix: prefix.to_owned(),
+        state: ConfigState::Deleted,
+        counts,
+        dead_tasks: store.dead_tasks(prefix).await?,
+        errors: store.errors(prefix).await?,
+        ..ConfigStatus::default()
+    };
+    if let Some(c) = store.config(prefix).await? {
+        let rec = c.value;
+        let a = &rec.config.attributes;
+        st.backoff = store.backoff(&a.project, &a.zone).await?.filter(|b| b.until > now);
+        st.state = if rec.orphaned.is_some() { ConfigState::Orphaned } else { ConfigState::Active };
+        st.delete_at = rec.orphaned.map(|t| t + grace);
+        st.source = rec.source;
+        st.revision = rec.revision;
+        st.verified = rec.verified;
+    }
+    Ok(st)
+}
+
+/// Everything `gce-backend status` prints.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Report {
+    /// One entry per Config (and per prefix with VMs left).
+    pub configs: Vec<ConfigStatus>,
+    /// Config files that hold no Config because of an error.
+    pub files: Vec<FileError>,
+}
+
+/// The status of `only` (every prefix when empty) and the file errors.
+pub async fn report(
+    store: &dyn Store,
+    only: &[String],
+    now: DateTime<Utc>,
+    grace: chrono::Duration,
+    live: bool,
+) -> Result<Report, TaskError> {
+    let all = prefixes(store).await?;
+    let wanted = if only.is_empty() { all } else { only.to_vec() };
+    let mut configs = Vec::new();
+    for p in wanted {
+        configs.push(status(store, &p, now, grace, live).await?);
+    }
+    Ok(Report { configs, files: store.file_errors().await? })
+}

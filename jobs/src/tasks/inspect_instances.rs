@@ -1,0 +1,74 @@
+//! `inspect_instances`: one walk of a project and zone's instances that carry our deployment
+//! label and are not RUNNING. One that is stopped, preempted or suspended and belongs to a VM's
+//! current incarnation is replaced at once (`manage_bot::replace_down`): Swarming may take many
+//! minutes to call its bot dead, Compute says it now.
+
+use gce_backend_queues::payload::InspectInstances;
+
+use crate::config::labels;
+use crate::ctx::Ctx;
+use crate::error::TaskError;
+use crate::tasks::manage_bot::replace_down;
+
+const STAGE: &str = "inspect_instances";
+
+/// Handles one task.
+pub async fn run(ctx: &Ctx, t: InspectInstances) -> Result<(), TaskError> {
+    let filter = format!("(labels.{} = \"{}\") (status != \"RUNNING\")", labels::DEPLOYMENT, ctx.deployment);
+    let mut page = None;
+    loop {
+        let (instances, next) = ctx.compute.list(&t.project, &t.zone, &filter, page).await?;
+        let down: Vec<_> = instances.into_iter().filter(|i| i.is_down()).collect();
+        let names: Vec<String> = down.iter().map(|i| i.name.clone()).collect();
+        for (inst, id) in down.iter().zip(ctx.store.vms_by_hostname(&names).await?) {
+            let Some(id) = id else { continue }; // a leak: audit_instances' business
+            let Some(vm) = ctx.store.vm(&id).await? else { continue };
+            if vm.value.hostname == inst.name && !vm.value.url.is_empty() {
+                replace_down(ctx, &vm.value, Some(&inst.status), STAGE).await?;
+            }
+        }
+        match next {
+            Some(p) => page = Some(p),
+            None => return Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use gce_backend_queues::payload::{DestroyInstance, InspectInstances};
+
+    use super::*;
+    use crate::model::FaultKind;
+    use crate::testing::{FakeCompute, created};
+
+    #[tokio::test]
+    async fn a_preempted_instance_of_a_vm_is_replaced_and_others_are_left_alone() {
+        let (ctx, f) = Ctx::test();
+        ctx.seed_config("linux", 3).await;
+        let down = ctx.seed_vm("linux-0", created(ctx.now())).await;
+        let up = ctx.seed_vm("linux-1", created(ctx.now())).await;
+        for (name, status) in [
+            (&down.hostname, "TERMINATED"),
+            (&up.hostname, "RUNNING"),
+            (&"linux-9-zzzz".to_owned(), "TERMINATED"),
+        ] {
+            let mut i = FakeCompute::instance(name, &[]);
+            i.status = status.into();
+            f.compute.instances.lock().unwrap().insert(name.clone(), i);
+        }
+        let t = InspectInstances { project: "p".into(), zone: "z".into() };
+        run(&ctx, t.clone()).await.unwrap();
+        assert_eq!(
+            ctx.taken::<DestroyInstance>().await,
+            [DestroyInstance { id: down.id.clone(), url: down.url.clone() }]
+        );
+        let got = ctx.store.vm(&down.id).await.unwrap().unwrap().value;
+        assert_eq!(got.fault.unwrap().kind, FaultKind::InstanceDown);
+        assert!(ctx.store.vm(&up.id).await.unwrap().unwrap().value.fault.is_none());
+        assert_eq!(ctx.store.errors("linux").await.unwrap()[0].stage, "inspect_instances");
+        // Seen again: recorded once, destroyed again (idempotent by its URL).
+        run(&ctx, t).await.unwrap();
+        assert_eq!(ctx.store.errors("linux").await.unwrap().len(), 1);
+    }
+}
