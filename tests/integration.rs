@@ -16,5 +16,7 @@ mod queue_processes;
 mod sim_compute;
 /// The simulator's Swarming pRPC through a reqwest client.
 mod sim_swarming;
+/// `run` at start (inputs, Redis), and dead tasks on a Config's status.
+mod startup;
 /// The Store contract on memory and Redis.
 mod store;

@@ -307,13 +307,12 @@ async fn orphan(ctx: &Ctx, cur: &Versioned<ConfigRecord>) -> Result<usize, TaskE
         let mut next = rec.clone();
         next.orphaned = Some(now);
         if ctx.store.put_config(&next, Expect::Version(cur.version)).await? {
-            let at = now + grace;
+            let at = (now + grace).format("%Y-%m-%d %H:%M:%S UTC");
             let msg = format!(
-                "its file {} is gone: the Config and its {} VMs will be deleted at {at} unless the file comes back",
+                "Config orphaned: its file {} is gone; the Config and its {} VMs will be deleted at {at} unless the file comes back",
                 rec.source,
                 ids.len()
             );
-            tracing::warn!(config = %prefix, vms = ids.len(), delete_at = %at, "Config orphaned: {msg}");
             ctx.record(&prefix, STAGE, "orphaned", &msg, &zone, "").await?;
         }
         return Ok(0);
@@ -324,12 +323,12 @@ async fn orphan(ctx: &Ctx, cur: &Versioned<ConfigRecord>) -> Result<usize, TaskE
     if !ctx.store.delete_config(&prefix, cur.version).await? {
         return Ok(0);
     }
+    let since = since.format("%Y-%m-%d %H:%M:%S UTC");
     let msg = format!(
-        "its file {} has been gone since {since}: Config deleted, draining its {} VMs",
+        "Config deleted: its file {} has been gone since {since}; draining its {} VMs",
         rec.source,
         ids.len()
     );
-    tracing::warn!(config = %prefix, vms = ids.len(), "Config deleted: {msg}");
     ctx.record(&prefix, STAGE, "deleted", &msg, &zone, "").await?;
     ctx.push_many(&ids.into_iter().map(|id| DrainVm { id }).collect::<Vec<_>>()).await
 }

@@ -1,0 +1,124 @@
+//! `gce-backend run` as an operator starts it: inputs checked with their paths named, Redis
+//! waited for with a clear log line, and failures of tasks visible on the Config's status.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use gce_backend_queues::testing::{RedisServer, eventually};
+use serde_json::json;
+
+use crate::pipeline::{Backend, Env, pool, sim_config};
+
+const BIN: &str = env!("CARGO_BIN_EXE_gce-backend");
+
+fn settings_file() -> String {
+    format!("{}/config/service.toml", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn run_refuses_a_missing_settings_file_or_configs_directory_naming_the_path() {
+    let dir = crate::pipeline::temp_dir();
+    let out = Command::new(BIN).arg("run").current_dir(&dir).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("settings file config/service.toml: not found"), "{err}");
+    let out =
+        Command::new(BIN).args(["run", "--settings", &settings_file()]).current_dir(&dir).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("configs directory config/pools: not found"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Sends each line of `r` to the returned channel.
+fn lines(r: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(r).lines().map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+fn wait_for(rx: &mpsc::Receiver<String>, what: &str) -> String {
+    loop {
+        match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(l) if l.contains(what) => return l,
+            Ok(_) => {}
+            Err(e) => panic!("no line with {what:?}: {e}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_waits_for_redis_at_start_and_carries_on_when_it_comes() {
+    let (addr, _sim) = gce_backend::sim::spawn(sim_config()).await.unwrap();
+    let dir = crate::pipeline::temp_dir();
+    std::fs::write(dir.join("linux.yaml"), pool("linux", 1, "1d", "10m")).unwrap();
+    let mut redis = RedisServer::start();
+    redis.kill();
+    let mut child = Command::new(BIN)
+        .args(["run", "--quiet", "--redis", &redis.url(), "--namespace", "startup"])
+        .args(["--gce-endpoint", &format!("http://{addr}"), "--settings", &settings_file()])
+        .arg("--configs")
+        .arg(&dir)
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (out, err) = (lines(child.stdout.take().unwrap()), lines(child.stderr.take().unwrap()));
+    let warn = wait_for(&err, "Redis is not reachable");
+    assert!(warn.contains("WARN") && warn.contains(&redis.url()) && warn.contains("retry_in"), "{warn}");
+    assert!(!warn.contains('\u{1b}'), "no colours off a terminal: {warn:?}");
+    redis.restart();
+    wait_for(&out, "running (configs in");
+    let imported = wait_for(&err, "imported");
+    assert!(
+        imported.contains("INFO") && imported.contains("config=linux"),
+        "lifecycle at the default level: {imported}"
+    );
+    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    assert!(child.wait().unwrap().success());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_that_dies_is_counted_on_its_config_and_a_missing_disk_type_is_refused() {
+    let env = Env::start(Backend::Redis, sim_config(), &[], true).await;
+    env.faults(json!({"errors": {"swarming.GetBot": {"rate": 1.0, "status": 403}}})).await;
+    env.write_pool("linux", &pool("linux", 1, "1d", "10m"));
+    let st = eventually("manage_bot's task dies and its Config says so", Duration::from_secs(60), || async {
+        let st = gce_backend_jobs::status::status(
+            &*env.ctx.store,
+            "linux",
+            env.ctx.now(),
+            chrono::Duration::zero(),
+            false,
+        )
+        .await
+        .unwrap();
+        (st.dead_tasks >= 1).then_some(st)
+    })
+    .await;
+    let e = st.errors.iter().find(|e| e.code == "dead").expect("the dead task is in the Config's errors");
+    assert_eq!(e.stage, "manage_bot");
+    assert!(e.message.contains("linux-0") && e.message.contains("permanent"), "{e:?}");
+    assert!(st.verified, "zone and disk types checked against the simulator");
+    assert_eq!(env.ctx.queues.get("manage_bot").counts().await.unwrap().dead, st.dead_tasks);
+
+    let bad = pool("mac", 1, "1d", "10m").replace("diskTypes/pd-ssd", "diskTypes/pd-fast");
+    env.write_pool("mac", &bad);
+    let f = eventually("pd-fast is refused at import", Duration::from_secs(60), || async {
+        env.ctx.store.file_errors().await.unwrap().into_iter().next()
+    })
+    .await;
+    assert!(f.message.contains("mac.attributes.disk[0].type") && f.message.contains("pd-fast"), "{f:?}");
+    assert!(env.ctx.store.config("mac").await.unwrap().is_none());
+    env.stop().await;
+}
