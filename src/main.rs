@@ -72,9 +72,6 @@ enum Command {
         /// Count from the VM records now (reads each VM) instead of the last `count_vms` run.
         #[arg(long)]
         live: bool,
-        /// Settings file, for `config_delete_grace` (when an orphaned Config goes).
-        #[arg(long, default_value = "config/service.toml")]
-        settings: std::path::PathBuf,
     },
     /// Inspect or repair the queues in Redis (`gce-backend queue list` names them).
     Queue {
@@ -144,13 +141,9 @@ async fn main_() -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Status { store, prefixes, live, settings } => {
-            let grace = match settings.exists() {
-                true => gce_backend::settings::Settings::load(Some(&settings)).map_err(Usage)?.timing,
-                false => gce_backend_jobs::Timing::default(),
-            }
-            .config_delete_grace
-            .chrono();
+        Command::Status { store, prefixes, live } => {
+            // Orphaned Configs carry their deletion time; the default grace is only for older ones.
+            let grace = gce_backend_jobs::Timing::default().config_delete_grace.chrono();
             ops::status(&store, &prefixes, live, grace).await
         }
         Command::Queue { store, queue, op } => ops::queue_op(&store, queue.as_deref(), op).await,

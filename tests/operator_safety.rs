@@ -32,7 +32,7 @@ fn cli(env: &Env, args: &[&str]) -> (i32, String, String) {
 }
 
 fn status(env: &Env) -> Value {
-    let (code, out, err) = cli(env, &["status", "--live", "--settings", "/nonexistent"]);
+    let (code, out, err) = cli(env, &["status", "--live"]);
     assert_eq!(code, 0, "{err}");
     serde_json::from_str(&out).unwrap()
 }

@@ -21,6 +21,7 @@ async fn contract(store: Arc<dyn Store>) {
         current_amount: 2,
         source: "pools/linux.yaml".into(),
         orphaned: None,
+        delete_at: None,
         verified: true,
     };
     assert!(store.put_config(&rec, Expect::Absent).await.unwrap());
@@ -94,10 +95,12 @@ async fn contract(store: Arc<dyn Store>) {
     store.resolve_errors("linux", "even", later + chrono::Duration::minutes(1)).await.unwrap();
     assert_eq!(store.errors("linux").await.unwrap()[0].resolved, Some(later), "kept from the first time");
     // Dead tasks and file errors.
-    store.add_dead_task("linux").await.unwrap();
-    store.add_dead_task("linux").await.unwrap();
-    assert_eq!(store.dead_tasks("linux").await.unwrap(), 2);
-    assert_eq!(store.dead_tasks("mac").await.unwrap(), 0);
+    store.bump("linux", "dead_tasks").await.unwrap();
+    store.bump("linux", "dead_tasks").await.unwrap();
+    store.bump("linux", "task_failures").await.unwrap();
+    assert_eq!(store.counter("linux", "dead_tasks").await.unwrap(), 2);
+    assert_eq!(store.counter("linux", "task_failures").await.unwrap(), 1);
+    assert_eq!(store.counter("mac", "dead_tasks").await.unwrap(), 0);
     let fe = gce_backend_jobs::model::FileError {
         path: "pools/x.yaml".into(),
         prefix: String::new(),
@@ -131,7 +134,7 @@ async fn contract(store: Arc<dyn Store>) {
     store.drop_status("linux").await.unwrap();
     assert!(store.errors("linux").await.unwrap().is_empty());
     assert!(store.counts("linux").await.unwrap().is_none());
-    assert_eq!(store.dead_tasks("linux").await.unwrap(), 0);
+    assert_eq!(store.counter("linux", "dead_tasks").await.unwrap(), 0);
 
     // Claims (cron ticks) and marks (two-phase cleanups).
     assert!(store.claim("cron:x:60", Duration::from_secs(60)).await.unwrap());

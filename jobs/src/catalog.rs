@@ -88,13 +88,13 @@ impl Catalog {
         match self.try_check(compute, c, now).await {
             Ok(None) => Verdict::Valid,
             Ok(Some(e)) => Verdict::Invalid(e),
-            Err(e) if matches!(e.kind, Kind::Transient | Kind::RateLimited) => {
-                Verdict::Unknown(e.to_string())
-            }
-            Err(e) => Verdict::Invalid(ConfigError {
+            // Only "no such project" says the Config is wrong; permissions, quota and outages
+            // are Compute's side: import, and check again later.
+            Err(e) if e.kind == Kind::NotFound => Verdict::Invalid(ConfigError {
                 field: format!("{}.attributes.project", c.prefix),
-                rule: format!("Compute Engine refused to list its zones: {e}"),
+                rule: format!("Compute Engine does not know it: {e}"),
             }),
+            Err(e) => Verdict::Unknown(e.to_string()),
         }
     }
 

@@ -203,6 +203,41 @@ impl Ctx {
         Ok(self.store.push_error(prefix, &e).await?)
     }
 
+    /// One VM. A record that does not decode is quarantined (see
+    /// [`crate::tasks::quarantine`]) and reads as absent: the caller has nothing to do.
+    pub async fn vm(
+        &self,
+        id: &str,
+    ) -> Result<Option<crate::ports::store::Versioned<crate::model::Vm>>, TaskError> {
+        match self.store.vm(id).await {
+            Ok(v) => Ok(v),
+            Err(crate::ports::store::StoreError::Corrupt { error, .. }) => {
+                crate::tasks::quarantine(self, id, &error).await?;
+                Ok(None)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Records an error on a Config's status unless the newest one already says the same and
+    /// is not resolved (for a problem found again on every tick); it is logged at WARN either way.
+    pub async fn record_once(
+        &self,
+        prefix: &str,
+        stage: &str,
+        code: &str,
+        message: &str,
+    ) -> Result<(), TaskError> {
+        let newest = self.store.errors(prefix).await?.into_iter().next();
+        if newest.is_some_and(|e| {
+            e.resolved.is_none() && e.stage == stage && e.code == code && e.message == message
+        }) {
+            tracing::warn!(config = %prefix, stage = %stage, code = %code, "{message}");
+            return Ok(());
+        }
+        self.record(prefix, stage, code, message, "", "").await
+    }
+
     /// Marks a Config's errors of `stage` resolved: the stage succeeded.
     pub async fn resolved(&self, prefix: &str, stage: &str) -> Result<(), TaskError> {
         Ok(self.store.resolve_errors(prefix, stage, self.now()).await?)

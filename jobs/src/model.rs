@@ -15,13 +15,17 @@ pub struct ConfigRecord {
     pub revision: String,
     /// The amount the service targets now; kept across imports.
     pub current_amount: u32,
-    /// Where it came from: the path of its Config file. The file that holds a prefix keeps it.
+    /// Where it came from: the name of its Config file in the configs directory. The file that
+    /// holds a prefix keeps it.
     #[serde(default)]
     pub source: String,
     /// When its file was first found gone; it is deleted `config_delete_grace` later unless the
     /// file comes back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub orphaned: Option<DateTime<Utc>>,
+    /// While orphaned: when it will be deleted (the grace in force when it was orphaned).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete_at: Option<DateTime<Utc>>,
     /// True once its zone and disk types were checked against Compute Engine (false while
     /// Compute could not be asked; the check is repeated on every import until it can).
     #[serde(default)]
@@ -81,6 +85,10 @@ pub struct Vm {
     /// Delete attempt; a new attempt (new requestId) follows a delete operation that failed.
     #[serde(default)]
     pub destroy_attempt: u32,
+    /// When `destroy_instance` first sent the delete of this incarnation's instance (a stopping
+    /// or vanished instance is then expected, not a fault).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destroying: Option<DateTime<Utc>>,
     /// Why this incarnation is unhealthy (its bot is dead, its instance stopped or gone, its bot
     /// never connected); set once when found, cleared if the bot comes back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -131,10 +139,14 @@ impl Vm {
         self.connected.is_some() && !self.url.is_empty() && self.fault.is_none()
     }
 
-    /// True when it is being retired on purpose (drained, past its deadline, or its bot asked to
-    /// terminate), so a stopping instance is expected rather than a fault.
+    /// True when it is being retired on purpose (drained, past its deadline, its bot asked to
+    /// terminate, or its instance being deleted), so a stopping instance is expected rather than
+    /// a fault.
     pub fn retiring(&self, now: DateTime<Utc>) -> bool {
-        self.drained || self.terminate_sent.is_some() || self.deadline().is_some_and(|d| d < now)
+        self.drained
+            || self.terminate_sent.is_some()
+            || self.destroying.is_some()
+            || self.deadline().is_some_and(|d| d < now)
     }
 }
 
@@ -232,6 +244,9 @@ pub enum ConfigState {
     Orphaned,
     /// Deleted; its VMs are being drained.
     Deleted,
+    /// Its record (or its VM index) does not decode; `revision` says why. Import rewrites it
+    /// from its file, or deletes it when the file is gone.
+    Corrupt,
 }
 
 /// The status of one Config: counts, the last 20 errors, the current backoff.
@@ -253,6 +268,8 @@ pub struct ConfigStatus {
     pub counts: Counts,
     /// Tasks of this Config that went to a dead set (each is also in `errors`).
     pub dead_tasks: u64,
+    /// Failed task runs of this Config (retried or not).
+    pub task_failures: u64,
     /// Newest first; a resolved error has `resolved` set.
     pub errors: Vec<ErrorEntry>,
     /// Backoff of its (project, zone), while active.
@@ -271,6 +288,14 @@ pub struct FileError {
     pub since: DateTime<Utc>,
     /// What is wrong.
     pub message: String,
+}
+
+/// Names of the per-Config counters.
+pub mod counters {
+    /// Tasks that went to a dead set.
+    pub const DEAD_TASKS: &str = "dead_tasks";
+    /// Failed task runs.
+    pub const TASK_FAILURES: &str = "task_failures";
 }
 
 /// Errors kept per Config.

@@ -7,8 +7,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::error::TaskError;
-use crate::model::{ConfigState, ConfigStatus, Counts, FaultKind, FileError};
-use crate::ports::store::{Store, VmIndex};
+use crate::model::{ConfigState, ConfigStatus, Counts, FaultKind, FileError, counters};
+use crate::ports::store::{Store, StoreError, VmIndex};
 
 /// Every prefix with a Config or with VMs left (of a removed Config), sorted.
 pub async fn prefixes(store: &dyn Store) -> Result<Vec<String>, TaskError> {
@@ -19,14 +19,22 @@ pub async fn prefixes(store: &dyn Store) -> Result<Vec<String>, TaskError> {
 
 /// A Config's counts from its VM records now, and whether anything of it is left (its record or
 /// a VM).
+/// Records that do not decode are left out (they are reported and repaired elsewhere).
 pub async fn tally(store: &dyn Store, prefix: &str, now: DateTime<Utc>) -> Result<(Counts, bool), TaskError> {
-    let config = store.config(prefix).await?;
+    let config = match store.config(prefix).await {
+        Err(StoreError::Corrupt { .. }) => None,
+        other => other?.map(|c| c.value),
+    };
     let ids = store.vm_ids(VmIndex::OfConfig(prefix.to_owned())).await?;
     let left = config.is_some() || !ids.is_empty();
-    let configured = config.map_or(0, |c| c.value.current_amount);
+    let configured = config.map_or(0, |c| c.current_amount);
     let mut counts = Counts { configured, at: Some(now), ..Counts::default() };
     for id in ids {
-        let Some(vm) = store.vm(&id).await? else { continue };
+        let vm = match store.vm(&id).await {
+            Ok(Some(vm)) => vm,
+            Ok(None) | Err(StoreError::Corrupt { .. }) => continue,
+            Err(e) => return Err(e.into()),
+        };
         let vm = vm.value;
         counts.created += u32::from(!vm.url.is_empty());
         counts.connected += u32::from(vm.healthy_connected());
@@ -59,16 +67,25 @@ pub async fn status(
         prefix: prefix.to_owned(),
         state: ConfigState::Deleted,
         counts,
-        dead_tasks: store.dead_tasks(prefix).await?,
+        dead_tasks: store.counter(prefix, counters::DEAD_TASKS).await?,
+        task_failures: store.counter(prefix, counters::TASK_FAILURES).await?,
         errors: store.errors(prefix).await?,
         ..ConfigStatus::default()
     };
-    if let Some(c) = store.config(prefix).await? {
+    let config = match store.config(prefix).await {
+        Err(StoreError::Corrupt { error, .. }) => {
+            st.state = ConfigState::Corrupt;
+            st.revision = error;
+            None
+        }
+        other => other?,
+    };
+    if let Some(c) = config {
         let rec = c.value;
         let a = &rec.config.attributes;
         st.backoff = store.backoff(&a.project, &a.zone).await?.filter(|b| b.until > now);
         st.state = if rec.orphaned.is_some() { ConfigState::Orphaned } else { ConfigState::Active };
-        st.delete_at = rec.orphaned.map(|t| t + grace);
+        st.delete_at = rec.delete_at.or(rec.orphaned.map(|t| t + grace));
         st.source = rec.source;
         st.revision = rec.revision;
         st.verified = rec.verified;
@@ -97,7 +114,17 @@ pub async fn report(
     let wanted = if only.is_empty() { all } else { only.to_vec() };
     let mut configs = Vec::new();
     for p in wanted {
-        configs.push(status(store, &p, now, grace, live).await?);
+        match status(store, &p, now, grace, live).await {
+            Ok(st) => configs.push(st),
+            // One broken entity does not hide the others.
+            Err(TaskError::Store(StoreError::Corrupt { key, error })) => configs.push(ConfigStatus {
+                prefix: p,
+                state: ConfigState::Corrupt,
+                revision: format!("{key}: {error}"),
+                ..ConfigStatus::default()
+            }),
+            Err(e) => return Err(e),
+        }
     }
     Ok(Report { configs, files: store.file_errors().await? })
 }

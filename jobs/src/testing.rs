@@ -109,11 +109,32 @@ impl Compute for FakeCompute {
         &self,
         _p: &str,
         _z: &str,
-        _f: &str,
+        filter: &str,
         _page: Option<String>,
     ) -> Result<(Vec<Instance>, Option<String>), ComputeError> {
         lock(&self.calls).push("list".into());
-        Ok((lock(&self.instances).values().cloned().collect(), None))
+        // Honours `labels.K = "V"` and `status != "S"` clauses (all must hold).
+        let clauses: Vec<(String, bool, String)> = filter
+            .split(['(', ')'])
+            .filter_map(|c| {
+                let (k, ne, v) = match c.split_once("!=") {
+                    Some((k, v)) => (k, true, v),
+                    None => c.split_once('=').map(|(k, v)| (k, false, v))?,
+                };
+                Some((k.trim().to_owned(), ne, v.trim().trim_matches('"').to_owned()))
+            })
+            .collect();
+        let keep = |i: &Instance| {
+            clauses.iter().all(|(k, ne, v)| {
+                let got = match k.strip_prefix("labels.") {
+                    Some(l) => i.labels.get(l).cloned().unwrap_or_default(),
+                    None if k == "status" => i.status.clone(),
+                    None => return true,
+                };
+                (got == *v) != *ne
+            })
+        };
+        Ok((lock(&self.instances).values().filter(|i| keep(i)).cloned().collect(), None))
     }
 
     async fn zones(&self, _p: &str) -> Result<Vec<String>, ComputeError> {
@@ -202,6 +223,8 @@ pub struct Fakes {
     pub bots: Arc<FakeBots>,
     /// Clock.
     pub clock: Arc<ManualClock>,
+    /// The memory store behind `ctx.store` (to plant corrupt records).
+    pub store: Arc<MemoryStore>,
 }
 
 impl Ctx {
@@ -211,10 +234,11 @@ impl Ctx {
             compute: Arc::default(),
             bots: Arc::default(),
             clock: Arc::new(ManualClock::at(Utc.with_ymd_and_hms(2026, 11, 21, 10, 0, 0).unwrap())),
+            store: Arc::new(MemoryStore::new()),
         };
         let queues = Queues::new(Arc::new(MemoryEngine::new()), &HashMap::new()).expect("queues");
         let ctx = Ctx {
-            store: Arc::new(MemoryStore::new()),
+            store: fakes.store.clone(),
             compute: fakes.compute.clone(),
             bots: fakes.bots.clone(),
             clock: fakes.clock.clone(),
@@ -270,6 +294,7 @@ impl Ctx {
             current_amount: amount,
             source: format!("{prefix}.yaml"),
             orphaned: None,
+            delete_at: None,
             verified: true,
         };
         assert!(self.store.put_config(&rec, crate::ports::store::Expect::Absent).await.expect("store"));

@@ -11,7 +11,7 @@
 //! | `bots` | HASH | hostname → last bot observation |
 //! | `err:<prefix>` | LIST | the Config's last 20 errors, newest first |
 //! | `counts`, `backoff` | HASH | prefix → counts; `project/zone` → backoff |
-//! | `dead` | HASH | prefix → dead tasks counted |
+//! | `counters:<prefix>` | HASH | a Config's counters: dead_tasks, task_failures |
 //! | `files` | STRING | errors of Config files that hold no Config (JSON list) |
 //! | `claim:<key>` | STRING | a claimed cron tick (expires) |
 //! | `mark:<space>` | HASH | key → first-seen time |
@@ -23,7 +23,7 @@ use chrono::{DateTime, Utc};
 use gce_backend_jobs::model::{
     Backoff, ConfigRecord, Counts, ErrorEntry, FileError, KEEP_ERRORS, Observed, Vm,
 };
-use gce_backend_jobs::ports::store::{Expect, Store, StoreError, Versioned, VmIndex};
+use gce_backend_jobs::ports::store::{CorruptRecord, Expect, Store, StoreError, Versioned, VmIndex};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{AsyncCommands, Script};
 use serde::Serialize;
@@ -108,27 +108,49 @@ impl std::fmt::Debug for RedisStore {
     }
 }
 
-fn err(e: impl std::fmt::Display) -> StoreError {
-    StoreError(e.to_string())
+fn err(e: redis::RedisError) -> StoreError {
+    match e.code() {
+        Some("WRONGTYPE") => StoreError::corrupt("a key", e),
+        _ => StoreError::Unavailable(e.to_string()),
+    }
+}
+
+/// [`err`], naming the key a WRONGTYPE answer is about.
+fn err_at(key: &str) -> impl Fn(redis::RedisError) -> StoreError + '_ {
+    move |e| match e.code() {
+        Some("WRONGTYPE") => StoreError::corrupt(key, "holds the wrong type of value"),
+        _ => StoreError::Unavailable(e.to_string()),
+    }
 }
 
 fn json<T: Serialize>(v: &T) -> Result<String, StoreError> {
-    serde_json::to_string(v).map_err(err)
+    serde_json::to_string(v).map_err(|e| StoreError::Unavailable(format!("cannot encode: {e}")))
 }
 
-fn parse<T: DeserializeOwned>(s: &str) -> Result<T, StoreError> {
-    serde_json::from_str(s).map_err(|e| StoreError(format!("corrupt record: {e}")))
+fn parse<T: DeserializeOwned>(what: &str, s: &str) -> Result<T, StoreError> {
+    serde_json::from_str(s).map_err(|e| StoreError::corrupt(what, e))
+}
+
+/// A derived record (an observation, counts, a backoff, file errors) that does not decode is
+/// as good as absent: it is written again by the next run that learns it.
+fn lenient<T: DeserializeOwned>(what: &str, s: &str) -> Option<T> {
+    serde_json::from_str(s)
+        .map_err(|e| tracing::warn!(record = what, error = %e, "corrupt record ignored"))
+        .ok()
 }
 
 impl RedisStore {
     /// Connects to `url` for deployment `namespace`.
     pub async fn connect(url: &str, namespace: &str) -> Result<Self, StoreError> {
-        let client = redis::Client::open(url).map_err(err)?;
+        let client = redis::Client::open(url).map_err(|e| StoreError::Unavailable(e.to_string()))?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(2)))
             .set_response_timeout(Some(Duration::from_secs(10)))
             .set_max_delay(Duration::from_secs(2));
-        let conn = client.get_connection_manager_with_config(config).await.map_err(err)?;
+        let conn = client
+            .get_connection_manager_with_config(config)
+            .await
+            .map_err(|e| StoreError::Unavailable(e.to_string()))?;
         let put = [
             Script::new(PUT),
             Script::new(DELETE),
@@ -173,7 +195,9 @@ impl RedisStore {
             .await
             .map_err(err)?;
         match (raw, ver) {
-            (Some(raw), Some(version)) => Ok(Some(Versioned { value: parse(&raw)?, version })),
+            (Some(raw), Some(version)) => {
+                Ok(Some(Versioned { value: parse(&format!("{kind} {field}"), &raw)?, version }))
+            }
             _ => Ok(None),
         }
     }
@@ -203,13 +227,36 @@ impl Store for RedisStore {
             .query_async(&mut self.c())
             .await
             .map_err(err)?;
-        let mut out = Vec::new();
-        for (prefix, raw) in recs {
-            if let Some(version) = vers.get(&prefix) {
-                out.push(Versioned { value: parse(&raw)?, version: *version });
-            }
-        }
-        out.sort_by(|a: &Versioned<ConfigRecord>, b| a.value.config.prefix.cmp(&b.value.config.prefix));
+        let mut out: Vec<Versioned<ConfigRecord>> = recs
+            .into_iter()
+            .filter_map(|(prefix, raw)| {
+                let value: ConfigRecord = serde_json::from_str(&raw).ok()?;
+                Some(Versioned { value, version: *vers.get(&prefix)? })
+            })
+            .collect();
+        out.sort_by(|a, b| a.value.config.prefix.cmp(&b.value.config.prefix));
+        Ok(out)
+    }
+
+    async fn corrupt_configs(&self) -> Result<Vec<CorruptRecord>, StoreError> {
+        let (recs, vers): (
+            std::collections::HashMap<String, String>,
+            std::collections::HashMap<String, u64>,
+        ) = redis::pipe()
+            .atomic()
+            .hgetall(self.k("cfg"))
+            .hgetall(self.k("cfg:ver"))
+            .query_async(&mut self.c())
+            .await
+            .map_err(err)?;
+        let mut out: Vec<CorruptRecord> = recs
+            .into_iter()
+            .filter_map(|(key, raw)| {
+                let error = serde_json::from_str::<ConfigRecord>(&raw).err()?.to_string();
+                Some(CorruptRecord { version: vers.get(&key).copied().unwrap_or(0), key, error })
+            })
+            .collect();
+        out.sort_by(|a, b| a.key.cmp(&b.key));
         Ok(out)
     }
 
@@ -254,14 +301,27 @@ impl Store for RedisStore {
         Ok(v > 0)
     }
 
+    async fn vm_version(&self, id: &str) -> Result<Option<u64>, StoreError> {
+        self.c().hget(self.k("vm:ver"), id).await.map_err(err)
+    }
+
     async fn delete_vm(&self, id: &str, version: u64) -> Result<bool, StoreError> {
-        let Some(cur) = self.vm(id).await? else { return Ok(false) };
-        let keys = self.vm_keys(&cur.value.config);
+        // A corrupt record still goes: its Config comes from its id, its hostname is unknown.
+        let (config, hostname) = match self.vm(id).await {
+            Ok(Some(cur)) => (cur.value.config, cur.value.hostname),
+            Ok(None) => return Ok(false),
+            Err(StoreError::Corrupt { .. }) => {
+                let prefix = gce_backend_jobs::tasks::create_vm::parse_id(id).map_or(id, |(p, _)| p);
+                (prefix.to_owned(), String::new())
+            }
+            Err(e) => return Err(e),
+        };
+        let keys = self.vm_keys(&config);
         let mut inv = self.put[3].prepare_invoke();
         for k in &keys {
             inv.key(k);
         }
-        inv.arg(id).arg(version).arg(&cur.value.hostname).arg(&cur.value.config);
+        inv.arg(id).arg(version).arg(&hostname).arg(&config);
         let n: u64 = inv.invoke_async(&mut self.c()).await.map_err(err)?;
         Ok(n > 0)
     }
@@ -272,7 +332,7 @@ impl Store for RedisStore {
             VmIndex::Created => self.k("vm:created"),
             VmIndex::OfConfig(p) => self.k(&format!("vm:cfg:{p}")),
         };
-        let mut ids: Vec<String> = self.c().smembers(key).await.map_err(err)?;
+        let mut ids: Vec<String> = self.c().smembers(&key).await.map_err(err_at(&key))?;
         ids.sort();
         Ok(ids)
     }
@@ -290,7 +350,8 @@ impl Store for RedisStore {
     }
 
     async fn vm_configs(&self) -> Result<Vec<String>, StoreError> {
-        self.c().smembers(self.k("vm:cfgs")).await.map_err(err)
+        let key = self.k("vm:cfgs");
+        self.c().smembers(&key).await.map_err(err_at(&key))
     }
 
     async fn put_bots(&self, bots: &[Observed]) -> Result<(), StoreError> {
@@ -306,7 +367,7 @@ impl Store for RedisStore {
 
     async fn bot(&self, hostname: &str) -> Result<Option<Observed>, StoreError> {
         let raw: Option<String> = self.c().hget(self.k("bots"), hostname).await.map_err(err)?;
-        raw.map(|r| parse(&r)).transpose()
+        Ok(raw.and_then(|r| lenient(&format!("bot {hostname}"), &r)))
     }
 
     async fn push_error(&self, prefix: &str, e: &ErrorEntry) -> Result<(), StoreError> {
@@ -323,7 +384,8 @@ impl Store for RedisStore {
 
     async fn errors(&self, prefix: &str) -> Result<Vec<ErrorEntry>, StoreError> {
         let raw: Vec<String> = self.c().lrange(self.k(&format!("err:{prefix}")), 0, -1).await.map_err(err)?;
-        raw.iter().map(|r| parse(r)).collect()
+        // A corrupt entry is left out rather than hiding the others.
+        Ok(raw.iter().filter_map(|r| serde_json::from_str(r).ok()).collect())
     }
 
     async fn resolve_errors(&self, prefix: &str, stage: &str, now: DateTime<Utc>) -> Result<(), StoreError> {
@@ -337,12 +399,12 @@ impl Store for RedisStore {
         Ok(())
     }
 
-    async fn add_dead_task(&self, prefix: &str) -> Result<(), StoreError> {
-        self.c().hincr(self.k("dead"), prefix, 1).await.map_err(err)
+    async fn bump(&self, prefix: &str, what: &str) -> Result<(), StoreError> {
+        self.c().hincr(self.k(&format!("counters:{prefix}")), what, 1).await.map_err(err)
     }
 
-    async fn dead_tasks(&self, prefix: &str) -> Result<u64, StoreError> {
-        let n: Option<u64> = self.c().hget(self.k("dead"), prefix).await.map_err(err)?;
+    async fn counter(&self, prefix: &str, what: &str) -> Result<u64, StoreError> {
+        let n: Option<u64> = self.c().hget(self.k(&format!("counters:{prefix}")), what).await.map_err(err)?;
         Ok(n.unwrap_or(0))
     }
 
@@ -352,7 +414,7 @@ impl Store for RedisStore {
 
     async fn file_errors(&self) -> Result<Vec<FileError>, StoreError> {
         let raw: Option<String> = self.c().get(self.k("files")).await.map_err(err)?;
-        raw.map_or(Ok(Vec::new()), |r| parse(&r))
+        Ok(raw.and_then(|r| lenient("files", &r)).unwrap_or_default())
     }
 
     async fn put_counts(&self, prefix: &str, counts: &Counts) -> Result<(), StoreError> {
@@ -361,13 +423,13 @@ impl Store for RedisStore {
 
     async fn counts(&self, prefix: &str) -> Result<Option<Counts>, StoreError> {
         let raw: Option<String> = self.c().hget(self.k("counts"), prefix).await.map_err(err)?;
-        raw.map(|r| parse(&r)).transpose()
+        Ok(raw.and_then(|r| lenient(&format!("counts {prefix}"), &r)))
     }
 
     async fn drop_status(&self, prefix: &str) -> Result<(), StoreError> {
         let _: () = redis::pipe()
             .hdel(self.k("counts"), prefix)
-            .hdel(self.k("dead"), prefix)
+            .del(self.k(&format!("counters:{prefix}")))
             .del(self.k(&format!("err:{prefix}")))
             .query_async(&mut self.c())
             .await
@@ -378,7 +440,7 @@ impl Store for RedisStore {
     async fn backoff(&self, project: &str, zone: &str) -> Result<Option<Backoff>, StoreError> {
         let raw: Option<String> =
             self.c().hget(self.k("backoff"), format!("{project}/{zone}")).await.map_err(err)?;
-        raw.map(|r| parse(&r)).transpose()
+        Ok(raw.and_then(|r| lenient(&format!("backoff {project}/{zone}"), &r)))
     }
 
     async fn set_backoff(&self, project: &str, zone: &str, b: Option<&Backoff>) -> Result<(), StoreError> {
@@ -411,7 +473,9 @@ impl Store for RedisStore {
             .query_async(&mut self.c())
             .await
             .map_err(err)?;
-        DateTime::parse_from_rfc3339(&first).map(|t| t.with_timezone(&Utc)).map_err(err)
+        DateTime::parse_from_rfc3339(&first)
+            .map(|t| t.with_timezone(&Utc))
+            .map_err(|e| StoreError::corrupt(format!("mark:{space} {key}"), e))
     }
 
     async fn unmark(&self, space: &str, key: &str) -> Result<(), StoreError> {
@@ -422,7 +486,7 @@ impl Store for RedisStore {
         let all: std::collections::HashMap<String, String> =
             self.c().hgetall(self.k(&format!("mark:{space}"))).await.map_err(err)?;
         all.into_iter()
-            .map(|(k, v)| Ok((k, DateTime::parse_from_rfc3339(&v).map_err(err)?.with_timezone(&Utc))))
+            .filter_map(|(k, v)| Some(Ok((k, DateTime::parse_from_rfc3339(&v).ok()?.with_timezone(&Utc)))))
             .collect()
     }
 }

@@ -1,23 +1,60 @@
 //! `drain_vms`: VMs whose index is past their Config's amount, or whose Config is gone →
-//! `drain_vm`. The index is read from the VM id, so no VM record is read.
+//! `drain_vm`. The index is read from the VM id, so no VM record is read. A Config whose record
+//! or VM index cannot be read is reported (WARN, its status) and skipped; the others go on.
 
 use gce_backend_queues::payload::DrainVm;
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::ports::store::VmIndex;
+use crate::ports::store::{StoreError, VmIndex};
 use crate::tasks::create_vm::parse_id;
 
 /// Runs once.
 pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
     let mut tasks = Vec::new();
     for prefix in ctx.store.vm_configs().await? {
-        let amount = ctx.store.config(&prefix).await?.map_or(0, |c| c.value.current_amount);
-        for id in ctx.store.vm_ids(VmIndex::OfConfig(prefix.clone())).await? {
-            if parse_id(&id).is_none_or(|(_, i)| i >= amount) {
-                tasks.push(DrainVm { id });
+        let listed = async {
+            let amount = ctx.store.config(&prefix).await?.map_or(0, |c| c.value.current_amount);
+            Ok::<_, StoreError>((amount, ctx.store.vm_ids(VmIndex::OfConfig(prefix.clone())).await?))
+        };
+        let (amount, ids) = match listed.await {
+            Ok(v) => v,
+            Err(StoreError::Corrupt { key, error }) => {
+                let msg = format!("cannot read {key} ({error}): its VMs are not drained this round");
+                ctx.record_once(&prefix, "drain_vms", "corrupt", &msg).await?;
+                continue;
             }
-        }
+            Err(e) => return Err(e.into()),
+        };
+        tasks.extend(
+            ids.into_iter()
+                .filter(|id| parse_id(id).is_none_or(|(_, i)| i >= amount))
+                .map(|id| DrainVm { id }),
+        );
     }
     ctx.push_many(&tasks).await
+}
+
+#[cfg(test)]
+mod tests {
+    use gce_backend_queues::payload::DrainVm;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_broken_index_of_one_config_does_not_stop_the_others() {
+        let (ctx, f) = Ctx::test();
+        ctx.seed_config("linux", 1).await;
+        ctx.seed_config("mac", 1).await;
+        for id in ["linux-0", "linux-1", "mac-0", "mac-1"] {
+            ctx.seed_vm(id, |_| {}).await;
+        }
+        f.store.plant_broken_index("linux");
+        run(&ctx).await.unwrap();
+        assert_eq!(ctx.taken::<DrainVm>().await, [DrainVm { id: "mac-1".into() }]);
+        let e = &ctx.store.errors("linux").await.unwrap()[0];
+        assert_eq!((e.stage.as_str(), e.code.as_str()), ("drain_vms", "corrupt"));
+        run(&ctx).await.unwrap();
+        assert_eq!(ctx.store.errors("linux").await.unwrap().len(), 1, "reported once while it lasts");
+    }
 }

@@ -68,15 +68,22 @@ pub struct Plan {
     pub accept: BTreeMap<String, (String, Config, String)>,
     /// (file, prefix, why) of files whose Config is not applied.
     pub rejects: Vec<(String, String, String)>,
-    /// Prefixes whose Config must not be orphaned (a file still holds them).
+    /// Prefixes whose Config must not be orphaned (a file still holds or names them).
     pub held: BTreeSet<String>,
-    /// True when some file could not be read, parsed or validated: nothing is orphaned.
-    pub blocked: bool,
 }
 
-/// Decides ownership: `files` by path, `owners` the source file of each stored Config by prefix.
+impl Plan {
+    /// True when some file has an error (it cannot be read, parsed or validated, or it is
+    /// refused): nothing is orphaned or deleted that round.
+    pub fn blocked(&self) -> bool {
+        !self.rejects.is_empty()
+    }
+}
+
+/// Decides ownership: `files` by file name, `owners` the source file name of each stored Config
+/// by prefix (empty when unknown).
 pub fn plan(files: &BTreeMap<String, Read>, owners: &BTreeMap<String, String>) -> Plan {
-    let mut p = Plan { blocked: files.values().any(Result::is_err), ..Plan::default() };
+    let mut p = Plan::default();
     let mut claims: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for (path, read) in files {
         match read {
@@ -91,6 +98,13 @@ pub fn plan(files: &BTreeMap<String, Read>, owners: &BTreeMap<String, String>) -
         Some(Err(_)) => true,
         None => false,
     };
+    let named: BTreeSet<&str> = files
+        .values()
+        .map(|r| match r {
+            Ok((c, _)) => c.prefix.as_str(),
+            Err((prefix, _)) => prefix.as_str(),
+        })
+        .collect();
     let mut fresh = Vec::new();
     for (prefix, paths) in &claims {
         let chosen = match owners.get(*prefix) {
@@ -134,59 +148,106 @@ pub fn plan(files: &BTreeMap<String, Read>, owners: &BTreeMap<String, String>) -
             p.rejects.push((path, (*prefix).to_owned(), why));
         }
     }
-    p.held = p.accept.keys().cloned().collect();
-    p.held.extend(owners.iter().filter(|(prefix, source)| holds(prefix, source)).map(|(p, _)| p.clone()));
+    // Held: what is applied, what any file names (even one refused), and what a file that is
+    // not applied under another prefix was the source of.
+    let gone_or_moved =
+        |source: &str| !files.contains_key(source) || p.accept.values().any(|(path, _, _)| path == source);
+    let held: BTreeSet<String> = owners
+        .iter()
+        .filter(|(prefix, source)| {
+            named.contains(prefix.as_str()) || holds(prefix, source) || !gone_or_moved(source)
+        })
+        .map(|(prefix, _)| prefix.clone())
+        .chain(p.accept.keys().cloned())
+        .collect();
+    p.held = held;
     p
 }
 
-/// Lists the Config files of `dir`, sorted.
+/// Lists the names of the Config files of `dir`, sorted.
 fn list(dir: &Path) -> Result<Vec<String>, TaskError> {
     let entries = std::fs::read_dir(dir)
         .map_err(|e| TaskError::Invalid(format!("configs directory {}: {e}", dir.display())))?;
-    let mut paths: Vec<String> = entries
+    let mut names: Vec<String> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml" || x == "json"))
-        .map(|p| p.display().to_string())
+        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
         .collect();
-    paths.sort();
-    Ok(paths)
+    names.sort();
+    Ok(names)
 }
 
-/// Reads and validates every file.
-fn read_all(ctx: &Ctx, paths: Vec<String>) -> BTreeMap<String, Read> {
-    paths
+/// Reads and validates every file, by name.
+fn read_all(ctx: &Ctx, names: Vec<String>) -> BTreeMap<String, Read> {
+    names
         .into_iter()
-        .map(|path| {
+        .map(|name| {
+            let path = ctx.configs_dir.join(&name);
+            let shown = path.display().to_string();
             // The path is said once, by whoever reports the error.
-            let text = |e: ConfigError| if e.field == path { e.rule } else { e.to_string() };
-            let read = match load(Path::new(&path)) {
+            let text = |e: ConfigError| if e.field == shown { e.rule } else { e.to_string() };
+            let read = match load(&path) {
                 Ok((c, rev)) => match c.validate().and_then(|()| c.check_limits(&ctx.limits)) {
                     Ok(()) => Ok((c, rev)),
                     Err(e) => Err((c.prefix, text(e))),
                 },
                 Err(e) => Err((String::new(), text(e))),
             };
-            (path, read)
+            (name, read)
         })
         .collect()
+}
+
+/// The file name a Config's `source` names (sources were once whole paths).
+fn source_name(source: &str) -> String {
+    Path::new(source).file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+}
+
+/// Stored Config records by prefix; a record that does not decode stands as an empty one of
+/// unknown source (so a file naming its prefix rewrites it), and is reported.
+async fn stored(
+    ctx: &Ctx,
+) -> Result<(BTreeMap<String, Versioned<ConfigRecord>>, BTreeSet<String>), TaskError> {
+    let mut out: BTreeMap<String, Versioned<ConfigRecord>> =
+        ctx.store.configs().await?.into_iter().map(|c| (c.value.config.prefix.clone(), c)).collect();
+    let mut corrupt = BTreeSet::new();
+    for c in ctx.store.corrupt_configs().await? {
+        let msg = format!(
+            "Config record {:?} does not decode ({}): rewritten from its file, or deleted if it has none",
+            c.key, c.error
+        );
+        ctx.record_once(&c.key, STAGE, "corrupt", &msg).await?;
+        let config = Config { prefix: c.key.clone(), ..Config::default() };
+        let value = ConfigRecord {
+            config,
+            revision: String::new(),
+            current_amount: 0,
+            source: String::new(),
+            orphaned: None,
+            delete_at: None,
+            verified: false,
+        };
+        corrupt.insert(c.key.clone());
+        out.insert(c.key, Versioned { value, version: c.version });
+    }
+    Ok((out, corrupt))
 }
 
 /// Runs once.
 pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
     let files = read_all(ctx, list(&ctx.configs_dir)?);
-    let stored: BTreeMap<String, Versioned<ConfigRecord>> =
-        ctx.store.configs().await?.into_iter().map(|c| (c.value.config.prefix.clone(), c)).collect();
-    let owners = stored.iter().map(|(p, c)| (p.clone(), c.value.source.clone())).collect();
+    let (stored, corrupt) = stored(ctx).await?;
+    let owners = stored.iter().map(|(p, c)| (p.clone(), source_name(&c.value.source))).collect();
     let mut plan = plan(&files, &owners);
     let mut pushed = 0;
-    for (prefix, (path, config, revision)) in std::mem::take(&mut plan.accept) {
-        match apply(ctx, stored.get(&prefix), &path, config, revision).await? {
+    for (prefix, (name, config, revision)) in std::mem::take(&mut plan.accept) {
+        match apply(ctx, stored.get(&prefix), &name, config, revision).await? {
             Ok(added) => pushed += added,
-            Err(e) => plan.rejects.push((path, prefix, e.to_string())),
+            Err(e) => plan.rejects.push((name, prefix, e.to_string())),
         }
     }
     report(ctx, &plan.rejects, &stored).await?;
-    if plan.blocked {
+    if plan.blocked() {
         let gone: Vec<&String> = stored.keys().filter(|p| !plan.held.contains(*p)).collect();
         if !gone.is_empty() {
             let bad: Vec<&str> = plan.rejects.iter().map(|(f, _, _)| f.as_str()).collect();
@@ -195,9 +256,13 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
         return Ok(pushed);
     }
     for (prefix, cur) in &stored {
-        if !plan.held.contains(prefix) {
-            pushed += orphan(ctx, cur).await?;
+        if plan.held.contains(prefix) {
+            continue;
         }
+        pushed += match corrupt.contains(prefix) {
+            true => delete(ctx, cur, "its record does not decode and no file holds it").await?,
+            false => orphan(ctx, cur).await?,
+        };
     }
     Ok(pushed)
 }
@@ -214,6 +279,7 @@ async fn apply(
     let prefix = config.prefix.clone();
     let same = cur.is_some_and(|c| c.value.revision == revision && c.value.source == path);
     if same && cur.is_some_and(|c| c.value.verified && c.value.orphaned.is_none()) {
+        ctx.resolved(&prefix, STAGE).await?; // a file that had an error is fine again
         return Ok(Ok(0));
     }
     let verified = match ctx.catalog.check(&*ctx.compute, &config, ctx.now()).await {
@@ -227,6 +293,7 @@ async fn apply(
         }
     };
     if same && cur.is_some_and(|c| c.value.orphaned.is_none() && c.value.verified == verified) {
+        ctx.resolved(&prefix, STAGE).await?;
         return Ok(Ok(0));
     }
     let mut rec = ConfigRecord {
@@ -235,6 +302,7 @@ async fn apply(
         current_amount: 0,
         source: path.to_owned(),
         orphaned: None,
+        delete_at: None,
         verified,
     };
     if let Some(c) = cur {
@@ -242,7 +310,7 @@ async fn apply(
         if c.value.orphaned.is_some() {
             tracing::warn!(config = %prefix, file = path, "the Config file is back: deletion cancelled");
         }
-        if !c.value.source.is_empty() && c.value.source != path {
+        if !c.value.source.is_empty() && source_name(&c.value.source) != path {
             tracing::warn!(config = %prefix, from = %c.value.source, to = path, "the Config moved to another file");
         }
     }
@@ -269,25 +337,21 @@ async fn report(
         ctx.store.file_errors().await?.into_iter().map(|e| (e.path.clone(), e)).collect();
     let now = ctx.now();
     let mut errors = Vec::new();
-    for (path, prefix, message) in rejects {
-        let seen = before.get(path).filter(|e| &e.message == message);
-        let since = seen.map_or(now, |e| e.since);
+    for (name, prefix, message) in rejects {
+        let path = ctx.configs_dir.join(name).display().to_string();
+        let seen = before.get(&path).filter(|e| &e.message == message);
         if seen.is_none() {
-            match stored.values().find(|c| &c.value.source == path) {
+            match stored.values().find(|c| source_name(&c.value.source) == *name) {
                 Some(held) => {
                     let (held, zone) = (&held.value.config.prefix, &held.value.config.attributes.zone);
-                    ctx.record(held, STAGE, "invalid", &format!("{path} not applied: {message}"), zone, "")
-                        .await?;
+                    let msg = format!("{path} not applied: {message}");
+                    ctx.record(held, STAGE, "invalid", &msg, zone, "").await?;
                 }
                 None => tracing::warn!(file = %path, prefix = %prefix, "Config file not applied: {message}"),
             }
         }
-        errors.push(FileError {
-            path: path.clone(),
-            prefix: prefix.clone(),
-            since,
-            message: message.clone(),
-        });
+        let since = seen.map_or(now, |e| e.since);
+        errors.push(FileError { path, prefix: prefix.clone(), since, message: message.clone() });
     }
     if errors.len() != before.len() || errors.iter().any(|e| before.get(&e.path) != Some(e)) {
         ctx.store.set_file_errors(&errors).await?;
@@ -298,38 +362,38 @@ async fn report(
 /// A stored Config no file holds: orphaned first, deleted (its VMs drained) after the grace.
 async fn orphan(ctx: &Ctx, cur: &Versioned<ConfigRecord>) -> Result<usize, TaskError> {
     let rec = &cur.value;
-    let prefix = rec.config.prefix.clone();
     let now = ctx.now();
-    let grace = ctx.timing.config_delete_grace.chrono();
-    let ids = ctx.store.vm_ids(VmIndex::OfConfig(prefix.clone())).await?;
-    let zone = rec.config.attributes.zone.clone();
-    let Some(since) = rec.orphaned else {
-        let mut next = rec.clone();
-        next.orphaned = Some(now);
-        if ctx.store.put_config(&next, Expect::Version(cur.version)).await? {
-            let at = (now + grace).format("%Y-%m-%d %H:%M:%S UTC");
-            let msg = format!(
-                "Config orphaned: its file {} is gone; the Config and its {} VMs will be deleted at {at} unless the file comes back",
-                rec.source,
-                ids.len()
-            );
-            ctx.record(&prefix, STAGE, "orphaned", &msg, &zone, "").await?;
+    if let Some(at) = rec.delete_at.or(rec.orphaned.map(|t| t + ctx.timing.config_delete_grace.chrono())) {
+        if at > now {
+            return Ok(0);
         }
-        return Ok(0);
-    };
-    if since + grace > now {
-        return Ok(0);
+        let since = rec.orphaned.unwrap_or(at).format("%Y-%m-%d %H:%M:%S UTC");
+        return delete(ctx, cur, &format!("its file {} has been gone since {since}", rec.source)).await;
     }
+    let at = now + ctx.timing.config_delete_grace.chrono();
+    let next = ConfigRecord { orphaned: Some(now), delete_at: Some(at), ..rec.clone() };
+    if ctx.store.put_config(&next, Expect::Version(cur.version)).await? {
+        let prefix = &rec.config.prefix;
+        let vms = ctx.store.vm_ids(VmIndex::OfConfig(prefix.clone())).await?.len();
+        let at = at.format("%Y-%m-%d %H:%M:%S UTC");
+        let msg = format!(
+            "Config orphaned: its file {} is gone; the Config and its {vms} VMs will be deleted at {at} unless the file comes back",
+            rec.source
+        );
+        ctx.record(prefix, STAGE, "orphaned", &msg, &rec.config.attributes.zone, "").await?;
+    }
+    Ok(0)
+}
+
+/// Deletes a Config record and drains its VMs, saying `why` on its status and at WARN.
+async fn delete(ctx: &Ctx, cur: &Versioned<ConfigRecord>, why: &str) -> Result<usize, TaskError> {
+    let prefix = cur.value.config.prefix.clone();
     if !ctx.store.delete_config(&prefix, cur.version).await? {
         return Ok(0);
     }
-    let since = since.format("%Y-%m-%d %H:%M:%S UTC");
-    let msg = format!(
-        "Config deleted: its file {} has been gone since {since}; draining its {} VMs",
-        rec.source,
-        ids.len()
-    );
-    ctx.record(&prefix, STAGE, "deleted", &msg, &zone, "").await?;
+    let ids = ctx.store.vm_ids(VmIndex::OfConfig(prefix.clone())).await.unwrap_or_default();
+    let msg = format!("Config deleted: {why}; draining its {} VMs", ids.len());
+    ctx.record(&prefix, STAGE, "deleted", &msg, &cur.value.config.attributes.zone, "").await?;
     ctx.push_many(&ids.into_iter().map(|id| DrainVm { id }).collect::<Vec<_>>()).await
 }
 

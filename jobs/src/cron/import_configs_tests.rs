@@ -33,7 +33,7 @@ fn the_file_that_holds_a_prefix_keeps_it_whatever_the_names_order() {
         assert_eq!(p.rejects.len(), 1);
         assert_eq!(p.rejects[0].0, copy);
         assert!(p.rejects[0].2.contains("belongs to linux.yaml"), "{:?}", p.rejects);
-        assert!(!p.blocked);
+        assert!(p.blocked(), "a refused file blocks deletion that round");
     }
 }
 
@@ -52,17 +52,41 @@ fn an_erroring_owner_keeps_its_prefix_and_blocks_deletion() {
         plan(&files(&[("linux.yaml", bad), ("copy.yaml", ok("linux"))]), &owners(&[("linux", "linux.yaml")]));
     assert!(p.accept.is_empty());
     assert!(p.held.contains("linux"));
-    assert!(p.blocked);
+    assert!(p.blocked());
     assert!(p.rejects.iter().any(|(f, _, e)| f == "copy.yaml" && e.contains("error of its own")));
 }
 
 #[test]
-fn a_renamed_file_takes_over_and_a_renamed_prefix_orphans_the_old_one() {
+fn a_renamed_file_takes_over_and_an_applied_prefix_change_orphans_the_old_one() {
     let p = plan(&files(&[("linux2.yaml", ok("linux"))]), &owners(&[("linux", "linux.yaml")]));
     assert_eq!(p.accept["linux"].0, "linux2.yaml");
     let p = plan(&files(&[("linux.yaml", ok("mac"))]), &owners(&[("linux", "linux.yaml")]));
-    assert!(!p.held.contains("linux"), "the file now holds another prefix");
+    assert!(!p.held.contains("linux") && !p.blocked(), "the file now holds another prefix, applied");
     assert_eq!(p.accept["mac"].0, "linux.yaml");
+}
+
+#[test]
+fn a_prefix_change_that_is_refused_keeps_the_old_pool() {
+    // linux.yaml now names mac, which mac.yaml owns: refused, so linux stays held.
+    let p = plan(
+        &files(&[("linux.yaml", ok("mac")), ("mac.yaml", ok("mac"))]),
+        &owners(&[("linux", "linux.yaml"), ("mac", "mac.yaml")]),
+    );
+    assert!(p.held.contains("linux") && p.held.contains("mac") && p.blocked());
+    // ... or an overlapping new prefix.
+    let p = plan(&files(&[("linux.yaml", ok("linux-big"))]), &owners(&[("linux", "linux.yaml")]));
+    assert!(p.held.contains("linux") && p.blocked());
+}
+
+#[test]
+fn a_config_of_unknown_source_and_two_claimants_is_held_by_both() {
+    for source in ["", "config/pools/linux.yaml", "linux.yaml"] {
+        let p = plan(
+            &files(&[("copy.yaml", ok("linux")), ("other.yaml", ok("linux"))]),
+            &owners(&[("linux", source)]),
+        );
+        assert!(p.accept.is_empty() && p.held.contains("linux") && p.blocked(), "{source:?}");
+    }
 }
 
 #[test]
@@ -102,7 +126,7 @@ async fn an_unchanged_revision_leaves_the_record_alone() {
     write(&dir, "linux.yaml", &config("linux", 2));
     assert_eq!(run(&ctx).await.unwrap(), 1);
     let rec = ctx.store.config("linux").await.unwrap().unwrap();
-    assert_eq!(rec.value.source, path(&dir, "linux.yaml"));
+    assert_eq!(rec.value.source, "linux.yaml", "the file's name, whatever the directory is called");
     assert!(rec.value.verified);
     assert_eq!(ctx.taken::<ExpandConfig>().await.len(), 1);
     assert_eq!(run(&ctx).await.unwrap(), 0);
@@ -236,4 +260,42 @@ async fn zones_and_disk_types_are_checked_against_the_project_or_later_when_comp
     *f.compute.catalog_fail.lock().unwrap() = None;
     run(&ctx).await.unwrap();
     assert!(ctx.store.config("linux").await.unwrap().unwrap().value.verified);
+}
+
+#[tokio::test]
+async fn a_restored_file_resolves_its_error() {
+    let (ctx, _, dir) = setup();
+    write(&dir, "linux.yaml", &config("linux", 2));
+    run(&ctx).await.unwrap();
+    std::fs::write(dir.join("linux.yaml"), "").unwrap();
+    run(&ctx).await.unwrap();
+    assert!(ctx.store.errors("linux").await.unwrap()[0].resolved.is_none());
+    write(&dir, "linux.yaml", &config("linux", 2));
+    run(&ctx).await.unwrap();
+    assert!(ctx.store.errors("linux").await.unwrap()[0].resolved.is_some(), "marked resolved");
+    assert!(ctx.store.file_errors().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_corrupt_config_record_is_rewritten_from_its_file_or_deleted_without_one() {
+    let (ctx, f, dir) = setup();
+    write(&dir, "linux.yaml", &config("linux", 2));
+    write(&dir, "mac.yaml", &config("mac", 1));
+    run(&ctx).await.unwrap();
+    ctx.seed_vm("charlie-0", |_| {}).await;
+    let store = ctx.store.clone();
+    let m = f.store.clone();
+    m.plant_corrupt_config("linux");
+    m.plant_corrupt_config("charlie");
+    assert!(store.config("linux").await.is_err());
+    run(&ctx).await.unwrap();
+    assert_eq!(
+        store.config("linux").await.unwrap().unwrap().value.current_amount,
+        0,
+        "rewritten; expansion sets the amount"
+    );
+    assert!(store.config("charlie").await.unwrap().is_none(), "no file: deleted");
+    assert_eq!(ctx.taken::<DrainVm>().await, [DrainVm { id: "charlie-0".into() }]);
+    assert_eq!(store.errors("charlie").await.unwrap()[0].code, "deleted");
+    assert!(store.config("mac").await.unwrap().is_some(), "the others carry on");
 }

@@ -6,10 +6,40 @@ use chrono::{DateTime, Utc};
 
 use crate::model::{Backoff, ConfigRecord, Counts, ErrorEntry, FileError, Observed, Vm};
 
-/// A datastore error (always worth retrying).
+/// A datastore error.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("store: {0}")]
-pub struct StoreError(pub String);
+pub enum StoreError {
+    /// The datastore could not be reached or failed: worth retrying.
+    #[error("store: {0}")]
+    Unavailable(String),
+    /// A stored record does not decode, or a key holds the wrong type: retrying will not help;
+    /// the entity is skipped, reported and repaired where it can be.
+    #[error("store: corrupt {key}: {error}")]
+    Corrupt {
+        /// The record or key (`vm linux-3`, `cfg linux`, `vm:cfg:linux`).
+        key: String,
+        /// What is wrong.
+        error: String,
+    },
+}
+
+impl StoreError {
+    /// A corrupt record or key.
+    pub fn corrupt(key: impl Into<String>, error: impl std::fmt::Display) -> Self {
+        StoreError::Corrupt { key: key.into(), error: error.to_string() }
+    }
+}
+
+/// A stored record that does not decode, with the version a repair must name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CorruptRecord {
+    /// Its key (Config prefix or VM id).
+    pub key: String,
+    /// Its version.
+    pub version: u64,
+    /// Why it does not decode.
+    pub error: String,
+}
 
 /// A record with the version a compare-and-set must name.
 #[derive(Debug, Clone, PartialEq)]
@@ -45,17 +75,23 @@ pub enum VmIndex {
 pub trait Store: Send + Sync + std::fmt::Debug {
     /// One Config.
     async fn config(&self, prefix: &str) -> Result<Option<Versioned<ConfigRecord>>, StoreError>;
-    /// Every Config (there are few).
+    /// Every Config that decodes (there are few); see [`Store::corrupt_configs`] for the rest.
     async fn configs(&self) -> Result<Vec<Versioned<ConfigRecord>>, StoreError>;
-    /// Writes a Config if `expect` holds; false when it did not.
+    /// Config records that do not decode.
+    async fn corrupt_configs(&self) -> Result<Vec<CorruptRecord>, StoreError>;
+    /// Writes a Config if `expect` holds (a corrupt record is replaced when its version is
+    /// named); false when it did not.
     async fn put_config(&self, rec: &ConfigRecord, expect: Expect) -> Result<bool, StoreError>;
     /// Deletes a Config at `version`.
     async fn delete_config(&self, prefix: &str, version: u64) -> Result<bool, StoreError>;
-    /// One VM.
+    /// One VM; [`StoreError::Corrupt`] when its record does not decode.
     async fn vm(&self, id: &str) -> Result<Option<Versioned<Vm>>, StoreError>;
-    /// Writes a VM if `expect` holds, keeping the indexes in step.
+    /// The version of a VM's record, whether or not it decodes.
+    async fn vm_version(&self, id: &str) -> Result<Option<u64>, StoreError>;
+    /// Writes a VM if `expect` holds, keeping the indexes in step (a corrupt record is replaced
+    /// when its version is named).
     async fn put_vm(&self, vm: &Vm, expect: Expect) -> Result<bool, StoreError>;
-    /// Deletes a VM at `version` (with its index entries and bot observation).
+    /// Deletes a VM at `version` (with its index entries and bot observation), corrupt or not.
     async fn delete_vm(&self, id: &str, version: u64) -> Result<bool, StoreError>;
     /// Ids of the VMs in an index.
     async fn vm_ids(&self, index: VmIndex) -> Result<Vec<String>, StoreError>;
@@ -73,10 +109,10 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn errors(&self, prefix: &str) -> Result<Vec<ErrorEntry>, StoreError>;
     /// Marks a Config's unresolved errors of `stage` as resolved at `now` (the stage succeeded).
     async fn resolve_errors(&self, prefix: &str, stage: &str, now: DateTime<Utc>) -> Result<(), StoreError>;
-    /// Counts one more dead task of a Config.
-    async fn add_dead_task(&self, prefix: &str) -> Result<(), StoreError>;
-    /// Dead tasks counted for a Config.
-    async fn dead_tasks(&self, prefix: &str) -> Result<u64, StoreError>;
+    /// Adds one to a Config's counter `what` (`dead_tasks`, `task_failures`).
+    async fn bump(&self, prefix: &str, what: &str) -> Result<(), StoreError>;
+    /// A Config's counter `what`.
+    async fn counter(&self, prefix: &str, what: &str) -> Result<u64, StoreError>;
     /// Replaces the errors of Config files that hold no Config.
     async fn set_file_errors(&self, errors: &[FileError]) -> Result<(), StoreError>;
     /// The errors of Config files that hold no Config, by path.
@@ -85,7 +121,7 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn put_counts(&self, prefix: &str, counts: &Counts) -> Result<(), StoreError>;
     /// A Config's counts.
     async fn counts(&self, prefix: &str) -> Result<Option<Counts>, StoreError>;
-    /// Drops a Config's status (errors, counts, dead tasks).
+    /// Drops a Config's status (errors, counts, counters).
     async fn drop_status(&self, prefix: &str) -> Result<(), StoreError>;
     /// The backoff of a (project, zone).
     async fn backoff(&self, project: &str, zone: &str) -> Result<Option<Backoff>, StoreError>;

@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
 use crate::model::{Backoff, ConfigRecord, Counts, ErrorEntry, FileError, KEEP_ERRORS, Observed, Vm};
-use crate::ports::store::{Expect, Store, StoreError, Versioned, VmIndex};
+use crate::ports::store::{CorruptRecord, Expect, Store, StoreError, Versioned, VmIndex};
 
 #[derive(Debug, Default)]
 struct State {
@@ -23,8 +23,14 @@ struct State {
     bots: HashMap<String, Observed>,
     errors: HashMap<String, Vec<ErrorEntry>>,
     counts: HashMap<String, Counts>,
-    dead_tasks: HashMap<String, u64>,
+    counters: HashMap<(String, String), u64>,
     file_errors: Vec<FileError>,
+    /// Records planted as undecodable (tests): key → why; the version and indexes stay, as a
+    /// raw overwrite in Redis leaves them.
+    corrupt_configs: BTreeMap<String, String>,
+    corrupt_vms: BTreeMap<String, String>,
+    /// Index keys planted with the wrong type (tests).
+    broken_indexes: BTreeSet<String>,
     backoffs: HashMap<(String, String), Backoff>,
     claims: HashMap<String, Instant>,
     marks: HashMap<String, HashMap<String, DateTime<Utc>>>,
@@ -42,6 +48,42 @@ impl MemoryStore {
 
     fn lock(&self) -> MutexGuard<'_, State> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Makes a stored Config record undecodable, as a raw write over it in Redis would.
+    #[cfg(any(test, feature = "testing"))]
+    pub fn plant_corrupt_config(&self, prefix: &str) {
+        let mut s = self.lock();
+        s.configs
+            .entry(prefix.to_owned())
+            .or_insert_with(|| Versioned { value: empty_config(prefix), version: 1 });
+        s.corrupt_configs.insert(prefix.to_owned(), "expected value at line 1 column 2".into());
+    }
+
+    /// Makes a stored VM record undecodable.
+    #[cfg(any(test, feature = "testing"))]
+    pub fn plant_corrupt_vm(&self, id: &str) {
+        self.lock().corrupt_vms.insert(id.to_owned(), "expected value at line 1 column 2".into());
+    }
+
+    /// Makes the VM index of a Config a key of the wrong type.
+    #[cfg(any(test, feature = "testing"))]
+    pub fn plant_broken_index(&self, prefix: &str) {
+        self.lock().broken_indexes.insert(prefix.to_owned());
+    }
+}
+
+#[cfg(any(test, feature = "testing"))]
+fn empty_config(prefix: &str) -> ConfigRecord {
+    let config = crate::config::Config { prefix: prefix.to_owned(), ..Default::default() };
+    ConfigRecord {
+        config,
+        revision: String::new(),
+        current_amount: 0,
+        source: String::new(),
+        orphaned: None,
+        delete_at: None,
+        verified: false,
     }
 }
 
@@ -69,11 +111,34 @@ impl State {
 #[async_trait]
 impl Store for MemoryStore {
     async fn config(&self, prefix: &str) -> Result<Option<Versioned<ConfigRecord>>, StoreError> {
-        Ok(self.lock().configs.get(prefix).cloned())
+        let s = self.lock();
+        if let Some(e) = s.corrupt_configs.get(prefix) {
+            return Err(StoreError::corrupt(format!("cfg {prefix}"), e));
+        }
+        Ok(s.configs.get(prefix).cloned())
     }
 
     async fn configs(&self) -> Result<Vec<Versioned<ConfigRecord>>, StoreError> {
-        Ok(self.lock().configs.values().cloned().collect())
+        let s = self.lock();
+        Ok(s.configs
+            .iter()
+            .filter(|(p, _)| !s.corrupt_configs.contains_key(*p))
+            .map(|(_, c)| c.clone())
+            .collect())
+    }
+
+    async fn corrupt_configs(&self) -> Result<Vec<CorruptRecord>, StoreError> {
+        let s = self.lock();
+        Ok(s.corrupt_configs
+            .iter()
+            .filter_map(|(p, e)| {
+                s.configs.get(p).map(|c| CorruptRecord {
+                    key: p.clone(),
+                    version: c.version,
+                    error: e.clone(),
+                })
+            })
+            .collect())
     }
 
     async fn put_config(&self, rec: &ConfigRecord, expect: Expect) -> Result<bool, StoreError> {
@@ -84,6 +149,7 @@ impl Store for MemoryStore {
         }
         let version = cur.map_or(1, |c| c.version + 1);
         s.configs.insert(rec.config.prefix.clone(), Versioned { value: rec.clone(), version });
+        s.corrupt_configs.remove(&rec.config.prefix);
         Ok(true)
     }
 
@@ -93,11 +159,20 @@ impl Store for MemoryStore {
             return Ok(false);
         }
         s.configs.remove(prefix);
+        s.corrupt_configs.remove(prefix);
         Ok(true)
     }
 
     async fn vm(&self, id: &str) -> Result<Option<Versioned<Vm>>, StoreError> {
-        Ok(self.lock().vms.get(id).cloned())
+        let s = self.lock();
+        if let Some(e) = s.corrupt_vms.get(id) {
+            return Err(StoreError::corrupt(format!("vm {id}"), e));
+        }
+        Ok(s.vms.get(id).cloned())
+    }
+
+    async fn vm_version(&self, id: &str) -> Result<Option<u64>, StoreError> {
+        Ok(self.lock().vms.get(id).map(|v| v.version))
     }
 
     async fn put_vm(&self, vm: &Vm, expect: Expect) -> Result<bool, StoreError> {
@@ -118,6 +193,7 @@ impl Store for MemoryStore {
         s.by_host.insert(vm.hostname.clone(), vm.id.clone());
         let version = cur.map_or(1, |c| c.version + 1);
         s.vms.insert(vm.id.clone(), Versioned { value: vm.clone(), version });
+        s.corrupt_vms.remove(&vm.id);
         Ok(true)
     }
 
@@ -127,6 +203,7 @@ impl Store for MemoryStore {
         s.unindex(&cur.value);
         s.bots.remove(&cur.value.hostname);
         s.vms.remove(id);
+        s.corrupt_vms.remove(id);
         Ok(true)
     }
 
@@ -135,6 +212,9 @@ impl Store for MemoryStore {
         Ok(match index {
             VmIndex::Uncreated => s.uncreated.iter().cloned().collect(),
             VmIndex::Created => s.created.iter().cloned().collect(),
+            VmIndex::OfConfig(p) if s.broken_indexes.contains(&p) => {
+                return Err(StoreError::corrupt(format!("vm:cfg:{p}"), "WRONGTYPE"));
+            }
             VmIndex::OfConfig(p) => {
                 s.by_config.get(&p).map(|v| v.iter().cloned().collect()).unwrap_or_default()
             }
@@ -183,13 +263,13 @@ impl Store for MemoryStore {
         Ok(())
     }
 
-    async fn add_dead_task(&self, prefix: &str) -> Result<(), StoreError> {
-        *self.lock().dead_tasks.entry(prefix.to_owned()).or_default() += 1;
+    async fn bump(&self, prefix: &str, what: &str) -> Result<(), StoreError> {
+        *self.lock().counters.entry((prefix.to_owned(), what.to_owned())).or_default() += 1;
         Ok(())
     }
 
-    async fn dead_tasks(&self, prefix: &str) -> Result<u64, StoreError> {
-        Ok(self.lock().dead_tasks.get(prefix).copied().unwrap_or(0))
+    async fn counter(&self, prefix: &str, what: &str) -> Result<u64, StoreError> {
+        Ok(self.lock().counters.get(&(prefix.to_owned(), what.to_owned())).copied().unwrap_or(0))
     }
 
     async fn set_file_errors(&self, errors: &[FileError]) -> Result<(), StoreError> {
@@ -214,7 +294,7 @@ impl Store for MemoryStore {
         let mut s = self.lock();
         s.counts.remove(prefix);
         s.errors.remove(prefix);
-        s.dead_tasks.remove(prefix);
+        s.counters.retain(|(p, _), _| p != prefix);
         Ok(())
     }
 

@@ -146,14 +146,18 @@ pub fn insert_request_id(vm: &Vm) -> String {
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: CreateInstance) -> Result<(), TaskError> {
-    let Some(cur) = ctx.store.vm(&t.id).await? else { return Ok(()) };
+    let Some(cur) = ctx.vm(&t.id).await? else { return Ok(()) };
     let vm = cur.value;
     if !vm.url.is_empty() {
         ctx.push(&ManageBot { id: vm.id }).await?;
         return Ok(());
     }
-    if vm.drained && vm.insert_sent.is_none() {
-        return drop_unsent(ctx, &vm.id).await;
+    if vm.insert_sent.is_none() {
+        // Not sent yet: still wanted? (The amount may have dropped since it was made.)
+        let amount = ctx.store.config(&vm.config).await?.map(|c| c.value.current_amount);
+        if vm.drained || amount.is_none_or(|a| vm.index >= a) {
+            return drop_unsent(ctx, &vm.id).await;
+        }
     }
     let now = ctx.now();
     if let Some(b) = ctx.store.backoff(vm.project(), vm.zone()).await?
@@ -243,7 +247,7 @@ fn left(b: &Backoff, now: chrono::DateTime<chrono::Utc>) -> Duration {
 
 /// Drops a drained VM that was never sent to GCE: there is nothing to clean up.
 pub async fn drop_unsent(ctx: &Ctx, id: &str) -> Result<(), TaskError> {
-    if let Some(cur) = ctx.store.vm(id).await?
+    if let Some(cur) = ctx.vm(id).await?
         && cur.value.url.is_empty()
         && cur.value.insert_sent.is_none()
     {
@@ -302,7 +306,7 @@ async fn created(ctx: &Ctx, vm: &Vm, inst: Instance) -> Result<(), TaskError> {
 }
 
 async fn drop_vm(ctx: &Ctx, vm: &Vm) -> Result<(), TaskError> {
-    if let Some(cur) = ctx.store.vm(&vm.id).await?
+    if let Some(cur) = ctx.vm(&vm.id).await?
         && cur.value.hostname == vm.hostname
         && cur.value.url.is_empty()
     {
@@ -337,6 +341,7 @@ mod tests {
     #[tokio::test]
     async fn already_done_a_created_vm_is_only_watched() {
         let (ctx, f) = Ctx::test();
+        ctx.seed_config("linux", 3).await;
         ctx.seed_vm("linux-0", made(ctx.now())).await;
         run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap();
         assert!(f.compute.calls().is_empty());
@@ -346,6 +351,7 @@ mod tests {
     #[tokio::test]
     async fn done_records_the_instance_with_a_deterministic_request_id_and_watches_the_bot() {
         let (ctx, f) = Ctx::test();
+        ctx.seed_config("linux", 3).await;
         let vm = ctx.seed_vm("linux-0", |_| {}).await;
         run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap();
         let rid = request_id("create-linux-0-abcd");
@@ -359,6 +365,7 @@ mod tests {
     #[tokio::test]
     async fn already_exists_ours_is_adopted_and_foreign_drops_the_record() {
         let (ctx, f) = Ctx::test();
+        ctx.seed_config("linux", 3).await;
         ctx.seed_vm("linux-0", |_| {}).await;
         let ours = labelled("linux-0-abcd", "linux-0", "test");
         f.compute.instances.lock().unwrap().insert(ours.name.clone(), ours);
@@ -386,6 +393,7 @@ mod tests {
     #[tokio::test]
     async fn quota_keeps_the_vm_backs_off_the_zone_and_uses_a_new_request_id_after() {
         let (ctx, f) = Ctx::test();
+        ctx.seed_config("linux", 3).await;
         ctx.seed_vm("linux-0", |_| {}).await;
         f.compute.inserts.lock().unwrap().push_back(Ok(op_error("QUOTA_EXCEEDED", 403)));
         run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap();
@@ -411,6 +419,7 @@ mod tests {
     #[tokio::test]
     async fn a_wave_of_stockouts_backs_the_zone_off_once() {
         let (ctx, f) = Ctx::test();
+        ctx.seed_config("linux", 3).await;
         for id in ["linux-0", "linux-1", "linux-2"] {
             ctx.seed_vm(id, |_| {}).await;
             f.compute.inserts.lock().unwrap().push_back(Ok(op_error("ZONE_RESOURCE_POOL_EXHAUSTED", 503)));
@@ -434,6 +443,7 @@ mod tests {
     #[tokio::test]
     async fn transient_errors_keep_the_vm_and_ask_for_a_retry() {
         let (ctx, f) = Ctx::test();
+        ctx.seed_config("linux", 3).await;
         ctx.seed_vm("linux-0", |_| {}).await;
         f.compute.inserts.lock().unwrap().push_back(Err(ComputeError::from_http(
             Some(503),
@@ -448,6 +458,7 @@ mod tests {
     #[tokio::test]
     async fn permanent_errors_record_and_drop_the_vm_for_a_fresh_build() {
         let (ctx, f) = Ctx::test();
+        ctx.seed_config("linux", 3).await;
         ctx.seed_vm("linux-0", |_| {}).await;
         f.compute.inserts.lock().unwrap().push_back(Err(ComputeError::from_http(
             Some(400),
@@ -460,8 +471,19 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_vm_past_the_amount_never_sent_to_gce_is_dropped_without_a_call() {
+        let (ctx, f) = Ctx::test();
+        ctx.seed_config("linux", 1).await;
+        ctx.seed_vm("linux-2", |_| {}).await;
+        run(&ctx, CreateInstance { id: "linux-2".into() }).await.unwrap();
+        assert!(f.compute.calls().is_empty(), "the amount dropped since it was made");
+        assert!(ctx.store.vm("linux-2").await.unwrap().is_none());
+    }
+
+    #[tokio::test]
     async fn a_drained_vm_never_sent_to_gce_is_dropped_without_a_call() {
         let (ctx, f) = Ctx::test();
+        ctx.seed_config("linux", 3).await;
         ctx.seed_vm("linux-0", |v| v.drained = true).await;
         run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap();
         assert!(f.compute.calls().is_empty());

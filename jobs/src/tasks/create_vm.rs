@@ -18,7 +18,7 @@ pub fn parse_id(id: &str) -> Option<(&str, u32)> {
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: CreateVm) -> Result<(), TaskError> {
-    if ctx.store.vm(&t.id).await?.is_some() {
+    if ctx.vm(&t.id).await?.is_some() {
         return Ok(());
     }
     let (prefix, index) = parse_id(&t.id).ok_or_else(|| TaskError::Invalid(format!("VM id {:?}", t.id)))?;

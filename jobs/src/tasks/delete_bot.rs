@@ -9,7 +9,7 @@ use crate::error::TaskError;
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: DeleteBot) -> Result<(), TaskError> {
-    let Some(cur) = ctx.store.vm(&t.id).await? else { return Ok(()) };
+    let Some(cur) = ctx.vm(&t.id).await? else { return Ok(()) };
     if cur.value.hostname != t.hostname {
         return Ok(());
     }

@@ -21,10 +21,20 @@ pub fn delete_request_id(vm: &crate::model::Vm) -> String {
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: DestroyInstance) -> Result<(), TaskError> {
-    let Some(cur) = ctx.store.vm(&t.id).await? else { return Ok(()) };
+    let Some(cur) = ctx.vm(&t.id).await? else { return Ok(()) };
     let vm = cur.value;
     if vm.url != t.url {
         return Ok(());
+    }
+    if vm.destroying.is_none() {
+        let now = ctx.now();
+        update_vm(ctx, &vm.id, |v| {
+            v.url == vm.url && v.destroying.is_none() && {
+                v.destroying = Some(now);
+                true
+            }
+        })
+        .await?;
     }
     let op = match ctx.compute.delete(vm.project(), vm.zone(), &vm.hostname, &delete_request_id(&vm)).await {
         Ok(op) => op,

@@ -10,7 +10,7 @@ use crate::tasks::update_vm;
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: DrainVm) -> Result<(), TaskError> {
-    let Some(cur) = ctx.store.vm(&t.id).await? else { return Ok(()) };
+    let Some(cur) = ctx.vm(&t.id).await? else { return Ok(()) };
     let amount = ctx.store.config(&cur.value.config).await?.map(|c| c.value.current_amount);
     if amount.is_some_and(|a| cur.value.index < a) {
         return Ok(());

@@ -2,12 +2,12 @@
 //! ids, in bounded batches: at most `limits.expand_batch` per run, and only while fewer than
 //! `limits.creating_per_config` of its VMs wait for an instance. It then looks again a second
 //! later, re-reading the Config, so a lowered amount or a restored file stops creation at once.
-//! It never deletes: shrinking is `drain_vm`'s.
+//! It pushes `drain_vm` for VMs past the amount at once; the draining itself is `drain_vm`'s.
 
 use std::collections::HashSet;
 use std::time::Duration;
 
-use gce_backend_queues::payload::{CreateVm, ExpandConfig};
+use gce_backend_queues::payload::{CreateVm, DrainVm, ExpandConfig};
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
@@ -29,6 +29,14 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<(), TaskError> {
     }
     let existing: HashSet<String> =
         ctx.store.vm_ids(VmIndex::OfConfig(t.prefix.clone())).await?.into_iter().collect();
+    // Shrinking: the surplus is drained at once rather than at the next drain_vms tick.
+    let mut surplus: Vec<DrainVm> = existing
+        .iter()
+        .filter(|id| super::create_vm::parse_id(id).is_none_or(|(_, i)| i >= amount))
+        .map(|id| DrainVm { id: id.clone() })
+        .collect();
+    surplus.sort_by(|a, b| a.id.cmp(&b.id));
+    ctx.push_many(&surplus).await?;
     let missing: Vec<String> =
         (0..amount).map(|i| format!("{}-{i}", t.prefix)).filter(|id| !existing.contains(id)).collect();
     if missing.is_empty() {
@@ -43,14 +51,15 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<(), TaskError> {
     ctx.push_many(&batch).await?;
     if missing.len() > batch.len() {
         tracing::debug!(config = %t.prefix, pushed = batch.len(), left = missing.len() - batch.len(), "expanding in batches");
-        ctx.again(&t, BATCH_PAUSE).await?;
+        // Room frees as instances are made; with none (quota, stockout), look again later.
+        ctx.again(&t, if batch.is_empty() { ctx.watch() } else { BATCH_PAUSE }).await?;
     }
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
-    use gce_backend_queues::payload::{CreateVm, ExpandConfig};
+    use gce_backend_queues::payload::{CreateVm, DrainVm, ExpandConfig};
 
     use super::*;
 
@@ -94,5 +103,19 @@ mod tests {
         ctx.store.put_config(&rec, Expect::Version(cfg.version)).await.unwrap();
         run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
         assert!(ctx.taken::<CreateVm>().await.is_empty());
+        let drained: Vec<String> = ctx.taken::<DrainVm>().await.into_iter().map(|t| t.id).collect();
+        assert!(drained.is_empty(), "nothing past 4 exists yet: {drained:?}");
+    }
+
+    #[tokio::test]
+    async fn a_shrink_drains_the_surplus_at_once() {
+        let (ctx, _) = Ctx::test();
+        ctx.seed_config("linux", 1).await;
+        for id in ["linux-0", "linux-1", "linux-2"] {
+            ctx.seed_vm(id, |_| {}).await;
+        }
+        run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
+        let ids: Vec<String> = ctx.taken::<DrainVm>().await.into_iter().map(|t| t.id).collect();
+        assert_eq!(ids, ["linux-1", "linux-2"]);
     }
 }

@@ -22,7 +22,7 @@ pub async fn run(ctx: &Ctx, t: InspectInstances) -> Result<(), TaskError> {
         let names: Vec<String> = down.iter().map(|i| i.name.clone()).collect();
         for (inst, id) in down.iter().zip(ctx.store.vms_by_hostname(&names).await?) {
             let Some(id) = id else { continue }; // a leak: audit_instances' business
-            let Some(vm) = ctx.store.vm(&id).await? else { continue };
+            let Some(vm) = ctx.vm(&id).await? else { continue };
             if vm.value.hostname == inst.name && !vm.value.url.is_empty() {
                 replace_down(ctx, &vm.value, Some(&inst.status), STAGE).await?;
             }
@@ -53,7 +53,7 @@ mod tests {
             (&up.hostname, "RUNNING"),
             (&"linux-9-zzzz".to_owned(), "TERMINATED"),
         ] {
-            let mut i = FakeCompute::instance(name, &[]);
+            let mut i = FakeCompute::instance(name, &[(crate::config::labels::DEPLOYMENT, "test")]);
             i.status = status.into();
             f.compute.instances.lock().unwrap().insert(name.clone(), i);
         }

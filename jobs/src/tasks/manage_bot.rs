@@ -50,6 +50,9 @@ pub async fn fault(ctx: &Ctx, vm: &Vm, kind: FaultKind, detail: &str, stage: &st
 /// The one rule for an instance that is down (stopped, preempted, suspended) or gone: record
 /// it and destroy the instance now, so the VM is replaced without waiting for any timeout.
 pub async fn replace_down(ctx: &Ctx, vm: &Vm, status: Option<&str>, stage: &str) -> Result<(), TaskError> {
+    if vm.destroying.is_some() {
+        return Ok(()); // our own delete: destroy_instance and delete_bot finish it
+    }
     let detail = match status {
         Some(s) => format!("instance {s}: replacing it now"),
         None => "instance gone: replacing it now".to_owned(),
@@ -85,7 +88,7 @@ fn destroyable(bot: &Bot, vm: &Vm, now: DateTime<Utc>) -> bool {
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<(), TaskError> {
-    let Some(cur) = ctx.store.vm(&t.id).await? else { return Ok(()) };
+    let Some(cur) = ctx.vm(&t.id).await? else { return Ok(()) };
     let vm = cur.value;
     let Some(created) = vm.created.filter(|_| !vm.url.is_empty()) else { return Ok(()) };
     let now = ctx.now();
@@ -122,13 +125,22 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<(), TaskError> {
         })
         .await?;
         tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), "bot connected");
+        // A bot connected: earlier faults of this Config's VMs are behind it.
+        for stage in [STAGE, "inspect_instances"] {
+            ctx.resolved(&vm.config, stage).await?;
+        }
     }
-    if bot.is_dead && !bot.deleted {
-        // Will it come back? Not if its instance is stopped, preempted or gone.
+    // A dead bot, or one silent for long (Swarming takes minutes to call it dead): will it come
+    // back? Not if its instance is stopped, preempted or gone.
+    let silent = bot.last_seen.is_some_and(|t| t + ctx.timing.observation_ttl.chrono() * 2 < now);
+    if (bot.is_dead || silent) && !bot.deleted && vm.destroying.is_none() {
         match ctx.compute.get(vm.project(), vm.zone(), &vm.hostname).await? {
             Some(i) if !i.is_down() => {
-                let since = bot.last_seen.map_or_else(|| "unknown".to_owned(), |t| t.to_rfc3339());
-                fault(ctx, &vm, FaultKind::BotDead, &format!("bot dead (last seen {since})"), STAGE).await?;
+                if bot.is_dead {
+                    let since = bot.last_seen.map_or_else(|| "unknown".to_owned(), |t| t.to_rfc3339());
+                    fault(ctx, &vm, FaultKind::BotDead, &format!("bot dead (last seen {since})"), STAGE)
+                        .await?;
+                }
             }
             inst => return replace_down(ctx, &vm, inst.as_ref().map(|i| i.status.as_str()), STAGE).await,
         }
@@ -141,6 +153,7 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<(), TaskError> {
         })
         .await?;
         tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, "bot alive again");
+        ctx.resolved(&vm.config, STAGE).await?;
     }
     if destroyable(&bot, &vm, now) {
         ctx.push(&destroy).await?;
@@ -182,6 +195,8 @@ mod tests {
         let (ctx, f) = Ctx::test();
         ctx.seed_config("linux", 1).await;
         let vm = ctx.seed_vm("linux-0", created(ctx.now())).await;
+        let inst = crate::testing::FakeCompute::instance(&vm.hostname, &[]);
+        f.compute.instances.lock().unwrap().insert(vm.hostname.clone(), inst);
         (ctx, f, vm)
     }
 
@@ -345,6 +360,7 @@ mod tests {
         for status in [Some("TERMINATED"), Some("STOPPED"), None] {
             let (ctx, f, vm) = setup().await;
             f.bots.bots.lock().unwrap().insert(vm.hostname.clone(), dead(&vm, ctx.now()));
+            f.compute.instances.lock().unwrap().clear();
             if let Some(s) = status {
                 let mut i = crate::testing::FakeCompute::instance(&vm.hostname, &[]);
                 i.status = s.into();

@@ -65,12 +65,78 @@ pub fn dead_hook(store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> DeadHook {
                 operation: String::new(),
                 resolved: None,
             };
-            if let Err(err) = store.push_error(&prefix, &e).await.and(store.add_dead_task(&prefix).await) {
+            if let Err(err) = store.push_error(&prefix, &e).await.and(store.bump(&prefix, crate::model::counters::DEAD_TASKS).await) {
                 tracing::warn!(config = %prefix, error = %err, "cannot count a dead task on the Config's status");
             }
         }
         .boxed()
     })
+}
+
+/// A VM record that does not decode: its instance is looked up by label in its Config's
+/// project and zone and the record rebuilt around it, drained, so the normal path terminates
+/// its bot, destroys the instance and a fresh VM follows; without an instance (or a readable
+/// Config) the record is dropped and the Config expanded again. Reported on the Config's status.
+pub async fn quarantine(ctx: &Ctx, id: &str, error: &str) -> Result<(), TaskError> {
+    let Some(version) = ctx.store.vm_version(id).await? else { return Ok(()) };
+    let Some((prefix, index)) = create_vm::parse_id(id) else {
+        ctx.store.delete_vm(id, version).await?;
+        return Ok(());
+    };
+    let config = ctx.store.config(prefix).await.ok().flatten().map(|c| c.value.config);
+    let mut found = None;
+    if let Some(c) = &config {
+        let a = &c.attributes;
+        let filter = format!(
+            "(labels.{} = \"{}\") (labels.{} = \"{id}\")",
+            crate::config::labels::DEPLOYMENT,
+            ctx.deployment,
+            crate::config::labels::VM
+        );
+        found = ctx.compute.list(&a.project, &a.zone, &filter, None).await?.0.into_iter().find(|i| {
+            i.labels.get(crate::config::labels::VM).map(String::as_str) == Some(id)
+                && i.labels.get(crate::config::labels::DEPLOYMENT) == Some(&ctx.deployment)
+        });
+    }
+    let message = match (&config, &found) {
+        (Some(c), Some(inst)) => {
+            let now = ctx.now();
+            let mut attributes = c.attributes.clone();
+            attributes.machine_type = attributes.machine_type.replace("{{.Zone}}", &c.attributes.zone);
+            let vm = Vm {
+                id: id.to_owned(),
+                config: prefix.to_owned(),
+                index,
+                hostname: inst.name.clone(),
+                attributes,
+                swarming: c.swarming.clone(),
+                lifetime: c.lifetime.0,
+                timeout: c.timeout.0,
+                configured: now,
+                insert_sent: Some(now),
+                created: Some(inst.created),
+                url: inst.url.clone(),
+                drained: true,
+                ..Vm::default()
+            };
+            if ctx.store.put_vm(&vm, Expect::Version(version)).await? {
+                ctx.push(&ManageBot { id: id.to_owned() }).await?;
+            }
+            format!(
+                "VM {id}: its record does not decode ({error}); rebuilt around instance {} and drained",
+                inst.name
+            )
+        }
+        _ => {
+            if ctx.store.delete_vm(id, version).await? {
+                ctx.push(&ExpandConfig { prefix: prefix.to_owned() }).await?;
+            }
+            format!(
+                "VM {id}: its record does not decode ({error}) and no instance of it was found; record dropped"
+            )
+        }
+    };
+    ctx.record_once(prefix, "quarantine", "corrupt", &message).await
 }
 
 /// Applies `change` to the VM `id` with a compare-and-set, re-reading on a lost race. `change`
@@ -82,7 +148,7 @@ pub async fn update_vm(
     change: impl Fn(&mut Vm) -> bool,
 ) -> Result<Option<Vm>, TaskError> {
     for _ in 0..5 {
-        let Some(cur) = ctx.store.vm(id).await? else { return Ok(None) };
+        let Some(cur) = ctx.vm(id).await? else { return Ok(None) };
         let mut vm = cur.value;
         if !change(&mut vm) {
             return Ok(Some(vm));
@@ -108,6 +174,36 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_corrupt_vm_is_rebuilt_around_its_instance_and_drained_or_dropped_without_one() {
+        let (ctx, f) = Ctx::test();
+        ctx.seed_config("linux", 2).await;
+        let vm = ctx.seed_vm("linux-0", crate::testing::created(ctx.now())).await;
+        let labels = [(crate::config::labels::VM, "linux-0"), (crate::config::labels::DEPLOYMENT, "test")];
+        let inst = crate::testing::FakeCompute::instance(&vm.hostname, &labels);
+        f.compute.instances.lock().unwrap().insert(vm.hostname.clone(), inst.clone());
+        ctx.seed_vm("linux-1", |_| {}).await;
+        f.store.plant_corrupt_vm("linux-0");
+        f.store.plant_corrupt_vm("linux-1");
+        assert!(ctx.vm("linux-0").await.unwrap().is_none(), "reads as absent while quarantined");
+        let got = ctx.store.vm("linux-0").await.unwrap().unwrap().value;
+        assert_eq!(
+            (got.hostname.as_str(), got.url.as_str(), got.drained),
+            (vm.hostname.as_str(), inst.url.as_str(), true)
+        );
+        assert_eq!(
+            ctx.taken::<ManageBot>().await,
+            [ManageBot { id: "linux-0".into() }],
+            "the normal path takes over"
+        );
+        // No instance for linux-1: dropped, and the Config expanded again.
+        assert!(ctx.vm("linux-1").await.unwrap().is_none());
+        assert!(ctx.store.vm_version("linux-1").await.unwrap().is_none());
+        assert_eq!(ctx.taken::<ExpandConfig>().await, [ExpandConfig { prefix: "linux".into() }]);
+        let errors = ctx.store.errors("linux").await.unwrap();
+        assert!(errors.iter().all(|e| e.code == "corrupt") && errors.len() == 2, "{errors:?}");
+    }
+
+    #[tokio::test]
     async fn a_dead_task_is_counted_on_its_config() {
         let (ctx, _) = Ctx::test();
         let hook = dead_hook(ctx.store.clone(), ctx.clock.clone());
@@ -120,7 +216,7 @@ mod tests {
             error: "compute 503: busy".into(),
         };
         hook(t).await;
-        assert_eq!(ctx.store.dead_tasks("linux").await.unwrap(), 1);
+        assert_eq!(ctx.store.counter("linux", crate::model::counters::DEAD_TASKS).await.unwrap(), 1);
         let e = &ctx.store.errors("linux").await.unwrap()[0];
         assert_eq!((e.stage.as_str(), e.code.as_str()), ("create_instance", "dead"));
         assert!(e.message.contains("linux-2") && e.message.contains("8 runs"), "{e:?}");

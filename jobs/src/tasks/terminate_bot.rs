@@ -9,7 +9,7 @@ use crate::tasks::update_vm;
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: TerminateBot) -> Result<(), TaskError> {
-    let Some(cur) = ctx.store.vm(&t.id).await? else { return Ok(()) };
+    let Some(cur) = ctx.vm(&t.id).await? else { return Ok(()) };
     let vm = cur.value;
     let now = ctx.now();
     if vm.hostname != t.hostname
