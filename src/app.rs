@@ -124,6 +124,9 @@ pub async fn context(
     };
     let compute = Gce::connect(gce.as_deref()).await.map_err(anyhow::Error::msg)?;
     let bots = Swarming::new(swarming.as_deref()).map_err(anyhow::Error::msg)?;
+    let iso = &settings.isolation;
+    let compute = gce_backend_jobs::ports::guarded::GuardedCompute::new(Arc::new(compute), iso);
+    let bots = gce_backend_jobs::ports::guarded::GuardedBots::new(Arc::new(bots), iso);
     let policies: HashMap<String, gce_backend_queues::Policy> = settings.queues.clone().into_iter().collect();
     let clock: Arc<dyn gce_backend_jobs::ports::clock::Clock> = Arc::new(SystemClock);
     let hook = gce_backend_jobs::tasks::dead_hook(store.clone(), clock.clone());

@@ -9,8 +9,29 @@ use tokio_cron_scheduler::{Job, JobScheduler};
 
 use crate::settings::{Settings, schedule};
 
-/// Runs `job` for the tick around now, unless another process already did.
+/// Cron jobs running in this process: a tick that finds its job still running from the last
+/// one is skipped, so slow ticks never pile up.
+static RUNNING: std::sync::LazyLock<std::sync::Mutex<std::collections::HashSet<String>>> =
+    std::sync::LazyLock::new(Default::default);
+
+/// Removes a job from [`RUNNING`] when its tick ends, however it ends.
+struct Running(String);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        RUNNING.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.0);
+    }
+}
+
+/// Runs `job` for the tick around now, unless another process already did, or this process is
+/// still running its previous tick.
 pub async fn tick(ctx: &Ctx, job: &str, period: u64) {
+    let key = format!("{}:{job}", ctx.deployment);
+    if !RUNNING.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone()) {
+        tracing::warn!(job, "the previous tick of this job is still running: this one is skipped");
+        return;
+    }
+    let _running = Running(key);
     let now = ctx.now().timestamp_millis() as f64 / 1000.0;
     let tick = (now / period as f64).round() as i64 * period as i64;
     let ttl = Duration::from_secs((2 * period).max(60));

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use gce_backend_jobs::ports::guard::Isolation;
 use gce_backend_jobs::{Limits, Timing};
 use gce_backend_queues::Policy;
 use serde::Deserialize;
@@ -21,6 +22,8 @@ pub struct Settings {
     pub timing: Timing,
     /// Guard rails (largest amount, expansion batches).
     pub limits: Limits,
+    /// Isolation of slow or broken Swarming servers and Compute projects.
+    pub isolation: Isolation,
     /// Policy per queue (durations in milliseconds).
     pub queues: BTreeMap<String, Policy>,
     /// Tasks worked at once per queue and process.
@@ -34,6 +37,7 @@ impl Default for Settings {
             cron: gce_backend_jobs::cron::JOBS.iter().map(|j| ((*j).to_owned(), "60s".to_owned())).collect(),
             timing: Timing::default(),
             limits: Limits::default(),
+            isolation: Isolation::default(),
             queues: BTreeMap::new(),
             concurrency: 16,
         }
@@ -113,6 +117,7 @@ impl Settings {
             p.validate().map_err(|e| format!("queues.{q}: {e}"))?;
         }
         self.limits.validate()?;
+        self.isolation.validate()?;
         if self.concurrency == 0 {
             return Err("concurrency: must be at least 1".into());
         }

@@ -79,10 +79,24 @@ pub async fn shutdown_signal() -> std::io::Result<()> {
     }
 }
 
-/// Maps a handler's error to the queue's outcome: permanent errors go to the dead set at once
-/// (the cron re-derives the work if it is still wanted), the rest are retried with backoff.
-fn outcome(e: gce_backend_jobs::TaskError) -> BoxDynError {
-    match e.class() {
+/// A handler's failure: logged once at WARN (the task's span adds queue, key and attempt),
+/// counted on its Config's status, and mapped to the queue's outcome: permanent errors go to the
+/// dead set at once (the cron re-derives the work if it is still wanted), the rest are retried.
+async fn failed(
+    ctx: &gce_backend_jobs::Ctx,
+    queue: &str,
+    key: &str,
+    e: gce_backend_jobs::TaskError,
+) -> BoxDynError {
+    let class = e.class();
+    tracing::warn!(class = ?class, error = %e, "task failed");
+    if let Some(prefix) = gce_backend_jobs::tasks::config_of(queue, key) {
+        let counted = ctx.store.bump(&prefix, gce_backend_jobs::model::counters::TASK_FAILURES).await;
+        if let Err(err) = counted {
+            tracing::debug!(error = %err, "cannot count the failure on the Config's status");
+        }
+    }
+    match class {
         gce_backend_jobs::Class::Permanent => gce_backend_queues::outcome::permanent(e),
         gce_backend_jobs::Class::Transient => Box::new(e),
     }
@@ -101,9 +115,16 @@ pub fn register_pipeline(
     macro_rules! pipeline {
         ($($payload:ident => $handler:ident),+ $(,)?) => {$(
             let c = ctx.clone();
-            let handler: Handler<payload::$payload> = Arc::new(move |t| {
+            let handler: Handler<payload::$payload> = Arc::new(move |t: payload::$payload| {
                 let c = c.clone();
-                async move { tasks::$handler::run(&c, t).await.map_err(outcome) }.boxed()
+                async move {
+                    let key = t.key();
+                    match tasks::$handler::run(&c, t).await {
+                        Ok(()) => Ok(()),
+                        Err(e) => Err(failed(&c, payload::$payload::QUEUE, &key, e).await),
+                    }
+                }
+                .boxed()
             });
             monitor = register(monitor, ctx.queues.get(payload::$payload::QUEUE), who, concurrency, handler);
         )+};

@@ -341,6 +341,48 @@ pub struct Config {
     pub owner: Vec<String>,
 }
 
+/// Largest Config file read (bytes).
+pub const MAX_FILE_BYTES: u64 = 1 << 20;
+/// Deepest `[`/`{` nesting a Config file may have (a Config needs about 5).
+pub const MAX_NESTING: usize = 32;
+/// Most metadata items of a Config.
+pub const MAX_METADATA_ITEMS: usize = 10_000;
+/// Largest total size of the metadata keys and values, as Compute Engine allows (512 KiB).
+pub const MAX_METADATA_BYTES: usize = 512 * 1024;
+/// Largest metadata value, as Compute Engine allows (256 KiB).
+pub const MAX_METADATA_VALUE: usize = 256 * 1024;
+
+/// Checks the depth of `[`/`{` nesting outside quoted strings, before a parser sees the text
+/// (parsing deep nesting costs more than linear time).
+pub fn check_nesting(text: &str, origin: &str) -> Result<(), ConfigError> {
+    let (mut depth, mut quote, mut escaped) = (0usize, None::<char>, false);
+    for c in text.chars() {
+        match quote {
+            Some(q) => {
+                if escaped {
+                    escaped = false;
+                } else if c == '\\' && q == '"' {
+                    escaped = true;
+                } else if c == q {
+                    quote = None;
+                }
+            }
+            None => match c {
+                '"' | '\'' => quote = Some(c),
+                '[' | '{' => {
+                    depth += 1;
+                    if depth > MAX_NESTING {
+                        return Err(err(origin, format!("nests [ and {{ deeper than {MAX_NESTING} levels")));
+                    }
+                }
+                ']' | '}' => depth = depth.saturating_sub(1),
+                _ => {}
+            },
+        }
+    }
+    Ok(())
+}
+
 /// Labels this service sets on every instance (and reads back to adopt or audit).
 pub mod labels {
     /// The deployment (namespace) that manages the instance.
@@ -569,8 +611,28 @@ impl Config {
         if v.machine_type.is_empty() {
             return Err(err(f("attributes.machine_type"), "is required"));
         }
+        if v.metadata.len() > MAX_METADATA_ITEMS {
+            return Err(err(
+                f("attributes.metadata"),
+                format!("{} items; at most {MAX_METADATA_ITEMS}", v.metadata.len()),
+            ));
+        }
+        let bytes: usize = v
+            .metadata
+            .iter()
+            .map(|m| m.from_text.as_ref().or(m.from_file.as_ref()).map_or(0, String::len))
+            .sum();
+        if bytes > MAX_METADATA_BYTES {
+            return Err(err(
+                f("attributes.metadata"),
+                format!("{bytes} bytes in all; Compute Engine allows {MAX_METADATA_BYTES}"),
+            ));
+        }
         for (i, m) in v.metadata.iter().enumerate() {
             let field = f(&format!("attributes.metadata[{i}]"));
+            if m.pair().is_some_and(|(_, value)| value.len() > MAX_METADATA_VALUE) {
+                return Err(err(field, format!("value above {MAX_METADATA_VALUE} bytes")));
+            }
             match (&m.from_text, &m.from_file) {
                 (Some(s), None) | (None, Some(s)) if s.contains(':') => {}
                 (Some(_), None) | (None, Some(_)) => {

@@ -10,8 +10,10 @@
 //! * [`ports`]: Store, Compute, Bots, Clock; [`store::memory`] is the in-memory Store.
 //! * [`ctx`]: the context handlers get; [`error`]: their error and its classification.
 //! * [`status`]: the read model operators see (counts, errors, state, file errors).
+//! * [`backoff`]: backoffs of a (project, zone) or a Config after failures to create.
 //! * [`catalog`]: what Compute Engine offers a project (zones, disk types), to check Configs.
 
+pub mod backoff;
 pub mod catalog;
 pub mod config;
 pub mod cron;

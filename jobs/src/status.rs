@@ -83,7 +83,12 @@ pub async fn status(
     if let Some(c) = config {
         let rec = c.value;
         let a = &rec.config.attributes;
-        st.backoff = store.backoff(&a.project, &a.zone).await?.filter(|b| b.until > now);
+        // The Config's own backoff (Compute refused its instances) first, else its zone's.
+        let own = store.backoff("", prefix).await?.filter(|b| b.until > now);
+        st.backoff = match own {
+            Some(b) => Some(b),
+            None => store.backoff(&a.project, &a.zone).await?.filter(|b| b.until > now),
+        };
         st.state = if rec.orphaned.is_some() { ConfigState::Orphaned } else { ConfigState::Active };
         st.delete_at = rec.delete_at.or(rec.orphaned.map(|t| t + grace));
         st.source = rec.source;

@@ -12,13 +12,15 @@
 //! * A Config whose file is gone is first marked orphaned (WARN), and deleted with its VMs
 //!   drained only `config_delete_grace` later if the file has not come back.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{LazyLock, Mutex};
+use std::time::Duration;
 
 use gce_backend_queues::payload::{DrainVm, ExpandConfig};
 
 use crate::catalog::Verdict;
-use crate::config::{Config, ConfigError, Metadata};
+use crate::config::{self, Config, ConfigError, MAX_FILE_BYTES, Metadata};
 use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::model::{ConfigRecord, FileError};
@@ -35,21 +37,51 @@ fn fnv(bytes: &[u8], mut h: u64) -> u64 {
     h
 }
 
+/// A parsed Config file: the hash of its text, the outcome, and how often it was parsed.
+type Parsed = (u64, Result<Config, ConfigError>, u32);
+
+/// Parsed Config files of this process by path: an unchanged file is not parsed again.
+static PARSED: LazyLock<Mutex<HashMap<PathBuf, Parsed>>> = LazyLock::new(Mutex::default);
+
+/// Longest one round may spend reading and parsing the files.
+const READ_LIMIT: Duration = Duration::from_secs(30);
+
 /// Reads one Config file, resolving `from_file` metadata; returns the Config and its revision.
+/// Files over [`MAX_FILE_BYTES`] or nested deeper than [`config::MAX_NESTING`] are refused
+/// before they are parsed.
 pub fn load(path: &Path) -> Result<(Config, String), ConfigError> {
     let origin = path.display().to_string();
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| ConfigError { field: origin.clone(), rule: format!("cannot read: {e}") })?;
-    let mut c = Config::parse(&text, &origin)?;
+    let fail = |rule: String| ConfigError { field: origin.clone(), rule };
+    let size = std::fs::metadata(path).map_err(|e| fail(format!("cannot read: {e}")))?.len();
+    if size > MAX_FILE_BYTES {
+        return Err(fail(format!("is {size} bytes; Config files are at most {MAX_FILE_BYTES}")));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| fail(format!("cannot read: {e}")))?;
     let mut h = fnv(text.as_bytes(), 0xcbf2_9ce4_8422_2325);
+    let cached = PARSED.lock().unwrap_or_else(|e| e.into_inner()).get(path).cloned();
+    let parsed = match cached {
+        Some((ph, parsed, _)) if ph == h => parsed,
+        other => {
+            let parsed = config::check_nesting(&text, &origin).and_then(|()| Config::parse(&text, &origin));
+            let n = other.map_or(1, |(_, _, n)| n + 1);
+            PARSED.lock().unwrap_or_else(|e| e.into_inner()).insert(path.to_owned(), (h, parsed.clone(), n));
+            parsed
+        }
+    };
+    let mut c = parsed?;
     let dir = path.parent().unwrap_or(Path::new("."));
     for (i, m) in c.attributes.metadata.iter_mut().enumerate() {
         if let Some(spec) = m.from_file.clone() {
             let (key, file) = spec.split_once(':').unwrap_or((spec.as_str(), ""));
-            let content = std::fs::read_to_string(dir.join(file)).map_err(|e| ConfigError {
-                field: format!("{}.attributes.metadata[{i}]", c.prefix),
-                rule: format!("from_file {file}: {e}"),
-            })?;
+            let field = format!("{}.attributes.metadata[{i}]", c.prefix);
+            let big =
+                std::fs::metadata(dir.join(file)).is_ok_and(|m| m.len() > config::MAX_METADATA_VALUE as u64);
+            if big {
+                let rule = format!("from_file {file}: above {} bytes", config::MAX_METADATA_VALUE);
+                return Err(ConfigError { field, rule });
+            }
+            let content = std::fs::read_to_string(dir.join(file))
+                .map_err(|e| ConfigError { field, rule: format!("from_file {file}: {e}") })?;
             h = fnv(content.as_bytes(), h);
             *m = Metadata::text(format!("{key}:{content}"));
         }
@@ -177,17 +209,27 @@ fn list(dir: &Path) -> Result<Vec<String>, TaskError> {
     Ok(names)
 }
 
-/// Reads and validates every file, by name.
-fn read_all(ctx: &Ctx, names: Vec<String>) -> BTreeMap<String, Read> {
+/// Reads and validates every file, by name, off the async runtime and within [`READ_LIMIT`].
+async fn read_all(ctx: &Ctx, names: Vec<String>) -> Result<BTreeMap<String, Read>, TaskError> {
+    let (dir, limits) = (ctx.configs_dir.clone(), ctx.limits.clone());
+    let read = tokio::task::spawn_blocking(move || read_files(&dir, &limits, names));
+    match tokio::time::timeout(READ_LIMIT, read).await {
+        Ok(Ok(files)) => Ok(files),
+        Ok(Err(e)) => Err(TaskError::Invalid(format!("reading the Config files failed: {e}"))),
+        Err(_) => Err(TaskError::Invalid(format!("reading the Config files took over {READ_LIMIT:?}"))),
+    }
+}
+
+fn read_files(dir: &Path, limits: &crate::ctx::Limits, names: Vec<String>) -> BTreeMap<String, Read> {
     names
         .into_iter()
         .map(|name| {
-            let path = ctx.configs_dir.join(&name);
+            let path = dir.join(&name);
             let shown = path.display().to_string();
             // The path is said once, by whoever reports the error.
             let text = |e: ConfigError| if e.field == shown { e.rule } else { e.to_string() };
             let read = match load(&path) {
-                Ok((c, rev)) => match c.validate().and_then(|()| c.check_limits(&ctx.limits)) {
+                Ok((c, rev)) => match c.validate().and_then(|()| c.check_limits(limits)) {
                     Ok(()) => Ok((c, rev)),
                     Err(e) => Err((c.prefix, text(e))),
                 },
@@ -235,7 +277,7 @@ async fn stored(
 
 /// Runs once.
 pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
-    let files = read_all(ctx, list(&ctx.configs_dir)?);
+    let files = read_all(ctx, list(&ctx.configs_dir)?).await?;
     let (stored, corrupt) = stored(ctx).await?;
     let owners = stored.iter().map(|(p, c)| (p.clone(), source_name(&c.value.source))).collect();
     let mut plan = plan(&files, &owners);

@@ -299,3 +299,27 @@ async fn a_corrupt_config_record_is_rewritten_from_its_file_or_deleted_without_o
     assert_eq!(store.errors("charlie").await.unwrap()[0].code, "deleted");
     assert!(store.config("mac").await.unwrap().is_some(), "the others carry on");
 }
+
+#[tokio::test]
+async fn hostile_files_are_refused_before_parsing_and_unchanged_files_are_not_parsed_again() {
+    let (ctx, _, dir) = setup();
+    write(&dir, "good.yaml", &config("good", 1));
+    std::fs::write(dir.join("huge.yaml"), vec![b'#'; 2 << 20]).unwrap();
+    std::fs::write(dir.join("deep.yaml"), "[".repeat(200_000)).unwrap();
+    let mut many = config("many", 1);
+    many.attributes.metadata =
+        (0..20_000).map(|i| crate::config::Metadata::text(format!("k{i}:v"))).collect();
+    write(&dir, "many.yaml", &many);
+    run(&ctx).await.unwrap();
+    let errors = ctx.store.file_errors().await.unwrap();
+    let of =
+        |f: &str| errors.iter().find(|e| e.path.ends_with(f)).map(|e| e.message.clone()).unwrap_or_default();
+    assert!(of("huge.yaml").contains("at most 1048576"), "{errors:?}");
+    assert!(of("deep.yaml").contains("deeper than 32"), "{errors:?}");
+    assert!(of("many.yaml").contains("at most 10000"), "{errors:?}");
+    assert!(ctx.store.config("good").await.unwrap().is_some(), "the good file goes on");
+    run(&ctx).await.unwrap();
+    let parses: Vec<u32> =
+        PARSED.lock().unwrap().iter().filter(|(p, _)| p.starts_with(&dir)).map(|(_, (_, _, n))| *n).collect();
+    assert_eq!(parses, [1, 1, 1], "good, deep and many parsed once each, huge never read");
+}

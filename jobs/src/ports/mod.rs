@@ -1,7 +1,10 @@
 //! The ports the reconcile logic calls: the datastore, Compute Engine, Swarming and the clock.
-//! Adapters live in the root crate (Redis, the official GCE client, pRPC); in-memory ones here.
+//! Adapters live in the root crate (Redis, the official GCE client, pRPC); in-memory ones here;
+//! [`guarded`] puts the remote ones behind per-server and per-project [`guard::Guard`]s.
 
 pub mod bots;
 pub mod clock;
 pub mod compute;
+pub mod guard;
+pub mod guarded;
 pub mod store;

@@ -16,10 +16,11 @@ use std::time::Duration;
 use gce_backend_queues::payload::{CreateInstance, ManageBot};
 use serde_json::{Value, json};
 
+use crate::backoff::{self, Scope};
 use crate::config::{Metadata, labels};
 use crate::ctx::{Ctx, request_id};
 use crate::error::TaskError;
-use crate::model::{Backoff, Vm};
+use crate::model::Vm;
 use crate::ports::compute::{ComputeError, Instance, Kind, Operation};
 use crate::tasks::update_vm;
 
@@ -160,10 +161,8 @@ pub async fn run(ctx: &Ctx, t: CreateInstance) -> Result<(), TaskError> {
         }
     }
     let now = ctx.now();
-    if let Some(b) = ctx.store.backoff(vm.project(), vm.zone()).await?
-        && b.until > now
-    {
-        return ctx.again(&t, left(&b, now)).await;
+    if let Some(wait) = backoff::wait_for(ctx, &vm).await? {
+        return ctx.again(&t, wait).await;
     }
     let vm = match vm.insert_sent {
         Some(_) => vm,
@@ -208,7 +207,7 @@ async fn follow(ctx: &Ctx, t: &CreateInstance, vm: &Vm, op: Operation) -> Result
         .await?;
         return failed(ctx, vm, e, &op.name).await;
     }
-    ctx.store.set_backoff(vm.project(), vm.zone(), None).await?;
+    backoff::clear(ctx, &Scope::zone(vm)).await?;
     match ctx.compute.get(vm.project(), vm.zone(), &vm.hostname).await? {
         Some(inst) => created(ctx, vm, inst).await,
         None => {
@@ -240,11 +239,6 @@ async fn adopt(ctx: &Ctx, vm: &Vm, e: ComputeError) -> Result<(), TaskError> {
     }
 }
 
-/// Time left in a backoff (at least a second).
-fn left(b: &Backoff, now: chrono::DateTime<chrono::Utc>) -> Duration {
-    (b.until - now).to_std().unwrap_or_default().max(Duration::from_secs(1))
-}
-
 /// Drops a drained VM that was never sent to GCE: there is nothing to clean up.
 pub async fn drop_unsent(ctx: &Ctx, id: &str) -> Result<(), TaskError> {
     if let Some(cur) = ctx.vm(id).await?
@@ -260,28 +254,16 @@ async fn failed(ctx: &Ctx, vm: &Vm, e: ComputeError, op: &str) -> Result<(), Tas
     ctx.record(&vm.config, STAGE, &e.code, &e.message, vm.zone(), op).await?;
     match e.kind {
         Kind::Quota | Kind::Stockout => {
-            let now = ctx.now();
-            let prev = ctx.store.backoff(vm.project(), vm.zone()).await?;
-            if let Some(b) = prev.as_ref().filter(|b| b.until > now) {
-                // Another VM of this wave already backed the zone off: wait for the same end.
-                return ctx.again(&CreateInstance { id: vm.id.clone() }, left(b, now)).await;
-            }
-            let failures = prev.map_or(1, |b| b.failures + 1);
-            let t = &ctx.timing;
-            let secs =
-                t.backoff_base.0.saturating_mul(1 << (failures - 1).min(20)).min(t.backoff_cap.0.max(1));
-            let b = Backoff {
-                project: vm.project().to_owned(),
-                zone: vm.zone().to_owned(),
-                until: now + chrono::Duration::seconds(secs as i64),
-                failures,
-                reason: e.code.clone(),
-            };
-            ctx.store.set_backoff(vm.project(), vm.zone(), Some(&b)).await?;
-            ctx.again(&CreateInstance { id: vm.id.clone() }, Duration::from_secs(secs)).await
+            let wait = backoff::hit(ctx, &Scope::zone(vm), &e.code).await?;
+            ctx.again(&CreateInstance { id: vm.id.clone() }, wait).await
         }
         Kind::RateLimited | Kind::Transient => Err(TaskError::Compute(e)),
-        Kind::Invalid | Kind::NotFound | Kind::AlreadyExists => drop_vm(ctx, vm).await,
+        Kind::Invalid | Kind::NotFound | Kind::AlreadyExists => {
+            // The Config makes instances Compute refuses: slow its next tries down, so a new
+            // hostname does not follow at once, forever.
+            backoff::hit(ctx, &Scope::config(&vm.config), "INVALID").await?;
+            drop_vm(ctx, vm).await
+        }
     }
 }
 
@@ -298,6 +280,7 @@ async fn created(ctx: &Ctx, vm: &Vm, inst: Instance) -> Result<(), TaskError> {
     })
     .await?;
     if written.as_ref().is_some_and(|v| v.url == inst.url) {
+        backoff::clear(ctx, &Scope::config(&vm.config)).await?;
         tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), "instance created");
         ctx.resolved(&vm.config, STAGE).await?;
         ctx.push(&ManageBot { id: vm.id.clone() }).await?;
@@ -468,6 +451,15 @@ mod tests {
         run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap();
         assert!(ctx.store.vm("linux-0").await.unwrap().is_none());
         assert_eq!(ctx.store.errors("linux").await.unwrap()[0].message, "bad image");
+        // The next VM of the Config waits for the Config's backoff instead of looping.
+        ctx.seed_vm("linux-1", |_| {}).await;
+        run(&ctx, CreateInstance { id: "linux-1".into() }).await.unwrap();
+        assert_eq!(f.compute.calls().len(), 1, "no second insert within the backoff");
+        assert_eq!(ctx.delayed::<CreateInstance>().await, 1);
+        let st = crate::status::status(&*ctx.store, "linux", ctx.now(), chrono::Duration::zero(), false)
+            .await
+            .unwrap();
+        assert_eq!(st.backoff.unwrap().reason, "INVALID");
     }
 
     #[tokio::test]

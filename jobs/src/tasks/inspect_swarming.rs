@@ -11,6 +11,8 @@ use crate::error::TaskError;
 use crate::model::Observed;
 use crate::tasks::create_vm::parse_id;
 
+const STAGE: &str = "inspect_swarming";
+
 /// Mark space of bots named like ours with no VM.
 pub const STALE_BOTS: &str = "stale-bot";
 
@@ -26,7 +28,24 @@ pub async fn run(ctx: &Ctx, t: InspectSwarming) -> Result<(), TaskError> {
     let prefixes: HashSet<String> = crate::status::prefixes(&*ctx.store).await?.into_iter().collect();
     let mut cursor = None;
     loop {
-        let (bots, next) = ctx.bots.list(&t.server, cursor).await?;
+        let (bots, next) = match ctx.bots.list(&t.server, cursor).await {
+            Ok(page) => page,
+            Err(e) => {
+                // Said on every Config that uses this server, so its operators see why (in
+                // words that stay the same while it lasts, so it is recorded once).
+                let msg = match e.code {
+                    4 | 13 | 14 => format!(
+                        "Swarming server {} is not answering properly (timeouts, unavailable or malformed answers): its calls are limited and paused while it lasts",
+                        t.server
+                    ),
+                    _ => format!("Swarming server {} refuses ListBots: {}", t.server, e.message),
+                };
+                for p in users(ctx, &t.server).await? {
+                    ctx.record_once(&p, STAGE, "swarming_unavailable", &msg).await?;
+                }
+                return Err(e.into());
+            }
+        };
         let now = ctx.now();
         let names: Vec<String> = bots.iter().map(|b| b.id.clone()).collect();
         let vms = ctx.store.vms_by_hostname(&names).await?;
@@ -51,9 +70,19 @@ pub async fn run(ctx: &Ctx, t: InspectSwarming) -> Result<(), TaskError> {
         ctx.push_many(&manage).await?;
         match next {
             Some(c) => cursor = Some(c),
-            None => return Ok(()),
+            None => break,
         }
     }
+    for p in users(ctx, &t.server).await? {
+        ctx.resolved(&p, STAGE).await?;
+    }
+    Ok(())
+}
+
+/// Prefixes of the Configs that use `server`.
+async fn users(ctx: &Ctx, server: &str) -> Result<Vec<String>, TaskError> {
+    let configs = ctx.store.configs().await?.into_iter();
+    Ok(configs.filter(|c| c.value.config.swarming == server).map(|c| c.value.config.prefix).collect())
 }
 
 #[cfg(test)]

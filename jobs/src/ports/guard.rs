@@ -1,0 +1,256 @@
+//! Isolation of remote services that are slow or broken: every call to a Swarming server or a
+//! Compute project goes through a [`Guard`] keyed by that server or project, which bounds the
+//! calls in flight to it (a hanging server holds at most that many worker slots; further calls
+//! fail fast), gives each call a timeout suited to its method, and opens a circuit breaker after
+//! `trip_after` outages in a row (timeouts, unavailable, malformed answers): while open, calls
+//! to that key fail at once, and it is tried again after a backoff that doubles up to a cap.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+use crate::config::Secs;
+
+/// Settings of the guards (settings `[isolation]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Isolation {
+    /// Calls in flight at once to one Swarming server, per process.
+    pub calls_per_server: usize,
+    /// Calls in flight at once to one Compute project, per process.
+    pub calls_per_project: usize,
+    /// Outages in a row that open the breaker of a server or project.
+    pub trip_after: u32,
+    /// First time a breaker stays open; doubles each time it opens again, up to `open_cap`.
+    pub open_base: Secs,
+    /// Longest time a breaker stays open.
+    pub open_cap: Secs,
+    /// Timeout of a Swarming call (GetBot, a ListBots page, …).
+    pub swarming_timeout: Secs,
+    /// Timeout of a Compute call, but `zoneOperations.wait`.
+    pub compute_timeout: Secs,
+    /// Timeout of `zoneOperations.wait` (the server itself answers within about two minutes).
+    pub wait_timeout: Secs,
+}
+
+impl Default for Isolation {
+    fn default() -> Self {
+        Self {
+            calls_per_server: 8,
+            calls_per_project: 32,
+            trip_after: 3,
+            open_base: Secs(10),
+            open_cap: Secs(300),
+            swarming_timeout: Secs(10),
+            compute_timeout: Secs(30),
+            wait_timeout: Secs(150),
+        }
+    }
+}
+
+impl Isolation {
+    /// Checks the values.
+    pub fn validate(&self) -> Result<(), String> {
+        let positive = [self.swarming_timeout, self.compute_timeout, self.wait_timeout, self.open_base];
+        if self.calls_per_server == 0 || self.calls_per_project == 0 || self.trip_after == 0 {
+            return Err(
+                "isolation: calls_per_server, calls_per_project and trip_after must be positive".into()
+            );
+        }
+        if positive.iter().any(|s| s.0 == 0) || self.open_cap < self.open_base {
+            return Err(
+                "isolation: timeouts and open_base must be positive, open_cap at least open_base".into()
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Why a guarded call did not give the service's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refused {
+    /// Too many calls in flight to this key already.
+    Busy(usize),
+    /// The breaker is open: outages in a row, calls paused for `.0` more.
+    Open(Duration, u32),
+    /// No answer within the timeout.
+    Timeout(Duration),
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refused::Busy(n) => write!(f, "{n} calls already in flight to it"),
+            Refused::Open(left, n) => {
+                write!(f, "circuit open after {n} outages in a row; calls paused for {left:?}")
+            }
+            Refused::Timeout(d) => write!(f, "no answer within {d:?}"),
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct State {
+    in_flight: usize,
+    outages: u32,
+    opened: u32,
+    open_until: Option<Instant>,
+}
+
+/// Limits, timeouts and breakers, one set per key.
+#[derive(Debug)]
+pub struct Guard {
+    limit: usize,
+    trip_after: u32,
+    open_base: Duration,
+    open_cap: Duration,
+    states: Mutex<HashMap<String, State>>,
+}
+
+/// Gives the slot back when the call ends, however it ends.
+struct Slot<'a>(&'a Guard, &'a str);
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        if let Some(s) = self.0.lock().get_mut(self.1) {
+            s.in_flight = s.in_flight.saturating_sub(1);
+        }
+    }
+}
+
+impl Guard {
+    /// A guard allowing `limit` calls in flight per key.
+    pub fn new(limit: usize, iso: &Isolation) -> Self {
+        Self {
+            limit,
+            trip_after: iso.trip_after,
+            open_base: Duration::from_secs(iso.open_base.0),
+            open_cap: Duration::from_secs(iso.open_cap.0),
+            states: Mutex::default(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, State>> {
+        self.states.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Runs `call` for `key` within `timeout`; `outage` says which of its errors count toward
+    /// the breaker. `Err(Err(refused))` when the guard did not let it answer.
+    pub async fn call<T, E>(
+        &self,
+        key: &str,
+        timeout: Duration,
+        call: impl Future<Output = Result<T, E>>,
+        outage: impl Fn(&E) -> bool,
+    ) -> Result<T, Result<E, Refused>> {
+        {
+            let mut states = self.lock();
+            let s = states.entry(key.to_owned()).or_default();
+            let now = Instant::now();
+            if let Some(until) = s.open_until.filter(|u| *u > now) {
+                return Err(Err(Refused::Open(until - now, s.outages)));
+            }
+            if s.in_flight >= self.limit {
+                return Err(Err(Refused::Busy(s.in_flight)));
+            }
+            s.in_flight += 1;
+        }
+        let _slot = Slot(self, key);
+        let result = tokio::time::timeout(timeout, call).await;
+        let failed = match &result {
+            Ok(Ok(_)) => false,
+            Ok(Err(e)) => outage(e),
+            Err(_) => true,
+        };
+        self.settle(key, failed);
+        match result {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(Ok(e)),
+            Err(_) => Err(Err(Refused::Timeout(timeout))),
+        }
+    }
+
+    /// Counts an outage (opening the breaker at `trip_after` in a row) or a success (closing it).
+    fn settle(&self, key: &str, outage: bool) {
+        let mut states = self.lock();
+        let Some(s) = states.get_mut(key) else { return };
+        if !outage {
+            s.outages = 0;
+            s.opened = 0;
+            s.open_until = None;
+            return;
+        }
+        s.outages += 1;
+        if s.outages >= self.trip_after {
+            let open = self.open_base.saturating_mul(1 << s.opened.min(16)).min(self.open_cap);
+            s.open_until = Some(Instant::now() + open);
+            s.opened += 1;
+            tracing::warn!(remote = key, outages = s.outages, open_for = ?open, "circuit open: calls paused");
+        }
+    }
+
+    /// Whether the breaker of `key` is open now, and for how long still.
+    pub fn open_for(&self, key: &str) -> Option<Duration> {
+        let now = Instant::now();
+        self.lock().get(key).and_then(|s| s.open_until).filter(|u| *u > now).map(|u| u - now)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn guard(limit: usize) -> Guard {
+        Guard::new(
+            limit,
+            &Isolation { trip_after: 2, open_base: Secs(10), open_cap: Secs(40), ..Isolation::default() },
+        )
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_hanging_key_holds_at_most_its_limit_and_others_go_on() {
+        let g = std::sync::Arc::new(guard(2));
+        let hang = || std::future::pending::<Result<(), ()>>();
+        let (a, b) = (g.clone(), g.clone());
+        let t1 = tokio::spawn(async move { a.call("hang", Duration::from_secs(10), hang(), |_| true).await });
+        let t2 = tokio::spawn(async move { b.call("hang", Duration::from_secs(10), hang(), |_| true).await });
+        tokio::task::yield_now().await;
+        let third = g.call("hang", Duration::from_secs(10), hang(), |_| true).await;
+        assert_eq!(third, Err(Err(Refused::Busy(2))), "fails fast instead of holding a third slot");
+        let other = g.call("good", Duration::from_secs(10), async { Ok::<_, ()>(7) }, |_| true).await;
+        assert_eq!(other, Ok(7));
+        assert_eq!(t1.await.unwrap(), Err(Err(Refused::Timeout(Duration::from_secs(10)))));
+        assert!(matches!(t2.await.unwrap(), Err(Err(Refused::Timeout(_)))));
+        // Two timeouts in a row: open, so calls fail at once without reaching the server.
+        assert!(g.open_for("hang").is_some());
+        let r = g.call("hang", Duration::from_secs(10), async { Ok::<_, ()>(1) }, |_| true).await;
+        assert!(matches!(r, Err(Err(Refused::Open(_, 2)))), "{r:?}");
+        // After the backoff a call goes through again; a success closes the breaker.
+        tokio::time::advance(Duration::from_secs(11)).await;
+        let r = g.call("hang", Duration::from_secs(10), async { Ok::<_, ()>(1) }, |_| true).await;
+        assert_eq!(r, Ok(1));
+        assert!(g.open_for("hang").is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn errors_that_are_not_outages_do_not_trip_and_the_backoff_doubles() {
+        let g = guard(4);
+        for _ in 0..5 {
+            let r = g.call("s", Duration::from_secs(1), async { Err::<(), _>("not found") }, |_| false).await;
+            assert_eq!(r, Err(Ok("not found")));
+        }
+        assert!(g.open_for("s").is_none());
+        for _ in 0..2 {
+            let _ = g.call("s", Duration::from_secs(1), async { Err::<(), _>("down") }, |_| true).await;
+        }
+        let first = g.open_for("s").unwrap();
+        tokio::time::advance(first + Duration::from_millis(1)).await;
+        let _ = g.call("s", Duration::from_secs(1), async { Err::<(), _>("down") }, |_| true).await;
+        let second = g.open_for("s").unwrap();
+        assert!(second > first, "{first:?} then {second:?}");
+    }
+}
