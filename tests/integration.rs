@@ -1,6 +1,8 @@
 //! The single integration test binary of the root package (tests that need the built
 //! `gce-backend` binary, a private `redis-server`, the simulator, or several of them).
 
+/// Bad records of each kind at once, confined to their entity.
+mod bad_input;
 /// Harness: in-process simulator, official clients, pRPC client.
 mod support;
 
