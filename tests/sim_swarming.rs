@@ -239,3 +239,44 @@ async fn a_preempted_instance_loses_its_bot_and_a_new_incarnation_reconnects() {
     assert_ne!(first["sessionId"], second["sessionId"]);
     assert!(second["firstSeenTs"].as_str() > first["firstSeenTs"].as_str());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broken_servers_hang_or_answer_malformed_json_while_others_answer() {
+    let s = start(quick()).await;
+    boot(&s, "vm-ok").await;
+    connected(&s, "vm-ok").await;
+    let faults =
+        json!({"swarming_servers": {"hang.example.com": "hang", "https://bad.example.com/": "malformed"}});
+    let (st, body) = s.admin_post("/sim/faults", faults).await;
+    assert_eq!(st, 200, "{body}");
+    assert_eq!(body["swarming_servers"], json!({"bad.example.com": "malformed", "hang.example.com": "hang"}));
+    let (st, body) =
+        s.admin_post("/sim/faults", json!({"swarming_servers": {"x.example.com": "slow"}})).await;
+    assert_eq!(st, 400, "an unknown mode is refused: {body}");
+
+    let call = |server: &str| {
+        s.http
+            .post(format!("{}/swarming/{server}/prpc/swarming.v2.Bots/ListBots", s.base))
+            .header("content-type", "application/json")
+            .body("{}")
+            .timeout(Duration::from_millis(700))
+            .send()
+    };
+    let (hung, state) = tokio::join!(call("hang.example.com"), async {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::timeout(Duration::from_millis(500), s.admin_get("/sim/state")).await
+    });
+    assert!(hung.unwrap_err().is_timeout(), "a hanging server never answers");
+    assert!(state.is_ok(), "the world is not locked while a call hangs");
+
+    let r = call("bad.example.com").await.unwrap();
+    assert_eq!((r.status().as_u16(), r.headers()["x-prpc-grpc-code"].to_str().unwrap()), (200, "0"));
+    assert_eq!(r.headers()["content-type"], "application/json");
+    let text = r.text().await.unwrap();
+    let body = text.strip_prefix(")]}'\n").expect("the pRPC prefix is there");
+    assert!(serde_json::from_str::<Value>(body).is_err(), "not JSON: {body}");
+
+    assert_eq!(get_bot(&s, "vm-ok").await.unwrap()["botId"], "vm-ok", "other servers answer");
+    s.admin_post("/sim/faults", json!({"swarming_servers": {}})).await;
+    assert!(call("bad.example.com").await.unwrap().text().await.unwrap().starts_with(")]}'\n{"));
+}

@@ -110,6 +110,7 @@ async fn a_task_that_dies_is_counted_on_its_config_and_a_missing_disk_type_is_re
     assert_eq!(e.stage, "manage_bot");
     assert!(e.message.contains("linux-0") && e.message.contains("permanent"), "{e:?}");
     assert!(st.verified, "zone and disk types checked against the simulator");
+    assert!(st.task_failures >= st.dead_tasks, "every failed run is counted: {}", st.task_failures);
     assert_eq!(env.ctx.queues.get("manage_bot").counts().await.unwrap().dead, st.dead_tasks);
 
     let bad = pool("mac", 1, "1d", "10m").replace("diskTypes/pd-ssd", "diskTypes/pd-fast");

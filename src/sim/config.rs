@@ -71,10 +71,13 @@ pub struct SimConfig {
     /// that field: {"errors": {METHOD: {"rate": 0..1, "status": 503|429|403}}, "latency_ms":
     /// {METHOD: ms}, "never_boot_rate": 0..1, "bot_never_connect_rate": 0..1,
     /// "bot_early_death_rate": 0..1, "bot_early_death_ms": ms, "stockout_zones": [zone],
-    /// "quotas": {"region" or "project/region": {"cpus": n, "instances": n}}}. METHOD is `*` or
+    /// "quotas": {"region" or "project/region": {"cpus": n, "instances": n}},
+    /// "swarming_servers": {HOST: "hang" or "malformed"}}. METHOD is `*` or
     /// one of compute.instances.{insert,delete,get,list}, compute.zoneOperations.{get,wait},
     /// compute.zones.list, compute.diskTypes.list, compute.regions.list,
-    /// swarming.{GetBot,ListBots,ListBotEvents,TerminateBot,DeleteBot}.
+    /// swarming.{GetBot,ListBots,ListBotEvents,TerminateBot,DeleteBot}. A Swarming server HOST
+    /// (e.g. swarm.example.com) set to "hang" takes every pRPC call and never answers (10
+    /// minutes); "malformed" answers HTTP 200 with the pRPC headers and a body that is not JSON.
     #[arg(long, value_parser = parse_faults, default_value = "{}", verbatim_doc_comment)]
     pub faults: Faults,
 }
@@ -183,6 +186,16 @@ pub struct QuotaLimits {
     pub instances: u64,
 }
 
+/// What a Swarming server does with every pRPC call (faults `swarming_servers`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ServerFault {
+    /// Takes the request and never answers (holds it far beyond any client timeout).
+    Hang,
+    /// Answers HTTP 200 with the pRPC headers (`X-Prpc-Grpc-Code: 0`) and a body that is not JSON.
+    Malformed,
+}
+
 /// Faults in force.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Faults {
@@ -202,6 +215,9 @@ pub struct Faults {
     pub stockout_zones: BTreeSet<String>,
     /// Quota limits by `region` or `project/region`, over the defaults.
     pub quotas: BTreeMap<String, QuotaLimits>,
+    /// Broken Swarming servers by host (`swarm.example.com`).
+    #[serde(default)]
+    pub swarming_servers: BTreeMap<String, ServerFault>,
 }
 
 /// A change of faults: each field given replaces that field.
@@ -216,6 +232,7 @@ pub struct FaultsPatch {
     bot_early_death_ms: Option<u64>,
     stockout_zones: Option<BTreeSet<String>>,
     quotas: Option<BTreeMap<String, QuotaLimits>>,
+    swarming_servers: Option<BTreeMap<String, ServerFault>>,
 }
 
 impl Faults {
@@ -238,6 +255,10 @@ impl Faults {
                 return Err(format!("errors.{method}.status: {} (use 503, 429 or 403)", e.status));
             }
         }
+        let servers = match patch.swarming_servers {
+            Some(m) => Some(server_hosts(m)?),
+            None => None,
+        };
         let mut next = self.clone();
         macro_rules! take {
             ($($f:ident),*) => { $( if let Some(v) = patch.$f { next.$f = v; } )* };
@@ -252,6 +273,9 @@ impl Faults {
             stockout_zones,
             quotas
         );
+        if let Some(m) = servers {
+            next.swarming_servers = m;
+        }
         *self = next;
         Ok(())
     }
@@ -270,10 +294,29 @@ impl Faults {
         self.errors.get(method).or_else(|| self.errors.get("*"))
     }
 
+    /// The fault of the Swarming server `server` (a host or URL), if any.
+    pub fn server_fault(&self, server: &str) -> Option<ServerFault> {
+        self.swarming_servers.get(&super::world::server_key(server)).copied()
+    }
+
     /// The added latency for `method`.
     pub fn latency_for(&self, method: &str) -> u64 {
         self.latency_ms.get(method).or_else(|| self.latency_ms.get("*")).copied().unwrap_or(0)
     }
+}
+
+/// Checks the hosts of `swarming_servers` and keys them as the pRPC routes name servers (a URL
+/// such as `https://swarm.example.com/` becomes `swarm.example.com`).
+fn server_hosts(m: BTreeMap<String, ServerFault>) -> Result<BTreeMap<String, ServerFault>, String> {
+    let mut out = BTreeMap::new();
+    for (name, fault) in m {
+        let host = super::world::server_key(&name);
+        if host.is_empty() || host.contains(|c: char| c == '/' || c.is_whitespace()) {
+            return Err(format!("swarming_servers.{name}: not a server host like swarm.example.com"));
+        }
+        out.insert(host, fault);
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -312,6 +355,31 @@ mod tests {
         let typo: FaultsPatch = serde_json::from_str(r#"{"latency_ms":{"swarming.getbot":5}}"#).unwrap();
         assert!(f.apply(typo).is_err());
         assert!(serde_json::from_str::<FaultsPatch>(r#"{"typo":1}"#).is_err());
+    }
+
+    #[test]
+    fn swarming_server_faults_are_checked_and_keyed_by_host() {
+        let mut f = Faults::default();
+        let p = r#"{"swarming_servers":{"https://hang.example.com/":"hang","bad.example.com":"malformed"}}"#;
+        f.apply(serde_json::from_str(p).unwrap()).unwrap();
+        assert_eq!(f.server_fault("hang.example.com"), Some(ServerFault::Hang));
+        assert_eq!(f.server_fault("https://bad.example.com"), Some(ServerFault::Malformed));
+        assert_eq!(f.server_fault("swarm.example.com"), None);
+        let typo = serde_json::from_str::<FaultsPatch>(r#"{"swarming_servers":{"x.example.com":"hung"}}"#);
+        assert!(typo.unwrap_err().to_string().contains("unknown variant"));
+        let bad: FaultsPatch = serde_json::from_str(r#"{"swarming_servers":{"a.com/path":"hang"}}"#).unwrap();
+        assert!(f.apply(bad).unwrap_err().contains("swarming_servers.a.com/path"));
+        let empty: FaultsPatch = serde_json::from_str(r#"{"swarming_servers":{"https://":"hang"}}"#).unwrap();
+        assert!(f.apply(empty).is_err());
+        assert_eq!(
+            f.server_fault("hang.example.com"),
+            Some(ServerFault::Hang),
+            "a rejected patch changes nothing"
+        );
+        f.apply(serde_json::from_str(r#"{"swarming_servers":{}}"#).unwrap()).unwrap();
+        assert_eq!(f.server_fault("hang.example.com"), None);
+        let cli = parse_faults(r#"{"swarming_servers":{"m.example.com":"malformed"}}"#).unwrap();
+        assert_eq!(cli.server_fault("m.example.com"), Some(ServerFault::Malformed));
     }
 
     #[test]

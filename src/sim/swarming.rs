@@ -3,6 +3,7 @@
 //!
 //! Success: HTTP 200, `X-Prpc-Grpc-Code: 0`, body `)]}'` + newline + protojson (zero values
 //! omitted). Failure: `X-Prpc-Grpc-Code: <code>`, the HTTP status of that code, a text body.
+//! A server under a `swarming_servers` fault hangs (never answers) or answers malformed JSON.
 
 use axum::Router;
 use axum::body::Bytes;
@@ -16,10 +17,13 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::Sim;
+use super::config::ServerFault;
 use super::world::NullableBool;
 
 /// Seconds after which Swarming calls a silent bot dead (reported in ListBots).
 const DEATH_TIMEOUT: i32 = 600;
+/// How long a `hang` server holds a call: far beyond any client's timeout.
+const HANG: std::time::Duration = std::time::Duration::from_secs(600);
 
 pub(super) fn routes() -> Router<Sim> {
     Router::new().route("/swarming/{server}/prpc/swarming.v2.Bots/{method}", post(dispatch))
@@ -70,6 +74,23 @@ fn fail(Status(code, message): Status) -> Response {
         format!("{message}\n"),
     )
         .into_response()
+}
+
+/// The answer of a broken server: after [`HANG`] (the world is not locked meanwhile), or at once a
+/// success whose body is cut short.
+async fn broken(fault: ServerFault) -> Response {
+    match fault {
+        ServerFault::Hang => {
+            tokio::time::sleep(HANG).await;
+            fail(Status(4, "deadline exceeded".into()))
+        }
+        ServerFault::Malformed => (
+            StatusCode::OK,
+            [("x-prpc-grpc-code", "0"), (header::CONTENT_TYPE.as_str(), "application/json")],
+            ")]}'\n{\"items\": [{\"botId\": \"",
+        )
+            .into_response(),
+    }
 }
 
 fn parse<T: DeserializeOwned + Default>(body: &Bytes) -> Result<T, Status> {
@@ -199,6 +220,8 @@ async fn dispatch(
         .is_some_and(|v| v.starts_with("application/json"));
     let resp = if !json_body {
         fail(Status(3, "the simulator speaks JSON pRPC only: send Content-Type: application/json".into()))
+    } else if let Some(fault) = sim.with(|w| w.faults.server_fault(&server)) {
+        broken(fault).await
     } else {
         match sim.enter(&name).await {
             Some(f) => fail(match f.status {

@@ -1118,7 +1118,7 @@ pub fn state_json(w: &World) -> Value {
         .iter()
         .map(|((p, z, n), i)| {
             json!({"project": p, "zone": z, "name": n, "id": i.id.to_string(), "status": i.status.name(),
-                   "labels": i.labels, "swarming": i.swarming, "neverBoots": i.never_boots,
+                   "labels": i.labels, "swarming": i.swarming, "neverBoots": i.never_boots, "deleting": i.deleting,
                    "created": ts(i.created)})
         })
         .collect();
