@@ -90,3 +90,50 @@ async fn one_bad_record_of_each_kind_never_stalls_the_others() {
     );
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_and_a_malformed_swarming_server_leave_a_good_config_alone() {
+    use gce_backend_jobs::config::Secs;
+    let mut s = crate::pipeline::settings();
+    s.isolation = gce_backend_jobs::ports::guard::Isolation {
+        calls_per_server: 2,
+        trip_after: 2,
+        swarming_timeout: Secs(2),
+        open_base: Secs(5),
+        ..Default::default()
+    };
+    let on = |server: &str, yaml: String| yaml.replace("https://swarm.example.com", server);
+    let pools = [
+        ("good", pool("good", 2, "8s", "10m")),
+        ("hang", on("https://hang.example.com", pool("hang", 6, "1d", "10m"))),
+        ("bad", on("https://bad.example.com", pool("bad", 3, "1d", "10m"))),
+    ];
+    let env = Env::start_with(Backend::Redis, sim_config(), &[], true, s).await;
+    env.faults(json!({"swarming_servers": {"hang.example.com": "hang", "bad.example.com": "malformed"}}))
+        .await;
+    for (name, yaml) in &pools {
+        env.write_pool(name, yaml);
+    }
+    env.converged("good", 2).await;
+    // The good pool keeps replacing its VMs past their lifetime while the others misbehave.
+    let first: Vec<String> = env.vms("good").await.into_iter().map(|v| v.hostname).collect();
+    eventually("both good VMs are replaced by new connected incarnations", LIMIT, || async {
+        let vms = env.vms("good").await;
+        let fresh = vms.iter().filter(|v| !first.contains(&v.hostname) && v.connected.is_some()).count();
+        (fresh == 2).then_some(())
+    })
+    .await;
+    for prefix in ["hang", "bad"] {
+        eventually(
+            &format!("{prefix}'s status says its Swarming server is not answering"),
+            LIMIT,
+            || async {
+                let errors = env.ctx.store.errors(prefix).await.unwrap();
+                errors.iter().any(|e| e.code == "swarming_unavailable").then_some(())
+            },
+        )
+        .await;
+        assert_eq!(env.counts(prefix).await.connected, 0, "{prefix}: no bot can be seen");
+    }
+    env.stop().await;
+}
