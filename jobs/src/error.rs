@@ -2,7 +2,7 @@
 
 use gce_backend_queues::QueueError;
 
-use crate::ports::bots::BotError;
+use crate::ports::bots::{BotError, BotErrorKind};
 use crate::ports::compute::{ComputeError, Kind};
 use crate::ports::store::StoreError;
 
@@ -42,14 +42,17 @@ impl TaskError {
     /// The single classification point.
     pub fn class(&self) -> Class {
         match self {
+            TaskError::Queue(e) if !e.is_transient() => Class::Permanent,
             TaskError::Store(_) | TaskError::Conflict(_) | TaskError::Queue(_) => Class::Transient,
             TaskError::Compute(e) => match e.kind {
                 Kind::Transient | Kind::RateLimited | Kind::Quota | Kind::Stockout => Class::Transient,
                 Kind::NotFound | Kind::AlreadyExists | Kind::Invalid => Class::Permanent,
             },
-            // INTERNAL, UNKNOWN, RESOURCE_EXHAUSTED, DEADLINE_EXCEEDED, UNAVAILABLE.
-            TaskError::Bots(e) if matches!(e.code, 2 | 4 | 8 | 13 | 14) => Class::Transient,
-            TaskError::Bots(_) | TaskError::Invalid(_) => Class::Permanent,
+            TaskError::Bots(e) => match e.kind {
+                BotErrorKind::Unavailable | BotErrorKind::RateLimited => Class::Transient,
+                BotErrorKind::NotFound | BotErrorKind::Denied | BotErrorKind::Invalid => Class::Permanent,
+            },
+            TaskError::Invalid(_) => Class::Permanent,
         }
     }
 }

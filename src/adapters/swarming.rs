@@ -7,7 +7,7 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use gce_backend_jobs::model::Bot;
-use gce_backend_jobs::ports::bots::{BotError, BotEvent, Bots};
+use gce_backend_jobs::ports::bots::{BotError, BotErrorKind, BotEvent, Bots};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -92,7 +92,7 @@ impl Swarming {
         method: &str,
         body: Value,
     ) -> Result<T, BotError> {
-        let unavailable = |e: String| BotError { code: 14, message: e };
+        let unavailable = |e: String| BotError::new(BotErrorKind::Unavailable, e);
         let mut req = self
             .http
             .post(self.url(server, method))
@@ -105,7 +105,7 @@ impl Swarming {
                     req = req.headers(data)
                 }
                 Ok(_) => {}
-                Err(e) => return Err(BotError { code: 16, message: format!("credentials: {e}") }),
+                Err(e) => return Err(BotError::new(BotErrorKind::Denied, format!("credentials: {e}"))),
             }
         }
         let resp = req.send().await.map_err(|e| unavailable(e.to_string()))?;
@@ -117,11 +117,11 @@ impl Swarming {
         };
         let text = resp.text().await.map_err(|e| unavailable(e.to_string()))?;
         if code != 0 {
-            return Err(BotError { code, message: text.trim().to_owned() });
+            return Err(BotError::grpc(code, text.trim()));
         }
         let json = text.strip_prefix(")]}'").unwrap_or(&text);
         serde_json::from_str(json)
-            .map_err(|e| BotError { code: 13, message: format!("{method} answer: {e}") })
+            .map_err(|e| BotError::new(BotErrorKind::Unavailable, format!("malformed {method} answer: {e}")))
     }
 }
 

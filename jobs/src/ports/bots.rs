@@ -5,20 +5,59 @@ use chrono::{DateTime, Utc};
 
 use crate::model::Bot;
 
+/// What kind of Swarming failure, decided once here from the gRPC code (adapters pass it raw).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BotErrorKind {
+    /// NOT_FOUND.
+    NotFound,
+    /// The server is not answering properly: UNAVAILABLE, DEADLINE_EXCEEDED, INTERNAL (also a
+    /// malformed answer), UNKNOWN. Retry, and count it toward the server's breaker.
+    Unavailable,
+    /// RESOURCE_EXHAUSTED: retry later.
+    RateLimited,
+    /// PERMISSION_DENIED, UNAUTHENTICATED: our credentials or ACLs.
+    Denied,
+    /// Anything else: the request itself is wrong.
+    Invalid,
+}
+
+impl BotErrorKind {
+    /// The kind of a gRPC status code: the one place codes are read.
+    pub fn from_grpc(code: u16) -> Self {
+        match code {
+            5 => Self::NotFound,
+            2 | 4 | 13 | 14 => Self::Unavailable,
+            8 => Self::RateLimited,
+            7 | 16 => Self::Denied,
+            _ => Self::Invalid,
+        }
+    }
+}
+
 /// A Swarming error.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("swarming code {code}: {message}")]
+#[error("swarming {kind:?}: {message}")]
 pub struct BotError {
-    /// gRPC code.
-    pub code: u16,
-    /// Message.
+    /// Classification.
+    pub kind: BotErrorKind,
+    /// Message (with the gRPC code the server answered, when it did).
     pub message: String,
 }
 
 impl BotError {
+    /// The error for gRPC status `code`.
+    pub fn grpc(code: u16, message: impl std::fmt::Display) -> Self {
+        Self { kind: BotErrorKind::from_grpc(code), message: format!("code {code}: {message}") }
+    }
+
+    /// An error of `kind` with no server answer behind it (no connection, a timeout, …).
+    pub fn new(kind: BotErrorKind, message: impl Into<String>) -> Self {
+        Self { kind, message: message.into() }
+    }
+
     /// NOT_FOUND.
     pub fn is_not_found(&self) -> bool {
-        self.code == 5
+        self.kind == BotErrorKind::NotFound
     }
 }
 
@@ -48,4 +87,23 @@ pub trait Bots: Send + Sync + std::fmt::Debug {
     async fn terminate(&self, server: &str, id: &str) -> Result<(), BotError>;
     /// DeleteBot; false for NOT_FOUND.
     async fn delete(&self, server: &str, id: &str) -> Result<bool, BotError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grpc_codes_are_classified_once_here() {
+        let k = BotErrorKind::from_grpc;
+        assert_eq!(k(5), BotErrorKind::NotFound);
+        for c in [2, 4, 13, 14] {
+            assert_eq!(k(c), BotErrorKind::Unavailable, "{c}");
+        }
+        assert_eq!(k(8), BotErrorKind::RateLimited);
+        assert_eq!((k(7), k(16)), (BotErrorKind::Denied, BotErrorKind::Denied));
+        assert_eq!((k(3), k(12)), (BotErrorKind::Invalid, BotErrorKind::Invalid));
+        assert!(BotError::grpc(5, "gone").is_not_found());
+        assert_eq!(BotError::grpc(14, "down").to_string(), "swarming Unavailable: code 14: down");
+    }
 }

@@ -2,8 +2,9 @@
 //! Compute project goes through a [`Guard`] keyed by that server or project, which bounds the
 //! calls in flight to it (a hanging server holds at most that many worker slots; further calls
 //! fail fast), gives each call a timeout suited to its method, and opens a circuit breaker after
-//! `trip_after` outages in a row (timeouts, unavailable, malformed answers): while open, calls
-//! to that key fail at once, and it is tried again after a backoff that doubles up to a cap.
+//! `trip_after` timeouts in a row: while open, calls to that key fail at once, and it is tried
+//! again after a backoff that doubles up to a cap. Errors that come back quickly (5xx, malformed
+//! answers) do not trip it: they hold no worker for long, and the queue retries them.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -23,7 +24,7 @@ pub struct Isolation {
     pub calls_per_server: usize,
     /// Calls in flight at once to one Compute project, per process.
     pub calls_per_project: usize,
-    /// Outages in a row that open the breaker of a server or project.
+    /// Timeouts in a row that open the breaker of a server or project.
     pub trip_after: u32,
     /// First time a breaker stays open; doubles each time it opens again, up to `open_cap`.
     pub open_base: Secs,
@@ -75,7 +76,7 @@ impl Isolation {
 pub enum Refused {
     /// Too many calls in flight to this key already.
     Busy(usize),
-    /// The breaker is open: outages in a row, calls paused for `.0` more.
+    /// The breaker is open after `.1` timeouts in a row: calls paused for `.0` more.
     Open(Duration, u32),
     /// No answer within the timeout.
     Timeout(Duration),
@@ -86,7 +87,7 @@ impl std::fmt::Display for Refused {
         match self {
             Refused::Busy(n) => write!(f, "{n} calls already in flight to it"),
             Refused::Open(left, n) => {
-                write!(f, "circuit open after {n} outages in a row; calls paused for {left:?}")
+                write!(f, "circuit open after {n} timeouts in a row; calls paused for {left:?}")
             }
             Refused::Timeout(d) => write!(f, "no answer within {d:?}"),
         }
@@ -138,14 +139,13 @@ impl Guard {
         self.states.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Runs `call` for `key` within `timeout`; `outage` says which of its errors count toward
-    /// the breaker. `Err(Err(refused))` when the guard did not let it answer.
+    /// Runs `call` for `key` within `timeout`. `Err(Err(refused))` when the guard did not let
+    /// it answer.
     pub async fn call<T, E>(
         &self,
         key: &str,
         timeout: Duration,
         call: impl Future<Output = Result<T, E>>,
-        outage: impl Fn(&E) -> bool,
     ) -> Result<T, Result<E, Refused>> {
         {
             let mut states = self.lock();
@@ -161,12 +161,7 @@ impl Guard {
         }
         let _slot = Slot(self, key);
         let result = tokio::time::timeout(timeout, call).await;
-        let failed = match &result {
-            Ok(Ok(_)) => false,
-            Ok(Err(e)) => outage(e),
-            Err(_) => true,
-        };
-        self.settle(key, failed);
+        self.settle(key, result.is_err());
         match result {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => Err(Ok(e)),
@@ -174,7 +169,7 @@ impl Guard {
         }
     }
 
-    /// Counts an outage (opening the breaker at `trip_after` in a row) or a success (closing it).
+    /// Counts a timeout (opening the breaker at `trip_after` in a row) or an answer (closing it).
     fn settle(&self, key: &str, outage: bool) {
         let mut states = self.lock();
         let Some(s) = states.get_mut(key) else { return };
@@ -216,40 +211,41 @@ mod tests {
         let g = std::sync::Arc::new(guard(2));
         let hang = || std::future::pending::<Result<(), ()>>();
         let (a, b) = (g.clone(), g.clone());
-        let t1 = tokio::spawn(async move { a.call("hang", Duration::from_secs(10), hang(), |_| true).await });
-        let t2 = tokio::spawn(async move { b.call("hang", Duration::from_secs(10), hang(), |_| true).await });
+        let t1 = tokio::spawn(async move { a.call("hang", Duration::from_secs(10), hang()).await });
+        let t2 = tokio::spawn(async move { b.call("hang", Duration::from_secs(10), hang()).await });
         tokio::task::yield_now().await;
-        let third = g.call("hang", Duration::from_secs(10), hang(), |_| true).await;
+        let third = g.call("hang", Duration::from_secs(10), hang()).await;
         assert_eq!(third, Err(Err(Refused::Busy(2))), "fails fast instead of holding a third slot");
-        let other = g.call("good", Duration::from_secs(10), async { Ok::<_, ()>(7) }, |_| true).await;
+        let other = g.call("good", Duration::from_secs(10), async { Ok::<_, ()>(7) }).await;
         assert_eq!(other, Ok(7));
         assert_eq!(t1.await.unwrap(), Err(Err(Refused::Timeout(Duration::from_secs(10)))));
         assert!(matches!(t2.await.unwrap(), Err(Err(Refused::Timeout(_)))));
         // Two timeouts in a row: open, so calls fail at once without reaching the server.
         assert!(g.open_for("hang").is_some());
-        let r = g.call("hang", Duration::from_secs(10), async { Ok::<_, ()>(1) }, |_| true).await;
+        let r = g.call("hang", Duration::from_secs(10), async { Ok::<_, ()>(1) }).await;
         assert!(matches!(r, Err(Err(Refused::Open(_, 2)))), "{r:?}");
         // After the backoff a call goes through again; a success closes the breaker.
         tokio::time::advance(Duration::from_secs(11)).await;
-        let r = g.call("hang", Duration::from_secs(10), async { Ok::<_, ()>(1) }, |_| true).await;
+        let r = g.call("hang", Duration::from_secs(10), async { Ok::<_, ()>(1) }).await;
         assert_eq!(r, Ok(1));
         assert!(g.open_for("hang").is_none());
     }
 
     #[tokio::test(start_paused = true)]
-    async fn errors_that_are_not_outages_do_not_trip_and_the_backoff_doubles() {
+    async fn quick_errors_do_not_trip_and_the_backoff_doubles() {
         let g = guard(4);
         for _ in 0..5 {
-            let r = g.call("s", Duration::from_secs(1), async { Err::<(), _>("not found") }, |_| false).await;
-            assert_eq!(r, Err(Ok("not found")));
+            let r = g.call("s", Duration::from_secs(1), async { Err::<(), _>("503") }).await;
+            assert_eq!(r, Err(Ok("503")));
         }
-        assert!(g.open_for("s").is_none());
+        assert!(g.open_for("s").is_none(), "answers, even errors, keep it closed");
+        let hang = || std::future::pending::<Result<(), &str>>();
         for _ in 0..2 {
-            let _ = g.call("s", Duration::from_secs(1), async { Err::<(), _>("down") }, |_| true).await;
+            let _ = g.call("s", Duration::from_secs(1), hang()).await;
         }
         let first = g.open_for("s").unwrap();
         tokio::time::advance(first + Duration::from_millis(1)).await;
-        let _ = g.call("s", Duration::from_secs(1), async { Err::<(), _>("down") }, |_| true).await;
+        let _ = g.call("s", Duration::from_secs(1), hang()).await;
         let second = g.open_for("s").unwrap();
         assert!(second > first, "{first:?} then {second:?}");
     }

@@ -9,16 +9,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::bots::{BotError, BotEvent, Bots};
+use super::bots::{BotError, BotErrorKind, BotEvent, Bots};
 use super::compute::{Compute, ComputeError, Instance, Kind, Operation, Quota};
 use super::guard::{Guard, Isolation, Refused};
 use crate::model::Bot;
-
-/// gRPC codes of a Swarming server that is not answering properly: DEADLINE_EXCEEDED,
-/// INTERNAL (also a malformed answer), UNAVAILABLE.
-fn outage(e: &BotError) -> bool {
-    matches!(e.code, 4 | 13 | 14)
-}
 
 /// Swarming, guarded per server.
 #[derive(Debug)]
@@ -43,12 +37,9 @@ impl GuardedBots {
         server: &str,
         call: impl Future<Output = Result<T, BotError>>,
     ) -> Result<T, BotError> {
-        self.guard.call(server, self.timeout, call, outage).await.map_err(|e| match e {
+        self.guard.call(server, self.timeout, call).await.map_err(|e| match e {
             Ok(e) => e,
-            Err(r) => {
-                let code = if matches!(r, Refused::Timeout(_)) { 4 } else { 14 };
-                BotError { code, message: format!("swarming server {server}: {r}") }
-            }
+            Err(r) => BotError::new(BotErrorKind::Unavailable, format!("swarming server {server}: {r}")),
         })
     }
 }
@@ -106,8 +97,7 @@ impl GuardedCompute {
         timeout: Duration,
         call: impl Future<Output = Result<T, ComputeError>>,
     ) -> Result<T, ComputeError> {
-        let outage = |e: &ComputeError| e.kind == Kind::Transient;
-        self.guard.call(project, timeout, call, outage).await.map_err(|e| match e {
+        self.guard.call(project, timeout, call).await.map_err(|e| match e {
             Ok(e) => e,
             Err(r) => ComputeError {
                 kind: Kind::Transient,
@@ -208,10 +198,10 @@ mod tests {
         let hang = "https://hang.example.com";
         for _ in 0..iso.trip_after {
             let e = bots.get(hang, "b").await.unwrap_err();
-            assert_eq!(e.code, 4, "{e}");
+            assert!(e.kind == BotErrorKind::Unavailable && e.message.contains("no answer within"), "{e}");
         }
         let e = bots.get(hang, "b").await.unwrap_err();
-        assert!(e.code == 14 && e.message.contains("circuit open"), "{e}");
+        assert!(e.kind == BotErrorKind::Unavailable && e.message.contains("circuit open"), "{e}");
         assert_eq!(
             bots.get("https://swarm.example.com", "b").await.unwrap(),
             None,

@@ -33,12 +33,12 @@ pub async fn run(ctx: &Ctx, t: InspectSwarming) -> Result<(), TaskError> {
             Err(e) => {
                 // Said on every Config that uses this server, so its operators see why (in
                 // words that stay the same while it lasts, so it is recorded once).
-                let msg = match e.code {
-                    4 | 13 | 14 => format!(
+                let msg = match e.kind {
+                    crate::ports::bots::BotErrorKind::Unavailable => format!(
                         "Swarming server {} is not answering properly (timeouts, unavailable or malformed answers): its calls are limited and paused while it lasts",
                         t.server
                     ),
-                    _ => format!("Swarming server {} refuses ListBots: {}", t.server, e.message),
+                    _ => format!("Swarming server {} refuses ListBots: {e}", t.server),
                 };
                 for p in users(ctx, &t.server).await? {
                     ctx.record_once(&p, STAGE, "swarming_unavailable", &msg).await?;

@@ -330,8 +330,7 @@ mod tests {
     #[tokio::test]
     async fn transient_swarming_errors_are_retried_and_change_nothing() {
         let (ctx, f, vm) = setup().await;
-        *f.bots.fail.lock().unwrap() =
-            Some(crate::ports::bots::BotError { code: 14, message: "down".into() });
+        *f.bots.fail.lock().unwrap() = Some(crate::ports::bots::BotError::grpc(14, "down"));
         let e = run(&ctx, ManageBot { id: vm.id }).await.unwrap_err();
         assert_eq!(e.class(), crate::Class::Transient);
         assert!(ctx.taken::<DestroyInstance>().await.is_empty());
