@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use gce_backend_queues::payload::QUEUES;
+use gce_backend_jobs::tasks::QUEUES;
 use gce_backend_queues::{DeadSelection, Engine, Policy, Queue, QueueSpec};
 
 use crate::out;

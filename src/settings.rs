@@ -34,7 +34,7 @@ impl Default for Settings {
     fn default() -> Self {
         Self {
             deployment: "gce-backend".into(),
-            cron: gce_backend_jobs::cron::JOBS.iter().map(|j| ((*j).to_owned(), "60s".to_owned())).collect(),
+            cron: gce_backend_jobs::cron::names().map(|j| (j.to_owned(), "60s".to_owned())).collect(),
             timing: Timing::default(),
             limits: Limits::default(),
             isolation: Isolation::default(),
@@ -102,16 +102,16 @@ impl Settings {
     /// Checks names, schedules and policies.
     pub fn validate(&self) -> Result<(), String> {
         for (job, spec) in &self.cron {
-            if !gce_backend_jobs::cron::JOBS.contains(&job.as_str()) {
+            if !gce_backend_jobs::cron::names().any(|j| j == job) {
                 return Err(format!(
                     "cron.{job}: no such cron job (known: {})",
-                    gce_backend_jobs::cron::JOBS.join(", ")
+                    gce_backend_jobs::cron::names().collect::<Vec<_>>().join(", ")
                 ));
             }
             schedule(spec).map_err(|e| format!("cron.{job}: {e}"))?;
         }
         for (q, p) in &self.queues {
-            if !gce_backend_queues::payload::QUEUES.contains(&q.as_str()) {
+            if !gce_backend_jobs::tasks::QUEUES.contains(&q.as_str()) {
                 return Err(format!("queues.{q}: no such queue"));
             }
             p.validate().map_err(|e| format!("queues.{q}: {e}"))?;
@@ -163,6 +163,6 @@ mod tests {
         let _ = std::fs::remove_file(&path);
         assert_eq!(s.cron["audit_instances"], "5m");
         assert_eq!(s.cron["manage_bots"], "60s");
-        assert_eq!(s.cron.len(), gce_backend_jobs::cron::JOBS.len());
+        assert_eq!(s.cron.len(), gce_backend_jobs::cron::names().count());
     }
 }

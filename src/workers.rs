@@ -102,48 +102,41 @@ async fn failed(
     }
 }
 
-/// Adds one worker per pipeline queue to `monitor`, each running its `jobs::tasks` handler.
+/// Adds one worker per pipeline queue to `monitor`, each running its `jobs::tasks` handler
+/// (the queues and their handlers come from the one registry, `jobs::tasks::visit`).
 pub fn register_pipeline(
-    mut monitor: Monitor,
+    monitor: Monitor,
     ctx: &gce_backend_jobs::Ctx,
     who: &Identity,
     concurrency: usize,
 ) -> Monitor {
-    use futures::FutureExt;
-    use gce_backend_jobs::tasks;
-    use gce_backend_queues::payload::{self, Task};
-    macro_rules! pipeline {
-        ($($payload:ident => $handler:ident),+ $(,)?) => {$(
-            let c = ctx.clone();
-            let handler: Handler<payload::$payload> = Arc::new(move |t: payload::$payload| {
+    struct Registrar<'a> {
+        monitor: Option<Monitor>,
+        ctx: &'a gce_backend_jobs::Ctx,
+        who: &'a Identity,
+        concurrency: usize,
+    }
+    impl gce_backend_jobs::tasks::Visitor for Registrar<'_> {
+        fn queue<T: gce_backend_queues::Task>(&mut self, run: gce_backend_jobs::tasks::Run<T>) {
+            use futures::FutureExt;
+            let c = self.ctx.clone();
+            let handler: Handler<T> = Arc::new(move |t: T| {
                 let c = c.clone();
                 async move {
                     let key = t.key();
-                    match tasks::$handler::run(&c, t).await {
+                    match run(c.clone(), t).await {
                         Ok(()) => Ok(()),
-                        Err(e) => Err(failed(&c, payload::$payload::QUEUE, &key, e).await),
+                        Err(e) => Err(failed(&c, T::QUEUE, &key, e).await),
                     }
                 }
                 .boxed()
             });
-            monitor = register(monitor, ctx.queues.get(payload::$payload::QUEUE), who, concurrency, handler);
-        )+};
+            let queue = self.ctx.queues.get(T::QUEUE);
+            let monitor = self.monitor.take().expect("set between calls");
+            self.monitor = Some(register(monitor, queue, self.who, self.concurrency, handler));
+        }
     }
-    pipeline!(
-        ExpandConfig => expand_config,
-        CreateVm => create_vm,
-        CreateInstance => create_instance,
-        ManageBot => manage_bot,
-        InspectSwarming => inspect_swarming,
-        InspectInstances => inspect_instances,
-        TerminateBot => terminate_bot,
-        DestroyInstance => destroy_instance,
-        DeleteBot => delete_bot,
-        DrainVm => drain_vm,
-        AuditInstances => audit_instances,
-        DeleteStaleBots => delete_stale_bots,
-        CountVms => count_vms,
-        ReportQuota => report_quota,
-    );
-    monitor
+    let mut r = Registrar { monitor: Some(monitor), ctx, who, concurrency };
+    gce_backend_jobs::tasks::visit(&mut r);
+    r.monitor.expect("set")
 }

@@ -11,8 +11,8 @@ use gce_backend::app::{self, Role, RunOptions};
 use gce_backend::sim::{self};
 use gce_backend_jobs::cron;
 use gce_backend_jobs::tasks;
+use gce_backend_jobs::tasks::*;
 use gce_backend_jobs::{Ctx, TaskError};
-use gce_backend_queues::payload::*;
 use gce_backend_queues::testing::{RedisServer, eventually};
 use serde_json::json;
 
@@ -290,7 +290,7 @@ async fn two_processes_on_one_redis_converge_without_two_inserts_for_one_hostnam
     std::fs::write(dir.join("linux.yaml"), pool("linux", 4, "1d", "10m")).unwrap();
     let settings_file = dir.join("service.toml");
     let mut toml = format!("deployment = \"{DEPLOYMENT}\"\nconcurrency = 8\n[cron]\n");
-    for job in cron::JOBS {
+    for job in cron::names() {
         toml.push_str(&format!("{job} = \"1s\"\n"));
     }
     toml.push_str("[timing]\nwatch = \"1s\"\nbot_grace = \"3s\"\nobservation_ttl = \"2s\"\nbackoff_base = \"1s\"\nbackoff_cap = \"2s\"\n");

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use gce_backend_queues::payload::Task;
+use gce_backend_queues::Task;
 use gce_backend_queues::{Engine, Policy, PushOutcome, Queue, QueueSpec, When};
 use serde::{Deserialize, Serialize};
 
@@ -99,7 +99,7 @@ impl Queues {
     /// Every pipeline queue on `engine`, with `policies` by queue name (others default).
     pub fn new(engine: Arc<dyn Engine>, policies: &HashMap<String, Policy>) -> Result<Self, TaskError> {
         let mut map = HashMap::new();
-        for name in gce_backend_queues::payload::QUEUES {
+        for name in crate::tasks::QUEUES {
             let policy = policies.get(*name).cloned().unwrap_or_default();
             map.insert((*name).to_owned(), Queue::new(engine.clone(), QueueSpec::new(name, policy)?));
         }

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use chrono::{DateTime, TimeZone, Utc};
-use gce_backend_queues::payload::Task;
+use gce_backend_queues::Task;
 use gce_backend_queues::{MemoryEngine, WorkerId};
 use serde_json::Value;
 

@@ -12,9 +12,9 @@
 pub mod backend;
 pub mod engine;
 pub mod outcome;
-pub mod payload;
 pub mod policy;
 pub mod queue;
+pub mod task;
 #[cfg(feature = "testing")]
 pub mod testing;
 
@@ -26,3 +26,4 @@ pub use engine::{
 };
 pub use policy::Policy;
 pub use queue::{DeadHook, DeadTask, Queue};
+pub use task::Task;

@@ -1,6 +1,6 @@
 //! `audit_instances`: every zone of every Config's project → `audit_instances`.
 
-use gce_backend_queues::payload::AuditInstances;
+use crate::tasks::AuditInstances;
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;

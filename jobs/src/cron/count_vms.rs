@@ -1,6 +1,6 @@
 //! `count_vms`: every Config, and every prefix that still has VMs → `count_vms`.
 
-use gce_backend_queues::payload::CountVms;
+use crate::tasks::CountVms;
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;

@@ -1,6 +1,6 @@
 //! `create_instances`: every VM without an instance → `create_instance`.
 
-use gce_backend_queues::payload::CreateInstance;
+use crate::tasks::CreateInstance;
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;

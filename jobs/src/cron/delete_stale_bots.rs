@@ -1,6 +1,6 @@
 //! `delete_stale_bots`: every Swarming server of a Config → `delete_stale_bots`.
 
-use gce_backend_queues::payload::DeleteStaleBots;
+use crate::tasks::DeleteStaleBots;
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;

@@ -2,7 +2,7 @@
 //! `drain_vm`. The index is read from the VM id, so no VM record is read. A Config whose record
 //! or VM index cannot be read is reported (WARN, its status) and skipped; the others go on.
 
-use gce_backend_queues::payload::DrainVm;
+use crate::tasks::DrainVm;
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
@@ -37,7 +37,7 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
 
 #[cfg(test)]
 mod tests {
-    use gce_backend_queues::payload::DrainVm;
+    use crate::tasks::DrainVm;
 
     use super::*;
 

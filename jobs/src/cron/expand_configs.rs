@@ -1,6 +1,6 @@
 //! `expand_configs`: every Config → `expand_config`.
 
-use gce_backend_queues::payload::ExpandConfig;
+use crate::tasks::ExpandConfig;
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;

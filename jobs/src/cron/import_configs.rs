@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{LazyLock, Mutex};
 use std::time::Duration;
 
-use gce_backend_queues::payload::{DrainVm, ExpandConfig};
+use crate::tasks::{DrainVm, ExpandConfig};
 
 use crate::catalog::Verdict;
 use crate::config::{self, Config, ConfigError, MAX_FILE_BYTES, Metadata};

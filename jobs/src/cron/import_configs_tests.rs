@@ -3,8 +3,8 @@
 
 use std::path::PathBuf;
 
+use crate::tasks::{DrainVm, ExpandConfig};
 use chrono::Duration;
-use gce_backend_queues::payload::{DrainVm, ExpandConfig};
 
 use super::*;
 use crate::ports::compute::ComputeError;

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use gce_backend_queues::payload::InspectInstances;
+use crate::tasks::InspectInstances;
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;

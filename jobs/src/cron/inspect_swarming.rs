@@ -1,6 +1,6 @@
 //! `inspect_swarming`: every Swarming server of a Config → `inspect_swarming` (one ListBots walk).
 
-use gce_backend_queues::payload::InspectSwarming;
+use crate::tasks::InspectSwarming;
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;

@@ -1,6 +1,6 @@
 //! `manage_bots`: every VM with an instance → `manage_bot`.
 
-use gce_backend_queues::payload::ManageBot;
+use crate::tasks::ManageBot;
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;

@@ -19,36 +19,34 @@ use std::collections::BTreeSet;
 use crate::ctx::Ctx;
 use crate::error::TaskError;
 
-/// Every cron job, by name.
-pub const JOBS: &[&str] = &[
-    "import_configs",
-    "expand_configs",
-    "create_instances",
-    "manage_bots",
-    "inspect_swarming",
-    "inspect_instances",
-    "drain_vms",
-    "audit_instances",
-    "delete_stale_bots",
-    "count_vms",
-    "report_quota",
+/// A cron job's run: returns how many tasks it added.
+pub type Run = for<'a> fn(&'a Ctx) -> futures::future::BoxFuture<'a, Result<usize, TaskError>>;
+
+/// Every cron job, by name: the one table (the settings' defaults and the scheduler read it).
+pub const JOBS: &[(&str, Run)] = &[
+    ("import_configs", |c| Box::pin(import_configs::run(c))),
+    ("expand_configs", |c| Box::pin(expand_configs::run(c))),
+    ("create_instances", |c| Box::pin(create_instances::run(c))),
+    ("manage_bots", |c| Box::pin(manage_bots::run(c))),
+    ("inspect_swarming", |c| Box::pin(inspect_swarming::run(c))),
+    ("inspect_instances", |c| Box::pin(inspect_instances::run(c))),
+    ("drain_vms", |c| Box::pin(drain_vms::run(c))),
+    ("audit_instances", |c| Box::pin(audit_instances::run(c))),
+    ("delete_stale_bots", |c| Box::pin(delete_stale_bots::run(c))),
+    ("count_vms", |c| Box::pin(count_vms::run(c))),
+    ("report_quota", |c| Box::pin(report_quota::run(c))),
 ];
+
+/// The names of the cron jobs.
+pub fn names() -> impl Iterator<Item = &'static str> {
+    JOBS.iter().map(|(name, _)| *name)
+}
 
 /// Runs cron job `job` once; returns how many tasks it added.
 pub async fn run(ctx: &Ctx, job: &str) -> Result<usize, TaskError> {
-    match job {
-        "import_configs" => import_configs::run(ctx).await,
-        "expand_configs" => expand_configs::run(ctx).await,
-        "create_instances" => create_instances::run(ctx).await,
-        "manage_bots" => manage_bots::run(ctx).await,
-        "inspect_swarming" => inspect_swarming::run(ctx).await,
-        "inspect_instances" => inspect_instances::run(ctx).await,
-        "drain_vms" => drain_vms::run(ctx).await,
-        "audit_instances" => audit_instances::run(ctx).await,
-        "delete_stale_bots" => delete_stale_bots::run(ctx).await,
-        "count_vms" => count_vms::run(ctx).await,
-        "report_quota" => report_quota::run(ctx).await,
-        other => Err(TaskError::Invalid(format!("no cron job {other:?}"))),
+    match JOBS.iter().find(|(name, _)| *name == job) {
+        Some((_, run)) => run(ctx).await,
+        None => Err(TaskError::Invalid(format!("no cron job {job:?}"))),
     }
 }
 

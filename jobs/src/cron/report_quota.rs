@@ -1,6 +1,6 @@
 //! `report_quota`: every Config's project → `report_quota`.
 
-use gce_backend_queues::payload::ReportQuota;
+use crate::tasks::ReportQuota;
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;

@@ -5,11 +5,18 @@
 
 use std::collections::HashSet;
 
-use gce_backend_queues::payload::AuditInstances;
+
 
 use crate::config::labels;
 use crate::ctx::{Ctx, request_id};
 use crate::error::TaskError;
+
+task!(
+    /// Find instances with our label that match no VM, in one project and zone.
+    AuditInstances, "audit_instances", { /// Project.
+    project, /// Zone.
+    zone }, |self| format!("{}/{}", self.project, self.zone)
+);
 
 /// Mark space of leak candidates (`<project>/<zone>/<name>`).
 pub const LEAKS: &str = "leak";
@@ -61,7 +68,7 @@ pub async fn run(ctx: &Ctx, t: AuditInstances) -> Result<(), TaskError> {
 
 #[cfg(test)]
 mod tests {
-    use gce_backend_queues::payload::AuditInstances;
+    
 
     use super::*;
     use crate::testing::{FakeCompute, created};

@@ -1,11 +1,17 @@
 //! `count_vms`: counts a Config's VMs (configured, created, connected, draining, dead,
 //! unhealthy) into its status; drops the status of a Config that is gone and has no VM left.
 
-use gce_backend_queues::payload::CountVms;
+
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::status::tally;
+
+task!(
+    /// Count a Config's VMs.
+    CountVms, "count_vms", { /// Config prefix.
+    prefix }, |self| self.prefix.clone()
+);
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: CountVms) -> Result<(), TaskError> {
@@ -18,7 +24,7 @@ pub async fn run(ctx: &Ctx, t: CountVms) -> Result<(), TaskError> {
 
 #[cfg(test)]
 mod tests {
-    use gce_backend_queues::payload::CountVms;
+    
 
     use super::*;
     use crate::model::{Fault, FaultKind};

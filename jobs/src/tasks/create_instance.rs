@@ -13,7 +13,7 @@
 
 use std::time::Duration;
 
-use gce_backend_queues::payload::{CreateInstance, ManageBot};
+use crate::tasks::ManageBot;
 use serde_json::{Value, json};
 
 use crate::backoff::{self, Scope};
@@ -23,6 +23,12 @@ use crate::error::TaskError;
 use crate::model::Vm;
 use crate::ports::compute::{ComputeError, Instance, Kind, Operation};
 use crate::tasks::update_vm;
+
+task!(
+    /// Create (or adopt) the instance of a VM.
+    CreateInstance, "create_instance", { /// VM id.
+    id }, |self| self.id.clone()
+);
 
 const STAGE: &str = "create_instance";
 
@@ -300,7 +306,7 @@ async fn drop_vm(ctx: &Ctx, vm: &Vm) -> Result<(), TaskError> {
 
 #[cfg(test)]
 mod tests {
-    use gce_backend_queues::payload::{CreateInstance, ManageBot};
+    use crate::tasks::ManageBot;
 
     use super::*;
     use crate::ports::compute::Operation;

@@ -2,13 +2,19 @@
 //! template with its zone filled in) if it does not exist and is still wanted, then pushes
 //! `create_instance` at once.
 
-use gce_backend_queues::payload::{CreateInstance, CreateVm};
+use crate::tasks::CreateInstance;
 use rand::Rng;
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::model::Vm;
 use crate::ports::store::Expect;
+
+task!(
+    /// Create one VM record.
+    CreateVm, "create_vm", { /// VM id.
+    id }, |self| self.id.clone()
+);
 
 /// Splits `<prefix>-<index>`.
 pub fn parse_id(id: &str) -> Option<(&str, u32)> {
@@ -62,7 +68,7 @@ pub async fn run(ctx: &Ctx, t: CreateVm) -> Result<(), TaskError> {
 
 #[cfg(test)]
 mod tests {
-    use gce_backend_queues::payload::{CreateInstance, CreateVm};
+    use crate::tasks::CreateInstance;
 
     use super::*;
 

@@ -2,10 +2,17 @@
 //! hostname), and pushes `expand_config` so a replacement starts at once if still wanted, and
 //! `count_vms` so the Config's status follows (and goes with the last VM of a removed Config).
 
-use gce_backend_queues::payload::{CountVms, DeleteBot, ExpandConfig};
+use crate::tasks::{CountVms, ExpandConfig};
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
+
+task!(
+    /// Delete a VM's bot from Swarming, then the VM record.
+    DeleteBot, "delete_bot", { /// VM id.
+    id, /// The incarnation's hostname (guard).
+    hostname }, |self| format!("{}@{}", self.id, self.hostname)
+);
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: DeleteBot) -> Result<(), TaskError> {
@@ -24,7 +31,7 @@ pub async fn run(ctx: &Ctx, t: DeleteBot) -> Result<(), TaskError> {
 
 #[cfg(test)]
 mod tests {
-    use gce_backend_queues::payload::{DeleteBot, ExpandConfig};
+    use crate::tasks::ExpandConfig;
 
     use super::*;
     use crate::testing::created;

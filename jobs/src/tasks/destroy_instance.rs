@@ -4,12 +4,19 @@
 
 use std::time::Duration;
 
-use gce_backend_queues::payload::{DeleteBot, DestroyInstance};
+use crate::tasks::DeleteBot;
 
 use crate::ctx::{Ctx, request_id};
 use crate::error::TaskError;
 use crate::ports::compute::{ComputeError, Kind};
 use crate::tasks::update_vm;
+
+task!(
+    /// Delete a VM's instance.
+    DestroyInstance, "destroy_instance", { /// VM id.
+    id, /// The instance URL (guard).
+    url }, |self| format!("{}@{}", self.id, self.url)
+);
 
 /// The requestId of a delete attempt.
 pub fn delete_request_id(vm: &crate::model::Vm) -> String {
@@ -71,7 +78,7 @@ pub async fn run(ctx: &Ctx, t: DestroyInstance) -> Result<(), TaskError> {
 
 #[cfg(test)]
 mod tests {
-    use gce_backend_queues::payload::{DeleteBot, DestroyInstance};
+    use crate::tasks::DeleteBot;
 
     use super::*;
     use crate::ports::compute::{ComputeError, Operation};

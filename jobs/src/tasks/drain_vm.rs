@@ -2,11 +2,17 @@
 //! drained VM never sent to GCE is dropped at once; one with an instance is handed to
 //! `manage_bot` (terminate, destroy, delete); one being inserted finishes first.
 
-use gce_backend_queues::payload::{CreateInstance, DrainVm, ManageBot};
+use crate::tasks::{CreateInstance, ManageBot};
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::tasks::update_vm;
+
+task!(
+    /// Drain a VM whose Config shrank or went away.
+    DrainVm, "drain_vm", { /// VM id.
+    id }, |self| self.id.clone()
+);
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: DrainVm) -> Result<(), TaskError> {
@@ -40,7 +46,7 @@ pub async fn run(ctx: &Ctx, t: DrainVm) -> Result<(), TaskError> {
 
 #[cfg(test)]
 mod tests {
-    use gce_backend_queues::payload::{DrainVm, ManageBot};
+    use crate::tasks::ManageBot;
 
     use super::*;
     use crate::testing::created;

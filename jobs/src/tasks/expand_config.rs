@@ -7,11 +7,17 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use gce_backend_queues::payload::{CreateVm, DrainVm, ExpandConfig};
+use crate::tasks::{CreateVm, DrainVm};
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::ports::store::{Expect, VmIndex};
+
+task!(
+    /// Create the missing VMs of a Config.
+    ExpandConfig, "expand_config", { /// Config prefix.
+    prefix }, |self| self.prefix.clone()
+);
 
 /// Pause between two batches.
 const BATCH_PAUSE: Duration = Duration::from_secs(1);
@@ -59,7 +65,7 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<(), TaskError> {
 
 #[cfg(test)]
 mod tests {
-    use gce_backend_queues::payload::{CreateVm, DrainVm, ExpandConfig};
+    use crate::tasks::{CreateVm, DrainVm};
 
     use super::*;
 

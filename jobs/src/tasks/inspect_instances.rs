@@ -3,12 +3,19 @@
 //! current incarnation is replaced at once (`manage_bot::replace_down`): Swarming may take many
 //! minutes to call its bot dead, Compute says it now.
 
-use gce_backend_queues::payload::InspectInstances;
+
 
 use crate::config::labels;
 use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::tasks::manage_bot::replace_down;
+
+task!(
+    /// Walk one project and zone's instances that are not running (stopped, preempted).
+    InspectInstances, "inspect_instances", { /// Project.
+    project, /// Zone.
+    zone }, |self| format!("{}/{}", self.project, self.zone)
+);
 
 const STAGE: &str = "inspect_instances";
 
@@ -36,7 +43,7 @@ pub async fn run(ctx: &Ctx, t: InspectInstances) -> Result<(), TaskError> {
 
 #[cfg(test)]
 mod tests {
-    use gce_backend_queues::payload::{DestroyInstance, InspectInstances};
+    use crate::tasks::DestroyInstance;
 
     use super::*;
     use crate::model::FaultKind;

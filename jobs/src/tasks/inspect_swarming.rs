@@ -4,12 +4,18 @@
 
 use std::collections::HashSet;
 
-use gce_backend_queues::payload::{InspectSwarming, ManageBot};
+use crate::tasks::ManageBot;
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::model::Observed;
 use crate::tasks::create_vm::parse_id;
+
+task!(
+    /// Walk one Swarming server's bots.
+    InspectSwarming, "inspect_swarming", { /// Swarming server URL.
+    server }, |self| self.server.clone()
+);
 
 const STAGE: &str = "inspect_swarming";
 

@@ -14,12 +14,18 @@
 //!   counts it at once, and on the Config's errors.
 
 use chrono::{DateTime, Utc};
-use gce_backend_queues::payload::{CountVms, DestroyInstance, DrainVm, ManageBot, TerminateBot};
+use crate::tasks::{CountVms, DestroyInstance, DrainVm, TerminateBot};
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::model::{Bot, Fault, FaultKind, Observed, Vm};
 use crate::tasks::update_vm;
+
+task!(
+    /// Compare a VM's bot with its record and act on the difference.
+    ManageBot, "manage_bot", { /// VM id.
+    id }, |self| self.id.clone()
+);
 
 const STAGE: &str = "manage_bot";
 
@@ -181,7 +187,7 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<(), TaskError> {
 #[cfg(test)]
 mod tests {
     use chrono::Duration as D;
-    use gce_backend_queues::payload::{CountVms, DestroyInstance, ManageBot, TerminateBot};
+    use crate::tasks::{CountVms, DestroyInstance, TerminateBot};
 
     use super::*;
     use crate::ports::bots::BotEvent;
@@ -345,7 +351,7 @@ mod tests {
         rec.current_amount = 0;
         ctx.store.put_config(&rec, crate::ports::store::Expect::Version(cfg.version)).await.unwrap();
         run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
-        assert_eq!(ctx.taken::<gce_backend_queues::payload::DrainVm>().await.len(), 1);
+        assert_eq!(ctx.taken::<crate::tasks::DrainVm>().await.len(), 1);
     }
 
     fn dead(vm: &Vm, now: DateTime<Utc>) -> Bot {

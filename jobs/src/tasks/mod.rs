@@ -1,29 +1,74 @@
 //! One handler per queue, named after it. Each re-reads the records, compares, acts on the
 //! difference and records it with a compare-and-set; none cares why it was called.
 
-pub mod audit_instances;
-pub mod count_vms;
-pub mod create_instance;
-pub mod create_vm;
-pub mod delete_bot;
-pub mod delete_stale_bots;
-pub mod destroy_instance;
-pub mod drain_vm;
-pub mod expand_config;
-pub mod inspect_instances;
-pub mod inspect_swarming;
-pub mod manage_bot;
-pub mod report_quota;
-pub mod terminate_bot;
+/// Declares a task payload: ids only, never records, unknown fields refused; its queue name and
+/// dedupe key. Payloads outlive deploys in Redis: each is pinned by a golden test
+/// (`jobs/tests/wire.rs`).
+macro_rules! task {
+    ($(#[$doc:meta])* $name:ident, $queue:literal, { $($(#[$fdoc:meta])* $field:ident),+ }, |$s:ident| $key:expr) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        pub struct $name {
+            $($(#[$fdoc])* pub $field: String,)+
+        }
+        impl gce_backend_queues::Task for $name {
+            const QUEUE: &'static str = $queue;
+            fn key(&$s) -> String {
+                $key
+            }
+        }
+    };
+}
+
+/// The one list of the pipeline's queues: each handler module, named after its queue, and the
+/// payload it declares. Generates the modules, the payload re-exports, [`QUEUES`] and [`visit`].
+macro_rules! registry {
+    ($($handler:ident => $payload:ident),+ $(,)?) => {
+        $(pub mod $handler;)+
+        $(pub use $handler::$payload;)+
+
+        /// Every queue of the pipeline, by name; part of the Redis key layout, so renaming one
+        /// strands the tasks queued under the old name.
+        pub const QUEUES: &[&str] = &[$(<$payload as Task>::QUEUE),+];
+
+        /// Hands every queue's payload type and handler to `v` (the workers register from it).
+        pub fn visit<V: Visitor>(v: &mut V) {
+            $(v.queue::<$payload>(|ctx, t| Box::pin(async move { $handler::run(&ctx, t).await }));)+
+        }
+    };
+}
+
+registry!(
+    expand_config => ExpandConfig,
+    create_vm => CreateVm,
+    create_instance => CreateInstance,
+    manage_bot => ManageBot,
+    inspect_swarming => InspectSwarming,
+    inspect_instances => InspectInstances,
+    terminate_bot => TerminateBot,
+    destroy_instance => DestroyInstance,
+    delete_bot => DeleteBot,
+    drain_vm => DrainVm,
+    audit_instances => AuditInstances,
+    delete_stale_bots => DeleteStaleBots,
+    count_vms => CountVms,
+    report_quota => ReportQuota,
+);
+
+/// A queue's handler, as [`visit`] hands it out.
+pub type Run<T> = fn(Ctx, T) -> futures::future::BoxFuture<'static, Result<(), TaskError>>;
+
+/// Receives every queue of the pipeline from [`visit`].
+pub trait Visitor {
+    /// One queue: its payload type `T` (which names the queue) and its handler.
+    fn queue<T: Task>(&mut self, run: Run<T>);
+}
 
 use std::sync::Arc;
 
 use futures::FutureExt;
-use gce_backend_queues::payload::{
-    CountVms, CreateInstance, CreateVm, DeleteBot, DestroyInstance, DrainVm, ExpandConfig, ManageBot, Task,
-    TerminateBot,
-};
-use gce_backend_queues::{DeadHook, DeadTask};
+use gce_backend_queues::{DeadHook, DeadTask, Task};
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;

@@ -1,10 +1,16 @@
 //! `report_quota`: reads a project's regional quotas and reports them (log lines a collector can
 //! scrape), warning when a quota is nearly used up.
 
-use gce_backend_queues::payload::ReportQuota;
+
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
+
+task!(
+    /// Read a project's regional quotas.
+    ReportQuota, "report_quota", { /// Project.
+    project }, |self| self.project.clone()
+);
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: ReportQuota) -> Result<(), TaskError> {

@@ -1,11 +1,18 @@
 //! `terminate_bot`: asks Swarming to terminate a VM's bot after its current task, once per
 //! `terminate_again_after`, then watches it through `manage_bot`.
 
-use gce_backend_queues::payload::{ManageBot, TerminateBot};
+use crate::tasks::ManageBot;
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::tasks::update_vm;
+
+task!(
+    /// Terminate a VM's bot gracefully (after its current task).
+    TerminateBot, "terminate_bot", { /// VM id.
+    id, /// The incarnation's hostname (guard).
+    hostname }, |self| format!("{}@{}", self.id, self.hostname)
+);
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: TerminateBot) -> Result<(), TaskError> {
@@ -31,7 +38,7 @@ pub async fn run(ctx: &Ctx, t: TerminateBot) -> Result<(), TaskError> {
 
 #[cfg(test)]
 mod tests {
-    use gce_backend_queues::payload::TerminateBot;
+    
 
     use super::*;
     use crate::testing::created;

@@ -1,7 +1,8 @@
 //! Golden wire tests: every payload's JSON is pinned, because queued payloads outlive deploys.
 //! A change here is a wire migration: old tasks in Redis must still decode.
 
-use gce_backend_queues::payload::*;
+use gce_backend_jobs::tasks::*;
+use gce_backend_queues::Task;
 use serde_json::Value;
 
 fn golden<T: Task + PartialEq>(sample: T) {
