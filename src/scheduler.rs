@@ -2,6 +2,8 @@
 //! store first (`cron:<job>:<tick>`), so it runs once across any number of processes sharing a
 //! Redis; the fan-outs themselves are harmless when repeated.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use gce_backend_jobs::{Ctx, cron};
@@ -9,29 +11,8 @@ use tokio_cron_scheduler::{Job, JobScheduler};
 
 use crate::settings::{Settings, schedule};
 
-/// Cron jobs running in this process: a tick that finds its job still running from the last
-/// one is skipped, so slow ticks never pile up.
-static RUNNING: std::sync::LazyLock<std::sync::Mutex<std::collections::HashSet<String>>> =
-    std::sync::LazyLock::new(Default::default);
-
-/// Removes a job from [`RUNNING`] when its tick ends, however it ends.
-struct Running(String);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        RUNNING.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.0);
-    }
-}
-
-/// Runs `job` for the tick around now, unless another process already did, or this process is
-/// still running its previous tick.
+/// Runs `job` for the tick around now, unless another process already did.
 pub async fn tick(ctx: &Ctx, job: &str, period: u64) {
-    let key = format!("{}:{job}", ctx.deployment);
-    if !RUNNING.lock().unwrap_or_else(|e| e.into_inner()).insert(key.clone()) {
-        tracing::warn!(job, "the previous tick of this job is still running: this one is skipped");
-        return;
-    }
-    let _running = Running(key);
     let now = ctx.now().timestamp_millis() as f64 / 1000.0;
     let tick = (now / period as f64).round() as i64 * period as i64;
     let ttl = Duration::from_secs((2 * period).max(60));
@@ -45,15 +26,34 @@ pub async fn tick(ctx: &Ctx, job: &str, period: u64) {
     }
 }
 
+/// Marks a job's tick over when dropped, however the tick ends.
+struct Done(Arc<AtomicBool>);
+
+impl Drop for Done {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
 /// Starts the scheduler; it runs until shut down.
 pub async fn start(ctx: Ctx, settings: &Settings) -> Result<JobScheduler, String> {
     let sched = JobScheduler::new().await.map_err(|e| format!("scheduler: {e}"))?;
     for (name, spec) in &settings.cron {
         let (expr, period) = schedule(spec)?;
         let (c, n) = (ctx.clone(), name.clone());
+        // One tick of a job at a time in this scheduler: a slow tick makes the next ones skip
+        // instead of piling up.
+        let running = Arc::new(AtomicBool::new(false));
         let job = Job::new_async(expr.as_str(), move |_, _| {
-            let (ctx, name) = (c.clone(), n.clone());
-            Box::pin(async move { tick(&ctx, &name, period).await })
+            let (ctx, name, running) = (c.clone(), n.clone(), running.clone());
+            Box::pin(async move {
+                if running.swap(true, Ordering::AcqRel) {
+                    tracing::warn!(job = %name, "the previous tick of this job is still running: this one is skipped");
+                    return;
+                }
+                let _done = Done(running);
+                tick(&ctx, &name, period).await;
+            })
         })
         .map_err(|e| format!("cron.{name}: {e}"))?;
         sched.add(job).await.map_err(|e| format!("scheduler: {e}"))?;

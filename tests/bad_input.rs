@@ -95,6 +95,8 @@ async fn one_bad_record_of_each_kind_never_stalls_the_others() {
 async fn a_hanging_and_a_malformed_swarming_server_leave_a_good_config_alone() {
     use gce_backend_jobs::config::Secs;
     let mut s = crate::pipeline::settings();
+    // Fewer workers per queue than hanging VMs: without the per-server limit they could all hang.
+    s.concurrency = 4;
     s.isolation = gce_backend_jobs::ports::guard::Isolation {
         calls_per_server: 2,
         trip_after: 2,

@@ -226,6 +226,8 @@ async fn corrupt(store: Arc<dyn Store>, plant: impl Fn(&str, &str)) {
     assert_eq!(store.config("linux").await.unwrap().unwrap().value.current_amount, 2);
     assert!(store.delete_vm("linux-0", 1).await.unwrap());
     assert_eq!(store.vm_ids(VmIndex::OfConfig("linux".into())).await.unwrap(), ["linux-1"]);
+    let hosts = store.vms_by_hostname(&["linux-0-abcd".into(), "linux-1-abcd".into()]).await.unwrap();
+    assert_eq!(hosts, [None, Some("linux-1".into())], "its hostname no longer maps to it");
     // A VM index key of the wrong type is an error of that Config only.
     plant("index", "linux");
     assert!(matches!(

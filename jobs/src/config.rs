@@ -355,20 +355,26 @@ pub const MAX_METADATA_VALUE: usize = 256 * 1024;
 /// Checks the depth of `[`/`{` nesting outside quoted strings, before a parser sees the text
 /// (parsing deep nesting costs more than linear time).
 pub fn check_nesting(text: &str, origin: &str) -> Result<(), ConfigError> {
-    let (mut depth, mut quote, mut escaped) = (0usize, None::<char>, false);
+    let (mut depth, mut quote, mut escaped, mut comment) = (0usize, None::<char>, false, false);
+    let mut prev = '\n';
     for c in text.chars() {
-        match quote {
-            Some(q) => {
-                if escaped {
-                    escaped = false;
-                } else if c == '\\' && q == '"' {
-                    escaped = true;
-                } else if c == q {
-                    quote = None;
-                }
+        if comment {
+            comment = c != '\n';
+        } else if let Some(q) = quote {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' && q == '"' {
+                escaped = true;
+            } else if c == q {
+                quote = None;
             }
-            None => match c {
-                '"' | '\'' => quote = Some(c),
+        } else {
+            // A quote opens a string only where a value starts (`it's` is no string); `#` after
+            // a space starts a comment.
+            let at_start = prev.is_whitespace() || matches!(prev, ':' | '[' | '{' | ',' | '-');
+            match c {
+                '"' | '\'' if at_start => quote = Some(c),
+                '#' if prev.is_whitespace() => comment = true,
                 '[' | '{' => {
                     depth += 1;
                     if depth > MAX_NESTING {
@@ -377,8 +383,9 @@ pub fn check_nesting(text: &str, origin: &str) -> Result<(), ConfigError> {
                 }
                 ']' | '}' => depth = depth.saturating_sub(1),
                 _ => {}
-            },
+            }
         }
+        prev = c;
     }
     Ok(())
 }
@@ -787,6 +794,17 @@ swarming: https://swarm.example.com
             assert_eq!(e.field, "pools/linux.yaml", "{text:?}");
             assert!(e.rule.contains("empty") || e.rule.contains("cannot parse"), "{text:?}: {e}");
         }
+    }
+
+    #[test]
+    fn nesting_is_counted_outside_strings_and_comments() {
+        check_nesting(&format!("a: \"{}\"", "[".repeat(100)), "f").unwrap();
+        check_nesting(&format!("a: '{}'", "{".repeat(100)), "f").unwrap();
+        check_nesting(&format!("# {}\nb: 1", "[".repeat(100)), "f").unwrap();
+        let sneaky = format!("# don't\nb: {}", "[".repeat(100));
+        assert!(check_nesting(&sneaky, "f").unwrap_err().rule.contains("deeper than 32"));
+        assert!(check_nesting(&"[".repeat(33), "f").is_err());
+        check_nesting(&"[".repeat(32), "f").unwrap();
     }
 
     #[test]

@@ -211,8 +211,8 @@ impl Ctx {
     ) -> Result<Option<crate::ports::store::Versioned<crate::model::Vm>>, TaskError> {
         match self.store.vm(id).await {
             Ok(v) => Ok(v),
-            Err(crate::ports::store::StoreError::Corrupt { error, .. }) => {
-                crate::tasks::quarantine(self, id, &error).await?;
+            Err(crate::ports::store::StoreError::Corrupt { error, version, .. }) => {
+                crate::tasks::quarantine(self, id, &error, version).await?;
                 Ok(None)
             }
             Err(e) => Err(e.into()),

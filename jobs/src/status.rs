@@ -122,7 +122,7 @@ pub async fn report(
         match status(store, &p, now, grace, live).await {
             Ok(st) => configs.push(st),
             // One broken entity does not hide the others.
-            Err(TaskError::Store(StoreError::Corrupt { key, error })) => configs.push(ConfigStatus {
+            Err(TaskError::Store(StoreError::Corrupt { key, error, .. })) => configs.push(ConfigStatus {
                 prefix: p,
                 state: ConfigState::Corrupt,
                 revision: format!("{key}: {error}"),

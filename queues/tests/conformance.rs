@@ -181,6 +181,7 @@ conformance!(
     corrupt::finish_renew_and_expired_leases_survive_corrupt_records,
     corrupt::follow_up_of_a_corrupt_running_record_becomes_a_task,
     corrupt::dead_retry_leaves_corrupt_records_dead_and_purge_drops_them,
+    corrupt::a_running_record_without_runs_is_finished_and_redelivered,
     operator::pending_and_delayed_list_tasks_in_the_order_they_will_run,
     operator::status_by_key_follows_the_live_task,
     operator::purge_pending_drops_a_large_backlog_but_not_running_tasks,

@@ -35,7 +35,7 @@ macro_rules! cas_write {
     () => {
         r"
 local cur = redis.call('HGET', KEYS[2], ARGV[1])
-if ARGV[2] == '' then if cur then return 0 end elseif cur ~= ARGV[2] then return 0 end
+if ARGV[2] == '' then if cur then return 0 end elseif (cur or '0') ~= ARGV[2] then return 0 end
 local v = (tonumber(cur) or 0) + 1
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
 redis.call('HSET', KEYS[2], ARGV[1], v)
@@ -48,7 +48,7 @@ const PUT: &str = concat!(cas_write!(), "return v");
 
 /// CAS delete of a record: KEYS records, versions; ARGV field, version.
 const DELETE: &str = r"
-if redis.call('HGET', KEYS[2], ARGV[1]) ~= ARGV[2] then return 0 end
+if (redis.call('HGET', KEYS[2], ARGV[1]) or '0') ~= ARGV[2] then return 0 end
 redis.call('HDEL', KEYS[1], ARGV[1])
 redis.call('HDEL', KEYS[2], ARGV[1])
 return 1";
@@ -72,12 +72,20 @@ return v"
 /// CAS delete of a VM with its indexes and bot observation. KEYS vm, ver, uncreated, created,
 /// host, cfgs, cfg set, bots; ARGV id, version, hostname, prefix.
 const DELETE_VM: &str = r"
-if redis.call('HGET', KEYS[2], ARGV[1]) ~= ARGV[2] then return 0 end
+if (redis.call('HGET', KEYS[2], ARGV[1]) or '0') ~= ARGV[2] then return 0 end
 redis.call('HDEL', KEYS[1], ARGV[1]); redis.call('HDEL', KEYS[2], ARGV[1])
 redis.call('SREM', KEYS[3], ARGV[1]); redis.call('SREM', KEYS[4], ARGV[1])
 redis.call('SREM', KEYS[7], ARGV[1])
 if redis.call('SCARD', KEYS[7]) == 0 then redis.call('SREM', KEYS[6], ARGV[4]) end
-if redis.call('HGET', KEYS[5], ARGV[3]) == ARGV[1] then redis.call('HDEL', KEYS[5], ARGV[3]) end
+if ARGV[3] == '' then
+  -- A corrupt record: its hostname is unknown, so find its entries (rare: one scan).
+  local all = redis.call('HGETALL', KEYS[5])
+  for i = 1, #all, 2 do
+    if all[i + 1] == ARGV[1] then redis.call('HDEL', KEYS[5], all[i]); redis.call('HDEL', KEYS[8], all[i]) end
+  end
+elseif redis.call('HGET', KEYS[5], ARGV[3]) == ARGV[1] then
+  redis.call('HDEL', KEYS[5], ARGV[3])
+end
 redis.call('HDEL', KEYS[8], ARGV[3])
 return 1";
 
@@ -125,10 +133,6 @@ fn err_at(key: &str) -> impl Fn(redis::RedisError) -> StoreError + '_ {
 
 fn json<T: Serialize>(v: &T) -> Result<String, StoreError> {
     serde_json::to_string(v).map_err(|e| StoreError::Unavailable(format!("cannot encode: {e}")))
-}
-
-fn parse<T: DeserializeOwned>(what: &str, s: &str) -> Result<T, StoreError> {
-    serde_json::from_str(s).map_err(|e| StoreError::corrupt(what, e))
 }
 
 /// A derived record (an observation, counts, a backoff, file errors) that does not decode is
@@ -194,11 +198,11 @@ impl RedisStore {
             .query_async(&mut self.c())
             .await
             .map_err(err)?;
-        match (raw, ver) {
-            (Some(raw), Some(version)) => {
-                Ok(Some(Versioned { value: parse(&format!("{kind} {field}"), &raw)?, version }))
-            }
-            _ => Ok(None),
+        let Some(raw) = raw else { return Ok(None) };
+        match serde_json::from_str(&raw) {
+            Ok(value) => Ok(ver.map(|version| Versioned { value, version })),
+            // Read with its version (0: none), so a repair's compare-and-set names it.
+            Err(e) => Err(StoreError::corrupt_at(format!("{kind} {field}"), e, ver.unwrap_or(0))),
         }
     }
 }
@@ -253,6 +257,7 @@ impl Store for RedisStore {
             .into_iter()
             .filter_map(|(key, raw)| {
                 let error = serde_json::from_str::<ConfigRecord>(&raw).err()?.to_string();
+                // No version key: version 0, which the compare-and-set scripts read as absent.
                 Some(CorruptRecord { version: vers.get(&key).copied().unwrap_or(0), key, error })
             })
             .collect();

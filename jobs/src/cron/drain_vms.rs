@@ -19,7 +19,7 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
         };
         let (amount, ids) = match listed.await {
             Ok(v) => v,
-            Err(StoreError::Corrupt { key, error }) => {
+            Err(StoreError::Corrupt { key, error, .. }) => {
                 let msg = format!("cannot read {key} ({error}): its VMs are not drained this round");
                 ctx.record_once(&prefix, "drain_vms", "corrupt", &msg).await?;
                 continue;

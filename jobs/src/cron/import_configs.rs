@@ -25,6 +25,7 @@ use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::model::{ConfigRecord, FileError};
 use crate::ports::store::{Expect, Versioned, VmIndex};
+use crate::tasks::create_vm::parse_id;
 
 const STAGE: &str = "import_configs";
 
@@ -35,6 +36,27 @@ fn fnv(bytes: &[u8], mut h: u64) -> u64 {
         h = h.wrapping_mul(0x100_0000_01b3);
     }
     h
+}
+
+/// Reads a regular file of at most `max` bytes (a FIFO, a device or a link to one is refused, and
+/// nothing past `max` is read).
+fn read_capped(path: &Path, max: u64) -> Result<String, String> {
+    use std::io::Read as _;
+    // Looked at before it is opened: opening a FIFO would block.
+    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read: {e}"))?;
+    if !meta.is_file() {
+        return Err("is not a regular file".into());
+    }
+    if meta.len() > max {
+        return Err(format!("is {} bytes; at most {max} are read", meta.len()));
+    }
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot read: {e}"))?;
+    let mut text = String::new();
+    file.take(max + 1).read_to_string(&mut text).map_err(|e| format!("cannot read: {e}"))?;
+    if text.len() as u64 > max {
+        return Err(format!("is over {max} bytes; at most {max} are read"));
+    }
+    Ok(text)
 }
 
 /// A parsed Config file: the hash of its text, the outcome, and how often it was parsed.
@@ -52,11 +74,7 @@ const READ_LIMIT: Duration = Duration::from_secs(30);
 pub fn load(path: &Path) -> Result<(Config, String), ConfigError> {
     let origin = path.display().to_string();
     let fail = |rule: String| ConfigError { field: origin.clone(), rule };
-    let size = std::fs::metadata(path).map_err(|e| fail(format!("cannot read: {e}")))?.len();
-    if size > MAX_FILE_BYTES {
-        return Err(fail(format!("is {size} bytes; Config files are at most {MAX_FILE_BYTES}")));
-    }
-    let text = std::fs::read_to_string(path).map_err(|e| fail(format!("cannot read: {e}")))?;
+    let text = read_capped(path, MAX_FILE_BYTES).map_err(fail)?;
     let mut h = fnv(text.as_bytes(), 0xcbf2_9ce4_8422_2325);
     let cached = PARSED.lock().unwrap_or_else(|e| e.into_inner()).get(path).cloned();
     let parsed = match cached {
@@ -70,18 +88,20 @@ pub fn load(path: &Path) -> Result<(Config, String), ConfigError> {
     };
     let mut c = parsed?;
     let dir = path.parent().unwrap_or(Path::new("."));
+    if c.attributes.metadata.len() > config::MAX_METADATA_ITEMS {
+        let rule = format!("{} items; at most {}", c.attributes.metadata.len(), config::MAX_METADATA_ITEMS);
+        return Err(ConfigError { field: format!("{}.attributes.metadata", c.prefix), rule });
+    }
+    let mut read = 0;
     for (i, m) in c.attributes.metadata.iter_mut().enumerate() {
         if let Some(spec) = m.from_file.clone() {
             let (key, file) = spec.split_once(':').unwrap_or((spec.as_str(), ""));
             let field = format!("{}.attributes.metadata[{i}]", c.prefix);
-            let big =
-                std::fs::metadata(dir.join(file)).is_ok_and(|m| m.len() > config::MAX_METADATA_VALUE as u64);
-            if big {
-                let rule = format!("from_file {file}: above {} bytes", config::MAX_METADATA_VALUE);
-                return Err(ConfigError { field, rule });
-            }
-            let content = std::fs::read_to_string(dir.join(file))
+            // Counted while read, so no number of from_file items reads more than Compute allows.
+            let room = config::MAX_METADATA_BYTES.saturating_sub(read).min(config::MAX_METADATA_VALUE);
+            let content = read_capped(&dir.join(file), room as u64)
                 .map_err(|e| ConfigError { field, rule: format!("from_file {file}: {e}") })?;
+            read += content.len();
             h = fnv(content.as_bytes(), h);
             *m = Metadata::text(format!("{key}:{content}"));
         }
@@ -260,10 +280,14 @@ async fn stored(
         );
         ctx.record_once(&c.key, STAGE, "corrupt", &msg).await?;
         let config = Config { prefix: c.key.clone(), ..Config::default() };
+        // Its amount is unknown: keep every VM it has (the highest index + 1) until its file
+        // is applied and expansion clamps it, so nothing is drained by mistake meanwhile.
+        let ids = ctx.store.vm_ids(VmIndex::OfConfig(c.key.clone())).await.unwrap_or_default();
+        let kept = ids.iter().filter_map(|id| parse_id(id)).map(|(_, i)| i + 1).max().unwrap_or(0);
         let value = ConfigRecord {
             config,
             revision: String::new(),
-            current_amount: 0,
+            current_amount: kept,
             source: String::new(),
             orphaned: None,
             delete_at: None,
@@ -289,6 +313,9 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
         }
     }
     report(ctx, &plan.rejects, &stored).await?;
+    for prefix in corrupt.iter().filter(|p| plan.held.contains(*p)) {
+        ctx.store.unmark(CORRUPT_ORPHANS, prefix).await?;
+    }
     if plan.blocked() {
         let gone: Vec<&String> = stored.keys().filter(|p| !plan.held.contains(*p)).collect();
         if !gone.is_empty() {
@@ -302,7 +329,7 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
             continue;
         }
         pushed += match corrupt.contains(prefix) {
-            true => delete(ctx, cur, "its record does not decode and no file holds it").await?,
+            true => orphan_corrupt(ctx, cur).await?,
             false => orphan(ctx, cur).await?,
         };
     }
@@ -425,6 +452,21 @@ async fn orphan(ctx: &Ctx, cur: &Versioned<ConfigRecord>) -> Result<usize, TaskE
         ctx.record(prefix, STAGE, "orphaned", &msg, &rec.config.attributes.zone, "").await?;
     }
     Ok(0)
+}
+
+/// Mark space of corrupt Config records no file holds (their orphan time cannot be written on
+/// the record itself).
+const CORRUPT_ORPHANS: &str = "corrupt-config";
+
+/// A corrupt Config record no file holds: deleted after the same grace as any other.
+async fn orphan_corrupt(ctx: &Ctx, cur: &Versioned<ConfigRecord>) -> Result<usize, TaskError> {
+    let prefix = &cur.value.config.prefix;
+    let since = ctx.store.mark(CORRUPT_ORPHANS, prefix, ctx.now()).await?;
+    if since + ctx.timing.config_delete_grace.chrono() > ctx.now() {
+        return Ok(0);
+    }
+    ctx.store.unmark(CORRUPT_ORPHANS, prefix).await?;
+    delete(ctx, cur, "its record does not decode and no file has held it for the grace").await
 }
 
 /// Deletes a Config record and drains its VMs, saying `why` on its status and at WARN.

@@ -282,22 +282,31 @@ async fn a_corrupt_config_record_is_rewritten_from_its_file_or_deleted_without_o
     write(&dir, "linux.yaml", &config("linux", 2));
     write(&dir, "mac.yaml", &config("mac", 1));
     run(&ctx).await.unwrap();
-    ctx.seed_vm("charlie-0", |_| {}).await;
+    for id in ["linux-0", "linux-1", "charlie-0"] {
+        ctx.seed_vm(id, |_| {}).await;
+    }
     let store = ctx.store.clone();
-    let m = f.store.clone();
-    m.plant_corrupt_config("linux");
-    m.plant_corrupt_config("charlie");
+    f.store.plant_corrupt_config("linux");
+    f.store.plant_corrupt_config("charlie");
     assert!(store.config("linux").await.is_err());
     run(&ctx).await.unwrap();
-    assert_eq!(
-        store.config("linux").await.unwrap().unwrap().value.current_amount,
-        0,
-        "rewritten; expansion sets the amount"
+    let linux = store.config("linux").await.unwrap().unwrap().value;
+    assert_eq!(linux.current_amount, 2, "rewritten from its file, keeping every VM it has");
+    crate::cron::drain_vms::run(&ctx).await.unwrap();
+    let drained: Vec<String> = ctx.taken::<DrainVm>().await.into_iter().map(|t| t.id).collect();
+    assert!(
+        drained.is_empty(),
+        "linux keeps its VMs, and charlie's unreadable Config drains nothing: {drained:?}"
     );
+    assert!(store.config("mac").await.unwrap().is_some(), "the others carry on");
+    // charlie has no file: deleted, but only after the grace.
+    assert!(!store.corrupt_configs().await.unwrap().is_empty());
+    f.clock.advance(ctx.timing.config_delete_grace.chrono() + Duration::seconds(1));
+    run(&ctx).await.unwrap();
+    assert!(store.corrupt_configs().await.unwrap().is_empty());
     assert!(store.config("charlie").await.unwrap().is_none(), "no file: deleted");
     assert_eq!(ctx.taken::<DrainVm>().await, [DrainVm { id: "charlie-0".into() }]);
     assert_eq!(store.errors("charlie").await.unwrap()[0].code, "deleted");
-    assert!(store.config("mac").await.unwrap().is_some(), "the others carry on");
 }
 
 #[tokio::test]
@@ -310,6 +319,9 @@ async fn hostile_files_are_refused_before_parsing_and_unchanged_files_are_not_pa
     many.attributes.metadata =
         (0..20_000).map(|i| crate::config::Metadata::text(format!("k{i}:v"))).collect();
     write(&dir, "many.yaml", &many);
+    std::os::unix::fs::symlink("/dev/zero", dir.join("zero.yaml")).unwrap();
+    let fifo = dir.join("fifo.yaml");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
     run(&ctx).await.unwrap();
     let errors = ctx.store.file_errors().await.unwrap();
     let of =
@@ -317,6 +329,7 @@ async fn hostile_files_are_refused_before_parsing_and_unchanged_files_are_not_pa
     assert!(of("huge.yaml").contains("at most 1048576"), "{errors:?}");
     assert!(of("deep.yaml").contains("deeper than 32"), "{errors:?}");
     assert!(of("many.yaml").contains("at most 10000"), "{errors:?}");
+    assert!(of("zero.yaml").contains("not a regular file") && of("fifo.yaml").contains("not a regular file"));
     assert!(ctx.store.config("good").await.unwrap().is_some(), "the good file goes on");
     run(&ctx).await.unwrap();
     let parses: Vec<u32> =

@@ -8,10 +8,11 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 use crate::config::Secs;
@@ -74,7 +75,7 @@ impl Isolation {
 /// Why a guarded call did not give the service's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refused {
-    /// Too many calls in flight to this key already.
+    /// Every slot of the key stayed busy for the whole timeout.
     Busy(usize),
     /// The breaker is open after `.1` timeouts in a row: calls paused for `.0` more.
     Open(Duration, u32),
@@ -85,7 +86,7 @@ pub enum Refused {
 impl std::fmt::Display for Refused {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Refused::Busy(n) => write!(f, "{n} calls already in flight to it"),
+            Refused::Busy(n) => write!(f, "its {n} call slots stayed busy for the whole timeout"),
             Refused::Open(left, n) => {
                 write!(f, "circuit open after {n} timeouts in a row; calls paused for {left:?}")
             }
@@ -94,9 +95,9 @@ impl std::fmt::Display for Refused {
     }
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct State {
-    in_flight: usize,
+    slots: Arc<Semaphore>,
     outages: u32,
     opened: u32,
     open_until: Option<Instant>,
@@ -110,17 +111,6 @@ pub struct Guard {
     open_base: Duration,
     open_cap: Duration,
     states: Mutex<HashMap<String, State>>,
-}
-
-/// Gives the slot back when the call ends, however it ends.
-struct Slot<'a>(&'a Guard, &'a str);
-
-impl Drop for Slot<'_> {
-    fn drop(&mut self) {
-        if let Some(s) = self.0.lock().get_mut(self.1) {
-            s.in_flight = s.in_flight.saturating_sub(1);
-        }
-    }
 }
 
 impl Guard {
@@ -139,27 +129,33 @@ impl Guard {
         self.states.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Runs `call` for `key` within `timeout`. `Err(Err(refused))` when the guard did not let
-    /// it answer.
+    /// Runs `call` for `key` within `timeout`, after waiting (at most `timeout` too) for one of
+    /// the key's slots. `Err(Err(refused))` when the guard did not let it answer.
     pub async fn call<T, E>(
         &self,
         key: &str,
         timeout: Duration,
         call: impl Future<Output = Result<T, E>>,
     ) -> Result<T, Result<E, Refused>> {
-        {
+        let slots = {
             let mut states = self.lock();
-            let s = states.entry(key.to_owned()).or_default();
+            let s = states.entry(key.to_owned()).or_insert_with(|| State {
+                slots: Arc::new(Semaphore::new(self.limit)),
+                outages: 0,
+                opened: 0,
+                open_until: None,
+            });
             let now = Instant::now();
             if let Some(until) = s.open_until.filter(|u| *u > now) {
                 return Err(Err(Refused::Open(until - now, s.outages)));
             }
-            if s.in_flight >= self.limit {
-                return Err(Err(Refused::Busy(s.in_flight)));
-            }
-            s.in_flight += 1;
-        }
-        let _slot = Slot(self, key);
+            s.slots.clone()
+        };
+        // Held until the call ends, however it ends.
+        let _slot = match tokio::time::timeout(timeout, slots.acquire_owned()).await {
+            Ok(Ok(permit)) => permit,
+            _ => return Err(Err(Refused::Busy(self.limit))),
+        };
         let result = tokio::time::timeout(timeout, call).await;
         self.settle(key, result.is_err());
         match result {
@@ -214,8 +210,9 @@ mod tests {
         let t1 = tokio::spawn(async move { a.call("hang", Duration::from_secs(10), hang()).await });
         let t2 = tokio::spawn(async move { b.call("hang", Duration::from_secs(10), hang()).await });
         tokio::task::yield_now().await;
-        let third = g.call("hang", Duration::from_secs(10), hang()).await;
-        assert_eq!(third, Err(Err(Refused::Busy(2))), "fails fast instead of holding a third slot");
+        // A third call waits for a slot (at most its timeout) instead of reaching the server.
+        let third = g.call("hang", Duration::from_secs(1), hang()).await;
+        assert_eq!(third, Err(Err(Refused::Busy(2))), "no third call reaches the hanging server");
         let other = g.call("good", Duration::from_secs(10), async { Ok::<_, ()>(7) }).await;
         assert_eq!(other, Ok(7));
         assert_eq!(t1.await.unwrap(), Err(Err(Refused::Timeout(Duration::from_secs(10)))));

@@ -37,7 +37,16 @@ impl GuardedBots {
         server: &str,
         call: impl Future<Output = Result<T, BotError>>,
     ) -> Result<T, BotError> {
-        self.guard.call(server, self.timeout, call).await.map_err(|e| match e {
+        self.run_within(server, self.timeout, call).await
+    }
+
+    async fn run_within<T>(
+        &self,
+        server: &str,
+        timeout: Duration,
+        call: impl Future<Output = Result<T, BotError>>,
+    ) -> Result<T, BotError> {
+        self.guard.call(server, timeout, call).await.map_err(|e| match e {
             Ok(e) => e,
             Err(r) => BotError::new(BotErrorKind::Unavailable, format!("swarming server {server}: {r}")),
         })
@@ -55,7 +64,8 @@ impl Bots for GuardedBots {
         server: &str,
         cursor: Option<String>,
     ) -> Result<(Vec<Bot>, Option<String>), BotError> {
-        self.run(server, self.inner.list(server, cursor)).await
+        // A page of up to 1 000 bots takes longer than one bot.
+        self.run_within(server, self.timeout * 3, self.inner.list(server, cursor)).await
     }
 
     async fn events(&self, server: &str, id: &str, start: DateTime<Utc>) -> Result<Vec<BotEvent>, BotError> {
@@ -121,7 +131,18 @@ impl Compute for GuardedCompute {
     }
 
     async fn wait(&self, project: &str, zone: &str, operation: &str) -> Result<Operation, ComputeError> {
-        self.run(project, self.wait_timeout, self.inner.wait(project, zone, operation)).await
+        // Waiting is what this call is for: it takes no slot of the project, only a timeout.
+        match tokio::time::timeout(self.wait_timeout, self.inner.wait(project, zone, operation)).await {
+            Ok(r) => r,
+            Err(_) => Err(ComputeError {
+                kind: Kind::Transient,
+                code: "timeout".into(),
+                message: format!(
+                    "project {project}: zoneOperations.wait gave no answer within {:?}",
+                    self.wait_timeout
+                ),
+            }),
+        }
     }
 
     async fn get(&self, project: &str, zone: &str, name: &str) -> Result<Option<Instance>, ComputeError> {

@@ -20,13 +20,20 @@ pub enum StoreError {
         key: String,
         /// What is wrong.
         error: String,
+        /// The version of the record, read with it (a repair names it in its compare-and-set).
+        version: Option<u64>,
     },
 }
 
 impl StoreError {
     /// A corrupt record or key.
     pub fn corrupt(key: impl Into<String>, error: impl std::fmt::Display) -> Self {
-        StoreError::Corrupt { key: key.into(), error: error.to_string() }
+        StoreError::Corrupt { key: key.into(), error: error.to_string(), version: None }
+    }
+
+    /// A corrupt record read at `version`.
+    pub fn corrupt_at(key: impl Into<String>, error: impl std::fmt::Display, version: u64) -> Self {
+        StoreError::Corrupt { key: key.into(), error: error.to_string(), version: Some(version) }
     }
 }
 

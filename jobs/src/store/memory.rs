@@ -166,7 +166,8 @@ impl Store for MemoryStore {
     async fn vm(&self, id: &str) -> Result<Option<Versioned<Vm>>, StoreError> {
         let s = self.lock();
         if let Some(e) = s.corrupt_vms.get(id) {
-            return Err(StoreError::corrupt(format!("vm {id}"), e));
+            let version = s.vms.get(id).map_or(0, |v| v.version);
+            return Err(StoreError::corrupt_at(format!("vm {id}"), e, version));
         }
         Ok(s.vms.get(id).cloned())
     }

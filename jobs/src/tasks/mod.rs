@@ -122,13 +122,24 @@ pub fn dead_hook(store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> DeadHook {
 /// project and zone and the record rebuilt around it, drained, so the normal path terminates
 /// its bot, destroys the instance and a fresh VM follows; without an instance (or a readable
 /// Config) the record is dropped and the Config expanded again. Reported on the Config's status.
-pub async fn quarantine(ctx: &Ctx, id: &str, error: &str) -> Result<(), TaskError> {
-    let Some(version) = ctx.store.vm_version(id).await? else { return Ok(()) };
+///
+/// `version` is the one the corrupt record was read at: every write names it, so a record that
+/// another run already repaired (or a new VM since) is never touched.
+pub async fn quarantine(ctx: &Ctx, id: &str, error: &str, version: Option<u64>) -> Result<(), TaskError> {
+    let version = match version {
+        Some(v) => v,
+        None => match ctx.store.vm_version(id).await? {
+            Some(v) => v,
+            None => return Ok(()),
+        },
+    };
     let Some((prefix, index)) = create_vm::parse_id(id) else {
         ctx.store.delete_vm(id, version).await?;
         return Ok(());
     };
-    let config = ctx.store.config(prefix).await.ok().flatten().map(|c| c.value.config);
+    // A Config that cannot be read (store down, record corrupt) is an error: try again later,
+    // rather than drop a record whose instance was not looked for.
+    let config = ctx.store.config(prefix).await?.map(|c| c.value.config);
     let mut found = None;
     if let Some(c) = &config {
         let a = &c.attributes;

@@ -200,3 +200,29 @@ pub(crate) async fn dead_retry_leaves_corrupt_records_dead_and_purge_drops_them(
     assert_eq!(q.counts().await.unwrap().dead, 0);
     assert!(q.status(&corrupt[0]).await.unwrap().is_none(), "purged records are gone");
 }
+
+pub(crate) async fn a_running_record_without_runs_is_finished_and_redelivered(h: &Harness) {
+    // `runs` is optional on the wire: a record without it must not break the scripts that close
+    // a run (Redis does not roll back a script that fails half way).
+    let q = h.queue(Policy { lease: Duration::from_millis(500), ..fast() });
+    for key in ["a", "b"] {
+        q.push(key, &Job { n: 0 }, When::Now).await.unwrap();
+    }
+    let l = h.engine.take(q.spec(), &worker("w"), 2).await.unwrap().tasks;
+    for t in &l {
+        let raw = format!(
+            r#"{{"k":"{}","s":"running","a":1,"m":5,"c":1,"d":0,"due":1,"tok":"{}"}}"#,
+            t.key, t.token
+        );
+        h.plant_record(&q, &t.id, &raw).await;
+    }
+    assert_eq!(h.engine.finish(q.spec(), &[done(&l[0])]).await.unwrap(), 0, "not stale");
+    assert_eq!(q.status(&l[0].id).await.unwrap().unwrap().state, "completed");
+    let again = eventually("b's lease runs out and it is delivered again", Duration::from_secs(10), || {
+        let (e, s) = (h.engine.clone(), q.spec().clone());
+        async move { e.take(&s, &worker("w2"), 1).await.unwrap().tasks.into_iter().next() }
+    })
+    .await;
+    assert_eq!((again.key.as_str(), again.attempt), ("b", 2));
+    assert_eq!(q.counts().await.unwrap().dead, 0);
+}

@@ -118,7 +118,11 @@ local function load(id, key)
   local raw = redis.call('HGET', REC, id)
   if not raw then return nil end
   local ok, rec = pcall(cjson.decode, raw)
-  if ok and valid(rec) then return rec end
+  if ok and valid(rec) then
+    -- Optional on the wire, needed by every script that closes a run: never nil past here.
+    if rec.runs == nil then rec.runs = {} end
+    return rec
+  end
   bury(id, raw, key)
   return nil, true
 end
