@@ -21,27 +21,25 @@ use crate::settings::Settings;
 use crate::sim::{self, SimConfig};
 use crate::workers::{self, Identity};
 
-/// Which parts this process runs.
+/// Which parts a process runs (the service's, and the queue demo's).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Role {
-    /// Workers and the cron scheduler.
+    /// Everything: workers and what feeds them.
     All,
     /// Only the queue workers.
     Workers,
-    /// Only the cron scheduler.
+    /// Only what feeds the workers: the cron scheduler (the queue demo's producer).
+    #[value(alias = "producer")]
     Cron,
 }
 
 /// Options of `gce-backend run`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct RunOptions {
-    /// Redis URL for queues and the datastore; without it everything runs in this process, in
+    /// Redis (queues and the datastore); without `--redis` everything runs in this process, in
     /// memory (one process only).
-    #[arg(long, env = "GCE_BACKEND_REDIS")]
-    pub redis: Option<String>,
-    /// Redis namespace of this deployment.
-    #[arg(long, env = "GCE_BACKEND_NAMESPACE", default_value = "gce-backend")]
-    pub namespace: String,
+    #[command(flatten)]
+    pub store: crate::ops::RedisArgs,
     /// What this process runs.
     #[arg(long, value_enum, default_value = "all")]
     pub role: Role,
@@ -104,8 +102,8 @@ pub async fn context(
     opts: &RunOptions,
     settings: &Settings,
 ) -> anyhow::Result<(Ctx, Option<(std::net::SocketAddr, sim::Sim)>)> {
-    let (engine, store): (Arc<dyn Engine>, Arc<dyn Store>) = match &opts.redis {
-        Some(url) => connect(url, &opts.namespace).await?,
+    let (engine, store): (Arc<dyn Engine>, Arc<dyn Store>) = match &opts.store.redis {
+        Some(url) => connect(url, &opts.store.namespace).await?,
         None => (Arc::new(MemoryEngine::new()), Arc::new(MemoryStore::new())),
     };
     let mut sim = None;
@@ -203,7 +201,7 @@ pub async fn redis_store(url: &str, namespace: &str) -> Result<RedisStore, Strin
 
 /// Starts the service as `opts` and `settings` say.
 pub async fn start(opts: &RunOptions, settings: Settings) -> anyhow::Result<App> {
-    if opts.redis.is_none() && opts.role != Role::All {
+    if opts.store.redis.is_none() && opts.role != Role::All {
         anyhow::bail!("--role {:?} needs --redis: in memory, nothing is shared between processes", opts.role);
     }
     if opts.role != Role::Workers && !opts.configs.is_dir() {

@@ -9,6 +9,7 @@ use futures::FutureExt;
 use gce_backend_queues::{Engine, Policy, Queue, QueueSpec, When};
 use serde::{Deserialize, Serialize};
 
+pub use crate::app::Role;
 use crate::workers::{self, Identity};
 
 /// Name of the demo queue.
@@ -21,17 +22,6 @@ pub struct DemoTask {
     pub n: u64,
     /// Milliseconds of simulated work.
     pub ms: u64,
-}
-
-/// What this process does in the demo.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Role {
-    /// Push the tasks, work them, exit when all are done.
-    All,
-    /// Only work, until SIGINT/SIGTERM.
-    Workers,
-    /// Only push the tasks.
-    Producer,
 }
 
 /// Demo settings.
@@ -70,7 +60,7 @@ pub async fn run(engine: Arc<dyn Engine>, opts: Options) -> anyhow::Result<()> {
             tasks.len() - added
         ));
     }
-    if opts.role == Role::Producer {
+    if opts.role == Role::Cron {
         return Ok(());
     }
     let handler: workers::Handler<DemoTask> = Arc::new(|task: DemoTask| {

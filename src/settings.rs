@@ -24,7 +24,7 @@ pub struct Settings {
     pub limits: Limits,
     /// Isolation of slow or broken Swarming servers and Compute projects.
     pub isolation: Isolation,
-    /// Policy per queue (durations in milliseconds).
+    /// Policy per queue (durations like `30s`, or milliseconds).
     pub queues: BTreeMap<String, Policy>,
     /// Tasks worked at once per queue and process.
     pub concurrency: usize,

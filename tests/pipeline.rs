@@ -127,8 +127,10 @@ impl Env {
         let sim_url = format!("http://{addr}");
         let redis = (backend == Backend::Redis).then(RedisServer::start);
         let opts = RunOptions {
-            redis: redis.as_ref().map(RedisServer::url),
-            namespace: DEPLOYMENT.into(),
+            store: gce_backend::ops::RedisArgs {
+                redis: redis.as_ref().map(RedisServer::url),
+                namespace: DEPLOYMENT.into(),
+            },
             role: Role::All,
             configs: dir.clone(),
             settings: PathBuf::new(),

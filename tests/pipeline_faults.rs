@@ -314,8 +314,7 @@ async fn two_processes_on_one_redis_converge_without_two_inserts_for_one_hostnam
     };
     let (mut a, mut b) = (spawn(), spawn());
     let opts = RunOptions {
-        redis: Some(redis.url()),
-        namespace: DEPLOYMENT.into(),
+        store: gce_backend::ops::RedisArgs { redis: Some(redis.url()), namespace: DEPLOYMENT.into() },
         role: Role::Workers,
         configs: configs.clone(),
         settings: settings_file.clone(),
@@ -366,8 +365,10 @@ async fn a_cron_tick_runs_once_across_processes_sharing_a_redis() {
     run_cron(&env.ctx, "import_configs").await.unwrap();
     // A second service context on the same Redis and simulator, as another process would have.
     let opts = RunOptions {
-        redis: env._redis.as_ref().map(RedisServer::url),
-        namespace: DEPLOYMENT.into(),
+        store: gce_backend::ops::RedisArgs {
+            redis: env._redis.as_ref().map(RedisServer::url),
+            namespace: DEPLOYMENT.into(),
+        },
         role: Role::Workers,
         configs: env.dir.clone(),
         settings: Default::default(),

@@ -6,6 +6,7 @@
 //! follow-up, or the next cron tick) picks up where the last one stopped.
 //!
 //! * [`config`]: the Config model, its validation and amount schedules.
+//! * [`naming`]: VM ids and hostnames.
 //! * [`model`]: stored records (Config records, VMs, bot observations, status).
 //! * [`ports`]: Store, Compute, Bots, Clock; [`store::memory`] is the in-memory Store.
 //! * [`ctx`]: the context handlers get; [`error`]: their error and its classification.
@@ -20,6 +21,7 @@ pub mod cron;
 pub mod ctx;
 pub mod error;
 pub mod model;
+pub mod naming;
 pub mod ports;
 pub mod status;
 pub mod store;

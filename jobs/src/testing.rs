@@ -302,7 +302,7 @@ impl Ctx {
 
     /// Stores a VM of Config `prefix` (hostname `<id>-abcd`), changed by `f`.
     pub async fn seed_vm(&self, id: &str, f: impl FnOnce(&mut crate::model::Vm)) -> crate::model::Vm {
-        let (prefix, index) = crate::tasks::create_vm::parse_id(id).expect("id");
+        let (prefix, index) = crate::naming::parse_id(id).expect("id");
         let c = config(prefix, index + 1);
         let mut vm = crate::model::Vm {
             id: id.into(),

@@ -91,7 +91,9 @@ impl Policy {
     }
 }
 
-/// Serde helper: a `Duration` as whole milliseconds.
+/// Serde helper: a `Duration` written like every other duration of the settings (`500ms`,
+/// `30s`, `5m`, `1h`, `1d`), or as a number of milliseconds (the older form); written back as
+/// milliseconds.
 mod millis {
     use std::time::Duration;
 
@@ -102,7 +104,33 @@ mod millis {
     }
 
     pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        Ok(Duration::from_millis(u64::deserialize(d)?))
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Ms(u64),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Ms(ms) => Ok(Duration::from_millis(ms)),
+            Raw::Text(t) => parse(&t).map_err(serde::de::Error::custom),
+        }
+    }
+
+    /// Parses `<n>(ms|s|m|h|d)`.
+    pub(super) fn parse(t: &str) -> Result<Duration, String> {
+        let t = t.trim();
+        let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+        let (n, unit) = t.split_at(split);
+        let n: u64 = n.parse().map_err(|_| format!("{t:?} is not a duration like 500ms, 30s, 5m or 1h"))?;
+        let ms = match unit {
+            "ms" => 1,
+            "s" => 1000,
+            "m" => 60_000,
+            "h" => 3_600_000,
+            "d" => 86_400_000,
+            _ => return Err(format!("{t:?}: unit must be ms, s, m, h or d")),
+        };
+        Ok(Duration::from_millis(n.saturating_mul(ms)))
     }
 }
 
@@ -127,6 +155,17 @@ mod tests {
         }
         let draws: std::collections::HashSet<_> = (0..50).map(|_| p.backoff(5)).collect();
         assert!(draws.len() > 1, "jitter must vary the delay");
+    }
+
+    #[test]
+    fn durations_are_written_with_units_or_as_milliseconds() {
+        let p: Policy =
+            serde_json::from_str(r#"{"lease": "45s", "backoff_cap": "5m", "timeout": 600000}"#).unwrap();
+        assert_eq!(p.lease, Duration::from_secs(45));
+        assert_eq!(p.backoff_cap, Duration::from_secs(300));
+        assert_eq!(p.timeout, Duration::from_secs(600));
+        assert_eq!(millis::parse("250ms").unwrap(), Duration::from_millis(250));
+        assert!(serde_json::from_str::<Policy>(r#"{"lease": "45 parsecs"}"#).is_err());
     }
 
     #[test]

@@ -316,7 +316,7 @@ impl Store for RedisStore {
             Ok(Some(cur)) => (cur.value.config, cur.value.hostname),
             Ok(None) => return Ok(false),
             Err(StoreError::Corrupt { .. }) => {
-                let prefix = gce_backend_jobs::tasks::create_vm::parse_id(id).map_or(id, |(p, _)| p);
+                let prefix = gce_backend_jobs::naming::parse_id(id).map_or(id, |(p, _)| p);
                 (prefix.to_owned(), String::new())
             }
             Err(e) => return Err(e),

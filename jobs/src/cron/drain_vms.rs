@@ -6,8 +6,8 @@ use crate::tasks::DrainVm;
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
+use crate::naming::parse_id;
 use crate::ports::store::{StoreError, VmIndex};
-use crate::tasks::create_vm::parse_id;
 
 /// Runs once.
 pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {

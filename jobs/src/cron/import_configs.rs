@@ -24,8 +24,8 @@ use crate::config::{self, Config, ConfigError, MAX_FILE_BYTES, Metadata};
 use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::model::{ConfigRecord, FileError};
+use crate::naming::parse_id;
 use crate::ports::store::{Expect, Versioned, VmIndex};
-use crate::tasks::create_vm::parse_id;
 
 const STAGE: &str = "import_configs";
 

@@ -6,6 +6,7 @@ use crate::tasks::CreateInstance;
 use rand::Rng;
 
 use crate::ctx::Ctx;
+use crate::naming::{new_hostname, parse_id};
 use crate::error::TaskError;
 use crate::model::Vm;
 use crate::ports::store::Expect;
@@ -15,12 +16,6 @@ task!(
     CreateVm, "create_vm", { /// VM id.
     id }, |self| self.id.clone()
 );
-
-/// Splits `<prefix>-<index>`.
-pub fn parse_id(id: &str) -> Option<(&str, u32)> {
-    let (prefix, index) = id.rsplit_once('-')?;
-    Some((prefix, index.parse().ok()?))
-}
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: CreateVm) -> Result<(), TaskError> {
@@ -33,14 +28,8 @@ pub async fn run(ctx: &Ctx, t: CreateVm) -> Result<(), TaskError> {
         return Ok(());
     }
     let c = &cfg.value.config;
-    let (suffix, extra): (String, u64) = {
-        let mut rng = rand::rng();
-        let chars = b"abcdefghijklmnopqrstuvwxyz0123456789";
-        let suffix = (0..4).map(|_| chars[rng.random_range(0..chars.len())] as char).collect();
-        // Up to 10 % more lifetime, so a pool's instances are not all replaced at once.
-        let extra = if c.lifetime.0 >= 10 { rng.random_range(0..c.lifetime.0 / 10) } else { 0 };
-        (suffix, extra)
-    };
+    // Up to 10 % more lifetime, so a pool's instances are not all replaced at once.
+    let extra = if c.lifetime.0 >= 10 { rand::rng().random_range(0..c.lifetime.0 / 10) } else { 0 };
     let mut attributes = c.attributes.clone();
     let zone = attributes.zone.clone();
     attributes.machine_type = attributes.machine_type.replace("{{.Zone}}", &zone);
@@ -51,7 +40,7 @@ pub async fn run(ctx: &Ctx, t: CreateVm) -> Result<(), TaskError> {
         id: t.id.clone(),
         config: prefix.to_owned(),
         index,
-        hostname: format!("{}-{suffix}", t.id),
+        hostname: new_hostname(&t.id),
         attributes,
         swarming: c.swarming.clone(),
         lifetime: c.lifetime.0.saturating_add(extra),

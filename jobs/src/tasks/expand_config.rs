@@ -38,13 +38,13 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<(), TaskError> {
     // Shrinking: the surplus is drained at once rather than at the next drain_vms tick.
     let mut surplus: Vec<DrainVm> = existing
         .iter()
-        .filter(|id| super::create_vm::parse_id(id).is_none_or(|(_, i)| i >= amount))
+        .filter(|id| crate::naming::parse_id(id).is_none_or(|(_, i)| i >= amount))
         .map(|id| DrainVm { id: id.clone() })
         .collect();
     surplus.sort_by(|a, b| a.id.cmp(&b.id));
     ctx.push_many(&surplus).await?;
     let missing: Vec<String> =
-        (0..amount).map(|i| format!("{}-{i}", t.prefix)).filter(|id| !existing.contains(id)).collect();
+        (0..amount).map(|i| crate::naming::vm_id(&t.prefix, i)).filter(|id| !existing.contains(id)).collect();
     if missing.is_empty() {
         return Ok(());
     }

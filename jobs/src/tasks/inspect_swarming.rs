@@ -9,7 +9,7 @@ use crate::tasks::ManageBot;
 use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::model::Observed;
-use crate::tasks::create_vm::parse_id;
+use crate::naming::{parse_id, vm_id_of};
 
 task!(
     /// Walk one Swarming server's bots.
@@ -22,12 +22,6 @@ const STAGE: &str = "inspect_swarming";
 /// Mark space of bots named like ours with no VM.
 pub const STALE_BOTS: &str = "stale-bot";
 
-/// The VM id a hostname `<prefix>-<index>-<4 chars>` was made for, if it has that shape.
-pub fn vm_id_of(hostname: &str) -> Option<&str> {
-    let (id, suffix) = hostname.rsplit_once('-')?;
-    let ok = suffix.len() == 4 && suffix.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
-    (ok && parse_id(id).is_some()).then_some(id)
-}
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: InspectSwarming) -> Result<(), TaskError> {
@@ -89,18 +83,4 @@ pub async fn run(ctx: &Ctx, t: InspectSwarming) -> Result<(), TaskError> {
 async fn users(ctx: &Ctx, server: &str) -> Result<Vec<String>, TaskError> {
     let configs = ctx.store.configs().await?.into_iter();
     Ok(configs.filter(|c| c.value.config.swarming == server).map(|c| c.value.config.prefix).collect())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::vm_id_of;
-
-    #[test]
-    fn hostnames_map_back_to_vm_ids() {
-        assert_eq!(vm_id_of("linux-12-ab3z"), Some("linux-12"));
-        assert_eq!(vm_id_of("linux-x-12-0000"), Some("linux-x-12"));
-        assert_eq!(vm_id_of("linux-12"), None);
-        assert_eq!(vm_id_of("linux-ab-cdef"), None);
-        assert_eq!(vm_id_of("build42"), None);
-    }
 }

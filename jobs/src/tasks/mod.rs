@@ -92,7 +92,7 @@ pub fn config_of(queue: &str, key: &str) -> Option<String> {
         DeleteBot::QUEUE,
     ];
     let id = key.split_once('@').map_or(key, |(id, _)| id);
-    by_vm.contains(&queue).then(|| create_vm::parse_id(id).map(|(p, _)| p.to_owned())).flatten()
+    by_vm.contains(&queue).then(|| crate::naming::parse_id(id).map(|(p, _)| p.to_owned())).flatten()
 }
 
 /// A queue hook that counts a dead task on its Config's status and records why (code `dead`).
@@ -133,7 +133,7 @@ pub async fn quarantine(ctx: &Ctx, id: &str, error: &str, version: Option<u64>) 
             None => return Ok(()),
         },
     };
-    let Some((prefix, index)) = create_vm::parse_id(id) else {
+    let Some((prefix, index)) = crate::naming::parse_id(id) else {
         ctx.store.delete_vm(id, version).await?;
         return Ok(());
     };
