@@ -43,6 +43,9 @@ impl TaskError {
     pub fn class(&self) -> Class {
         match self {
             TaskError::Queue(e) if !e.is_transient() => Class::Permanent,
+            // A record or key that does not decode will not by retrying: the task dies once (its
+            // Config's status says why) and the cron pushes it again after the repair.
+            TaskError::Store(crate::ports::store::StoreError::Corrupt { .. }) => Class::Permanent,
             TaskError::Store(_) | TaskError::Conflict(_) | TaskError::Queue(_) => Class::Transient,
             TaskError::Compute(e) => match e.kind {
                 Kind::Transient | Kind::RateLimited | Kind::Quota | Kind::Stockout => Class::Transient,

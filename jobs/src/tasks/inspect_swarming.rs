@@ -35,7 +35,7 @@ pub async fn run(ctx: &Ctx, t: InspectSwarming) -> Result<(), TaskError> {
                 // words that stay the same while it lasts, so it is recorded once).
                 let msg = match e.kind {
                     crate::ports::bots::BotErrorKind::Unavailable => format!(
-                        "Swarming server {} is not answering properly (timeouts, unavailable or malformed answers): its calls are limited and paused while it lasts",
+                        "Swarming server {} is unavailable (no answer, 5xx or a malformed answer): its bots are not seen until it answers",
                         t.server
                     ),
                     _ => format!("Swarming server {} refuses ListBots: {e}", t.server),

@@ -1,0 +1,410 @@
+"""Harness of scripts/chaos: Redis (AOF), the simulator, the service processes, Config files and
+the invariant checks (imported by scripts/chaos; not run by itself)."""
+import argparse, ctypes, json, os, random, re, shutil, signal, socket, subprocess, sys, tempfile, time
+import tomllib, traceback, urllib.error, urllib.request
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+NS, PROJECT, SWARM = "chaos", "chaos-proj", "https://swarm.example.com"
+ZONES = ["us-central1-a", "us-central1-b", "us-central1-c", "us-east1-b", "europe-west1-b"]
+FAULTS = {"errors": {"*": {"rate": 0.05, "status": 503}, "compute.instances.get": {"rate": 0.05, "status": 429},
+                     "swarming.GetBot": {"rate": 0.05, "status": 429}}}
+SIM_FLAGS = ["--op-ms", "200", "--provision-ms", "100", "--stage-ms", "100", "--bot-connect-ms", "200",
+             "--bot-death-ms", "500", "--bot-task-ms", "2000", "--bot-idle-ms", "500"]
+CRON = {"import_configs": "1s", "inspect_instances": "1s", "count_vms": "1s"}  # every other job: 2s
+TIMING = {"watch": "1s", "bot_grace": "5s", "observation_ttl": "3s", "leak_grace": "5s", "stale_bot_grace": "5s",
+          "backoff_base": "1s", "backoff_cap": "5s", "config_delete_grace": "5s"}
+# Log lines the bad-input digest leaves out: what the 5 % faults and the measurements' preemptions cause.
+NOISE = re.compile(r"replacing it now|Internal error|rate limit|Rate Limit|unavailable|bot dead|Config orphaned|"
+                   r"Config deleted|Memory overcommit")
+T0 = time.monotonic()
+try:
+    _LIBC = ctypes.CDLL(None, use_errno=True)
+except OSError:
+    _LIBC = None
+
+
+def log(msg):
+    print(f"[{time.monotonic() - T0:6.1f}s] {msg}", flush=True)
+
+
+class HardLimit(Exception):
+    pass
+
+
+def _die_with_parent():  # runs in the child: SIGKILL it if this script dies (even by SIGKILL)
+    if _LIBC is not None:
+        _LIBC.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RedisError(Exception):
+    pass
+
+
+class Redis:
+    """A minimal RESP client (reads and idempotent writes; reconnects once per call)."""
+
+    def __init__(self, port):
+        self.port, self.sock = port, None
+
+    def close(self):
+        if self.sock:
+            self.sock.close()
+        self.sock = None
+
+    def __call__(self, *args):
+        for attempt in (0, 1):
+            try:
+                if self.sock is None:
+                    self.sock = socket.create_connection(("127.0.0.1", self.port), timeout=10)
+                    self.f = self.sock.makefile("rb")
+                out = [b"*%d\r\n" % len(args)]
+                for a in args:
+                    a = a if isinstance(a, bytes) else str(a).encode()
+                    out += [b"$%d\r\n" % len(a), a, b"\r\n"]
+                self.sock.sendall(b"".join(out))
+                reply = self._read()
+                break
+            except (OSError, ConnectionError):
+                self.close()
+                if attempt:
+                    raise
+        if isinstance(reply, RedisError):
+            raise reply
+        return reply
+
+    def _read(self):
+        line = self.f.readline()
+        if not line:
+            raise ConnectionError("redis closed the connection")
+        kind, rest = line[:1], line[1:-2]
+        if kind == b"+":
+            return rest.decode()
+        if kind == b"-":
+            return RedisError(rest.decode())
+        if kind == b":":
+            return int(rest)
+        if kind == b"$":
+            n = int(rest)
+            return None if n < 0 else self.f.read(n + 2)[:-2].decode("utf-8", "replace")
+        if kind == b"*":
+            n = int(rest)
+            return None if n < 0 else [self._read() for _ in range(n)]
+        raise ConnectionError(f"bad RESP reply {line!r}")
+
+    def hgetall(self, key):
+        flat = self("HGETALL", key) or []
+        return dict(zip(flat[::2], flat[1::2]))
+
+    def now_ms(self):
+        s, us = self("TIME")
+        return int(s) * 1000 + int(us) // 1000
+
+
+def config_yaml(prefix, amount, zone, swarming=SWARM, extra=""):
+    return (f"prefix: {prefix}\namount: {{min: {amount}, max: {amount}}}\nattributes:\n  project: {PROJECT}\n"
+            f"  zone: {zone}\n  machine_type: \"zones/{{{{.Zone}}}}/machineTypes/e2-small\"\n"
+            f"  disk: [{{image: projects/debian-cloud/global/images/debian-12, size: 10}}]\n"
+            f"  network_interface: [{{network: global/networks/default}}]\n{extra}"
+            f"lifetime: 1d\ntimeout: 20s\nswarming: {swarming}\n")
+
+
+def settings_text(concurrency):
+    out, section = [], ""
+    for line in (ROOT / "config/service.toml").read_text().splitlines():
+        m = re.match(r"\[(.*)\]", line)
+        section = m.group(1) if m else section
+        kv = re.match(r"(\w+)\s*=", line)
+        if kv and section == "cron":
+            line = f'{kv.group(1)} = "{CRON.get(kv.group(1), "2s")}"'
+        elif kv and section == "timing" and kv.group(1) in TIMING:
+            line = f'{kv.group(1)} = "{TIMING[kv.group(1)]}"'
+        elif kv and section == "" and kv.group(1) == "concurrency":
+            line = f"concurrency = {concurrency}"
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+class Harness:
+    """The processes of one run, their temp dir and the Config files."""
+
+    def __init__(self, args):
+        self.args = args
+        self.tmp = Path(tempfile.mkdtemp(prefix="gce-chaos-"))
+        self.procs, self.frozen, self.kills, self.amounts = {}, set(), 0, {}
+        self.results, self.gone = {}, []  # --bad-input: case -> ok|FAIL; prefixes whose file was removed
+
+    def binary(self, src):
+        self.bin = self.tmp / "gce-backend"  # a copy: a rebuild during the run does not mix versions
+        shutil.copy2(src, self.bin)
+
+    def spawn(self, name, argv):
+        if name in self.procs and self.procs[name].poll() is None:
+            return self.procs[name]  # still running: never two processes under one name
+        logf = open(self.tmp / f"{name}.log", "ab")
+        p = subprocess.Popen(argv, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
+                             start_new_session=True, preexec_fn=_die_with_parent)
+        logf.close()
+        self.procs[name] = p
+        return p
+
+    def setup(self, binary):
+        self.binary(binary)
+        (self.tmp / "redis").mkdir()
+        (self.tmp / "pools").mkdir()
+        self.rport, self.sport = free_port(), free_port()
+        self.url, self.sim = f"redis://127.0.0.1:{self.rport}/0", f"http://127.0.0.1:{self.sport}"
+        self.start_redis()
+        self.spawn("sim", [str(self.bin), "sim", "--listen", f"127.0.0.1:{self.sport}", "--seed",
+                           str(self.args.seed), *SIM_FLAGS, "--faults", json.dumps(FAULTS)])
+        self.r = Redis(self.rport)
+        self.wait_up()
+        settings = settings_text(self.args.concurrency)
+        (self.tmp / "service.toml").write_text(settings)
+        self.deployment = tomllib.loads(settings)["deployment"]
+        log(f"redis on {self.url} (AOF), simulator on {self.sim}, temp dir {self.tmp}")
+
+    def start_redis(self):
+        self.spawn("redis", ["redis-server", "--port", str(self.rport), "--bind", "127.0.0.1", "--dir",
+                             str(self.tmp / "redis"), "--appendonly", "yes", "--appendfsync", "always",
+                             "--save", "", "--logfile", str(self.tmp / "redis-server.log")])
+
+    def wait_up(self, timeout=30):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            ok = subprocess.run(["redis-cli", "-p", str(self.rport), "ping"], capture_output=True, text=True)
+            if ok.stdout.strip() == "PONG" and self.get("/sim/calls") is not None:
+                return
+            time.sleep(0.2)
+        raise RuntimeError("redis-server or the simulator did not come up (see their logs)")
+
+    def start_run(self, name):
+        role = "cron" if name == "cron" else "workers"
+        self.spawn(name, [str(self.bin), "run", "--role", role, "--redis", self.url, "--namespace", NS,
+                          "--gce-endpoint", self.sim, "--configs", str(self.tmp / "pools"), "--settings",
+                          str(self.tmp / "service.toml"), "--quiet"])
+
+    def start_service(self):
+        for name in ("worker-1", "worker-2", "worker-3", "cron"):
+            self.start_run(name)
+
+    def kill9(self, name):
+        p = self.procs[name]
+        if p.poll() is None:
+            os.kill(p.pid, signal.SIGKILL)
+            p.wait(timeout=10)
+            self.kills += 1
+
+    def alive(self, name):
+        p = self.procs[name]
+        try:
+            os.kill(p.pid, 0)  # kill -0; poll() also sees a child that exited (a zombie passes kill -0)
+        except ProcessLookupError:
+            return False
+        return p.poll() is None
+
+    def cleanup(self):
+        for name, p in reversed(list(self.procs.items())):
+            if p.poll() is None:
+                for sig in (signal.SIGCONT, signal.SIGKILL):
+                    try:
+                        os.kill(p.pid, sig)
+                    except ProcessLookupError:
+                        pass
+                try:
+                    p.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    log(f"{name} (pid {p.pid}) did not exit after SIGKILL")
+        if self.args.keep_logs:
+            dest = Path(self.args.keep_logs)
+            dest.mkdir(parents=True, exist_ok=True)
+            for f in self.tmp.glob("*.log"):
+                shutil.copy2(f, dest / f.name)
+            log(f"logs copied to {dest}")
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    # --- HTTP to the simulator ---
+    def get(self, path):
+        try:
+            with urllib.request.urlopen(self.sim + path, timeout=30) as r:
+                return json.load(r)
+        except (OSError, ValueError):
+            return None
+
+    def post(self, path, body):
+        req = urllib.request.Request(self.sim + path, json.dumps(body).encode(), {"content-type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status, json.load(r)
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode(errors="replace")
+        except OSError as e:
+            return 0, str(e)
+
+    def cli(self, *args):
+        """`gce-backend <args[0]> --redis … --namespace chaos <args[1:]>`."""
+        return subprocess.run([str(self.bin), *args[:1], "--redis", self.url, "--namespace", NS, *args[1:]],
+                              capture_output=True, text=True, timeout=60)
+
+    # --- Config files ---
+    def write_config(self, prefix, amount, swarming=SWARM):
+        zone = ZONES[(ord(prefix[-1]) - ord("a")) % len(ZONES)]
+        path = self.tmp / "pools" / f"{prefix}.yaml"
+        part = path.with_suffix(".part")  # written aside, renamed: the import never reads half a file
+        part.write_text(config_yaml(prefix, amount, zone, swarming))
+        part.rename(path)
+        self.amounts[prefix] = amount
+
+    def remove_config(self, prefix):
+        (self.tmp / "pools" / f"{prefix}.yaml").unlink(missing_ok=True)
+        self.amounts.pop(prefix, None)
+
+    # --- observing ---
+    def snapshot(self):
+        """Sim state, VM records (corrupt ones apart), Config record prefixes; None if unreadable."""
+        st = self.get("/sim/state")
+        try:
+            raw, cfgs = self.r.hgetall(f"{{{NS}:db}}:vm"), set(self.r("HKEYS", f"{{{NS}:db}}:cfg") or [])
+        except (OSError, ConnectionError, RedisError):
+            return None
+        if st is None:
+            return None
+        vms, corrupt = {}, set()
+        for k, v in raw.items():
+            try:
+                vm = json.loads(v)
+            except ValueError:
+                vm = None
+            if isinstance(vm, dict) and isinstance(vm.get("hostname"), str):
+                vms[k] = vm
+            else:
+                corrupt.add(k)
+        inst = {}
+        for i in st["instances"]:
+            inst.setdefault(i["name"], []).append(i)
+        bots = {b["botId"]: b for b in st["bots"] if not b.get("deleted")}
+        return {"st": st, "vms": vms, "corrupt": corrupt, "cfgs": cfgs, "inst": inst, "bots": bots}
+
+    def vm_ok(self, s, vm):
+        """The VM has a RUNNING instance named by its hostname and a connected live bot."""
+        live = [i for i in s["inst"].get(vm["hostname"], []) if not i.get("deleting")]
+        bot = s["bots"].get(vm["hostname"])
+        return (any(i["status"] == "RUNNING" for i in live) and bool(vm.get("connected"))
+                and bot is not None and not bot.get("isDead"))
+
+    def pool_state(self, s, prefix, amount):
+        """(converged, short description) of one present Config."""
+        want = {f"{prefix}-{i}" for i in range(amount)}
+        recs = {k: v for k, v in s["vms"].items() if v.get("config") == prefix}
+        bad = [k for k in s["corrupt"] if k.startswith(prefix + "-")]
+        good = [k for k, v in recs.items() if k in want and not v.get("drained") and self.vm_ok(s, v)]
+        ok = set(recs) == want and not bad and len(good) == amount
+        extra = f" extra={len(set(recs) - want)}" if set(recs) - want else ""
+        return ok, f"{prefix} {len(good)}/{amount}{extra}" + (f" corrupt={len(bad)}" if bad else "")
+
+    def gone_state(self, s, prefix):
+        vms = [k for k, v in s["vms"].items() if v.get("config") == prefix]
+        inst = [i for l in s["inst"].values() for i in l if i["labels"].get("gce-backend-config") == prefix]
+        ok = not vms and not inst and prefix not in s["cfgs"]
+        return ok, f"{prefix} gone" if ok else f"{prefix} deleting(vms={len(vms)} inst={len(inst)})"
+
+    def converged(self, s, only=None, gone=()):
+        if s is None:
+            return False, "state unreadable"
+        parts = [self.pool_state(s, p, a) for p, a in sorted(self.amounts.items()) if only is None or p in only]
+        parts += [self.gone_state(s, p) for p in gone]
+        return all(ok for ok, _ in parts), " ".join(d for _, d in parts)
+
+    def wait_converged(self, timeout, only=None, gone=(), quiet=False, every=0.5):
+        start, last, desc = time.monotonic(), 0.0, ""
+        while time.monotonic() - start < timeout:
+            ok, desc = self.converged(self.snapshot(), only, gone)
+            if ok:
+                return time.monotonic() - start
+            if not quiet and time.monotonic() - last > 10:
+                last = time.monotonic()
+                log(f"  waiting: {desc}")
+            time.sleep(every)
+        log(f"  not converged after {timeout:.0f}s: {desc}")
+        return None
+
+    def queues(self):
+        r = self.cli("queue", "list")
+        return json.loads(r.stdout) if r.returncode == 0 else {}
+
+    def invariants(self):
+        s = self.snapshot()
+        if s is None:
+            return None
+        host_of = {v["hostname"]: k for k, v in s["vms"].items()}
+        ours = [i for l in s["inst"].values() for i in l if i["labels"].get("gce-backend") == self.deployment]
+        live = [i for i in ours if not i.get("deleting")]
+        bad = {k: [] for k in ("leaked", "duplicates", "lost", "stuck", "stale_bots")}
+        bad["leaked"] = [f"{i['name']}({i['status']})" for i in live if i["name"] not in host_of]
+        per_vm = Counter(i["labels"].get("gce-backend-vm") for i in live)
+        bad["duplicates"] = [f"{k}x{n}" for k, n in per_vm.items() if n > 1]
+        for p, a in self.amounts.items():
+            for i in range(a):
+                vm = s["vms"].get(f"{p}-{i}")
+                if vm is None or not [x for x in s["inst"].get(vm["hostname"], []) if not x.get("deleting")]:
+                    bad["lost"].append(f"{p}-{i}" + ("(corrupt record)" if f"{p}-{i}" in s["corrupt"] else ""))
+        for k, vm in s["vms"].items():
+            if [x for x in s["inst"].get(vm["hostname"], []) if not x.get("deleting")] and not self.vm_ok(s, vm):
+                bad["stuck"].append(f"{k}(bot not connected)")
+        qs = self.queues()
+        now = self.r.now_ms()
+        for q in qs:
+            old = self.r("ZRANGEBYSCORE", f"{{{NS}:{q}}}:leased", "-inf", now - 60_000) or []
+            bad["stuck"] += [f"{q}/task {t}(lease ran out >60s ago)" for t in old]
+        for b, bot in s["bots"].items():
+            inst = s["inst"].get(b, [])
+            if b not in host_of and not (inst and all(i.get("deleting") for i in inst)):
+                bad["stale_bots"].append(f"{b}({'dead' if bot.get('isDead') else 'alive'})")
+        dead = sum(c.get("dead", 0) for c in qs.values())
+        if dead:
+            for q, c in qs.items():
+                if c.get("dead"):
+                    r = self.cli("queue", "--queue", q, "dead", "--limit", "10")
+                    for t in json.loads(r.stdout or "[]"):
+                        log(f"dead task: {q} key={t.get('key')} reason={t.get('reason')} "
+                            f"last_error={(t.get('last_error') or '')[:300]}")
+        for k, v in bad.items():
+            if v:
+                log(f"{k}: {len(v)}: {' '.join(v[:20])}")
+        return {k: len(v) for k, v in bad.items()} | {"dead_tasks": dead}
+
+    def summary(self, s):
+        if s is None:
+            return "state unreadable (redis down?)"
+        want = sum(self.amounts.values())
+        good = sum(1 for p, a in self.amounts.items() for i in range(a)
+                   if (vm := s["vms"].get(f"{p}-{i}")) and self.vm_ok(s, vm))
+        running = sum(1 for l in s["inst"].values() for i in l if i["status"] == "RUNNING")
+        return f"connected={good}/{want} records={len(s['vms'])} running_instances={running}"
+
+    def log_sizes(self):
+        return {f.name: f.stat().st_size for f in self.tmp.glob("*.log")}
+
+    def log_digest(self, since=None, top=6):
+        """The most frequent distinct WARN/ERROR lines of each process log (ids and times blurred),
+        from the offsets `since` on."""
+        for f in sorted(self.tmp.glob("*.log")):
+            c, sample = Counter(), {}
+            with open(f, "rb") as fh:
+                fh.seek((since or {}).get(f.name, 0))
+                for raw in fh:
+                    line = re.sub(r"\x1b\[[0-9;]*m", "", raw.decode(errors="replace")).strip()
+                    if not re.search(r"\b(WARN|ERROR)\b|panicked|overflow", line) or (since and NOISE.search(line)):
+                        continue
+                    key = re.sub(r"\d+", "N", re.sub(r"^\S+Z\s+", "", line))[:160]
+                    c[key] += 1
+                    sample.setdefault(key, line)
+            for key, n in c.most_common(top):
+                log(f"  {f.name}: {n}x {sample[key][:400]}")
