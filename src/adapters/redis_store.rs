@@ -16,6 +16,7 @@
 //! | `claim:<key>` | STRING | a claimed cron tick (expires) |
 //! | `mark:<space>` | HASH | key → first-seen time |
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -186,6 +187,17 @@ impl RedisStore {
         ]
     }
 
+    /// Every Config record as stored (raw JSON) and every version, read together.
+    async fn raw_configs(&self) -> Result<(HashMap<String, String>, HashMap<String, u64>), StoreError> {
+        redis::pipe()
+            .atomic()
+            .hgetall(self.k("cfg"))
+            .hgetall(self.k("cfg:ver"))
+            .query_async(&mut self.c())
+            .await
+            .map_err(err)
+    }
+
     async fn get<T: DeserializeOwned>(
         &self,
         kind: &str,
@@ -221,16 +233,7 @@ impl Store for RedisStore {
     }
 
     async fn configs(&self) -> Result<Vec<Versioned<ConfigRecord>>, StoreError> {
-        let (recs, vers): (
-            std::collections::HashMap<String, String>,
-            std::collections::HashMap<String, u64>,
-        ) = redis::pipe()
-            .atomic()
-            .hgetall(self.k("cfg"))
-            .hgetall(self.k("cfg:ver"))
-            .query_async(&mut self.c())
-            .await
-            .map_err(err)?;
+        let (recs, vers) = self.raw_configs().await?;
         let mut out: Vec<Versioned<ConfigRecord>> = recs
             .into_iter()
             .filter_map(|(prefix, raw)| {
@@ -243,16 +246,7 @@ impl Store for RedisStore {
     }
 
     async fn corrupt_configs(&self) -> Result<Vec<CorruptRecord>, StoreError> {
-        let (recs, vers): (
-            std::collections::HashMap<String, String>,
-            std::collections::HashMap<String, u64>,
-        ) = redis::pipe()
-            .atomic()
-            .hgetall(self.k("cfg"))
-            .hgetall(self.k("cfg:ver"))
-            .query_async(&mut self.c())
-            .await
-            .map_err(err)?;
+        let (recs, vers) = self.raw_configs().await?;
         let mut out: Vec<CorruptRecord> = recs
             .into_iter()
             .filter_map(|(key, raw)| {
