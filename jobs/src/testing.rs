@@ -9,13 +9,12 @@ use async_trait::async_trait;
 use chrono::{DateTime, TimeZone, Utc};
 use gce_backend_queues::Task;
 use gce_backend_queues::{MemoryEngine, WorkerId};
-use serde_json::Value;
 
 use crate::ctx::{Ctx, Queues, Timing};
 use crate::model::Bot;
 use crate::ports::bots::{BotError, BotEvent, Bots};
 use crate::ports::clock::ManualClock;
-use crate::ports::compute::{Compute, ComputeError, Instance, Operation, Quota};
+use crate::ports::compute::{Compute, ComputeError, Instance, InstanceSpec, Operation, Quota};
 use crate::store::memory::MemoryStore;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -66,17 +65,19 @@ fn done(name: &str) -> Operation {
 
 #[async_trait]
 impl Compute for FakeCompute {
-    async fn insert(&self, _p: &str, _z: &str, rid: &str, body: &Value) -> Result<Operation, ComputeError> {
-        let name = body["name"].as_str().unwrap_or_default().to_owned();
+    async fn insert(
+        &self,
+        _p: &str,
+        _z: &str,
+        rid: &str,
+        spec: &InstanceSpec,
+    ) -> Result<Operation, ComputeError> {
+        let name = spec.name.clone();
         lock(&self.calls).push(format!("insert {name} {rid}"));
         if let Some(answer) = lock(&self.inserts).pop_front() {
             return answer;
         }
-        let labels: Vec<(String, String)> = body["labels"]
-            .as_object()
-            .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned())).collect())
-            .unwrap_or_default();
-        let refs: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let refs: Vec<(&str, &str)> = spec.labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         lock(&self.instances).entry(name.clone()).or_insert_with(|| Self::instance(&name, &refs));
         Ok(done(&name))
     }

@@ -5,12 +5,11 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use gce_backend_jobs::ports::compute::{Compute, ComputeError, Instance, Operation, Quota};
+use gce_backend_jobs::ports::compute::{Compute, ComputeError, Instance, InstanceSpec, Operation, Quota};
 use google_cloud_compute_v1::client::{DiskTypes, Instances, Regions, ZoneOperations, Zones};
 use google_cloud_compute_v1::model;
 use google_cloud_gax::error::Error;
 use google_cloud_gax::error::rpc::StatusDetails;
-use serde_json::Value;
 
 /// The Compute Engine clients.
 #[derive(Debug, Clone)]
@@ -102,9 +101,9 @@ impl Compute for Gce {
         project: &str,
         zone: &str,
         request_id: &str,
-        body: &Value,
+        spec: &InstanceSpec,
     ) -> Result<Operation, ComputeError> {
-        let body: model::Instance = serde_json::from_value(body.clone())
+        let body: model::Instance = serde_json::from_value(super::gce_resource::resource(spec))
             .map_err(|e| ComputeError::from_http(Some(400), "invalid", &format!("instance body: {e}")))?;
         let op = self
             .instances

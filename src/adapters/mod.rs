@@ -2,6 +2,7 @@
 //! Swarming through pRPC, the datastore on Redis, and the system clock.
 
 pub mod gce;
+pub mod gce_resource;
 pub mod redis_store;
 pub mod swarming;
 

@@ -1,8 +1,11 @@
 //! The Compute Engine port, and the one place Compute errors are classified.
 
+use std::collections::BTreeMap;
+
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use serde_json::Value;
+
+use crate::config::Attributes;
 
 /// What kind of failure, decided once here (adapters pass raw status, reason and message).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,7 +95,7 @@ pub struct Instance {
     /// selfLink.
     pub url: String,
     /// Labels.
-    pub labels: std::collections::BTreeMap<String, String>,
+    pub labels: BTreeMap<String, String>,
     /// First internal address.
     pub internal_ip: String,
     /// First external address.
@@ -107,6 +110,19 @@ impl Instance {
     pub fn is_down(&self) -> bool {
         matches!(self.status.as_str(), "STOPPING" | "STOPPED" | "TERMINATED" | "SUSPENDING" | "SUSPENDED")
     }
+}
+
+/// An instance to create, in the service's terms; the adapter maps it to Compute's resource.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstanceSpec {
+    /// Instance name (the VM's hostname).
+    pub name: String,
+    /// The template, its zone filled in.
+    pub attributes: Attributes,
+    /// Metadata items, resolved, with the Swarming server.
+    pub metadata: Vec<(String, String)>,
+    /// Labels: the template's and ours (deployment, Config, VM).
+    pub labels: BTreeMap<String, String>,
 }
 
 /// Quota of one region.
@@ -125,13 +141,13 @@ pub struct Quota {
 /// Compute Engine.
 #[async_trait]
 pub trait Compute: Send + Sync + std::fmt::Debug {
-    /// instances.insert with a requestId; `body` is the Instance resource as Compute's JSON.
+    /// instances.insert with a requestId.
     async fn insert(
         &self,
         project: &str,
         zone: &str,
         request_id: &str,
-        body: &Value,
+        spec: &InstanceSpec,
     ) -> Result<Operation, ComputeError>;
     /// zoneOperations.wait (returns when DONE or after the server's wait limit).
     async fn wait(&self, project: &str, zone: &str, operation: &str) -> Result<Operation, ComputeError>;

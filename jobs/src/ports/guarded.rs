@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::bots::{BotError, BotErrorKind, BotEvent, Bots};
-use super::compute::{Compute, ComputeError, Instance, Kind, Operation, Quota};
+use super::compute::{Compute, ComputeError, Instance, InstanceSpec, Kind, Operation, Quota};
 use super::guard::{Guard, Isolation, Refused};
 use crate::model::Bot;
 
@@ -125,9 +125,9 @@ impl Compute for GuardedCompute {
         project: &str,
         zone: &str,
         request_id: &str,
-        body: &serde_json::Value,
+        spec: &InstanceSpec,
     ) -> Result<Operation, ComputeError> {
-        self.run(project, self.timeout, self.inner.insert(project, zone, request_id, body)).await
+        self.run(project, self.timeout, self.inner.insert(project, zone, request_id, spec)).await
     }
 
     async fn wait(&self, project: &str, zone: &str, operation: &str) -> Result<Operation, ComputeError> {

@@ -14,14 +14,13 @@
 use std::time::Duration;
 
 use crate::tasks::ManageBot;
-use serde_json::{Value, json};
 
 use crate::backoff::{self, Scope};
 use crate::config::{Metadata, labels};
 use crate::ctx::{Ctx, request_id};
 use crate::error::TaskError;
 use crate::model::Vm;
-use crate::ports::compute::{ComputeError, Instance, Kind, Operation};
+use crate::ports::compute::{ComputeError, Instance, InstanceSpec, Kind, Operation};
 use crate::tasks::update_vm;
 
 task!(
@@ -32,115 +31,18 @@ task!(
 
 const STAGE: &str = "create_instance";
 
-/// The Instance resource for `vm`, as Compute's JSON.
-pub fn instance_body(vm: &Vm, deployment: &str) -> Value {
+/// The instance `vm` needs: its template, its metadata with the Swarming server, and our labels
+/// (the adapter turns it into Compute's resource).
+pub fn instance_spec(vm: &Vm, deployment: &str) -> InstanceSpec {
     let a = &vm.attributes;
-    let disks: Vec<Value> = a
-        .disk
-        .iter()
-        .enumerate()
-        .map(|(i, d)| {
-            let mut init = json!({});
-            if d.size > 0 {
-                init["diskSizeGb"] = json!(d.size.to_string());
-            }
-            if !d.image.is_empty() {
-                init["sourceImage"] = json!(d.image);
-            }
-            if !d.kind.is_empty() {
-                init["diskType"] = json!(d.kind);
-            }
-            if let Some(iops) = d.provisioned_iops {
-                init["provisionedIops"] = json!(iops.to_string());
-            }
-            if let Some(t) = d.provisioned_throughput {
-                init["provisionedThroughput"] = json!(t.to_string());
-            }
-            let mut disk = json!({"autoDelete": true, "boot": i == 0, "initializeParams": init});
-            if d.kind.ends_with("/local-ssd") {
-                disk["type"] = json!("SCRATCH");
-            }
-            if !d.interface.is_empty() {
-                disk["interface"] = json!(d.interface);
-            }
-            disk
-        })
-        .collect();
-    let mut items: Vec<Value> =
-        a.metadata.iter().filter_map(Metadata::pair).map(|(k, v)| json!({"key": k, "value": v})).collect();
-    items.push(json!({"key": "swarming-server", "value": vm.swarming}));
-    let nics: Vec<Value> = a
-        .network_interface
-        .iter()
-        .map(|n| {
-            let mut nic = json!({"network": n.network});
-            if !n.subnetwork.is_empty() {
-                nic["subnetwork"] = json!(n.subnetwork);
-            }
-            if !n.stack_type.is_empty() {
-                nic["stackType"] = json!(n.stack_type);
-            }
-            let acs: Vec<Value> =
-                n.access_config.iter().map(|ac| json!({"type": ac.kind, "name": "External NAT"})).collect();
-            if !acs.is_empty() {
-                nic["accessConfigs"] = json!(acs);
-            }
-            nic
-        })
-        .collect();
-    let mut label = a.label.clone();
-    label.insert(labels::DEPLOYMENT.into(), deployment.into());
-    label.insert(labels::CONFIG.into(), vm.config.clone());
-    label.insert(labels::VM.into(), vm.id.clone());
-    let mut body = json!({
-        "name": vm.hostname,
-        "machineType": a.machine_type,
-        "disks": disks,
-        "metadata": {"items": items},
-        "networkInterfaces": nics,
-        "labels": label,
-    });
-    if !a.service_account.is_empty() {
-        body["serviceAccounts"] = json!(
-            a.service_account
-                .iter()
-                .map(|s| json!({"email": s.email, "scopes": s.scope}))
-                .collect::<Vec<_>>()
-        );
-    }
-    if !a.tag.is_empty() {
-        body["tags"] = json!({"items": a.tag});
-    }
-    if !a.min_cpu_platform.is_empty() {
-        body["minCpuPlatform"] = json!(a.min_cpu_platform);
-    }
-    let affinities = a.scheduling.as_ref().map(|s| s.node_affinity.as_slice()).unwrap_or_default();
-    if !affinities.is_empty() || a.enable_confidential_compute || a.terminate_on_maintenance {
-        let mut sched = json!({});
-        if !affinities.is_empty() {
-            sched["nodeAffinities"] = json!(
-                affinities
-                    .iter()
-                    .map(|n| json!({"key": n.key, "operator": n.operator, "values": n.values}))
-                    .collect::<Vec<_>>()
-            );
-        }
-        if a.enable_confidential_compute || a.terminate_on_maintenance {
-            sched["onHostMaintenance"] = json!("TERMINATE");
-        }
-        body["scheduling"] = sched;
-    }
-    if a.disable_integrity_monitoring || a.enable_secure_boot || a.disable_vtpm {
-        body["shieldedInstanceConfig"] = json!({
-            "enableIntegrityMonitoring": !a.disable_integrity_monitoring,
-            "enableSecureBoot": a.enable_secure_boot,
-            "enableVtpm": !a.disable_vtpm,
-        });
-    }
-    if a.enable_confidential_compute {
-        body["confidentialInstanceConfig"] = json!({"enableConfidentialCompute": true});
-    }
-    body
+    let mut metadata: Vec<(String, String)> =
+        a.metadata.iter().filter_map(Metadata::pair).map(|(k, v)| (k.to_owned(), v.to_owned())).collect();
+    metadata.push(("swarming-server".into(), vm.swarming.clone()));
+    let mut labels = a.label.clone();
+    labels.insert(labels::DEPLOYMENT.into(), deployment.into());
+    labels.insert(labels::CONFIG.into(), vm.config.clone());
+    labels.insert(labels::VM.into(), vm.id.clone());
+    InstanceSpec { name: vm.hostname.clone(), attributes: a.clone(), metadata, labels }
 }
 
 /// The requestId of an insert attempt.
@@ -186,7 +88,7 @@ pub async fn run(ctx: &Ctx, t: CreateInstance) -> Result<(), TaskError> {
     };
     let rid = insert_request_id(&vm);
     let op =
-        match ctx.compute.insert(vm.project(), vm.zone(), &rid, &instance_body(&vm, &ctx.deployment)).await {
+        match ctx.compute.insert(vm.project(), vm.zone(), &rid, &instance_spec(&vm, &ctx.deployment)).await {
             Ok(op) => op,
             Err(e) if e.kind == Kind::AlreadyExists => return adopt(ctx, &vm, e).await,
             Err(e) => return failed(ctx, &vm, e, "").await,
@@ -489,19 +391,15 @@ mod tests {
     }
 
     #[test]
-    fn the_instance_body_carries_our_labels_and_the_swarming_server() {
+    fn the_instance_spec_carries_our_labels_and_the_swarming_server() {
         let (ctx, _) = Ctx::test();
         let vm = vm_fixture(&ctx);
-        let body = instance_body(&vm, "prod");
-        assert_eq!(body["name"], "linux-0-abcd");
-        assert_eq!(body["labels"]["gce-backend"], "prod");
-        assert_eq!(body["labels"]["gce-backend-vm"], "linux-0");
-        assert_eq!(body["machineType"], "zones/z/machineTypes/e2-small");
-        assert_eq!(body["disks"][0]["boot"], true);
-        let items = body["metadata"]["items"].as_array().unwrap();
-        assert!(
-            items.iter().any(|i| i["key"] == "swarming-server" && i["value"] == "https://swarm.example.com")
-        );
+        let spec = instance_spec(&vm, "prod");
+        assert_eq!(spec.name, "linux-0-abcd");
+        assert_eq!(spec.labels["gce-backend"], "prod");
+        assert_eq!(spec.labels["gce-backend-vm"], "linux-0");
+        assert_eq!(spec.attributes.machine_type, "zones/z/machineTypes/e2-small");
+        assert!(spec.metadata.contains(&("swarming-server".into(), "https://swarm.example.com".into())));
     }
 
     fn vm_fixture(ctx: &Ctx) -> Vm {

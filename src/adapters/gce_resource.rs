@@ -1,0 +1,142 @@
+//! The Compute Engine Instance resource of an [`InstanceSpec`]: the one place that knows
+//! Compute's wire format for what the service creates (the official client decodes it).
+
+use gce_backend_jobs::ports::compute::InstanceSpec;
+use serde_json::{Value, json};
+
+/// Compute's Instance resource (its JSON) for `spec`.
+pub fn resource(spec: &InstanceSpec) -> Value {
+    let a = &spec.attributes;
+    let disks: Vec<Value> = a
+        .disk
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            let mut init = json!({});
+            if d.size > 0 {
+                init["diskSizeGb"] = json!(d.size.to_string());
+            }
+            if !d.image.is_empty() {
+                init["sourceImage"] = json!(d.image);
+            }
+            if !d.kind.is_empty() {
+                init["diskType"] = json!(d.kind);
+            }
+            if let Some(iops) = d.provisioned_iops {
+                init["provisionedIops"] = json!(iops.to_string());
+            }
+            if let Some(t) = d.provisioned_throughput {
+                init["provisionedThroughput"] = json!(t.to_string());
+            }
+            let mut disk = json!({"autoDelete": true, "boot": i == 0, "initializeParams": init});
+            if d.kind.ends_with("/local-ssd") {
+                disk["type"] = json!("SCRATCH");
+            }
+            if !d.interface.is_empty() {
+                disk["interface"] = json!(d.interface);
+            }
+            disk
+        })
+        .collect();
+    let items: Vec<Value> = spec.metadata.iter().map(|(k, v)| json!({"key": k, "value": v})).collect();
+    let nics: Vec<Value> = a
+        .network_interface
+        .iter()
+        .map(|n| {
+            let mut nic = json!({"network": n.network});
+            if !n.subnetwork.is_empty() {
+                nic["subnetwork"] = json!(n.subnetwork);
+            }
+            if !n.stack_type.is_empty() {
+                nic["stackType"] = json!(n.stack_type);
+            }
+            let acs: Vec<Value> =
+                n.access_config.iter().map(|ac| json!({"type": ac.kind, "name": "External NAT"})).collect();
+            if !acs.is_empty() {
+                nic["accessConfigs"] = json!(acs);
+            }
+            nic
+        })
+        .collect();
+    let mut body = json!({
+        "name": spec.name,
+        "machineType": a.machine_type,
+        "disks": disks,
+        "metadata": {"items": items},
+        "networkInterfaces": nics,
+        "labels": spec.labels,
+    });
+    if !a.service_account.is_empty() {
+        body["serviceAccounts"] = json!(
+            a.service_account
+                .iter()
+                .map(|s| json!({"email": s.email, "scopes": s.scope}))
+                .collect::<Vec<_>>()
+        );
+    }
+    if !a.tag.is_empty() {
+        body["tags"] = json!({"items": a.tag});
+    }
+    if !a.min_cpu_platform.is_empty() {
+        body["minCpuPlatform"] = json!(a.min_cpu_platform);
+    }
+    let affinities = a.scheduling.as_ref().map(|s| s.node_affinity.as_slice()).unwrap_or_default();
+    if !affinities.is_empty() || a.enable_confidential_compute || a.terminate_on_maintenance {
+        let mut sched = json!({});
+        if !affinities.is_empty() {
+            sched["nodeAffinities"] = json!(
+                affinities
+                    .iter()
+                    .map(|n| json!({"key": n.key, "operator": n.operator, "values": n.values}))
+                    .collect::<Vec<_>>()
+            );
+        }
+        if a.enable_confidential_compute || a.terminate_on_maintenance {
+            sched["onHostMaintenance"] = json!("TERMINATE");
+        }
+        body["scheduling"] = sched;
+    }
+    if a.disable_integrity_monitoring || a.enable_secure_boot || a.disable_vtpm {
+        body["shieldedInstanceConfig"] = json!({
+            "enableIntegrityMonitoring": !a.disable_integrity_monitoring,
+            "enableSecureBoot": a.enable_secure_boot,
+            "enableVtpm": !a.disable_vtpm,
+        });
+    }
+    if a.enable_confidential_compute {
+        body["confidentialInstanceConfig"] = json!({"enableConfidentialCompute": true});
+    }
+    body
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_resource_has_the_spec_s_name_labels_metadata_disks_and_nics() {
+        let yaml = "prefix: linux\namount: {min: 1, max: 1}\nattributes:\n  project: p\n  zone: z\n  machine_type: zones/z/machineTypes/e2-small\n  disk: [{image: global/images/x, size: 10, type: zones/z/diskTypes/local-ssd}, {size: 20}]\n  network_interface: [{network: global/networks/default, access_config: [{type: ONE_TO_ONE_NAT}]}]\n  enable_secure_boot: true\nlifetime: 1d\nswarming: https://swarm.example.com\n";
+        let c = gce_backend_jobs::config::Config::parse(yaml, "t").unwrap();
+        let spec = InstanceSpec {
+            name: "linux-0-abcd".into(),
+            attributes: c.attributes,
+            metadata: vec![("swarming-server".into(), "https://swarm.example.com".into())],
+            labels: [("gce-backend".to_owned(), "prod".to_owned())].into(),
+        };
+        let r = resource(&spec);
+        assert_eq!(r["name"], "linux-0-abcd");
+        assert_eq!(r["labels"]["gce-backend"], "prod");
+        assert_eq!(r["machineType"], "zones/z/machineTypes/e2-small");
+        assert_eq!(
+            (r["disks"][0]["boot"].as_bool(), r["disks"][1]["boot"].as_bool()),
+            (Some(true), Some(false))
+        );
+        assert_eq!(r["disks"][0]["type"], "SCRATCH");
+        assert_eq!(r["disks"][1]["initializeParams"]["diskSizeGb"], "20");
+        assert_eq!(r["metadata"]["items"][0]["key"], "swarming-server");
+        assert_eq!(r["networkInterfaces"][0]["accessConfigs"][0]["type"], "ONE_TO_ONE_NAT");
+        assert_eq!(r["shieldedInstanceConfig"]["enableSecureBoot"], true);
+        let decoded: google_cloud_compute_v1::model::Instance = serde_json::from_value(r).unwrap();
+        assert_eq!(decoded.name.as_deref(), Some("linux-0-abcd"), "the official client reads it");
+    }
+}
