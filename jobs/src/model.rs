@@ -32,6 +32,13 @@ pub struct ConfigRecord {
     pub verified: bool,
 }
 
+impl ConfigRecord {
+    /// The one rule for "is this VM still wanted": its index is below the current amount.
+    pub fn wants(&self, index: u32) -> bool {
+        index < self.current_amount
+    }
+}
+
 /// One slot of a Config (`<prefix>-<index>`) and its current incarnation.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Vm {

@@ -14,10 +14,10 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
     let mut tasks = Vec::new();
     for prefix in ctx.store.vm_configs().await? {
         let listed = async {
-            let amount = ctx.store.config(&prefix).await?.map_or(0, |c| c.value.current_amount);
-            Ok::<_, StoreError>((amount, ctx.store.vm_ids(VmIndex::OfConfig(prefix.clone())).await?))
+            let config = ctx.store.config(&prefix).await?.map(|c| c.value);
+            Ok::<_, StoreError>((config, ctx.store.vm_ids(VmIndex::OfConfig(prefix.clone())).await?))
         };
-        let (amount, ids) = match listed.await {
+        let (config, ids) = match listed.await {
             Ok(v) => v,
             Err(StoreError::Corrupt { key, error, .. }) => {
                 let msg = format!("cannot read {key} ({error}): its VMs are not drained this round");
@@ -28,7 +28,7 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
         };
         tasks.extend(
             ids.into_iter()
-                .filter(|id| parse_id(id).is_none_or(|(_, i)| i >= amount))
+                .filter(|id| parse_id(id).is_none_or(|(_, i)| !config.as_ref().is_some_and(|c| c.wants(i))))
                 .map(|id| DrainVm { id }),
         );
     }

@@ -63,8 +63,7 @@ pub async fn run(ctx: &Ctx, t: CreateInstance) -> Result<(), TaskError> {
     }
     if vm.insert_sent.is_none() {
         // Not sent yet: still wanted? (The amount may have dropped since it was made.)
-        let amount = ctx.store.config(&vm.config).await?.map(|c| c.value.current_amount);
-        if vm.drained || amount.is_none_or(|a| vm.index >= a) {
+        if vm.drained || !crate::tasks::wanted(ctx, &vm.config, vm.index).await? {
             return drop_unsent(ctx, &vm.id).await;
         }
     }

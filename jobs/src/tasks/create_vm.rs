@@ -24,7 +24,7 @@ pub async fn run(ctx: &Ctx, t: CreateVm) -> Result<(), TaskError> {
     }
     let (prefix, index) = parse_id(&t.id).ok_or_else(|| TaskError::Invalid(format!("VM id {:?}", t.id)))?;
     let Some(cfg) = ctx.store.config(prefix).await? else { return Ok(()) };
-    if index >= cfg.value.current_amount {
+    if !cfg.value.wants(index) {
         return Ok(());
     }
     let c = &cfg.value.config;

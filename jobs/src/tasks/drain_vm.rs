@@ -17,8 +17,7 @@ task!(
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: DrainVm) -> Result<(), TaskError> {
     let Some(cur) = ctx.vm(&t.id).await? else { return Ok(()) };
-    let amount = ctx.store.config(&cur.value.config).await?.map(|c| c.value.current_amount);
-    if amount.is_some_and(|a| cur.value.index < a) {
+    if crate::tasks::wanted(ctx, &cur.value.config, cur.value.index).await? {
         return Ok(());
     }
     let Some(vm) = update_vm(ctx, &t.id, |v| {

@@ -25,9 +25,9 @@ const BATCH_PAUSE: Duration = Duration::from_secs(1);
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<(), TaskError> {
     let Some(cur) = ctx.store.config(&t.prefix).await? else { return Ok(()) };
-    let amount = cur.value.config.amount.at(cur.value.current_amount, ctx.now());
-    if amount != cur.value.current_amount {
-        let mut rec = cur.value.clone();
+    let mut rec = cur.value;
+    let amount = rec.config.amount.at(rec.current_amount, ctx.now());
+    if amount != rec.current_amount {
         rec.current_amount = amount;
         if !ctx.store.put_config(&rec, Expect::Version(cur.version)).await? {
             return Err(TaskError::Conflict(t.prefix));
@@ -38,7 +38,7 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<(), TaskError> {
     // Shrinking: the surplus is drained at once rather than at the next drain_vms tick.
     let mut surplus: Vec<DrainVm> = existing
         .iter()
-        .filter(|id| crate::naming::parse_id(id).is_none_or(|(_, i)| i >= amount))
+        .filter(|id| crate::naming::parse_id(id).is_none_or(|(_, i)| !rec.wants(i)))
         .map(|id| DrainVm { id: id.clone() })
         .collect();
     surplus.sort_by(|a, b| a.id.cmp(&b.id));

@@ -14,7 +14,7 @@
 //!   counts it at once, and on the Config's errors.
 
 use chrono::{DateTime, Utc};
-use crate::tasks::{CountVms, DestroyInstance, DrainVm, TerminateBot};
+use crate::tasks::{CountVms, DestroyInstance, TerminateBot};
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
@@ -98,12 +98,8 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<(), TaskError> {
     let vm = cur.value;
     let Some(created) = vm.created.filter(|_| !vm.url.is_empty()) else { return Ok(()) };
     let now = ctx.now();
-    if !vm.drained {
-        let amount = ctx.store.config(&vm.config).await?.map(|c| c.value.current_amount);
-        if amount.is_none_or(|a| vm.index >= a) {
-            ctx.push(&DrainVm { id: vm.id.clone() }).await?;
-        }
-    }
+    // Whether the VM is still wanted is decided elsewhere (expand_config, drain_vm): here it is
+    // only read, as `drained`.
     let destroy = DestroyInstance { id: vm.id.clone(), url: vm.url.clone() };
     let past = |secs: u64| secs > 0 && created + chrono::Duration::seconds(secs as i64) < now;
     let grace = ctx.timing.bot_grace.chrono();
@@ -343,7 +339,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_vm_past_its_configs_amount_is_drained() {
+    async fn a_vm_past_its_configs_amount_is_only_read_as_drained_here() {
         let (ctx, f, vm) = setup().await;
         f.bots.bots.lock().unwrap().insert(vm.hostname.clone(), bot(&vm.hostname, ctx.now()));
         let cfg = ctx.store.config("linux").await.unwrap().unwrap();
@@ -351,7 +347,16 @@ mod tests {
         rec.current_amount = 0;
         ctx.store.put_config(&rec, crate::ports::store::Expect::Version(cfg.version)).await.unwrap();
         run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
-        assert_eq!(ctx.taken::<crate::tasks::DrainVm>().await.len(), 1);
+        assert!(ctx.taken::<crate::tasks::DrainVm>().await.is_empty(), "no manage_bot → drain_vm bounce");
+        assert!(ctx.taken::<TerminateBot>().await.is_empty(), "not drained yet: left running");
+        crate::tasks::update_vm(&ctx, &vm.id, |v| {
+            v.drained = true;
+            true
+        })
+        .await
+        .unwrap();
+        run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
+        assert_eq!(ctx.taken::<TerminateBot>().await.len(), 1, "drained: its bot is terminated");
     }
 
     fn dead(vm: &Vm, now: DateTime<Utc>) -> Bot {
