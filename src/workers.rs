@@ -79,6 +79,8 @@ pub async fn shutdown_signal() -> std::io::Result<()> {
     }
 }
 
+use gce_backend_jobs::tasks::Next;
+
 /// A handler's failure: logged once at WARN (the task's span adds queue, key and attempt),
 /// counted on its Config's status, and mapped to the queue's outcome: permanent errors go to the
 /// dead set at once (the cron re-derives the work if it is still wanted), the rest are retried.
@@ -124,8 +126,16 @@ pub fn register_pipeline(
                 let c = c.clone();
                 async move {
                     let key = t.key();
+                    let again = t.clone();
                     match run(c.clone(), t).await {
-                        Ok(()) => Ok(()),
+                        Ok(Next::Done) => Ok(()),
+                        // Pushed while this run holds the key: it becomes the run's follow-up.
+                        Ok(Next::After(d)) => {
+                            match c.push_at(&again, gce_backend_queues::When::After(d)).await {
+                                Ok(_) => Ok(()),
+                                Err(e) => Err(failed(&c, T::QUEUE, &key, e).await),
+                            }
+                        }
                         Err(e) => Err(failed(&c, T::QUEUE, &key, e).await),
                     }
                 }

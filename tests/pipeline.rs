@@ -62,6 +62,7 @@ pub(crate) fn settings() -> Settings {
         backoff_base: Secs(1),
         backoff_cap: Secs(2),
         config_delete_grace: Secs(2),
+        operation_poll: Secs(1),
     };
     s
 }

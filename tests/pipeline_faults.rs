@@ -166,10 +166,10 @@ async fn a_leaked_instance_with_our_label_is_deleted_and_a_foreign_one_is_untouc
 // ---- (ix) --------------------------------------------------------------------------------
 
 /// Runs `f` twice in a row, then twice at once.
-async fn four_times<F, Fut>(f: F)
+async fn four_times<F, Fut, T>(f: F)
 where
     F: Fn() -> Fut,
-    Fut: Future<Output = Result<(), TaskError>>,
+    Fut: Future<Output = Result<T, TaskError>>,
 {
     f().await.unwrap();
     f().await.unwrap();

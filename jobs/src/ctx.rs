@@ -40,6 +40,8 @@ pub struct Timing {
     pub backoff_base: Secs,
     /// Longest backoff.
     pub backoff_cap: Secs,
+    /// How soon a Compute operation still pending after `zoneOperations.wait` is looked at again.
+    pub operation_poll: Secs,
     /// A Config whose file is gone is deleted (and its VMs drained) this long after the file was
     /// first found missing, unless it comes back.
     pub config_delete_grace: Secs,
@@ -56,6 +58,7 @@ impl Default for Timing {
             stale_bot_grace: Secs(3600),
             backoff_base: Secs(30),
             backoff_cap: Secs(1800),
+            operation_poll: Secs(2),
             config_delete_grace: Secs(900),
         }
     }
@@ -169,15 +172,14 @@ impl Ctx {
         Ok(added)
     }
 
-    /// Looks at `task` again after `after` (pushed during the run, it becomes the run's
-    /// follow-up; attempts are not spent on waiting).
-    pub async fn again<T: Task>(&self, task: &T, after: Duration) -> Result<(), TaskError> {
-        self.push_at(task, When::After(after)).await.map(drop)
-    }
-
     /// The watch interval.
     pub fn watch(&self) -> Duration {
         Duration::from_secs(self.timing.watch.0.max(1))
+    }
+
+    /// How soon a pending Compute operation is looked at again.
+    pub fn operation_poll(&self) -> Duration {
+        Duration::from_secs(self.timing.operation_poll.0.max(1))
     }
 
     /// Records an error on a Config's status.

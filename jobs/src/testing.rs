@@ -253,7 +253,7 @@ impl Ctx {
         (ctx, fakes)
     }
 
-    /// Takes every task of `T`'s queue that is due now, in order (delayed ones: [`Ctx::delayed`]).
+    /// Takes every task of `T`'s queue that is due now, in order.
     pub async fn taken<T: Task>(&self) -> Vec<T> {
         let q = self.queues.get(T::QUEUE);
         let worker = WorkerId { group: "test".into(), id: "test".into() };
@@ -266,11 +266,6 @@ impl Ctx {
             out.extend(got.into_iter().map(|l| serde_json::from_str(&l.payload).expect("payload")));
         }
         out
-    }
-
-    /// Tasks waiting on `T`'s queue with a delay (a "look again later").
-    pub async fn delayed<T: Task>(&self) -> u64 {
-        self.queues.get(T::QUEUE).counts().await.expect("counts").delayed
     }
 }
 

@@ -10,6 +10,7 @@ use std::collections::HashSet;
 use crate::config::labels;
 use crate::ctx::{Ctx, request_id};
 use crate::error::TaskError;
+use crate::tasks::Next;
 
 task!(
     /// Find instances with our label that match no VM, in one project and zone.
@@ -22,7 +23,7 @@ task!(
 pub const LEAKS: &str = "leak";
 
 /// Handles one task.
-pub async fn run(ctx: &Ctx, t: AuditInstances) -> Result<(), TaskError> {
+pub async fn run(ctx: &Ctx, t: AuditInstances) -> Result<Next, TaskError> {
     let filter = format!("labels.{} = \"{}\"", labels::DEPLOYMENT, ctx.deployment);
     let scope = format!("{}/{}/", t.project, t.zone);
     let mut leaked = HashSet::new();
@@ -63,7 +64,7 @@ pub async fn run(ctx: &Ctx, t: AuditInstances) -> Result<(), TaskError> {
             ctx.store.unmark(LEAKS, &key).await?;
         }
     }
-    Ok(())
+    Ok(Next::Done)
 }
 
 #[cfg(test)]

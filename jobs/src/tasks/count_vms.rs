@@ -5,6 +5,7 @@
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
+use crate::tasks::Next;
 use crate::status::tally;
 
 task!(
@@ -14,12 +15,12 @@ task!(
 );
 
 /// Handles one task.
-pub async fn run(ctx: &Ctx, t: CountVms) -> Result<(), TaskError> {
+pub async fn run(ctx: &Ctx, t: CountVms) -> Result<Next, TaskError> {
     match tally(&*ctx.store, &t.prefix, ctx.now()).await? {
         (counts, true) => ctx.store.put_counts(&t.prefix, &counts).await?,
         (_, false) => ctx.store.drop_status(&t.prefix).await?,
     }
-    Ok(())
+    Ok(Next::Done)
 }
 
 #[cfg(test)]

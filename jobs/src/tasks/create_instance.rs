@@ -11,7 +11,6 @@
 //!   again from the (maybe fixed) Config.
 //! * Done: record `created`, `url` and addresses once, and start watching the bot.
 
-use std::time::Duration;
 
 use crate::tasks::ManageBot;
 
@@ -19,6 +18,7 @@ use crate::backoff::{self, Scope};
 use crate::config::{Metadata, labels};
 use crate::ctx::{Ctx, request_id};
 use crate::error::TaskError;
+use crate::tasks::Next;
 use crate::model::Vm;
 use crate::ports::compute::{ComputeError, Instance, InstanceSpec, Kind, Operation};
 use crate::tasks::update_vm;
@@ -54,22 +54,22 @@ pub fn insert_request_id(vm: &Vm) -> String {
 }
 
 /// Handles one task.
-pub async fn run(ctx: &Ctx, t: CreateInstance) -> Result<(), TaskError> {
-    let Some(cur) = ctx.vm(&t.id).await? else { return Ok(()) };
+pub async fn run(ctx: &Ctx, t: CreateInstance) -> Result<Next, TaskError> {
+    let Some(cur) = ctx.vm(&t.id).await? else { return Ok(Next::Done) };
     let vm = cur.value;
     if !vm.url.is_empty() {
         ctx.push(&ManageBot { id: vm.id }).await?;
-        return Ok(());
+        return Ok(Next::Done);
     }
     if vm.insert_sent.is_none() {
         // Not sent yet: still wanted? (The amount may have dropped since it was made.)
         if vm.drained || !crate::tasks::wanted(ctx, &vm.config, vm.index).await? {
-            return drop_unsent(ctx, &vm.id).await;
+            return drop_unsent(ctx, &vm.id).await.map(|()| Next::Done);
         }
     }
     let now = ctx.now();
     if let Some(wait) = backoff::wait_for(ctx, &vm).await? {
-        return ctx.again(&t, wait).await;
+        return Ok(Next::After(wait));
     }
     let vm = match vm.insert_sent {
         Some(_) => vm,
@@ -82,7 +82,7 @@ pub async fn run(ctx: &Ctx, t: CreateInstance) -> Result<(), TaskError> {
         .await?
         {
             Some(v) => v,
-            None => return Ok(()),
+            None => return Ok(Next::Done),
         },
     };
     let rid = insert_request_id(&vm);
@@ -93,13 +93,13 @@ pub async fn run(ctx: &Ctx, t: CreateInstance) -> Result<(), TaskError> {
             Err(e) => return failed(ctx, &vm, e, "").await,
         };
     let op = if op.done { op } else { ctx.compute.wait(vm.project(), vm.zone(), &op.name).await? };
-    follow(ctx, &t, &vm, op).await
+    follow(ctx, &vm, op).await
 }
 
-async fn follow(ctx: &Ctx, t: &CreateInstance, vm: &Vm, op: Operation) -> Result<(), TaskError> {
+async fn follow(ctx: &Ctx, vm: &Vm, op: Operation) -> Result<Next, TaskError> {
     if !op.done {
         // Re-sending the same insert (same requestId) finds the same operation.
-        return ctx.again(t, Duration::from_secs(2)).await;
+        return Ok(Next::After(ctx.operation_poll()));
     }
     if let Some(e) = op.error {
         // The failed operation stays bound to its requestId: the next try needs a new one.
@@ -116,33 +116,33 @@ async fn follow(ctx: &Ctx, t: &CreateInstance, vm: &Vm, op: Operation) -> Result
     }
     backoff::clear(ctx, &Scope::zone(vm)).await?;
     match ctx.compute.get(vm.project(), vm.zone(), &vm.hostname).await? {
-        Some(inst) => created(ctx, vm, inst).await,
+        Some(inst) => created(ctx, vm, inst).await.map(|()| Next::Done),
         None => {
             let msg = format!("operation {} is DONE but instance {} is not found", op.name, vm.hostname);
             ctx.record(&vm.config, STAGE, "404", &msg, vm.zone(), &op.name).await?;
-            drop_vm(ctx, vm).await
+            drop_vm(ctx, vm).await.map(|()| Next::Done)
         }
     }
 }
 
 /// 409: the name exists. Ours (labels name this VM in this deployment): adopt it. Not ours: this
 /// hostname is taken, so drop the record and let the next expansion pick a new one.
-async fn adopt(ctx: &Ctx, vm: &Vm, e: ComputeError) -> Result<(), TaskError> {
+async fn adopt(ctx: &Ctx, vm: &Vm, e: ComputeError) -> Result<Next, TaskError> {
     let inst = ctx.compute.get(vm.project(), vm.zone(), &vm.hostname).await?;
     match inst {
         Some(inst)
             if inst.labels.get(labels::VM) == Some(&vm.id)
                 && inst.labels.get(labels::DEPLOYMENT) == Some(&ctx.deployment) =>
         {
-            created(ctx, vm, inst).await
+            created(ctx, vm, inst).await.map(|()| Next::Done)
         }
         Some(_) => {
             let msg = format!("{}: instance {} exists and is not ours", e.message, vm.hostname);
             ctx.record(&vm.config, STAGE, &e.code, &msg, vm.zone(), "").await?;
-            drop_vm(ctx, vm).await
+            drop_vm(ctx, vm).await.map(|()| Next::Done)
         }
         // Gone between the insert and the get: try again.
-        None => ctx.again(&CreateInstance { id: vm.id.clone() }, ctx.watch()).await,
+        None => Ok(Next::After(ctx.watch())),
     }
 }
 
@@ -157,19 +157,19 @@ pub async fn drop_unsent(ctx: &Ctx, id: &str) -> Result<(), TaskError> {
     Ok(())
 }
 
-async fn failed(ctx: &Ctx, vm: &Vm, e: ComputeError, op: &str) -> Result<(), TaskError> {
+async fn failed(ctx: &Ctx, vm: &Vm, e: ComputeError, op: &str) -> Result<Next, TaskError> {
     ctx.record(&vm.config, STAGE, &e.code, &e.message, vm.zone(), op).await?;
     match e.kind {
         Kind::Quota | Kind::Stockout => {
             let wait = backoff::hit(ctx, &Scope::zone(vm), &e.code).await?;
-            ctx.again(&CreateInstance { id: vm.id.clone() }, wait).await
+            Ok(Next::After(wait))
         }
         Kind::RateLimited | Kind::Transient => Err(TaskError::Compute(e)),
         Kind::Invalid | Kind::NotFound | Kind::AlreadyExists => {
             // The Config makes instances Compute refuses: slow its next tries down, so a new
             // hostname does not follow at once, forever.
             backoff::hit(ctx, &Scope::config(&vm.config), "INVALID").await?;
-            drop_vm(ctx, vm).await
+            drop_vm(ctx, vm).await.map(|()| Next::Done)
         }
     }
 }
@@ -286,15 +286,16 @@ mod tests {
         ctx.seed_config("linux", 3).await;
         ctx.seed_vm("linux-0", |_| {}).await;
         f.compute.inserts.lock().unwrap().push_back(Ok(op_error("QUOTA_EXCEEDED", 403)));
-        run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap();
+        let next = run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap();
+        assert_eq!(next, Next::After(std::time::Duration::from_secs(30)), "tried again when the backoff ends");
         let vm = ctx.store.vm("linux-0").await.unwrap().unwrap().value;
         assert_eq!((vm.hostname.as_str(), vm.insert_attempt, vm.url.as_str()), ("linux-0-abcd", 1, ""));
         let b = ctx.store.backoff("p", "z").await.unwrap().unwrap();
         assert_eq!((b.reason.as_str(), b.failures), ("QUOTA_EXCEEDED", 1));
         assert_eq!(ctx.store.errors("linux").await.unwrap()[0].code, "QUOTA_EXCEEDED");
-        assert_eq!(ctx.delayed::<CreateInstance>().await, 1, "tried again when the backoff ends");
-        // Within the backoff: no call at all.
-        run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap();
+        // Within the backoff: no call at all, and a look when it ends.
+        let next = run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap();
+        assert_eq!(next, Next::After(std::time::Duration::from_secs(30)));
         assert_eq!(f.compute.calls().len(), 1);
         // After it: a new attempt, so a new requestId.
         f.clock.advance(chrono::Duration::seconds(31));
@@ -319,7 +320,7 @@ mod tests {
         for id in ["linux-1", "linux-2"] {
             let vm = ctx.store.vm(id).await.unwrap().unwrap().value;
             let op = op_error("ZONE_RESOURCE_POOL_EXHAUSTED", 503);
-            follow(&ctx, &CreateInstance { id: id.into() }, &vm, op).await.unwrap();
+            follow(&ctx, &vm, op).await.unwrap();
         }
         let b = ctx.store.backoff("p", "z").await.unwrap().unwrap();
         assert_eq!(
@@ -360,9 +361,9 @@ mod tests {
         assert_eq!(ctx.store.errors("linux").await.unwrap()[0].message, "bad image");
         // The next VM of the Config waits for the Config's backoff instead of looping.
         ctx.seed_vm("linux-1", |_| {}).await;
-        run(&ctx, CreateInstance { id: "linux-1".into() }).await.unwrap();
+        let next = run(&ctx, CreateInstance { id: "linux-1".into() }).await.unwrap();
         assert_eq!(f.compute.calls().len(), 1, "no second insert within the backoff");
-        assert_eq!(ctx.delayed::<CreateInstance>().await, 1);
+        assert_eq!(next, Next::After(std::time::Duration::from_secs(30)), "it waits for the backoff's end");
         let st = crate::status::status(&*ctx.store, "linux", ctx.now(), chrono::Duration::zero(), false)
             .await
             .unwrap();

@@ -8,6 +8,7 @@ use rand::Rng;
 use crate::ctx::Ctx;
 use crate::naming::{new_hostname, parse_id};
 use crate::error::TaskError;
+use crate::tasks::Next;
 use crate::model::Vm;
 use crate::ports::store::Expect;
 
@@ -18,14 +19,14 @@ task!(
 );
 
 /// Handles one task.
-pub async fn run(ctx: &Ctx, t: CreateVm) -> Result<(), TaskError> {
+pub async fn run(ctx: &Ctx, t: CreateVm) -> Result<Next, TaskError> {
     if ctx.vm(&t.id).await?.is_some() {
-        return Ok(());
+        return Ok(Next::Done);
     }
     let (prefix, index) = parse_id(&t.id).ok_or_else(|| TaskError::Invalid(format!("VM id {:?}", t.id)))?;
-    let Some(cfg) = ctx.store.config(prefix).await? else { return Ok(()) };
+    let Some(cfg) = ctx.store.config(prefix).await? else { return Ok(Next::Done) };
     if !cfg.value.wants(index) {
-        return Ok(());
+        return Ok(Next::Done);
     }
     let c = &cfg.value.config;
     // Up to 10 % more lifetime, so a pool's instances are not all replaced at once.
@@ -52,7 +53,7 @@ pub async fn run(ctx: &Ctx, t: CreateVm) -> Result<(), TaskError> {
     if ctx.store.put_vm(&vm, Expect::Absent).await? {
         ctx.push(&CreateInstance { id: t.id }).await?;
     }
-    Ok(())
+    Ok(Next::Done)
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ use crate::tasks::{CountVms, ExpandConfig};
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
+use crate::tasks::Next;
 
 task!(
     /// Delete a VM's bot from Swarming, then the VM record.
@@ -15,10 +16,10 @@ task!(
 );
 
 /// Handles one task.
-pub async fn run(ctx: &Ctx, t: DeleteBot) -> Result<(), TaskError> {
-    let Some(cur) = ctx.vm(&t.id).await? else { return Ok(()) };
+pub async fn run(ctx: &Ctx, t: DeleteBot) -> Result<Next, TaskError> {
+    let Some(cur) = ctx.vm(&t.id).await? else { return Ok(Next::Done) };
     if cur.value.hostname != t.hostname {
-        return Ok(());
+        return Ok(Next::Done);
     }
     ctx.bots.delete(&cur.value.swarming, &t.hostname).await?;
     if !ctx.store.delete_vm(&t.id, cur.version).await? {
@@ -26,7 +27,7 @@ pub async fn run(ctx: &Ctx, t: DeleteBot) -> Result<(), TaskError> {
     }
     tracing::info!(config = %cur.value.config, vm = %t.id, hostname = %t.hostname, "VM deleted");
     ctx.push(&CountVms { prefix: cur.value.config.clone() }).await?;
-    ctx.push(&ExpandConfig { prefix: cur.value.config }).await.map(drop)
+    ctx.push(&ExpandConfig { prefix: cur.value.config }).await.map(|_| Next::Done)
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
+use crate::tasks::Next;
 use crate::tasks::inspect_swarming::STALE_BOTS;
 
 task!(
@@ -14,7 +15,7 @@ task!(
 );
 
 /// Handles one task.
-pub async fn run(ctx: &Ctx, t: DeleteStaleBots) -> Result<(), TaskError> {
+pub async fn run(ctx: &Ctx, t: DeleteStaleBots) -> Result<Next, TaskError> {
     let now = ctx.now();
     let grace = ctx.timing.stale_bot_grace.chrono();
     for (key, first) in ctx.store.marks(STALE_BOTS).await? {
@@ -28,7 +29,7 @@ pub async fn run(ctx: &Ctx, t: DeleteStaleBots) -> Result<(), TaskError> {
         }
         ctx.store.unmark(STALE_BOTS, &key).await?;
     }
-    Ok(())
+    Ok(Next::Done)
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use crate::tasks::DeleteBot;
 
 use crate::ctx::{Ctx, request_id};
 use crate::error::TaskError;
+use crate::tasks::Next;
 use crate::ports::compute::{ComputeError, Kind};
 use crate::tasks::update_vm;
 
@@ -27,11 +28,11 @@ pub fn delete_request_id(vm: &crate::model::Vm) -> String {
 }
 
 /// Handles one task.
-pub async fn run(ctx: &Ctx, t: DestroyInstance) -> Result<(), TaskError> {
-    let Some(cur) = ctx.vm(&t.id).await? else { return Ok(()) };
+pub async fn run(ctx: &Ctx, t: DestroyInstance) -> Result<Next, TaskError> {
+    let Some(cur) = ctx.vm(&t.id).await? else { return Ok(Next::Done) };
     let vm = cur.value;
     if vm.url != t.url {
-        return Ok(());
+        return Ok(Next::Done);
     }
     if vm.destroying.is_none() {
         let now = ctx.now();
@@ -53,7 +54,7 @@ pub async fn run(ctx: &Ctx, t: DestroyInstance) -> Result<(), TaskError> {
     if let Some(op) = op {
         let op = if op.done { op } else { ctx.compute.wait(vm.project(), vm.zone(), &op.name).await? };
         if !op.done {
-            return ctx.again(&t, Duration::from_secs(2)).await;
+            return Ok(Next::After(Duration::from_secs(2)));
         }
         if let Some(e) = op.error {
             ctx.record(&vm.config, "destroy_instance", &e.code, &e.message, vm.zone(), &op.name).await?;
@@ -73,7 +74,7 @@ pub async fn run(ctx: &Ctx, t: DestroyInstance) -> Result<(), TaskError> {
     }
     tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), "instance destroyed");
     ctx.resolved(&vm.config, "destroy_instance").await?;
-    ctx.push(&DeleteBot { id: vm.id, hostname: vm.hostname }).await.map(drop)
+    ctx.push(&DeleteBot { id: vm.id, hostname: vm.hostname }).await.map(|_| Next::Done)
 }
 
 #[cfg(test)]

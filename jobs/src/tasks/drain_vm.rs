@@ -6,6 +6,7 @@ use crate::tasks::{CreateInstance, ManageBot};
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
+use crate::tasks::Next;
 use crate::tasks::update_vm;
 
 task!(
@@ -15,10 +16,10 @@ task!(
 );
 
 /// Handles one task.
-pub async fn run(ctx: &Ctx, t: DrainVm) -> Result<(), TaskError> {
-    let Some(cur) = ctx.vm(&t.id).await? else { return Ok(()) };
+pub async fn run(ctx: &Ctx, t: DrainVm) -> Result<Next, TaskError> {
+    let Some(cur) = ctx.vm(&t.id).await? else { return Ok(Next::Done) };
     if crate::tasks::wanted(ctx, &cur.value.config, cur.value.index).await? {
-        return Ok(());
+        return Ok(Next::Done);
     }
     let Some(vm) = update_vm(ctx, &t.id, |v| {
         !v.drained && {
@@ -28,7 +29,7 @@ pub async fn run(ctx: &Ctx, t: DrainVm) -> Result<(), TaskError> {
     })
     .await?
     else {
-        return Ok(());
+        return Ok(Next::Done);
     };
     if !cur.value.drained {
         tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, "VM drained");
@@ -40,7 +41,7 @@ pub async fn run(ctx: &Ctx, t: DrainVm) -> Result<(), TaskError> {
     } else {
         ctx.push(&CreateInstance { id: vm.id }).await?;
     }
-    Ok(())
+    Ok(Next::Done)
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ use crate::tasks::{CreateVm, DrainVm};
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
+use crate::tasks::Next;
 use crate::ports::store::{Expect, VmIndex};
 
 task!(
@@ -23,8 +24,8 @@ task!(
 const BATCH_PAUSE: Duration = Duration::from_secs(1);
 
 /// Handles one task.
-pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<(), TaskError> {
-    let Some(cur) = ctx.store.config(&t.prefix).await? else { return Ok(()) };
+pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
+    let Some(cur) = ctx.store.config(&t.prefix).await? else { return Ok(Next::Done) };
     let mut rec = cur.value;
     let amount = rec.config.amount.at(rec.current_amount, ctx.now());
     if amount != rec.current_amount {
@@ -46,7 +47,7 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<(), TaskError> {
     let missing: Vec<String> =
         (0..amount).map(|i| crate::naming::vm_id(&t.prefix, i)).filter(|id| !existing.contains(id)).collect();
     if missing.is_empty() {
-        return Ok(());
+        return Ok(Next::Done);
     }
     let creating =
         ctx.store.vm_ids(VmIndex::Uncreated).await?.iter().filter(|id| existing.contains(*id)).count();
@@ -58,9 +59,9 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<(), TaskError> {
     if missing.len() > batch.len() {
         tracing::debug!(config = %t.prefix, pushed = batch.len(), left = missing.len() - batch.len(), "expanding in batches");
         // Room frees as instances are made; with none (quota, stockout), look again later.
-        ctx.again(&t, if batch.is_empty() { ctx.watch() } else { BATCH_PAUSE }).await?;
+        return Ok(Next::After(if batch.is_empty() { ctx.watch() } else { BATCH_PAUSE }));
     }
-    Ok(())
+    Ok(Next::Done)
 }
 
 #[cfg(test)]
@@ -75,10 +76,10 @@ mod tests {
         run(&ctx, ExpandConfig { prefix: "none".into() }).await.unwrap();
         ctx.seed_config("linux", 3).await;
         ctx.seed_vm("linux-1", |_| {}).await;
-        run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
+        let next = run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
         let ids: Vec<String> = ctx.taken::<CreateVm>().await.into_iter().map(|t| t.id).collect();
         assert_eq!(ids, ["linux-0", "linux-2"]);
-        assert_eq!(ctx.delayed::<ExpandConfig>().await, 0, "nothing left: no second batch");
+        assert_eq!(next, Next::Done, "nothing left: no second batch");
     }
 
     #[tokio::test]
@@ -90,9 +91,9 @@ mod tests {
             ..Default::default()
         });
         ctx.seed_config("linux", 10).await;
-        run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
+        let next = run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
         assert_eq!(ctx.taken::<CreateVm>().await.len(), 4, "one batch");
-        assert_eq!(ctx.delayed::<ExpandConfig>().await, 1, "it looks again for the rest");
+        assert_eq!(next, Next::After(BATCH_PAUSE), "it looks again for the rest");
         // Four VMs now wait for their instance: only two more fit under creating_per_config.
         for i in 0..4 {
             ctx.seed_vm(&format!("linux-{i}"), |_| {}).await;

@@ -8,6 +8,7 @@
 use crate::config::labels;
 use crate::ctx::Ctx;
 use crate::error::TaskError;
+use crate::tasks::Next;
 use crate::tasks::manage_bot::replace_down;
 
 task!(
@@ -20,7 +21,7 @@ task!(
 const STAGE: &str = "inspect_instances";
 
 /// Handles one task.
-pub async fn run(ctx: &Ctx, t: InspectInstances) -> Result<(), TaskError> {
+pub async fn run(ctx: &Ctx, t: InspectInstances) -> Result<Next, TaskError> {
     let filter = format!("(labels.{} = \"{}\") (status != \"RUNNING\")", labels::DEPLOYMENT, ctx.deployment);
     let mut page = None;
     loop {
@@ -36,7 +37,7 @@ pub async fn run(ctx: &Ctx, t: InspectInstances) -> Result<(), TaskError> {
         }
         match next {
             Some(p) => page = Some(p),
-            None => return Ok(()),
+            None => return Ok(Next::Done),
         }
     }
 }

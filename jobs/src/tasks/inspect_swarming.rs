@@ -8,6 +8,7 @@ use crate::tasks::ManageBot;
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
+use crate::tasks::Next;
 use crate::model::Observed;
 use crate::naming::{parse_id, vm_id_of};
 
@@ -24,7 +25,7 @@ pub const STALE_BOTS: &str = "stale-bot";
 
 
 /// Handles one task.
-pub async fn run(ctx: &Ctx, t: InspectSwarming) -> Result<(), TaskError> {
+pub async fn run(ctx: &Ctx, t: InspectSwarming) -> Result<Next, TaskError> {
     let prefixes: HashSet<String> = crate::status::prefixes(&*ctx.store).await?.into_iter().collect();
     let mut cursor = None;
     loop {
@@ -76,7 +77,7 @@ pub async fn run(ctx: &Ctx, t: InspectSwarming) -> Result<(), TaskError> {
     for p in users(ctx, &t.server).await? {
         ctx.resolved(&p, STAGE).await?;
     }
-    Ok(())
+    Ok(Next::Done)
 }
 
 /// Prefixes of the Configs that use `server`.

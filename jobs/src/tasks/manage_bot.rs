@@ -18,6 +18,7 @@ use crate::tasks::{CountVms, DestroyInstance, TerminateBot};
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
+use crate::tasks::Next;
 use crate::model::{Bot, Fault, FaultKind, Observed, Vm};
 use crate::tasks::update_vm;
 
@@ -93,10 +94,10 @@ fn destroyable(bot: &Bot, vm: &Vm, now: DateTime<Utc>) -> bool {
 }
 
 /// Handles one task.
-pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<(), TaskError> {
-    let Some(cur) = ctx.vm(&t.id).await? else { return Ok(()) };
+pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<Next, TaskError> {
+    let Some(cur) = ctx.vm(&t.id).await? else { return Ok(Next::Done) };
     let vm = cur.value;
-    let Some(created) = vm.created.filter(|_| !vm.url.is_empty()) else { return Ok(()) };
+    let Some(created) = vm.created.filter(|_| !vm.url.is_empty()) else { return Ok(Next::Done) };
     let now = ctx.now();
     // Whether the VM is still wanted is decided elsewhere (expand_config, drain_vm): here it is
     // only read, as `drained`.
@@ -111,10 +112,9 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<(), TaskError> {
                 fault(ctx, &vm, FaultKind::NeverConnected, &detail, STAGE).await?;
             }
             ctx.push(&destroy).await?;
-        } else {
-            ctx.again(&t, ctx.watch()).await?;
+            return Ok(Next::Done);
         }
-        return Ok(());
+        return Ok(Next::After(ctx.watch()));
     };
     if vm.connected.is_none()
         && let Some(first) = bot.first_seen
@@ -144,7 +144,10 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<(), TaskError> {
                         .await?;
                 }
             }
-            inst => return replace_down(ctx, &vm, inst.as_ref().map(|i| i.status.as_str()), STAGE).await,
+            inst => {
+                let status = inst.as_ref().map(|i| i.status.as_str());
+                return replace_down(ctx, &vm, status, STAGE).await.map(|()| Next::Done);
+            }
         }
     } else if vm.fault.as_ref().is_some_and(|f| f.kind == FaultKind::BotDead) {
         update_vm(ctx, &vm.id, |v| {
@@ -159,7 +162,7 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<(), TaskError> {
     }
     if destroyable(&bot, &vm, now) {
         ctx.push(&destroy).await?;
-        return Ok(());
+        return Ok(Next::Done);
     }
     if vm.terminate_sent.is_some() {
         let events = ctx.bots.events(&vm.swarming, &vm.hostname, created).await?;
@@ -169,15 +172,15 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<(), TaskError> {
             // The termination may have been lost (expired, cancelled, bot restarted):
             // `terminate_bot` sends it again once `terminate_again_after` has passed.
             ctx.push(&TerminateBot { id: vm.id.clone(), hostname: vm.hostname.clone() }).await?;
-            ctx.again(&t, ctx.watch()).await?;
+            return Ok(Next::After(ctx.watch()));
         }
-        return Ok(());
+        return Ok(Next::Done);
     }
     if vm.drained || past(vm.lifetime) {
         ctx.push(&TerminateBot { id: vm.id.clone(), hostname: vm.hostname.clone() }).await?;
-        ctx.again(&t, ctx.watch()).await?;
+        return Ok(Next::After(ctx.watch()));
     }
-    Ok(())
+    Ok(Next::Done)
 }
 
 #[cfg(test)]
@@ -214,10 +217,10 @@ mod tests {
     #[tokio::test]
     async fn no_bot_yet_is_watched_until_the_timeout_then_destroyed() {
         let (ctx, f, vm) = setup().await;
-        run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
+        let next = run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
         assert_eq!(f.bots.calls(), ["get linux-0-abcd"]);
         assert!(ctx.taken::<DestroyInstance>().await.is_empty());
-        assert_eq!(ctx.delayed::<ManageBot>().await, 1, "looked at again after `watch`");
+        assert_eq!(next, Next::After(ctx.watch()), "looked at again after `watch`");
         f.clock.advance(D::minutes(11));
         run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
         assert_eq!(ctx.taken::<DestroyInstance>().await, [DestroyInstance { id: vm.id, url: vm.url }]);

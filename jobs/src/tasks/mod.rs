@@ -56,8 +56,19 @@ registry!(
     report_quota => ReportQuota,
 );
 
+/// What a handler asks for after a run: nothing more, or to look again after a while (the
+/// worker pushes the same task again, delayed; a pending operation, a bot not yet connected, a
+/// backoff, the next batch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// Done for now.
+    Done,
+    /// Run again after this delay (attempts are not spent on waiting).
+    After(std::time::Duration),
+}
+
 /// A queue's handler, as [`visit`] hands it out.
-pub type Run<T> = fn(Ctx, T) -> futures::future::BoxFuture<'static, Result<(), TaskError>>;
+pub type Run<T> = fn(Ctx, T) -> futures::future::BoxFuture<'static, Result<Next, TaskError>>;
 
 /// Receives every queue of the pipeline from [`visit`].
 pub trait Visitor {

@@ -5,6 +5,7 @@
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
+use crate::tasks::Next;
 
 task!(
     /// Read a project's regional quotas.
@@ -13,7 +14,7 @@ task!(
 );
 
 /// Handles one task.
-pub async fn run(ctx: &Ctx, t: ReportQuota) -> Result<(), TaskError> {
+pub async fn run(ctx: &Ctx, t: ReportQuota) -> Result<Next, TaskError> {
     for q in ctx.compute.quotas(&t.project).await? {
         if q.limit > 0.0 && q.usage >= 0.9 * q.limit {
             tracing::warn!(project = %t.project, region = %q.region, metric = %q.metric, usage = q.usage, limit = q.limit, "quota nearly used up");
@@ -21,5 +22,5 @@ pub async fn run(ctx: &Ctx, t: ReportQuota) -> Result<(), TaskError> {
             tracing::info!(project = %t.project, region = %q.region, metric = %q.metric, usage = q.usage, limit = q.limit, "quota");
         }
     }
-    Ok(())
+    Ok(Next::Done)
 }

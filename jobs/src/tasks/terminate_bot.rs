@@ -5,6 +5,7 @@ use crate::tasks::ManageBot;
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
+use crate::tasks::Next;
 use crate::tasks::update_vm;
 
 task!(
@@ -15,14 +16,14 @@ task!(
 );
 
 /// Handles one task.
-pub async fn run(ctx: &Ctx, t: TerminateBot) -> Result<(), TaskError> {
-    let Some(cur) = ctx.vm(&t.id).await? else { return Ok(()) };
+pub async fn run(ctx: &Ctx, t: TerminateBot) -> Result<Next, TaskError> {
+    let Some(cur) = ctx.vm(&t.id).await? else { return Ok(Next::Done) };
     let vm = cur.value;
     let now = ctx.now();
     if vm.hostname != t.hostname
         || vm.terminate_sent.is_some_and(|s| s + ctx.timing.terminate_again_after.chrono() > now)
     {
-        return Ok(());
+        return Ok(Next::Done);
     }
     ctx.bots.terminate(&vm.swarming, &vm.hostname).await?;
     tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, "bot asked to terminate after its task");
@@ -33,7 +34,8 @@ pub async fn run(ctx: &Ctx, t: TerminateBot) -> Result<(), TaskError> {
         }
     })
     .await?;
-    ctx.again(&ManageBot { id: vm.id }, ctx.watch()).await
+    ctx.push_at(&ManageBot { id: vm.id }, gce_backend_queues::When::After(ctx.watch())).await?;
+    Ok(Next::Done)
 }
 
 #[cfg(test)]
