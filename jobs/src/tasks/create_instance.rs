@@ -64,7 +64,9 @@ pub async fn run(ctx: &Ctx, t: CreateInstance) -> Result<Next, TaskError> {
     if vm.insert_sent.is_none() {
         // Not sent yet: still wanted? (The amount may have dropped since it was made.)
         if vm.drained || !crate::tasks::wanted(ctx, &vm.config, vm.index).await? {
-            return drop_unsent(ctx, &vm.id).await.map(|()| Next::Done);
+            // Never sent to GCE: there is nothing to clean up.
+            let unsent = |v: &Vm| v.insert_sent.is_none();
+            return crate::tasks::drop_uncreated(ctx, &vm.id, unsent).await.map(|()| Next::Done);
         }
     }
     let now = ctx.now();
@@ -146,17 +148,6 @@ async fn adopt(ctx: &Ctx, vm: &Vm, e: ComputeError) -> Result<Next, TaskError> {
     }
 }
 
-/// Drops a drained VM that was never sent to GCE: there is nothing to clean up.
-pub async fn drop_unsent(ctx: &Ctx, id: &str) -> Result<(), TaskError> {
-    if let Some(cur) = ctx.vm(id).await?
-        && cur.value.url.is_empty()
-        && cur.value.insert_sent.is_none()
-    {
-        ctx.store.delete_vm(id, cur.version).await?;
-    }
-    Ok(())
-}
-
 async fn failed(ctx: &Ctx, vm: &Vm, e: ComputeError, op: &str) -> Result<Next, TaskError> {
     ctx.record(&vm.config, STAGE, &e.code, &e.message, vm.zone(), op).await?;
     match e.kind {
@@ -195,14 +186,9 @@ async fn created(ctx: &Ctx, vm: &Vm, inst: Instance) -> Result<(), TaskError> {
     Ok(())
 }
 
+/// Drops this incarnation's record (it has no instance), so a new hostname follows.
 async fn drop_vm(ctx: &Ctx, vm: &Vm) -> Result<(), TaskError> {
-    if let Some(cur) = ctx.vm(&vm.id).await?
-        && cur.value.hostname == vm.hostname
-        && cur.value.url.is_empty()
-    {
-        ctx.store.delete_vm(&vm.id, cur.version).await?;
-    }
-    Ok(())
+    crate::tasks::drop_uncreated(ctx, &vm.id, |v| v.hostname == vm.hostname).await
 }
 
 #[cfg(test)]

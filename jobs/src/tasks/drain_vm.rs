@@ -37,7 +37,7 @@ pub async fn run(ctx: &Ctx, t: DrainVm) -> Result<Next, TaskError> {
     if !vm.url.is_empty() {
         ctx.push(&ManageBot { id: vm.id }).await?;
     } else if vm.insert_sent.is_none() {
-        crate::tasks::create_instance::drop_unsent(ctx, &vm.id).await?;
+        crate::tasks::drop_uncreated(ctx, &vm.id, |v| v.insert_sent.is_none()).await?;
     } else {
         ctx.push(&CreateInstance { id: vm.id }).await?;
     }

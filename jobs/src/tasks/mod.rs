@@ -206,6 +206,18 @@ pub async fn quarantine(ctx: &Ctx, id: &str, error: &str, version: Option<u64>) 
     ctx.record_once(prefix, "quarantine", "corrupt", &message).await
 }
 
+/// The one way a VM record goes without going through GCE: when it has no instance and `only`
+/// holds for it (read fresh, deleted with a compare-and-set).
+pub async fn drop_uncreated(ctx: &Ctx, id: &str, only: impl Fn(&Vm) -> bool) -> Result<(), TaskError> {
+    if let Some(cur) = ctx.vm(id).await?
+        && cur.value.url.is_empty()
+        && only(&cur.value)
+    {
+        ctx.store.delete_vm(id, cur.version).await?;
+    }
+    Ok(())
+}
+
 /// Whether VM `index` of Config `prefix` is still wanted (its Config exists and wants it).
 pub async fn wanted(ctx: &Ctx, prefix: &str, index: u32) -> Result<bool, TaskError> {
     Ok(ctx.store.config(prefix).await?.is_some_and(|c| c.value.wants(index)))
