@@ -1,0 +1,474 @@
+//! The simulator's state and its timeline: instances, operations, bots and the events that
+//! move them (Compute's calls in `compute`, Swarming's in `swarming`, `/sim/state` in `state`). Time only moves forward inside [`World::advance`], which every
+//! request calls first, so the state is a function of the seed, the requests and their times.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, VecDeque};
+use std::time::Duration;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::config::{Faults, SimConfig};
+
+/// Events kept per bot (oldest dropped).
+const KEEP_BOT_EVENTS: usize = 20;
+/// requestIds remembered per instance name, for the insert audit.
+const KEEP_INSERT_IDS: usize = 8;
+
+/// `projects/<p>/zones/<z>/instances/<name>`.
+pub type InstanceKey = (String, String, String);
+
+/// Instance status, as Compute Engine names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Status {
+    /// Resources are being allocated.
+    Provisioning,
+    /// Booting.
+    Staging,
+    /// Running.
+    Running,
+    /// Stopping (also while being deleted).
+    Stopping,
+    /// Stopped (preempted, or about to be deleted).
+    Terminated,
+}
+
+impl Status {
+    fn name(self) -> &'static str {
+        match self {
+            Status::Provisioning => "PROVISIONING",
+            Status::Staging => "STAGING",
+            Status::Running => "RUNNING",
+            Status::Stopping => "STOPPING",
+            Status::Terminated => "TERMINATED",
+        }
+    }
+}
+
+/// One network interface.
+#[derive(Debug, Clone)]
+pub struct Nic {
+    network: String,
+    subnetwork: Option<String>,
+    ip: String,
+    nat: Option<(String, String)>,
+}
+
+/// A Compute Engine instance.
+#[derive(Debug, Clone)]
+pub struct Instance {
+    /// Unique per incarnation.
+    pub id: u64,
+    /// Status.
+    pub status: Status,
+    created: DateTime<Utc>,
+    machine_type: String,
+    cpus: f64,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+    metadata: Vec<(String, Option<String>)>,
+    nics: Vec<Nic>,
+    /// Other fields of the insert body (disks, tags, service accounts, scheduling, ...), echoed.
+    rest: Box<str>,
+    /// Fault: stays in STAGING for ever.
+    pub never_boots: bool,
+    /// Swarming server its bot connects to (from metadata `swarming-server`).
+    pub swarming: Option<String>,
+    deleting: bool,
+    /// Counted in its region's quota usage.
+    counted: bool,
+}
+
+/// An operation error (the first of `error.errors[]`).
+#[derive(Debug, Clone, Serialize)]
+pub struct OpError {
+    /// E.g. `QUOTA_EXCEEDED`.
+    pub code: String,
+    /// Message.
+    pub message: String,
+    /// `httpErrorStatusCode`.
+    pub http: u16,
+}
+
+/// Operation status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum OpStatus {
+    /// Queued.
+    Pending,
+    /// Working.
+    Running,
+    /// Finished (maybe with an error).
+    Done,
+}
+
+/// A zonal operation.
+#[derive(Debug, Clone)]
+pub struct Operation {
+    id: u64,
+    /// Operation name.
+    pub name: String,
+    project: String,
+    zone: String,
+    /// `insert` or `delete`.
+    pub kind: &'static str,
+    /// Instance name.
+    pub target: String,
+    target_id: u64,
+    /// Status.
+    pub status: OpStatus,
+    insert_time: DateTime<Utc>,
+    start_time: Option<DateTime<Utc>>,
+    end_time: Option<DateTime<Utc>>,
+    /// Error, set when DONE.
+    pub error: Option<OpError>,
+    pending_error: Option<OpError>,
+    request_id: Option<String>,
+}
+
+/// A bot lifecycle event.
+#[derive(Debug, Clone)]
+pub struct BotEvent {
+    ts: DateTime<Utc>,
+    kind: &'static str,
+    message: String,
+}
+
+/// A Swarming bot.
+#[derive(Debug, Clone)]
+pub struct Bot {
+    /// The instance id it runs on (its session).
+    pub session: u64,
+    first_seen: DateTime<Utc>,
+    connected_at: Instant,
+    /// Dead since.
+    pub dead_at: Option<DateTime<Utc>>,
+    /// Deleted from the server.
+    pub deleted: bool,
+    termination: Option<String>,
+    /// Set when it died because of TerminateBot.
+    pub termination_task_id: Option<String>,
+    external_ip: String,
+    zone: String,
+    events: VecDeque<BotEvent>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Ev {
+    OpStatus { op: String, to: OpStatus },
+    InstStatus { key: InstanceKey, id: u64, to: Status },
+    InstGone { key: InstanceKey, id: u64 },
+    BotConnect { server: String, key: InstanceKey, session: u64 },
+    BotDeath { server: String, bot: String, session: u64, terminated: bool },
+}
+
+/// Usage of one (project, region).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Usage {
+    /// CPUs of counted instances.
+    pub cpus: f64,
+    /// Counted instances.
+    pub instances: u64,
+}
+
+/// A simulated Compute Engine error answer (HTTP status, reason, message).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    /// HTTP status.
+    pub status: u16,
+    /// `errors[].reason`.
+    pub reason: &'static str,
+    /// Message.
+    pub message: String,
+}
+
+impl ApiError {
+    fn new(status: u16, reason: &'static str, message: impl Into<String>) -> Self {
+        Self { status, reason, message: message.into() }
+    }
+}
+
+/// The whole simulated world.
+#[derive(Debug)]
+pub struct World {
+    /// Settings (delays, quotas, caps).
+    pub cfg: SimConfig,
+    /// Fault settings, changed at run time through `/sim/faults`.
+    pub faults: Faults,
+    rng: StdRng,
+    seq: u64,
+    base: (Instant, DateTime<Utc>),
+    now: Instant,
+    /// Instances by (project, zone, name).
+    pub instances: BTreeMap<InstanceKey, Instance>,
+    /// Operations by name.
+    pub operations: HashMap<String, Operation>,
+    op_order: VecDeque<String>,
+    request_ids: HashMap<(String, String, String), String>,
+    /// requestIds seen per instance name on insert (for invariant checks).
+    pub inserts: HashMap<InstanceKey, Vec<String>>,
+    insert_order: VecDeque<InstanceKey>,
+    /// Quota usage by (project, region).
+    pub usage: HashMap<(String, String), Usage>,
+    /// Bots by server, then bot id.
+    pub bots: BTreeMap<String, BTreeMap<String, Bot>>,
+    timeline: BinaryHeap<Reverse<(Instant, u64, Ev)>>,
+    /// Calls by method, then HTTP status.
+    pub calls: BTreeMap<String, BTreeMap<u16, u64>>,
+}
+
+fn ts(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Micros, true)
+}
+
+/// `https://www.googleapis.com/compute/v1/projects/<p>/<rest>`.
+pub fn url(project: &str, rest: &str) -> String {
+    format!("https://www.googleapis.com/compute/v1/projects/{project}/{rest}")
+}
+
+/// The region of a zone: `us-central1-b` → `us-central1`.
+pub fn region_of(zone: &str) -> &str {
+    zone.rsplit_once('-').map_or(zone, |(r, _)| r)
+}
+
+/// Valid Compute Engine resource name (the rule the service's Config validation uses too).
+pub use gce_backend_jobs::config::valid_gce_name as valid_name;
+
+/// The host of a Swarming server URL: `https://x.appspot.com/` → `x.appspot.com`.
+pub fn server_key(url: &str) -> String {
+    let s = url.trim();
+    let s = s.strip_prefix("https://").or_else(|| s.strip_prefix("http://")).unwrap_or(s);
+    s.trim_end_matches('/').to_owned()
+}
+
+impl World {
+    /// A new world at `now`.
+    pub fn new(cfg: SimConfig, now: Instant) -> Self {
+        let rng = StdRng::seed_from_u64(cfg.seed);
+        let faults = cfg.faults.clone();
+        Self {
+            cfg,
+            faults,
+            rng,
+            seq: 0,
+            base: (now, Utc::now()),
+            now,
+            instances: BTreeMap::new(),
+            operations: HashMap::new(),
+            op_order: VecDeque::new(),
+            request_ids: HashMap::new(),
+            inserts: HashMap::new(),
+            insert_order: VecDeque::new(),
+            usage: HashMap::new(),
+            bots: BTreeMap::new(),
+            timeline: BinaryHeap::new(),
+            calls: BTreeMap::new(),
+        }
+    }
+
+    /// Wall-clock time of `t` on the simulator's timeline.
+    pub fn utc(&self, t: Instant) -> DateTime<Utc> {
+        self.base.1 + chrono::Duration::from_std(t.saturating_duration_since(self.base.0)).unwrap_or_default()
+    }
+
+    /// Current simulated wall-clock time.
+    pub fn now_utc(&self) -> DateTime<Utc> {
+        self.utc(self.now)
+    }
+
+    fn next(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
+    }
+
+    fn at(&mut self, after: Duration, ev: Ev) {
+        let seq = self.next();
+        self.timeline.push(Reverse((self.now + after, seq, ev)));
+    }
+
+    /// Draws from the seeded generator: true with probability `p`.
+    pub fn chance(&mut self, p: f64) -> bool {
+        p > 0.0 && self.rng.random::<f64>() < p
+    }
+
+    /// Counts one call.
+    pub fn count(&mut self, method: &str, status: u16) {
+        *self.calls.entry(method.to_owned()).or_default().entry(status).or_default() += 1;
+    }
+
+    /// Applies every scheduled event due by `now`, in time order.
+    pub fn advance(&mut self, now: Instant) {
+        while let Some(Reverse((t, _, _))) = self.timeline.peek() {
+            if *t > now {
+                break;
+            }
+            let Reverse((t, _, ev)) = self.timeline.pop().expect("peeked");
+            self.now = t;
+            self.apply(ev);
+        }
+        self.now = self.now.max(now);
+    }
+
+    fn apply(&mut self, ev: Ev) {
+        match ev {
+            Ev::OpStatus { op, to } => {
+                let now = self.now_utc();
+                let Some(op) = self.operations.get_mut(&op) else { return };
+                op.status = to;
+                if to == OpStatus::Running {
+                    op.start_time = Some(now);
+                } else {
+                    op.end_time = Some(now);
+                    op.error = op.pending_error.take();
+                }
+            }
+            Ev::InstStatus { key, id, to: status } => {
+                let connect = self.cfg.bot_connect_ms;
+                let never_connects = self.faults.bot_never_connect_rate;
+                let Some(inst) = self.instances.get_mut(&key).filter(|i| i.id == id) else { return };
+                if inst.deleting && status != Status::Terminated {
+                    return;
+                }
+                inst.status = status;
+                if status == Status::Terminated && inst.counted {
+                    inst.counted = false;
+                    let cpus = inst.cpus;
+                    let u = self.usage.entry((key.0.clone(), region_of(&key.1).to_owned())).or_default();
+                    u.cpus -= cpus;
+                    u.instances -= 1;
+                }
+                if status == Status::Running
+                    && let Some(server) = inst.swarming.clone()
+                    && !self.chance(never_connects)
+                {
+                    let ev = Ev::BotConnect { server, key, session: id };
+                    self.at(Duration::from_millis(connect), ev);
+                }
+            }
+            Ev::InstGone { key, id } => {
+                if self.instances.get(&key).is_some_and(|i| i.id == id) {
+                    let inst = self.instances.remove(&key).expect("checked");
+                    if inst.counted {
+                        let u = self.usage.entry((key.0.clone(), region_of(&key.1).to_owned())).or_default();
+                        u.cpus -= inst.cpus;
+                        u.instances -= 1;
+                    }
+                }
+            }
+            Ev::BotConnect { server, key, session } => self.connect_bot(server, key, session),
+            Ev::BotDeath { server, bot, session, terminated } => {
+                let now = self.now_utc();
+                let Some(b) = self.bots.get_mut(&server).and_then(|m| m.get_mut(&bot)) else { return };
+                if b.session != session || b.dead_at.is_some() {
+                    return;
+                }
+                b.dead_at = Some(now);
+                let (kind, message) = if terminated {
+                    b.termination_task_id = b.termination.clone();
+                    ("bot_terminate", "terminated by TerminateBot".to_owned())
+                } else {
+                    ("bot_missing", "bot stopped pinging".to_owned())
+                };
+                push_event(b, now, kind, message);
+            }
+        }
+    }
+
+    fn connect_bot(&mut self, server: String, key: InstanceKey, session: u64) {
+        // Only the instance incarnation that booted may connect, and only while it runs.
+        match self.instances.get(&key) {
+            Some(i) if i.id == session && i.status == Status::Running => {}
+            _ => return,
+        }
+        let ip = self.instances[&key].nics.iter().find_map(|n| n.nat.as_ref().map(|(_, ip)| ip.clone()));
+        let (zone, bot) = (key.1, key.2);
+        let now = self.now_utc();
+        let ip = ip.unwrap_or_else(|| self.random_ip(34));
+        let early = self.chance(self.faults.bot_early_death_rate);
+        let events =
+            self.bots.get(&server).and_then(|m| m.get(&bot)).map(|b| b.events.clone()).unwrap_or_default();
+        let mut b = Bot {
+            session,
+            first_seen: now,
+            connected_at: self.now,
+            dead_at: None,
+            deleted: false,
+            termination: None,
+            termination_task_id: None,
+            external_ip: ip,
+            zone,
+            events,
+        };
+        push_event(&mut b, now, "bot_connected", format!("session {session:x}"));
+        self.bots.entry(server.clone()).or_default().insert(bot.clone(), b);
+        if early {
+            let after = Duration::from_millis(self.faults.bot_early_death_ms);
+            self.at(after, Ev::BotDeath { server, bot, session, terminated: false });
+        }
+        self.cap_bots();
+    }
+
+    fn cap_bots(&mut self) {
+        let total: usize = self.bots.values().map(BTreeMap::len).sum();
+        if total <= self.cfg.max_bots {
+            return;
+        }
+        // Drop deleted bots first, then dead ones.
+        for pass in [true, false] {
+            for bots in self.bots.values_mut() {
+                bots.retain(|_, b| !(b.dead_at.is_some() && (b.deleted || !pass)));
+            }
+            if self.bots.values().map(BTreeMap::len).sum::<usize>() <= self.cfg.max_bots {
+                return;
+            }
+        }
+    }
+
+    fn random_ip(&mut self, first: u8) -> String {
+        let [a, b, c] = [self.rng.random::<u8>(), self.rng.random::<u8>(), self.rng.random_range(1..255u8)];
+        format!("{first}.{a}.{b}.{c}")
+    }
+}
+
+fn push_event(b: &mut Bot, ts: DateTime<Utc>, kind: &'static str, message: String) {
+    b.events.push_back(BotEvent { ts, kind, message });
+    if b.events.len() > KEEP_BOT_EVENTS {
+        b.events.pop_front();
+    }
+}
+
+fn last(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+fn not_found(project: &str, zone: &str, name: &str) -> ApiError {
+    ApiError::new(
+        404,
+        "notFound",
+        format!("The resource 'projects/{project}/zones/{zone}/instances/{name}' was not found"),
+    )
+}
+
+fn quota_error(metric: &str, limit: f64, region: &str) -> OpError {
+    OpError {
+        code: "QUOTA_EXCEEDED".into(),
+        message: format!("Quota '{metric}' exceeded.  Limit: {limit:.1} in region {region}."),
+        http: 403,
+    }
+}
+
+mod compute;
+mod state;
+mod swarming;
+
+pub use state::state_json;
+pub use swarming::{NullableBool, NullableName};
+
+#[cfg(test)]
+mod tests;
