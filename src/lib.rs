@@ -5,7 +5,7 @@
 //! * [`adapters`]: Compute (official client), Swarming (pRPC), Redis store, system clock.
 //! * [`demo`]: the queue demo (`gce-backend queue-demo`).
 //! * [`ops`]: operator commands (`status`, `queue`); [`out`]: output that survives a closed pipe.
-//! * [`sim`]: `gce-backend sim`, the Compute Engine + Swarming simulator.
+//! * [`sim`]: the simulator (the `gce-backend-sim` crate), served by `gce-backend sim`.
 //! * [`workers`]: apalis workers over the queues, one per pipeline queue.
 
 pub mod adapters;
@@ -15,5 +15,6 @@ pub mod ops;
 pub mod out;
 pub mod scheduler;
 pub mod settings;
-pub mod sim;
 pub mod workers;
+
+pub use gce_backend_sim as sim;

@@ -3,8 +3,6 @@
 
 /// Bad records of each kind at once, confined to their entity.
 mod bad_input;
-/// Harness: in-process simulator, official clients, pRPC client.
-mod support;
 
 /// Operator safety: Config mistakes, ownership, bounded fan-out, preemption, the queue CLI.
 mod operator_safety;
@@ -14,10 +12,6 @@ mod pipeline;
 mod pipeline_faults;
 /// Worker processes on Redis: kill -9 mid-run, SIGTERM shutdown.
 mod queue_processes;
-/// The simulator's Compute Engine REST through the official client.
-mod sim_compute;
-/// The simulator's Swarming pRPC through a reqwest client.
-mod sim_swarming;
 /// `run` at start (inputs, Redis), and dead tasks on a Config's status.
 mod startup;
 /// The Store contract on memory and Redis.

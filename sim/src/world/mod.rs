@@ -238,7 +238,16 @@ pub fn region_of(zone: &str) -> &str {
 }
 
 /// Valid Compute Engine resource name (the rule the service's Config validation uses too).
-pub use gce_backend_jobs::config::valid_gce_name as valid_name;
+/// A valid Compute Engine resource name: `[a-z]([-a-z0-9]*[a-z0-9])?`, at most 63 characters
+/// (the simulator's own rule, so it checks the service rather than sharing its code).
+pub fn valid_name(name: &str) -> bool {
+    let b = name.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b[0].is_ascii_lowercase()
+        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b[b.len() - 1] != b'-'
+}
 
 /// The host of a Swarming server URL: `https://x.appspot.com/` → `x.appspot.com`.
 pub fn server_key(url: &str) -> String {

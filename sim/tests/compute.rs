@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
-use gce_backend::sim::SimConfig;
-use gce_backend_queues::testing::eventually;
+use crate::support::eventually;
+use gce_backend_sim::SimConfig;
 use google_cloud_compute_v1::errors::OperationError;
 use google_cloud_compute_v1::model::instance::Status;
 use google_cloud_gax::paginator::Paginator;
@@ -260,7 +260,7 @@ async fn stockout_zone_fails_inserts_with_zone_resource_pool_exhausted() {
     let s = start(SimConfig {
         faults: serde_json::from_str(r#"{"stockout_zones":["us-east1-b"]}"#)
             .map(|p| {
-                let mut f = gce_backend::sim::Faults::default();
+                let mut f = gce_backend_sim::Faults::default();
                 f.apply(p).unwrap();
                 f
             })

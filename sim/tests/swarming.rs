@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use gce_backend::sim::SimConfig;
-use gce_backend_queues::testing::eventually;
+use crate::support::eventually;
+use gce_backend_sim::SimConfig;
 use google_cloud_lro::Poller;
 use serde_json::{Value, json};
 

@@ -331,7 +331,7 @@ impl World {
         &self,
         project: &str,
         zone: &str,
-        filter: &crate::sim::filter::Filter,
+        filter: &crate::filter::Filter,
         max: usize,
         token: Option<&str>,
     ) -> Result<(Vec<Value>, Option<String>), ApiError> {

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use gce_backend::sim::{self, SimConfig};
+use gce_backend_sim::{self as sim, SimConfig};
 use google_cloud_compute_v1::client::{Instances, Regions, ZoneOperations, Zones};
 use google_cloud_gax::error::Error;
 use google_cloud_gax::error::rpc::StatusDetails;
@@ -45,7 +45,7 @@ pub fn quick() -> SimConfig {
 }
 
 pub async fn start(cfg: SimConfig) -> SimHandle {
-    gce_backend::adapters::install_crypto();
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let (addr, _sim) = sim::spawn(cfg).await.expect("start simulator");
     SimHandle { base: format!("http://{addr}"), http: reqwest::Client::new() }
 }
@@ -179,4 +179,25 @@ pub fn http_error(e: &Error) -> (Option<u16>, Option<String>) {
 }
 
 /// A deterministic requestId for `what`.
-pub use gce_backend_jobs::ctx::request_id as rid;
+/// A deterministic requestId for `what`, as the service makes them (UUIDv5).
+pub fn rid(what: &str) -> String {
+    uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_OID, what.as_bytes()).to_string()
+}
+
+/// Polls `check` every 20 ms until it gives a value, or panics after `limit`.
+pub async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        if tokio::time::Instant::now() > deadline {
+            panic!("timed out after {limit:?} waiting for: {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

@@ -1,0 +1,10 @@
+//! The simulator through real clients: Compute Engine REST through the official
+//! google-cloud-compute-v1 client, Swarming pRPC through reqwest.
+
+/// Harness: an in-process simulator, the official clients pointed at it, a pRPC client.
+mod support;
+
+/// Compute Engine REST.
+mod compute;
+/// Swarming pRPC.
+mod swarming;
