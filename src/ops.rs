@@ -45,7 +45,8 @@ pub async fn status(
     let db = crate::app::redis_store(url, &args.namespace)
         .await
         .map_err(|e| anyhow::anyhow!("Redis at {url} is not reachable: {e}"))?;
-    let known = gce_backend_jobs::status::prefixes(&db).await?;
+    // Listed once: here when prefixes are named (to refuse unknown ones), else by the report.
+    let known = if only.is_empty() { Vec::new() } else { gce_backend_jobs::status::prefixes(&db).await? };
     if let Some(p) = only.iter().find(|p| !known.contains(p)) {
         return Err(
             Usage(format!("no Config and no VMs with prefix {p:?} (known: {})", known.join(", "))).into()
@@ -141,7 +142,7 @@ pub async fn queue_op(args: &RedisArgs, name: Option<&str>, op: QueueOp) -> anyh
             Some(st) => out::json(&st),
             None => return Err(missing(format!("no task {id} (unknown, or trimmed after it finished)"))),
         },
-        QueueOp::Status { key: Some(key), .. } => match q.live(&key).await? {
+        QueueOp::Status { key: Some(key), .. } => match q.status_by_key(&key).await? {
             Some(st) => out::json(&st),
             None => return Err(missing(format!("no pending or running task for key {key:?}"))),
         },

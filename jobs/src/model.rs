@@ -251,7 +251,7 @@ pub enum ConfigState {
     Orphaned,
     /// Deleted; its VMs are being drained.
     Deleted,
-    /// Its record (or its VM index) does not decode; `revision` says why. Import rewrites it
+    /// Its record (or its VM index) does not decode; `corrupt` says why. Import rewrites it
     /// from its file, or deletes it when the file is gone.
     Corrupt,
 }
@@ -267,6 +267,9 @@ pub struct ConfigStatus {
     pub source: String,
     /// Its revision (content hash of the file).
     pub revision: String,
+    /// While `corrupt`: which record or key does not decode, and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub corrupt: Option<String>,
     /// While orphaned: when it will be deleted and its VMs drained.
     pub delete_at: Option<DateTime<Utc>>,
     /// False while its zone and disk types could not be checked against Compute Engine.

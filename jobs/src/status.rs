@@ -75,7 +75,7 @@ pub async fn status(
     let config = match store.config(prefix).await {
         Err(StoreError::Corrupt { error, .. }) => {
             st.state = ConfigState::Corrupt;
-            st.revision = error;
+            st.corrupt = Some(format!("cfg {prefix}: {error}"));
             None
         }
         other => other?,
@@ -125,7 +125,7 @@ pub async fn report(
             Err(TaskError::Store(StoreError::Corrupt { key, error, .. })) => configs.push(ConfigStatus {
                 prefix: p,
                 state: ConfigState::Corrupt,
-                revision: format!("{key}: {error}"),
+                corrupt: Some(format!("{key}: {error}")),
                 ..ConfigStatus::default()
             }),
             Err(e) => return Err(e),

@@ -132,11 +132,6 @@ impl Queue {
         Ok(self.status(&id).await?.filter(|st| st.state == "pending" || st.state == "running"))
     }
 
-    /// Same as [`Queue::status_by_key`].
-    pub async fn live(&self, key: &str) -> Result<Option<TaskStatus>, QueueError> {
-        self.status_by_key(key).await
-    }
-
     /// Due tasks in the order they will be taken: `limit` of them from position `offset`.
     pub async fn pending(&self, limit: usize, offset: usize) -> Result<Vec<TaskStatus>, QueueError> {
         self.engine.pending(&self.spec, limit, offset).await

@@ -185,7 +185,8 @@ impl Guard {
     }
 
     /// Whether the breaker of `key` is open now, and for how long still.
-    pub fn open_for(&self, key: &str) -> Option<Duration> {
+    #[cfg(test)]
+    fn open_for(&self, key: &str) -> Option<Duration> {
         let now = Instant::now();
         self.lock().get(key).and_then(|s| s.open_until).filter(|u| *u > now).map(|u| u - now)
     }

