@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use gce_backend::app::{self, App, Role, RunOptions};
 use gce_backend::settings::Settings;
-use gce_backend::sim::world::state_json;
+use gce_backend::sim::admin::state_json;
 use gce_backend::sim::{self, Sim, SimConfig};
 use gce_backend_jobs::config::Secs;
 use gce_backend_jobs::model::{Counts, Vm};
@@ -270,9 +270,7 @@ async fn three_instances_run_and_three_bots_connect(backend: Backend) {
     assert_eq!(ids, BTreeSet::from(["linux-0", "linux-1", "linux-2"]));
     for v in &vms {
         assert!(v.hostname.starts_with(&format!("{}-", v.id)) && v.hostname.len() == v.id.len() + 5);
-        assert!(
-            !v.url.is_empty() && v.created.is_some() && v.connected.is_some() && !v.external_ip.is_empty()
-        );
+        assert!(v.instance.as_ref().is_some_and(|i| !i.external_ip.is_empty()) && v.connected.is_some());
     }
     let state = env.state();
     let labels = &state["instances"][0]["labels"];
@@ -350,7 +348,7 @@ async fn an_instance_whose_bot_never_connects_is_destroyed_after_the_timeout(bac
         env.vms("linux")
             .await
             .first()
-            .filter(|v| v.hostname != first && !v.url.is_empty())
+            .filter(|v| v.hostname != first && v.instance.is_some())
             .map(|v| v.hostname.clone())
     })
     .await;

@@ -46,7 +46,7 @@ async fn exhausted_quota_keeps_names_shows_quota_exceeded_and_converges_once_fre
     env.write_pool("linux", &pool("linux", 3, "1d", "10m"));
     let starved = eventually("two run, one is refused for quota", LIMIT, || async {
         let vms = env.vms("linux").await;
-        let waiting: Vec<_> = vms.iter().filter(|v| v.url.is_empty()).collect();
+        let waiting: Vec<_> = vms.iter().filter(|v| v.instance.is_none()).collect();
         let errors = env.ctx.store.errors("linux").await.unwrap();
         let quota = errors.iter().any(|e| e.code == "QUOTA_EXCEEDED" && e.stage == "create_instance");
         (vms.len() == 3 && waiting.len() == 1 && quota).then(|| waiting[0].hostname.clone())
@@ -244,17 +244,17 @@ async fn every_handler_run_twice_in_a_row_and_twice_at_once_reaches_the_same_end
     })
     .await;
     four_times(|| tasks::manage_bot::run(ctx, ManageBot { id: "linux-1".into() })).await;
-    four_times(|| {
-        tasks::destroy_instance::run(ctx, DestroyInstance { id: "linux-1".into(), url: gone.url.clone() })
-    })
-    .await;
+    four_times(|| tasks::destroy_instance::run(ctx, DestroyInstance::of(&gone).unwrap())).await;
     four_times(|| {
         tasks::delete_bot::run(ctx, DeleteBot { id: "linux-1".into(), hostname: gone.hostname.clone() })
     })
     .await;
     // A late task for the old incarnation does nothing.
     four_times(|| {
-        tasks::destroy_instance::run(ctx, DestroyInstance { id: "linux-0".into(), url: gone.url.clone() })
+        tasks::destroy_instance::run(
+            ctx,
+            DestroyInstance { id: "linux-0".into(), ..DestroyInstance::of(&gone).unwrap() },
+        )
     })
     .await;
 
@@ -329,7 +329,7 @@ async fn two_processes_on_one_redis_converge_without_two_inserts_for_one_hostnam
         (c.configured == 4 && c.created == 4 && c.connected == 4).then_some(())
     })
     .await;
-    let state = sim.with(|w| gce_backend::sim::world::state_json(w));
+    let state = sim.with(|w| gce_backend::sim::admin::state_json(w));
     let inserts = state["inserts"].as_array().unwrap();
     assert_eq!(inserts.len(), 4, "one hostname per VM: {inserts:?}");
     for i in inserts {

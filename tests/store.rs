@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use chrono::{TimeZone, Utc};
 use gce_backend::adapters::redis_store::RedisStore;
-use gce_backend_jobs::model::{Backoff, ConfigRecord, ErrorEntry, KEEP_ERRORS, Observed};
+use gce_backend_jobs::model::{Backoff, ConfigRecord, ErrorEntry, KEEP_ERRORS, Observed, Placed};
 use gce_backend_jobs::ports::store::{Expect, Store, VmIndex};
 use gce_backend_jobs::store::memory::MemoryStore;
 use gce_backend_jobs::testing::config;
@@ -48,7 +48,12 @@ async fn contract(store: Arc<dyn Store>) {
     assert_eq!(store.vm_ids(VmIndex::Uncreated).await.unwrap(), ["linux-0", "linux-1"]);
     assert!(store.vm_ids(VmIndex::Created).await.unwrap().is_empty());
     let mut made = vm.clone();
-    made.url = "https://x/linux-0-abcd".into();
+    made.instance = Some(Placed {
+        url: "https://x/linux-0-abcd".into(),
+        created: ctx.now(),
+        internal_ip: String::new(),
+        external_ip: String::new(),
+    });
     assert!(!store.put_vm(&made, Expect::Version(9)).await.unwrap());
     assert!(store.put_vm(&made, Expect::Version(1)).await.unwrap());
     assert_eq!(store.vm_ids(VmIndex::Created).await.unwrap(), ["linux-0"]);
@@ -265,4 +270,52 @@ async fn corrupt_records_are_confined_to_their_entity_in_redis() {
         let _: () = redis::cmd(cmd).arg(k).arg(args).query(&mut conn).unwrap();
     })
     .await;
+}
+
+/// VM records written before `instance` existed kept its fields flat; they still read, the
+/// instance intact, and a record without one reads as uncreated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vm_stored_in_the_flat_format_reads_with_its_instance() {
+    let server = RedisServer::start();
+    let store = RedisStore::connect(&server.url(), "test").await.unwrap();
+    let ctx = Ctx { store: Arc::new(store), ..Ctx::test().0 };
+    let mut vm = ctx.seed_vm("linux-0", |_| {}).await;
+    let mut flat = serde_json::to_value(&vm).unwrap();
+    flat["url"] = "https://compute/projects/p/zones/z/instances/linux-0-abcd".into();
+    flat["created"] = "2026-11-01T10:00:00Z".into();
+    flat["internal_ip"] = "10.0.0.7".into();
+    flat["external_ip"] = "".into();
+    let mut unmade = serde_json::to_value(&vm).unwrap();
+    unmade["url"] = "".into();
+    let client = redis::Client::open(server.url().as_str()).unwrap();
+    let mut conn = client.get_connection().unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg("{test:db}:vm")
+        .arg("linux-0")
+        .arg(flat.to_string())
+        .arg("linux-1")
+        .arg(unmade.to_string())
+        .query(&mut conn)
+        .unwrap();
+    let _: () = redis::cmd("HSET").arg("{test:db}:vm:ver").arg("linux-1").arg("1").query(&mut conn).unwrap();
+
+    let got = ctx.store.vm("linux-0").await.unwrap().unwrap().value;
+    vm.instance = Some(Placed {
+        url: "https://compute/projects/p/zones/z/instances/linux-0-abcd".into(),
+        created: Utc.with_ymd_and_hms(2026, 11, 1, 10, 0, 0).unwrap(),
+        internal_ip: "10.0.0.7".into(),
+        external_ip: String::new(),
+    });
+    assert_eq!(got, vm);
+    assert_eq!(
+        got.deadline(),
+        Some(vm.instance.as_ref().unwrap().created + chrono::Duration::seconds(vm.lifetime as i64))
+    );
+    assert_eq!(ctx.store.vm("linux-1").await.unwrap().unwrap().value.instance, None);
+    // Written back, it takes the new form.
+    let v = ctx.store.vm("linux-0").await.unwrap().unwrap();
+    assert!(ctx.store.put_vm(&v.value, Expect::Version(v.version)).await.unwrap());
+    let raw: String = redis::cmd("HGET").arg("{test:db}:vm").arg("linux-0").query(&mut conn).unwrap();
+    let raw: serde_json::Value = serde_json::from_str(&raw).unwrap();
+    assert_eq!((raw.get("url"), raw["instance"]["internal_ip"].as_str()), (None, Some("10.0.0.7")));
 }

@@ -68,18 +68,9 @@ pub struct Vm {
     /// When an insert was first sent for this attempt.
     #[serde(default)]
     pub insert_sent: Option<DateTime<Utc>>,
-    /// The instance's creation time (set once).
-    #[serde(default)]
-    pub created: Option<DateTime<Utc>>,
-    /// The instance's selfLink; empty until it is created.
-    #[serde(default)]
-    pub url: String,
-    /// Internal address.
-    #[serde(default)]
-    pub internal_ip: String,
-    /// External address.
-    #[serde(default)]
-    pub external_ip: String,
+    /// Its instance, once Compute has made it (set once per incarnation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<Placed>,
     /// The bot's first_seen_ts (set once).
     #[serde(default)]
     pub connected: Option<DateTime<Utc>>,
@@ -100,6 +91,21 @@ pub struct Vm {
     /// never connected); set once when found, cleared if the bot comes back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fault: Option<Fault>,
+}
+
+/// The instance a VM's incarnation runs on, as Compute reported it when it was made.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Placed {
+    /// selfLink: the guard a late task compares before touching the instance.
+    pub url: String,
+    /// Creation time: the lifetime counts from here.
+    pub created: DateTime<Utc>,
+    /// Internal address.
+    #[serde(default)]
+    pub internal_ip: String,
+    /// External address.
+    #[serde(default)]
+    pub external_ip: String,
 }
 
 /// What is wrong with a VM's incarnation.
@@ -128,7 +134,36 @@ pub struct Fault {
 impl Vm {
     /// When this incarnation is due for replacement.
     pub fn deadline(&self) -> Option<DateTime<Utc>> {
-        self.created.map(|c| c + chrono::Duration::seconds(self.lifetime as i64))
+        self.instance.as_ref().map(|i| i.created + chrono::Duration::seconds(self.lifetime as i64))
+    }
+
+    /// Its instance's selfLink, if it has one.
+    pub fn url(&self) -> Option<&str> {
+        self.instance.as_ref().map(|i| i.url.as_str())
+    }
+
+    /// Reads a stored VM. Records written before `instance` existed kept its fields flat
+    /// (`url`, `created`, `internal_ip`, `external_ip`); they are read into `instance`.
+    pub fn decode(raw: &str) -> Result<Vm, serde_json::Error> {
+        let mut vm: Vm = serde_json::from_str(raw)?;
+        if vm.instance.is_none() && raw.contains("\"url\"") {
+            #[derive(Deserialize)]
+            struct Flat {
+                #[serde(default)]
+                url: String,
+                created: Option<DateTime<Utc>>,
+                #[serde(default)]
+                internal_ip: String,
+                #[serde(default)]
+                external_ip: String,
+            }
+            let flat: Flat = serde_json::from_str(raw)?;
+            if let (false, Some(created)) = (flat.url.is_empty(), flat.created) {
+                let Flat { url, internal_ip, external_ip, .. } = flat;
+                vm.instance = Some(Placed { url, created, internal_ip, external_ip });
+            }
+        }
+        Ok(vm)
     }
 
     /// Project of its instance.
@@ -143,7 +178,7 @@ impl Vm {
 
     /// True while its bot is connected and nothing is wrong with it.
     pub fn healthy_connected(&self) -> bool {
-        self.connected.is_some() && !self.url.is_empty() && self.fault.is_none()
+        self.connected.is_some() && self.instance.is_some() && self.fault.is_none()
     }
 
     /// True when it is being retired on purpose (drained, past its deadline, its bot asked to

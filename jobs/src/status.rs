@@ -36,7 +36,7 @@ pub async fn tally(store: &dyn Store, prefix: &str, now: DateTime<Utc>) -> Resul
             Err(e) => return Err(e.into()),
         };
         let vm = vm.value;
-        counts.created += u32::from(!vm.url.is_empty());
+        counts.created += u32::from(vm.instance.is_some());
         counts.connected += u32::from(vm.healthy_connected());
         counts.draining += u32::from(vm.drained);
         match vm.fault.map(|f| f.kind) {

@@ -322,8 +322,12 @@ impl Ctx {
 /// Marks `vm` as having an instance created at the clock's time.
 pub fn created(now: DateTime<Utc>) -> impl FnOnce(&mut crate::model::Vm) {
     move |v| {
-        v.created = Some(now);
-        v.url = format!("https://compute/projects/p/zones/z/instances/{}", v.hostname);
+        v.instance = Some(crate::model::Placed {
+            url: format!("https://compute/projects/p/zones/z/instances/{}", v.hostname),
+            created: now,
+            internal_ip: String::new(),
+            external_ip: String::new(),
+        });
         v.insert_sent = Some(now);
     }
 }

@@ -1,5 +1,5 @@
-//! The admin API under `/sim/`: the whole state and call counts for invariant checks, fault
-//! settings, and actions (preempt an instance, kill a bot).
+//! The admin API under `/sim/`: the whole state (and its JSON) and call counts for invariant
+//! checks, fault settings, and actions (preempt an instance, kill a bot).
 
 use axum::Json;
 use axum::Router;
@@ -8,11 +8,12 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::Sim;
 use super::config::FaultsPatch;
-use super::world::state_json;
+use super::swarming::{bot, ts};
+use super::world::{Operation, World};
 
 pub(super) fn routes() -> Router<Sim> {
     Router::new()
@@ -30,6 +31,48 @@ fn bad(msg: String) -> Response {
 
 async fn state(State(sim): State<Sim>) -> Response {
     Json(sim.with(|w| state_json(w))).into_response()
+}
+
+/// The state as `/sim/state` returns it: instances, bots (as `GetBot` answers them, with their
+/// server), operations by name, and the insert audit by instance name.
+pub fn state_json(w: &World) -> Value {
+    let instances: Vec<Value> = w
+        .instances
+        .iter()
+        .map(|((p, z, n), i)| {
+            json!({"project": p, "zone": z, "name": n, "id": i.id.to_string(), "status": i.status.name(),
+                   "labels": i.labels, "swarming": i.swarming, "neverBoots": i.never_boots, "deleting": i.deleting,
+                   "created": ts(i.created)})
+        })
+        .collect();
+    let bots: Vec<Value> = w
+        .bots
+        .iter()
+        .flat_map(|(server, bots)| {
+            bots.keys().map(move |id| {
+                let mut v = bot(&w.bot(server, id).expect("listed"));
+                v["server"] = json!(server);
+                v
+            })
+        })
+        .collect();
+    let mut ops: Vec<&Operation> = w.operations.values().collect();
+    ops.sort_by(|a, b| a.name.cmp(&b.name));
+    let operations: Vec<Value> = ops
+        .iter()
+        .map(|op| {
+            let error = op.error.as_ref().map(|e| json!({"code": e.code, "message": e.message, "http": e.http}));
+            json!({"name": op.name, "project": op.project, "zone": op.zone, "type": op.kind, "target": op.target,
+                   "status": op.status.name(), "error": error, "requestId": op.request_id})
+        })
+        .collect();
+    let mut inserts: Vec<Value> = w
+        .inserts
+        .iter()
+        .map(|((p, z, n), ids)| json!({"project": p, "zone": z, "name": n, "requestIds": ids}))
+        .collect();
+    inserts.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+    json!({"now": ts(w.now_utc()), "instances": instances, "bots": bots, "operations": operations, "inserts": inserts})
 }
 
 async fn calls(State(sim): State<Sim>) -> Response {

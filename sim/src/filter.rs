@@ -113,11 +113,10 @@ impl Filter {
 
     /// True when the instance `name` matches every clause.
     pub fn matches(&self, name: &str, inst: &Instance) -> bool {
-        let status = serde_json::to_value(inst.status).ok();
         self.clauses.iter().all(|(field, op)| {
             let value: Option<&str> = match field.as_str() {
                 "name" => Some(name),
-                "status" => status.as_ref().and_then(|s| s.as_str()),
+                "status" => Some(inst.status.name()),
                 f => inst.labels.get(&f["labels.".len()..]).map(String::as_str),
             };
             match op {

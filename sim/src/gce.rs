@@ -1,5 +1,6 @@
 //! Compute Engine v1 REST, at the paths the official client uses: instances insert, get, delete,
-//! list; zoneOperations get and wait; zones.list; diskTypes.list; regions.list.
+//! list; zoneOperations get and wait; zones.list; diskTypes.list; regions.list; and the JSON each
+//! answers with.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -11,13 +12,14 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use chrono::SecondsFormat;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::Sim;
 use super::config::ErrorFault;
 use super::filter::Filter;
-use super::world::{ApiError, OpStatus, url};
+use super::world::{ApiError, InstanceEntry, OpStatus, Operation, Region, region_of};
 
 type Params = Query<HashMap<String, String>>;
 
@@ -65,7 +67,7 @@ async fn call(sim: &Sim, method: &str, f: impl FnOnce(&Sim) -> Result<Value, Api
 }
 
 fn op(sim: &Sim, name: &str) -> Result<Value, ApiError> {
-    sim.with(|w| w.op_json(name)).ok_or_else(|| ApiError {
+    sim.with(|w| w.operations.get(name).map(operation)).ok_or_else(|| ApiError {
         status: 500,
         reason: "internal",
         message: "lost operation".into(),
@@ -106,7 +108,7 @@ async fn get_instance(
     State(sim): State<Sim>,
     Path((project, zone, name)): Path<(String, String, String)>,
 ) -> Response {
-    call(&sim, "compute.instances.get", |sim| sim.with(|w| w.get(&project, &zone, &name))).await
+    call(&sim, "compute.instances.get", |sim| sim.with(|w| w.get(&project, &zone, &name).map(instance))).await
 }
 
 async fn list(State(sim): State<Sim>, Path((project, zone)): Path<(String, String)>, q: Params) -> Response {
@@ -121,21 +123,16 @@ async fn list(State(sim): State<Sim>, Path((project, zone)): Path<(String, Strin
         let max = match q.get("maxResults").filter(|m| !m.is_empty()) {
             None => 500,
             Some(m) => match m.parse::<usize>() {
-                Ok(m) if m <= 500 => if m == 0 { 500 } else { m },
+                Ok(0) => 500,
+                Ok(m) if m <= 500 => m,
                 _ => return Err(invalid("maxResults", format!("'{m}'. Must be between 0 and 500"))),
             },
         };
         let token = q.get("pageToken").filter(|t| !t.is_empty()).map(String::as_str);
-        let (items, next) = sim.with(|w| w.list(&project, &zone, &filter, max, token))?;
-        let mut v = json!({"kind": "compute#instanceList", "id": format!("projects/{project}/zones/{zone}/instances"),
-                           "selfLink": url(&project, &format!("zones/{zone}/instances"))});
-        if !items.is_empty() {
-            v["items"] = json!(items);
-        }
-        if let Some(next) = next {
-            v["nextPageToken"] = json!(next);
-        }
-        Ok(v)
+        sim.with(|w| {
+            let (items, next) = w.list(&project, &zone, &filter, max, token)?;
+            Ok(instance_list(&project, &zone, &items, next))
+        })
     })
     .await
 }
@@ -145,8 +142,7 @@ async fn get_operation(
     Path((project, zone, name)): Path<(String, String, String)>,
 ) -> Response {
     call(&sim, "compute.zoneOperations.get", |sim| {
-        sim.with(|w| w.operation(&project, &zone, &name).map(|op| op.name.clone()))?;
-        op(sim, &name)
+        sim.with(|w| w.operation(&project, &zone, &name).map(operation))
     })
     .await
 }
@@ -178,11 +174,7 @@ async fn wait(
 }
 
 async fn zones(State(sim): State<Sim>, Path(project): Path<String>) -> Response {
-    call(&sim, "compute.zones.list", |sim| {
-        let items = sim.with(|w| w.zones(&project));
-        Ok(json!({"kind": "compute#zoneList", "items": items, "selfLink": url(&project, "zones")}))
-    })
-    .await
+    call(&sim, "compute.zones.list", |sim| Ok(sim.with(|w| zone_list(&project, &w.cfg.zones)))).await
 }
 
 /// Disk types every zone offers.
@@ -217,9 +209,165 @@ async fn disk_types(State(sim): State<Sim>, Path((project, zone)): Path<(String,
 }
 
 async fn regions(State(sim): State<Sim>, Path(project): Path<String>) -> Response {
-    call(&sim, "compute.regions.list", |sim| {
-        let items = sim.with(|w| w.regions(&project));
-        Ok(json!({"kind": "compute#regionList", "items": items, "selfLink": url(&project, "regions")}))
-    })
-    .await
+    call(&sim, "compute.regions.list", |sim| Ok(sim.with(|w| region_list(&project, &w.regions(&project)))))
+        .await
+}
+
+/// `https://www.googleapis.com/compute/v1/projects/<p>/<rest>`.
+fn url(project: &str, rest: &str) -> String {
+    format!("https://www.googleapis.com/compute/v1/projects/{project}/{rest}")
+}
+
+/// The last segment of a path or URL.
+fn last(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// Compute Engine's timestamp form: `2024-05-06T07:08:09.123+00:00`.
+fn time(t: chrono::DateTime<chrono::Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, false)
+}
+
+/// `compute#instance`: the insert body's other fields, overlaid with the simulator's own.
+fn instance((key, i): InstanceEntry<'_>) -> Value {
+    let (project, zone, name) = key;
+    let mut v: Value = serde_json::from_str(&i.rest).unwrap_or_else(|_| json!({}));
+    let region = region_of(zone);
+    let nics: Vec<Value> = i
+        .nics
+        .iter()
+        .enumerate()
+        .map(|(n, nic)| {
+            let mut j = json!({
+                "kind": "compute#networkInterface",
+                "name": format!("nic{n}"),
+                "network": url(project, nic.network.trim_start_matches("global/")).replace(
+                    &format!("projects/{project}/networks/"),
+                    &format!("projects/{project}/global/networks/"),
+                ),
+                "networkIP": nic.ip,
+            });
+            if let Some(sub) = &nic.subnetwork {
+                j["subnetwork"] = json!(url(project, &format!("regions/{region}/subnetworks/{}", last(sub))));
+            }
+            if let Some((ac_name, ip)) = &nic.nat {
+                j["accessConfigs"] = json!([{
+                    "kind": "compute#accessConfig", "type": "ONE_TO_ONE_NAT", "name": ac_name, "natIP": ip,
+                    "networkTier": "PREMIUM"
+                }]);
+            }
+            j
+        })
+        .collect();
+    let items: Vec<Value> = i
+        .metadata
+        .iter()
+        .map(|(k, v)| match v {
+            Some(v) => json!({"key": k, "value": v}),
+            None => json!({"key": k}),
+        })
+        .collect();
+    let obj = v.as_object_mut().expect("object");
+    obj.insert("kind".into(), json!("compute#instance"));
+    obj.insert("id".into(), json!(i.id.to_string()));
+    obj.insert("creationTimestamp".into(), json!(time(i.created)));
+    obj.insert("name".into(), json!(name));
+    obj.insert("zone".into(), json!(url(project, &format!("zones/{zone}"))));
+    obj.insert(
+        "machineType".into(),
+        json!(url(project, &format!("zones/{zone}/machineTypes/{}", last(&i.machine_type)))),
+    );
+    obj.insert("status".into(), json!(i.status.name()));
+    obj.insert("selfLink".into(), json!(url(project, &format!("zones/{zone}/instances/{name}"))));
+    obj.insert("networkInterfaces".into(), json!(nics));
+    obj.insert(
+        "metadata".into(),
+        json!({"kind": "compute#metadata", "fingerprint": "c2ltdWxhdG9y", "items": items}),
+    );
+    if !i.labels.is_empty() {
+        obj.insert("labels".into(), json!(i.labels));
+    }
+    v
+}
+
+/// `compute#instanceList`: `items` and `nextPageToken` only when there are.
+fn instance_list(project: &str, zone: &str, items: &[InstanceEntry<'_>], next: Option<String>) -> Value {
+    let mut v = json!({"kind": "compute#instanceList", "id": format!("projects/{project}/zones/{zone}/instances"),
+                       "selfLink": url(project, &format!("zones/{zone}/instances"))});
+    if !items.is_empty() {
+        v["items"] = items.iter().copied().map(instance).collect();
+    }
+    if let Some(next) = next {
+        v["nextPageToken"] = json!(next);
+    }
+    v
+}
+
+/// `compute#operation`: times, `clientOperationId` and the error only when set.
+fn operation(op: &Operation) -> Value {
+    let mut v = json!({
+        "kind": "compute#operation",
+        "id": op.id.to_string(),
+        "name": op.name,
+        "zone": url(&op.project, &format!("zones/{}", op.zone)),
+        "operationType": op.kind,
+        "targetLink": url(&op.project, &format!("zones/{}/instances/{}", op.zone, op.target)),
+        "targetId": op.target_id.to_string(),
+        "status": op.status.name(),
+        "user": "simulator@gce-backend",
+        "progress": match op.status { OpStatus::Pending => 0, OpStatus::Running => 50, OpStatus::Done => 100 },
+        "insertTime": time(op.insert_time),
+        "selfLink": url(&op.project, &format!("zones/{}/operations/{}", op.zone, op.name)),
+    });
+    if let Some(t) = op.start_time {
+        v["startTime"] = json!(time(t));
+    }
+    if let Some(t) = op.end_time {
+        v["endTime"] = json!(time(t));
+    }
+    if let Some(rid) = &op.request_id {
+        v["clientOperationId"] = json!(rid);
+    }
+    if let Some(e) = &op.error {
+        v["httpErrorStatusCode"] = json!(e.http);
+        v["httpErrorMessage"] = json!(if e.http == 403 { "FORBIDDEN" } else { "SERVICE UNAVAILABLE" });
+        v["error"] = json!({"errors": [{"code": e.code, "message": e.message}]});
+    }
+    v
+}
+
+/// `compute#zoneList` of the served zones, in configuration order.
+fn zone_list(project: &str, zones: &[String]) -> Value {
+    let items: Vec<Value> = zones
+        .iter()
+        .enumerate()
+        .map(|(n, z)| {
+            json!({
+                "kind": "compute#zone", "id": (2000 + n).to_string(), "name": z, "status": "UP",
+                "region": url(project, &format!("regions/{}", region_of(z))),
+                "selfLink": url(project, &format!("zones/{z}")),
+            })
+        })
+        .collect();
+    json!({"kind": "compute#zoneList", "items": items, "selfLink": url(project, "zones")})
+}
+
+/// `compute#regionList`, with CPUS and INSTANCES quotas and their usage.
+fn region_list(project: &str, regions: &[Region<'_>]) -> Value {
+    let items: Vec<Value> = regions
+        .iter()
+        .enumerate()
+        .map(|(n, r)| {
+            let zones: Vec<String> = r.zones.iter().map(|z| url(project, &format!("zones/{z}"))).collect();
+            json!({
+                "kind": "compute#region", "id": (1000 + n).to_string(), "name": r.name, "status": "UP",
+                "zones": zones, "selfLink": url(project, &format!("regions/{}", r.name)),
+                "quotas": [
+                    {"metric": "CPUS", "limit": r.limits.cpus, "usage": r.usage.cpus},
+                    {"metric": "INSTANCES", "limit": r.limits.instances as f64, "usage": r.usage.instances as f64},
+                ],
+            })
+        })
+        .collect();
+    json!({"kind": "compute#regionList", "items": items, "selfLink": url(project, "regions")})
 }

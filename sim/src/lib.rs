@@ -1,6 +1,6 @@
 //! `gce-backend sim`: one HTTP server that speaks Compute Engine v1 REST (`gce.rs`), Swarming v2
 //! pRPC (`swarming.rs`) and an admin API under `/sim/` (`admin.rs`), over a simulated world
-//! (`world.rs`) with faults (`config.rs`).
+//! (`world/`, typed state only) with faults (`config.rs`). Each route file encodes its answers.
 //!
 //! Every request first advances the world to the current time, then may be delayed or failed
 //! by the faults in force (drawn from the seeded generator), then is answered and counted by

@@ -1,5 +1,6 @@
 //! Swarming v2 pRPC (`swarming.v2.Bots`): GetBot, ListBots, ListBotEvents, TerminateBot,
-//! DeleteBot, at `/swarming/<server host>/prpc/swarming.v2.Bots/<Method>`, JSON encoding.
+//! DeleteBot, at `/swarming/<server host>/prpc/swarming.v2.Bots/<Method>`, JSON encoding, and the
+//! protojson of bots and their events.
 //!
 //! Success: HTTP 200, `X-Prpc-Grpc-Code: 0`, body `)]}'` + newline + protojson (zero values
 //! omitted). Failure: `X-Prpc-Grpc-Code: <code>`, the HTTP status of that code, a text body.
@@ -11,14 +12,14 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SecondsFormat, Utc};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::Sim;
 use super::config::ServerFault;
-use super::world::NullableBool;
+use super::world::{Bot, BotEvent, BotView};
 
 /// Seconds after which Swarming calls a silent bot dead (reported in ListBots).
 const DEATH_TIMEOUT: i32 = 600;
@@ -109,6 +110,39 @@ fn time(s: &Option<String>, field: &str) -> Result<Option<DateTime<Utc>>, Status
     }
 }
 
+/// A `ListBots` filter value: protojson NullableBool.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(untagged)]
+enum NullableBool {
+    /// `"NULL"`, `"FALSE"`, `"TRUE"`.
+    Name(NullableName),
+    /// 0, 1, 2.
+    Number(u8),
+}
+
+/// Names of NullableBool.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[allow(clippy::upper_case_acronyms)]
+enum NullableName {
+    /// No filter.
+    NULL,
+    /// False.
+    FALSE,
+    /// True.
+    TRUE,
+}
+
+impl NullableBool {
+    /// As a filter.
+    fn as_filter(self) -> Option<bool> {
+        match self {
+            NullableBool::Name(NullableName::TRUE) | NullableBool::Number(2) => Some(true),
+            NullableBool::Name(NullableName::FALSE) | NullableBool::Number(1) => Some(false),
+            _ => None,
+        }
+    }
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(default, rename_all = "camelCase")]
 struct BotRequest {
@@ -153,38 +187,24 @@ fn handle(sim: &Sim, server: &str, method: &str, body: &Bytes) -> Result<Value, 
         "GetBot" => {
             let r: BotRequest = parse(body)?;
             require_id(&r.bot_id)?;
-            sim.with(|w| w.bot_json(server, &r.bot_id))
+            sim.with(|w| w.bot(server, &r.bot_id).map(|b| bot(&b)))
                 .ok_or_else(|| Status(5, format!("no such bot: {}", r.bot_id)))
         }
         "ListBots" => {
             let r: BotsRequest = parse(body)?;
             let limit = limit(r.limit)?;
-            let (items, cursor, now) = sim.with(|w| {
+            Ok(sim.with(|w| {
                 let (items, cursor) =
                     w.list_bots(server, limit, &r.cursor, r.is_dead.and_then(NullableBool::as_filter));
-                (items, cursor, w.now_utc())
-            });
-            let mut v = json!({"now": now.to_rfc3339_opts(chrono::SecondsFormat::Micros, true), "deathTimeout": DEATH_TIMEOUT});
-            if !items.is_empty() {
-                v["items"] = json!(items);
-            }
-            if let Some(c) = cursor {
-                v["cursor"] = json!(c);
-            }
-            Ok(v)
+                bot_list(w.now_utc(), &items, cursor)
+            }))
         }
         "ListBotEvents" => {
             let r: BotEventsRequest = parse(body)?;
             require_id(&r.bot_id)?;
             let (start, end) = (time(&r.start, "start")?, time(&r.end, "end")?);
             let limit = limit(r.limit)?;
-            let (items, now) =
-                sim.with(|w| (w.bot_events(server, &r.bot_id, limit, start, end), w.now_utc()));
-            let mut v = json!({"now": now.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)});
-            if !items.is_empty() {
-                v["items"] = json!(items);
-            }
-            Ok(v)
+            Ok(sim.with(|w| event_list(w.now_utc(), w.bot_events(server, &r.bot_id, limit, start, end))))
         }
         "TerminateBot" => {
             let r: BotRequest = parse(body)?;
@@ -236,4 +256,69 @@ async fn dispatch(
         }
     };
     sim.answer(&name, resp)
+}
+
+/// Swarming's timestamp form: `2024-05-06T07:08:09.123456Z`.
+pub(crate) fn ts(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Micros, true)
+}
+
+/// `swarming.v2.BotInfo`; `taskId`, `isDead`, `deleted`, `terminationTaskId` only when set.
+pub(crate) fn bot(v: &BotView<'_>) -> Value {
+    let (id, b) = (v.id, v.bot);
+    let mut j = json!({
+        "botId": id,
+        "externalIp": b.external_ip,
+        "firstSeenTs": ts(b.first_seen),
+        "lastSeenTs": ts(v.last_seen),
+        "dimensions": [
+            {"key": "id", "value": [id]},
+            {"key": "pool", "value": ["gce"]},
+            {"key": "zone", "value": [b.zone]},
+        ],
+        "version": "simulated",
+        "sessionId": format!("{:x}", b.session),
+        "authenticatedAs": format!("bot:{id}"),
+    });
+    if let Some(t) = &v.task_id {
+        j["taskId"] = json!(t);
+    }
+    if b.dead_at.is_some() {
+        j["isDead"] = json!(true);
+    }
+    if b.deleted {
+        j["deleted"] = json!(true);
+    }
+    if let Some(t) = &b.termination_task_id {
+        j["terminationTaskId"] = json!(t);
+    }
+    j
+}
+
+/// `swarming.v2.BotInfoListResponse`: `items` and `cursor` only when there are.
+fn bot_list(now: DateTime<Utc>, items: &[BotView<'_>], cursor: Option<String>) -> Value {
+    let mut v = json!({"now": ts(now), "deathTimeout": DEATH_TIMEOUT});
+    if !items.is_empty() {
+        v["items"] = items.iter().map(bot).collect();
+    }
+    if let Some(c) = cursor {
+        v["cursor"] = json!(c);
+    }
+    v
+}
+
+/// `swarming.v2.BotEventsResponse`: `items` only when there are.
+fn event_list(now: DateTime<Utc>, events: Option<(&Bot, Vec<&BotEvent>)>) -> Value {
+    let mut v = json!({"now": ts(now)});
+    if let Some((b, events)) = events.filter(|(_, e)| !e.is_empty()) {
+        let items: Vec<Value> = events
+            .iter()
+            .map(|e| {
+                json!({"ts": ts(e.ts), "eventType": e.kind, "message": e.message, "externalIp": b.external_ip,
+                       "version": "simulated", "sessionId": format!("{:x}", b.session)})
+            })
+            .collect();
+        v["items"] = json!(items);
+    }
+    v
 }

@@ -198,10 +198,11 @@ impl RedisStore {
             .map_err(err)
     }
 
-    async fn get<T: DeserializeOwned>(
+    async fn get<T>(
         &self,
         kind: &str,
         field: &str,
+        decode: fn(&str) -> Result<T, serde_json::Error>,
     ) -> Result<Option<Versioned<T>>, StoreError> {
         let (raw, ver): (Option<String>, Option<u64>) = redis::pipe()
             .atomic()
@@ -211,7 +212,7 @@ impl RedisStore {
             .await
             .map_err(err)?;
         let Some(raw) = raw else { return Ok(None) };
-        match serde_json::from_str(&raw) {
+        match decode(&raw) {
             Ok(value) => Ok(ver.map(|version| Versioned { value, version })),
             // Read with its version (0: none), so a repair's compare-and-set names it.
             Err(e) => Err(StoreError::corrupt_at(format!("{kind} {field}"), e, ver.unwrap_or(0))),
@@ -229,7 +230,7 @@ fn expect(e: Expect) -> String {
 #[async_trait]
 impl Store for RedisStore {
     async fn config(&self, prefix: &str) -> Result<Option<Versioned<ConfigRecord>>, StoreError> {
-        self.get("cfg", prefix).await
+        self.get("cfg", prefix, |raw| serde_json::from_str(raw)).await
     }
 
     async fn configs(&self) -> Result<Vec<Versioned<ConfigRecord>>, StoreError> {
@@ -285,7 +286,7 @@ impl Store for RedisStore {
     }
 
     async fn vm(&self, id: &str) -> Result<Option<Versioned<Vm>>, StoreError> {
-        self.get("vm", id).await
+        self.get("vm", id, Vm::decode).await
     }
 
     async fn put_vm(&self, vm: &Vm, e: Expect) -> Result<bool, StoreError> {
@@ -295,7 +296,7 @@ impl Store for RedisStore {
             inv.key(k);
         }
         inv.arg(&vm.id).arg(expect(e)).arg(json(vm)?).arg(&vm.hostname);
-        inv.arg(if vm.url.is_empty() { "0" } else { "1" }).arg(&vm.config);
+        inv.arg(if vm.instance.is_none() { "0" } else { "1" }).arg(&vm.config);
         let v: u64 = inv.invoke_async(&mut self.c()).await.map_err(err)?;
         Ok(v > 0)
     }

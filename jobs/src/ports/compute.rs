@@ -105,6 +105,16 @@ pub struct Instance {
 }
 
 impl Instance {
+    /// What a VM keeps of its instance once made.
+    pub fn placed(&self) -> crate::model::Placed {
+        crate::model::Placed {
+            url: self.url.clone(),
+            created: self.created,
+            internal_ip: self.internal_ip.clone(),
+            external_ip: self.external_ip.clone(),
+        }
+    }
+
     /// True when the instance cannot run its bot and will not by itself again: stopped,
     /// preempted, suspended (or on its way there).
     pub fn is_down(&self) -> bool {

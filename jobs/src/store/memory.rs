@@ -185,7 +185,7 @@ impl Store for MemoryStore {
         if let Some(old) = &cur {
             s.unindex(&old.value);
         }
-        if vm.url.is_empty() {
+        if vm.instance.is_none() {
             s.uncreated.insert(vm.id.clone());
         } else {
             s.created.insert(vm.id.clone());

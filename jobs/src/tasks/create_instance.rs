@@ -57,7 +57,7 @@ pub fn insert_request_id(vm: &Vm) -> String {
 pub async fn run(ctx: &Ctx, t: CreateInstance) -> Result<Next, TaskError> {
     let Some(cur) = ctx.vm(&t.id).await? else { return Ok(Next::Done) };
     let vm = cur.value;
-    if !vm.url.is_empty() {
+    if vm.instance.is_some() {
         ctx.push(&ManageBot { id: vm.id }).await?;
         return Ok(Next::Done);
     }
@@ -167,17 +167,14 @@ async fn failed(ctx: &Ctx, vm: &Vm, e: ComputeError, op: &str) -> Result<Next, T
 
 async fn created(ctx: &Ctx, vm: &Vm, inst: Instance) -> Result<(), TaskError> {
     let written = update_vm(ctx, &vm.id, |v| {
-        if v.hostname != vm.hostname || !v.url.is_empty() {
+        if v.hostname != vm.hostname || v.instance.is_some() {
             return false;
         }
-        v.created = Some(inst.created);
-        v.url = inst.url.clone();
-        v.internal_ip = inst.internal_ip.clone();
-        v.external_ip = inst.external_ip.clone();
+        v.instance = Some(inst.placed());
         true
     })
     .await?;
-    if written.as_ref().is_some_and(|v| v.url == inst.url) {
+    if written.as_ref().is_some_and(|v| v.url() == Some(inst.url.as_str())) {
         backoff::clear(ctx, &Scope::config(&vm.config)).await?;
         tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), "instance created");
         ctx.resolved(&vm.config, STAGE).await?;
@@ -233,7 +230,8 @@ mod tests {
         let rid = request_id("create-linux-0-abcd");
         assert_eq!(f.compute.calls()[0], format!("insert linux-0-abcd {rid}"));
         let got = ctx.store.vm("linux-0").await.unwrap().unwrap().value;
-        assert!(got.url.ends_with("/linux-0-abcd") && got.created.is_some() && got.external_ip == "35.0.0.1");
+        let placed = got.instance.expect("recorded");
+        assert!(placed.url.ends_with("/linux-0-abcd") && placed.external_ip == "35.0.0.1");
         assert_eq!(got.hostname, vm.hostname);
         assert_eq!(ctx.taken::<ManageBot>().await.len(), 1);
     }
@@ -251,7 +249,7 @@ mod tests {
             "exists",
         )));
         run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap();
-        assert!(!ctx.store.vm("linux-0").await.unwrap().unwrap().value.url.is_empty(), "adopted");
+        assert!(ctx.store.vm("linux-0").await.unwrap().unwrap().value.instance.is_some(), "adopted");
 
         ctx.seed_vm("linux-1", |_| {}).await;
         let foreign = labelled("linux-1-abcd", "linux-1", "another-deployment");
@@ -275,7 +273,7 @@ mod tests {
         let next = run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap();
         assert_eq!(next, Next::After(std::time::Duration::from_secs(30)), "tried again when the backoff ends");
         let vm = ctx.store.vm("linux-0").await.unwrap().unwrap().value;
-        assert_eq!((vm.hostname.as_str(), vm.insert_attempt, vm.url.as_str()), ("linux-0-abcd", 1, ""));
+        assert_eq!((vm.hostname.as_str(), vm.insert_attempt, vm.url()), ("linux-0-abcd", 1, None));
         let b = ctx.store.backoff("p", "z").await.unwrap().unwrap();
         assert_eq!((b.reason.as_str(), b.failures), ("QUOTA_EXCEEDED", 1));
         assert_eq!(ctx.store.errors("linux").await.unwrap()[0].code, "QUOTA_EXCEEDED");

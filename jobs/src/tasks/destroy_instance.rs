@@ -19,6 +19,13 @@ task!(
     url }, |self| format!("{}@{}", self.id, self.url)
 );
 
+impl DestroyInstance {
+    /// The task that deletes `vm`'s instance (none while it has none).
+    pub fn of(vm: &crate::model::Vm) -> Option<Self> {
+        vm.url().map(|url| DestroyInstance { id: vm.id.clone(), url: url.to_owned() })
+    }
+}
+
 /// The requestId of a delete attempt.
 pub fn delete_request_id(vm: &crate::model::Vm) -> String {
     match vm.destroy_attempt {
@@ -31,13 +38,13 @@ pub fn delete_request_id(vm: &crate::model::Vm) -> String {
 pub async fn run(ctx: &Ctx, t: DestroyInstance) -> Result<Next, TaskError> {
     let Some(cur) = ctx.vm(&t.id).await? else { return Ok(Next::Done) };
     let vm = cur.value;
-    if vm.url != t.url {
+    if vm.url() != Some(t.url.as_str()) {
         return Ok(Next::Done);
     }
     if vm.destroying.is_none() {
         let now = ctx.now();
         update_vm(ctx, &vm.id, |v| {
-            v.url == vm.url && v.destroying.is_none() && {
+            v.instance == vm.instance && v.destroying.is_none() && {
                 v.destroying = Some(now);
                 true
             }
@@ -61,7 +68,7 @@ pub async fn run(ctx: &Ctx, t: DestroyInstance) -> Result<Next, TaskError> {
             if ctx.compute.get(vm.project(), vm.zone(), &vm.hostname).await?.is_some() {
                 // The failed operation stays bound to its requestId: the next try needs a new one.
                 update_vm(ctx, &vm.id, |v| {
-                    v.url == vm.url && v.destroy_attempt == vm.destroy_attempt && {
+                    v.instance == vm.instance && v.destroy_attempt == vm.destroy_attempt && {
                         v.destroy_attempt += 1;
                         true
                     }
@@ -98,7 +105,7 @@ mod tests {
     async fn deletes_with_a_deterministic_request_id_and_already_gone_counts_as_done() {
         let (ctx, f) = Ctx::test();
         let vm = ctx.seed_vm("linux-0", created(ctx.now())).await;
-        run(&ctx, DestroyInstance { id: vm.id.clone(), url: vm.url.clone() }).await.unwrap();
+        run(&ctx, DestroyInstance::of(&vm).unwrap()).await.unwrap();
         assert_eq!(
             f.compute.calls(),
             [format!("delete linux-0-abcd {}", request_id("destroy-linux-0-abcd"))]
@@ -118,11 +125,11 @@ mod tests {
             error: Some(ComputeError::from_operation("INTERNAL_ERROR", Some(500), "x")),
         };
         f.compute.deletes.lock().unwrap().push_back(Ok(Some(failed)));
-        let e = run(&ctx, DestroyInstance { id: vm.id.clone(), url: vm.url.clone() }).await.unwrap_err();
+        let e = run(&ctx, DestroyInstance::of(&vm).unwrap()).await.unwrap_err();
         assert_eq!(e.class(), crate::Class::Transient);
         assert!(ctx.taken::<DeleteBot>().await.is_empty());
         assert_eq!(ctx.store.errors("linux").await.unwrap()[0].code, "INTERNAL_ERROR");
-        run(&ctx, DestroyInstance { id: vm.id.clone(), url: vm.url }).await.unwrap();
+        run(&ctx, DestroyInstance::of(&vm).unwrap()).await.unwrap();
         let last = f.compute.calls().into_iter().rev().find(|c| c.starts_with("delete")).unwrap();
         assert_eq!(last, format!("delete linux-0-abcd {}", request_id("destroy-linux-0-abcd-1")));
         assert_eq!(ctx.taken::<DeleteBot>().await.len(), 1);
@@ -138,7 +145,7 @@ mod tests {
             error: Some(ComputeError::from_operation("RESOURCE_NOT_FOUND", Some(404), "x")),
         };
         f.compute.deletes.lock().unwrap().push_back(Ok(Some(failed)));
-        run(&ctx, DestroyInstance { id: vm.id, url: vm.url }).await.unwrap();
+        run(&ctx, DestroyInstance::of(&vm).unwrap()).await.unwrap();
         assert_eq!(ctx.taken::<DeleteBot>().await.len(), 1);
     }
 }

@@ -34,7 +34,7 @@ pub async fn run(ctx: &Ctx, t: DrainVm) -> Result<Next, TaskError> {
     if !cur.value.drained {
         tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, "VM drained");
     }
-    if !vm.url.is_empty() {
+    if vm.instance.is_some() {
         ctx.push(&ManageBot { id: vm.id }).await?;
     } else if vm.insert_sent.is_none() {
         crate::tasks::drop_uncreated(ctx, &vm.id, |v| v.insert_sent.is_none()).await?;

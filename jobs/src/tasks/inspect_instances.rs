@@ -31,7 +31,7 @@ pub async fn run(ctx: &Ctx, t: InspectInstances) -> Result<Next, TaskError> {
         for (inst, id) in down.iter().zip(ctx.store.vms_by_hostname(&names).await?) {
             let Some(id) = id else { continue }; // a leak: audit_instances' business
             let Some(vm) = ctx.vm(&id).await? else { continue };
-            if vm.value.hostname == inst.name && !vm.value.url.is_empty() {
+            if vm.value.hostname == inst.name && vm.value.instance.is_some() {
                 replace_down(ctx, &vm.value, Some(&inst.status), STAGE).await?;
             }
         }
@@ -69,7 +69,7 @@ mod tests {
         run(&ctx, t.clone()).await.unwrap();
         assert_eq!(
             ctx.taken::<DestroyInstance>().await,
-            [DestroyInstance { id: down.id.clone(), url: down.url.clone() }]
+            [DestroyInstance::of(&down).unwrap()]
         );
         let got = ctx.store.vm(&down.id).await.unwrap().unwrap().value;
         assert_eq!(got.fault.unwrap().kind, FaultKind::InstanceDown);

@@ -65,7 +65,10 @@ pub async fn replace_down(ctx: &Ctx, vm: &Vm, status: Option<&str>, stage: &str)
         None => "instance gone: replacing it now".to_owned(),
     };
     fault(ctx, vm, FaultKind::InstanceDown, &detail, stage).await?;
-    ctx.push(&DestroyInstance { id: vm.id.clone(), url: vm.url.clone() }).await.map(drop)
+    match DestroyInstance::of(vm) {
+        Some(destroy) => ctx.push(&destroy).await.map(drop),
+        None => Ok(()),
+    }
 }
 
 /// The bot of `vm`, from a fresh observation or GetBot.
@@ -97,11 +100,12 @@ fn destroyable(bot: &Bot, vm: &Vm, now: DateTime<Utc>) -> bool {
 pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<Next, TaskError> {
     let Some(cur) = ctx.vm(&t.id).await? else { return Ok(Next::Done) };
     let vm = cur.value;
-    let Some(created) = vm.created.filter(|_| !vm.url.is_empty()) else { return Ok(Next::Done) };
+    let (Some(destroy), Some(created)) = (DestroyInstance::of(&vm), vm.instance.as_ref().map(|i| i.created)) else {
+        return Ok(Next::Done);
+    };
     let now = ctx.now();
     // Whether the VM is still wanted is decided elsewhere (expand_config, drain_vm): here it is
     // only read, as `drained`.
-    let destroy = DestroyInstance { id: vm.id.clone(), url: vm.url.clone() };
     let past = |secs: u64| secs > 0 && created + chrono::Duration::seconds(secs as i64) < now;
     let grace = ctx.timing.bot_grace.chrono();
     let bot = bot_of(ctx, &vm, now).await?.filter(|b| b.first_seen.is_none_or(|f| f + grace >= created));
@@ -223,7 +227,7 @@ mod tests {
         assert_eq!(next, Next::After(ctx.watch()), "looked at again after `watch`");
         f.clock.advance(D::minutes(11));
         run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
-        assert_eq!(ctx.taken::<DestroyInstance>().await, [DestroyInstance { id: vm.id, url: vm.url }]);
+        assert_eq!(ctx.taken::<DestroyInstance>().await, [DestroyInstance::of(&vm).unwrap()]);
     }
 
     #[tokio::test]

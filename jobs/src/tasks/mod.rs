@@ -181,8 +181,7 @@ pub async fn quarantine(ctx: &Ctx, id: &str, error: &str, version: Option<u64>) 
                 timeout: c.timeout.0,
                 configured: now,
                 insert_sent: Some(now),
-                created: Some(inst.created),
-                url: inst.url.clone(),
+                instance: Some(inst.placed()),
                 drained: true,
                 ..Vm::default()
             };
@@ -210,7 +209,7 @@ pub async fn quarantine(ctx: &Ctx, id: &str, error: &str, version: Option<u64>) 
 /// holds for it (read fresh, deleted with a compare-and-set).
 pub async fn drop_uncreated(ctx: &Ctx, id: &str, only: impl Fn(&Vm) -> bool) -> Result<(), TaskError> {
     if let Some(cur) = ctx.vm(id).await?
-        && cur.value.url.is_empty()
+        && cur.value.instance.is_none()
         && only(&cur.value)
     {
         ctx.store.delete_vm(id, cur.version).await?;
@@ -271,8 +270,8 @@ mod tests {
         assert!(ctx.vm("linux-0").await.unwrap().is_none(), "reads as absent while quarantined");
         let got = ctx.store.vm("linux-0").await.unwrap().unwrap().value;
         assert_eq!(
-            (got.hostname.as_str(), got.url.as_str(), got.drained),
-            (vm.hostname.as_str(), inst.url.as_str(), true)
+            (got.hostname.as_str(), got.url(), got.drained),
+            (vm.hostname.as_str(), Some(inst.url.as_str()), true)
         );
         assert_eq!(
             ctx.taken::<ManageBot>().await,

@@ -1,5 +1,5 @@
-//! Compute Engine on the world: instances insert, delete, get, list, preempt; operations; zones,
-//! regions and quotas; and their JSON.
+//! Compute Engine on the world: instances insert, delete, get, list, preempt; operations;
+//! regions and quotas.
 
 use super::*;
 
@@ -317,16 +317,14 @@ impl World {
     }
 
     /// `instances.get`.
-    pub fn get(&self, project: &str, zone: &str, name: &str) -> Result<Value, ApiError> {
+    pub fn get(&self, project: &str, zone: &str, name: &str) -> Result<InstanceEntry<'_>, ApiError> {
         self.check_zone(zone)?;
         let key: InstanceKey = (project.to_owned(), zone.to_owned(), name.to_owned());
-        self.instances
-            .get(&key)
-            .map(|i| self.instance_json(&key, i))
-            .ok_or_else(|| not_found(project, zone, name))
+        self.instances.get_key_value(&key).ok_or_else(|| not_found(project, zone, name))
     }
 
-    /// `instances.list`: one page of instances matching `filter`, after `token`.
+    /// `instances.list`: one page of instances matching `filter`, after `token`, and the token of
+    /// the next page.
     pub fn list(
         &self,
         project: &str,
@@ -334,10 +332,10 @@ impl World {
         filter: &crate::filter::Filter,
         max: usize,
         token: Option<&str>,
-    ) -> Result<(Vec<Value>, Option<String>), ApiError> {
+    ) -> Result<(Vec<InstanceEntry<'_>>, Option<String>), ApiError> {
         self.check_zone(zone)?;
         let start: InstanceKey = (project.to_owned(), zone.to_owned(), token.unwrap_or_default().to_owned());
-        let mut items = Vec::new();
+        let mut items: Vec<InstanceEntry<'_>> = Vec::new();
         let mut next = None;
         let range = self.instances.range(start..).filter(|(k, _)| Some(k.2.as_str()) != token);
         for (k, i) in range.take_while(|(k, _)| k.0 == project && k.1 == zone) {
@@ -345,110 +343,12 @@ impl World {
                 continue;
             }
             if items.len() == max {
-                next = items.last().and_then(|v: &Value| v["name"].as_str()).map(str::to_owned);
+                next = items.last().map(|(k, _)| k.2.clone());
                 break;
             }
-            items.push(self.instance_json(k, i));
+            items.push((k, i));
         }
         Ok((items, next))
-    }
-
-    fn instance_json(&self, key: &InstanceKey, i: &Instance) -> Value {
-        let (project, zone, name) = key;
-        let mut v: Value = serde_json::from_str(&i.rest).unwrap_or_else(|_| json!({}));
-        let region = region_of(zone);
-        let nics: Vec<Value> = i
-            .nics
-            .iter()
-            .enumerate()
-            .map(|(n, nic)| {
-                let mut j = json!({
-                    "kind": "compute#networkInterface",
-                    "name": format!("nic{n}"),
-                    "network": url(project, nic.network.trim_start_matches("global/")).replace(
-                        &format!("projects/{project}/networks/"),
-                        &format!("projects/{project}/global/networks/"),
-                    ),
-                    "networkIP": nic.ip,
-                });
-                if let Some(sub) = &nic.subnetwork {
-                    j["subnetwork"] = json!(url(project, &format!("regions/{region}/subnetworks/{}", last(sub))));
-                }
-                if let Some((ac_name, ip)) = &nic.nat {
-                    j["accessConfigs"] = json!([{
-                        "kind": "compute#accessConfig", "type": "ONE_TO_ONE_NAT", "name": ac_name, "natIP": ip,
-                        "networkTier": "PREMIUM"
-                    }]);
-                }
-                j
-            })
-            .collect();
-        let items: Vec<Value> = i
-            .metadata
-            .iter()
-            .map(|(k, v)| match v {
-                Some(v) => json!({"key": k, "value": v}),
-                None => json!({"key": k}),
-            })
-            .collect();
-        let obj = v.as_object_mut().expect("object");
-        obj.insert("kind".into(), json!("compute#instance"));
-        obj.insert("id".into(), json!(i.id.to_string()));
-        obj.insert(
-            "creationTimestamp".into(),
-            json!(i.created.to_rfc3339_opts(SecondsFormat::Millis, false)),
-        );
-        obj.insert("name".into(), json!(name));
-        obj.insert("zone".into(), json!(url(project, &format!("zones/{zone}"))));
-        obj.insert(
-            "machineType".into(),
-            json!(url(project, &format!("zones/{zone}/machineTypes/{}", last(&i.machine_type)))),
-        );
-        obj.insert("status".into(), json!(i.status.name()));
-        obj.insert("selfLink".into(), json!(url(project, &format!("zones/{zone}/instances/{name}"))));
-        obj.insert("networkInterfaces".into(), json!(nics));
-        obj.insert(
-            "metadata".into(),
-            json!({"kind": "compute#metadata", "fingerprint": "c2ltdWxhdG9y", "items": items}),
-        );
-        if !i.labels.is_empty() {
-            obj.insert("labels".into(), json!(i.labels));
-        }
-        v
-    }
-
-    /// An operation's JSON.
-    pub fn op_json(&self, name: &str) -> Option<Value> {
-        let op = self.operations.get(name)?;
-        let mut v = json!({
-            "kind": "compute#operation",
-            "id": op.id.to_string(),
-            "name": op.name,
-            "zone": url(&op.project, &format!("zones/{}", op.zone)),
-            "operationType": op.kind,
-            "targetLink": url(&op.project, &format!("zones/{}/instances/{}", op.zone, op.target)),
-            "targetId": op.target_id.to_string(),
-            "status": match op.status { OpStatus::Pending => "PENDING", OpStatus::Running => "RUNNING", OpStatus::Done => "DONE" },
-            "user": "simulator@gce-backend",
-            "progress": match op.status { OpStatus::Pending => 0, OpStatus::Running => 50, OpStatus::Done => 100 },
-            "insertTime": op.insert_time.to_rfc3339_opts(SecondsFormat::Millis, false),
-            "selfLink": url(&op.project, &format!("zones/{}/operations/{}", op.zone, op.name)),
-        });
-        if let Some(t) = op.start_time {
-            v["startTime"] = json!(t.to_rfc3339_opts(SecondsFormat::Millis, false));
-        }
-        if let Some(t) = op.end_time {
-            v["endTime"] = json!(t.to_rfc3339_opts(SecondsFormat::Millis, false));
-        }
-        if let Some(rid) = &op.request_id {
-            v["clientOperationId"] = json!(rid);
-        }
-        if let Some(e) = &op.error {
-            v["httpErrorStatusCode"] = json!(e.http);
-            v["httpErrorMessage"] = json!(if e.http == 403 { "FORBIDDEN" } else { "SERVICE UNAVAILABLE" });
-            v["error"] = json!({"errors": [{"code": e.code, "message": e.message}]});
-        }
-        Some(v)
     }
 
     /// The operation `name` of `project`/`zone`.
@@ -462,46 +362,17 @@ impl World {
         })
     }
 
-    /// `zones.list` items.
-    pub fn zones(&self, project: &str) -> Vec<Value> {
-        self.cfg
-            .zones
-            .iter()
-            .enumerate()
-            .map(|(n, z)| {
-                json!({
-                    "kind": "compute#zone", "id": (2000 + n).to_string(), "name": z, "status": "UP",
-                    "region": url(project, &format!("regions/{}", region_of(z))),
-                    "selfLink": url(project, &format!("zones/{z}")),
-                })
-            })
-            .collect()
-    }
-
-    /// `regions.list` items, with CPUS and INSTANCES quotas and their usage.
-    pub fn regions(&self, project: &str) -> Vec<Value> {
+    /// The regions of the served zones, by name, with `project`'s CPUS and INSTANCES quotas and
+    /// their usage.
+    pub fn regions(&self, project: &str) -> Vec<Region<'_>> {
         let regions: BTreeSet<&str> = self.cfg.zones.iter().map(|z| region_of(z)).collect();
         regions
             .into_iter()
-            .enumerate()
-            .map(|(n, r)| {
-                let limits = self.faults.limits(project, r, &self.cfg);
-                let usage = self.usage.get(&(project.to_owned(), r.to_owned())).cloned().unwrap_or_default();
-                let zones: Vec<String> = self
-                    .cfg
-                    .zones
-                    .iter()
-                    .filter(|z| region_of(z) == r)
-                    .map(|z| url(project, &format!("zones/{z}")))
-                    .collect();
-                json!({
-                    "kind": "compute#region", "id": (1000 + n).to_string(), "name": r, "status": "UP",
-                    "zones": zones, "selfLink": url(project, &format!("regions/{r}")),
-                    "quotas": [
-                        {"metric": "CPUS", "limit": limits.cpus, "usage": usage.cpus},
-                        {"metric": "INSTANCES", "limit": limits.instances as f64, "usage": usage.instances as f64},
-                    ],
-                })
+            .map(|name| Region {
+                name,
+                zones: self.cfg.zones.iter().map(String::as_str).filter(|z| region_of(z) == name).collect(),
+                limits: self.faults.limits(project, name, &self.cfg),
+                usage: self.usage.get(&(project.to_owned(), name.to_owned())).cloned().unwrap_or_default(),
             })
             .collect()
     }

@@ -1,19 +1,20 @@
 //! The simulator's state and its timeline: instances, operations, bots and the events that
-//! move them (Compute's calls in `compute`, Swarming's in `swarming`, `/sim/state` in `state`). Time only moves forward inside [`World::advance`], which every
-//! request calls first, so the state is a function of the seed, the requests and their times.
+//! move them (Compute's calls in `compute`, Swarming's in `swarming`). Time only moves forward
+//! inside [`World::advance`], which every request calls first, so the state is a function of the
+//! seed, the requests and their times. The world answers with typed values; the routes encode
+//! them for the wire.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap, VecDeque};
 use std::time::Duration;
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::config::{Faults, SimConfig};
+use super::config::{Faults, QuotaLimits, SimConfig};
 
 /// Events kept per bot (oldest dropped).
 const KEEP_BOT_EVENTS: usize = 20;
@@ -23,9 +24,11 @@ const KEEP_INSERT_IDS: usize = 8;
 /// `projects/<p>/zones/<z>/instances/<name>`.
 pub type InstanceKey = (String, String, String);
 
+/// `(key, instance)`: an instance with its `projects/<p>/zones/<z>/instances/<name>`.
+pub type InstanceEntry<'a> = (&'a InstanceKey, &'a Instance);
+
 /// Instance status, as Compute Engine names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Status {
     /// Resources are being allocated.
     Provisioning,
@@ -40,7 +43,8 @@ pub enum Status {
 }
 
 impl Status {
-    fn name(self) -> &'static str {
+    /// Compute Engine's name of the status (`RUNNING`, ...).
+    pub fn name(self) -> &'static str {
         match self {
             Status::Provisioning => "PROVISIONING",
             Status::Staging => "STAGING",
@@ -54,10 +58,14 @@ impl Status {
 /// One network interface.
 #[derive(Debug, Clone)]
 pub struct Nic {
-    network: String,
-    subnetwork: Option<String>,
-    ip: String,
-    nat: Option<(String, String)>,
+    /// Network as given (`global/networks/default` when none was).
+    pub(crate) network: String,
+    /// Subnetwork as given.
+    pub(crate) subnetwork: Option<String>,
+    /// Internal address.
+    pub(crate) ip: String,
+    /// External access config: its name and address.
+    pub(crate) nat: Option<(String, String)>,
 }
 
 /// A Compute Engine instance.
@@ -67,26 +75,32 @@ pub struct Instance {
     pub id: u64,
     /// Status.
     pub status: Status,
-    created: DateTime<Utc>,
-    machine_type: String,
+    /// Insert time.
+    pub(crate) created: DateTime<Utc>,
+    /// Machine type as given (a name or URL).
+    pub(crate) machine_type: String,
     cpus: f64,
     /// Labels.
     pub labels: BTreeMap<String, String>,
-    metadata: Vec<(String, Option<String>)>,
-    nics: Vec<Nic>,
-    /// Other fields of the insert body (disks, tags, service accounts, scheduling, ...), echoed.
-    rest: Box<str>,
+    /// Metadata items as given: key and value (absent when none was).
+    pub(crate) metadata: Vec<(String, Option<String>)>,
+    /// Network interfaces.
+    pub(crate) nics: Vec<Nic>,
+    /// Other fields of the insert body (disks, tags, service accounts, scheduling, ...), echoed:
+    /// a JSON object.
+    pub(crate) rest: Box<str>,
     /// Fault: stays in STAGING for ever.
     pub never_boots: bool,
     /// Swarming server its bot connects to (from metadata `swarming-server`).
     pub swarming: Option<String>,
-    deleting: bool,
+    /// Being deleted.
+    pub(crate) deleting: bool,
     /// Counted in its region's quota usage.
     counted: bool,
 }
 
 /// An operation error (the first of `error.errors[]`).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone)]
 pub struct OpError {
     /// E.g. `QUOTA_EXCEEDED`.
     pub code: String,
@@ -97,8 +111,7 @@ pub struct OpError {
 }
 
 /// Operation status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum OpStatus {
     /// Queued.
     Pending,
@@ -108,55 +121,47 @@ pub enum OpStatus {
     Done,
 }
 
+impl OpStatus {
+    /// Compute Engine's name of the status (`PENDING`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            OpStatus::Pending => "PENDING",
+            OpStatus::Running => "RUNNING",
+            OpStatus::Done => "DONE",
+        }
+    }
+}
+
 /// A zonal operation.
 #[derive(Debug, Clone)]
 pub struct Operation {
-    id: u64,
+    /// Unique id.
+    pub(crate) id: u64,
     /// Operation name.
     pub name: String,
-    project: String,
-    zone: String,
+    /// Project.
+    pub(crate) project: String,
+    /// Zone.
+    pub(crate) zone: String,
     /// `insert` or `delete`.
     pub kind: &'static str,
     /// Instance name.
     pub target: String,
-    target_id: u64,
+    /// Id of the instance incarnation it acts on.
+    pub(crate) target_id: u64,
     /// Status.
     pub status: OpStatus,
-    insert_time: DateTime<Utc>,
-    start_time: Option<DateTime<Utc>>,
-    end_time: Option<DateTime<Utc>>,
+    /// Creation time.
+    pub(crate) insert_time: DateTime<Utc>,
+    /// When it became RUNNING.
+    pub(crate) start_time: Option<DateTime<Utc>>,
+    /// When it became DONE.
+    pub(crate) end_time: Option<DateTime<Utc>>,
     /// Error, set when DONE.
     pub error: Option<OpError>,
     pending_error: Option<OpError>,
-    request_id: Option<String>,
-}
-
-/// A bot lifecycle event.
-#[derive(Debug, Clone)]
-pub struct BotEvent {
-    ts: DateTime<Utc>,
-    kind: &'static str,
-    message: String,
-}
-
-/// A Swarming bot.
-#[derive(Debug, Clone)]
-pub struct Bot {
-    /// The instance id it runs on (its session).
-    pub session: u64,
-    first_seen: DateTime<Utc>,
-    connected_at: Instant,
-    /// Dead since.
-    pub dead_at: Option<DateTime<Utc>>,
-    /// Deleted from the server.
-    pub deleted: bool,
-    termination: Option<String>,
-    /// Set when it died because of TerminateBot.
-    pub termination_task_id: Option<String>,
-    external_ip: String,
-    zone: String,
-    events: VecDeque<BotEvent>,
+    /// The requestId it was made with.
+    pub(crate) request_id: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -169,7 +174,7 @@ enum Ev {
 }
 
 /// Usage of one (project, region).
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default)]
 pub struct Usage {
     /// CPUs of counted instances.
     pub cpus: f64,
@@ -186,6 +191,19 @@ pub struct ApiError {
     pub reason: &'static str,
     /// Message.
     pub message: String,
+}
+
+/// A region of a project: its zones, quota limits and usage.
+#[derive(Debug, Clone)]
+pub struct Region<'a> {
+    /// Region name.
+    pub name: &'a str,
+    /// Its zones, in configuration order.
+    pub zones: Vec<&'a str>,
+    /// CPUS and INSTANCES limits.
+    pub limits: QuotaLimits,
+    /// Their usage.
+    pub usage: Usage,
 }
 
 impl ApiError {
@@ -221,15 +239,6 @@ pub struct World {
     timeline: BinaryHeap<Reverse<(Instant, u64, Ev)>>,
     /// Calls by method, then HTTP status.
     pub calls: BTreeMap<String, BTreeMap<u16, u64>>,
-}
-
-fn ts(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Micros, true)
-}
-
-/// `https://www.googleapis.com/compute/v1/projects/<p>/<rest>`.
-pub fn url(project: &str, rest: &str) -> String {
-    format!("https://www.googleapis.com/compute/v1/projects/{project}/{rest}")
 }
 
 /// The region of a zone: `us-central1-b` → `us-central1`.
@@ -389,71 +398,10 @@ impl World {
         }
     }
 
-    fn connect_bot(&mut self, server: String, key: InstanceKey, session: u64) {
-        // Only the instance incarnation that booted may connect, and only while it runs.
-        match self.instances.get(&key) {
-            Some(i) if i.id == session && i.status == Status::Running => {}
-            _ => return,
-        }
-        let ip = self.instances[&key].nics.iter().find_map(|n| n.nat.as_ref().map(|(_, ip)| ip.clone()));
-        let (zone, bot) = (key.1, key.2);
-        let now = self.now_utc();
-        let ip = ip.unwrap_or_else(|| self.random_ip(34));
-        let early = self.chance(self.faults.bot_early_death_rate);
-        let events =
-            self.bots.get(&server).and_then(|m| m.get(&bot)).map(|b| b.events.clone()).unwrap_or_default();
-        let mut b = Bot {
-            session,
-            first_seen: now,
-            connected_at: self.now,
-            dead_at: None,
-            deleted: false,
-            termination: None,
-            termination_task_id: None,
-            external_ip: ip,
-            zone,
-            events,
-        };
-        push_event(&mut b, now, "bot_connected", format!("session {session:x}"));
-        self.bots.entry(server.clone()).or_default().insert(bot.clone(), b);
-        if early {
-            let after = Duration::from_millis(self.faults.bot_early_death_ms);
-            self.at(after, Ev::BotDeath { server, bot, session, terminated: false });
-        }
-        self.cap_bots();
-    }
-
-    fn cap_bots(&mut self) {
-        let total: usize = self.bots.values().map(BTreeMap::len).sum();
-        if total <= self.cfg.max_bots {
-            return;
-        }
-        // Drop deleted bots first, then dead ones.
-        for pass in [true, false] {
-            for bots in self.bots.values_mut() {
-                bots.retain(|_, b| !(b.dead_at.is_some() && (b.deleted || !pass)));
-            }
-            if self.bots.values().map(BTreeMap::len).sum::<usize>() <= self.cfg.max_bots {
-                return;
-            }
-        }
-    }
-
     fn random_ip(&mut self, first: u8) -> String {
         let [a, b, c] = [self.rng.random::<u8>(), self.rng.random::<u8>(), self.rng.random_range(1..255u8)];
         format!("{first}.{a}.{b}.{c}")
     }
-}
-
-fn push_event(b: &mut Bot, ts: DateTime<Utc>, kind: &'static str, message: String) {
-    b.events.push_back(BotEvent { ts, kind, message });
-    if b.events.len() > KEEP_BOT_EVENTS {
-        b.events.pop_front();
-    }
-}
-
-fn last(path: &str) -> &str {
-    path.rsplit('/').next().unwrap_or(path)
 }
 
 fn not_found(project: &str, zone: &str, name: &str) -> ApiError {
@@ -473,11 +421,10 @@ fn quota_error(metric: &str, limit: f64, region: &str) -> OpError {
 }
 
 mod compute;
-mod state;
 mod swarming;
 
-pub use state::state_json;
-pub use swarming::{NullableBool, NullableName};
+use swarming::push_event;
+pub use swarming::{Bot, BotEvent, BotView};
 
 #[cfg(test)]
 mod tests;

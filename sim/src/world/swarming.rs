@@ -1,8 +1,106 @@
-//! Swarming on the world: bots, their tasks, events, termination and deletion, and their JSON.
+//! Swarming on the world: bots, their connection, tasks, events, termination and deletion.
 
 use super::*;
 
+/// A bot lifecycle event.
+#[derive(Debug, Clone)]
+pub struct BotEvent {
+    /// When.
+    pub(crate) ts: DateTime<Utc>,
+    /// Swarming's event type (`bot_connected`, ...).
+    pub(crate) kind: &'static str,
+    /// Message.
+    pub(crate) message: String,
+}
+
+/// A Swarming bot.
+#[derive(Debug, Clone)]
+pub struct Bot {
+    /// The instance id it runs on (its session).
+    pub session: u64,
+    /// First connection of this session.
+    pub(crate) first_seen: DateTime<Utc>,
+    connected_at: Instant,
+    /// Dead since.
+    pub dead_at: Option<DateTime<Utc>>,
+    /// Deleted from the server.
+    pub deleted: bool,
+    /// The pending TerminateBot task id.
+    pub(super) termination: Option<String>,
+    /// Set when it died because of TerminateBot.
+    pub termination_task_id: Option<String>,
+    /// External address.
+    pub(crate) external_ip: String,
+    /// Zone of its instance.
+    pub(crate) zone: String,
+    /// Lifecycle events, oldest first (at most [`KEEP_BOT_EVENTS`]).
+    pub(crate) events: VecDeque<BotEvent>,
+}
+
+/// A bot as `GetBot` answers it: its record, with what depends on the time.
+#[derive(Debug, Clone)]
+pub struct BotView<'a> {
+    /// Bot id.
+    pub id: &'a str,
+    /// The record.
+    pub bot: &'a Bot,
+    /// Last contact: now, or its death.
+    pub last_seen: DateTime<Utc>,
+    /// The task it runs now, if any.
+    pub task_id: Option<String>,
+}
+
 impl World {
+    pub(super) fn connect_bot(&mut self, server: String, key: InstanceKey, session: u64) {
+        // Only the instance incarnation that booted may connect, and only while it runs.
+        match self.instances.get(&key) {
+            Some(i) if i.id == session && i.status == Status::Running => {}
+            _ => return,
+        }
+        let ip = self.instances[&key].nics.iter().find_map(|n| n.nat.as_ref().map(|(_, ip)| ip.clone()));
+        let (zone, bot) = (key.1, key.2);
+        let now = self.now_utc();
+        let ip = ip.unwrap_or_else(|| self.random_ip(34));
+        let early = self.chance(self.faults.bot_early_death_rate);
+        let events =
+            self.bots.get(&server).and_then(|m| m.get(&bot)).map(|b| b.events.clone()).unwrap_or_default();
+        let mut b = Bot {
+            session,
+            first_seen: now,
+            connected_at: self.now,
+            dead_at: None,
+            deleted: false,
+            termination: None,
+            termination_task_id: None,
+            external_ip: ip,
+            zone,
+            events,
+        };
+        push_event(&mut b, now, "bot_connected", format!("session {session:x}"));
+        self.bots.entry(server.clone()).or_default().insert(bot.clone(), b);
+        if early {
+            let after = Duration::from_millis(self.faults.bot_early_death_ms);
+            self.at(after, Ev::BotDeath { server, bot, session, terminated: false });
+        }
+        self.cap_bots();
+    }
+
+    fn cap_bots(&mut self) {
+        let total: usize = self.bots.values().map(BTreeMap::len).sum();
+        if total <= self.cfg.max_bots {
+            return;
+        }
+        // Drop deleted bots first, then dead ones.
+        for pass in [true, false] {
+            for bots in self.bots.values_mut() {
+                bots.retain(|_, b| !(b.dead_at.is_some() && (b.deleted || !pass)));
+            }
+            if self.bots.values().map(BTreeMap::len).sum::<usize>() <= self.cfg.max_bots {
+                return;
+            }
+        }
+    }
+
     /// The task a bot is running now, if any (tasks run back to back: `bot_task_ms` busy,
     /// `bot_idle_ms` idle, from the moment it connected).
     fn task_of(&self, b: &Bot) -> Option<(u64, Instant)> {
@@ -17,45 +115,28 @@ impl World {
     }
 
     /// `GetBot` (also for deleted bots, as Swarming answers them).
-    pub fn bot_json(&self, server: &str, id: &str) -> Option<Value> {
-        let b = self.bots.get(server)?.get(id)?;
-        let mut v = json!({
-            "botId": id,
-            "externalIp": b.external_ip,
-            "firstSeenTs": ts(b.first_seen),
-            "lastSeenTs": ts(b.dead_at.unwrap_or_else(|| self.now_utc())),
-            "dimensions": [
-                {"key": "id", "value": [id]},
-                {"key": "pool", "value": ["gce"]},
-                {"key": "zone", "value": [b.zone]},
-            ],
-            "version": "simulated",
-            "sessionId": format!("{:x}", b.session),
-            "authenticatedAs": format!("bot:{id}"),
-        });
-        if let Some((k, _)) = self.task_of(b) {
-            v["taskId"] = json!(format!("{:x}{k:04x}0", b.session & 0xffff_ffff));
-        }
-        if b.dead_at.is_some() {
-            v["isDead"] = json!(true);
-        }
-        if b.deleted {
-            v["deleted"] = json!(true);
-        }
-        if let Some(t) = &b.termination_task_id {
-            v["terminationTaskId"] = json!(t);
-        }
-        Some(v)
+    pub fn bot<'a>(&'a self, server: &str, id: &str) -> Option<BotView<'a>> {
+        let (id, b) = self.bots.get(server)?.get_key_value(id)?;
+        Some(self.bot_view(id, b))
     }
 
-    /// `ListBots`: bots that are not deleted, by id, after `cursor`.
+    fn bot_view<'a>(&self, id: &'a str, b: &'a Bot) -> BotView<'a> {
+        BotView {
+            id,
+            bot: b,
+            last_seen: b.dead_at.unwrap_or_else(|| self.now_utc()),
+            task_id: self.task_of(b).map(|(k, _)| format!("{:x}{k:04x}0", b.session & 0xffff_ffff)),
+        }
+    }
+
+    /// `ListBots`: bots that are not deleted, by id, after `cursor`, and the next cursor.
     pub fn list_bots(
         &self,
         server: &str,
         limit: usize,
         cursor: &str,
         is_dead: Option<bool>,
-    ) -> (Vec<Value>, Option<String>) {
+    ) -> (Vec<BotView<'_>>, Option<String>) {
         let Some(bots) = self.bots.get(server) else { return (Vec::new(), None) };
         let mut items = Vec::new();
         let after =
@@ -65,7 +146,7 @@ impl World {
             if b.deleted || is_dead.is_some_and(|d| d != b.dead_at.is_some()) {
                 continue;
             }
-            items.push(self.bot_json(server, id).expect("listed"));
+            items.push(self.bot_view(id, b));
             if items.len() == limit {
                 return (items, Some(id.clone()));
             }
@@ -73,7 +154,8 @@ impl World {
         (items, None)
     }
 
-    /// `ListBotEvents`: newest first, optionally since `start`.
+    /// `ListBotEvents`: the bot and its events newest first, at most `limit`, from `start` and
+    /// before `end`.
     pub fn bot_events(
         &self,
         server: &str,
@@ -81,18 +163,16 @@ impl World {
         limit: usize,
         start: Option<DateTime<Utc>>,
         end: Option<DateTime<Utc>>,
-    ) -> Vec<Value> {
-        let Some(b) = self.bots.get(server).and_then(|m| m.get(id)) else { return Vec::new() };
-        b.events
+    ) -> Option<(&Bot, Vec<&BotEvent>)> {
+        let b = self.bots.get(server)?.get(id)?;
+        let events = b
+            .events
             .iter()
             .rev()
             .filter(|e| start.is_none_or(|s| e.ts >= s) && end.is_none_or(|x| e.ts < x))
             .take(limit)
-            .map(|e| {
-                json!({"ts": ts(e.ts), "eventType": e.kind, "message": e.message, "externalIp": b.external_ip,
-                       "version": "simulated", "sessionId": format!("{:x}", b.session)})
-            })
-            .collect()
+            .collect();
+        Some((b, events))
     }
 
     /// `TerminateBot`: the bot finishes its current task, then dies; the same pending task id
@@ -150,35 +230,9 @@ impl World {
     }
 }
 
-/// Request of a `ListBots` filter value: protojson NullableBool.
-#[derive(Debug, Clone, Copy, Deserialize)]
-#[serde(untagged)]
-pub enum NullableBool {
-    /// `"NULL"`, `"FALSE"`, `"TRUE"`.
-    Name(NullableName),
-    /// 0, 1, 2.
-    Number(u8),
-}
-
-/// Names of NullableBool.
-#[derive(Debug, Clone, Copy, Deserialize)]
-#[allow(clippy::upper_case_acronyms)]
-pub enum NullableName {
-    /// No filter.
-    NULL,
-    /// False.
-    FALSE,
-    /// True.
-    TRUE,
-}
-
-impl NullableBool {
-    /// As a filter.
-    pub fn as_filter(self) -> Option<bool> {
-        match self {
-            NullableBool::Name(NullableName::TRUE) | NullableBool::Number(2) => Some(true),
-            NullableBool::Name(NullableName::FALSE) | NullableBool::Number(1) => Some(false),
-            _ => None,
-        }
+pub(super) fn push_event(b: &mut Bot, ts: DateTime<Utc>, kind: &'static str, message: String) {
+    b.events.push_back(BotEvent { ts, kind, message });
+    if b.events.len() > KEEP_BOT_EVENTS {
+        b.events.pop_front();
     }
 }

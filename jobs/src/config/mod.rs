@@ -1,0 +1,453 @@
+//! Config: one pool of VMs, as operators write it (YAML or JSON), with its validation, durations
+//! and the amount schedule (LUCI `config.proto` fields, luci-gce.md §2.1–2.2 and §7.4).
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use chrono::{DateTime, Datelike, Duration as ChronoDuration, NaiveTime, TimeZone, Utc, Weekday};
+use serde::{Deserialize, Deserializer, Serialize};
+
+/// A validation error: the field and the rule it breaks.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {rule}")]
+pub struct ConfigError {
+    /// Path of the field, e.g. `linux.attributes.disk[0].type`.
+    pub field: String,
+    /// The rule.
+    pub rule: String,
+}
+
+fn err(field: impl Into<String>, rule: impl Into<String>) -> ConfigError {
+    ConfigError { field: field.into(), rule: rule.into() }
+}
+
+/// A duration written `90s`, `15m`, `1h`, `30d`, `2mo` (30 days) or as whole seconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(into = "u64")]
+pub struct Secs(pub u64);
+
+impl From<Secs> for u64 {
+    fn from(s: Secs) -> u64 {
+        s.0
+    }
+}
+
+impl Secs {
+    /// Parses `<n>(s|m|h|d|mo)`; overflow clamps to the largest value.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let s = s.trim();
+        let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+        let (n, unit) = s.split_at(split);
+        let n: u64 =
+            n.parse().map_err(|_| format!("{s:?} is not a duration like 90s, 15m, 1h, 30d or 2mo"))?;
+        let mult = match unit {
+            "s" | "" => 1,
+            "m" => 60,
+            "h" => 3600,
+            "d" => 86_400,
+            "mo" => 30 * 86_400,
+            _ => return Err(format!("{s:?}: unit must be s, m, h, d or mo")),
+        };
+        Ok(Secs(n.saturating_mul(mult)))
+    }
+
+    /// As a chrono duration.
+    pub fn chrono(self) -> ChronoDuration {
+        ChronoDuration::seconds(self.0.min(i64::MAX as u64 / 1000) as i64)
+    }
+}
+
+impl<'de> Deserialize<'de> for Secs {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            N(u64),
+            S(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::N(n) => Ok(Secs(n)),
+            Raw::S(s) => Secs::parse(&s).map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+impl fmt::Display for Secs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}s", self.0)
+    }
+}
+
+/// Day of the week, as in the proto (`MONDAY` … `SUNDAY`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+#[allow(missing_docs)]
+pub enum Day {
+    Monday,
+    Tuesday,
+    Wednesday,
+    Thursday,
+    Friday,
+    Saturday,
+    Sunday,
+}
+
+impl Day {
+    fn weekday(self) -> Weekday {
+        match self {
+            Day::Monday => Weekday::Mon,
+            Day::Tuesday => Weekday::Tue,
+            Day::Wednesday => Weekday::Wed,
+            Day::Thursday => Weekday::Thu,
+            Day::Friday => Weekday::Fri,
+            Day::Saturday => Weekday::Sat,
+            Day::Sunday => Weekday::Sun,
+        }
+    }
+}
+
+/// When a weekly schedule starts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimeOfDay {
+    /// Day of the week.
+    pub day: Day,
+    /// `H:MM`, 24-hour.
+    pub time: String,
+    /// IANA time zone; empty means UTC.
+    #[serde(default)]
+    pub location: String,
+}
+
+/// A weekly window with its own bounds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Schedule {
+    /// Start of the window.
+    pub start: TimeOfDay,
+    /// Length of the window (non-zero, at most a week).
+    pub length: Secs,
+    /// Lower bound while the window is open.
+    #[serde(default)]
+    pub min: u32,
+    /// Upper bound while the window is open.
+    #[serde(default)]
+    pub max: u32,
+}
+
+/// How many VMs: bounds and weekly windows.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Amount {
+    /// Lower bound (and the amount of a new pool).
+    #[serde(default)]
+    pub min: u32,
+    /// Upper bound.
+    #[serde(default)]
+    pub max: u32,
+    /// Weekly windows with other bounds; they must not overlap.
+    #[serde(default)]
+    pub change: Vec<Schedule>,
+}
+
+/// A disk.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Disk {
+    /// Source image: `global/images/X` or `projects/P/global/images/X`.
+    #[serde(default)]
+    pub image: String,
+    /// Size in GB.
+    #[serde(default)]
+    pub size: u64,
+    /// `zones/<zone>/diskTypes/<type>` (may use `{{.Zone}}`); empty for the default.
+    #[serde(default, rename = "type")]
+    pub kind: String,
+    /// `SCSI` or `NVME`.
+    #[serde(default)]
+    pub interface: String,
+    /// Hyperdisk only.
+    #[serde(default)]
+    pub provisioned_iops: Option<u64>,
+    /// Hyperdisk only.
+    #[serde(default)]
+    pub provisioned_throughput: Option<u64>,
+}
+
+/// A metadata item: exactly one of `from_text: "key:value"` or `from_file: "key:path"` (the path
+/// relative to the config file, read at import).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Metadata {
+    /// `key:value`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_text: Option<String>,
+    /// `key:path`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_file: Option<String>,
+}
+
+impl Metadata {
+    /// A `from_text` item.
+    pub fn text(s: impl Into<String>) -> Self {
+        Self { from_text: Some(s.into()), from_file: None }
+    }
+
+    /// `key` and `value` of a `from_text` item.
+    pub fn pair(&self) -> Option<(&str, &str)> {
+        self.from_text.as_deref().map(|s| s.split_once(':').unwrap_or((s, "")))
+    }
+}
+
+/// An access config of a network interface.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccessConfig {
+    /// `ONE_TO_ONE_NAT`.
+    #[serde(default, rename = "type")]
+    pub kind: String,
+}
+
+/// A network interface.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkInterface {
+    /// External addresses.
+    #[serde(default)]
+    pub access_config: Vec<AccessConfig>,
+    /// Network, e.g. `global/networks/default`.
+    #[serde(default)]
+    pub network: String,
+    /// Subnetwork.
+    #[serde(default)]
+    pub subnetwork: String,
+    /// `IPV4_ONLY` or `IPV4_IPV6`.
+    #[serde(default)]
+    pub stack_type: String,
+}
+
+/// A service account.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServiceAccount {
+    /// Email (or `default`).
+    pub email: String,
+    /// OAuth scopes.
+    #[serde(default)]
+    pub scope: Vec<String>,
+}
+
+/// A node affinity of sole-tenant scheduling.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeAffinity {
+    /// Label key.
+    pub key: String,
+    /// `IN` or `NOT_IN`.
+    pub operator: String,
+    /// Values.
+    #[serde(default)]
+    pub values: Vec<String>,
+}
+
+/// Scheduling options.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scheduling {
+    /// Sole-tenant node affinities.
+    #[serde(default)]
+    pub node_affinity: Vec<NodeAffinity>,
+}
+
+/// The instance template (LUCI `config.VM`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Attributes {
+    /// Disks; the first is the boot disk.
+    #[serde(default)]
+    pub disk: Vec<Disk>,
+    /// Machine type; `{{.Zone}}` is replaced by the zone.
+    #[serde(default)]
+    pub machine_type: String,
+    /// Metadata items.
+    #[serde(default)]
+    pub metadata: Vec<Metadata>,
+    /// Minimum CPU platform.
+    #[serde(default)]
+    pub min_cpu_platform: String,
+    /// Network interfaces.
+    #[serde(default)]
+    pub network_interface: Vec<NetworkInterface>,
+    /// GCP project.
+    #[serde(default)]
+    pub project: String,
+    /// Service accounts.
+    #[serde(default)]
+    pub service_account: Vec<ServiceAccount>,
+    /// Network tags.
+    #[serde(default)]
+    pub tag: Vec<String>,
+    /// Zone.
+    #[serde(default)]
+    pub zone: String,
+    /// Scheduling.
+    #[serde(default)]
+    pub scheduling: Option<Scheduling>,
+    /// Labels.
+    #[serde(default)]
+    pub label: BTreeMap<String, String>,
+    /// Shielded VM: integrity monitoring off.
+    #[serde(default)]
+    pub disable_integrity_monitoring: bool,
+    /// Shielded VM: secure boot on.
+    #[serde(default)]
+    pub enable_secure_boot: bool,
+    /// Shielded VM: vTPM off.
+    #[serde(default)]
+    pub disable_vtpm: bool,
+    /// Confidential VM (implies terminate on maintenance).
+    #[serde(default)]
+    pub enable_confidential_compute: bool,
+    /// Terminate on host maintenance.
+    #[serde(default)]
+    pub terminate_on_maintenance: bool,
+}
+
+/// One pool of VMs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Pool name and the start of every VM id and hostname.
+    #[serde(default)]
+    pub prefix: String,
+    /// How many VMs.
+    #[serde(default)]
+    pub amount: Amount,
+    /// Instance template.
+    #[serde(default)]
+    pub attributes: Attributes,
+    /// How long an instance lives before it is replaced (required).
+    #[serde(default)]
+    pub lifetime: Secs,
+    /// How long a bot may take to connect, or stay dead, before its instance is destroyed (zero:
+    /// no limit on connecting, and a dead bot's instance goes at once, as in LUCI).
+    #[serde(default)]
+    pub timeout: Secs,
+    /// Swarming server URL.
+    #[serde(default)]
+    pub swarming: String,
+    /// Groups that own the pool.
+    #[serde(default)]
+    pub owner: Vec<String>,
+}
+
+/// Largest Config file read (bytes).
+pub const MAX_FILE_BYTES: u64 = 1 << 20;
+/// Deepest `[`/`{` nesting a Config file may have (a Config needs about 5).
+pub const MAX_NESTING: usize = 32;
+/// Most metadata items of a Config.
+pub const MAX_METADATA_ITEMS: usize = 10_000;
+/// Largest total size of the metadata keys and values, as Compute Engine allows (512 KiB).
+pub const MAX_METADATA_BYTES: usize = 512 * 1024;
+/// Largest metadata value, as Compute Engine allows (256 KiB).
+pub const MAX_METADATA_VALUE: usize = 256 * 1024;
+
+/// Labels this service sets on every instance (and reads back to adopt or audit).
+pub mod labels {
+    /// The deployment (namespace) that manages the instance.
+    pub const DEPLOYMENT: &str = "gce-backend";
+    /// The Config prefix.
+    pub const CONFIG: &str = "gce-backend-config";
+    /// The VM id.
+    pub const VM: &str = "gce-backend-vm";
+}
+
+/// Digits of the largest index a pool can have.
+fn index_digits(max: u32) -> usize {
+    max.saturating_sub(1).to_string().len()
+}
+
+/// A valid Compute Engine resource name: `[a-z]([-a-z0-9]*[a-z0-9])?`, at most 63 characters.
+pub fn valid_gce_name(name: &str) -> bool {
+    let b = name.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b[0].is_ascii_lowercase()
+        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b[b.len() - 1] != b'-'
+}
+
+fn valid_label(s: &str, key: bool) -> bool {
+    s.len() <= 63
+        && (!key || s.as_bytes().first().is_some_and(u8::is_ascii_lowercase))
+        && s.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-' || c == b'_')
+}
+
+impl Schedule {
+    fn start_time(&self) -> Result<NaiveTime, String> {
+        let (h, m) = self.start.time.split_once(':').ok_or("time must be H:MM")?;
+        let (h, m): (u32, u32) = (h.parse().map_err(|_| "bad hour")?, m.parse().map_err(|_| "bad minute")?);
+        if self.start.time.split_once(':').is_some_and(|(_, m)| m.len() != 2) {
+            return Err("time must be H:MM".into());
+        }
+        NaiveTime::from_hms_opt(h, m, 0).ok_or_else(|| "hour must be 0-23 and minute 0-59".into())
+    }
+
+    fn tz(&self) -> Result<chrono_tz::Tz, String> {
+        if self.start.location.is_empty() {
+            return Ok(chrono_tz::UTC);
+        }
+        self.start.location.parse().map_err(|_| format!("unknown IANA time zone {:?}", self.start.location))
+    }
+
+    /// The latest start at or before `now`.
+    fn most_recent_start(&self, now: DateTime<Utc>) -> Option<DateTime<Utc>> {
+        let (tz, t) = (self.tz().ok()?, self.start_time().ok()?);
+        let local = now.with_timezone(&tz).date_naive();
+        (0..=7).find_map(|back| {
+            let d = local - ChronoDuration::days(back);
+            if d.weekday() != self.start.day.weekday() {
+                return None;
+            }
+            let start = tz.from_local_datetime(&d.and_time(t)).earliest()?.with_timezone(&Utc);
+            (start <= now).then_some(start)
+        })
+    }
+
+    /// Start as minutes into a UTC reference week (Monday 00:00), for the overlap check.
+    fn week_minute(&self) -> Result<i64, String> {
+        let (tz, t) = (self.tz()?, self.start_time()?);
+        // A Monday in January: offsets of that week stand for the whole year.
+        let monday = chrono::NaiveDate::from_ymd_opt(2024, 1, 1).expect("valid date");
+        let day = monday + ChronoDuration::days(self.start.day.weekday().num_days_from_monday() as i64);
+        let start = tz.from_local_datetime(&day.and_time(t)).earliest().ok_or("time does not exist")?;
+        let utc_monday = Utc.from_utc_datetime(&monday.and_hms_opt(0, 0, 0).expect("valid"));
+        Ok((start.with_timezone(&Utc) - utc_monday).num_minutes().rem_euclid(7 * 24 * 60))
+    }
+}
+
+impl Amount {
+    /// The amount for `proposed` at `now`: clamped to the open window's bounds, or to
+    /// `[min, max]` outside every window.
+    pub fn at(&self, proposed: u32, now: DateTime<Utc>) -> u32 {
+        for s in &self.change {
+            if let Some(start) = s.most_recent_start(now)
+                && now < start + s.length.chrono()
+            {
+                return proposed.clamp(s.min, s.max.max(s.min));
+            }
+        }
+        proposed.clamp(self.min, self.max.max(self.min))
+    }
+
+    /// The largest amount any window allows.
+    pub fn ceiling(&self) -> u32 {
+        self.change.iter().map(|s| s.max).chain([self.max]).max().unwrap_or(0)
+    }
+}
+
+mod validate;
+pub use validate::{check_nesting, check_prefixes, validate_all};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,179 @@
+//! Tests of Config parsing, validation and the amount schedule.
+
+use super::*;
+
+pub(crate) const YAML: &str = r#"
+prefix: linux
+amount: {min: 2, max: 5, change: [{start: {day: MONDAY, time: "9:00", location: America/Los_Angeles}, length: 10h, min: 4, max: 5}]}
+attributes:
+  project: proj
+  zone: us-central1-b
+  machine_type: "zones/{{.Zone}}/machineTypes/e2-small"
+  disk: [{image: projects/debian-cloud/global/images/debian-12, size: 10, type: "zones/{{.Zone}}/diskTypes/pd-ssd"}]
+  metadata: [{from_text: "startup-script:echo hi"}]
+  network_interface: [{network: global/networks/default, access_config: [{type: ONE_TO_ONE_NAT}]}]
+  label: {team: infra}
+lifetime: 1d
+timeout: 10m
+swarming: https://swarm.example.com
+"#;
+
+fn cfg() -> Config {
+    Config::parse(YAML, "linux.yaml").unwrap()
+}
+
+#[test]
+fn durations_parse_with_units_and_clamp() {
+    assert_eq!(Secs::parse("90s").unwrap().0, 90);
+    assert_eq!(Secs::parse("15m").unwrap().0, 900);
+    assert_eq!(Secs::parse("2mo").unwrap().0, 60 * 86_400);
+    assert_eq!(Secs::parse("99999999999999999d").unwrap().0, u64::MAX);
+    assert!(Secs::parse("1w").is_err() && Secs::parse("h").is_err());
+    assert_eq!(cfg().lifetime.0, 86_400);
+}
+
+#[test]
+fn a_good_config_validates_in_yaml_and_json() {
+    cfg().validate().unwrap();
+    let json = serde_json::to_string(&cfg()).unwrap();
+    Config::parse(&json, "linux.json").unwrap().validate().unwrap();
+}
+
+#[test]
+fn each_rule_names_its_field() {
+    type Breaker = fn(&mut Config);
+    let cases: Vec<(Breaker, &str)> = vec![
+        (|c| c.prefix.clear(), "prefix"),
+        (|c| c.prefix = "Bad_Prefix".into(), "Bad_Prefix.prefix"),
+        (|c| c.prefix = "x".repeat(60), ".prefix"),
+        (|c| c.amount.min = 9, "linux.amount"),
+        (|c| c.amount.change[0].start.time = "25:00".into(), "amount.change[0].start.time"),
+        (|c| c.amount.change[0].start.location = "Mars/Base".into(), "amount.change[0].start.location"),
+        (|c| c.amount.change[0].length = Secs(0), "amount.change[0].length"),
+        (|c| c.attributes.disk.clear(), "attributes.disk"),
+        (|c| c.attributes.disk[0].kind = "pd-ssd".into(), "attributes.disk[0].type"),
+        (|c| c.attributes.disk[0].image = "debian".into(), "attributes.disk[0].image"),
+        (|c| c.attributes.disk[0].provisioned_iops = Some(5), "attributes.disk[0]"),
+        (|c| c.attributes.machine_type.clear(), "attributes.machine_type"),
+        (|c| c.attributes.metadata = vec![Metadata::text("novalue")], "attributes.metadata[0]"),
+        (|c| c.attributes.metadata = vec![Metadata::default()], "attributes.metadata[0]"),
+        (|c| c.attributes.network_interface.clear(), "attributes.network_interface"),
+        (|c| c.attributes.project.clear(), "attributes.project"),
+        (|c| c.attributes.zone.clear(), "attributes.zone"),
+        (
+            |c| c.attributes.label.insert("gce-backend".into(), "x".into()).map(drop).unwrap_or(()),
+            "attributes.label",
+        ),
+        (|c| c.lifetime = Secs(0), "linux.lifetime"),
+        (|c| c.swarming = "swarm.example.com".into(), "linux.swarming"),
+    ];
+    for (break_it, field) in cases {
+        let mut c = cfg();
+        break_it(&mut c);
+        let e = c.validate().expect_err(field);
+        assert!(e.field.contains(field) || e.field.ends_with(field), "{field}: got {e}");
+    }
+    let e = Config::parse("prefix: x\nbogus: 1\n", "x.yaml").unwrap_err();
+    assert!(e.rule.contains("bogus"), "{e}");
+    let mut c = cfg();
+    c.attributes.zone = "Not_A_Zone".into();
+    assert_eq!(c.validate().unwrap_err().field, "linux.attributes.zone");
+}
+
+#[test]
+fn empty_files_are_errors_of_the_file() {
+    for text in ["", "# only a comment\n", "---\n", "{}", "---\n# x\n"] {
+        let e = Config::parse(text, "pools/linux.yaml").unwrap_err();
+        assert_eq!(e.field, "pools/linux.yaml", "{text:?}");
+        assert!(e.rule.contains("empty") || e.rule.contains("cannot parse"), "{text:?}: {e}");
+    }
+}
+
+#[test]
+fn nesting_is_counted_outside_strings_and_comments() {
+    check_nesting(&format!("a: \"{}\"", "[".repeat(100)), "f").unwrap();
+    check_nesting(&format!("a: '{}'", "{".repeat(100)), "f").unwrap();
+    check_nesting(&format!("# {}\nb: 1", "[".repeat(100)), "f").unwrap();
+    let sneaky = format!("# don't\nb: {}", "[".repeat(100));
+    assert!(check_nesting(&sneaky, "f").unwrap_err().rule.contains("deeper than 32"));
+    assert!(check_nesting(&"[".repeat(33), "f").is_err());
+    check_nesting(&"[".repeat(32), "f").unwrap();
+}
+
+#[test]
+fn amounts_above_the_limit_are_refused() {
+    let limits = crate::ctx::Limits { max_amount: 100, ..crate::ctx::Limits::default() };
+    let mut c = cfg();
+    c.check_limits(&limits).unwrap();
+    c.amount.max = 10_000_000;
+    let e = c.check_limits(&limits).unwrap_err();
+    assert_eq!(e.field, "linux.amount");
+    assert!(e.rule.contains("10000000") && e.rule.contains("max_amount 100"), "{e}");
+    let mut c = cfg();
+    c.amount.change[0].max = 101;
+    assert!(c.check_limits(&limits).is_err(), "a window's max counts too");
+}
+
+#[test]
+fn prefixes_may_not_be_prefixes_of_each_other() {
+    let a = cfg();
+    let mut b = cfg();
+    b.prefix = "linux-big".into();
+    let e = validate_all(&[a.clone(), b]).unwrap_err();
+    assert_eq!(e.field, "linux-big.prefix");
+    let mut c = cfg();
+    c.prefix = "mac".into();
+    validate_all(&[a, c]).unwrap();
+}
+
+#[test]
+fn overlapping_schedules_are_refused_even_across_the_week_wrap() {
+    let mut c = cfg();
+    let mut late = c.amount.change[0].clone();
+    late.start = TimeOfDay { day: Day::Monday, time: "18:00".into(), location: "America/Los_Angeles".into() };
+    c.amount.change.push(late);
+    assert!(c.validate().unwrap_err().rule.contains("overlaps"));
+    let mut c = cfg();
+    c.amount.change[0].start.day = Day::Sunday;
+    c.amount.change[0].length = Secs(2 * 86_400);
+    let mut monday = c.amount.change[0].clone();
+    monday.start = TimeOfDay { day: Day::Monday, time: "12:00".into(), location: String::new() };
+    monday.length = Secs(3600);
+    c.amount.change.push(monday);
+    assert!(c.validate().unwrap_err().rule.contains("overlaps"), "Sunday + 2d reaches Monday noon");
+}
+
+#[test]
+fn amount_follows_the_open_window() {
+    let c = cfg();
+    // Monday 2026-11-23 10:00 in Los Angeles is 18:00 UTC: inside the 9:00 + 10h window.
+    let inside = Utc.with_ymd_and_hms(2026, 11, 23, 18, 0, 0).unwrap();
+    let outside = Utc.with_ymd_and_hms(2026, 11, 24, 18, 0, 0).unwrap();
+    assert_eq!(c.amount.at(0, inside), 4);
+    assert_eq!(c.amount.at(0, outside), 2);
+    assert_eq!(c.amount.at(3, outside), 3, "the current amount is kept within bounds");
+    assert_eq!(c.amount.at(9, outside), 5);
+}
+
+#[test]
+fn problems_lists_every_broken_rule_and_validate_gives_the_first() {
+    let mut c = cfg();
+    c.attributes.zone = "US Central".into();
+    c.attributes.machine_type.clear();
+    c.swarming = "ftp://x".into();
+    c.amount.change[0].start.time = "25:00".into();
+    let fields: Vec<String> = c.problems().into_iter().map(|e| e.field).collect();
+    assert_eq!(
+        fields,
+        [
+            "linux.amount.change[0].start.time",
+            "linux.attributes.machine_type",
+            "linux.attributes.zone",
+            "linux.swarming"
+        ]
+    );
+    assert_eq!(c.validate().unwrap_err().field, fields[0]);
+    assert!(cfg().problems().is_empty());
+    let empty = Config::default();
+    assert_eq!(empty.problems()[0], ConfigError { field: "prefix".into(), rule: "is required".into() });
+}

@@ -1,0 +1,270 @@
+//! Config validation: every rule of one Config, the rules across Configs, and the nesting check
+//! run before a parser sees a file.
+
+use super::*;
+
+/// Checks the depth of `[`/`{` nesting outside quoted strings, before a parser sees the text
+/// (parsing deep nesting costs more than linear time).
+pub fn check_nesting(text: &str, origin: &str) -> Result<(), ConfigError> {
+    let (mut depth, mut quote, mut escaped, mut comment) = (0usize, None::<char>, false, false);
+    let mut prev = '\n';
+    for c in text.chars() {
+        if comment {
+            comment = c != '\n';
+        } else if let Some(q) = quote {
+            if escaped {
+                escaped = false;
+            } else if c == '\\' && q == '"' {
+                escaped = true;
+            } else if c == q {
+                quote = None;
+            }
+        } else {
+            // A quote opens a string only where a value starts (`it's` is no string); `#` after
+            // a space starts a comment.
+            let at_start = prev.is_whitespace() || matches!(prev, ':' | '[' | '{' | ',' | '-');
+            match c {
+                '"' | '\'' if at_start => quote = Some(c),
+                '#' if prev.is_whitespace() => comment = true,
+                '[' | '{' => {
+                    depth += 1;
+                    if depth > MAX_NESTING {
+                        return Err(err(origin, format!("nests [ and {{ deeper than {MAX_NESTING} levels")));
+                    }
+                }
+                ']' | '}' => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+        prev = c;
+    }
+    Ok(())
+}
+
+impl Config {
+    /// Parses a YAML (or JSON, a subset of YAML) document; unknown fields are errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Self, ConfigError> {
+        let c: Config = serde_yaml::from_str(text).map_err(|e| err(origin, format!("cannot parse: {e}")))?;
+        if c == Config::default() {
+            return Err(err(origin, "is empty (no field is set): a Config file needs at least a prefix"));
+        }
+        Ok(c)
+    }
+
+    /// Checks the service's limits (settings `[limits]`).
+    pub fn check_limits(&self, limits: &crate::ctx::Limits) -> Result<(), ConfigError> {
+        let ceiling = self.amount.ceiling().max(self.amount.min);
+        if ceiling > limits.max_amount {
+            return Err(err(
+                format!("{}.amount", self.prefix),
+                format!(
+                    "asks for up to {ceiling} VMs, above the service's max_amount {} (settings [limits])",
+                    limits.max_amount
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks every rule of one Config; the error names the field (the first of
+    /// [`Config::problems`]).
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.problems().into_iter().next().map_or(Ok(()), Err)
+    }
+
+    /// Every rule of one Config it breaks, each naming its field (empty: valid).
+    pub fn problems(&self) -> Vec<ConfigError> {
+        let mut out = Vec::new();
+        if self.prefix.is_empty() {
+            out.push(err("prefix", "is required"));
+        } else if !valid_gce_name(&self.prefix) {
+            out.push(err(format!("{}.prefix", self.prefix), "must match [a-z]([-a-z0-9]*[a-z0-9])?"));
+        }
+        let p = if self.prefix.is_empty() { "<unnamed>" } else { &self.prefix };
+        let f = |field: &str| format!("{p}.{field}");
+        let a = &self.amount;
+        if a.min > a.max {
+            out.push(err(f("amount"), format!("min {} is above max {}", a.min, a.max)));
+        }
+        let mut windows = Vec::new();
+        for (i, s) in a.change.iter().enumerate() {
+            let field = f(&format!("amount.change[{i}]"));
+            let (time, tz) = (s.start_time(), s.tz());
+            if let Err(e) = &time {
+                out.push(err(format!("{field}.start.time"), e));
+            }
+            if let Err(e) = &tz {
+                out.push(err(format!("{field}.start.location"), e));
+            }
+            if s.length.0 == 0 || s.length.0 > 7 * 86_400 {
+                out.push(err(format!("{field}.length"), "must be non-zero and at most 7d"));
+            }
+            if s.min > s.max {
+                out.push(err(&field, format!("min {} is above max {}", s.min, s.max)));
+            }
+            if time.is_err() || tz.is_err() {
+                continue;
+            }
+            match s.week_minute() {
+                Ok(start) => windows.push((i, start, start + (s.length.0 / 60) as i64)),
+                Err(e) => out.push(err(format!("{field}.start"), e)),
+            }
+        }
+        let week = 7 * 24 * 60;
+        for (n, &(i, s1, e1)) in windows.iter().enumerate() {
+            for &(j, s2, e2) in &windows[n + 1..] {
+                // Half-open intervals on a circle: compare with the other shifted by a week.
+                let overlaps = |(s1, e1): (i64, i64), (s2, e2): (i64, i64)| s1 < e2 && s2 < e1;
+                if [-week, 0, week].iter().any(|&k| overlaps((s1, e1), (s2 + k, e2 + k))) {
+                    out.push(err(f(&format!("amount.change[{j}]")), format!("overlaps amount.change[{i}]")));
+                }
+            }
+        }
+        // Every hostname <prefix>-<index>-<4 chars> must be a valid instance name.
+        let longest = self.prefix.len() + 1 + index_digits(a.ceiling().max(1)) + 5;
+        if longest > 63 {
+            out.push(err(
+                f("prefix"),
+                format!(
+                    "hostnames <prefix>-<index>-xxxx would be {longest} characters; instance names have at most 63"
+                ),
+            ));
+        }
+        self.check_attributes(&f, &mut out);
+        if self.lifetime.0 == 0 {
+            out.push(err(f("lifetime"), "is required and must be non-zero"));
+        }
+        if self.swarming.is_empty() {
+            out.push(err(f("swarming"), "is required"));
+        } else if !(self.swarming.starts_with("https://") || self.swarming.starts_with("http://")) {
+            out.push(err(f("swarming"), "must be an https:// URL"));
+        }
+        out
+    }
+
+    fn check_attributes(&self, f: &dyn Fn(&str) -> String, out: &mut Vec<ConfigError>) {
+        let v = &self.attributes;
+        if v.disk.is_empty() {
+            out.push(err(f("attributes.disk"), "at least one disk is required"));
+        }
+        for (i, d) in v.disk.iter().enumerate() {
+            let field = f(&format!("attributes.disk[{i}]"));
+            let kind = d.kind.rsplit('/').next().unwrap_or_default();
+            if !d.kind.is_empty() {
+                let parts: Vec<&str> = d.kind.split('/').collect();
+                if parts.len() != 4 || parts[0] != "zones" || parts[2] != "diskTypes" || parts[3].is_empty() {
+                    out.push(err(format!("{field}.type"), "must be empty or zones/<zone>/diskTypes/<type>"));
+                }
+            }
+            if matches!(kind, "pd-standard" | "pd-ssd") {
+                if !d.interface.is_empty() && d.interface != "SCSI" {
+                    out.push(err(format!("{field}.interface"), format!("{kind} requires SCSI")));
+                }
+                let image_ok = d.image.starts_with("global/images/")
+                    || (d.image.starts_with("projects/") && d.image.contains("/global/images/"));
+                if !image_ok {
+                    out.push(err(
+                        format!("{field}.image"),
+                        "must be global/images/X or projects/P/global/images/X",
+                    ));
+                }
+            }
+            if kind == "local-ssd" && !d.image.is_empty() {
+                out.push(err(format!("{field}.image"), "a local-ssd disk may not have an image"));
+            }
+            if (d.provisioned_iops.is_some() || d.provisioned_throughput.is_some())
+                && !kind.starts_with("hyperdisk")
+            {
+                out.push(err(&field, "provisioned_iops/throughput are for hyperdisk types only"));
+            }
+            if !d.interface.is_empty() && d.interface != "SCSI" && d.interface != "NVME" {
+                out.push(err(format!("{field}.interface"), "must be SCSI or NVME"));
+            }
+        }
+        if v.machine_type.is_empty() {
+            out.push(err(f("attributes.machine_type"), "is required"));
+        }
+        if v.metadata.len() > MAX_METADATA_ITEMS {
+            out.push(err(
+                f("attributes.metadata"),
+                format!("{} items; at most {MAX_METADATA_ITEMS}", v.metadata.len()),
+            ));
+        }
+        let bytes: usize = v
+            .metadata
+            .iter()
+            .map(|m| m.from_text.as_ref().or(m.from_file.as_ref()).map_or(0, String::len))
+            .sum();
+        if bytes > MAX_METADATA_BYTES {
+            out.push(err(
+                f("attributes.metadata"),
+                format!("{bytes} bytes in all; Compute Engine allows {MAX_METADATA_BYTES}"),
+            ));
+        }
+        for (i, m) in v.metadata.iter().enumerate() {
+            let field = f(&format!("attributes.metadata[{i}]"));
+            if m.pair().is_some_and(|(_, value)| value.len() > MAX_METADATA_VALUE) {
+                out.push(err(&field, format!("value above {MAX_METADATA_VALUE} bytes")));
+            }
+            match (&m.from_text, &m.from_file) {
+                (Some(s), None) | (None, Some(s)) if s.contains(':') => {}
+                (Some(_), None) | (None, Some(_)) => {
+                    out.push(err(&field, "must be key:value (from_file: key:path)"));
+                }
+                _ => out.push(err(&field, "exactly one of from_text or from_file")),
+            }
+        }
+        if v.network_interface.is_empty() {
+            out.push(err(f("attributes.network_interface"), "at least one network interface is required"));
+        }
+        if v.project.is_empty() {
+            out.push(err(f("attributes.project"), "is required"));
+        }
+        if v.zone.is_empty() {
+            out.push(err(f("attributes.zone"), "is required"));
+        } else if !valid_gce_name(&v.zone) {
+            out.push(err(
+                f("attributes.zone"),
+                format!("{:?} is not a zone name like us-central1-b", v.zone),
+            ));
+        }
+        for (k, val) in &v.label {
+            if !valid_label(k, true) || !valid_label(val, false) || k.starts_with("gce-backend") {
+                out.push(err(
+                    f(&format!("attributes.label.{k}")),
+                    "keys and values are [a-z0-9_-] (keys start with a letter), at most 63; gce-backend* keys are reserved",
+                ));
+            }
+        }
+        if let Some(s) = &v.scheduling {
+            for (i, a) in s.node_affinity.iter().enumerate() {
+                if a.operator != "IN" && a.operator != "NOT_IN" {
+                    out.push(err(
+                        f(&format!("attributes.scheduling.node_affinity[{i}].operator")),
+                        "must be IN or NOT_IN",
+                    ));
+                }
+            }
+        }
+    }
+}
+
+/// Validates a set of Configs together: each one, and no prefix a prefix of another.
+pub fn validate_all(configs: &[Config]) -> Result<(), ConfigError> {
+    for c in configs {
+        c.validate()?;
+    }
+    check_prefixes(configs)
+}
+
+/// The rule across Configs: no prefix is a prefix of another (nor equal to it).
+pub fn check_prefixes(configs: &[Config]) -> Result<(), ConfigError> {
+    let mut prefixes: Vec<&str> = configs.iter().map(|c| c.prefix.as_str()).collect();
+    prefixes.sort();
+    for w in prefixes.windows(2) {
+        if w[1].starts_with(w[0]) {
+            return Err(err(format!("{}.prefix", w[1]), format!("{:?} is a prefix of it (or equal)", w[0])));
+        }
+    }
+    Ok(())
+}
