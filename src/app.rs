@@ -31,6 +31,22 @@ pub enum Role {
     /// Only what feeds the workers: the cron scheduler (the queue demo's producer).
     #[value(alias = "producer")]
     Cron,
+    /// Only the operator's HTTP API.
+    Api,
+}
+
+impl Role {
+    fn workers(self) -> bool {
+        matches!(self, Role::All | Role::Workers)
+    }
+
+    fn cron(self) -> bool {
+        matches!(self, Role::All | Role::Cron)
+    }
+
+    fn api(self) -> bool {
+        matches!(self, Role::All | Role::Api)
+    }
 }
 
 /// Options of `gce-backend run`.
@@ -64,6 +80,44 @@ pub struct RunOptions {
     /// No progress lines on the terminal.
     #[arg(long)]
     pub quiet: bool,
+    /// The operator's API.
+    #[command(flatten)]
+    pub api: ApiArgs,
+}
+
+/// Options of the operator's API.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ApiArgs {
+    /// Where the operator's API listens (`--role all|api`); loopback only unless --allow-remote.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub listen: std::net::SocketAddr,
+    /// Let the API listen on a non-loopback address.
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// The root URL the API states its URLs under (`ROOT/api/gce-backend/v1/…`); required with
+    /// --redis, the listen address in the embedded default.
+    #[arg(long, env = "GCE_BACKEND_ROOT_URL")]
+    pub root_url: Option<String>,
+    /// The API's tokens: a TOML file of `[[token]]` entries (name, sha256, role, groups); see
+    /// `gce-backend token`. The embedded default makes an admin token when none is given.
+    #[arg(long, env = "GCE_BACKEND_TOKENS_FILE")]
+    pub tokens: Option<PathBuf>,
+    /// The same TOML given inline (for secrets injected as environment variables).
+    #[arg(long, env = "GCE_BACKEND_TOKENS", hide_env_values = true, conflicts_with = "tokens")]
+    pub tokens_toml: Option<String>,
+}
+
+impl Default for ApiArgs {
+    /// Loopback on a free port, root URL `http://localhost`, no tokens (for tests and embedding).
+    fn default() -> Self {
+        ApiArgs {
+            listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+            allow_remote: false,
+            root_url: Some("http://localhost".into()),
+            tokens: None,
+            tokens_toml: None,
+        }
+    }
 }
 
 /// A running service.
@@ -72,6 +126,10 @@ pub struct App {
     pub ctx: Ctx,
     /// The simulator it started, if any.
     pub sim: Option<(std::net::SocketAddr, sim::Sim)>,
+    /// Where the API listens and its root URL, if it serves one.
+    pub api: Option<(std::net::SocketAddr, String)>,
+    /// The admin token the embedded default made (no `--tokens`).
+    pub demo_token: Option<String>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
     stop: tokio::sync::watch::Sender<bool>,
     scheduler: Option<tokio_cron_scheduler::JobScheduler>,
@@ -211,10 +269,31 @@ pub async fn start(opts: &RunOptions, settings: Settings) -> anyhow::Result<App>
         );
         return Err(crate::ops::Usage(msg).into());
     }
+    let (tokens, demo_token) = tokens(opts)?;
+    let listener = match opts.role.api() {
+        true => Some(listen(opts).await?),
+        false => None,
+    };
     let (ctx, sim) = context(opts, &settings).await?;
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let mut tasks = Vec::new();
-    if opts.role != Role::Cron {
+    let mut api = None;
+    if let Some(listener) = listener {
+        let addr = listener.local_addr()?;
+        let root = opts.api.root_url.clone().unwrap_or_else(|| format!("http://{addr}"));
+        api = Some((addr, root.clone()));
+        let server = crate::api::Api::new(ctx.clone(), &root, tokens);
+        let mut stopped = stopped.clone();
+        tasks.push(tokio::spawn(async move {
+            let signal = async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            };
+            if let Err(e) = crate::api::serve(server, listener, signal).await {
+                tracing::error!(error = %e, "the API stopped");
+            }
+        }));
+    }
+    if opts.role.workers() {
         let monitor = workers::register_pipeline(
             workers::monitor(Duration::from_secs(30)),
             &ctx,
@@ -233,7 +312,7 @@ pub async fn start(opts: &RunOptions, settings: Settings) -> anyhow::Result<App>
         }));
     }
     let mut scheduler = None;
-    if opts.role != Role::Workers {
+    if opts.role.cron() {
         // Start from the files at once instead of waiting for the first tick.
         for job in ["import_configs", "expand_configs"] {
             if let Err(e) = gce_backend_jobs::cron::run(&ctx, job).await {
@@ -245,7 +324,70 @@ pub async fn start(opts: &RunOptions, settings: Settings) -> anyhow::Result<App>
     if !opts.quiet {
         tasks.push(tokio::spawn(progress(ctx.clone(), stopped)));
     }
-    Ok(App { ctx, sim, tasks, stop, scheduler })
+    Ok(App { ctx, sim, api, demo_token, tasks, stop, scheduler })
+}
+
+/// The API's tokens: from `--tokens`, or a fresh admin token in the embedded default.
+fn tokens(opts: &RunOptions) -> anyhow::Result<(crate::api::auth::Tokens, Option<String>)> {
+    use crate::api::auth::{Caller, Role as ApiRole, Tokens, new_token};
+    let given = match (&opts.api.tokens, &opts.api.tokens_toml) {
+        (Some(path), _) => Some((
+            std::fs::read_to_string(path)
+                .map_err(|e| crate::ops::Usage(format!("--tokens {}: {e}", path.display())))?,
+            path.display().to_string(),
+        )),
+        (None, Some(text)) => Some((text.clone(), "GCE_BACKEND_TOKENS".to_owned())),
+        (None, None) => None,
+    };
+    match given {
+        Some((text, origin)) => {
+            let tokens = Tokens::parse(&text, &origin).map_err(crate::ops::Usage)?;
+            if tokens.is_empty() && opts.role.api() {
+                tracing::warn!(tokens = %origin, "no API token: every API call will answer 401");
+            }
+            Ok((tokens, None))
+        }
+        None if opts.store.redis.is_none() && opts.role.api() => {
+            let (token, entry) = new_token("demo-admin", ApiRole::Admin, Vec::new());
+            let caller = Caller { name: entry.name, role: ApiRole::Admin, groups: Vec::new() };
+            Ok((Tokens::single(&token, caller), Some(token)))
+        }
+        None => {
+            if opts.role.api() {
+                tracing::warn!(
+                    "no --tokens file: every API call will answer 401 (see `gce-backend token new`)"
+                );
+            }
+            Ok((Tokens::default(), None))
+        }
+    }
+}
+
+/// Binds the API's address (loopback unless `--allow-remote`); with Redis, a root URL is required.
+async fn listen(opts: &RunOptions) -> anyhow::Result<tokio::net::TcpListener> {
+    let a = &opts.api;
+    if !a.listen.ip().is_loopback() && !a.allow_remote {
+        let msg = format!(
+            "--listen {}: not a loopback address; add --allow-remote to serve the API on it",
+            a.listen
+        );
+        return Err(crate::ops::Usage(msg).into());
+    }
+    if opts.store.redis.is_some() && a.root_url.is_none() {
+        let msg =
+            "--root-url (or GCE_BACKEND_ROOT_URL) is required with --redis: the API states its URLs under it";
+        return Err(crate::ops::Usage(msg.into()).into());
+    }
+    if let Some(root) = &a.root_url
+        && !(root.starts_with("http://") || root.starts_with("https://"))
+    {
+        return Err(
+            crate::ops::Usage(format!("--root-url {root}: must be an http:// or https:// URL")).into()
+        );
+    }
+    tokio::net::TcpListener::bind(a.listen).await.map_err(|e| {
+        crate::ops::Usage(format!("--listen {}: {e} (pick another address with --listen)", a.listen)).into()
+    })
 }
 
 impl App {

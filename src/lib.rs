@@ -9,7 +9,9 @@
 //! * [`workers`]: apalis workers over the queues, one per pipeline queue.
 
 pub mod adapters;
+pub mod api;
 pub mod app;
+pub mod cli;
 pub mod demo;
 pub mod ops;
 pub mod out;

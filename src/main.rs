@@ -1,5 +1,6 @@
-//! The `gce-backend` binary: `run` (the service), `sim` (the simulator), `status` (Config
-//! status), `queue` (operator commands on a queue in Redis) and `queue-demo`.
+//! The `gce-backend` binary: `run` (the service and its API), `sim` (the simulator), the API's
+//! CLI (`configs`, `vms`, `queues`, `api`), `token`, `status` and `queue` (read next to Redis) and
+//! `queue-demo`.
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -73,6 +74,53 @@ enum Command {
         #[arg(long)]
         live: bool,
     },
+    /// Make an API token: prints the token (give it to its holder; it is not kept) and the
+    /// `[[token]]` entry to add to the tokens file (it holds only the token's SHA-256).
+    Token {
+        /// Who holds it (shown in logs and records).
+        #[arg(long)]
+        name: String,
+        /// What it may do.
+        #[arg(long, value_enum)]
+        role: gce_backend::api::auth::Role,
+        /// A group it belongs to (matched against Configs' `owner`); repeat for more.
+        #[arg(long = "group")]
+        groups: Vec<String>,
+    },
+    /// Configs over the API: list, get, apply -f FILE, delete, amount, pause, resume, plan.
+    Configs {
+        #[command(flatten)]
+        target: gce_backend::cli::Target,
+        #[command(subcommand)]
+        cmd: gce_backend::cli::ConfigsCmd,
+    },
+    /// VMs over the API: list PREFIX, get ID, recycle ID.
+    Vms {
+        #[command(flatten)]
+        target: gce_backend::cli::Target,
+        #[command(subcommand)]
+        cmd: gce_backend::cli::VmsCmd,
+    },
+    /// Queues over the API: list, dead, retry, purge.
+    Queues {
+        #[command(flatten)]
+        target: gce_backend::cli::Target,
+        #[command(subcommand)]
+        cmd: gce_backend::cli::QueuesCmd,
+    },
+    /// Call any API method by name (read from the deployment's API reference): NAME=VALUE
+    /// arguments fill the route and query, --input FILE is the JSON body.
+    Api {
+        #[command(flatten)]
+        target: gce_backend::cli::Target,
+        /// Method name (e.g. listConfigs).
+        method: String,
+        /// Route and query arguments, NAME=VALUE.
+        args: Vec<String>,
+        /// JSON body.
+        #[arg(long)]
+        input: Option<std::path::PathBuf>,
+    },
     /// Inspect or repair the queues in Redis (`gce-backend queue list` names them).
     Queue {
         #[command(flatten)]
@@ -105,6 +153,16 @@ async fn main_() -> anyhow::Result<()> {
             if let Some((addr, _)) = &app.sim {
                 out::line(&format!("simulator on http://{addr} (Compute REST, Swarming pRPC, /sim/state)"));
             }
+            if let Some((_, root)) = &app.api {
+                out::line(&format!(
+                    "API on {root}/api/gce-backend/v1 (reference: {root}/references/manifest.json)"
+                ));
+            }
+            if let (Some(token), Some((_, root))) = (&app.demo_token, &app.api) {
+                out::line(&format!(
+                    "admin token for this run: export GCE_BACKEND_ROOT_URL={root} GCE_BACKEND_TOKEN={token}"
+                ));
+            }
             out::line(&format!("running (configs in {}); Ctrl-C stops", opts.configs.display()));
             gce_backend::workers::shutdown_signal().await?;
             out::line("stopping: in-flight tasks finish, the rest stay queued");
@@ -113,6 +171,7 @@ async fn main_() -> anyhow::Result<()> {
         }
         Command::QueueDemo { store, role, tasks, task_ms, concurrency, lease_ms } => {
             anyhow::ensure!(concurrency > 0, "--concurrency must be at least 1");
+            anyhow::ensure!(role != Role::Api, "the queue demo has no API: --role all, workers or cron");
             if store.redis.is_none() && role != Role::All {
                 anyhow::bail!(
                     "--role workers/producer needs --redis: without it nothing is shared between processes"
@@ -145,6 +204,21 @@ async fn main_() -> anyhow::Result<()> {
             // Orphaned Configs carry their deletion time; the default grace is only for older ones.
             let grace = gce_backend_jobs::Timing::default().config_delete_grace.chrono();
             ops::status(&store, &prefixes, live, grace).await
+        }
+        Command::Token { name, role, groups } => {
+            let (token, entry) = gce_backend::api::auth::new_token(&name, role, groups);
+            let file = gce_backend::api::auth::TokenFile { token: vec![entry] };
+            out::line(&format!(
+                "# token for {name} (give it to its holder; only its hash is kept):\n# {token}"
+            ));
+            out::line(&toml::to_string(&file).context("encoding the entry")?);
+            Ok(())
+        }
+        Command::Configs { target, cmd } => gce_backend::cli::configs(&target, cmd).await,
+        Command::Vms { target, cmd } => gce_backend::cli::vms(&target, cmd).await,
+        Command::Queues { target, cmd } => gce_backend::cli::queues(&target, cmd).await,
+        Command::Api { target, method, args, input } => {
+            gce_backend::cli::api(&target, &method, &args, input.as_deref()).await
         }
         Command::Queue { store, queue, op } => ops::queue_op(&store, queue.as_deref(), op).await,
     }

@@ -1,6 +1,8 @@
 //! The single integration test binary of the root package (tests that need the built
 //! `gce-backend` binary, a private `redis-server`, the simulator, or several of them).
 
+/// The operator's API over HTTP: flows, schemas, the authz matrix, random bodies.
+mod api;
 /// Bad records of each kind at once, confined to their entity.
 mod bad_input;
 

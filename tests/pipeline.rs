@@ -87,6 +87,8 @@ pub(crate) struct Env {
     pub(crate) sim: Sim,
     pub(crate) sim_url: String,
     pub(crate) dir: PathBuf,
+    /// Where the service's API listens (with workers).
+    pub(crate) api_url: Option<String>,
     pub(crate) _redis: Option<RedisServer>,
 }
 
@@ -139,6 +141,10 @@ impl Env {
             swarming_endpoint: None,
             real_gce: false,
             quiet: true,
+            api: gce_backend::app::ApiArgs {
+                tokens: Some(crate::api::write_tokens(&dir)),
+                ..Default::default()
+            },
         };
         let (app, ctx) = if workers {
             let app = app::start(&opts, settings).await.unwrap();
@@ -147,7 +153,8 @@ impl Env {
         } else {
             (None, app::context(&opts, &settings).await.unwrap().0)
         };
-        Env { app, ctx, sim, sim_url, dir, _redis: redis }
+        let api_url = app.as_ref().and_then(|a| a.api.as_ref()).map(|(addr, _)| format!("http://{addr}"));
+        Env { app, ctx, sim, sim_url, dir, api_url, _redis: redis }
     }
 
     pub(crate) fn write_pool(&self, name: &str, yaml: &str) {

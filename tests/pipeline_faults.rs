@@ -301,6 +301,7 @@ async fn two_processes_on_one_redis_converge_without_two_inserts_for_one_hostnam
     let spawn = || {
         Command::new(env!("CARGO_BIN_EXE_gce-backend"))
             .args(["run", "--quiet", "--redis", &redis.url(), "--namespace", DEPLOYMENT])
+            .args(["--listen", "127.0.0.1:0", "--root-url", "http://localhost"])
             .args(["--gce-endpoint", &format!("http://{addr}")])
             .arg("--configs")
             .arg(&configs)
@@ -322,6 +323,7 @@ async fn two_processes_on_one_redis_converge_without_two_inserts_for_one_hostnam
         swarming_endpoint: None,
         real_gce: false,
         quiet: true,
+        api: Default::default(),
     };
     let (ctx, _) = app::context(&opts, &settings()).await.unwrap();
     eventually("two processes converge to 4", LIMIT, || async {
@@ -376,6 +378,7 @@ async fn a_cron_tick_runs_once_across_processes_sharing_a_redis() {
         swarming_endpoint: None,
         real_gce: false,
         quiet: true,
+        api: Default::default(),
     };
     let (other, _) = app::context(&opts, &settings()).await.unwrap();
     // Both fire the same tick of audit_instances, whose fan-out lists the project's zones once

@@ -64,6 +64,7 @@ async fn run_waits_for_redis_at_start_and_carries_on_when_it_comes() {
     redis.kill();
     let mut child = Command::new(BIN)
         .args(["run", "--quiet", "--redis", &redis.url(), "--namespace", "startup"])
+        .args(["--listen", "127.0.0.1:0", "--root-url", "http://localhost"])
         .args(["--gce-endpoint", &format!("http://{addr}"), "--settings", &settings_file()])
         .arg("--configs")
         .arg(&dir)
@@ -122,4 +123,31 @@ async fn a_task_that_dies_is_counted_on_its_config_and_a_missing_disk_type_is_re
     assert!(f.message.contains("mac.attributes.disk[0].type") && f.message.contains("pd-fast"), "{f:?}");
     assert!(env.ctx.store.config("mac").await.unwrap().is_none());
     env.stop().await;
+}
+
+#[test]
+fn the_api_refuses_a_public_address_without_allow_remote_and_redis_without_a_root_url() {
+    let dir = crate::pipeline::temp_dir();
+    let run = |extra: &[&str]| {
+        Command::new(BIN)
+            .args(["run", "--quiet", "--settings", &settings_file()])
+            .arg("--configs")
+            .arg(&dir)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = run(&["--listen", "0.0.0.0:0"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("add --allow-remote"), "{out:?}");
+    let out = run(&["--redis", "redis://127.0.0.1:1", "--listen", "127.0.0.1:0"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--root-url (or GCE_BACKEND_ROOT_URL) is required"),
+        "{out:?}"
+    );
+    let out = run(&["--tokens", "/nonexistent/tokens.toml", "--listen", "127.0.0.1:0"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/tokens.toml"), "{out:?}");
+    let _ = std::fs::remove_dir_all(&dir);
 }

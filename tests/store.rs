@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use chrono::{TimeZone, Utc};
 use gce_backend::adapters::redis_store::RedisStore;
-use gce_backend_jobs::model::{Backoff, ConfigRecord, ErrorEntry, KEEP_ERRORS, Observed, Placed};
+use gce_backend_jobs::model::{Backoff, ConfigRecord, ErrorEntry, KEEP_ERRORS, Observed, Pause, Placed};
 use gce_backend_jobs::ports::store::{Expect, Store, VmIndex};
 use gce_backend_jobs::store::memory::MemoryStore;
 use gce_backend_jobs::testing::config;
@@ -23,6 +23,7 @@ async fn contract(store: Arc<dyn Store>) {
         orphaned: None,
         delete_at: None,
         verified: true,
+        paused: None,
     };
     assert!(store.put_config(&rec, Expect::Absent).await.unwrap());
     assert!(!store.put_config(&rec, Expect::Absent).await.unwrap(), "already there");
@@ -36,8 +37,23 @@ async fn contract(store: Arc<dyn Store>) {
             .unwrap()
     );
     assert_eq!(store.configs().await.unwrap()[0].version, 2);
+    // A pause is part of the record.
+    let t = Utc.with_ymd_and_hms(2026, 11, 21, 10, 0, 0).unwrap();
+    let pause = Pause { by: "alice".into(), reason: "rollout".into(), at: t };
+    let paused = ConfigRecord { paused: Some(pause.clone()), ..rec.clone() };
+    assert!(store.put_config(&paused, Expect::Version(2)).await.unwrap());
+    assert_eq!(store.config("linux").await.unwrap().unwrap().value, paused);
+    assert!(store.put_config(&rec, Expect::Version(3)).await.unwrap());
+    assert_eq!(store.config("linux").await.unwrap().unwrap().value.paused, None);
+    // The global pause: set, read, lifted.
+    assert_eq!(store.global_pause().await.unwrap(), None);
+    store.set_global_pause(Some(&pause)).await.unwrap();
+    assert_eq!(store.global_pause().await.unwrap(), Some(pause));
+    store.set_global_pause(None).await.unwrap();
+    assert_eq!(store.global_pause().await.unwrap(), None);
+    store.set_global_pause(None).await.unwrap();
     assert!(!store.delete_config("linux", 1).await.unwrap());
-    assert!(store.delete_config("linux", 2).await.unwrap());
+    assert!(store.delete_config("linux", 4).await.unwrap());
     assert!(store.config("linux").await.unwrap().is_none());
 
     // VMs and their indexes.
@@ -74,7 +90,6 @@ async fn contract(store: Arc<dyn Store>) {
     assert_eq!(store.vms_by_hostname(&["linux-0-abcd".into()]).await.unwrap(), [None]);
 
     // Status: errors capped, counts, backoff.
-    let t = Utc.with_ymd_and_hms(2026, 11, 21, 10, 0, 0).unwrap();
     for n in 0..25 {
         let e = ErrorEntry {
             time: t,
@@ -178,6 +193,7 @@ async fn corrupt(store: Arc<dyn Store>, plant: impl Fn(&str, &str)) {
         orphaned: None,
         delete_at: None,
         verified: true,
+        paused: None,
     };
     assert!(store.put_config(&rec, Expect::Absent).await.unwrap());
     let mac = ConfigRecord { config: config("mac", 1), ..rec.clone() };
@@ -240,6 +256,17 @@ async fn corrupt(store: Arc<dyn Store>, plant: impl Fn(&str, &str)) {
         Err(gce_backend_jobs::ports::store::StoreError::Corrupt { .. })
     ));
     assert!(store.vm_ids(VmIndex::OfConfig("mac".into())).await.unwrap().is_empty());
+    // A global pause that does not decode is reported (and read as a pause by the service),
+    // and replaced by the next one set.
+    plant("pause", "");
+    assert!(matches!(
+        store.global_pause().await,
+        Err(gce_backend_jobs::ports::store::StoreError::Corrupt { .. })
+    ));
+    let paused = gce_backend_jobs::ctx::global_pause(&*store).await.unwrap().expect("fails safe");
+    assert!(paused.reason.contains("does not decode"), "{paused:?}");
+    store.set_global_pause(None).await.unwrap();
+    assert_eq!(store.global_pause().await.unwrap(), None);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -249,6 +276,7 @@ async fn corrupt_records_are_confined_to_their_entity_in_memory() {
     corrupt(store, move |kind, key| match kind {
         "cfg" => m.plant_corrupt_config(key),
         "vm" => m.plant_corrupt_vm(key),
+        "pause" => m.plant_corrupt_pause(),
         _ => m.plant_broken_index(key),
     })
     .await;
@@ -263,6 +291,7 @@ async fn corrupt_records_are_confined_to_their_entity_in_redis() {
         let (cmd, k, args): (&str, String, Vec<&str>) = match kind {
             "cfg" => ("HSET", "{test:db}:cfg".into(), vec![key, "{garbage"]),
             "vm" => ("HSET", "{test:db}:vm".into(), vec![key, "{garbage"]),
+            "pause" => ("SET", "{test:db}:pause".into(), vec!["{garbage"]),
             _ => ("SET", format!("{{test:db}}:vm:cfg:{key}"), vec!["x"]),
         };
         let client = redis::Client::open(url.as_str()).unwrap();

@@ -1,5 +1,5 @@
 //! `Ctx`: the ports and settings every handler and cron job gets, and the helpers they share
-//! (push, check again later, record an error on a Config's status).
+//! (push, check again later, record an error on a Config's status, whether a Config is paused).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::Secs;
 use crate::error::TaskError;
-use crate::model::ErrorEntry;
+use crate::model::{ConfigRecord, ErrorEntry, Pause};
 use crate::ports::bots::Bots;
 use crate::ports::clock::Clock;
 use crate::ports::compute::Compute;
@@ -240,9 +240,47 @@ impl Ctx {
         self.record(prefix, stage, code, message, "", "").await
     }
 
+    /// The pause in force for `rec`: its own, else the global one. The one rule of pausing:
+    /// while paused, `expand_config` and `create_vm` make no VM record, `create_instance` sends
+    /// no insert for a VM not yet sent (it waits; resuming pushes it again), and `manage_bot`
+    /// does not retire a healthy VM past its deadline. Draining, deleting, cleaning up faulty
+    /// VMs (destroyed, not replaced), bot cleanup and audits go on.
+    pub async fn paused(&self, rec: &ConfigRecord) -> Result<Option<Pause>, TaskError> {
+        match &rec.paused {
+            Some(p) => Ok(Some(p.clone())),
+            None => global_pause(&*self.store).await,
+        }
+    }
+
+    /// [`Ctx::paused`] for the Config `prefix` (only the global pause when it has no record, or
+    /// one that does not decode: that is reported and repaired by `import_configs`).
+    pub async fn paused_of(&self, prefix: &str) -> Result<Option<Pause>, TaskError> {
+        match self.store.config(prefix).await {
+            Ok(Some(c)) => self.paused(&c.value).await,
+            Ok(None) | Err(crate::ports::store::StoreError::Corrupt { .. }) => {
+                global_pause(&*self.store).await
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// Marks a Config's errors of `stage` resolved: the stage succeeded.
     pub async fn resolved(&self, prefix: &str, stage: &str) -> Result<(), TaskError> {
         Ok(self.store.resolve_errors(prefix, stage, self.now()).await?)
+    }
+}
+
+/// The global pause. A record that does not decode counts as a pause (failing safe: nothing is
+/// created until an operator lifts or sets it again), with a WARN.
+pub async fn global_pause(store: &dyn Store) -> Result<Option<Pause>, TaskError> {
+    match store.global_pause().await {
+        Ok(p) => Ok(p),
+        Err(crate::ports::store::StoreError::Corrupt { error, .. }) => {
+            tracing::warn!(error = %error, "the global pause record does not decode: every Config counts as paused until it is set or lifted again");
+            let reason = format!("the global pause record does not decode ({error}); set or lift it again");
+            Ok(Some(Pause { by: String::new(), reason, at: DateTime::<Utc>::UNIX_EPOCH }))
+        }
+        Err(e) => Err(e.into()),
     }
 }
 

@@ -13,6 +13,8 @@
 //! * [`status`]: the read model operators see (counts, errors, state, file errors).
 //! * [`backoff`]: backoffs of a (project, zone) or a Config after failures to create.
 //! * [`catalog`]: what Compute Engine offers a project (zones, disk types), to check Configs.
+//! * [`operate`]: the operator API's operations (Configs over the API, amounts, pauses, plans,
+//!   VMs), typed, for an HTTP layer to call.
 
 pub mod backoff;
 pub mod catalog;
@@ -22,6 +24,7 @@ pub mod ctx;
 pub mod error;
 pub mod model;
 pub mod naming;
+pub mod operate;
 pub mod ports;
 pub mod status;
 pub mod store;

@@ -1,13 +1,33 @@
-//! Records the reconcile logic keeps: Config records, VMs, bot observations and per-config
-//! status (counts, recent errors, backoff).
+//! Records the reconcile logic keeps: Config records, VMs, bot observations, pauses and
+//! per-config status (counts, recent errors, backoff), and the operator API's views (a VM's
+//! state and view, a plan; kept in `model/api.rs`).
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{Attributes, Config};
 
+mod api;
+pub use api::{Change, Plan, PlanInput, UnknownState, VmState, VmView};
+
+/// The `source` of a Config made over the operator API. File sources are file names, which
+/// always end `.yaml`, `.yml` or `.json` (`import_configs` lists no other file), so no file can
+/// be taken for it.
+pub const API_SOURCE: &str = "api";
+
+/// A pause: who, why, since when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Pause {
+    /// Who paused (the API token's name).
+    pub by: String,
+    /// Why.
+    pub reason: String,
+    /// Since when.
+    pub at: DateTime<Utc>,
+}
+
 /// A Config as stored: the operator's Config plus what the service tracks.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ConfigRecord {
     /// The Config (durations in seconds, metadata resolved).
     pub config: Config,
@@ -15,8 +35,8 @@ pub struct ConfigRecord {
     pub revision: String,
     /// The amount the service targets now; kept across imports.
     pub current_amount: u32,
-    /// Where it came from: the name of its Config file in the configs directory. The file that
-    /// holds a prefix keeps it.
+    /// Where it came from: the name of its Config file in the configs directory (the file that
+    /// holds a prefix keeps it), or [`API_SOURCE`] for a Config made over the API.
     #[serde(default)]
     pub source: String,
     /// When its file was first found gone; it is deleted `config_delete_grace` later unless the
@@ -30,9 +50,17 @@ pub struct ConfigRecord {
     /// Compute could not be asked; the check is repeated on every import until it can).
     #[serde(default)]
     pub verified: bool,
+    /// Set while this Config is paused: no VM is created or replaced (see `Ctx::paused`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<Pause>,
 }
 
 impl ConfigRecord {
+    /// True when a Config file holds it (false for a Config made over the API).
+    pub fn from_file(&self) -> bool {
+        self.source != API_SOURCE
+    }
+
     /// The one rule for "is this VM still wanted": its index is below the current amount.
     pub fn wants(&self, index: u32) -> bool {
         index < self.current_amount
@@ -40,7 +68,7 @@ impl ConfigRecord {
 }
 
 /// One slot of a Config (`<prefix>-<index>`) and its current incarnation.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Vm {
     /// `<prefix>-<index>`.
     pub id: String,
@@ -94,7 +122,7 @@ pub struct Vm {
 }
 
 /// The instance a VM's incarnation runs on, as Compute reported it when it was made.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Placed {
     /// selfLink: the guard a late task compares before touching the instance.
     pub url: String,
@@ -109,7 +137,7 @@ pub struct Placed {
 }
 
 /// What is wrong with a VM's incarnation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum FaultKind {
     /// Swarming says the bot is dead.
@@ -121,7 +149,7 @@ pub enum FaultKind {
 }
 
 /// A fault found on a VM's incarnation.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Fault {
     /// Which.
     pub kind: FaultKind,
@@ -193,7 +221,7 @@ impl Vm {
 }
 
 /// What Swarming last said about a bot (from the ListBots walk or GetBot).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Bot {
     /// Bot id.
     pub id: String,
@@ -210,7 +238,7 @@ pub struct Bot {
 }
 
 /// A bot observation with the time it was made.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Observed {
     /// The bot.
     pub bot: Bot,
@@ -219,7 +247,7 @@ pub struct Observed {
 }
 
 /// One error recorded on a Config's status.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ErrorEntry {
     /// When.
     pub time: DateTime<Utc>,
@@ -239,7 +267,7 @@ pub struct ErrorEntry {
 }
 
 /// A (project, zone) that is backed off after quota or stockout errors.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Backoff {
     /// Project.
     pub project: String,
@@ -254,7 +282,7 @@ pub struct Backoff {
 }
 
 /// Counts of a Config's VMs, written by `count_vms`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Counts {
     /// The amount targeted.
     pub configured: u32,
@@ -276,7 +304,7 @@ pub struct Counts {
 }
 
 /// Where a Config stands in its life.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ConfigState {
     /// Imported and reconciled.
@@ -292,13 +320,13 @@ pub enum ConfigState {
 }
 
 /// The status of one Config: counts, the last 20 errors, the current backoff.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ConfigStatus {
     /// Prefix.
     pub prefix: String,
     /// Active, orphaned or deleted.
     pub state: ConfigState,
-    /// The file it comes from.
+    /// The file it comes from, or `api` for a Config made over the API.
     pub source: String,
     /// Its revision (content hash of the file).
     pub revision: String,
@@ -319,11 +347,17 @@ pub struct ConfigStatus {
     pub errors: Vec<ErrorEntry>,
     /// Backoff of its (project, zone), while active.
     pub backoff: Option<Backoff>,
+    /// Set while this Config is paused (who, why, since when).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<Pause>,
+    /// True while every Config is paused (the global pause).
+    #[serde(default)]
+    pub paused_all: bool,
 }
 
 /// An error of a Config file that holds no Config (it cannot be read, parsed or validated, or
 /// it claims a prefix another file holds).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FileError {
     /// The file.
     pub path: String,

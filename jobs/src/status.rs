@@ -1,5 +1,6 @@
 //! The read model operators see (`gce-backend status`, progress lines): per-Config counts from
-//! the VM records, errors, backoff and life state, and the errors of Config files.
+//! the VM records, errors, backoff, life state, source and pauses, and the errors of Config
+//! files.
 
 use std::collections::BTreeSet;
 
@@ -7,7 +8,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::error::TaskError;
-use crate::model::{ConfigState, ConfigStatus, Counts, FaultKind, FileError, counters};
+use crate::model::{ConfigState, ConfigStatus, Counts, FaultKind, FileError, Pause, counters};
 use crate::ports::store::{Store, StoreError, VmIndex};
 
 /// Every prefix with a Config or with VMs left (of a removed Config), sorted.
@@ -49,8 +50,8 @@ pub async fn tally(store: &dyn Store, prefix: &str, now: DateTime<Utc>) -> Resul
 }
 
 /// A Config's status: the counts last written by `count_vms` (or `live` ones counted now), its
-/// last errors (newest first), the backoff of its (project, zone) while active, and its state
-/// (`grace`: the orphan grace, to say when an orphaned Config goes).
+/// last errors (newest first), the backoff of its (project, zone) while active, its state
+/// (`grace`: the orphan grace, to say when an orphaned Config goes), source and pauses.
 pub async fn status(
     store: &dyn Store,
     prefix: &str,
@@ -70,6 +71,7 @@ pub async fn status(
         dead_tasks: store.counter(prefix, counters::DEAD_TASKS).await?,
         task_failures: store.counter(prefix, counters::TASK_FAILURES).await?,
         errors: store.errors(prefix).await?,
+        paused_all: crate::ctx::global_pause(store).await?.is_some(),
         ..ConfigStatus::default()
     };
     let config = match store.config(prefix).await {
@@ -94,17 +96,21 @@ pub async fn status(
         st.source = rec.source;
         st.revision = rec.revision;
         st.verified = rec.verified;
+        st.paused = rec.paused;
     }
     Ok(st)
 }
 
 /// Everything `gce-backend status` prints.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Report {
     /// One entry per Config (and per prefix with VMs left).
     pub configs: Vec<ConfigStatus>,
     /// Config files that hold no Config because of an error.
     pub files: Vec<FileError>,
+    /// The global pause (every Config), while set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<Pause>,
 }
 
 /// The status of `only` (every prefix when empty) and the file errors.
@@ -131,5 +137,6 @@ pub async fn report(
             Err(e) => return Err(e),
         }
     }
-    Ok(Report { configs, files: store.file_errors().await? })
+    let paused = crate::ctx::global_pause(store).await?;
+    Ok(Report { configs, files: store.file_errors().await?, paused })
 }

@@ -292,6 +292,7 @@ impl Ctx {
             orphaned: None,
             delete_at: None,
             verified: true,
+            paused: None,
         };
         assert!(self.store.put_config(&rec, crate::ports::store::Expect::Absent).await.expect("store"));
     }

@@ -21,6 +21,8 @@ mod corrupt;
 mod delivery;
 #[path = "conformance/failures.rs"]
 mod failures;
+#[path = "conformance/ids.rs"]
+mod ids;
 #[path = "conformance/operator.rs"]
 mod operator;
 
@@ -185,4 +187,7 @@ conformance!(
     operator::pending_and_delayed_list_tasks_in_the_order_they_will_run,
     operator::status_by_key_follows_the_live_task,
     operator::purge_pending_drops_a_large_backlog_but_not_running_tasks,
+    ids::pushed_tasks_get_distinct_random_ids_kept_by_dedupe,
+    ids::follow_ups_become_tasks_with_new_random_ids,
+    ids::decimal_ids_of_older_records_stay_valid,
 );

@@ -15,6 +15,7 @@
 //! | `files` | STRING | errors of Config files that hold no Config (JSON list) |
 //! | `claim:<key>` | STRING | a claimed cron tick (expires) |
 //! | `mark:<space>` | HASH | key → first-seen time |
+//! | `pause` | STRING | the global pause (JSON), while set |
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -22,7 +23,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use gce_backend_jobs::model::{
-    Backoff, ConfigRecord, Counts, ErrorEntry, FileError, KEEP_ERRORS, Observed, Vm,
+    Backoff, ConfigRecord, Counts, ErrorEntry, FileError, KEEP_ERRORS, Observed, Pause, Vm,
 };
 use gce_backend_jobs::ports::store::{CorruptRecord, Expect, Store, StoreError, Versioned, VmIndex};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -488,5 +489,18 @@ impl Store for RedisStore {
         all.into_iter()
             .filter_map(|(k, v)| Some(Ok((k, DateTime::parse_from_rfc3339(&v).ok()?.with_timezone(&Utc)))))
             .collect()
+    }
+
+    async fn global_pause(&self) -> Result<Option<Pause>, StoreError> {
+        let raw: Option<String> = self.c().get(self.k("pause")).await.map_err(err_at("pause"))?;
+        // Not lenient: an unreadable pause is reported, and read as a pause by the caller.
+        raw.map(|r| serde_json::from_str(&r).map_err(|e| StoreError::corrupt("pause", e))).transpose()
+    }
+
+    async fn set_global_pause(&self, pause: Option<&Pause>) -> Result<(), StoreError> {
+        match pause {
+            Some(p) => self.c().set(self.k("pause"), json(p)?).await.map_err(err),
+            None => self.c().del(self.k("pause")).await.map_err(err),
+        }
     }
 }

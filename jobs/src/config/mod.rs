@@ -72,6 +72,24 @@ impl<'de> Deserialize<'de> for Secs {
     }
 }
 
+impl schemars::JsonSchema for Secs {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Secs".into()
+    }
+
+    /// As read: whole seconds, or a string like `90s`, `15m`, `1h`, `30d`, `2mo` (written back as
+    /// whole seconds).
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A duration: whole seconds, or 90s, 15m, 1h, 30d, 2mo (30 days).",
+            "anyOf": [
+                {"type": "integer", "minimum": 0},
+                {"type": "string", "pattern": "^\\s*[0-9]+(s|m|h|d|mo)?\\s*$"}
+            ]
+        })
+    }
+}
+
 impl fmt::Display for Secs {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}s", self.0)
@@ -79,7 +97,7 @@ impl fmt::Display for Secs {
 }
 
 /// Day of the week, as in the proto (`MONDAY` … `SUNDAY`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 #[allow(missing_docs)]
 pub enum Day {
@@ -107,7 +125,7 @@ impl Day {
 }
 
 /// When a weekly schedule starts.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TimeOfDay {
     /// Day of the week.
@@ -120,7 +138,7 @@ pub struct TimeOfDay {
 }
 
 /// A weekly window with its own bounds.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Schedule {
     /// Start of the window.
@@ -136,7 +154,7 @@ pub struct Schedule {
 }
 
 /// How many VMs: bounds and weekly windows.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Amount {
     /// Lower bound (and the amount of a new pool).
@@ -151,7 +169,7 @@ pub struct Amount {
 }
 
 /// A disk.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Disk {
     /// Source image: `global/images/X` or `projects/P/global/images/X`.
@@ -176,7 +194,7 @@ pub struct Disk {
 
 /// A metadata item: exactly one of `from_text: "key:value"` or `from_file: "key:path"` (the path
 /// relative to the config file, read at import).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Metadata {
     /// `key:value`.
@@ -200,7 +218,7 @@ impl Metadata {
 }
 
 /// An access config of a network interface.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AccessConfig {
     /// `ONE_TO_ONE_NAT`.
@@ -209,7 +227,7 @@ pub struct AccessConfig {
 }
 
 /// A network interface.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NetworkInterface {
     /// External addresses.
@@ -227,7 +245,7 @@ pub struct NetworkInterface {
 }
 
 /// A service account.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ServiceAccount {
     /// Email (or `default`).
@@ -238,7 +256,7 @@ pub struct ServiceAccount {
 }
 
 /// A node affinity of sole-tenant scheduling.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NodeAffinity {
     /// Label key.
@@ -251,7 +269,7 @@ pub struct NodeAffinity {
 }
 
 /// Scheduling options.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Scheduling {
     /// Sole-tenant node affinities.
@@ -260,7 +278,7 @@ pub struct Scheduling {
 }
 
 /// The instance template (LUCI `config.VM`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Attributes {
     /// Disks; the first is the boot disk.
@@ -314,7 +332,7 @@ pub struct Attributes {
 }
 
 /// One pool of VMs.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
     /// Pool name and the start of every VM id and hostname.
@@ -447,7 +465,7 @@ impl Amount {
 }
 
 mod validate;
-pub use validate::{check_nesting, check_prefixes, validate_all};
+pub use validate::{check_nesting, check_prefixes, prefixes_clash, validate_all};
 
 #[cfg(test)]
 mod tests;

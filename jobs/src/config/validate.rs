@@ -257,6 +257,12 @@ pub fn validate_all(configs: &[Config]) -> Result<(), ConfigError> {
     check_prefixes(configs)
 }
 
+/// The rule across Configs for two different prefixes: they clash when one is a prefix of the
+/// other (VM ids and hostnames of one would be read as the other's).
+pub fn prefixes_clash(a: &str, b: &str) -> bool {
+    a != b && (a.starts_with(b) || b.starts_with(a))
+}
+
 /// The rule across Configs: no prefix is a prefix of another (nor equal to it).
 pub fn check_prefixes(configs: &[Config]) -> Result<(), ConfigError> {
     let mut prefixes: Vec<&str> = configs.iter().map(|c| c.prefix.as_str()).collect();

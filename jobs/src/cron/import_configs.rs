@@ -8,9 +8,17 @@
 //!   its error goes on the status of the Config it holds and in the list of file errors, and no
 //!   Config is orphaned that round.
 //! * A prefix has one owner: the file recorded as the Config's source. Another file naming it
-//!   (or a prefix of it, or one it is a prefix of) is refused, whatever the file names' order.
+//!   (or a prefix of it, or one it is a prefix of) is refused, whatever the file names' order
+//!   ([`ownership`]). A Config made over the API (source
+//!   [`API_SOURCE`](crate::model::API_SOURCE)) is never orphaned or rewritten here, and a file
+//!   naming its prefix is refused.
 //! * A Config whose file is gone is first marked orphaned (WARN), and deleted with its VMs
-//!   drained only `config_delete_grace` later if the file has not come back.
+//!   drained only `config_delete_grace` later if the file has not come back. A Config deleted
+//!   over the API (orphaned by `operate::delete`) is deleted here the same way once its
+//!   `delete_at` has passed.
+//! * A re-import keeps the current amount (set over the API, or by the weekly windows) and the
+//!   pause, unless it changes the amount bounds (min, max or windows): the amount then restarts
+//!   from the new bounds.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -27,10 +35,16 @@ use crate::model::{ConfigRecord, FileError};
 use crate::naming::parse_id;
 use crate::ports::store::{Expect, Versioned, VmIndex};
 
+pub mod ownership;
+pub use ownership::{Plan, Read, plan};
+
 const STAGE: &str = "import_configs";
 
-/// FNV-1a, 64 bits: a stable content hash.
-fn fnv(bytes: &[u8], mut h: u64) -> u64 {
+/// The FNV-1a offset basis: where a hash with [`fnv`] starts.
+pub(crate) const FNV_START: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// FNV-1a, 64 bits: a stable content hash (a Config's revision).
+pub(crate) fn fnv(bytes: &[u8], mut h: u64) -> u64 {
     for b in bytes {
         h ^= u64::from(*b);
         h = h.wrapping_mul(0x100_0000_01b3);
@@ -75,7 +89,7 @@ pub fn load(path: &Path) -> Result<(Config, String), ConfigError> {
     let origin = path.display().to_string();
     let fail = |rule: String| ConfigError { field: origin.clone(), rule };
     let text = read_capped(path, MAX_FILE_BYTES).map_err(fail)?;
-    let mut h = fnv(text.as_bytes(), 0xcbf2_9ce4_8422_2325);
+    let mut h = fnv(text.as_bytes(), FNV_START);
     let cached = PARSED.lock().unwrap_or_else(|e| e.into_inner()).get(path).cloned();
     let parsed = match cached {
         Some((ph, parsed, _)) if ph == h => parsed,
@@ -109,114 +123,8 @@ pub fn load(path: &Path) -> Result<(Config, String), ConfigError> {
     Ok((c, format!("{h:016x}")))
 }
 
-/// What one file says this round: a valid Config and its revision, or an error (with the prefix
-/// it names, empty when unknown).
-pub type Read = Result<(Config, String), (String, String)>;
-
-/// What the files decide, before any effect.
-#[derive(Debug, Default, PartialEq)]
-pub struct Plan {
-    /// Prefix → (file, Config, revision) to apply.
-    pub accept: BTreeMap<String, (String, Config, String)>,
-    /// (file, prefix, why) of files whose Config is not applied.
-    pub rejects: Vec<(String, String, String)>,
-    /// Prefixes whose Config must not be orphaned (a file still holds or names them).
-    pub held: BTreeSet<String>,
-}
-
-impl Plan {
-    /// True when some file has an error (it cannot be read, parsed or validated, or it is
-    /// refused): nothing is orphaned or deleted that round.
-    pub fn blocked(&self) -> bool {
-        !self.rejects.is_empty()
-    }
-}
-
-/// Decides ownership: `files` by file name, `owners` the source file name of each stored Config
-/// by prefix (empty when unknown).
-pub fn plan(files: &BTreeMap<String, Read>, owners: &BTreeMap<String, String>) -> Plan {
-    let mut p = Plan::default();
-    let mut claims: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    for (path, read) in files {
-        match read {
-            Ok((c, _)) => claims.entry(c.prefix.as_str()).or_default().push(path),
-            Err((prefix, e)) => p.rejects.push((path.clone(), prefix.clone(), e.clone())),
-        }
-    }
-    // A stored Config is held by its source file while that file exists and does not name
-    // another prefix (an erroring file keeps what it holds).
-    let holds = |prefix: &str, source: &str| match files.get(source) {
-        Some(Ok((c, _))) => c.prefix == prefix,
-        Some(Err(_)) => true,
-        None => false,
-    };
-    let named: BTreeSet<&str> = files
-        .values()
-        .map(|r| match r {
-            Ok((c, _)) => c.prefix.as_str(),
-            Err((prefix, _)) => prefix.as_str(),
-        })
-        .collect();
-    let mut fresh = Vec::new();
-    for (prefix, paths) in &claims {
-        let chosen = match owners.get(*prefix) {
-            Some(source) if paths.contains(&source.as_str()) => Ok(source.as_str()),
-            Some(source) if holds(prefix, source) => {
-                Err(format!("prefix {prefix:?} belongs to {source}, which has an error of its own"))
-            }
-            _ if paths.len() == 1 => Ok(paths[0]),
-            _ => Err(format!(
-                "prefix {prefix:?} is claimed by several files ({}); none is applied",
-                paths.join(", ")
-            )),
-        };
-        for path in paths {
-            if chosen.as_ref().is_ok_and(|c| c == path) {
-                continue;
-            }
-            let why = match &chosen {
-                Ok(owner) => format!("prefix {prefix:?} belongs to {owner}"),
-                Err(e) => e.clone(),
-            };
-            p.rejects.push(((*path).to_owned(), (*prefix).to_owned(), why));
-        }
-        if let Ok(path) = chosen {
-            if !owners.contains_key(*prefix) {
-                fresh.push(*prefix);
-            }
-            let Some(Ok((c, rev))) = files.get(path) else { continue };
-            p.accept.insert((*prefix).to_owned(), (path.to_owned(), c.clone(), rev.clone()));
-        }
-    }
-    // A new prefix may not be a prefix of another Config's, nor have one as its prefix.
-    let overlap = |a: &str, b: &str| a != b && (a.starts_with(b) || b.starts_with(a));
-    for prefix in &fresh {
-        let other =
-            owners.keys().map(String::as_str).chain(fresh.iter().copied()).find(|o| overlap(prefix, o));
-        if let Some(other) = other
-            && let Some((path, _, _)) = p.accept.remove(*prefix)
-        {
-            let why = format!("prefix {prefix:?} and the Config {other:?}: one is a prefix of the other");
-            p.rejects.push((path, (*prefix).to_owned(), why));
-        }
-    }
-    // Held: what is applied, what any file names (even one refused), and what a file that is
-    // not applied under another prefix was the source of.
-    let gone_or_moved =
-        |source: &str| !files.contains_key(source) || p.accept.values().any(|(path, _, _)| path == source);
-    let held: BTreeSet<String> = owners
-        .iter()
-        .filter(|(prefix, source)| {
-            named.contains(prefix.as_str()) || holds(prefix, source) || !gone_or_moved(source)
-        })
-        .map(|(prefix, _)| prefix.clone())
-        .chain(p.accept.keys().cloned())
-        .collect();
-    p.held = held;
-    p
-}
-
-/// Lists the names of the Config files of `dir`, sorted.
+/// Lists the names of the Config files of `dir`, sorted. Every name ends `.yaml`, `.yml` or
+/// `.json`, so none is ever [`API_SOURCE`](crate::model::API_SOURCE) (the source of Configs made over the API).
 fn list(dir: &Path) -> Result<Vec<String>, TaskError> {
     let entries = std::fs::read_dir(dir)
         .map_err(|e| TaskError::Invalid(format!("configs directory {}: {e}", dir.display())))?;
@@ -292,6 +200,7 @@ async fn stored(
             orphaned: None,
             delete_at: None,
             verified: false,
+            paused: None,
         };
         corrupt.insert(c.key.clone());
         out.insert(c.key, Versioned { value, version: c.version });
@@ -313,6 +222,10 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
         }
     }
     report(ctx, &plan.rejects, &stored).await?;
+    // A Config deleted over the API goes once its delete_at has passed, whatever the files say.
+    for cur in stored.values().filter(|c| !c.value.from_file() && c.value.orphaned.is_some()) {
+        pushed += orphan(ctx, cur).await?;
+    }
     for prefix in corrupt.iter().filter(|p| plan.held.contains(*p)) {
         ctx.store.unmark(CORRUPT_ORPHANS, prefix).await?;
     }
@@ -373,9 +286,11 @@ async fn apply(
         orphaned: None,
         delete_at: None,
         verified,
+        paused: None,
     };
     if let Some(c) = cur {
-        rec.current_amount = c.value.current_amount;
+        rec.current_amount = amount_after(&c.value, &rec.config, ctx.now());
+        rec.paused = c.value.paused.clone();
         if c.value.orphaned.is_some() {
             tracing::warn!(config = %prefix, file = path, "the Config file is back: deletion cancelled");
         }
@@ -393,6 +308,18 @@ async fn apply(
     }
     tracing::info!(config = %prefix, file = path, revision = %rec.revision, "imported");
     Ok(Ok(ctx.push_many(&[ExpandConfig { prefix }]).await?))
+}
+
+/// The current amount of a re-imported Config: kept (it may have been set over the API) while
+/// the amount bounds (min, max, windows) stay as they were; restarted from the new bounds when
+/// they change. A record whose bounds are unknown (it did not decode: no revision) keeps its
+/// amount until expansion clamps it.
+fn amount_after(old: &ConfigRecord, new: &Config, now: chrono::DateTime<chrono::Utc>) -> u32 {
+    if old.config.amount == new.amount || old.revision.is_empty() {
+        old.current_amount
+    } else {
+        new.amount.at(0, now)
+    }
 }
 
 /// Records file errors: the list of them (kept with the time each was first seen), a WARN for
@@ -437,7 +364,11 @@ async fn orphan(ctx: &Ctx, cur: &Versioned<ConfigRecord>) -> Result<usize, TaskE
             return Ok(0);
         }
         let since = rec.orphaned.unwrap_or(at).format("%Y-%m-%d %H:%M:%S UTC");
-        return delete(ctx, cur, &format!("its file {} has been gone since {since}", rec.source)).await;
+        let why = match rec.from_file() {
+            true => format!("its file {} has been gone since {since}", rec.source),
+            false => format!("it was deleted over the API at {since}"),
+        };
+        return delete(ctx, cur, &why).await;
     }
     let at = now + ctx.timing.config_delete_grace.chrono();
     let next = ConfigRecord { orphaned: Some(now), delete_at: Some(at), ..rec.clone() };

@@ -336,3 +336,69 @@ async fn hostile_files_are_refused_before_parsing_and_unchanged_files_are_not_pa
         PARSED.lock().unwrap().iter().filter(|(p, _)| p.starts_with(&dir)).map(|(_, (_, _, n))| *n).collect();
     assert_eq!(parses, [1, 1, 1], "good, deep and many parsed once each, huge never read");
 }
+
+#[test]
+fn a_file_naming_a_prefix_the_api_holds_is_refused_and_the_api_config_stays_held() {
+    let owners = owners(&[("linux", crate::model::API_SOURCE), ("mac", "mac.yaml")]);
+    let p = plan(&files(&[("linux.yaml", ok("linux")), ("mac.yaml", ok("mac"))]), &owners);
+    assert!(!p.accept.contains_key("linux"));
+    assert_eq!(p.rejects.len(), 1);
+    assert_eq!(p.rejects[0].2, "prefix \"linux\" belongs to a Config made over the API");
+    assert!(p.held.contains("linux") && p.blocked());
+    // Held while no file names it; a new file's prefix may not clash with it.
+    let p = plan(&files(&[("lin.yaml", ok("lin"))]), &owners);
+    assert!(p.held.contains("linux") && p.accept.is_empty(), "{p:?}");
+    assert!(p.rejects[0].2.contains("one is a prefix of the other"), "{:?}", p.rejects);
+}
+
+#[tokio::test]
+async fn an_api_config_is_never_orphaned_or_rewritten_by_a_file() {
+    let (ctx, f, dir) = setup();
+    let (api, _) = crate::operate::apply(&ctx, config("linux", 2), "alice").await.unwrap();
+    write(&dir, "linux.yaml", &config("linux", 5));
+    f.clock.advance(Duration::hours(1));
+    run(&ctx).await.unwrap();
+    assert_eq!(ctx.store.config("linux").await.unwrap().unwrap().value, api, "untouched");
+    let e = &ctx.store.file_errors().await.unwrap()[0];
+    assert_eq!(e.path, path(&dir, "linux.yaml"));
+    assert!(e.message.contains("belongs to a Config made over the API"), "{e:?}");
+    std::fs::remove_file(dir.join("linux.yaml")).unwrap();
+    f.clock.advance(Duration::hours(1));
+    run(&ctx).await.unwrap();
+    assert_eq!(ctx.store.config("linux").await.unwrap().unwrap().value, api, "no file needed");
+}
+
+async fn linux(ctx: &Ctx) -> ConfigRecord {
+    ctx.store.config("linux").await.unwrap().unwrap().value
+}
+
+#[tokio::test]
+async fn a_set_amount_survives_a_reimport_and_restarts_when_the_bounds_change() {
+    let (ctx, _, dir) = setup();
+    let mut c = config("linux", 1);
+    c.amount.max = 5;
+    write(&dir, "linux.yaml", &c);
+    run(&ctx).await.unwrap();
+    crate::operate::set_amount(&ctx, "linux", 4, "alice").await.unwrap();
+    crate::operate::pause(&ctx, "linux", "rollout", "bob").await.unwrap();
+    run(&ctx).await.unwrap(); // the same file
+    assert_eq!(linux(&ctx).await.current_amount, 4);
+    c.attributes.tag = vec!["bots".into()]; // a new revision, the same bounds
+    write(&dir, "linux.yaml", &c);
+    run(&ctx).await.unwrap();
+    let rec = linux(&ctx).await;
+    assert_eq!((rec.config.attributes.tag.len(), rec.current_amount), (1, 4), "kept");
+    assert_eq!(rec.paused.map(|p| p.by), Some("bob".into()), "the pause survives imports");
+    c.amount.min = 2; // new bounds: restarts from them
+    write(&dir, "linux.yaml", &c);
+    run(&ctx).await.unwrap();
+    assert_eq!(linux(&ctx).await.current_amount, 2);
+}
+
+#[test]
+fn no_config_file_can_be_named_like_the_api_source() {
+    let (_, _, dir) = setup();
+    std::fs::write(dir.join(crate::model::API_SOURCE), "prefix: x\n").unwrap();
+    write(&dir, "linux.yaml", &config("linux", 1));
+    assert_eq!(list(&dir).unwrap(), ["linux.yaml"]);
+}

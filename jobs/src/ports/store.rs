@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use crate::model::{Backoff, ConfigRecord, Counts, ErrorEntry, FileError, Observed, Vm};
+use crate::model::{Backoff, ConfigRecord, Counts, ErrorEntry, FileError, Observed, Pause, Vm};
 
 /// A datastore error.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -143,4 +143,9 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn unmark(&self, space: &str, key: &str) -> Result<(), StoreError>;
     /// Every mark of `space`.
     async fn marks(&self, space: &str) -> Result<Vec<(String, DateTime<Utc>)>, StoreError>;
+    /// The global pause (every Config), if set; [`StoreError::Corrupt`] when it does not
+    /// decode (read through `ctx::global_pause`, which takes that as paused).
+    async fn global_pause(&self) -> Result<Option<Pause>, StoreError>;
+    /// Sets (`Some`) or lifts (`None`) the global pause.
+    async fn set_global_pause(&self, pause: Option<&Pause>) -> Result<(), StoreError>;
 }

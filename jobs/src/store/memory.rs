@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
-use crate::model::{Backoff, ConfigRecord, Counts, ErrorEntry, FileError, KEEP_ERRORS, Observed, Vm};
+use crate::model::{Backoff, ConfigRecord, Counts, ErrorEntry, FileError, KEEP_ERRORS, Observed, Pause, Vm};
 use crate::ports::store::{CorruptRecord, Expect, Store, StoreError, Versioned, VmIndex};
 
 #[derive(Debug, Default)]
@@ -34,6 +34,9 @@ struct State {
     backoffs: HashMap<(String, String), Backoff>,
     claims: HashMap<String, Instant>,
     marks: HashMap<String, HashMap<String, DateTime<Utc>>>,
+    pause: Option<Pause>,
+    /// The global pause planted as undecodable (tests).
+    corrupt_pause: bool,
 }
 
 /// The in-memory store.
@@ -66,6 +69,12 @@ impl MemoryStore {
         self.lock().corrupt_vms.insert(id.to_owned(), "expected value at line 1 column 2".into());
     }
 
+    /// Makes the global pause record undecodable (until it is set or lifted again).
+    #[cfg(any(test, feature = "testing"))]
+    pub fn plant_corrupt_pause(&self) {
+        self.lock().corrupt_pause = true;
+    }
+
     /// Makes the VM index of a Config a key of the wrong type.
     #[cfg(any(test, feature = "testing"))]
     pub fn plant_broken_index(&self, prefix: &str) {
@@ -84,6 +93,7 @@ fn empty_config(prefix: &str) -> ConfigRecord {
         orphaned: None,
         delete_at: None,
         verified: false,
+        paused: None,
     }
 }
 
@@ -342,5 +352,20 @@ impl Store for MemoryStore {
             .get(space)
             .map(|m| m.iter().map(|(k, v)| (k.clone(), *v)).collect())
             .unwrap_or_default())
+    }
+
+    async fn global_pause(&self) -> Result<Option<Pause>, StoreError> {
+        let s = self.lock();
+        if s.corrupt_pause {
+            return Err(StoreError::corrupt("pause", "expected value at line 1 column 2"));
+        }
+        Ok(s.pause.clone())
+    }
+
+    async fn set_global_pause(&self, pause: Option<&Pause>) -> Result<(), StoreError> {
+        let mut s = self.lock();
+        s.pause = pause.cloned();
+        s.corrupt_pause = false;
+        Ok(())
     }
 }

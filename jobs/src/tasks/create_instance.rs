@@ -10,6 +10,8 @@
 //! * Invalid request: record the error and drop the VM record, so the next expansion builds it
 //!   again from the (maybe fixed) Config.
 //! * Done: record `created`, `url` and addresses once, and start watching the bot.
+//! * Paused Config: a VM not yet sent waits (no insert; resuming pushes this task again); an
+//!   insert already sent is followed to its end.
 
 
 use crate::tasks::ManageBot;
@@ -63,10 +65,14 @@ pub async fn run(ctx: &Ctx, t: CreateInstance) -> Result<Next, TaskError> {
     }
     if vm.insert_sent.is_none() {
         // Not sent yet: still wanted? (The amount may have dropped since it was made.)
-        if vm.drained || !crate::tasks::wanted(ctx, &vm.config, vm.index).await? {
+        let cfg = ctx.store.config(&vm.config).await?.filter(|c| c.value.wants(vm.index));
+        let Some(cfg) = cfg.filter(|_| !vm.drained) else {
             // Never sent to GCE: there is nothing to clean up.
             let unsent = |v: &Vm| v.insert_sent.is_none();
             return crate::tasks::drop_uncreated(ctx, &vm.id, unsent).await.map(|()| Next::Done);
+        };
+        if ctx.paused(&cfg.value).await?.is_some() {
+            return Ok(Next::Done);
         }
     }
     let now = ctx.now();
@@ -408,5 +414,27 @@ mod tests {
     /// An instance labelled as VM `vm` of `deployment`.
     fn labelled(name: &str, vm: &str, deployment: &str) -> Instance {
         crate::testing::FakeCompute::instance(name, &[(labels::VM, vm), (labels::DEPLOYMENT, deployment)])
+    }
+
+    #[tokio::test]
+    async fn paused_a_vm_not_yet_sent_waits_and_one_already_sent_is_followed() {
+        let (ctx, f) = Ctx::test();
+        ctx.seed_config("linux", 3).await;
+        ctx.seed_vm("linux-0", |_| {}).await;
+        ctx.seed_vm("linux-1", |v| v.insert_sent = Some(ctx.now())).await;
+        crate::operate::pause(&ctx, "linux", "rollout", "bob").await.unwrap();
+        let next = run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap();
+        assert_eq!(next, Next::Done, "resuming pushes it again");
+        assert!(f.compute.calls().is_empty(), "no insert while paused");
+        let vm = ctx.store.vm("linux-0").await.unwrap().unwrap().value;
+        assert!(vm.insert_sent.is_none() && !vm.drained, "kept as it was");
+        run(&ctx, CreateInstance { id: "linux-1".into() }).await.unwrap();
+        let rid = request_id("create-linux-1-abcd");
+        assert_eq!(f.compute.calls()[0], format!("insert linux-1-abcd {rid}"), "the same insert, followed");
+        assert!(ctx.store.vm("linux-1").await.unwrap().unwrap().value.instance.is_some());
+        // Past the amount, a VM not sent is still dropped while paused.
+        ctx.seed_vm("linux-5", |_| {}).await;
+        run(&ctx, CreateInstance { id: "linux-5".into() }).await.unwrap();
+        assert!(ctx.store.vm("linux-5").await.unwrap().is_none());
     }
 }

@@ -1,6 +1,6 @@
 //! `create_vm`: creates one VM record (id `<prefix>-<index>`, a fresh hostname, the Config's
-//! template with its zone filled in) if it does not exist and is still wanted, then pushes
-//! `create_instance` at once.
+//! template with its zone filled in) if it does not exist, is still wanted and its Config is not
+//! paused, then pushes `create_instance` at once.
 
 use crate::tasks::CreateInstance;
 use rand::Rng;
@@ -25,8 +25,8 @@ pub async fn run(ctx: &Ctx, t: CreateVm) -> Result<Next, TaskError> {
     }
     let (prefix, index) = parse_id(&t.id).ok_or_else(|| TaskError::Invalid(format!("VM id {:?}", t.id)))?;
     let Some(cfg) = ctx.store.config(prefix).await? else { return Ok(Next::Done) };
-    if !cfg.value.wants(index) {
-        return Ok(Next::Done);
+    if !cfg.value.wants(index) || ctx.paused(&cfg.value).await?.is_some() {
+        return Ok(Next::Done); // resuming a paused Config expands it again
     }
     let c = &cfg.value.config;
     // Up to 10 % more lifetime, so a pool's instances are not all replaced at once.
@@ -85,5 +85,15 @@ mod tests {
         assert!(ctx.store.vm("linux-5").await.unwrap().is_none());
         let e = run(&ctx, CreateVm { id: "garbage".into() }).await.unwrap_err();
         assert_eq!(e.class(), crate::Class::Permanent);
+    }
+
+    #[tokio::test]
+    async fn a_paused_config_gets_no_new_vm_record() {
+        let (ctx, _) = Ctx::test();
+        ctx.seed_config("linux", 2).await;
+        crate::operate::pause_all(&ctx, "incident", "bob").await.unwrap();
+        run(&ctx, CreateVm { id: "linux-1".into() }).await.unwrap();
+        assert!(ctx.store.vm("linux-1").await.unwrap().is_none());
+        assert!(ctx.taken::<CreateInstance>().await.is_empty());
     }
 }

@@ -6,6 +6,7 @@ use crate::tasks::{CreateInstance, ManageBot};
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
+use crate::model::Vm;
 use crate::tasks::Next;
 use crate::tasks::update_vm;
 
@@ -21,7 +22,15 @@ pub async fn run(ctx: &Ctx, t: DrainVm) -> Result<Next, TaskError> {
     if crate::tasks::wanted(ctx, &cur.value.config, cur.value.index).await? {
         return Ok(Next::Done);
     }
-    let Some(vm) = update_vm(ctx, &t.id, |v| {
+    drain(ctx, &cur.value).await.map(|_| Next::Done)
+}
+
+/// Marks the VM `cur` (as last read) drained and hands it to the step that retires it: one
+/// never sent to GCE is dropped at once, one with an instance goes to `manage_bot`, one being
+/// inserted to `create_instance` to finish first. Returns the VM as written (`None`: gone).
+/// Whether it should go is the caller's to decide (a shrink here, a recycle over the API).
+pub async fn drain(ctx: &Ctx, cur: &Vm) -> Result<Option<Vm>, TaskError> {
+    let Some(vm) = update_vm(ctx, &cur.id, |v| {
         !v.drained && {
             v.drained = true;
             true
@@ -29,19 +38,19 @@ pub async fn run(ctx: &Ctx, t: DrainVm) -> Result<Next, TaskError> {
     })
     .await?
     else {
-        return Ok(Next::Done);
+        return Ok(None);
     };
-    if !cur.value.drained {
+    if !cur.drained {
         tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, "VM drained");
     }
     if vm.instance.is_some() {
-        ctx.push(&ManageBot { id: vm.id }).await?;
+        ctx.push(&ManageBot { id: vm.id.clone() }).await?;
     } else if vm.insert_sent.is_none() {
         crate::tasks::drop_uncreated(ctx, &vm.id, |v| v.insert_sent.is_none()).await?;
     } else {
-        ctx.push(&CreateInstance { id: vm.id }).await?;
+        ctx.push(&CreateInstance { id: vm.id.clone() }).await?;
     }
-    Ok(Next::Done)
+    Ok(Some(vm))
 }
 
 #[cfg(test)]

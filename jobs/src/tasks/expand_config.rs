@@ -3,6 +3,7 @@
 //! `limits.creating_per_config` of its VMs wait for an instance. It then looks again a second
 //! later, re-reading the Config, so a lowered amount or a restored file stops creation at once.
 //! It pushes `drain_vm` for VMs past the amount at once; the draining itself is `drain_vm`'s.
+//! While the Config is paused ([`Ctx::paused`]) it creates nothing (it still drains).
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -48,6 +49,10 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
         (0..amount).map(|i| crate::naming::vm_id(&t.prefix, i)).filter(|id| !existing.contains(id)).collect();
     if missing.is_empty() {
         return Ok(Next::Done);
+    }
+    if let Some(p) = ctx.paused(&rec).await? {
+        tracing::debug!(config = %t.prefix, missing = missing.len(), paused_by = %p.by, "paused: nothing is created");
+        return Ok(Next::Done); // resuming pushes this task again
     }
     let creating =
         ctx.store.vm_ids(VmIndex::Uncreated).await?.iter().filter(|id| existing.contains(*id)).count();
@@ -124,5 +129,19 @@ mod tests {
         run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
         let ids: Vec<String> = ctx.taken::<DrainVm>().await.into_iter().map(|t| t.id).collect();
         assert_eq!(ids, ["linux-1", "linux-2"]);
+    }
+
+    #[tokio::test]
+    async fn a_paused_config_creates_nothing_and_still_drains_its_surplus() {
+        let (ctx, _) = Ctx::test();
+        ctx.seed_config("linux", 2).await;
+        for id in ["linux-0", "linux-3"] {
+            ctx.seed_vm(id, |_| {}).await;
+        }
+        crate::operate::pause(&ctx, "linux", "rollout", "bob").await.unwrap();
+        let next = run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
+        assert_eq!(next, Next::Done, "resuming pushes it again");
+        assert!(ctx.taken::<CreateVm>().await.is_empty());
+        assert_eq!(ctx.taken::<DrainVm>().await, [DrainVm { id: "linux-3".into() }]);
     }
 }

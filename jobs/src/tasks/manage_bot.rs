@@ -7,7 +7,8 @@
 //!   incarnation and is ignored.
 //! * Connected: record `connected` once. Destroy the instance when the bot was deleted, died after
 //!   a TerminateBot (or reported `bot_terminate`), or has been dead longer than the timeout.
-//!   Past the deadline, or drained: terminate the bot gracefully and watch.
+//!   Past the deadline, or drained: terminate the bot gracefully and watch; past the deadline
+//!   while its Config is paused, a healthy VM is kept (it could not be replaced).
 //! * Health: a dead bot makes it ask Compute about the instance; a stopped, preempted or gone
 //!   instance is destroyed at once (its bot cannot come back), without waiting for the timeout.
 //!   The fault (bot dead, instance down, never connected) is recorded on the VM, so status
@@ -180,7 +181,7 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<Next, TaskError> {
         }
         return Ok(Next::Done);
     }
-    if vm.drained || past(vm.lifetime) {
+    if vm.drained || (past(vm.lifetime) && ctx.paused_of(&vm.config).await?.is_none()) {
         ctx.push(&TerminateBot { id: vm.id.clone(), hostname: vm.hostname.clone() }).await?;
         return Ok(Next::After(ctx.watch()));
     }
@@ -419,5 +420,38 @@ mod tests {
         let got = ctx.store.vm(&vm.id).await.unwrap().unwrap().value;
         assert_eq!(got.fault.map(|f| f.kind), Some(FaultKind::NeverConnected));
         assert_eq!(ctx.store.errors("linux").await.unwrap()[0].code, "never_connected");
+    }
+
+    #[tokio::test]
+    async fn paused_a_healthy_vm_past_its_deadline_is_kept_until_resumed() {
+        let (ctx, f, vm) = setup().await;
+        f.bots.bots.lock().unwrap().insert(vm.hostname.clone(), bot(&vm.hostname, ctx.now()));
+        crate::operate::pause(&ctx, "linux", "rollout", "bob").await.unwrap();
+        f.clock.advance(D::days(2));
+        assert_eq!(run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap(), Next::Done);
+        assert!(ctx.taken::<TerminateBot>().await.is_empty() && ctx.taken::<DestroyInstance>().await.is_empty());
+        crate::operate::resume(&ctx, "linux", "bob").await.unwrap();
+        run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
+        assert_eq!(ctx.taken::<TerminateBot>().await.len(), 1, "retired once resumed");
+    }
+
+    #[tokio::test]
+    async fn paused_a_faulty_vm_is_destroyed_and_not_replaced() {
+        let (ctx, f, vm) = setup().await;
+        crate::operate::pause_all(&ctx, "incident", "bob").await.unwrap();
+        f.bots.bots.lock().unwrap().insert(vm.hostname.clone(), dead(&vm, ctx.now()));
+        f.compute.instances.lock().unwrap().clear(); // the instance is gone
+        run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
+        let destroy = ctx.taken::<DestroyInstance>().await;
+        assert_eq!(destroy.len(), 1, "cleaned up while paused");
+        crate::tasks::destroy_instance::run(&ctx, destroy[0].clone()).await.unwrap();
+        for t in ctx.taken::<crate::tasks::DeleteBot>().await {
+            crate::tasks::delete_bot::run(&ctx, t).await.unwrap();
+        }
+        assert!(ctx.store.vm(&vm.id).await.unwrap().is_none(), "deleted");
+        for t in ctx.taken::<crate::tasks::ExpandConfig>().await {
+            crate::tasks::expand_config::run(&ctx, t).await.unwrap();
+        }
+        assert!(ctx.taken::<crate::tasks::CreateVm>().await.is_empty(), "no new incarnation while paused");
     }
 }

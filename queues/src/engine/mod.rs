@@ -6,7 +6,10 @@
 //! when the run ends, so a change made during a run is never lost. A taken task is **leased**:
 //! if its lease is not renewed it is delivered again, whoever held it. Failed runs are retried
 //! with the queue's backoff until `max_attempts`, then the task goes to the **dead set**.
+//!
+//! Each task has an id the queue makes: 128 random bits as a 22-character slug ([`id`]).
 
+pub mod id;
 pub mod memory;
 mod record;
 pub mod redis;
@@ -19,6 +22,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::policy::Policy;
+pub use id::{MAX_TASK_ID_LEN, is_task_id, new_task_id};
 pub(crate) use record::{KEEP_RUNS, Rec, RunRec};
 
 /// Errors of the queue layer.
@@ -173,7 +177,7 @@ pub struct Ack {
 }
 
 /// O(1) per-queue counts and counters.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Counts {
     /// Due and waiting for a worker.
     pub pending: u64,
@@ -205,7 +209,7 @@ pub enum DeadSelection {
 }
 
 /// The status of one task, shaped like the Taskcluster queue's task status.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TaskStatus {
     /// Task id.
     pub task_id: String,
@@ -241,7 +245,7 @@ pub struct TaskStatus {
 }
 
 /// One run of a task.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunStatus {
     /// 1 for the first run.
     pub run_id: u32,

@@ -15,7 +15,12 @@
 //! | `{ns:q}:keys` | HASH | key → id of its live task |
 //! | `{ns:q}:stats` | HASH | counters: pushed, done, failed, retried, expired |
 //! | `{ns:q}:signal` | LIST | wake-ups for blocked workers (capped) |
-//! | `{ns:q}:seq` | STRING | last task id |
+//!
+//! Task ids are random ([`new_task_id`]), made here and passed to the scripts: one per pushed
+//! item and one per ack (for the follow-up it may turn into a task), and on every call a fresh
+//! seed from which a script derives ids for the tasks it makes without one (follow-ups of
+//! expired or overdue leases, tasks of buried records). Queues from before random ids may hold
+//! a `{ns:q}:seq` counter, now unused, and decimal ids, which stay valid.
 //!
 //! Time is the Redis server's (`TIME` inside the scripts), so processes with skewed clocks agree
 //! on due times and lease deadlines.
@@ -30,7 +35,7 @@ use redis::{AsyncConnectionConfig, Client, Script, Value};
 use super::record::{corrupt_status, decode, unreadable};
 use super::{
     Ack, Counts, DeadSelection, Engine, Leased, PushItem, PushOutcome, QueueError, QueueSpec, Resolution,
-    Taken, TaskStatus, Waiter, WorkerId,
+    Taken, TaskStatus, Waiter, WorkerId, new_task_id,
 };
 
 macro_rules! script {
@@ -112,7 +117,7 @@ impl RedisEngine {
         format!("{{{}:{}}}:{}", self.namespace, q.name, part)
     }
 
-    /// Runs `script` with the queue's keys and policy, then `args`.
+    /// Runs `script` with the queue's keys, its policy and a fresh id seed, then `args`.
     async fn call<T: redis::FromRedisValue>(
         &self,
         script: &Script,
@@ -120,9 +125,9 @@ impl RedisEngine {
         args: impl FnOnce(&mut redis::ScriptInvocation<'_>),
     ) -> Result<T, QueueError> {
         let mut inv = script.prepare_invoke();
-        for part in [
-            "ready", "delayed", "leased", "dead", "finished", "rec", "data", "keys", "stats", "signal", "seq",
-        ] {
+        for part in
+            ["ready", "delayed", "leased", "dead", "finished", "rec", "data", "keys", "stats", "signal"]
+        {
             inv.key(self.key(q, part));
         }
         let p = &q.policy;
@@ -131,7 +136,8 @@ impl RedisEngine {
             .arg(p.lease.as_millis() as u64)
             .arg(p.keep_finished)
             .arg(p.keep_finished_for.as_millis() as u64)
-            .arg(p.keep_dead);
+            .arg(p.keep_dead)
+            .arg(new_task_id());
         args(&mut inv);
         let mut conn = self.conn.clone();
         Ok(inv.invoke_async(&mut conn).await?)
@@ -219,7 +225,7 @@ impl Engine for RedisEngine {
             let reply: Vec<String> = self
                 .call(&self.scripts.push, q, |inv| {
                     for it in chunk {
-                        inv.arg(&it.key).arg(&it.payload).arg(it.delay_ms);
+                        inv.arg(&it.key).arg(&it.payload).arg(it.delay_ms).arg(new_task_id());
                     }
                 })
                 .await?;
@@ -297,7 +303,7 @@ impl Engine for RedisEngine {
                             Resolution::Fail { error } => ("fail", 0, error.as_str()),
                             Resolution::Release => ("release", 0, ""),
                         };
-                        inv.arg(&ack.id).arg(&ack.token).arg(kind).arg(delay).arg(error);
+                        inv.arg(&ack.id).arg(&ack.token).arg(kind).arg(delay).arg(error).arg(new_task_id());
                     }
                 })
                 .await?;

@@ -1,19 +1,19 @@
--- dead: ARGV[7] = retry|purge, ARGV[8] = task id ('' for a chunk of 500 from position ARGV[9]).
+-- dead: ARGV[8] = retry|purge, ARGV[9] = task id ('' for a chunk of 500 from position ARGV[10]).
 -- retry puts dead tasks back as pending with fresh attempts (a task whose key has a live task
 -- is superseded instead; a corrupt record stays dead, where it keeps its place); purge drops them.
 -- Returns { how many were handled, how many stayed dead }.
 local ids
-if ARGV[8] ~= '' then
-  ids = { ARGV[8] }
+if ARGV[9] ~= '' then
+  ids = { ARGV[9] }
 else
-  local from = tonumber(ARGV[9])
+  local from = tonumber(ARGV[10])
   ids = redis.call('ZRANGE', DEAD, from, from + 499)
 end
 local n, kept = 0, 0
 for _, id in ipairs(ids) do
   if redis.call('ZSCORE', DEAD, id) then
     local rec, corrupt = nil, false
-    if ARGV[7] ~= 'purge' then rec, corrupt = load(id) end
+    if ARGV[8] ~= 'purge' then rec, corrupt = load(id) end
     if corrupt or (rec and rec.r == 'corrupt') then
       kept = kept + 1
     else

@@ -1,8 +1,10 @@
--- finish: ARGV[7..] = id, token, kind (done|retry|fail|release), delay_ms, error (repeated).
+-- finish: ARGV[8..] = id, token, kind (done|retry|fail|release), delay_ms, error, new id
+-- (repeated), where new id is a fresh random id for the follow-up the ack may turn into a task.
 -- Returns how many acks were stale (token no longer holds the lease).
 local stale = 0
-for i = 7, #ARGV, 5 do
+for i = 8, #ARGV, 6 do
   local id, tok, kind, delay, err = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3]), ARGV[i + 4]
+  offer(ARGV[i + 5])
   local rec = load(id)
   if not rec or rec.s ~= 'running' or rec.tok ~= tok then
     stale = stale + 1

@@ -1,9 +1,9 @@
--- list: ARGV[7] = ready|delayed, ARGV[8] = offset, ARGV[9] = limit. Read only.
+-- list: ARGV[8] = ready|delayed, ARGV[9] = offset, ARGV[10] = limit. Read only.
 -- Returns id, raw record ('' when it has none) (repeated): due tasks in the order they will be
 -- taken, or delayed tasks soonest first.
-local from, limit = tonumber(ARGV[8]), tonumber(ARGV[9])
+local from, limit = tonumber(ARGV[9]), tonumber(ARGV[10])
 local ids
-if ARGV[7] == 'ready' then
+if ARGV[8] == 'ready' then
   ids = redis.call('LRANGE', READY, from, from + limit - 1)
 else
   ids = redis.call('ZRANGE', DELAYED, from, from + limit - 1)

@@ -1,10 +1,13 @@
 -- Shared by every queue script (prepended at build time). All keys of one queue share one
 -- Redis Cluster hash tag and are passed in KEYS, in this order.
-local READY, DELAYED, LEASED, DEAD, FINISHED, REC, DATA, KEYMAP, STATS, SIGNAL, SEQ =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11]
--- The queue policy, in this order, on every call.
+local READY, DELAYED, LEASED, DEAD, FINISHED, REC, DATA, KEYMAP, STATS, SIGNAL =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
+-- The queue policy, in this order, on every call, then ARGV[7]: a fresh random seed for task ids
+-- (see `fresh_id`). Each script's own arguments start at ARGV[8].
 local MAX, DEADLINE, LEASE = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local KEEP_FIN, KEEP_FIN_MS, KEEP_DEAD = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local SEED = ARGV[7] or ''
+if #SEED < 22 then error('queue script: ARGV[7] must be a random id seed') end
 local KEEP_RUNS, SIGNAL_CAP, TRIM_CHUNK, RAW_KEEP = 10, 64, 200, 1000
 -- One clock for every process: the Redis server's.
 local clock = redis.call('TIME')
@@ -30,8 +33,40 @@ local function enqueue(id, rec)
   end
 end
 
+-- Task ids are random, made by the caller (Rust's `new_task_id`), never counted, so no one can
+-- guess another's. A script offers the id it was passed for the item at hand (`offer`); the next
+-- task created takes it. A task created with no id on offer (a follow-up or the task of a buried
+-- record, in scripts that get no ids per item) takes one derived from the seed: SHA-1 of the seed
+-- and a per-call counter, 132 bits as 22 characters of [A-Za-z0-9_-]. The seed itself is never an
+-- id, so seeing ids tells nothing of the next. An id that already names a record is never reused.
+local B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
+local offered, derived = nil, 0
+
+local function offer(id)
+  offered = id
+end
+
+local function derive()
+  derived = derived + 1
+  local hex, out = redis.sha1hex(SEED .. ':' .. derived), {}
+  for i = 1, 31, 3 do
+    local v = tonumber(hex:sub(i, i + 2), 16)
+    local hi, lo = math.floor(v / 64), v % 64
+    out[#out + 1] = B64:sub(hi + 1, hi + 1) .. B64:sub(lo + 1, lo + 1)
+  end
+  return table.concat(out)
+end
+
+local function fresh_id()
+  local id = offered
+  offered = nil
+  if not id or id == '' then id = derive() end
+  while redis.call('HEXISTS', REC, id) == 1 do id = derive() end
+  return id
+end
+
 local function new_task(key, payload, due)
-  local id = tostring(redis.call('INCR', SEQ))
+  local id = fresh_id()
   local rec = { k = key, s = 'pending', a = 0, m = MAX, c = NOW, d = 0, due = due }
   if DEADLINE > 0 then rec.d = NOW + DEADLINE end
   redis.call('HSET', KEYMAP, key, id)

@@ -1,9 +1,9 @@
--- purge: ARGV[7] = chunk. Takes up to `chunk` ids off the pending lists, due first, then
+-- purge: ARGV[8] = chunk. Takes up to `chunk` ids off the pending lists, due first, then
 -- delayed, and drops those that are pending tasks: record, payload, follow-up payload and key
 -- entry (a corrupt record is buried instead). Running tasks, and the follow-ups waiting on them,
 -- are never on these lists, so they stay.
 -- Returns { how many tasks were dropped, how many ids were taken off the lists }.
-local chunk = tonumber(ARGV[7])
+local chunk = tonumber(ARGV[8])
 local ids = redis.call('LPOP', READY, chunk) or {}
 if #ids < chunk then
   local more = redis.call('ZRANGE', DELAYED, 0, chunk - #ids - 1)

@@ -1,7 +1,10 @@
--- push: ARGV[7..] = key, payload, delay_ms (repeated). Returns outcome, id (repeated).
+-- push: ARGV[8..] = key, payload, delay_ms, id (repeated), where id is a fresh random id for the
+-- task the item may create (a push landing on a live task keeps that task's id).
+-- Returns outcome, id (repeated).
 local out = {}
-for i = 7, #ARGV, 3 do
+for i = 8, #ARGV, 4 do
   local key, payload, delay = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
+  offer(ARGV[i + 3])
   local id = redis.call('HGET', KEYMAP, key)
   local rec = id and load(id, key)
   if id and not rec then

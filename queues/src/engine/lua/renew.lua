@@ -1,6 +1,6 @@
--- renew: ARGV[7..] = id, token (repeated). Returns the ids whose lease was lost.
+-- renew: ARGV[8..] = id, token (repeated). Returns the ids whose lease was lost.
 local lost = {}
-for i = 7, #ARGV, 2 do
+for i = 8, #ARGV, 2 do
   local id, tok = ARGV[i], ARGV[i + 1]
   local rec = load(id)
   if rec and rec.s == 'running' and rec.tok == tok then

@@ -1,6 +1,6 @@
--- take: ARGV[7] = max, ARGV[8] = worker id, ARGV[9] = worker group, ARGV[10] = chunk.
+-- take: ARGV[8] = max, ARGV[9] = worker id, ARGV[10] = worker group, ARGV[11] = chunk.
 -- Returns next_due_ms (-1: none), then id, key, token, attempt, payload (repeated).
-local max, worker, group, chunk = tonumber(ARGV[7]), ARGV[8], ARGV[9], tonumber(ARGV[10])
+local max, worker, group, chunk = tonumber(ARGV[8]), ARGV[9], ARGV[10], tonumber(ARGV[11])
 
 -- Due delayed tasks join the queue, a bounded chunk per call.
 local due = redis.call('ZRANGEBYSCORE', DELAYED, '-inf', NOW, 'LIMIT', 0, chunk)

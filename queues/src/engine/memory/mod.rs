@@ -86,7 +86,6 @@ enum Stored {
 
 #[derive(Debug, Default)]
 struct Queue {
-    seq: u64,
     ready: VecDeque<String>,
     delayed: ZSet,
     leased: ZSet,

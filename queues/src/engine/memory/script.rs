@@ -3,7 +3,7 @@
 use super::super::Rec;
 use super::super::record::{corrupt_error, corrupt_status, raw_key};
 use super::{Op, Stored, TRIM_CHUNK};
-use crate::engine::TaskStatus;
+use crate::engine::{TaskStatus, new_task_id};
 
 /// What [`Op::load`] found.
 #[allow(
@@ -43,9 +43,12 @@ impl Op<'_> {
         }
     }
 
+    /// Creates a pending task for `key` under a fresh random id (one no record holds).
     pub(super) fn new_task(&mut self, key: &str, payload: String, due: u64) -> String {
-        self.q.seq += 1;
-        let id = self.q.seq.to_string();
+        let mut id = new_task_id();
+        while self.q.rec.contains_key(&id) {
+            id = new_task_id();
+        }
         let deadline = self.spec.policy.deadline.as_millis() as u64;
         let rec = Rec {
             k: key.to_owned(),

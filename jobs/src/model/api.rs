@@ -1,0 +1,204 @@
+//! What the operator API shows and is asked: a VM's derived state and view, and the input and
+//! result of a plan (a dry run of a Config change).
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::{Observed, Pause, Vm};
+use crate::config::Config;
+
+/// The state of a VM as the API lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum VmState {
+    /// No instance yet (waiting to be sent, or being inserted).
+    Creating,
+    /// Its instance exists; its bot has not connected yet.
+    Running,
+    /// Its bot connected and nothing is wrong.
+    Connected,
+    /// Being retired on purpose: drained, its bot asked to terminate, or its instance being
+    /// deleted.
+    Draining,
+    /// A fault was found (bot dead, instance down, bot never connected).
+    Unhealthy,
+}
+
+impl VmState {
+    /// Every state, in the order of a VM's life.
+    pub const ALL: [VmState; 5] =
+        [VmState::Creating, VmState::Running, VmState::Connected, VmState::Draining, VmState::Unhealthy];
+
+    /// The state of `vm`. A fault wins (one is never recorded on a VM retired on purpose, and
+    /// status counts it as dead or unhealthy), then retirement, then how far creation got.
+    pub fn of(vm: &Vm) -> VmState {
+        if vm.fault.is_some() {
+            VmState::Unhealthy
+        } else if vm.drained || vm.terminate_sent.is_some() || vm.destroying.is_some() {
+            VmState::Draining
+        } else if vm.instance.is_none() {
+            VmState::Creating
+        } else if vm.connected.is_some() {
+            VmState::Connected
+        } else {
+            VmState::Running
+        }
+    }
+
+    /// Its name (`creating`, …).
+    pub fn name(self) -> &'static str {
+        match self {
+            VmState::Creating => "creating",
+            VmState::Running => "running",
+            VmState::Connected => "connected",
+            VmState::Draining => "draining",
+            VmState::Unhealthy => "unhealthy",
+        }
+    }
+}
+
+impl std::fmt::Display for VmState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A VM state name that is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown VM state {0:?}: one of creating, running, connected, draining, unhealthy")]
+pub struct UnknownState(pub String);
+
+/// Its message, for callers that report errors as text.
+impl From<UnknownState> for String {
+    fn from(e: UnknownState) -> String {
+        e.to_string()
+    }
+}
+
+impl std::str::FromStr for VmState {
+    type Err = UnknownState;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        VmState::ALL.into_iter().find(|v| v.name() == s).ok_or_else(|| UnknownState(s.to_owned()))
+    }
+}
+
+/// A VM as the API shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct VmView {
+    /// The record.
+    pub vm: Vm,
+    /// Its state, derived from the record.
+    pub state: VmState,
+    /// When its incarnation is due for replacement (once it has an instance).
+    pub deadline: Option<DateTime<Utc>>,
+    /// The last observation of its bot.
+    pub bot: Option<Observed>,
+}
+
+/// What planConfig is asked: a Config to apply, an amount to set, or both.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PlanInput {
+    /// The Config as it would be applied.
+    #[serde(default)]
+    pub config: Option<Config>,
+    /// The amount as it would be set.
+    #[serde(default)]
+    pub amount: Option<u32>,
+}
+
+/// What applying a [`PlanInput`] would do.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Plan {
+    /// The Config.
+    pub prefix: String,
+    /// The amount it would target, clamped by the Config's amount rules now.
+    pub amount: u32,
+    /// VM ids it would create (by index).
+    pub create: Vec<String>,
+    /// VM ids it would drain (past the amount).
+    pub drain: Vec<String>,
+    /// VM ids it would keep.
+    pub keep: Vec<String>,
+    /// Changed fields of the Config and whom each affects.
+    pub changes: Vec<Change>,
+    /// Why it could not be applied (validation and ownership errors); empty when it could.
+    pub problems: Vec<String>,
+    /// The pause in force (the Config's, else the global one): nothing is created until it
+    /// is lifted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<Pause>,
+}
+
+/// One changed field of the Config and whom it affects.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Change {
+    /// The field (`amount`, `attributes.machine_type`, `current_amount`, …).
+    pub field: String,
+    /// Its value now (null when unset or the Config is new).
+    pub from: serde_json::Value,
+    /// Its value after.
+    pub to: serde_json::Value,
+    /// [`Change::NEW_INSTANCES`] or [`Change::THE_POOL`].
+    pub applies_to: String,
+}
+
+impl Change {
+    /// A field copied onto each VM when it is made (attributes, lifetime, timeout, Swarming
+    /// server): existing VMs keep theirs until they are replaced.
+    pub const NEW_INSTANCES: &str = "new instances";
+    /// A field the pool follows at once (amount, owners).
+    pub const THE_POOL: &str = "the pool";
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Fault, FaultKind, Placed};
+
+    #[test]
+    fn the_state_of_a_vm_follows_its_record() {
+        let at = DateTime::<Utc>::default();
+        let placed =
+            Placed { url: "u".into(), created: at, internal_ip: String::new(), external_ip: String::new() };
+        let made = Vm { instance: Some(placed), ..Vm::default() };
+        let fault = Some(Fault { kind: FaultKind::BotDead, detail: "dead".into(), at });
+        let cases = [
+            ("new", Vm::default(), VmState::Creating),
+            ("instance", made.clone(), VmState::Running),
+            ("connected", Vm { connected: Some(at), ..made.clone() }, VmState::Connected),
+            ("drained", Vm { drained: true, ..made.clone() }, VmState::Draining),
+            ("drained unsent", Vm { drained: true, ..Vm::default() }, VmState::Draining),
+            (
+                "terminating",
+                Vm { terminate_sent: Some(at), connected: Some(at), ..made.clone() },
+                VmState::Draining,
+            ),
+            ("destroying", Vm { destroying: Some(at), ..made.clone() }, VmState::Draining),
+            ("fault", Vm { fault, connected: Some(at), ..made }, VmState::Unhealthy),
+        ];
+        for (name, vm, want) in cases {
+            assert_eq!(VmState::of(&vm), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn state_names_parse_and_an_unknown_one_lists_the_valid_names() {
+        for s in VmState::ALL {
+            assert_eq!(s.name().parse::<VmState>(), Ok(s));
+            assert_eq!(serde_json::to_value(s).unwrap(), s.name());
+        }
+        let e = "dead".parse::<VmState>().unwrap_err().to_string();
+        assert!(
+            e.contains("\"dead\"") && e.contains("creating, running, connected, draining, unhealthy"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_plan_input_refuses_unknown_fields() {
+        assert!(serde_json::from_str::<PlanInput>(r#"{"amount": 3}"#).is_ok());
+        assert!(serde_json::from_str::<PlanInput>(r#"{"amonut": 3}"#).is_err());
+    }
+}

@@ -1,0 +1,186 @@
+//! Configs over the API: apply and delete the ones the API owns (source
+//! [`API_SOURCE`]), set any Config's amount, pause and resume one Config or all of them.
+
+use crate::config::Config;
+use crate::ctx::Ctx;
+use crate::error::TaskError;
+use crate::model::{API_SOURCE, ConfigRecord, Pause};
+use crate::ports::store::{Expect, StoreError, VmIndex};
+use crate::tasks::ExpandConfig;
+
+use super::{Actor, OpError, STAGE, TRIES, admit, update_config, wake};
+
+/// The revision of a Config made over the API: the hash of its JSON, as a file's is of its text.
+fn revision_of(config: &Config) -> String {
+    let json = serde_json::to_string(config).unwrap_or_default();
+    format!(
+        "{:016x}",
+        crate::cron::import_configs::fnv(json.as_bytes(), crate::cron::import_configs::FNV_START)
+    )
+}
+
+/// Creates or replaces a Config that the API owns (source "api"). Same validation as files
+/// (Config::problems + check_limits + the project's zones and disk types + the across-Configs
+/// prefix rule against every stored Config); a prefix held by a file is a Conflict ("prefix linux
+/// belongs to file linux.yaml; the API may change its amount and pause state only"). Keeps
+/// current_amount (clamped by the new bounds) and paused of an existing record; applying a
+/// Config deleted over the API (still in its grace) cancels the deletion. Pushes expand_config
+/// so it converges at once. Returns the stored record and whether it was new.
+pub async fn apply(ctx: &Ctx, config: Config, by: Actor<'_>) -> Result<(ConfigRecord, bool), OpError> {
+    let prefix = config.prefix.clone();
+    for _ in 0..TRIES {
+        let cur = ctx.store.config(&prefix).await?;
+        let verified = admit(ctx, &config, cur.as_ref().map(|c| &c.value)).await?.into_result()?;
+        let now = ctx.now();
+        let rec = ConfigRecord {
+            current_amount: config.amount.at(cur.as_ref().map_or(0, |c| c.value.current_amount), now),
+            config: config.clone(),
+            revision: revision_of(&config),
+            source: API_SOURCE.to_owned(),
+            orphaned: None,
+            delete_at: None,
+            verified,
+            paused: cur.as_ref().and_then(|c| c.value.paused.clone()),
+        };
+        let written = match &cur {
+            Some(c) if c.value == rec => true, // as asked already: nothing to write
+            _ => {
+                let expect = cur.as_ref().map_or(Expect::Absent, |c| Expect::Version(c.version));
+                ctx.store.put_config(&rec, expect).await?
+            }
+        };
+        if !written {
+            continue; // changed under us: read again
+        }
+        match &cur {
+            None => {
+                tracing::info!(config = %prefix, by = %by, amount = rec.current_amount, "Config created over the API")
+            }
+            Some(c) if c.value.orphaned.is_some() => {
+                tracing::warn!(config = %prefix, by = %by, "Config applied again over the API: deletion cancelled")
+            }
+            Some(c) if c.value != rec => {
+                tracing::info!(config = %prefix, by = %by, revision = %rec.revision, "Config replaced over the API")
+            }
+            Some(_) => {}
+        }
+        ctx.resolved(&prefix, STAGE).await?;
+        ctx.push(&ExpandConfig { prefix }).await?;
+        return Ok((rec, cur.is_none()));
+    }
+    Err(TaskError::Conflict(format!("cfg {prefix}")).into())
+}
+
+/// Deletes an API-owned Config the way a removed file goes: orphaned now, deleted and drained
+/// after timing.config_delete_grace by `import_configs` (applying it again within the grace
+/// cancels). A file-owned Config is a Conflict (remove its file instead). Returns the record
+/// (with delete_at); deleting it again changes nothing.
+pub async fn delete(ctx: &Ctx, prefix: &str, by: Actor<'_>) -> Result<ConfigRecord, OpError> {
+    let grace = ctx.timing.config_delete_grace.chrono();
+    let (rec, changed) = update_config(ctx, prefix, |rec, now| {
+        if rec.from_file() {
+            let why = format!("prefix {prefix} belongs to file {}; remove its file instead", rec.source);
+            return Err(OpError::Conflict(why));
+        }
+        if rec.orphaned.is_some() {
+            return Ok(false);
+        }
+        (rec.orphaned, rec.delete_at) = (Some(now), Some(now + grace));
+        Ok(true)
+    })
+    .await?;
+    if changed {
+        let vms = ctx.store.vm_ids(VmIndex::OfConfig(prefix.to_owned())).await.map_or(0, |v| v.len());
+        let at = rec.delete_at.unwrap_or_default().format("%Y-%m-%d %H:%M:%S UTC");
+        let msg = format!(
+            "Config deleted over the API by {by}; it and its {vms} VMs will be deleted at {at} unless it is applied again"
+        );
+        ctx.record(prefix, STAGE, "orphaned", &msg, &rec.config.attributes.zone, "").await?;
+    }
+    Ok(rec)
+}
+
+/// LUCI's Configuration.Update of current_amount: sets the amount, clamped by the Config's
+/// amount rules at ctx.now() (Amount::at), for any source; pushes expand_config. The value
+/// survives re-imports of the same file; a re-import that changes the amount bounds (min/max or
+/// windows) restarts it from the new bounds (`import_configs` decides this).
+pub async fn set_amount(
+    ctx: &Ctx,
+    prefix: &str,
+    amount: u32,
+    by: Actor<'_>,
+) -> Result<ConfigRecord, OpError> {
+    let (rec, changed) = update_config(ctx, prefix, |rec, now| {
+        let clamped = rec.config.amount.at(amount, now);
+        let changed = clamped != rec.current_amount;
+        rec.current_amount = clamped;
+        Ok(changed)
+    })
+    .await?;
+    if changed {
+        tracing::info!(config = %prefix, by = %by, asked = amount, amount = rec.current_amount, "amount set over the API");
+    }
+    ctx.push(&ExpandConfig { prefix: prefix.to_owned() }).await?;
+    Ok(rec)
+}
+
+/// Pauses one Config (any source): creation and replacement stop; draining, deletion, bot
+/// cleanup and audit go on (the rule is `Ctx::paused`'s). A paused Config keeps its first pause.
+pub async fn pause(ctx: &Ctx, prefix: &str, reason: &str, by: Actor<'_>) -> Result<ConfigRecord, OpError> {
+    let (rec, changed) = update_config(ctx, prefix, |rec, at| {
+        let fresh = rec.paused.is_none();
+        if fresh {
+            rec.paused = Some(Pause { by: by.to_owned(), reason: reason.to_owned(), at });
+        }
+        Ok(fresh)
+    })
+    .await?;
+    if changed {
+        tracing::warn!(config = %prefix, by = %by, reason = %reason, "Config paused: no VM is created or replaced until it is resumed");
+    }
+    Ok(rec)
+}
+
+/// Lifts the pause of one Config and pushes what makes it converge (expand_config, and
+/// create_instance for its VMs waiting for an instance); the global pause, if set, still holds.
+pub async fn resume(ctx: &Ctx, prefix: &str, by: Actor<'_>) -> Result<ConfigRecord, OpError> {
+    let (rec, changed) = update_config(ctx, prefix, |rec, _| Ok(rec.paused.take().is_some())).await?;
+    if changed {
+        tracing::warn!(config = %prefix, by = %by, "Config resumed");
+    }
+    wake(ctx, Some(prefix)).await?;
+    Ok(rec)
+}
+
+/// The global pause (every Config), kept in the Store; returns the pause in force (the first
+/// one when already paused; a record that does not decode is replaced).
+pub async fn pause_all(ctx: &Ctx, reason: &str, by: Actor<'_>) -> Result<Pause, OpError> {
+    match ctx.store.global_pause().await {
+        Ok(Some(p)) => return Ok(p),
+        Ok(None) | Err(StoreError::Corrupt { .. }) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let p = Pause { by: by.to_owned(), reason: reason.to_owned(), at: ctx.now() };
+    ctx.store.set_global_pause(Some(&p)).await?;
+    tracing::warn!(by = %by, reason = %reason, "every Config paused: no VM is created or replaced until resumed");
+    Ok(p)
+}
+
+/// Lifts the global pause and pushes what makes every Config converge (a Config paused on its
+/// own stays paused).
+pub async fn resume_all(ctx: &Ctx, by: Actor<'_>) -> Result<(), OpError> {
+    if crate::ctx::global_pause(&*ctx.store).await?.is_some() {
+        ctx.store.set_global_pause(None).await?;
+        tracing::warn!(by = %by, "global pause lifted");
+    }
+    wake(ctx, None).await.map_err(OpError::from)
+}
+
+/// The global pause, if set (a record that does not decode reads as a pause saying so).
+pub async fn paused_all(ctx: &Ctx) -> Result<Option<Pause>, OpError> {
+    Ok(crate::ctx::global_pause(&*ctx.store).await?)
+}
+
+#[cfg(test)]
+#[path = "configs_tests.rs"]
+mod tests;

@@ -1,0 +1,247 @@
+//! Unit tests of the Config operations over the fakes: apply (new, replace, invalid, conflicts,
+//! limits), delete, set_amount, pause and resume of one Config and of all.
+
+use super::*;
+use crate::model::{ConfigState, VmState};
+use crate::operate::plan;
+use crate::tasks::{CreateInstance, CreateVm, DrainVm, ExpandConfig};
+use crate::testing::config;
+
+/// A Config of `min` to `max` VMs.
+fn ranged(prefix: &str, min: u32, max: u32) -> Config {
+    let mut c = config(prefix, min);
+    c.amount.max = max;
+    c
+}
+
+async fn record(ctx: &Ctx, prefix: &str) -> ConfigRecord {
+    ctx.store.config(prefix).await.unwrap().expect("stored").value
+}
+
+#[tokio::test]
+async fn apply_creates_an_api_config_and_expands_it_at_once() {
+    let (ctx, _) = Ctx::test();
+    let (rec, new) = apply(&ctx, ranged("linux", 2, 5), "alice").await.unwrap();
+    assert!(new);
+    assert_eq!((rec.source.as_str(), rec.current_amount, rec.verified), (API_SOURCE, 2, true));
+    assert!(!rec.from_file());
+    assert_eq!(record(&ctx, "linux").await, rec);
+    assert_eq!(ctx.taken::<ExpandConfig>().await, [ExpandConfig { prefix: "linux".into() }]);
+    // The same again: nothing new, nothing rewritten.
+    let version = ctx.store.config("linux").await.unwrap().unwrap().version;
+    let (again, new) = apply(&ctx, ranged("linux", 2, 5), "alice").await.unwrap();
+    assert!(!new && again == rec);
+    assert_eq!(ctx.store.config("linux").await.unwrap().unwrap().version, version);
+}
+
+#[tokio::test]
+async fn apply_replaces_an_api_config_keeping_its_amount_and_pause() {
+    let (ctx, _) = Ctx::test();
+    apply(&ctx, ranged("linux", 1, 5), "alice").await.unwrap();
+    set_amount(&ctx, "linux", 4, "alice").await.unwrap();
+    pause(&ctx, "linux", "image rollout", "bob").await.unwrap();
+    let mut next = ranged("linux", 1, 6);
+    next.attributes.machine_type = "zones/{{.Zone}}/machineTypes/e2-large".into();
+    let (rec, new) = apply(&ctx, next.clone(), "alice").await.unwrap();
+    assert!(!new);
+    assert_eq!(rec.config, next);
+    assert_eq!(rec.current_amount, 4, "kept");
+    assert_eq!(rec.paused.as_ref().map(|p| p.by.as_str()), Some("bob"), "kept");
+    // Kept, but clamped by the new bounds.
+    let (rec, _) = apply(&ctx, ranged("linux", 1, 3), "alice").await.unwrap();
+    assert_eq!(rec.current_amount, 3);
+}
+
+#[tokio::test]
+async fn an_invalid_config_lists_every_problem_and_stores_nothing() {
+    let (ctx, _) = Ctx::test();
+    let mut bad = config("linux", 1);
+    bad.lifetime = crate::config::Secs(0);
+    bad.attributes.project.clear();
+    bad.swarming.clear();
+    let want = bad.problems();
+    assert!(want.len() >= 3, "{want:?}");
+    match apply(&ctx, bad, "alice").await {
+        Err(OpError::Invalid(got)) => assert_eq!(got, want),
+        other => panic!("{other:?}"),
+    }
+    assert!(ctx.store.config("linux").await.unwrap().is_none());
+    assert!(ctx.taken::<ExpandConfig>().await.is_empty());
+    // A zone the project lacks is found as a file's is.
+    let mut zone = config("linux", 1);
+    zone.attributes.zone = "us-central1-x".into();
+    match apply(&ctx, zone, "alice").await {
+        Err(OpError::Invalid(got)) => assert_eq!(got[0].field, "linux.attributes.zone"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn an_amount_over_max_amount_is_invalid() {
+    let (ctx, _) = Ctx::test();
+    match apply(&ctx, config("linux", 20_000), "alice").await {
+        Err(OpError::Invalid(got)) => {
+            assert_eq!(got.len(), 1);
+            assert_eq!(got[0].field, "linux.amount");
+            assert!(got[0].rule.contains("max_amount"), "{got:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_prefix_a_file_holds_or_one_clashing_with_another_config_is_a_conflict() {
+    let (ctx, _) = Ctx::test();
+    ctx.seed_config("linux", 2).await;
+    let before = record(&ctx, "linux").await;
+    match apply(&ctx, config("linux", 3), "alice").await {
+        Err(OpError::Conflict(why)) => assert_eq!(
+            why,
+            "prefix linux belongs to file linux.yaml; the API may change its amount and pause state only"
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(record(&ctx, "linux").await, before, "untouched");
+    for clash in ["lin", "linux-big"] {
+        match apply(&ctx, config(clash, 1), "alice").await {
+            Err(OpError::Conflict(why)) => assert!(why.contains("one is a prefix of the other"), "{why}"),
+            other => panic!("{clash}: {other:?}"),
+        }
+        assert!(ctx.store.config(clash).await.unwrap().is_none());
+    }
+}
+
+#[tokio::test]
+async fn delete_orphans_an_api_config_and_refuses_a_file_one_or_a_missing_one() {
+    let (ctx, _) = Ctx::test();
+    apply(&ctx, config("mac", 1), "alice").await.unwrap();
+    let rec = delete(&ctx, "mac", "alice").await.unwrap();
+    let grace = ctx.timing.config_delete_grace.chrono();
+    assert_eq!((rec.orphaned, rec.delete_at), (Some(ctx.now()), Some(ctx.now() + grace)));
+    assert_eq!(record(&ctx, "mac").await, rec);
+    assert_eq!(ctx.store.errors("mac").await.unwrap()[0].code, "orphaned");
+    let st = crate::status::status(&*ctx.store, "mac", ctx.now(), grace, false).await.unwrap();
+    assert_eq!((st.state, st.delete_at, st.source.as_str()), (ConfigState::Orphaned, rec.delete_at, "api"));
+    assert_eq!(delete(&ctx, "mac", "bob").await.unwrap(), rec, "deleting again changes nothing");
+    // Applied again within the grace: cancelled.
+    let (back, _) = apply(&ctx, config("mac", 1), "alice").await.unwrap();
+    assert!(back.orphaned.is_none() && back.delete_at.is_none());
+
+    ctx.seed_config("linux", 1).await;
+    match delete(&ctx, "linux", "alice").await {
+        Err(OpError::Conflict(why)) => assert!(why.contains("belongs to file linux.yaml"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(record(&ctx, "linux").await.orphaned.is_none());
+    match delete(&ctx, "nope", "alice").await {
+        Err(e @ OpError::NotFound(_)) => assert_eq!(e.to_string(), "Config nope not found"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn set_amount_is_clamped_by_the_amount_rules_for_any_source() {
+    let (ctx, _) = Ctx::test();
+    ctx.seed_config("linux", 1).await; // a file's, widened to 1..5 (no task pushed)
+    let cur = ctx.store.config("linux").await.unwrap().unwrap();
+    let rec = ConfigRecord { config: ranged("linux", 1, 5), ..cur.value };
+    assert!(ctx.store.put_config(&rec, Expect::Version(cur.version)).await.unwrap());
+    assert_eq!(set_amount(&ctx, "linux", 4, "alice").await.unwrap().current_amount, 4);
+    assert_eq!(ctx.taken::<ExpandConfig>().await.len(), 1, "it converges at once");
+    assert_eq!(set_amount(&ctx, "linux", 9, "alice").await.unwrap().current_amount, 5);
+    assert_eq!(set_amount(&ctx, "linux", 0, "alice").await.unwrap().current_amount, 1);
+    ctx.seed_config("mac", 2).await; // min = max = 2
+    assert_eq!(set_amount(&ctx, "mac", 7, "alice").await.unwrap().current_amount, 2);
+    assert!(matches!(set_amount(&ctx, "nope", 1, "alice").await, Err(OpError::NotFound(_))));
+}
+
+#[tokio::test]
+async fn a_paused_config_creates_nothing_until_resumed_and_resume_pushes_expansion() {
+    let (ctx, _) = Ctx::test();
+    ctx.seed_config("linux", 3).await;
+    ctx.seed_vm("linux-0", |_| {}).await; // made, not yet sent
+    let rec = pause(&ctx, "linux", "bad image", "bob").await.unwrap();
+    let p = rec.paused.clone().expect("paused");
+    assert_eq!((p.by.as_str(), p.reason.as_str(), p.at), ("bob", "bad image", ctx.now()));
+    let again = pause(&ctx, "linux", "other", "carol").await.unwrap();
+    assert_eq!(again.paused, Some(p.clone()), "the first pause stays");
+    let st = crate::status::status(&*ctx.store, "linux", ctx.now(), chrono::Duration::zero(), false)
+        .await
+        .unwrap();
+    assert_eq!((st.paused, st.paused_all, st.source.as_str()), (Some(p), false, "linux.yaml"));
+    crate::tasks::expand_config::run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
+    assert!(ctx.taken::<CreateVm>().await.is_empty(), "paused: nothing created");
+
+    let rec = resume(&ctx, "linux", "bob").await.unwrap();
+    assert!(rec.paused.is_none() && record(&ctx, "linux").await.paused.is_none());
+    assert_eq!(ctx.taken::<ExpandConfig>().await, [ExpandConfig { prefix: "linux".into() }]);
+    assert_eq!(ctx.taken::<CreateInstance>().await, [CreateInstance { id: "linux-0".into() }]);
+    crate::tasks::expand_config::run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
+    assert_eq!(ctx.taken::<CreateVm>().await.len(), 2);
+    assert!(matches!(pause(&ctx, "nope", "x", "bob").await, Err(OpError::NotFound(_))));
+}
+
+#[tokio::test]
+async fn the_global_pause_holds_every_config_until_lifted() {
+    let (ctx, f) = Ctx::test();
+    ctx.seed_config("linux", 2).await;
+    ctx.seed_config("mac", 1).await;
+    assert_eq!(paused_all(&ctx).await.unwrap(), None);
+    let p = pause_all(&ctx, "incident 42", "bob").await.unwrap();
+    assert_eq!(pause_all(&ctx, "other", "carol").await.unwrap(), p, "the first pause stays");
+    assert_eq!(paused_all(&ctx).await.unwrap(), Some(p.clone()));
+    assert_eq!(ctx.paused(&record(&ctx, "mac").await).await.unwrap(), Some(p.clone()));
+    for prefix in ["linux", "mac"] {
+        crate::tasks::expand_config::run(&ctx, ExpandConfig { prefix: prefix.into() }).await.unwrap();
+    }
+    assert!(ctx.taken::<CreateVm>().await.is_empty());
+    let report =
+        crate::status::report(&*ctx.store, &[], ctx.now(), chrono::Duration::zero(), false).await.unwrap();
+    assert_eq!(report.paused, Some(p));
+    assert!(report.configs.iter().all(|c| c.paused_all && c.paused.is_none()));
+    // A paused Config stays paused when the global pause is lifted.
+    pause(&ctx, "mac", "its own", "bob").await.unwrap();
+    resume_all(&ctx, "bob").await.unwrap();
+    assert_eq!(paused_all(&ctx).await.unwrap(), None);
+    let mut woken: Vec<String> = ctx.taken::<ExpandConfig>().await.into_iter().map(|t| t.prefix).collect();
+    woken.sort();
+    assert_eq!(woken, ["linux", "mac"]);
+    assert!(ctx.paused(&record(&ctx, "mac").await).await.unwrap().is_some());
+    assert!(ctx.paused(&record(&ctx, "linux").await).await.unwrap().is_none());
+    // A pause record that does not decode counts as a pause, and is replaced by the next one.
+    f.store.plant_corrupt_pause();
+    let broken = paused_all(&ctx).await.unwrap().expect("fails safe");
+    assert!(broken.reason.contains("does not decode"), "{broken:?}");
+    assert!(ctx.paused(&record(&ctx, "linux").await).await.unwrap().is_some());
+    assert_eq!(pause_all(&ctx, "fixed", "bob").await.unwrap().reason, "fixed");
+}
+
+#[tokio::test]
+async fn an_api_config_goes_the_whole_way_and_drains_after_its_grace() {
+    let (mut ctx, f) = Ctx::test();
+    let dir = std::env::temp_dir().join(format!("gce-backend-operate-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    ctx.configs_dir = dir.clone();
+    apply(&ctx, config("mac", 1), "alice").await.unwrap();
+    ctx.seed_vm("mac-0", crate::testing::created(ctx.now())).await;
+    crate::cron::import_configs::run(&ctx).await.unwrap();
+    assert!(record(&ctx, "mac").await.orphaned.is_none(), "no file holds it, and none needs to");
+    delete(&ctx, "mac", "alice").await.unwrap();
+    // A broken file blocks deleting file Configs, not one deleted over the API.
+    std::fs::write(dir.join("broken.yaml"), "").unwrap();
+    f.clock.advance(ctx.timing.config_delete_grace.chrono() - chrono::Duration::seconds(1));
+    crate::cron::import_configs::run(&ctx).await.unwrap();
+    assert!(ctx.store.config("mac").await.unwrap().is_some(), "within the grace");
+    f.clock.advance(chrono::Duration::seconds(2));
+    crate::cron::import_configs::run(&ctx).await.unwrap();
+    assert!(ctx.store.config("mac").await.unwrap().is_none());
+    assert_eq!(ctx.taken::<DrainVm>().await, [DrainVm { id: "mac-0".into() }]);
+    let e = &ctx.store.errors("mac").await.unwrap()[0];
+    assert!(e.code == "deleted" && e.message.contains("deleted over the API"), "{e:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+    // Its VMs are listed until they are gone.
+    let (vms, _) = crate::operate::list_vms(&ctx, "mac", None, None, 10).await.unwrap();
+    assert_eq!(vms[0].state, VmState::Running);
+    assert!(plan(&ctx, "mac", Default::default()).await.is_err(), "no Config to plan against");
+}

@@ -1,0 +1,180 @@
+//! The operator API's operations, typed: what an HTTP layer calls (it adds auth, owners and
+//! JSON). Each re-reads, compares, acts and records with a compare-and-set, like a handler, and
+//! hands the convergence to the pipeline by pushing its tasks.
+//!
+//! * [`configs`]: Configs made over the API (apply, delete), any Config's amount and pause, the
+//!   global pause.
+//! * [`plan`](mod@plan): what a change would do, changing nothing.
+//! * [`vms`]: one VM, a page of a Config's VMs, recycling a VM.
+
+use chrono::{DateTime, Utc};
+
+use crate::catalog::Verdict;
+use crate::config::{Config, ConfigError, prefixes_clash};
+use crate::ctx::Ctx;
+use crate::error::TaskError;
+use crate::model::ConfigRecord;
+use crate::naming::parse_id;
+use crate::ports::store::{Expect, StoreError, VmIndex};
+use crate::tasks::{CreateInstance, ExpandConfig};
+
+pub mod configs;
+pub mod plan;
+pub mod vms;
+
+pub use configs::{apply, delete, pause, pause_all, paused_all, resume, resume_all, set_amount};
+pub use plan::plan;
+pub use vms::{list_vms, recycle, vm};
+
+/// Who asked (token name), for records and logs.
+pub type Actor<'a> = &'a str;
+
+/// Why an operation was refused or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum OpError {
+    /// No such Config or VM (`Config linux`, `VM linux-3`).
+    #[error("{0} not found")]
+    NotFound(String),
+    /// The Config breaks these rules (every one, each naming its field).
+    #[error("invalid Config")]
+    Invalid(Vec<ConfigError>),
+    /// The operation clashes with what exists (a prefix a file holds, a prefix clash, …).
+    #[error("{0}")]
+    Conflict(String),
+    /// The store or the queues failed ([`OpError::transient`] says whether to try again).
+    #[error(transparent)]
+    Task(#[from] TaskError),
+}
+
+impl From<StoreError> for OpError {
+    fn from(e: StoreError) -> Self {
+        OpError::Task(e.into())
+    }
+}
+
+impl OpError {
+    /// True for a failure worth trying again (the store or the queues were away, a race was
+    /// lost); false for the rest.
+    pub fn transient(&self) -> bool {
+        matches!(self, OpError::Task(e) if e.class() == crate::Class::Transient)
+    }
+}
+
+/// Largest page [`list_vms`] returns.
+pub const MAX_PAGE: usize = 1000;
+
+/// The stage operations record on a Config's status under.
+const STAGE: &str = "api";
+
+/// Compare-and-set tries before a lost race is reported (as a transient error).
+const TRIES: usize = 5;
+
+/// What keeps a Config from being applied over the API, checked as a file's is.
+#[derive(Debug, Default)]
+struct Admission {
+    /// Every rule it breaks ([`Config::problems`], the service's limits, the project's zones
+    /// and disk types).
+    invalid: Vec<ConfigError>,
+    /// Who else holds its prefix (a file, or a Config whose prefix clashes with it).
+    conflict: Option<String>,
+    /// False when Compute could not be asked about its zone and disk types.
+    verified: bool,
+}
+
+impl Admission {
+    fn into_result(self) -> Result<bool, OpError> {
+        match (self.invalid.is_empty(), self.conflict) {
+            (false, _) => Err(OpError::Invalid(self.invalid)),
+            (true, Some(c)) => Err(OpError::Conflict(c)),
+            (true, None) => Ok(self.verified),
+        }
+    }
+}
+
+/// Checks `config` the way `import_configs` checks a file: every rule of one Config and the
+/// service's limits, the project's zones and disk types (once those pass), its prefix's owner
+/// (`stored`, the record under its prefix) and the across-Configs prefix rule against every
+/// stored Config.
+async fn admit(ctx: &Ctx, config: &Config, stored: Option<&ConfigRecord>) -> Result<Admission, TaskError> {
+    let mut a = Admission { invalid: config.problems(), verified: true, ..Admission::default() };
+    a.invalid.extend(config.check_limits(&ctx.limits).err());
+    if a.invalid.is_empty() {
+        match ctx.catalog.check(&*ctx.compute, config, ctx.now()).await {
+            Verdict::Valid => {}
+            Verdict::Invalid(e) => a.invalid.push(e),
+            Verdict::Unknown(why) => {
+                tracing::warn!(config = %config.prefix, error = %why, "cannot check the zone and disk types with Compute Engine now; applied unverified");
+                a.verified = false;
+            }
+        }
+    }
+    let prefix = &config.prefix;
+    if let Some(rec) = stored.filter(|r| r.from_file()) {
+        a.conflict = Some(format!(
+            "prefix {prefix} belongs to file {}; the API may change its amount and pause state only",
+            rec.source
+        ));
+        return Ok(a);
+    }
+    let mut others: Vec<String> =
+        ctx.store.configs().await?.into_iter().map(|c| c.value.config.prefix).collect();
+    others.extend(ctx.store.corrupt_configs().await?.into_iter().map(|c| c.key));
+    if let Some(other) = others.iter().find(|o| prefixes_clash(prefix, o)) {
+        a.conflict = Some(format!("prefix {prefix} and the Config {other}: one is a prefix of the other"));
+    }
+    Ok(a)
+}
+
+/// Changes the Config `prefix` with `change` (given the record and now; false leaves it
+/// alone) and a compare-and-set, re-reading on a lost race. Returns the record as written (or
+/// as found) and whether it was written.
+async fn update_config(
+    ctx: &Ctx,
+    prefix: &str,
+    change: impl Fn(&mut ConfigRecord, DateTime<Utc>) -> Result<bool, OpError>,
+) -> Result<(ConfigRecord, bool), OpError> {
+    for _ in 0..TRIES {
+        let Some(cur) = ctx.store.config(prefix).await? else {
+            return Err(OpError::NotFound(format!("Config {prefix}")));
+        };
+        let mut rec = cur.value;
+        if !change(&mut rec, ctx.now())? {
+            return Ok((rec, false));
+        }
+        if ctx.store.put_config(&rec, Expect::Version(cur.version)).await? {
+            return Ok((rec, true));
+        }
+    }
+    Err(TaskError::Conflict(format!("cfg {prefix}")).into())
+}
+
+/// Pushes what makes Configs converge after a pause is lifted: `expand_config` for `only` (every
+/// Config when `None`), and `create_instance` for their VMs that wait for an instance.
+async fn wake(ctx: &Ctx, only: Option<&str>) -> Result<(), TaskError> {
+    let prefixes: Vec<String> = match only {
+        Some(p) => vec![p.to_owned()],
+        None => ctx.store.configs().await?.into_iter().map(|c| c.value.config.prefix).collect(),
+    };
+    let expand: Vec<ExpandConfig> = prefixes.iter().map(|p| ExpandConfig { prefix: p.clone() }).collect();
+    ctx.push_many(&expand).await?;
+    let waiting: Vec<CreateInstance> = ctx
+        .store
+        .vm_ids(VmIndex::Uncreated)
+        .await?
+        .into_iter()
+        .filter(|id| only.is_none_or(|p| parse_id(id).is_some_and(|(of, _)| of == p)))
+        .map(|id| CreateInstance { id })
+        .collect();
+    ctx.push_many(&waiting).await.map(drop)
+}
+
+/// The order VMs are listed in: by index, ids that do not parse last.
+fn order(id: &str) -> (u32, &str) {
+    parse_id(id).map_or((u32::MAX, id), |(_, i)| (i, id))
+}
+
+/// `ids` sorted by [`order`].
+fn by_index(mut ids: Vec<String>) -> Vec<String> {
+    ids.sort_by(|a, b| order(a).cmp(&order(b)));
+    ids
+}

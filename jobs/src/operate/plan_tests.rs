@@ -1,0 +1,123 @@
+//! Unit tests of `plan`: growth, shrink, changed fields and whom they affect, problems, and that
+//! nothing is written.
+
+use super::*;
+use crate::model::ConfigRecord;
+use crate::ports::store::Versioned;
+use crate::tasks::{CreateVm, DrainVm, ExpandConfig};
+use crate::testing::config;
+
+/// A stored API Config `linux` of 1 to 12 VMs targeting `amount`, with VMs `0..vms`.
+async fn setup(amount: u32, vms: u32) -> Ctx {
+    let (ctx, _) = Ctx::test();
+    let mut c = config("linux", 1);
+    c.amount.max = 12;
+    crate::operate::apply(&ctx, c, "alice").await.unwrap();
+    crate::operate::set_amount(&ctx, "linux", amount, "alice").await.unwrap();
+    for i in 0..vms {
+        ctx.seed_vm(&format!("linux-{i}"), |_| {}).await;
+    }
+    ctx
+}
+
+/// Everything a plan could write: Config records and VM records.
+async fn snapshot(ctx: &Ctx) -> (Vec<Versioned<ConfigRecord>>, Vec<Option<u64>>) {
+    let ids = ctx.store.vm_ids(VmIndex::OfConfig("linux".into())).await.unwrap();
+    let mut versions = Vec::new();
+    for id in ids {
+        versions.push(ctx.store.vm_version(&id).await.unwrap());
+    }
+    (ctx.store.configs().await.unwrap(), versions)
+}
+
+fn amount(n: u32) -> PlanInput {
+    PlanInput { amount: Some(n), ..PlanInput::default() }
+}
+
+#[tokio::test]
+async fn growing_lists_the_vms_to_create_in_index_order_and_writes_nothing() {
+    let ctx = setup(10, 10).await;
+    ctx.taken::<ExpandConfig>().await;
+    let before = snapshot(&ctx).await;
+    let p = plan(&ctx, "linux", amount(12)).await.unwrap();
+    assert_eq!((p.prefix.as_str(), p.amount), ("linux", 12));
+    assert_eq!(p.create, ["linux-10", "linux-11"]);
+    assert!(p.drain.is_empty() && p.problems.is_empty());
+    assert_eq!(p.keep.len(), 10);
+    assert_eq!(p.keep.last().map(String::as_str), Some("linux-9"), "by index, not by name");
+    let c = &p.changes[..];
+    assert_eq!(c.len(), 1);
+    assert_eq!((c[0].field.as_str(), c[0].applies_to.as_str()), ("current_amount", "the pool"));
+    assert_eq!((c[0].from.clone(), c[0].to.clone()), (10.into(), 12.into()));
+    // Clamped as set_amount would.
+    assert_eq!(plan(&ctx, "linux", amount(50)).await.unwrap().amount, 12);
+    assert_eq!(snapshot(&ctx).await, before, "nothing written");
+    assert!(ctx.taken::<ExpandConfig>().await.is_empty() && ctx.taken::<CreateVm>().await.is_empty());
+}
+
+#[tokio::test]
+async fn shrinking_lists_the_vms_to_drain() {
+    let ctx = setup(3, 3).await;
+    let p = plan(&ctx, "linux", amount(1)).await.unwrap();
+    assert_eq!(
+        (p.amount, p.keep.as_slice(), p.drain.as_slice()),
+        (1, &["linux-0".to_owned()][..], &["linux-1".to_owned(), "linux-2".to_owned()][..])
+    );
+    assert!(p.create.is_empty());
+    assert!(ctx.taken::<DrainVm>().await.is_empty(), "nothing drained");
+}
+
+#[tokio::test]
+async fn changed_attributes_apply_to_new_instances_and_the_amount_to_the_pool() {
+    let ctx = setup(2, 2).await;
+    let before = snapshot(&ctx).await;
+    let mut c = ctx.store.config("linux").await.unwrap().unwrap().value.config;
+    c.attributes.machine_type = "zones/{{.Zone}}/machineTypes/e2-large".into();
+    c.lifetime = crate::config::Secs(7200);
+    c.amount.min = 4;
+    let p = plan(&ctx, "linux", PlanInput { config: Some(c), amount: None }).await.unwrap();
+    let of =
+        |f: &str| p.changes.iter().find(|c| c.field == f).unwrap_or_else(|| panic!("{f}: {:?}", p.changes));
+    assert_eq!(of("attributes.machine_type").applies_to, "new instances");
+    assert_eq!(of("attributes.machine_type").to, "zones/{{.Zone}}/machineTypes/e2-large");
+    assert_eq!(
+        (of("lifetime").from.clone(), of("lifetime").applies_to.as_str()),
+        (86_400.into(), "new instances")
+    );
+    assert_eq!(of("amount").applies_to, "the pool");
+    assert_eq!(of("current_amount").to, 4, "kept, clamped by the new bounds");
+    assert_eq!(p.changes.len(), 4, "{:?}", p.changes);
+    assert_eq!((p.amount, p.create.as_slice()), (4, &["linux-2".to_owned(), "linux-3".to_owned()][..]));
+    assert!(p.problems.is_empty(), "{:?}", p.problems);
+    assert_eq!(snapshot(&ctx).await, before, "nothing written");
+}
+
+#[tokio::test]
+async fn a_plan_that_could_not_be_applied_says_why() {
+    let ctx = setup(2, 0).await;
+    let mut bad = config("mac", 1);
+    bad.lifetime = crate::config::Secs(0);
+    let p = plan(&ctx, "linux", PlanInput { config: Some(bad), amount: None }).await.unwrap();
+    assert!(p.problems.iter().any(|e| e.contains("names \"mac\", not \"linux\"")), "{:?}", p.problems);
+    assert!(p.problems.iter().any(|e| e.starts_with("mac.lifetime")), "{:?}", p.problems);
+    // A file's Config: its attributes are the file's to change (its amount is not).
+    ctx.seed_config("mac", 1).await;
+    let p = plan(&ctx, "mac", PlanInput { config: Some(config("mac", 1)), amount: None }).await.unwrap();
+    assert!(p.problems[0].contains("belongs to file mac.yaml"), "{:?}", p.problems);
+    assert!(plan(&ctx, "mac", amount(1)).await.unwrap().problems.is_empty());
+    // A new Config clashing with another's prefix.
+    let p = plan(&ctx, "lin", PlanInput { config: Some(config("lin", 2)), amount: None }).await.unwrap();
+    assert!(p.problems[0].contains("one is a prefix of the other"), "{:?}", p.problems);
+    assert_eq!((p.amount, p.create.len()), (2, 2));
+    assert!(p.changes.iter().any(|c| c.field == "prefix" && c.from.is_null()), "a new Config: every field");
+    assert!(matches!(plan(&ctx, "nope", amount(1)).await, Err(OpError::NotFound(_))));
+}
+
+#[tokio::test]
+async fn a_plan_says_when_creation_waits_for_a_pause() {
+    let ctx = setup(1, 0).await;
+    assert!(plan(&ctx, "linux", amount(2)).await.unwrap().paused.is_none());
+    crate::operate::pause_all(&ctx, "incident", "bob").await.unwrap();
+    let p = plan(&ctx, "linux", amount(2)).await.unwrap();
+    assert_eq!((p.paused.map(|p| p.reason), p.create.len()), (Some("incident".into()), 2));
+}

@@ -1,0 +1,88 @@
+//! VMs over the API: one VM with its derived state and bot, a page of a Config's VMs, and
+//! recycling one VM (LUCI's Instances.Delete).
+
+use crate::ctx::Ctx;
+use crate::error::TaskError;
+use crate::model::{Vm, VmState, VmView};
+use crate::ports::store::{StoreError, VmIndex};
+use crate::tasks::ExpandConfig;
+
+use super::{Actor, MAX_PAGE, OpError, by_index, order};
+
+/// Drains one VM so it is replaced (LUCI Instances.Delete): sets drained; the normal drain path
+/// retires it (its bot terminated, its instance destroyed, its record deleted; one never sent
+/// to GCE is dropped at once) and expand_config makes a new incarnation while its index is
+/// within the amount (once resumed, if its Config is paused). Recycling it again changes nothing.
+pub async fn recycle(ctx: &Ctx, vm_id: &str, by: Actor<'_>) -> Result<Vm, OpError> {
+    let gone = || OpError::NotFound(format!("VM {vm_id}"));
+    let cur = ctx.vm(vm_id).await?.ok_or_else(gone)?.value;
+    // A VM never sent to Compute is dropped at once (expand_config makes it anew): answer with
+    // the record as it was, drained.
+    let vm = crate::tasks::drain_vm::drain(ctx, &cur)
+        .await?
+        .unwrap_or_else(|| Vm { drained: true, ..cur.clone() });
+    if !cur.drained {
+        tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, by = %by, "VM recycled over the API");
+    }
+    ctx.push(&ExpandConfig { prefix: vm.config.clone() }).await?;
+    Ok(vm)
+}
+
+/// One page of a Config's VMs (sorted by index), optionally only those in `state`; `after` is
+/// the last VM id of the previous page. Returns at most `limit` (1 to [`MAX_PAGE`]) and the
+/// `after` of the next page when more match. Records that do not decode are left out. NotFound
+/// when neither the Config nor any VM of it exists.
+pub async fn list_vms(
+    ctx: &Ctx,
+    prefix: &str,
+    state: Option<VmState>,
+    after: Option<&str>,
+    limit: usize,
+) -> Result<(Vec<VmView>, Option<String>), OpError> {
+    let ids = by_index(ctx.store.vm_ids(VmIndex::OfConfig(prefix.to_owned())).await?);
+    if ids.is_empty() {
+        match ctx.store.config(prefix).await {
+            Ok(None) => return Err(OpError::NotFound(format!("Config {prefix}"))),
+            Ok(Some(_)) | Err(StoreError::Corrupt { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let limit = limit.clamp(1, MAX_PAGE);
+    let start = after.map_or(0, |a| ids.partition_point(|id| order(id) <= order(a)));
+    let mut page: Vec<VmView> = Vec::new();
+    for id in &ids[start..] {
+        let vm = match ctx.store.vm(id).await {
+            Ok(Some(v)) => v.value,
+            Ok(None) | Err(StoreError::Corrupt { .. }) => continue,
+            Err(e) => return Err(e.into()),
+        };
+        if state.is_some_and(|s| s != VmState::of(&vm)) {
+            continue;
+        }
+        if page.len() == limit {
+            // One more matches: there is a next page, after this page's last VM.
+            let next = page.last().map(|v| v.vm.id.clone());
+            return Ok((page, next));
+        }
+        page.push(view(ctx, vm).await?);
+    }
+    Ok((page, None))
+}
+
+/// One VM: its record, derived state, last bot observation.
+pub async fn vm(ctx: &Ctx, id: &str) -> Result<VmView, OpError> {
+    match ctx.store.vm(id).await? {
+        Some(v) => Ok(view(ctx, v.value).await?),
+        None => Err(OpError::NotFound(format!("VM {id}"))),
+    }
+}
+
+/// The view of a VM record.
+async fn view(ctx: &Ctx, vm: Vm) -> Result<VmView, TaskError> {
+    let bot = ctx.store.bot(&vm.hostname).await?;
+    Ok(VmView { state: VmState::of(&vm), deadline: vm.deadline(), bot, vm })
+}
+
+#[cfg(test)]
+#[path = "vms_tests.rs"]
+mod tests;

@@ -1,0 +1,78 @@
+//! Task ids: 128 random bits as 22 characters of URL-safe base64 without padding (Taskcluster's
+//! slugid), made by the queue so no one can guess or overwrite another's task.
+//!
+//! [`new_task_id`] is the one place ids are made. The memory engine uses it for each new task;
+//! the Redis engine passes its ids to the scripts (one per pushed item and per ack, plus a seed
+//! for the few tasks a script makes on its own: see `lua/prelude.lua`). Ids are opaque strings:
+//! records written before ids were random carry decimal ids, which stay valid.
+
+use rand::RngCore;
+
+/// The URL-safe base64 alphabet (RFC 4648 §5).
+const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+/// The longest id a queue accepts (Taskcluster's limit); new ids are 22 characters.
+pub const MAX_TASK_ID_LEN: usize = 36;
+
+/// A fresh task id: 128 bits from the thread's CSPRNG, as 22 characters of `[A-Za-z0-9_-]`.
+pub fn new_task_id() -> String {
+    let mut bytes = [0u8; 16];
+    rand::rng().fill_bytes(&mut bytes);
+    slug(&bytes)
+}
+
+/// True when `id` has the shape of a task id: 1 to [`MAX_TASK_ID_LEN`] characters of
+/// `[A-Za-z0-9_-]`. Ids made by [`new_task_id`] pass, and so do the decimal ids of older records.
+pub fn is_task_id(id: &str) -> bool {
+    (1..=MAX_TASK_ID_LEN).contains(&id.len())
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// URL-safe base64 of `bytes`, unpadded: 4 characters per 3 bytes, 2 for a last single byte.
+fn slug(bytes: &[u8; 16]) -> String {
+    let mut out = String::with_capacity(22);
+    for chunk in bytes.chunks(3) {
+        let n = chunk.iter().enumerate().fold(0u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
+        for i in 0..=chunk.len() {
+            out.push(char::from(ALPHABET[(n >> (18 - 6 * i) & 63) as usize]));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use super::*;
+
+    #[test]
+    fn slug_is_unpadded_url_safe_base64() {
+        let counting: [u8; 16] = std::array::from_fn(|i| i as u8);
+        assert_eq!(slug(&counting), "AAECAwQFBgcICQoLDA0ODw");
+        assert_eq!(slug(&[0xff; 16]), "_____________________w");
+        let mut high = [0u8; 16];
+        high[..3].copy_from_slice(&[0xfb, 0xef, 0xbe]);
+        assert_eq!(slug(&high), "----AAAAAAAAAAAAAAAAAA");
+    }
+
+    #[test]
+    fn new_ids_are_22_url_safe_characters_and_distinct() {
+        let ids: HashSet<String> = (0..10_000).map(|_| new_task_id()).collect();
+        assert_eq!(ids.len(), 10_000);
+        for id in &ids {
+            assert_eq!(id.len(), 22, "{id}");
+            assert!(is_task_id(id), "{id}");
+        }
+    }
+
+    #[test]
+    fn task_id_shape_is_checked() {
+        for good in ["1", "42", "AAECAwQFBgcICQoLDA0ODw", "a-_Z", &"x".repeat(36)] {
+            assert!(is_task_id(good), "{good}");
+        }
+        for bad in ["", "a:b", "a b", "a/b", "ü", &"x".repeat(37)] {
+            assert!(!is_task_id(bad), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,255 @@
+//! Config methods: list, get, create, update, delete, amount, pause and resume (one Config or
+//! all), plan. Reads answer 404 alike for a missing Config and one the caller may not read.
+
+use axum::Extension;
+use axum::extract::{Path, State};
+use gce_backend_jobs::config::Config;
+use gce_backend_jobs::model::{ConfigRecord, Plan, PlanInput};
+use gce_backend_jobs::operate;
+use gce_backend_jobs::ports::store::StoreError;
+
+use super::auth::{Caller, Role};
+use super::error::ApiError;
+use super::types::{AmountInput, ConfigEntry, ConfigList, GlobalPause, Page, PauseInput};
+use super::{Api, Input, Out, Params, created, ok};
+
+/// The stored record of `prefix` if the caller may read it (404 alike otherwise).
+pub(super) async fn readable(api: &Api, caller: &Caller, prefix: &str) -> Result<ConfigRecord, ApiError> {
+    match api.ctx.store.config(prefix).await {
+        Ok(Some(rec)) if caller.may_read(&rec.value.config) => Ok(rec.value),
+        Ok(_) => Err(ApiError::not_found(&format!("Config {prefix:?}"))),
+        Err(StoreError::Corrupt { .. }) if caller.role == Role::Admin => Err(ApiError::new(
+            axum::http::StatusCode::CONFLICT,
+            format!("Config {prefix:?} is corrupt: see its status"),
+        )),
+        Err(StoreError::Corrupt { .. }) => Err(ApiError::not_found(&format!("Config {prefix:?}"))),
+        Err(e) => Err(gce_backend_jobs::error::TaskError::from(e).into()),
+    }
+}
+
+/// The record of `prefix` if the caller may change it: 404 when unreadable, 403 when readable
+/// but not theirs.
+async fn writable(api: &Api, caller: &Caller, prefix: &str) -> Result<ConfigRecord, ApiError> {
+    let rec = readable(api, caller, prefix).await?;
+    if !caller.may_write(&rec.config) {
+        return Err(ApiError::forbidden(format!(
+            "token {:?} may not change Config {prefix:?}: it needs the writer role and one of the Config's owner groups {:?}",
+            caller.name, rec.config.owner
+        )));
+    }
+    Ok(rec)
+}
+
+/// A Config with its status now.
+async fn entry(api: &Api, rec: ConfigRecord) -> Result<ConfigEntry, ApiError> {
+    let status = gce_backend_jobs::status::status(
+        &*api.ctx.store,
+        &rec.config.prefix,
+        api.ctx.now(),
+        api.ctx.timing.config_delete_grace.chrono(),
+        false,
+    )
+    .await?;
+    Ok(ConfigEntry { amount: rec.current_amount, config: rec.config, status })
+}
+
+/// `listConfigs`.
+pub(super) async fn list(
+    State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
+    Params(page): Params<Page>,
+) -> Out<ConfigList> {
+    let limit = page.limit()?;
+    let mut recs: Vec<ConfigRecord> = api
+        .ctx
+        .store
+        .configs()
+        .await
+        .map_err(gce_backend_jobs::error::TaskError::from)?
+        .into_iter()
+        .map(|r| r.value)
+        .filter(|r| caller.may_read(&r.config))
+        .filter(|r| page.continuation_token.as_ref().is_none_or(|after| r.config.prefix > *after))
+        .collect();
+    recs.sort_by(|a, b| a.config.prefix.cmp(&b.config.prefix));
+    let more = recs.len() > limit;
+    recs.truncate(limit);
+    let continuation_token = more.then(|| recs.last().map(|r| r.config.prefix.clone())).flatten();
+    let mut configs = Vec::with_capacity(recs.len());
+    for r in recs {
+        configs.push(entry(&api, r).await?);
+    }
+    ok(ConfigList { configs, continuation_token })
+}
+
+/// `config`.
+pub(super) async fn get(
+    State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
+    Path(prefix): Path<String>,
+) -> Out<ConfigEntry> {
+    let rec = readable(&api, &caller, &prefix).await?;
+    ok(entry(&api, rec).await?)
+}
+
+/// The body's prefix must be the path's (an empty one takes it).
+fn named(mut config: Config, prefix: &str) -> Result<Config, ApiError> {
+    if config.prefix.is_empty() {
+        config.prefix = prefix.to_owned();
+    }
+    if config.prefix != prefix {
+        return Err(ApiError::invalid(format!(
+            "the body's prefix {:?} differs from the path's {prefix:?}",
+            config.prefix
+        )));
+    }
+    Ok(config)
+}
+
+/// A writer may only make or keep a Config one of its groups owns (else it could not manage it).
+/// An invalid Config is answered first, with every broken rule.
+fn owned(caller: &Caller, config: &Config) -> Result<(), ApiError> {
+    let problems = config.problems();
+    if !problems.is_empty() {
+        return Err(super::error::invalid_config(problems));
+    }
+    if caller.may_write(config) {
+        return Ok(());
+    }
+    Err(ApiError::forbidden(format!(
+        "token {:?} (groups {:?}) must name one of its groups in the Config's owner",
+        caller.name, caller.groups
+    )))
+}
+
+/// `createConfig`.
+pub(super) async fn create(
+    State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
+    Path(prefix): Path<String>,
+    Input(config): Input<Config>,
+) -> Out<ConfigEntry> {
+    let config = named(config, &prefix)?;
+    owned(&caller, &config)?;
+    if api.ctx.store.config(&prefix).await.map_err(gce_backend_jobs::error::TaskError::from)?.is_some() {
+        return Err(ApiError::new(
+            axum::http::StatusCode::CONFLICT,
+            format!("Config {prefix:?} exists: change it with updateConfig"),
+        ));
+    }
+    let (rec, _) = operate::apply(&api.ctx, config, &caller.name).await?;
+    created(entry(&api, rec).await?)
+}
+
+/// `updateConfig`.
+pub(super) async fn update(
+    State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
+    Path(prefix): Path<String>,
+    Input(config): Input<Config>,
+) -> Out<ConfigEntry> {
+    let config = named(config, &prefix)?;
+    writable(&api, &caller, &prefix).await?;
+    owned(&caller, &config)?;
+    let (rec, _) = operate::apply(&api.ctx, config, &caller.name).await?;
+    ok(entry(&api, rec).await?)
+}
+
+/// `deleteConfig`.
+pub(super) async fn delete(
+    State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
+    Path(prefix): Path<String>,
+) -> Out<ConfigEntry> {
+    writable(&api, &caller, &prefix).await?;
+    let rec = operate::delete(&api.ctx, &prefix, &caller.name).await?;
+    ok(entry(&api, rec).await?)
+}
+
+/// `updateAmount`.
+pub(super) async fn amount(
+    State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
+    Path(prefix): Path<String>,
+    Input(input): Input<AmountInput>,
+) -> Out<ConfigEntry> {
+    writable(&api, &caller, &prefix).await?;
+    let rec = operate::set_amount(&api.ctx, &prefix, input.amount, &caller.name).await?;
+    ok(entry(&api, rec).await?)
+}
+
+/// `pauseConfig`.
+pub(super) async fn pause(
+    State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
+    Path(prefix): Path<String>,
+    Input(input): Input<PauseInput>,
+) -> Out<ConfigEntry> {
+    writable(&api, &caller, &prefix).await?;
+    let rec = operate::pause(&api.ctx, &prefix, &input.reason, &caller.name).await?;
+    ok(entry(&api, rec).await?)
+}
+
+/// `resumeConfig`.
+pub(super) async fn resume(
+    State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
+    Path(prefix): Path<String>,
+) -> Out<ConfigEntry> {
+    writable(&api, &caller, &prefix).await?;
+    let rec = operate::resume(&api.ctx, &prefix, &caller.name).await?;
+    ok(entry(&api, rec).await?)
+}
+
+/// `planConfig`: readable Configs, or a new prefix (planning a creation) for writers.
+pub(super) async fn plan(
+    State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
+    Path(prefix): Path<String>,
+    Input(mut input): Input<PlanInput>,
+) -> Out<Plan> {
+    if let Some(c) = input.config.take() {
+        input.config = Some(named(c, &prefix)?);
+    }
+    match readable(&api, &caller, &prefix).await {
+        Ok(_) => {}
+        Err(e) if e.status() == axum::http::StatusCode::NOT_FOUND && input.config.is_some() => {
+            if api
+                .ctx
+                .store
+                .config(&prefix)
+                .await
+                .map_err(gce_backend_jobs::error::TaskError::from)?
+                .is_some()
+            {
+                return Err(e);
+            }
+        }
+        Err(e) => return Err(e),
+    }
+    ok(operate::plan(&api.ctx, &prefix, input).await?)
+}
+
+/// `pauseAll`.
+pub(super) async fn pause_all(
+    State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
+    Input(input): Input<PauseInput>,
+) -> Out<GlobalPause> {
+    let p = operate::pause_all(&api.ctx, &input.reason, &caller.name).await?;
+    ok(GlobalPause { paused: Some(p) })
+}
+
+/// `resumeAll`.
+pub(super) async fn resume_all(
+    State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
+) -> Out<GlobalPause> {
+    operate::resume_all(&api.ctx, &caller.name).await?;
+    ok(GlobalPause { paused: None })
+}
+
+/// `globalPause`.
+pub(super) async fn global_pause(State(api): State<Api>) -> Out<GlobalPause> {
+    ok(GlobalPause { paused: operate::paused_all(&api.ctx).await? })
+}

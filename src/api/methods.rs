@@ -1,0 +1,152 @@
+//! The API's one list of methods: name, HTTP verb, route, query parameters, input and output
+//! types, the role it needs and what it does. The router, the API reference, the OpenAPI
+//! document and the CLI all come from this table.
+
+use axum::Router;
+use axum::routing::{MethodFilter, on};
+use schemars::JsonSchema;
+
+use super::auth::Role;
+use super::{Api, configs, queues, types::*, vms};
+use gce_backend_jobs::model::{Plan, PlanInput};
+use gce_backend_queues::TaskStatus;
+
+/// A JSON schema: its file name under `schemas/gce-backend/v1/` and the schema.
+pub type SchemaFn = fn() -> (String, serde_json::Value);
+
+/// One API method.
+#[derive(Debug, Clone, Copy)]
+pub struct Method {
+    /// Its name (`listConfigs`).
+    pub name: &'static str,
+    /// `get`, `post`, `put` or `delete`.
+    pub verb: &'static str,
+    /// Route under `ROOT/api/gce-backend/v1`, with `<param>` placeholders.
+    pub route: &'static str,
+    /// Query parameters it reads.
+    pub query: &'static [&'static str],
+    /// Its input's schema, if it takes a body.
+    pub input: Option<SchemaFn>,
+    /// Its output's schema.
+    pub output: SchemaFn,
+    /// The least role that may call it.
+    pub role: Role,
+    /// One line on what it does.
+    pub title: &'static str,
+}
+
+impl Method {
+    /// The route's parameters, in order.
+    pub fn params(&self) -> Vec<&'static str> {
+        self.route.split('/').filter_map(|s| s.strip_prefix('<')?.strip_suffix('>')).collect()
+    }
+
+    /// The route as axum writes it (`{param}`).
+    pub fn axum_route(&self) -> String {
+        self.route.replace('<', "{").replace('>', "}")
+    }
+
+    /// Its verb as a filter.
+    fn filter(&self) -> MethodFilter {
+        match self.verb {
+            "get" => MethodFilter::GET,
+            "post" => MethodFilter::POST,
+            "put" => MethodFilter::PUT,
+            _ => MethodFilter::DELETE,
+        }
+    }
+}
+
+/// The schema of `T`, named after it (`config-entry.json`).
+pub fn schema<T: JsonSchema>() -> (String, serde_json::Value) {
+    let name = T::schema_name();
+    let mut file = String::new();
+    for (i, c) in name.chars().filter(char::is_ascii_alphanumeric).enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            file.push('-');
+        }
+        file.push(c.to_ascii_lowercase());
+    }
+    (format!("{file}.json"), serde_json::to_value(schemars::schema_for!(T)).unwrap_or_default())
+}
+
+macro_rules! methods {
+    (@in) => { None };
+    (@in $t:ty) => { Some(schema::<$t> as SchemaFn) };
+    ($( $name:literal: $verb:ident $route:literal [$($q:literal),*] $(in $input:ty)? => $output:ty,
+        $role:ident, $handler:path, $title:literal; )+) => {
+        /// Every method of the API.
+        pub const METHODS: &[Method] = &[$(Method {
+            name: $name,
+            verb: stringify!($verb),
+            route: $route,
+            query: &[$($q),*],
+            input: methods!(@in $($input)?),
+            output: schema::<$output>,
+            role: Role::$role,
+            title: $title,
+        }),+];
+
+        /// The API's routes, each behind its role check (`wrap` adds it).
+        pub(super) fn routes(wrap: impl Fn(&Method, axum::routing::MethodRouter<Api>) -> axum::routing::MethodRouter<Api>) -> Router<Api> {
+            let mut r = Router::new();
+            let mut i = 0;
+            $(
+                let m = &METHODS[i];
+                r = r.route(&m.axum_route(), wrap(m, on(m.filter(), $handler)));
+                i += 1;
+            )+
+            let _ = i;
+            r
+        }
+    };
+}
+
+methods! {
+    "listConfigs": get "/configs" ["continuationToken", "limit"] => ConfigList,
+        Reader, configs::list, "List the Configs the caller may read, with their status (paged).";
+    "config": get "/configs/<prefix>" [] => ConfigEntry,
+        Reader, configs::get, "One Config with its status: counts, errors, backoff, revision, source, pause.";
+    "createConfig": post "/configs/<prefix>" [] in gce_backend_jobs::config::Config => ConfigEntry,
+        Writer, configs::create, "Create a Config owned by the API (same validation as files).";
+    "updateConfig": put "/configs/<prefix>" [] in gce_backend_jobs::config::Config => ConfigEntry,
+        Writer, configs::update, "Replace a Config owned by the API (files own theirs).";
+    "deleteConfig": delete "/configs/<prefix>" [] => ConfigEntry,
+        Writer, configs::delete, "Delete an API Config: drained after the same grace as a removed file.";
+    "updateAmount": put "/configs/<prefix>/amount" [] in AmountInput => ConfigEntry,
+        Writer, configs::amount, "Set the amount (clamped to the Config's bounds; kept until they change).";
+    "pauseConfig": post "/configs/<prefix>/pause" [] in PauseInput => ConfigEntry,
+        Writer, configs::pause, "Pause a Config: creation and replacement stop, deletion goes on.";
+    "resumeConfig": post "/configs/<prefix>/resume" [] => ConfigEntry,
+        Writer, configs::resume, "Resume a paused Config.";
+    "planConfig": post "/configs/<prefix>/plan" [] in PlanInput => Plan,
+        Reader, configs::plan, "Dry run: the VMs a Config body or amount would create, drain and keep.";
+    "pauseAll": post "/pause" [] in PauseInput => GlobalPause,
+        Admin, configs::pause_all, "Pause every Config.";
+    "resumeAll": post "/resume" [] => GlobalPause,
+        Admin, configs::resume_all, "Lift the global pause.";
+    "globalPause": get "/pause" [] => GlobalPause,
+        Reader, configs::global_pause, "Whether every Config is paused, by whom and why.";
+    "listVms": get "/configs/<prefix>/vms" ["state", "continuationToken", "limit"] => VmList,
+        Reader, vms::list, "A Config's VMs (paged; state: creating, running, connected, draining, unhealthy).";
+    "vm": get "/vms/<id>" [] => VmDetail,
+        Reader, vms::get, "One VM: its record, instance, last bot observation and its tasks.";
+    "recycleVm": post "/vms/<id>/recycle" [] => VmDetail,
+        Writer, vms::recycle, "Drain a VM so it is replaced.";
+    "listQueues": get "/queues" [] => QueueList,
+        Reader, queues::list, "Every queue with its counts.";
+    "pendingTasks": get "/queues/<queue>/pending" ["continuationToken", "limit"] => TaskList,
+        Reader, queues::pending, "A queue's pending and delayed tasks (paged).";
+    "deadTasks": get "/queues/<queue>/dead" ["continuationToken", "limit"] => TaskList,
+        Reader, queues::dead, "A queue's dead tasks (paged).";
+    "task": get "/queues/<queue>/tasks/<taskId>" [] => TaskStatus,
+        Reader, queues::task, "One task's status (seed 003 shape: runs, state, reason, …).";
+    "retryTask": post "/queues/<queue>/tasks/<taskId>/retry" [] => Affected,
+        Writer, queues::retry_task, "Put one dead task back.";
+    "retryDead": post "/queues/<queue>/dead/retry" [] => Affected,
+        Writer, queues::retry_dead, "Put every dead task of a queue back.";
+    "purgeDead": delete "/queues/<queue>/dead" [] => Affected,
+        Admin, queues::purge_dead, "Drop every dead task of a queue.";
+    "purgePending": delete "/queues/<queue>/pending" [] => Affected,
+        Admin, queues::purge_pending, "Drop every pending task of a queue (the cron pushes again what is wanted).";
+}

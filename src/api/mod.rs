@@ -1,0 +1,176 @@
+//! The operator's HTTP API (axum): Configs, VMs and queues under `ROOT/api/gce-backend/v1`,
+//! the references and schemas that describe it (seed 002), health checks, and the server.
+
+pub mod auth;
+mod configs;
+pub mod error;
+pub mod methods;
+mod queues;
+pub mod reference;
+pub mod types;
+mod vms;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{FromRequest, FromRequestParts, Path, Request, State};
+use axum::http::StatusCode;
+use axum::http::request::Parts;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use gce_backend_jobs::Ctx;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use auth::{Needs, Tokens};
+use error::ApiError;
+use reference::Urls;
+
+/// Largest request body (bytes).
+pub const MAX_BODY: usize = 1 << 20;
+/// Longest a call may take before it answers 503.
+const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What handlers share.
+#[derive(Clone)]
+pub struct Api {
+    /// The service's context (store, queues, clock, settings).
+    pub ctx: Ctx,
+    /// Where the API says it lives.
+    pub urls: Urls,
+    tokens: Arc<Tokens>,
+}
+
+impl Api {
+    /// The API over `ctx`, stating URLs under `root`, accepting `tokens`.
+    pub fn new(ctx: Ctx, root: &str, tokens: Tokens) -> Self {
+        Api { ctx, urls: Urls::new(root), tokens: Arc::new(tokens) }
+    }
+}
+
+/// A handler's answer.
+pub type Out<T> = Result<(StatusCode, Json<T>), ApiError>;
+
+/// 200 with `v`.
+pub fn ok<T>(v: T) -> Out<T> {
+    Ok((StatusCode::OK, Json(v)))
+}
+
+/// 201 with `v`.
+pub fn created<T>(v: T) -> Out<T> {
+    Ok((StatusCode::CREATED, Json(v)))
+}
+
+/// A JSON body (an empty body reads as `{}`), its errors as 400 `InvalidInput`.
+pub struct Input<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Input<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let bytes = axum::body::Bytes::from_request(req, state)
+            .await
+            .map_err(|e| ApiError::new(e.status(), e.body_text()))?;
+        let text: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) { b"{}" } else { &bytes };
+        serde_json::from_slice(text).map(Input).map_err(|e| ApiError::invalid(format!("body: {e}")))
+    }
+}
+
+/// Query parameters, their errors as 400 `InvalidInput`.
+pub struct Params<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Params<T> {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        let q = parts.uri.query().unwrap_or_default();
+        serde_urlencoded::from_str(q).map(Params).map_err(|e| ApiError::invalid(format!("query: {e}")))
+    }
+}
+
+fn doc(v: Option<serde_json::Value>) -> Response {
+    match v {
+        Some(v) => Json(v).into_response(),
+        None => ApiError::new(StatusCode::NOT_FOUND, "no such document").into_response(),
+    }
+}
+
+/// The whole router: API methods behind their role checks, public references and health.
+pub fn router(api: Api) -> Router {
+    let tokens = api.tokens.clone();
+    let methods = methods::routes(|m, r| {
+        r.route_layer(axum::middleware::from_fn_with_state((tokens.clone(), Needs(m.role)), auth::require))
+    });
+    let api_root = format!("/api/{}/{}", reference::SERVICE, reference::VERSION);
+    Router::new()
+        .nest(
+            &api_root,
+            methods.route(
+                "/openapi.json",
+                get(|State(a): State<Api>| async move { Json(reference::openapi(&a.urls)) }),
+            ),
+        )
+        .route(
+            "/references/manifest.json",
+            get(|State(a): State<Api>| async move { Json(reference::manifest(&a.urls)) }),
+        )
+        .route(
+            &format!("/references/{}/{}/api.json", reference::SERVICE, reference::VERSION),
+            get(|State(a): State<Api>| async move { Json(reference::api_reference(&a.urls)) }),
+        )
+        .route(
+            "/schemas/base/v1/{file}",
+            get(|State(a): State<Api>, Path(f): Path<String>| async move {
+                doc(reference::base_schema(&a.urls, &f))
+            }),
+        )
+        .route(
+            &format!("/schemas/{}/{}/{{file}}", reference::SERVICE, reference::VERSION),
+            get(|State(a): State<Api>, Path(f): Path<String>| async move {
+                doc(reference::schema_doc(&a.urls, &f))
+            }),
+        )
+        .route("/healthz", get(|| async { Json(serde_json::json!({"alive": true})) }))
+        .route("/readyz", get(readyz))
+        .fallback(|| async {
+            ApiError::new(StatusCode::NOT_FOUND, "no such route (see ROOT/references/manifest.json)")
+        })
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
+        .layer(tower_http::limit::RequestBodyLimitLayer::new(MAX_BODY))
+        .layer(tower_http::timeout::TimeoutLayer::with_status_code(
+            StatusCode::SERVICE_UNAVAILABLE,
+            CALL_TIMEOUT,
+        ))
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(error::panicked))
+        .layer(axum::middleware::from_fn(error::errors))
+        .with_state(api)
+}
+
+#[derive(Serialize)]
+struct Ready {
+    ready: bool,
+    store: String,
+}
+
+/// 200 when the datastore answers, 503 otherwise.
+async fn readyz(State(api): State<Api>) -> Out<Ready> {
+    let probe =
+        tokio::time::timeout(Duration::from_secs(5), gce_backend_jobs::operate::paused_all(&api.ctx)).await;
+    match probe {
+        Ok(Ok(_)) => ok(Ready { ready: true, store: "ok".into() }),
+        Ok(Err(e)) => Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, format!("datastore: {e}"))),
+        Err(_) => Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "datastore: no answer within 5s")),
+    }
+}
+
+/// Serves `api` on `listener` until `shutdown` resolves.
+pub async fn serve(
+    api: Api,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = router(api).into_make_service_with_connect_info::<SocketAddr>();
+    axum::serve(listener, app).with_graceful_shutdown(shutdown).await
+}

@@ -1,0 +1,322 @@
+//! What the API says about itself (seed 002): the manifest, the API reference, the base
+//! schemas, every input/output schema and an OpenAPI 3.1 document, all made from the one method
+//! table and the types' derived schemas.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::error::ErrorBody;
+use super::methods::{METHODS, schema};
+
+/// Service name in URLs.
+pub const SERVICE: &str = "gce-backend";
+/// API version in URLs.
+pub const VERSION: &str = "v1";
+
+/// URLs under a root URL (no trailing slash).
+#[derive(Debug, Clone)]
+pub struct Urls {
+    root: String,
+}
+
+impl Urls {
+    /// URLs under `root`.
+    pub fn new(root: &str) -> Self {
+        Urls { root: root.trim_end_matches('/').to_owned() }
+    }
+
+    /// The root URL.
+    pub fn root(&self) -> &str {
+        &self.root
+    }
+
+    /// `ROOT/api/gce-backend/v1/<path>`.
+    pub fn api(&self, path: &str) -> String {
+        format!("{}/api/{SERVICE}/{VERSION}/{}", self.root, path.trim_start_matches('/'))
+            .trim_end_matches('/')
+            .to_owned()
+    }
+
+    /// `ROOT/references/<path>`.
+    pub fn reference(&self, path: &str) -> String {
+        format!("{}/references/{path}", self.root)
+    }
+
+    /// `ROOT/schemas/<path>`.
+    pub fn schema(&self, path: &str) -> String {
+        format!("{}/schemas/{path}", self.root)
+    }
+}
+
+/// Every input and output schema, by file name (with the error's).
+pub fn schemas() -> BTreeMap<String, Value> {
+    let mut out = BTreeMap::new();
+    for m in METHODS {
+        for (name, s) in m.input.iter().map(|f| f()).chain([(m.output)()]) {
+            out.insert(name, s);
+        }
+    }
+    let (name, s) = schema::<ErrorBody>();
+    out.insert(name, s);
+    out
+}
+
+/// One schema as served: with its `$id`.
+pub fn schema_doc(urls: &Urls, file: &str) -> Option<Value> {
+    let mut s = schemas().remove(file)?;
+    s["$id"] = json!(urls.schema(&format!("{SERVICE}/{VERSION}/{file}")));
+    Some(s)
+}
+
+/// `ROOT/references/manifest.json`.
+pub fn manifest(urls: &Urls) -> Value {
+    json!({
+        "$schema": urls.schema("base/v1/api-manifest.json"),
+        "references": [urls.reference(&format!("{SERVICE}/{VERSION}/api.json"))],
+    })
+}
+
+/// `ROOT/references/gce-backend/v1/api.json`.
+pub fn api_reference(urls: &Urls) -> Value {
+    let entries: Vec<Value> = METHODS
+        .iter()
+        .map(|m| {
+            let mut e = json!({
+                "type": "function",
+                "name": m.name,
+                "title": m.title,
+                "method": m.verb,
+                "route": m.route,
+                "args": m.params(),
+                "query": m.query,
+                "output": format!("{VERSION}/{}", (m.output)().0),
+                "role": m.role,
+            });
+            if let Some(input) = m.input {
+                e["input"] = json!(format!("{VERSION}/{}", input().0));
+            }
+            e
+        })
+        .collect();
+    json!({
+        "$schema": urls.schema("base/v1/api-reference.json"),
+        "metadata": {"name": "api", "version": 1},
+        "serviceName": SERVICE,
+        "apiVersion": VERSION,
+        "title": "gce-backend operator API",
+        "description": "Configs, VMs and queues of a gce-backend deployment. Authenticate with `Authorization: Bearer <token>`.",
+        "rootUrl": urls.root(),
+        "entries": entries,
+    })
+}
+
+/// `ROOT/schemas/base/v1/<file>`: the schemas of the manifest and of API references.
+pub fn base_schema(urls: &Urls, file: &str) -> Option<Value> {
+    let id = urls.schema(&format!("base/v1/{file}"));
+    Some(match file {
+        "api-manifest.json" => json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "$id": id,
+            "title": "API manifest",
+            "type": "object",
+            "required": ["$schema", "references"],
+            "properties": {
+                "$schema": {"type": "string", "format": "uri"},
+                "references": {"type": "array", "items": {"type": "string", "format": "uri"}, "uniqueItems": true},
+            },
+            "additionalProperties": false,
+        }),
+        "api-reference.json" => json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "$id": id,
+            "metadata": {"name": "api", "version": 1},
+            "title": "API reference",
+            "type": "object",
+            "required": ["$schema", "metadata", "serviceName", "apiVersion", "entries"],
+            "properties": {
+                "$schema": {"type": "string", "format": "uri"},
+                "metadata": {
+                    "type": "object",
+                    "required": ["name", "version"],
+                    "properties": {"name": {"const": "api"}, "version": {"const": 1}},
+                },
+                "serviceName": {"type": "string"},
+                "apiVersion": {"type": "string"},
+                "title": {"type": "string"},
+                "description": {"type": "string"},
+                "rootUrl": {"type": "string"},
+                "entries": {"type": "array", "items": {
+                    "type": "object",
+                    "required": ["type", "name", "method", "route", "args", "query", "output", "role"],
+                    "properties": {
+                        "type": {"const": "function"},
+                        "name": {"type": "string", "pattern": "^[a-z][a-zA-Z0-9]*$"},
+                        "title": {"type": "string"},
+                        "method": {"enum": ["get", "post", "put", "delete"]},
+                        "route": {"type": "string", "pattern": "^/"},
+                        "args": {"type": "array", "items": {"type": "string"}},
+                        "query": {"type": "array", "items": {"type": "string"}},
+                        "input": {"type": "string"},
+                        "output": {"type": "string"},
+                        "role": {"enum": ["reader", "writer", "admin"]},
+                    },
+                    "additionalProperties": false,
+                }},
+            },
+            "additionalProperties": false,
+        }),
+        _ => return None,
+    })
+}
+
+/// Rewrites `#/$defs/X` references to `#/components/schemas/X`, moving the definitions into
+/// `defs`.
+fn lift(mut s: Value, defs: &mut serde_json::Map<String, Value>) -> Value {
+    fn walk(v: &mut Value) {
+        match v {
+            Value::Object(o) => {
+                if let Some(Value::String(r)) = o.get_mut("$ref")
+                    && let Some(name) = r.strip_prefix("#/$defs/")
+                {
+                    *r = format!("#/components/schemas/{name}");
+                }
+                o.values_mut().for_each(walk);
+            }
+            Value::Array(a) => a.iter_mut().for_each(walk),
+            _ => {}
+        }
+    }
+    if let Some(Value::Object(inner)) = s.as_object_mut().and_then(|o| o.remove("$defs")) {
+        for (k, mut v) in inner {
+            walk(&mut v);
+            defs.insert(k, v);
+        }
+    }
+    if let Some(o) = s.as_object_mut() {
+        o.remove("$schema");
+    }
+    walk(&mut s);
+    s
+}
+
+/// `ROOT/api/gce-backend/v1/openapi.json`.
+pub fn openapi(urls: &Urls) -> Value {
+    let mut defs = serde_json::Map::new();
+    let mut named = |f: (String, Value)| -> String {
+        let title = f.1.get("title").and_then(Value::as_str).unwrap_or(&f.0).to_owned();
+        let s = lift(f.1, &mut defs);
+        defs.insert(title.clone(), s);
+        format!("#/components/schemas/{title}")
+    };
+    let error = named(schema::<ErrorBody>());
+    let mut paths = serde_json::Map::new();
+    for m in METHODS {
+        let mut params: Vec<Value> = m
+            .params()
+            .iter()
+            .map(|p| json!({"name": p, "in": "path", "required": true, "schema": {"type": "string"}}))
+            .collect();
+        params.extend(
+            m.query
+                .iter()
+                .map(|q| json!({"name": q, "in": "query", "required": false, "schema": {"type": "string"}})),
+        );
+        let ok = if m.name == "createConfig" { "201" } else { "200" };
+        let mut op = json!({
+            "operationId": m.name,
+            "summary": m.title,
+            "parameters": params,
+            "security": [{"bearer": []}],
+            "x-role": m.role,
+            "responses": {
+                ok: {"description": "OK", "content": {"application/json": {"schema": {"$ref": named((m.output)())}}}},
+                "default": {"description": "error", "content": {"application/json": {"schema": {"$ref": error}}}},
+            },
+        });
+        if let Some(input) = m.input {
+            op["requestBody"] = json!({"required": true, "content": {"application/json": {"schema": {"$ref": named(input())}}}});
+        }
+        let path = format!("/{}", m.axum_route().trim_start_matches('/'));
+        paths.entry(path).or_insert_with(|| json!({}))[m.verb] = op;
+    }
+    json!({
+        "openapi": "3.1.0",
+        "info": {"title": "gce-backend operator API", "version": "1"},
+        "servers": [{"url": urls.api("")}],
+        "paths": paths,
+        "components": {
+            "schemas": defs,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refs(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(o) => {
+                if let Some(Value::String(r)) = o.get("$ref") {
+                    out.push(r.clone());
+                }
+                o.values().for_each(|v| refs(v, out));
+            }
+            Value::Array(a) => a.iter().for_each(|v| refs(v, out)),
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn the_openapi_document_has_every_method_and_every_reference_resolves() {
+        let doc = openapi(&Urls::new("https://gce.example.com/"));
+        assert_eq!(doc["servers"][0]["url"], "https://gce.example.com/api/gce-backend/v1");
+        let mut ops = Vec::new();
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (verb, op) in item.as_object().unwrap() {
+                ops.push(op["operationId"].as_str().unwrap().to_owned());
+                let m = METHODS.iter().find(|m| m.name == op["operationId"]).unwrap();
+                assert_eq!(
+                    (path.as_str(), verb.as_str()),
+                    (format!("/{}", m.axum_route().trim_start_matches('/')).as_str(), m.verb)
+                );
+            }
+        }
+        ops.sort();
+        let mut names: Vec<String> = METHODS.iter().map(|m| m.name.to_owned()).collect();
+        names.sort();
+        assert_eq!(ops, names);
+        let mut all = Vec::new();
+        refs(&doc, &mut all);
+        assert!(!all.is_empty());
+        for r in all {
+            let name = r.strip_prefix("#/components/schemas/").unwrap_or_else(|| panic!("{r}"));
+            assert!(doc["components"]["schemas"].get(name).is_some(), "{r} does not resolve");
+        }
+    }
+
+    #[test]
+    fn the_reference_lists_every_method_with_schemas_that_are_served() {
+        let urls = Urls::new("http://x");
+        let r = api_reference(&urls);
+        assert_eq!(r["$schema"], "http://x/schemas/base/v1/api-reference.json");
+        assert_eq!(manifest(&urls)["references"][0], "http://x/references/gce-backend/v1/api.json");
+        let served = schemas();
+        for e in r["entries"].as_array().unwrap() {
+            for k in ["input", "output"] {
+                if let Some(f) = e[k].as_str() {
+                    let file = f.strip_prefix("v1/").unwrap();
+                    assert!(served.contains_key(file), "{f}");
+                    assert_eq!(
+                        schema_doc(&urls, file).unwrap()["$id"],
+                        format!("http://x/schemas/gce-backend/v1/{file}")
+                    );
+                }
+            }
+        }
+        assert_eq!(r["entries"].as_array().unwrap().len(), METHODS.len());
+        assert!(base_schema(&urls, "nope.json").is_none());
+    }
+}

@@ -1,0 +1,133 @@
+//! The API's own inputs and outputs (the records they carry are the service's: Config, its
+//! status, VM views, task status).
+
+use gce_backend_jobs::config::Config;
+use gce_backend_jobs::model::{ConfigStatus, Pause, VmView};
+use gce_backend_queues::{Counts, TaskStatus};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// A Config and its status.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ConfigEntry {
+    /// The Config as in force.
+    pub config: Config,
+    /// The amount the service targets now (the operator's, clamped to the Config's bounds).
+    pub amount: u32,
+    /// Its status.
+    pub status: ConfigStatus,
+}
+
+/// One page of Configs.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigList {
+    /// The Configs, by prefix.
+    pub configs: Vec<ConfigEntry>,
+    /// Pass it back as `continuationToken` for the next page; absent on the last.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continuation_token: Option<String>,
+}
+
+/// `updateAmount`'s input.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AmountInput {
+    /// The amount wanted (clamped to the Config's bounds at the time).
+    pub amount: u32,
+}
+
+/// A pause's input.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PauseInput {
+    /// Why (shown in status).
+    #[serde(default)]
+    pub reason: String,
+}
+
+/// The global pause.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct GlobalPause {
+    /// Set while every Config is paused.
+    pub paused: Option<Pause>,
+}
+
+/// One page of VMs.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct VmList {
+    /// The VMs, by index.
+    pub vms: Vec<VmView>,
+    /// For the next page; absent on the last.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continuation_token: Option<String>,
+}
+
+/// One VM and the tasks working on it now.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct VmDetail {
+    /// The VM.
+    pub vm: VmView,
+    /// Its pending or running tasks, one per queue that has one.
+    pub tasks: Vec<TaskStatus>,
+}
+
+/// A queue and its counts.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct QueueEntry {
+    /// Queue name.
+    pub name: String,
+    /// Its counts.
+    pub counts: Counts,
+}
+
+/// Every queue.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct QueueList {
+    /// The queues, in pipeline order.
+    pub queues: Vec<QueueEntry>,
+}
+
+/// One page of tasks.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskList {
+    /// The tasks.
+    pub tasks: Vec<TaskStatus>,
+    /// For the next page; absent on the last.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continuation_token: Option<String>,
+}
+
+/// How many tasks an action touched.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct Affected {
+    /// The count.
+    pub count: u64,
+}
+
+/// Paging parameters.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Page {
+    /// Opaque token from the previous page.
+    pub continuation_token: Option<String>,
+    /// Page size (1 to 1000; default 100).
+    pub limit: Option<String>,
+    /// VM state filter (listVms only).
+    pub state: Option<String>,
+}
+
+impl Page {
+    /// The page size asked, checked.
+    pub fn limit(&self) -> Result<usize, super::error::ApiError> {
+        match self.limit.as_deref() {
+            None => Ok(100),
+            Some(s) => match s.parse::<usize>() {
+                Ok(n @ 1..=1000) => Ok(n),
+                _ => Err(super::error::ApiError::invalid(format!("limit {s:?}: must be 1 to 1000"))),
+            },
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! VM methods: a Config's VMs (paged, by state), one VM with its tasks, recycle.
+
+use axum::Extension;
+use axum::extract::{Path, State};
+use gce_backend_jobs::model::{VmState, VmView};
+use gce_backend_jobs::naming;
+use gce_backend_jobs::operate;
+
+use super::auth::Caller;
+use super::configs::readable;
+use super::error::ApiError;
+use super::types::{Page, VmDetail, VmList};
+use super::{Api, Out, Params, ok};
+
+/// `listVms`.
+pub(super) async fn list(
+    State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
+    Path(prefix): Path<String>,
+    Params(page): Params<Page>,
+) -> Out<VmList> {
+    readable(&api, &caller, &prefix).await?;
+    let state = match page.state.as_deref() {
+        None | Some("") => None,
+        Some(s) => Some(s.parse::<VmState>().map_err(ApiError::invalid)?),
+    };
+    let limit = page.limit()?;
+    let (vms, continuation_token) =
+        operate::list_vms(&api.ctx, &prefix, state, page.continuation_token.as_deref(), limit).await?;
+    ok(VmList { vms, continuation_token })
+}
+
+/// The VM `id` if the caller may read its Config (404 alike otherwise).
+async fn visible(api: &Api, caller: &Caller, id: &str) -> Result<(), ApiError> {
+    let hidden = || ApiError::not_found(&format!("VM {id:?}"));
+    let (prefix, _) = naming::parse_id(id).ok_or_else(hidden)?;
+    readable(api, caller, prefix).await.map_err(|_| hidden()).map(drop)
+}
+
+/// The VM and its live tasks.
+async fn detail(api: &Api, id: &str) -> Result<VmDetail, ApiError> {
+    let vm = operate::vm(&api.ctx, id).await?;
+    let mut tasks = Vec::new();
+    for q in gce_backend_jobs::tasks::QUEUES {
+        if let Some(t) = api.ctx.queues.get(q).status_by_key(id).await? {
+            tasks.push(t);
+        }
+    }
+    Ok(VmDetail { vm, tasks })
+}
+
+/// `vm`.
+pub(super) async fn get(
+    State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Out<VmDetail> {
+    visible(&api, &caller, &id).await?;
+    ok(detail(&api, &id).await?)
+}
+
+/// `recycleVm`.
+pub(super) async fn recycle(
+    State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Out<VmDetail> {
+    visible(&api, &caller, &id).await?;
+    let (prefix, _) = naming::parse_id(&id).ok_or_else(|| ApiError::not_found(&format!("VM {id:?}")))?;
+    let rec = readable(&api, &caller, prefix).await?;
+    if !caller.may_write(&rec.config) {
+        return Err(ApiError::forbidden(format!(
+            "token {:?} may not change Config {prefix:?}'s VMs",
+            caller.name
+        )));
+    }
+    let vm = operate::recycle(&api.ctx, &id, &caller.name).await?;
+    match detail(&api, &id).await {
+        // Dropped before it was sent to Compute: it is made anew.
+        Err(e) if e.status() == axum::http::StatusCode::NOT_FOUND => {
+            let vm = VmView { state: VmState::of(&vm), deadline: vm.deadline(), bot: None, vm };
+            ok(VmDetail { vm, tasks: Vec::new() })
+        }
+        other => ok(other?),
+    }
+}

@@ -1,0 +1,236 @@
+//! Human tables of the API's answers (the CLI's default; `--json` prints the answer itself).
+
+use serde_json::Value;
+
+/// Aligned columns under a header.
+fn table(header: &[&str], rows: Vec<Vec<String>>) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| {
+        let mut s = String::new();
+        for (i, (c, w)) in cells.iter().zip(&widths).enumerate() {
+            if i + 1 == cells.len() {
+                s.push_str(c);
+            } else {
+                s.push_str(&format!("{c:<w$}  "));
+            }
+        }
+        s.trim_end().to_owned() + "\n"
+    };
+    let mut out = line(header.iter().map(|h| (*h).to_owned()).collect());
+    for r in rows {
+        out.push_str(&line(r));
+    }
+    out
+}
+
+fn s(v: &Value) -> String {
+    match v {
+        Value::Null => "-".into(),
+        Value::String(s) if s.is_empty() => "-".into(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn paused(st: &Value) -> String {
+    if !st["paused"].is_null() {
+        format!("yes ({})", s(&st["paused"]["by"]))
+    } else if st["paused_all"] == true {
+        "all".into()
+    } else {
+        "-".into()
+    }
+}
+
+/// `configs list`.
+pub(super) fn configs(v: &Value) -> String {
+    let rows = v["configs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| {
+            let (st, c) = (&e["status"], &e["status"]["counts"]);
+            vec![
+                s(&e["config"]["prefix"]),
+                s(&st["source"]),
+                s(&st["state"]),
+                s(&c["configured"]),
+                s(&c["created"]),
+                s(&c["connected"]),
+                s(&c["draining"]),
+                paused(st),
+                st["errors"].as_array().and_then(|e| e.first()).map_or("-".into(), |e| s(&e["code"])),
+            ]
+        })
+        .collect();
+    table(
+        &["PREFIX", "SOURCE", "STATE", "AMOUNT", "CREATED", "CONNECTED", "DRAINING", "PAUSED", "LAST ERROR"],
+        rows,
+    )
+}
+
+/// One Config.
+pub(super) fn config(v: &Value) -> String {
+    let (c, st) = (&v["config"], &v["status"]);
+    let n = &st["counts"];
+    let mut out = format!(
+        "{}  {} (source {}, revision {})\n  amount {}  created {}  connected {}  draining {}  dead {}  unhealthy {}\n  paused {}\n",
+        s(&c["prefix"]),
+        s(&st["state"]),
+        s(&st["source"]),
+        s(&st["revision"]),
+        s(&n["configured"]),
+        s(&n["created"]),
+        s(&n["connected"]),
+        s(&n["draining"]),
+        s(&n["dead"]),
+        s(&n["unhealthy"]),
+        paused(st),
+    );
+    if !st["delete_at"].is_null() {
+        out.push_str(&format!("  deleted at {}\n", s(&st["delete_at"])));
+    }
+    for e in st["errors"].as_array().into_iter().flatten().take(5) {
+        out.push_str(&format!(
+            "  error {} {} ({}): {}\n",
+            s(&e["time"]),
+            s(&e["code"]),
+            s(&e["stage"]),
+            s(&e["message"])
+        ));
+    }
+    out
+}
+
+/// `vms list`.
+pub(super) fn vms(v: &Value) -> String {
+    let rows = v["vms"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| {
+            vec![
+                s(&e["vm"]["id"]),
+                s(&e["vm"]["hostname"]),
+                s(&e["state"]),
+                s(&e["vm"]["attributes"]["zone"]),
+                s(&e["deadline"]),
+            ]
+        })
+        .collect();
+    table(&["ID", "HOSTNAME", "STATE", "ZONE", "DEADLINE"], rows)
+}
+
+/// One VM.
+pub(super) fn vm(v: &Value) -> String {
+    let e = &v["vm"];
+    let mut out = format!(
+        "{}  {}  {}\n  zone {}  instance {}\n  deadline {}  drained {}\n",
+        s(&e["vm"]["id"]),
+        s(&e["vm"]["hostname"]),
+        s(&e["state"]),
+        s(&e["vm"]["attributes"]["zone"]),
+        s(&e["vm"]["instance"]["url"]),
+        s(&e["deadline"]),
+        s(&e["vm"]["drained"]),
+    );
+    for t in v["tasks"].as_array().into_iter().flatten() {
+        out.push_str(&format!(
+            "  task {} {} {} (attempts {})\n",
+            s(&t["queue"]),
+            s(&t["task_id"]),
+            s(&t["state"]),
+            s(&t["attempts"])
+        ));
+    }
+    out
+}
+
+/// `queues list`.
+pub(super) fn queues(v: &Value) -> String {
+    let rows = v["queues"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|q| {
+            let c = &q["counts"];
+            vec![
+                s(&q["name"]),
+                s(&c["pending"]),
+                s(&c["delayed"]),
+                s(&c["running"]),
+                s(&c["dead"]),
+                s(&c["done"]),
+            ]
+        })
+        .collect();
+    table(&["QUEUE", "PENDING", "DELAYED", "RUNNING", "DEAD", "DONE"], rows)
+}
+
+/// Tasks.
+pub(super) fn tasks(v: &Value) -> String {
+    let rows = v["tasks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| {
+            vec![
+                s(&t["task_id"]),
+                s(&t["key"]),
+                s(&t["state"]),
+                s(&t["reason"]),
+                s(&t["attempts"]),
+                s(&t["last_error"]),
+            ]
+        })
+        .collect();
+    table(&["TASK", "KEY", "STATE", "REASON", "ATTEMPTS", "LAST ERROR"], rows)
+}
+
+/// A plan.
+pub(super) fn plan(v: &Value) -> String {
+    let ids = |k: &str| v[k].as_array().map_or(0, Vec::len);
+    let mut out = format!(
+        "{}: amount {}; create {}, drain {}, keep {}\n",
+        s(&v["prefix"]),
+        s(&v["amount"]),
+        ids("create"),
+        ids("drain"),
+        ids("keep")
+    );
+    for c in v["changes"].as_array().into_iter().flatten() {
+        out.push_str(&format!(
+            "  {}: {} -> {} (applies to {})\n",
+            s(&c["field"]),
+            c["from"],
+            c["to"],
+            s(&c["applies_to"])
+        ));
+    }
+    for p in v["problems"].as_array().into_iter().flatten() {
+        out.push_str(&format!("  problem: {}\n", s(p)));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    #[test]
+    fn tables_align_and_show_dashes_for_nothing() {
+        let t = super::queues(&json!({"queues": [
+            {"name": "create_vm", "counts": {"pending": 3, "delayed": 0, "running": 1, "dead": 0, "done": 12}},
+            {"name": "x", "counts": {}},
+        ]}));
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(lines[0], "QUEUE      PENDING  DELAYED  RUNNING  DEAD  DONE");
+        assert_eq!(lines[1], "create_vm  3        0        1        0     12");
+        assert_eq!(lines[2], "x          -        -        -        -     -");
+    }
+}

@@ -1,0 +1,74 @@
+//! What a client meets when it gets things wrong or the datastore is away: every error is JSON
+//! `{code, message, requestId}` (unknown route, wrong verb, a body too large, bad JSON, a bad
+//! query), and `/readyz` says whether Redis answers while `/healthz` stays up.
+
+use serde_json::{Value, json};
+
+use super::{ADMIN, Client};
+use crate::pipeline::{Backend, Env, sim_config};
+
+async fn raw(req: reqwest::RequestBuilder) -> (u16, Value, Option<String>) {
+    let res = req.send().await.unwrap();
+    let status = res.status().as_u16();
+    let id = res.headers().get("x-request-id").map(|v| v.to_str().unwrap().to_owned());
+    let text = res.text().await.unwrap();
+    (status, serde_json::from_str(&text).unwrap_or_else(|_| panic!("{status}: not JSON: {text}")), id)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_error_is_json_and_readyz_follows_redis() {
+    let mut env = Env::start(Backend::Redis, sim_config(), &[], false).await;
+    let url = super::serve(env.ctx.clone()).await;
+    let api = Client::new(&url).await;
+    let http = reqwest::Client::new();
+    let v1 = format!("{url}/api/gce-backend/v1");
+    let cases = [
+        (http.get(format!("{v1}/nothing-here")), 404, "ResourceNotFound"),
+        (http.patch(format!("{v1}/configs")).bearer_auth(ADMIN), 405, "MethodNotAllowed"),
+        (
+            http.put(format!("{v1}/configs/x/amount")).bearer_auth(ADMIN).body(vec![b' '; 2 << 20]),
+            413,
+            "PayloadTooLarge",
+        ),
+        (
+            http.put(format!("{v1}/configs/x/amount")).bearer_auth(ADMIN).body("{not json"),
+            400,
+            "InvalidInput",
+        ),
+        (http.get(format!("{v1}/configs?limit=0")).bearer_auth(ADMIN), 400, "InvalidInput"),
+        (http.get(format!("{v1}/configs?bogus=1")).bearer_auth(ADMIN), 400, "InvalidInput"),
+        (
+            http.get(format!("{v1}/configs")).header("authorization", "Basic eDp5"),
+            401,
+            "AuthenticationFailed",
+        ),
+    ];
+    for (req, status, code) in cases {
+        let (got, v, id) = raw(req).await;
+        assert_eq!((got, v["code"].as_str()), (status, Some(code)), "{v}");
+        assert!(v["message"].as_str().is_some_and(|m| !m.is_empty()), "{v}");
+        assert_eq!(v["requestId"].as_str(), id.as_deref(), "{v}");
+    }
+    // A Config with many broken rules lists them all.
+    let mut bad = super::config("good", &[], 0, 1);
+    bad["attributes"]["zone"] = json!("Not A Zone");
+    bad["swarming"] = json!("ftp://x");
+    let (status, v) = api.call(Some(ADMIN), "createConfig", &[("prefix", "good")], Some(bad)).await;
+    assert_eq!(status, 400);
+    let fields: Vec<&str> =
+        v["fields"].as_array().unwrap().iter().map(|f| f["field"].as_str().unwrap()).collect();
+    assert_eq!(fields, ["good.attributes.zone", "good.swarming"], "{v}");
+
+    assert_eq!(raw(http.get(format!("{url}/readyz"))).await.0, 200);
+    env._redis.as_mut().unwrap().kill();
+    let (status, v, _) = raw(http.get(format!("{url}/readyz"))).await;
+    assert_eq!((status, v["code"].as_str()), (503, Some("Unavailable")), "{v}");
+    assert_eq!(raw(http.get(format!("{url}/healthz"))).await.0, 200);
+    let (status, v) = api.call(Some(ADMIN), "listConfigs", &[], None).await;
+    assert_eq!((status, v["code"].as_str()), (503, Some("Unavailable")), "{v}");
+    env._redis.as_mut().unwrap().restart();
+    gce_backend_queues::testing::eventually("ready again", std::time::Duration::from_secs(30), || async {
+        (raw(http.get(format!("{url}/readyz"))).await.0 == 200).then_some(())
+    })
+    .await;
+}

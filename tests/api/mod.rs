@@ -1,0 +1,176 @@
+//! The operator's API over HTTP on a private Redis and the simulator: a client that reads the
+//! API reference as the CLI does and checks every answer against its published schema, the
+//! tokens the tests use, and an API-only server over a test context.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use gce_backend::api::auth::{Role, TokenEntry, TokenFile};
+use gce_backend_jobs::Ctx;
+use serde_json::{Value, json};
+
+/// Every method × role × owner/non-owner × anonymous.
+mod authz;
+/// The CLI on the API.
+mod cli;
+/// Errors as JSON; health and readiness.
+mod errors;
+/// End-to-end flows: apply, amount, pause, plan, recycle, delete, retry a dead task.
+mod flows;
+/// Random bodies, routes and queries never give a 5xx.
+mod fuzz;
+
+/// The tests' tokens: (token, name, role, groups).
+pub(crate) const TOKENS: &[(&str, &str, Role, &[&str])] = &[
+    ("gbt_admin", "admin", Role::Admin, &[]),
+    ("gbt_writer_infra", "writer-infra", Role::Writer, &["infra"]),
+    ("gbt_writer_web", "writer-web", Role::Writer, &["web"]),
+    ("gbt_reader_infra", "reader-infra", Role::Reader, &["infra"]),
+    ("gbt_reader_web", "reader-web", Role::Reader, &["web"]),
+];
+pub(crate) const ADMIN: &str = "gbt_admin";
+pub(crate) const WRITER: &str = "gbt_writer_infra";
+
+/// Writes the tokens file into `dir`; returns its path.
+pub(crate) fn write_tokens(dir: &Path) -> PathBuf {
+    let token = TOKENS
+        .iter()
+        .map(|(t, name, role, groups)| TokenEntry {
+            name: (*name).into(),
+            sha256: gce_backend::api::auth::hash(t),
+            role: *role,
+            groups: groups.iter().map(|g| (*g).into()).collect(),
+        })
+        .collect();
+    let path = dir.join("tokens.toml");
+    std::fs::write(&path, toml::to_string(&TokenFile { token }).unwrap()).unwrap();
+    path
+}
+
+/// Serves the API alone over `ctx` (nothing else runs); returns its base URL.
+pub(crate) async fn serve(ctx: Ctx) -> String {
+    let dir = crate::pipeline::temp_dir();
+    let tokens =
+        gce_backend::api::auth::Tokens::parse(&std::fs::read_to_string(write_tokens(&dir)).unwrap(), "t")
+            .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let api = gce_backend::api::Api::new(ctx, &url, tokens);
+    tokio::spawn(gce_backend::api::serve(api, listener, std::future::pending()));
+    url
+}
+
+/// A Config body (JSON) for `prefix`, owned by `owner`, `min`..`max` VMs.
+pub(crate) fn config(prefix: &str, owner: &[&str], min: u32, max: u32) -> Value {
+    let yaml = crate::pipeline::pool(prefix, min, "1d", "10m");
+    let mut c = serde_json::to_value(gce_backend_jobs::config::Config::parse(&yaml, "t").unwrap()).unwrap();
+    c["amount"] = json!({"min": min, "max": max});
+    c["owner"] = json!(owner);
+    c
+}
+
+/// A client that calls methods by name and checks each answer against its schema.
+pub(crate) struct Client {
+    pub(crate) root: String,
+    http: reqwest::Client,
+    entries: Vec<Value>,
+    schemas: HashMap<String, jsonschema::Validator>,
+}
+
+impl Client {
+    /// Reads the manifest, the reference and every output and error schema from `root`.
+    pub(crate) async fn new(root: &str) -> Client {
+        let http = reqwest::Client::new();
+        let get = |url: String| {
+            let http = http.clone();
+            async move { http.get(&url).send().await.unwrap().json::<Value>().await.unwrap() }
+        };
+        let manifest = get(format!("{root}/references/manifest.json")).await;
+        // The manifest states URLs under the deployment's root URL; read them under ours.
+        let listed = manifest["references"][0].as_str().unwrap();
+        assert!(listed.ends_with("/references/gce-backend/v1/api.json"), "{manifest}");
+        let path = &listed[listed.find("/references/").unwrap()..];
+        let reference = get(format!("{root}{path}")).await;
+        assert_eq!(reference["metadata"], json!({"name": "api", "version": 1}));
+        let entries = reference["entries"].as_array().unwrap().clone();
+        let mut schemas = HashMap::new();
+        let files = entries.iter().flat_map(|e| [e["output"].as_str(), e["input"].as_str()]).flatten();
+        for file in files.chain(["v1/error-body.json"]) {
+            if schemas.contains_key(file) {
+                continue;
+            }
+            let schema = get(format!("{root}/schemas/gce-backend/{file}")).await;
+            let v = jsonschema::validator_for(&schema).unwrap_or_else(|e| panic!("{file}: {e}"));
+            schemas.insert(file.to_owned(), v);
+        }
+        Client { root: root.to_owned(), http, entries, schemas }
+    }
+
+    /// The reference's entry of `method`.
+    pub(crate) fn entry(&self, method: &str) -> &Value {
+        self.entries.iter().find(|e| e["name"] == method).unwrap_or_else(|| panic!("no method {method}"))
+    }
+
+    /// Every method name.
+    pub(crate) fn methods(&self) -> Vec<String> {
+        self.entries.iter().map(|e| e["name"].as_str().unwrap().to_owned()).collect()
+    }
+
+    /// Calls `method` with route/query `args` and `body` as `token`; checks the answer against
+    /// the output schema (2xx) or the error schema (4xx/5xx, with a request id).
+    pub(crate) async fn call(
+        &self,
+        token: Option<&str>,
+        method: &str,
+        args: &[(&str, &str)],
+        body: Option<Value>,
+    ) -> (u16, Value) {
+        let e = self.entry(method);
+        let mut path = e["route"].as_str().unwrap().to_owned();
+        let mut query = Vec::new();
+        for (k, v) in args {
+            if path.contains(&format!("<{k}>")) {
+                path = path.replace(&format!("<{k}>"), &gce_backend::cli::client::encode(v));
+            } else {
+                query.push((*k, *v));
+            }
+        }
+        let url = format!("{}/api/gce-backend/v1{path}", self.root);
+        let verb =
+            reqwest::Method::from_bytes(e["method"].as_str().unwrap().to_uppercase().as_bytes()).unwrap();
+        let mut req = self.http.request(verb, &url).query(&query);
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let res = req.send().await.unwrap();
+        let status = res.status().as_u16();
+        let header_id = res.headers().get("x-request-id").map(|v| v.to_str().unwrap().to_owned());
+        let text = res.text().await.unwrap();
+        let v: Value = serde_json::from_str(&text)
+            .unwrap_or_else(|_| panic!("{method} {url}: {status} not JSON: {text}"));
+        let file = if status < 400 { e["output"].as_str().unwrap() } else { "v1/error-body.json" };
+        if let Err(err) = self.schemas[file].validate(&v) {
+            panic!("{method} answer {status} does not match {file}: {err}\n{v:#}");
+        }
+        if status >= 400 {
+            assert_eq!(v["requestId"].as_str(), header_id.as_deref(), "{v}");
+        }
+        (status, v)
+    }
+
+    /// [`Client::call`] that must succeed.
+    pub(crate) async fn ok(
+        &self,
+        token: &str,
+        method: &str,
+        args: &[(&str, &str)],
+        body: Option<Value>,
+    ) -> Value {
+        let (status, v) = self.call(Some(token), method, args, body).await;
+        assert!(status < 300, "{method} {args:?}: {status} {v:#}");
+        v
+    }
+}
