@@ -280,16 +280,31 @@ pub async fn start(opts: &RunOptions, settings: Settings) -> anyhow::Result<App>
     let mut api = None;
     if let Some(listener) = listener {
         let addr = listener.local_addr()?;
-        let root = opts.api.root_url.clone().unwrap_or_else(|| format!("http://{addr}"));
+        let root = opts
+            .api
+            .root_url
+            .as_deref()
+            .map_or_else(|| format!("http://{addr}"), |r| r.trim_end_matches('/').to_owned());
         api = Some((addr, root.clone()));
         let server = crate::api::Api::new(ctx.clone(), &root, tokens);
         let mut stopped = stopped.clone();
         tasks.push(tokio::spawn(async move {
+            let mut deadline = stopped.clone();
             let signal = async move {
                 let _ = stopped.wait_for(|s| *s).await;
             };
-            if let Err(e) = crate::api::serve(server, listener, signal).await {
-                tracing::error!(error = %e, "the API stopped");
+            // Open connections get a few seconds to finish once stopping; then they are dropped.
+            let cutoff = async move {
+                let _ = deadline.wait_for(|s| *s).await;
+                tokio::time::sleep(Duration::from_secs(5)).await;
+            };
+            tokio::select! {
+                r = crate::api::serve(server, listener, signal) => {
+                    if let Err(e) = r {
+                        tracing::error!(error = %e, "the API stopped");
+                    }
+                }
+                () = cutoff => tracing::warn!("the API's open connections were dropped at shutdown"),
             }
         }));
     }
@@ -355,7 +370,7 @@ fn tokens(opts: &RunOptions) -> anyhow::Result<(crate::api::auth::Tokens, Option
         None => {
             if opts.role.api() {
                 tracing::warn!(
-                    "no --tokens file: every API call will answer 401 (see `gce-backend token new`)"
+                    "no --tokens file: every API call will answer 401 (make them with `gce-backend token --name NAME --role ROLE`)"
                 );
             }
             Ok((Tokens::default(), None))

@@ -209,14 +209,14 @@ impl Vm {
         self.connected.is_some() && self.instance.is_some() && self.fault.is_none()
     }
 
-    /// True when it is being retired on purpose (drained, past its deadline, its bot asked to
-    /// terminate, or its instance being deleted), so a stopping instance is expected rather than
-    /// a fault.
-    pub fn retiring(&self, now: DateTime<Utc>) -> bool {
+    /// True when it is being retired on purpose (drained, past its deadline unless its Config is
+    /// `paused`, its bot asked to terminate, or its instance being deleted), so a stopping
+    /// instance is expected rather than a fault.
+    pub fn retiring(&self, now: DateTime<Utc>, paused: bool) -> bool {
         self.drained
             || self.terminate_sent.is_some()
             || self.destroying.is_some()
-            || self.deadline().is_some_and(|d| d < now)
+            || (!paused && self.deadline().is_some_and(|d| d < now))
     }
 }
 

@@ -3,10 +3,12 @@
 
 use axum::Extension;
 use axum::extract::{Path, State};
+use axum::http::StatusCode;
 use gce_backend_jobs::config::Config;
 use gce_backend_jobs::model::{ConfigRecord, Plan, PlanInput};
 use gce_backend_jobs::operate;
-use gce_backend_jobs::ports::store::StoreError;
+use gce_backend_jobs::operate::Must;
+use gce_backend_jobs::ports::store::{StoreError, Versioned};
 
 use super::auth::{Caller, Role};
 use super::error::ApiError;
@@ -14,14 +16,17 @@ use super::types::{AmountInput, ConfigEntry, ConfigList, GlobalPause, Page, Paus
 use super::{Api, Input, Out, Params, created, ok};
 
 /// The stored record of `prefix` if the caller may read it (404 alike otherwise).
-pub(super) async fn readable(api: &Api, caller: &Caller, prefix: &str) -> Result<ConfigRecord, ApiError> {
+pub(super) async fn readable(
+    api: &Api,
+    caller: &Caller,
+    prefix: &str,
+) -> Result<Versioned<ConfigRecord>, ApiError> {
     match api.ctx.store.config(prefix).await {
-        Ok(Some(rec)) if caller.may_read(&rec.value.config) => Ok(rec.value),
+        Ok(Some(rec)) if caller.may_read(&rec.value.config) => Ok(rec),
         Ok(_) => Err(ApiError::not_found(&format!("Config {prefix:?}"))),
-        Err(StoreError::Corrupt { .. }) if caller.role == Role::Admin => Err(ApiError::new(
-            axum::http::StatusCode::CONFLICT,
-            format!("Config {prefix:?} is corrupt: see its status"),
-        )),
+        Err(StoreError::Corrupt { .. }) if caller.role == Role::Admin => {
+            Err(ApiError::new(StatusCode::CONFLICT, format!("Config {prefix:?} is corrupt: see its status")))
+        }
         Err(StoreError::Corrupt { .. }) => Err(ApiError::not_found(&format!("Config {prefix:?}"))),
         Err(e) => Err(gce_backend_jobs::error::TaskError::from(e).into()),
     }
@@ -29,25 +34,26 @@ pub(super) async fn readable(api: &Api, caller: &Caller, prefix: &str) -> Result
 
 /// The record of `prefix` if the caller may change it: 404 when unreadable, 403 when readable
 /// but not theirs.
-async fn writable(api: &Api, caller: &Caller, prefix: &str) -> Result<ConfigRecord, ApiError> {
+async fn writable(api: &Api, caller: &Caller, prefix: &str) -> Result<Versioned<ConfigRecord>, ApiError> {
     let rec = readable(api, caller, prefix).await?;
-    if !caller.may_write(&rec.config) {
+    if !caller.may_write(&rec.value.config) {
         return Err(ApiError::forbidden(format!(
             "token {:?} may not change Config {prefix:?}: it needs the writer role and one of the Config's owner groups {:?}",
-            caller.name, rec.config.owner
+            caller.name, rec.value.config.owner
         )));
     }
     Ok(rec)
 }
 
-/// A Config with its status now.
+/// A Config with its status now (counts read from its VM records).
 async fn entry(api: &Api, rec: ConfigRecord) -> Result<ConfigEntry, ApiError> {
     let status = gce_backend_jobs::status::status(
         &*api.ctx.store,
         &rec.config.prefix,
         api.ctx.now(),
         api.ctx.timing.config_delete_grace.chrono(),
-        false,
+        // Counted from the VM records now, not the last count_vms (a minute old at worst).
+        true,
     )
     .await?;
     Ok(ConfigEntry { amount: rec.current_amount, config: rec.config, status })
@@ -89,7 +95,7 @@ pub(super) async fn get(
     Path(prefix): Path<String>,
 ) -> Out<ConfigEntry> {
     let rec = readable(&api, &caller, &prefix).await?;
-    ok(entry(&api, rec).await?)
+    ok(entry(&api, rec.value).await?)
 }
 
 /// The body's prefix must be the path's (an empty one takes it).
@@ -131,13 +137,7 @@ pub(super) async fn create(
 ) -> Out<ConfigEntry> {
     let config = named(config, &prefix)?;
     owned(&caller, &config)?;
-    if api.ctx.store.config(&prefix).await.map_err(gce_backend_jobs::error::TaskError::from)?.is_some() {
-        return Err(ApiError::new(
-            axum::http::StatusCode::CONFLICT,
-            format!("Config {prefix:?} exists: change it with updateConfig"),
-        ));
-    }
-    let (rec, _) = operate::apply(&api.ctx, config, &caller.name).await?;
+    let (rec, _) = operate::apply_expecting(&api.ctx, config, &caller.name, Must::Absent).await?;
     created(entry(&api, rec).await?)
 }
 
@@ -149,9 +149,10 @@ pub(super) async fn update(
     Input(config): Input<Config>,
 ) -> Out<ConfigEntry> {
     let config = named(config, &prefix)?;
-    writable(&api, &caller, &prefix).await?;
+    let read = writable(&api, &caller, &prefix).await?;
     owned(&caller, &config)?;
-    let (rec, _) = operate::apply(&api.ctx, config, &caller.name).await?;
+    let (rec, _) =
+        operate::apply_expecting(&api.ctx, config, &caller.name, Must::Version(read.version)).await?;
     ok(entry(&api, rec).await?)
 }
 
@@ -201,7 +202,8 @@ pub(super) async fn resume(
     ok(entry(&api, rec).await?)
 }
 
-/// `planConfig`: readable Configs, or a new prefix (planning a creation) for writers.
+/// `planConfig`: a Config the caller may change, or a new prefix (planning a creation). A prefix
+/// that exists but is hidden from the caller answers as `createConfig` would: taken.
 pub(super) async fn plan(
     State(api): State<Api>,
     Extension(caller): Extension<Caller>,
@@ -213,7 +215,7 @@ pub(super) async fn plan(
     }
     match readable(&api, &caller, &prefix).await {
         Ok(_) => {}
-        Err(e) if e.status() == axum::http::StatusCode::NOT_FOUND && input.config.is_some() => {
+        Err(e) if e.status() == StatusCode::NOT_FOUND && input.config.is_some() => {
             if api
                 .ctx
                 .store
@@ -222,7 +224,7 @@ pub(super) async fn plan(
                 .map_err(gce_backend_jobs::error::TaskError::from)?
                 .is_some()
             {
-                return Err(e);
+                return Err(ApiError::new(StatusCode::CONFLICT, format!("prefix {prefix:?} is taken")));
             }
         }
         Err(e) => return Err(e),

@@ -120,7 +120,7 @@ methods! {
     "resumeConfig": post "/configs/<prefix>/resume" [] => ConfigEntry,
         Writer, configs::resume, "Resume a paused Config.";
     "planConfig": post "/configs/<prefix>/plan" [] in PlanInput => Plan,
-        Reader, configs::plan, "Dry run: the VMs a Config body or amount would create, drain and keep.";
+        Writer, configs::plan, "Dry run: the VMs a Config body or amount would create, drain and keep.";
     "pauseAll": post "/pause" [] in PauseInput => GlobalPause,
         Admin, configs::pause_all, "Pause every Config.";
     "resumeAll": post "/resume" [] => GlobalPause,
@@ -144,7 +144,7 @@ methods! {
     "retryTask": post "/queues/<queue>/tasks/<taskId>/retry" [] => Affected,
         Writer, queues::retry_task, "Put one dead task back.";
     "retryDead": post "/queues/<queue>/dead/retry" [] => Affected,
-        Writer, queues::retry_dead, "Put every dead task of a queue back.";
+        Admin, queues::retry_dead, "Put every dead task of a queue back.";
     "purgeDead": delete "/queues/<queue>/dead" [] => Affected,
         Admin, queues::purge_dead, "Drop every dead task of a queue.";
     "purgePending": delete "/queues/<queue>/pending" [] => Affected,

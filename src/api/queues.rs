@@ -1,13 +1,22 @@
 //! Queue methods (seed 003 terms): every queue's counts, pending and dead tasks (paged), one
-//! task's status, retry and purge.
+//! task's status, retry and purge. A task belongs to the Config its key names (a VM id or a
+//! prefix); callers other than admins see and retry only the tasks of Configs they may read
+//! (and change).
 
+use axum::Extension;
 use axum::extract::{Path, State};
+use gce_backend_jobs::naming;
 use gce_backend_jobs::tasks::QUEUES;
 use gce_backend_queues::{DeadSelection, Queue, TaskStatus};
 
+use super::auth::{Caller, Role};
+use super::configs::readable;
 use super::error::ApiError;
 use super::types::{Affected, Page, QueueEntry, QueueList, TaskList};
 use super::{Api, Out, Params, ok};
+
+/// Deepest a listing pages (tasks past it are reached by purging or retrying).
+const MAX_OFFSET: usize = 100_000;
 
 fn queue<'a>(api: &'a Api, name: &str) -> Result<&'a Queue, ApiError> {
     if !QUEUES.contains(&name) {
@@ -20,25 +29,60 @@ fn queue<'a>(api: &'a Api, name: &str) -> Result<&'a Queue, ApiError> {
 fn offset(page: &Page) -> Result<usize, ApiError> {
     match &page.continuation_token {
         None => Ok(0),
-        Some(t) => t
-            .parse()
-            .map_err(|_| ApiError::invalid(format!("continuationToken {t:?} is not one this API gave"))),
+        Some(t) => match t.parse::<usize>() {
+            Ok(n) if n <= MAX_OFFSET => Ok(n),
+            _ => Err(ApiError::invalid(format!("continuationToken {t:?} is not one this API gave"))),
+        },
     }
 }
 
-fn paged(mut tasks: Vec<TaskStatus>, offset: usize, limit: usize) -> TaskList {
-    let more = tasks.len() > limit;
+/// The Config a task works for, by its key: a VM id or a Config prefix (other keys, such as a
+/// project and zone, belong to no one Config).
+fn owner_of(key: &str) -> Option<&str> {
+    naming::parse_id(key).map(|(prefix, _)| prefix).or(Some(key).filter(|k| !k.contains('/')))
+}
+
+/// The Config record a non-admin caller reaches a task through: readable, else hidden (404).
+async fn through(
+    api: &Api,
+    caller: &Caller,
+    t: &TaskStatus,
+) -> Result<Option<gce_backend_jobs::model::ConfigRecord>, ApiError> {
+    if caller.role == Role::Admin {
+        return Ok(None);
+    }
+    let hidden = || ApiError::not_found(&format!("task {:?} in queue {}", t.task_id, t.queue));
+    let prefix = owner_of(&t.key).ok_or_else(hidden)?;
+    readable(api, caller, prefix).await.map(|r| Some(r.value)).map_err(|_| hidden())
+}
+
+/// One page: `tasks` read from `offset` (one more than `limit` if there are more), without the
+/// tasks the caller may not see (a page may then be shorter than `limit`).
+async fn paged(
+    api: &Api,
+    caller: &Caller,
+    mut tasks: Vec<TaskStatus>,
+    offset: usize,
+    limit: usize,
+) -> TaskList {
+    let more = tasks.len() > limit && offset + limit < MAX_OFFSET;
     tasks.truncate(limit);
     let continuation_token = more.then(|| (offset + limit).to_string());
-    TaskList { tasks, continuation_token }
+    let mut seen = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        if through(api, caller, &t).await.is_ok() {
+            seen.push(t);
+        }
+    }
+    TaskList { tasks: seen, continuation_token }
 }
 
 /// `listQueues`.
 pub(super) async fn list(State(api): State<Api>) -> Out<QueueList> {
     let mut queues = Vec::with_capacity(QUEUES.len());
     for name in QUEUES {
-        queues
-            .push(QueueEntry { name: (*name).to_owned(), counts: api.ctx.queues.get(name).counts().await? });
+        let counts = api.ctx.queues.get(name).counts().await?;
+        queues.push(QueueEntry { name: (*name).to_owned(), counts });
     }
     ok(QueueList { queues })
 }
@@ -46,6 +90,7 @@ pub(super) async fn list(State(api): State<Api>) -> Out<QueueList> {
 /// `pendingTasks`: pending first, then delayed.
 pub(super) async fn pending(
     State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
     Path(name): Path<String>,
     Params(page): Params<Page>,
 ) -> Out<TaskList> {
@@ -57,42 +102,59 @@ pub(super) async fn pending(
         let skip = offset.saturating_sub(pending);
         tasks.extend(q.delayed(limit + 1 - tasks.len(), skip).await?);
     }
-    ok(paged(tasks, offset, limit))
+    ok(paged(&api, &caller, tasks, offset, limit).await)
 }
 
 /// `deadTasks`.
 pub(super) async fn dead(
     State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
     Path(name): Path<String>,
     Params(page): Params<Page>,
 ) -> Out<TaskList> {
     let q = queue(&api, &name)?;
     let (offset, limit) = (offset(&page)?, page.limit()?);
     let tasks: Vec<_> = q.dead(offset + limit + 1).await?.into_iter().skip(offset).collect();
-    ok(paged(tasks, offset, limit))
+    ok(paged(&api, &caller, tasks, offset, limit).await)
+}
+
+/// The task `id` of queue `name`, if the caller may see it.
+async fn find(
+    api: &Api,
+    caller: &Caller,
+    name: &str,
+    id: &str,
+) -> Result<(TaskStatus, Option<gce_backend_jobs::model::ConfigRecord>), ApiError> {
+    let q = queue(api, name)?;
+    let st = q.status(id).await?.ok_or_else(|| {
+        ApiError::not_found(&format!("task {id:?} in queue {name} (unknown, or trimmed after it finished)"))
+    })?;
+    let rec = through(api, caller, &st).await?;
+    Ok((st, rec))
 }
 
 /// `task`.
 pub(super) async fn task(
     State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
     Path((name, id)): Path<(String, String)>,
 ) -> Out<TaskStatus> {
-    let q = queue(&api, &name)?;
-    match q.status(&id).await? {
-        Some(st) => ok(st),
-        None => Err(ApiError::not_found(&format!(
-            "task {id:?} in queue {name} (unknown, or trimmed after it finished)"
-        ))),
-    }
+    ok(find(&api, &caller, &name, &id).await?.0)
 }
 
-/// `retryTask`.
+/// `retryTask`: by an admin, or a writer of the task's Config.
 pub(super) async fn retry_task(
     State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
     Path((name, id)): Path<(String, String)>,
 ) -> Out<Affected> {
-    let q = queue(&api, &name)?;
-    match q.retry_dead(DeadSelection::One(id.clone())).await? {
+    let (_, rec) = find(&api, &caller, &name, &id).await?;
+    if let Some(rec) = rec.filter(|r| !caller.may_write(&r.config)) {
+        let msg =
+            format!("token {:?} may not retry the tasks of Config {:?}", caller.name, rec.config.prefix);
+        return Err(ApiError::forbidden(msg));
+    }
+    match queue(&api, &name)?.retry_dead(DeadSelection::One(id.clone())).await? {
         0 => Err(ApiError::not_found(&format!("dead task {id:?} in queue {name}"))),
         count => ok(Affected { count }),
     }

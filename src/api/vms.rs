@@ -68,7 +68,7 @@ pub(super) async fn recycle(
     visible(&api, &caller, &id).await?;
     let (prefix, _) = naming::parse_id(&id).ok_or_else(|| ApiError::not_found(&format!("VM {id:?}")))?;
     let rec = readable(&api, &caller, prefix).await?;
-    if !caller.may_write(&rec.config) {
+    if !caller.may_write(&rec.value.config) {
         return Err(ApiError::forbidden(format!(
             "token {:?} may not change Config {prefix:?}'s VMs",
             caller.name

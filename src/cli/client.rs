@@ -162,8 +162,10 @@ async fn decode(res: reqwest::Response) -> Result<Value, CallError> {
         return Ok(body);
     }
     let s = |k: &str| body[k].as_str().unwrap_or_default().to_owned();
+    // One broken rule is already the message; several are listed under it.
     let fields: String = body["fields"]
         .as_array()
+        .filter(|f| f.len() > 1)
         .into_iter()
         .flatten()
         .map(|f| format!("\n  {}: {}", f["field"].as_str().unwrap_or("?"), f["rule"].as_str().unwrap_or("?")))

@@ -110,6 +110,22 @@ async fn every_method_answers_each_role_and_owner_as_the_rules_say() {
         }
     }
     assert_eq!(checked, METHODS.len() * 2 * 7);
+    // Tasks belong to the Config their key names: others' are left out of lists and hidden.
+    let q = env.ctx.queues.get("manage_bot");
+    let pushed =
+        q.push("infrapool-0", &json!({"id": "infrapool-0"}), gce_backend_queues::When::Now).await.unwrap();
+    let id = pushed.task_id().to_owned();
+    let keys = |v: &Value| -> Vec<String> {
+        v["tasks"].as_array().unwrap().iter().map(|t| t["key"].as_str().unwrap().to_owned()).collect()
+    };
+    let args = [("queue", "manage_bot")];
+    for (token, seen) in [("gbt_reader_infra", true), ("gbt_reader_web", false), (ADMIN, true)] {
+        let v = api.ok(token, "pendingTasks", &args, None).await;
+        assert_eq!(keys(&v).contains(&"infrapool-0".to_owned()), seen, "{token}: {v}");
+        let (status, _) =
+            api.call(Some(token), "task", &[("queue", "manage_bot"), ("taskId", &id)], None).await;
+        assert_eq!(status, if seen { 200 } else { 404 }, "{token}");
+    }
     // A hidden Config reads exactly like a missing one.
     let (s1, hidden) = api.call(Some("gbt_reader_web"), "config", &[("prefix", "infrapool")], None).await;
     let (s2, missing) = api.call(Some("gbt_reader_web"), "config", &[("prefix", "nosuchpool")], None).await;

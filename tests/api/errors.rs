@@ -15,6 +15,24 @@ async fn raw(req: reqwest::RequestBuilder) -> (u16, Value, Option<String>) {
     (status, serde_json::from_str(&text).unwrap_or_else(|_| panic!("{status}: not JSON: {text}")), id)
 }
 
+/// Sends a PUT announcing a 2 MiB body without sending it; returns the answer's status and body.
+async fn announce_too_much(url: &str, path: &str) -> (u16, Value) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = url.trim_start_matches("http://");
+    let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "PUT {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {ADMIN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        2 << 20
+    );
+    conn.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(10), conn.read_to_end(&mut answer)).await;
+    let text = String::from_utf8_lossy(&answer);
+    let status = text.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    (status, serde_json::from_str(body.trim()).unwrap_or_else(|_| panic!("not JSON: {text}")))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_error_is_json_and_readyz_follows_redis() {
     let mut env = Env::start(Backend::Redis, sim_config(), &[], false).await;
@@ -25,11 +43,6 @@ async fn every_error_is_json_and_readyz_follows_redis() {
     let cases = [
         (http.get(format!("{v1}/nothing-here")), 404, "ResourceNotFound"),
         (http.patch(format!("{v1}/configs")).bearer_auth(ADMIN), 405, "MethodNotAllowed"),
-        (
-            http.put(format!("{v1}/configs/x/amount")).bearer_auth(ADMIN).body(vec![b' '; 2 << 20]),
-            413,
-            "PayloadTooLarge",
-        ),
         (
             http.put(format!("{v1}/configs/x/amount")).bearer_auth(ADMIN).body("{not json"),
             400,
@@ -42,6 +55,18 @@ async fn every_error_is_json_and_readyz_follows_redis() {
             401,
             "AuthenticationFailed",
         ),
+        (
+            http.get(format!("{v1}/queues/create_vm/dead?continuationToken=18446744073709551615"))
+                .bearer_auth(ADMIN),
+            400,
+            "InvalidInput",
+        ),
+        (
+            http.get(format!("{v1}/queues/create_vm/pending?continuationToken=9223372036854775807"))
+                .bearer_auth(ADMIN),
+            400,
+            "InvalidInput",
+        ),
     ];
     for (req, status, code) in cases {
         let (got, v, id) = raw(req).await;
@@ -49,6 +74,14 @@ async fn every_error_is_json_and_readyz_follows_redis() {
         assert!(v["message"].as_str().is_some_and(|m| !m.is_empty()), "{v}");
         assert_eq!(v["requestId"].as_str(), id.as_deref(), "{v}");
     }
+    // A body over 1 MiB is refused from its Content-Length, before it is read (sent by hand: a
+    // client still writing it would see the connection close under it).
+    let (status, v) = announce_too_much(&url, "/api/gce-backend/v1/configs/x/amount").await;
+    assert_eq!((status, v["code"].as_str()), (413, Some("PayloadTooLarge")), "{v}");
+    // The scheme is case-insensitive (RFC 7235).
+    let (status, _, _) =
+        raw(http.get(format!("{v1}/queues")).header("authorization", format!("bearer {ADMIN}"))).await;
+    assert_eq!(status, 200);
     // A Config with many broken rules lists them all.
     let mut bad = super::config("good", &[], 0, 1);
     bad["attributes"]["zone"] = json!("Not A Zone");

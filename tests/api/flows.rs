@@ -131,16 +131,20 @@ async fn a_dead_task_is_seen_and_retried_over_the_api() {
     .await;
     let id = dead["task_id"].as_str().unwrap().to_owned();
     assert!(id.len() >= 16 && !id.chars().all(|c| c.is_ascii_digit()), "random task id: {id}");
-    let v = api.ok(WRITER, "retryTask", &[("queue", "create_instance"), ("taskId", &id)], None).await;
+    let v = api.ok(ADMIN, "retryTask", &[("queue", "create_instance"), ("taskId", &id)], None).await;
     assert_eq!(v["count"], 1);
     eventually("it ran again", LIMIT, || async {
-        let t = api.ok(WRITER, "task", &[("queue", "create_instance"), ("taskId", &id)], None).await;
+        let t = api.ok(ADMIN, "task", &[("queue", "create_instance"), ("taskId", &id)], None).await;
         (t["runs"].as_array().unwrap().len() >= 2).then_some(())
     })
     .await;
     let (status, v) =
-        api.call(Some(WRITER), "retryTask", &[("queue", "create_instance"), ("taskId", "nope")], None).await;
+        api.call(Some(ADMIN), "retryTask", &[("queue", "create_instance"), ("taskId", "nope")], None).await;
     assert_eq!((status, v["code"].as_str()), (404, Some("ResourceNotFound")));
+    // A task of no Config a writer may read is hidden from it, as a missing one.
+    let (status, _) =
+        api.call(Some(WRITER), "task", &[("queue", "create_instance"), ("taskId", &id)], None).await;
+    assert_eq!(status, 404);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -450,7 +450,7 @@ impl Amount {
     pub fn at(&self, proposed: u32, now: DateTime<Utc>) -> u32 {
         for s in &self.change {
             if let Some(start) = s.most_recent_start(now)
-                && now < start + s.length.chrono()
+                && start.checked_add_signed(s.length.chrono()).is_some_and(|end| now < end)
             {
                 return proposed.clamp(s.min, s.max.max(s.min));
             }

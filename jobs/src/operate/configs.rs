@@ -27,9 +27,43 @@ fn revision_of(config: &Config) -> String {
 /// Config deleted over the API (still in its grace) cancels the deletion. Pushes expand_config
 /// so it converges at once. Returns the stored record and whether it was new.
 pub async fn apply(ctx: &Ctx, config: Config, by: Actor<'_>) -> Result<(ConfigRecord, bool), OpError> {
+    apply_expecting(ctx, config, by, Must::Any).await
+}
+
+/// What [`apply_expecting`] must find, so that two callers never overwrite each other unseen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Must {
+    /// No Config of that prefix (a creation).
+    Absent,
+    /// The record at this version (a replacement of what the caller read).
+    Version(u64),
+    /// Whatever is there.
+    Any,
+}
+
+/// [`apply`], refused with a Conflict when the stored record is not what `must` says.
+pub async fn apply_expecting(
+    ctx: &Ctx,
+    config: Config,
+    by: Actor<'_>,
+    must: Must,
+) -> Result<(ConfigRecord, bool), OpError> {
     let prefix = config.prefix.clone();
     for _ in 0..TRIES {
         let cur = ctx.store.config(&prefix).await?;
+        match (must, &cur) {
+            (Must::Absent, Some(_)) => {
+                return Err(OpError::Conflict(format!(
+                    "Config {prefix:?} exists: change it with updateConfig"
+                )));
+            }
+            (Must::Version(v), c) if c.as_ref().map(|c| c.version) != Some(v) => {
+                return Err(OpError::Conflict(format!(
+                    "Config {prefix:?} changed since it was read: read it again"
+                )));
+            }
+            _ => {}
+        }
         let verified = admit(ctx, &config, cur.as_ref().map(|c| &c.value)).await?.into_result()?;
         let now = ctx.now();
         let rec = ConfigRecord {

@@ -97,7 +97,7 @@ async fn a_prefix_a_file_holds_or_one_clashing_with_another_config_is_a_conflict
     match apply(&ctx, config("linux", 3), "alice").await {
         Err(OpError::Conflict(why)) => assert_eq!(
             why,
-            "prefix linux belongs to file linux.yaml; the API may change its amount and pause state only"
+            "prefix linux is held by a Config file; the API may change its amount and pause state only"
         ),
         other => panic!("{other:?}"),
     }
@@ -160,6 +160,7 @@ async fn a_paused_config_creates_nothing_until_resumed_and_resume_pushes_expansi
     let (ctx, _) = Ctx::test();
     ctx.seed_config("linux", 3).await;
     ctx.seed_vm("linux-0", |_| {}).await; // made, not yet sent
+    ctx.seed_vm("linux-1", crate::testing::created(ctx.now())).await; // running
     let rec = pause(&ctx, "linux", "bad image", "bob").await.unwrap();
     let p = rec.paused.clone().expect("paused");
     assert_eq!((p.by.as_str(), p.reason.as_str(), p.at), ("bob", "bad image", ctx.now()));
@@ -176,8 +177,11 @@ async fn a_paused_config_creates_nothing_until_resumed_and_resume_pushes_expansi
     assert!(rec.paused.is_none() && record(&ctx, "linux").await.paused.is_none());
     assert_eq!(ctx.taken::<ExpandConfig>().await, [ExpandConfig { prefix: "linux".into() }]);
     assert_eq!(ctx.taken::<CreateInstance>().await, [CreateInstance { id: "linux-0".into() }]);
+    let looked: Vec<String> =
+        ctx.taken::<crate::tasks::ManageBot>().await.into_iter().map(|t| t.id).collect();
+    assert_eq!(looked, ["linux-1"], "a VM kept past its deadline is looked at again at once");
     crate::tasks::expand_config::run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
-    assert_eq!(ctx.taken::<CreateVm>().await.len(), 2);
+    assert_eq!(ctx.taken::<CreateVm>().await.len(), 1);
     assert!(matches!(pause(&ctx, "nope", "x", "bob").await, Err(OpError::NotFound(_))));
 }
 
@@ -244,4 +248,23 @@ async fn an_api_config_goes_the_whole_way_and_drains_after_its_grace() {
     let (vms, _) = crate::operate::list_vms(&ctx, "mac", None, None, 10).await.unwrap();
     assert_eq!(vms[0].state, VmState::Running);
     assert!(plan(&ctx, "mac", Default::default()).await.is_err(), "no Config to plan against");
+}
+
+#[tokio::test]
+async fn a_creation_or_a_replacement_never_overwrites_what_it_did_not_see() {
+    use crate::operate::{Must, apply_expecting};
+    let (ctx, _) = Ctx::test();
+    let (rec, new) = apply_expecting(&ctx, config("mac", 1), "alice", Must::Absent).await.unwrap();
+    assert!(new && rec.source == "api");
+    match apply_expecting(&ctx, config("mac", 2), "bob", Must::Absent).await {
+        Err(OpError::Conflict(why)) => assert!(why.contains("exists"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    let v = ctx.store.config("mac").await.unwrap().unwrap().version;
+    apply_expecting(&ctx, config("mac", 2), "alice", Must::Version(v)).await.unwrap();
+    match apply_expecting(&ctx, config("mac", 3), "bob", Must::Version(v)).await {
+        Err(OpError::Conflict(why)) => assert!(why.contains("changed since it was read"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(record(&ctx, "mac").await.config.amount.max, 2, "bob's stale write was refused");
 }

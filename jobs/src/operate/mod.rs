@@ -16,13 +16,15 @@ use crate::error::TaskError;
 use crate::model::ConfigRecord;
 use crate::naming::parse_id;
 use crate::ports::store::{Expect, StoreError, VmIndex};
-use crate::tasks::{CreateInstance, ExpandConfig};
+use crate::tasks::{CreateInstance, ExpandConfig, ManageBot};
 
 pub mod configs;
 pub mod plan;
 pub mod vms;
 
-pub use configs::{apply, delete, pause, pause_all, paused_all, resume, resume_all, set_amount};
+pub use configs::{
+    Must, apply, apply_expecting, delete, pause, pause_all, paused_all, resume, resume_all, set_amount,
+};
 pub use plan::plan;
 pub use vms::{list_vms, recycle, vm};
 
@@ -109,18 +111,20 @@ async fn admit(ctx: &Ctx, config: &Config, stored: Option<&ConfigRecord>) -> Res
         }
     }
     let prefix = &config.prefix;
-    if let Some(rec) = stored.filter(|r| r.from_file()) {
+    // Neither message names the other Config: the caller may not be allowed to read it.
+    if stored.is_some_and(|r| r.from_file()) {
         a.conflict = Some(format!(
-            "prefix {prefix} belongs to file {}; the API may change its amount and pause state only",
-            rec.source
+            "prefix {prefix} is held by a Config file; the API may change its amount and pause state only"
         ));
         return Ok(a);
     }
     let mut others: Vec<String> =
         ctx.store.configs().await?.into_iter().map(|c| c.value.config.prefix).collect();
     others.extend(ctx.store.corrupt_configs().await?.into_iter().map(|c| c.key));
-    if let Some(other) = others.iter().find(|o| prefixes_clash(prefix, o)) {
-        a.conflict = Some(format!("prefix {prefix} and the Config {other}: one is a prefix of the other"));
+    if others.iter().any(|o| prefixes_clash(prefix, o)) {
+        a.conflict = Some(format!(
+            "prefix {prefix} clashes with the prefix of an existing Config (one is a prefix of the other)"
+        ));
     }
     Ok(a)
 }
@@ -149,7 +153,8 @@ async fn update_config(
 }
 
 /// Pushes what makes Configs converge after a pause is lifted: `expand_config` for `only` (every
-/// Config when `None`), and `create_instance` for their VMs that wait for an instance.
+/// Config when `None`), `create_instance` for their VMs that wait for an instance, and
+/// `manage_bot` for those that have one (a VM kept past its deadline is retired at once).
 async fn wake(ctx: &Ctx, only: Option<&str>) -> Result<(), TaskError> {
     let prefixes: Vec<String> = match only {
         Some(p) => vec![p.to_owned()],
@@ -157,15 +162,15 @@ async fn wake(ctx: &Ctx, only: Option<&str>) -> Result<(), TaskError> {
     };
     let expand: Vec<ExpandConfig> = prefixes.iter().map(|p| ExpandConfig { prefix: p.clone() }).collect();
     ctx.push_many(&expand).await?;
-    let waiting: Vec<CreateInstance> = ctx
-        .store
-        .vm_ids(VmIndex::Uncreated)
-        .await?
-        .into_iter()
-        .filter(|id| only.is_none_or(|p| parse_id(id).is_some_and(|(of, _)| of == p)))
-        .map(|id| CreateInstance { id })
-        .collect();
-    ctx.push_many(&waiting).await.map(drop)
+    let ids = async |index| -> Result<Vec<String>, TaskError> {
+        let all = ctx.store.vm_ids(index).await?.into_iter();
+        Ok(all.filter(|id| only.is_none_or(|p| parse_id(id).is_some_and(|(of, _)| of == p))).collect())
+    };
+    let waiting: Vec<CreateInstance> =
+        ids(VmIndex::Uncreated).await?.into_iter().map(|id| CreateInstance { id }).collect();
+    ctx.push_many(&waiting).await?;
+    let made: Vec<ManageBot> = ids(VmIndex::Created).await?.into_iter().map(|id| ManageBot { id }).collect();
+    ctx.push_many(&made).await.map(drop)
 }
 
 /// The order VMs are listed in: by index, ids that do not parse last.

@@ -33,6 +33,26 @@ pub async fn plan(ctx: &Ctx, prefix: &str, input: PlanInput) -> Result<Plan, OpE
         return Err(OpError::NotFound(format!("Config {prefix}")));
     };
     let current = cur.as_ref().map(|r| r.current_amount);
+    let paused = match &cur {
+        Some(rec) => ctx.paused(rec).await?,
+        None => crate::ctx::global_pause(&*ctx.store).await?,
+    };
+    if !problems.is_empty() {
+        // It could not be applied: say why, and nothing about VMs (its amount rules may not even
+        // be computable, and its size may be anything).
+        let amount = current.unwrap_or(0);
+        let (create, drain, keep) = (Vec::new(), Vec::new(), Vec::new());
+        return Ok(Plan {
+            prefix: prefix.to_owned(),
+            amount,
+            create,
+            drain,
+            keep,
+            changes,
+            problems,
+            paused,
+        });
+    }
     let amount = config.amount.at(input.amount.or(current).unwrap_or(0), ctx.now());
     if current != Some(amount) {
         changes.push(Change {
@@ -46,10 +66,6 @@ pub async fn plan(ctx: &Ctx, prefix: &str, input: PlanInput) -> Result<Plan, OpE
     let wanted = |id: &str| parse_id(id).is_some_and(|(p, i)| p == prefix && i < amount);
     let (keep, drain): (Vec<String>, Vec<String>) = ids.iter().cloned().partition(|id| wanted(id));
     let create = (0..amount).map(|i| vm_id(prefix, i)).filter(|id| !ids.contains(id)).collect();
-    let paused = match &cur {
-        Some(rec) => ctx.paused(rec).await?,
-        None => crate::ctx::global_pause(&*ctx.store).await?,
-    };
     Ok(Plan { prefix: prefix.to_owned(), amount, create, drain, keep, changes, problems, paused })
 }
 

@@ -103,12 +103,27 @@ async fn a_plan_that_could_not_be_applied_says_why() {
     // A file's Config: its attributes are the file's to change (its amount is not).
     ctx.seed_config("mac", 1).await;
     let p = plan(&ctx, "mac", PlanInput { config: Some(config("mac", 1)), amount: None }).await.unwrap();
-    assert!(p.problems[0].contains("belongs to file mac.yaml"), "{:?}", p.problems);
+    assert!(p.problems[0].contains("held by a Config file"), "{:?}", p.problems);
     assert!(plan(&ctx, "mac", amount(1)).await.unwrap().problems.is_empty());
     // A new Config clashing with another's prefix.
     let p = plan(&ctx, "lin", PlanInput { config: Some(config("lin", 2)), amount: None }).await.unwrap();
     assert!(p.problems[0].contains("one is a prefix of the other"), "{:?}", p.problems);
-    assert_eq!((p.amount, p.create.len()), (2, 2));
+    assert_eq!((p.amount, p.create.len()), (0, 0), "not applicable: no VM is listed");
+    // Nor for a Config far over the limits, or with rules that cannot be computed.
+    let mut huge = config("big", 1);
+    huge.amount.min = u32::MAX;
+    huge.amount.max = u32::MAX;
+    let p = plan(&ctx, "big", PlanInput { config: Some(huge), amount: None }).await.unwrap();
+    assert!(p.problems.iter().any(|e| e.contains("max_amount")) && p.create.is_empty(), "{:?}", p.problems);
+    let mut odd = config("odd", 1);
+    let mut window: crate::config::Schedule = serde_json::from_value(
+        serde_json::json!({"start": {"day": "MONDAY", "time": "9:00"}, "length": "9999999999999h"}),
+    )
+    .unwrap();
+    window.max = 1;
+    odd.amount.change.push(window);
+    let p = plan(&ctx, "odd", PlanInput { config: Some(odd), amount: None }).await.unwrap();
+    assert!(p.problems.iter().any(|e| e.contains("length")), "{:?}", p.problems);
     assert!(p.changes.iter().any(|c| c.field == "prefix" && c.from.is_null()), "a new Config: every field");
     assert!(matches!(plan(&ctx, "nope", amount(1)).await, Err(OpError::NotFound(_))));
 }

@@ -158,6 +158,14 @@ async fn failed(ctx: &Ctx, vm: &Vm, e: ComputeError, op: &str) -> Result<Next, T
     ctx.record(&vm.config, STAGE, &e.code, &e.message, vm.zone(), op).await?;
     match e.kind {
         Kind::Quota | Kind::Stockout => {
+            if op.is_empty() {
+                // Refused outright: no operation holds this requestId, so the next try is a new
+                // send and passes the checks of one (still wanted, not paused).
+                update_vm(ctx, &vm.id, |v| {
+                    v.hostname == vm.hostname && v.instance.is_none() && v.insert_sent.take().is_some()
+                })
+                .await?;
+            }
             let wait = backoff::hit(ctx, &Scope::zone(vm), &e.code).await?;
             Ok(Next::After(wait))
         }
@@ -436,5 +444,20 @@ mod tests {
         ctx.seed_vm("linux-5", |_| {}).await;
         run(&ctx, CreateInstance { id: "linux-5".into() }).await.unwrap();
         assert!(ctx.store.vm("linux-5").await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn paused_after_a_refused_insert_no_insert_is_sent_again() {
+        let (ctx, f) = Ctx::test();
+        ctx.seed_config("linux", 3).await;
+        ctx.seed_vm("linux-0", |_| {}).await;
+        let quota = ComputeError::from_http(Some(403), "quotaExceeded", "CPUS");
+        f.compute.inserts.lock().unwrap().push_back(Err(quota));
+        run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap();
+        let vm = ctx.store.vm("linux-0").await.unwrap().unwrap().value;
+        assert!(vm.insert_sent.is_none(), "a refused send holds no operation");
+        crate::operate::pause(&ctx, "linux", "quota incident", "bob").await.unwrap();
+        assert_eq!(run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap(), Next::Done);
+        assert_eq!(f.compute.calls().len(), 1, "only the refused insert: {:?}", f.compute.calls());
     }
 }

@@ -35,7 +35,10 @@ const STAGE: &str = "manage_bot";
 /// none), with a WARN and a Config error, and asks for a recount so status follows at once.
 pub async fn fault(ctx: &Ctx, vm: &Vm, kind: FaultKind, detail: &str, stage: &str) -> Result<(), TaskError> {
     let now = ctx.now();
-    if vm.fault.as_ref().is_some_and(|f| f.kind == kind) || vm.retiring(now) {
+    if vm.fault.as_ref().is_some_and(|f| f.kind == kind) {
+        return Ok(());
+    }
+    if vm.retiring(now, ctx.paused_of(&vm.config).await?.is_some()) {
         return Ok(());
     }
     update_vm(ctx, &vm.id, |v| {
@@ -92,9 +95,9 @@ async fn bot_of(ctx: &Ctx, vm: &Vm, now: DateTime<Utc>) -> Result<Option<Bot>, T
 /// TerminateBot, or has been dead longer than the timeout (at once when it is 0); also a dead bot
 /// of a VM being retired (drained, past its deadline, asked to terminate), since it can no longer
 /// run a termination task.
-fn destroyable(bot: &Bot, vm: &Vm, now: DateTime<Utc>) -> bool {
+fn destroyable(bot: &Bot, vm: &Vm, now: DateTime<Utc>, paused: bool) -> bool {
     let dead_too_long = bot.last_seen.is_some_and(|t| t + chrono::Duration::seconds(vm.timeout as i64) < now);
-    bot.deleted || (bot.is_dead && (!bot.termination_task_id.is_empty() || dead_too_long || vm.retiring(now)))
+    bot.deleted || (bot.is_dead && (!bot.termination_task_id.is_empty() || dead_too_long || vm.retiring(now, paused)))
 }
 
 /// Handles one task.
@@ -105,6 +108,7 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<Next, TaskError> {
         return Ok(Next::Done);
     };
     let now = ctx.now();
+    let paused = ctx.paused_of(&vm.config).await?.is_some();
     // Whether the VM is still wanted is decided elsewhere (expand_config, drain_vm): here it is
     // only read, as `drained`.
     let past = |secs: u64| secs > 0 && created + chrono::Duration::seconds(secs as i64) < now;
@@ -165,7 +169,7 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<Next, TaskError> {
         tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, "bot alive again");
         ctx.resolved(&vm.config, STAGE).await?;
     }
-    if destroyable(&bot, &vm, now) {
+    if destroyable(&bot, &vm, now, paused) {
         ctx.push(&destroy).await?;
         return Ok(Next::Done);
     }
@@ -181,7 +185,7 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<Next, TaskError> {
         }
         return Ok(Next::Done);
     }
-    if vm.drained || (past(vm.lifetime) && ctx.paused_of(&vm.config).await?.is_none()) {
+    if vm.drained || (past(vm.lifetime) && !paused) {
         ctx.push(&TerminateBot { id: vm.id.clone(), hostname: vm.hostname.clone() }).await?;
         return Ok(Next::After(ctx.watch()));
     }
@@ -453,5 +457,18 @@ mod tests {
             crate::tasks::expand_config::run(&ctx, t).await.unwrap();
         }
         assert!(ctx.taken::<crate::tasks::CreateVm>().await.is_empty(), "no new incarnation while paused");
+    }
+
+    #[tokio::test]
+    async fn paused_past_its_deadline_a_dead_bot_is_a_fault_that_waits_for_the_timeout() {
+        let (ctx, f, vm) = setup().await;
+        crate::operate::pause(&ctx, "linux", "rollout", "bob").await.unwrap();
+        f.clock.advance(D::days(2));
+        // Dead just now: with the deadline passed it would go at once, but not while paused.
+        f.bots.bots.lock().unwrap().insert(vm.hostname.clone(), dead(&vm, ctx.now()));
+        run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
+        assert!(ctx.taken::<DestroyInstance>().await.is_empty(), "the timeout applies as to any VM");
+        let got = ctx.store.vm(&vm.id).await.unwrap().unwrap().value;
+        assert_eq!(got.fault.map(|f| f.kind), Some(FaultKind::BotDead), "and it shows");
     }
 }
