@@ -156,15 +156,25 @@ pub(super) async fn update(
     ok(entry(&api, rec).await?)
 }
 
+/// The one shape of a change to a Config the caller may change: check, act, answer the entry.
+async fn change(
+    api: &Api,
+    caller: &Caller,
+    prefix: &str,
+    act: impl AsyncFnOnce(&gce_backend_jobs::Ctx) -> Result<ConfigRecord, operate::OpError>,
+) -> Out<ConfigEntry> {
+    writable(api, caller, prefix).await?;
+    let rec = act(&api.ctx).await?;
+    ok(entry(api, rec).await?)
+}
+
 /// `deleteConfig`.
 pub(super) async fn delete(
     State(api): State<Api>,
     Extension(caller): Extension<Caller>,
     Path(prefix): Path<String>,
 ) -> Out<ConfigEntry> {
-    writable(&api, &caller, &prefix).await?;
-    let rec = operate::delete(&api.ctx, &prefix, &caller.name).await?;
-    ok(entry(&api, rec).await?)
+    change(&api, &caller, &prefix, async |ctx| operate::delete(ctx, &prefix, &caller.name).await).await
 }
 
 /// `updateAmount`.
@@ -174,9 +184,10 @@ pub(super) async fn amount(
     Path(prefix): Path<String>,
     Input(input): Input<AmountInput>,
 ) -> Out<ConfigEntry> {
-    writable(&api, &caller, &prefix).await?;
-    let rec = operate::set_amount(&api.ctx, &prefix, input.amount, &caller.name).await?;
-    ok(entry(&api, rec).await?)
+    change(&api, &caller, &prefix, async |ctx| {
+        operate::set_amount(ctx, &prefix, input.amount, &caller.name).await
+    })
+    .await
 }
 
 /// `pauseConfig`.
@@ -186,9 +197,10 @@ pub(super) async fn pause(
     Path(prefix): Path<String>,
     Input(input): Input<PauseInput>,
 ) -> Out<ConfigEntry> {
-    writable(&api, &caller, &prefix).await?;
-    let rec = operate::pause(&api.ctx, &prefix, &input.reason, &caller.name).await?;
-    ok(entry(&api, rec).await?)
+    change(&api, &caller, &prefix, async |ctx| {
+        operate::pause(ctx, &prefix, &input.reason, &caller.name).await
+    })
+    .await
 }
 
 /// `resumeConfig`.
@@ -197,9 +209,7 @@ pub(super) async fn resume(
     Extension(caller): Extension<Caller>,
     Path(prefix): Path<String>,
 ) -> Out<ConfigEntry> {
-    writable(&api, &caller, &prefix).await?;
-    let rec = operate::resume(&api.ctx, &prefix, &caller.name).await?;
-    ok(entry(&api, rec).await?)
+    change(&api, &caller, &prefix, async |ctx| operate::resume(ctx, &prefix, &caller.name).await).await
 }
 
 /// `planConfig`: a Config the caller may change, or a new prefix (planning a creation). A prefix

@@ -69,6 +69,10 @@ pub struct VmList {
 pub struct VmDetail {
     /// The VM.
     pub vm: VmView,
+    /// Its instance's status as Compute Engine reports it now (`RUNNING`, `TERMINATED`, …;
+    /// `GONE` when Compute has no such instance); absent while it has none, or when Compute did
+    /// not answer within a few seconds.
+    pub instance_status: Option<String>,
     /// Its pending or running tasks, one per queue that has one.
     pub tasks: Vec<TaskStatus>,
 }

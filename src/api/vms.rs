@@ -46,7 +46,19 @@ async fn detail(api: &Api, id: &str) -> Result<VmDetail, ApiError> {
             tasks.push(t);
         }
     }
-    Ok(VmDetail { vm, tasks })
+    let instance_status = match &vm.vm.instance {
+        None => None,
+        Some(_) => {
+            let v = &vm.vm;
+            let asked = api.ctx.compute.get(v.project(), v.zone(), &v.hostname);
+            match tokio::time::timeout(std::time::Duration::from_secs(5), asked).await {
+                Ok(Ok(Some(i))) => Some(i.status),
+                Ok(Ok(None)) => Some("GONE".to_owned()),
+                _ => None,
+            }
+        }
+    };
+    Ok(VmDetail { vm, instance_status, tasks })
 }
 
 /// `vm`.
@@ -79,7 +91,7 @@ pub(super) async fn recycle(
         // Dropped before it was sent to Compute: it is made anew.
         Err(e) if e.status() == axum::http::StatusCode::NOT_FOUND => {
             let vm = VmView { state: VmState::of(&vm), deadline: vm.deadline(), bot: None, vm };
-            ok(VmDetail { vm, tasks: Vec::new() })
+            ok(VmDetail { vm, instance_status: None, tasks: Vec::new() })
         }
         other => ok(other?),
     }

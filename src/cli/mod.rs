@@ -164,6 +164,29 @@ async fn call(c: &mut Client, name: &str, a: &[(&str, &str)], input: Option<Valu
     c.call(name, &args(a), input.as_ref()).await.map_err(fail)
 }
 
+/// Every item (`field`) of a paged method, following its continuation tokens.
+async fn every_page(
+    c: &mut Client,
+    name: &str,
+    fixed: &[(&str, &str)],
+    field: &str,
+) -> anyhow::Result<Vec<Value>> {
+    let (mut all, mut token) = (Vec::new(), None::<String>);
+    loop {
+        let mut a = fixed.to_vec();
+        a.push(("limit", "1000"));
+        if let Some(tok) = &token {
+            a.push(("continuationToken", tok));
+        }
+        let page = call(c, name, &a, None).await?;
+        all.extend(page[field].as_array().cloned().unwrap_or_default());
+        token = page["continuationToken"].as_str().map(str::to_owned);
+        if token.is_none() {
+            return Ok(all);
+        }
+    }
+}
+
 /// Reads a Config file as the importer does (`from_file` metadata resolved).
 fn config_file(path: &std::path::Path) -> anyhow::Result<Value> {
     let (config, _) = gce_backend_jobs::cron::import_configs::load(path).map_err(|e| usage(e.to_string()))?;
@@ -175,20 +198,7 @@ pub async fn configs(t: &Target, cmd: ConfigsCmd) -> anyhow::Result<()> {
     let mut c = client(t)?;
     let v = match cmd {
         ConfigsCmd::List => {
-            let mut all = Vec::new();
-            let mut token: Option<String> = None;
-            loop {
-                let mut a = vec![("limit", "1000")];
-                if let Some(tok) = &token {
-                    a.push(("continuationToken", tok));
-                }
-                let page = call(&mut c, "listConfigs", &a, None).await?;
-                all.extend(page["configs"].as_array().cloned().unwrap_or_default());
-                token = page["continuationToken"].as_str().map(str::to_owned);
-                if token.is_none() {
-                    break;
-                }
-            }
+            let all = every_page(&mut c, "listConfigs", &[], "configs").await?;
             return show(t, &json!({"configs": all}), render::configs);
         }
         ConfigsCmd::Get { prefix } => call(&mut c, "config", &[("prefix", &prefix)], None).await?,
@@ -248,23 +258,11 @@ pub async fn vms(t: &Target, cmd: VmsCmd) -> anyhow::Result<()> {
     let mut c = client(t)?;
     match cmd {
         VmsCmd::List { prefix, state } => {
-            let mut all = Vec::new();
-            let mut token: Option<String> = None;
-            loop {
-                let mut a = vec![("prefix", prefix.as_str()), ("limit", "1000")];
-                if let Some(s) = &state {
-                    a.push(("state", s));
-                }
-                if let Some(tok) = &token {
-                    a.push(("continuationToken", tok));
-                }
-                let page = call(&mut c, "listVms", &a, None).await?;
-                all.extend(page["vms"].as_array().cloned().unwrap_or_default());
-                token = page["continuationToken"].as_str().map(str::to_owned);
-                if token.is_none() {
-                    break;
-                }
+            let mut a = vec![("prefix", prefix.as_str())];
+            if let Some(s) = &state {
+                a.push(("state", s));
             }
+            let all = every_page(&mut c, "listVms", &a, "vms").await?;
             show(t, &json!({"vms": all}), render::vms)
         }
         VmsCmd::Get { id } => show(t, &call(&mut c, "vm", &[("id", &id)], None).await?, render::vm),

@@ -130,12 +130,13 @@ pub(super) fn vms(v: &Value) -> String {
 pub(super) fn vm(v: &Value) -> String {
     let e = &v["vm"];
     let mut out = format!(
-        "{}  {}  {}\n  zone {}  instance {}\n  deadline {}  drained {}\n",
+        "{}  {}  {}\n  zone {}  instance {} ({})\n  deadline {}  drained {}\n",
         s(&e["vm"]["id"]),
         s(&e["vm"]["hostname"]),
         s(&e["state"]),
         s(&e["vm"]["attributes"]["zone"]),
         s(&e["vm"]["instance"]["url"]),
+        s(&v["instance_status"]),
         s(&e["deadline"]),
         s(&e["vm"]["drained"]),
     );

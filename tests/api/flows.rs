@@ -90,6 +90,12 @@ async fn an_operator_drives_a_config_through_the_api() {
     // Recycle: that VM gets a new incarnation, the others keep theirs.
     let old: std::collections::BTreeMap<_, _> =
         env.vms("web").await.into_iter().map(|v| (v.id, v.hostname)).collect();
+    let v = api.ok(WRITER, "vm", &[("id", "web-1")], None).await;
+    assert_eq!(
+        (v["vm"]["state"].as_str(), v["instance_status"].as_str()),
+        (Some("connected"), Some("RUNNING")),
+        "{v}"
+    );
     let v = api.ok(WRITER, "recycleVm", &[("id", "web-1")], None).await;
     assert_eq!(v["vm"]["vm"]["drained"], true);
     eventually("web-1 is replaced", LIMIT, || async {

@@ -222,9 +222,14 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
         }
     }
     report(ctx, &plan.rejects, &stored).await?;
-    // A Config deleted over the API goes once its delete_at has passed, whatever the files say.
-    for cur in stored.values().filter(|c| !c.value.from_file() && c.value.orphaned.is_some()) {
-        pushed += orphan(ctx, cur).await?;
+    // A Config deleted over the API goes once its delete_at has passed, whatever the files say;
+    // one applied while Compute could not be asked is checked here, as a file's would be.
+    for cur in stored.values().filter(|c| !c.value.from_file()) {
+        if cur.value.orphaned.is_some() {
+            pushed += orphan(ctx, cur).await?;
+        } else if !cur.value.verified {
+            verify_api_config(ctx, cur).await?;
+        }
     }
     for prefix in corrupt.iter().filter(|p| plan.held.contains(*p)) {
         ctx.store.unmark(CORRUPT_ORPHANS, prefix).await?;
@@ -247,6 +252,21 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
         };
     }
     Ok(pushed)
+}
+
+/// Checks an API Config stored unverified against Compute: valid, it is marked verified; a zone
+/// or disk type the project lacks goes on its status (its operator must fix it over the API).
+async fn verify_api_config(ctx: &Ctx, cur: &Versioned<ConfigRecord>) -> Result<(), TaskError> {
+    let prefix = &cur.value.config.prefix;
+    match ctx.catalog.check(&*ctx.compute, &cur.value.config, ctx.now()).await {
+        Verdict::Valid => {
+            let rec = ConfigRecord { verified: true, ..cur.value.clone() };
+            ctx.store.put_config(&rec, Expect::Version(cur.version)).await?;
+            Ok(())
+        }
+        Verdict::Invalid(e) => ctx.record_once(prefix, STAGE, "invalid", &e.to_string()).await,
+        Verdict::Unknown(_) => Ok(()),
+    }
 }
 
 /// Writes an accepted Config if it changed (or its file came back, or it is not yet checked

@@ -368,6 +368,28 @@ async fn an_api_config_is_never_orphaned_or_rewritten_by_a_file() {
     assert_eq!(ctx.store.config("linux").await.unwrap().unwrap().value, api, "no file needed");
 }
 
+#[tokio::test]
+async fn an_api_config_applied_while_compute_was_away_is_checked_by_the_import() {
+    let (ctx, f, _dir) = setup();
+    let busy = crate::ports::compute::ComputeError::from_http(Some(503), "backendError", "busy");
+    *f.compute.catalog_fail.lock().unwrap() = Some(busy);
+    crate::operate::apply(&ctx, config("linux", 1), "alice").await.unwrap();
+    let mut far = config("mac", 1);
+    far.attributes.zone = "mars-east1-a".into();
+    crate::operate::apply(&ctx, far, "alice").await.unwrap();
+    assert!(!linux(&ctx).await.verified);
+    run(&ctx).await.unwrap();
+    assert!(!linux(&ctx).await.verified, "still unknown");
+    *f.compute.catalog_fail.lock().unwrap() = None;
+    f.clock.advance(Duration::hours(1)); // past the catalog cache
+    run(&ctx).await.unwrap();
+    assert!(linux(&ctx).await.verified, "checked once Compute answers");
+    let mac = ctx.store.config("mac").await.unwrap().unwrap().value;
+    assert!(!mac.verified);
+    let e = &ctx.store.errors("mac").await.unwrap()[0];
+    assert!(e.code == "invalid" && e.message.contains("mars-east1-a"), "{e:?}");
+}
+
 async fn linux(ctx: &Ctx) -> ConfigRecord {
     ctx.store.config("linux").await.unwrap().unwrap().value
 }
