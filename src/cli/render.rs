@@ -216,6 +216,14 @@ pub(super) fn plan(v: &Value) -> String {
     for p in v["problems"].as_array().into_iter().flatten() {
         out.push_str(&format!("  problem: {}\n", s(p)));
     }
+    if !v["paused"].is_null() {
+        let p = &v["paused"];
+        out.push_str(&format!(
+            "  paused by {} ({}): nothing is created until it is resumed\n",
+            s(&p["by"]),
+            s(&p["reason"])
+        ));
+    }
     out
 }
 
