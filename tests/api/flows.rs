@@ -109,7 +109,7 @@ async fn an_operator_drives_a_config_through_the_api() {
     })
     .await;
     env.converged("web", 3).await;
-    let (list, _) = (api.ok(WRITER, "listVms", &[("prefix", "web"), ("state", "connected")], None).await, ());
+    let list = api.ok(WRITER, "listVms", &[("prefix", "web"), ("state", "connected")], None).await;
     assert_eq!(list["vms"].as_array().unwrap().len(), 3);
 
     // Delete: orphaned now, drained and gone after the grace (2 s in these settings).
