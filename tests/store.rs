@@ -160,6 +160,8 @@ async fn contract(store: Arc<dyn Store>) {
     assert!(store.claim("cron:x:60", Duration::from_secs(60)).await.unwrap());
     assert!(!store.claim("cron:x:60", Duration::from_secs(60)).await.unwrap());
     assert!(store.claim("cron:x:120", Duration::from_secs(60)).await.unwrap());
+    store.release("cron:x:60").await.unwrap();
+    assert!(store.claim("cron:x:60", Duration::from_secs(60)).await.unwrap(), "released early");
     assert_eq!(store.mark("leak", "p/z/a", t).await.unwrap(), t);
     assert_eq!(
         store.mark("leak", "p/z/a", t + chrono::Duration::hours(1)).await.unwrap(),

@@ -120,6 +120,14 @@ impl Queues {
     }
 }
 
+/// The claim that makes Config admission (the across-Configs prefix rule, then the write) one
+/// at a time across processes, so two clashing prefixes cannot both be admitted.
+pub(crate) const ADMISSION: &str = "config-admission";
+/// Longest the admission claim is held (a holder that dies frees it after this).
+const ADMISSION_HOLD: Duration = Duration::from_secs(60);
+/// Longest a caller waits for it.
+const ADMISSION_WAIT: Duration = Duration::from_secs(10);
+
 /// What handlers and cron jobs work with.
 #[derive(Debug, Clone)]
 pub struct Ctx {
@@ -146,6 +154,31 @@ pub struct Ctx {
 }
 
 impl Ctx {
+    /// Runs `f` holding the admission claim: the Config writes that may add a prefix (an API
+    /// apply, a file's new Config) check the across-Configs rule and write under it.
+    pub async fn admitting<T, E: From<TaskError>>(
+        &self,
+        f: impl AsyncFnOnce() -> Result<T, E>,
+    ) -> Result<T, E> {
+        let step = Duration::from_millis(20);
+        let mut waited = Duration::ZERO;
+        while !self.store.claim(ADMISSION, ADMISSION_HOLD).await.map_err(TaskError::from)? {
+            if waited >= ADMISSION_WAIT {
+                return Err(TaskError::Conflict(
+                    "config admission (another apply or import holds it)".into(),
+                )
+                .into());
+            }
+            // Waiting for another process: wall time, not the Clock's.
+            tokio::time::sleep(step).await;
+            waited += step;
+        }
+        let out = f().await;
+        // A release that fails is covered by the hold's expiry.
+        let _ = self.store.release(ADMISSION).await;
+        out
+    }
+
     /// Now.
     pub fn now(&self) -> DateTime<Utc> {
         self.clock.now()

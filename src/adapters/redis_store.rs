@@ -465,6 +465,10 @@ impl Store for RedisStore {
         Ok(set.is_some())
     }
 
+    async fn release(&self, key: &str) -> Result<(), StoreError> {
+        redis::cmd("DEL").arg(self.k(&format!("claim:{key}"))).query_async(&mut self.c()).await.map_err(err)
+    }
+
     async fn mark(&self, space: &str, key: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, StoreError> {
         let hash = self.k(&format!("mark:{space}"));
         let (_, first): (bool, String) = redis::pipe()

@@ -269,6 +269,19 @@ async fn verify_api_config(ctx: &Ctx, cur: &Versioned<ConfigRecord>) -> Result<(
     }
 }
 
+/// Writes the record of a new prefix unless a stored Config's prefix clashes with it.
+async fn new_prefix(ctx: &Ctx, rec: &ConfigRecord) -> Result<Result<bool, ConfigError>, TaskError> {
+    let prefix = &rec.config.prefix;
+    let stored = ctx.store.configs().await?;
+    if let Some(other) =
+        stored.iter().map(|c| &c.value.config.prefix).find(|o| config::prefixes_clash(prefix, o))
+    {
+        let rule = format!("prefix {prefix:?} and the stored Config {other:?}: one is a prefix of the other");
+        return Ok(Err(ConfigError { field: format!("{prefix}.prefix"), rule }));
+    }
+    Ok(Ok(ctx.store.put_config(rec, Expect::Absent).await?))
+}
+
 /// Writes an accepted Config if it changed (or its file came back, or it is not yet checked
 /// against Compute); returns the tasks pushed, or the error that keeps it out.
 async fn apply(
@@ -318,8 +331,16 @@ async fn apply(
             tracing::warn!(config = %prefix, from = %c.value.source, to = path, "the Config moved to another file");
         }
     }
-    let expect = cur.map_or(Expect::Absent, |c| Expect::Version(c.version));
-    if !ctx.store.put_config(&rec, expect).await? {
+    let written = match cur {
+        Some(c) => ctx.store.put_config(&rec, Expect::Version(c.version)).await?,
+        // A new prefix: the rule across Configs is checked again under the admission claim,
+        // against the Configs stored now (one may have come over the API since the plan).
+        None => match ctx.admitting(async || new_prefix(ctx, &rec).await).await? {
+            Ok(written) => written,
+            Err(e) => return Ok(Err(e)),
+        },
+    };
+    if !written {
         return Ok(Ok(0)); // changed under us: the next round sees it
     }
     ctx.resolved(&prefix, STAGE).await?;

@@ -48,6 +48,15 @@ pub async fn apply_expecting(
     by: Actor<'_>,
     must: Must,
 ) -> Result<(ConfigRecord, bool), OpError> {
+    ctx.admitting(async || admit_and_write(ctx, config, by, must).await).await
+}
+
+async fn admit_and_write(
+    ctx: &Ctx,
+    config: Config,
+    by: Actor<'_>,
+    must: Must,
+) -> Result<(ConfigRecord, bool), OpError> {
     let prefix = config.prefix.clone();
     for _ in 0..TRIES {
         let cur = ctx.store.config(&prefix).await?;

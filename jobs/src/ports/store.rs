@@ -136,6 +136,8 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn set_backoff(&self, project: &str, zone: &str, b: Option<&Backoff>) -> Result<(), StoreError>;
     /// True for the first caller only, for `ttl` (cron ticks run once across processes).
     async fn claim(&self, key: &str, ttl: std::time::Duration) -> Result<bool, StoreError>;
+    /// Gives a claim up before its `ttl` (a claim used as a short lock).
+    async fn release(&self, key: &str) -> Result<(), StoreError>;
     /// Marks `key` in `space` as seen at `now` unless already marked; returns the first mark's
     /// time (two-phase cleanups: act only on what stays marked for a grace period).
     async fn mark(&self, space: &str, key: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, StoreError>;

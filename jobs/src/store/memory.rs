@@ -334,6 +334,11 @@ impl Store for MemoryStore {
         Ok(true)
     }
 
+    async fn release(&self, key: &str) -> Result<(), StoreError> {
+        self.lock().claims.remove(key);
+        Ok(())
+    }
+
     async fn mark(&self, space: &str, key: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, StoreError> {
         Ok(*self.lock().marks.entry(space.to_owned()).or_default().entry(key.to_owned()).or_insert(now))
     }
