@@ -1,0 +1,75 @@
+//! The Lua scripts of the Redis store: compare-and-set writes and deletes of records and VMs
+//! with their indexes, and resolving a Config's errors.
+
+/// The compare-and-set of every write: KEYS[1] records, KEYS[2] versions; ARGV[1] field,
+/// ARGV[2] expected version ('' = absent), ARGV[3] JSON. Leaves the new version in `v`.
+macro_rules! cas_write {
+    () => {
+        r"
+local cur = redis.call('HGET', KEYS[2], ARGV[1])
+if ARGV[2] == '' then if cur then return 0 end elseif (cur or '0') ~= ARGV[2] then return 0 end
+local v = (tonumber(cur) or 0) + 1
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+redis.call('HSET', KEYS[2], ARGV[1], v)
+"
+    };
+}
+
+/// CAS write of a record.
+pub(super) const PUT: &str = concat!(cas_write!(), "return v");
+
+/// CAS delete of a record: KEYS records, versions; ARGV field, version.
+pub(super) const DELETE: &str = r"
+if (redis.call('HGET', KEYS[2], ARGV[1]) or '0') ~= ARGV[2] then return 0 end
+redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('HDEL', KEYS[2], ARGV[1])
+return 1";
+
+/// CAS write of a VM with its indexes. KEYS vm, ver, uncreated, created, host, cfgs, cfg set;
+/// ARGV id, expected version, JSON, hostname, created (1/0), prefix.
+pub(super) const PUT_VM: &str = concat!(
+    cas_write!(),
+    r"
+if ARGV[5] == '1' then
+  redis.call('SREM', KEYS[3], ARGV[1]); redis.call('SADD', KEYS[4], ARGV[1])
+else
+  redis.call('SREM', KEYS[4], ARGV[1]); redis.call('SADD', KEYS[3], ARGV[1])
+end
+redis.call('HSET', KEYS[5], ARGV[4], ARGV[1])
+redis.call('SADD', KEYS[7], ARGV[1])
+redis.call('SADD', KEYS[6], ARGV[6])
+return v"
+);
+
+/// CAS delete of a VM with its indexes and bot observation. KEYS vm, ver, uncreated, created,
+/// host, cfgs, cfg set, bots; ARGV id, version, hostname, prefix.
+pub(super) const DELETE_VM: &str = r"
+if (redis.call('HGET', KEYS[2], ARGV[1]) or '0') ~= ARGV[2] then return 0 end
+redis.call('HDEL', KEYS[1], ARGV[1]); redis.call('HDEL', KEYS[2], ARGV[1])
+redis.call('SREM', KEYS[3], ARGV[1]); redis.call('SREM', KEYS[4], ARGV[1])
+redis.call('SREM', KEYS[7], ARGV[1])
+if redis.call('SCARD', KEYS[7]) == 0 then redis.call('SREM', KEYS[6], ARGV[4]) end
+if ARGV[3] == '' then
+  -- A corrupt record: its hostname is unknown, so find its entries (rare: one scan).
+  local all = redis.call('HGETALL', KEYS[5])
+  for i = 1, #all, 2 do
+    if all[i + 1] == ARGV[1] then redis.call('HDEL', KEYS[5], all[i]); redis.call('HDEL', KEYS[8], all[i]) end
+  end
+elseif redis.call('HGET', KEYS[5], ARGV[3]) == ARGV[1] then
+  redis.call('HDEL', KEYS[5], ARGV[3])
+end
+redis.call('HDEL', KEYS[8], ARGV[3])
+return 1";
+
+/// Marks a Config's unresolved errors of a stage resolved: KEYS[1] the error list; ARGV stage,
+/// time (RFC 3339). Entries are rewritten in place, so concurrent pushes are not lost.
+pub(super) const RESOLVE: &str = r"
+local list = redis.call('LRANGE', KEYS[1], 0, -1)
+for i, raw in ipairs(list) do
+  local ok, e = pcall(cjson.decode, raw)
+  if ok and type(e) == 'table' and e.stage == ARGV[1] and e.resolved == nil then
+    e.resolved = ARGV[2]
+    redis.call('LSET', KEYS[1], i - 1, cjson.encode(e))
+  end
+end
+return 0";
