@@ -20,8 +20,20 @@ use gce_backend_queues::{Engine, MemoryEngine, RedisEngine};
     about = "Keeps GCE VMs running Swarming bots in line with Config records"
 )]
 struct Cli {
+    /// Log lines as text (for people) or JSON (one object per line, for log pipelines).
+    #[arg(long, value_enum, default_value = "text", global = true, env = "GCE_BACKEND_LOG_FORMAT")]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    /// `time LEVEL span: target: message key=value…`, coloured on a terminal.
+    Text,
+    /// One JSON object per line: timestamp, level, target, fields (message and key/values), span.
+    Json,
 }
 
 #[derive(Debug, Subcommand)]
@@ -144,8 +156,7 @@ async fn engine(store: &RedisArgs) -> anyhow::Result<Arc<dyn Engine>> {
     })
 }
 
-async fn main_() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+async fn main_(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Run { opts } => {
             let settings = gce_backend::settings::Settings::load(Some(&opts.settings)).map_err(Usage)?;
@@ -230,14 +241,15 @@ const DEFAULT_LOG: &str = "warn,gce_backend=info,gce_backend_jobs=info,gce_backe
 #[tokio::main]
 async fn main() -> ExitCode {
     use std::io::IsTerminal;
+    let cli = Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_writer(std::io::stderr)
-        .init();
-    match main_().await {
+    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match cli.log_format {
+        LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => logs.json().with_current_span(true).with_span_list(false).init(),
+    }
+    match main_(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("gce-backend: {e:#}");

@@ -151,3 +151,42 @@ fn the_api_refuses_a_public_address_without_allow_remote_and_redis_without_a_roo
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/tokens.toml"), "{out:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn json_logs_are_one_object_per_line_with_the_lifecycle_fields() {
+    let dir = crate::pipeline::temp_dir();
+    std::fs::write(dir.join("linux.yaml"), pool("linux", 1, "1d", "10m")).unwrap();
+    let mut child = Command::new(BIN)
+        .args(["--log-format", "json", "run", "--quiet", "--listen", "127.0.0.1:0"])
+        .args(["--settings", &settings_file()])
+        .arg("--configs")
+        .arg(&dir)
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = lines(child.stderr.take().unwrap());
+    let mut seen = Vec::new();
+    let created = loop {
+        let line = err.recv_timeout(Duration::from_secs(60)).expect("a log line");
+        let v: serde_json::Value =
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+        seen.push(v["fields"]["message"].as_str().unwrap_or_default().to_owned());
+        if v["fields"]["message"] == "instance created" {
+            break v;
+        }
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(seen.contains(&"imported".to_owned()), "{seen:?}");
+    let f = &created["fields"];
+    assert_eq!(
+        (f["config"].as_str(), f["vm"].as_str(), f["zone"].as_str()),
+        (Some("linux"), Some("linux-0"), Some("us-central1-b"))
+    );
+    assert!(f["hostname"].as_str().is_some_and(|h| h.starts_with("linux-0-")), "{created}");
+    assert_eq!(created["span"]["queue"], "create_instance", "{created}");
+    assert_eq!(created["level"], "INFO");
+    let _ = std::fs::remove_dir_all(&dir);
+}

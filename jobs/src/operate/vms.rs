@@ -22,7 +22,7 @@ pub async fn recycle(ctx: &Ctx, vm_id: &str, by: Actor<'_>) -> Result<Vm, OpErro
         .await?
         .unwrap_or_else(|| Vm { drained: true, ..cur.clone() });
     if !cur.drained {
-        tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, by = %by, "VM recycled over the API");
+        tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), by = %by, "VM recycled over the API");
     }
     ctx.push(&ExpandConfig { prefix: vm.config.clone() }).await?;
     Ok(vm)

@@ -25,7 +25,7 @@ pub async fn run(ctx: &Ctx, t: DeleteBot) -> Result<Next, TaskError> {
     if !ctx.store.delete_vm(&t.id, cur.version).await? {
         return Err(TaskError::Conflict(t.id));
     }
-    tracing::info!(config = %cur.value.config, vm = %t.id, hostname = %t.hostname, "VM deleted");
+    tracing::info!(config = %cur.value.config, vm = %t.id, hostname = %t.hostname, zone = %cur.value.zone(), "VM deleted");
     ctx.push(&CountVms { prefix: cur.value.config.clone() }).await?;
     ctx.push(&ExpandConfig { prefix: cur.value.config }).await.map(|_| Next::Done)
 }

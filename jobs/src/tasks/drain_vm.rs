@@ -41,7 +41,7 @@ pub async fn drain(ctx: &Ctx, cur: &Vm) -> Result<Option<Vm>, TaskError> {
         return Ok(None);
     };
     if !cur.drained {
-        tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, "VM drained");
+        tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), "VM drained");
     }
     if vm.instance.is_some() {
         ctx.push(&ManageBot { id: vm.id.clone() }).await?;

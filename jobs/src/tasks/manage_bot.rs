@@ -166,7 +166,7 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<Next, TaskError> {
             }
         })
         .await?;
-        tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, "bot alive again");
+        tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), "bot alive again");
         ctx.resolved(&vm.config, STAGE).await?;
     }
     if destroyable(&bot, &vm, now, paused) {

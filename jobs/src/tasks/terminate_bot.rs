@@ -26,7 +26,7 @@ pub async fn run(ctx: &Ctx, t: TerminateBot) -> Result<Next, TaskError> {
         return Ok(Next::Done);
     }
     ctx.bots.terminate(&vm.swarming, &vm.hostname).await?;
-    tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, "bot asked to terminate after its task");
+    tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), "bot asked to terminate after its task");
     update_vm(ctx, &vm.id, |v| {
         v.hostname == t.hostname && {
             v.terminate_sent = Some(now);
