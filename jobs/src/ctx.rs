@@ -279,7 +279,12 @@ impl Ctx {
     /// does not retire a healthy VM past its deadline. Draining, deleting, cleaning up faulty
     /// VMs (destroyed, not replaced), bot cleanup and audits go on.
     pub async fn paused(&self, rec: &ConfigRecord) -> Result<Option<Pause>, TaskError> {
-        match &rec.paused {
+        self.paused_given(Some(rec)).await
+    }
+
+    /// [`Ctx::paused`] for a record that may be missing (then only the global pause counts).
+    pub async fn paused_given(&self, rec: Option<&ConfigRecord>) -> Result<Option<Pause>, TaskError> {
+        match rec.and_then(|r| r.paused.as_ref()) {
             Some(p) => Ok(Some(p.clone())),
             None => global_pause(&*self.store).await,
         }
@@ -289,10 +294,8 @@ impl Ctx {
     /// one that does not decode: that is reported and repaired by `import_configs`).
     pub async fn paused_of(&self, prefix: &str) -> Result<Option<Pause>, TaskError> {
         match self.store.config(prefix).await {
-            Ok(Some(c)) => self.paused(&c.value).await,
-            Ok(None) | Err(crate::ports::store::StoreError::Corrupt { .. }) => {
-                global_pause(&*self.store).await
-            }
+            Ok(c) => self.paused_given(c.as_ref().map(|c| &c.value)).await,
+            Err(crate::ports::store::StoreError::Corrupt { .. }) => self.paused_given(None).await,
             Err(e) => Err(e.into()),
         }
     }

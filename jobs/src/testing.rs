@@ -284,11 +284,16 @@ pub fn config(prefix: &str, amount: u32) -> crate::config::Config {
 impl Ctx {
     /// Stores a Config with `amount` VMs wanted.
     pub async fn seed_config(&self, prefix: &str, amount: u32) {
+        self.seed_config_from(prefix, amount, &format!("{prefix}.yaml")).await;
+    }
+
+    /// [`Ctx::seed_config`] with another `source` (e.g. [`crate::model::API_SOURCE`]).
+    pub async fn seed_config_from(&self, prefix: &str, amount: u32, source: &str) {
         let rec = crate::model::ConfigRecord {
             config: config(prefix, amount),
             revision: "r1".into(),
             current_amount: amount,
-            source: format!("{prefix}.yaml"),
+            source: source.to_owned(),
             orphaned: None,
             delete_at: None,
             verified: true,

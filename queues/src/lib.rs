@@ -23,7 +23,7 @@ pub use engine::memory::MemoryEngine;
 pub use engine::redis::RedisEngine;
 pub use engine::{
     Counts, DeadSelection, Engine, PushOutcome, QueueError, QueueSpec, TaskStatus, When, WorkerId,
-    is_task_id, new_task_id,
+    new_task_id,
 };
 pub use policy::Policy;
 pub use queue::{DeadHook, DeadTask, Queue};

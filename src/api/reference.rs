@@ -49,8 +49,13 @@ impl Urls {
     }
 }
 
-/// Every input and output schema, by file name (with the error's).
-pub fn schemas() -> BTreeMap<String, Value> {
+/// Every input and output schema, by file name (with the error's), made once.
+pub fn schemas() -> &'static BTreeMap<String, Value> {
+    static ALL: std::sync::LazyLock<BTreeMap<String, Value>> = std::sync::LazyLock::new(make_schemas);
+    &ALL
+}
+
+fn make_schemas() -> BTreeMap<String, Value> {
     let mut out = BTreeMap::new();
     for m in METHODS {
         for (name, s) in m.input.iter().map(|f| f()).chain([(m.output)()]) {
@@ -64,7 +69,7 @@ pub fn schemas() -> BTreeMap<String, Value> {
 
 /// One schema as served: with its `$id`.
 pub fn schema_doc(urls: &Urls, file: &str) -> Option<Value> {
-    let mut s = schemas().remove(file)?;
+    let mut s = schemas().get(file)?.clone();
     s["$id"] = json!(urls.schema(&format!("{SERVICE}/{VERSION}/{file}")));
     Some(s)
 }

@@ -2,7 +2,7 @@
 
 use axum::Extension;
 use axum::extract::{Path, State};
-use gce_backend_jobs::model::{VmState, VmView};
+use gce_backend_jobs::model::{ConfigRecord, VmState, VmView};
 use gce_backend_jobs::naming;
 use gce_backend_jobs::operate;
 
@@ -30,11 +30,11 @@ pub(super) async fn list(
     ok(VmList { vms, continuation_token })
 }
 
-/// The VM `id` if the caller may read its Config (404 alike otherwise).
-async fn visible(api: &Api, caller: &Caller, id: &str) -> Result<(), ApiError> {
+/// The Config of VM `id` if the caller may read it (404 alike otherwise).
+async fn visible(api: &Api, caller: &Caller, id: &str) -> Result<ConfigRecord, ApiError> {
     let hidden = || ApiError::not_found(&format!("VM {id:?}"));
     let (prefix, _) = naming::parse_id(id).ok_or_else(hidden)?;
-    readable(api, caller, prefix).await.map_err(|_| hidden()).map(drop)
+    readable(api, caller, prefix).await.map(|r| r.value).map_err(|_| hidden())
 }
 
 /// The VM and its live tasks.
@@ -77,14 +77,10 @@ pub(super) async fn recycle(
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> Out<VmDetail> {
-    visible(&api, &caller, &id).await?;
-    let (prefix, _) = naming::parse_id(&id).ok_or_else(|| ApiError::not_found(&format!("VM {id:?}")))?;
-    let rec = readable(&api, &caller, prefix).await?;
-    if !caller.may_write(&rec.value.config) {
-        return Err(ApiError::forbidden(format!(
-            "token {:?} may not change Config {prefix:?}'s VMs",
-            caller.name
-        )));
+    let rec = visible(&api, &caller, &id).await?;
+    if !caller.may_write(&rec.config) {
+        let msg = format!("token {:?} may not change Config {:?}'s VMs", caller.name, rec.config.prefix);
+        return Err(ApiError::forbidden(msg));
     }
     let vm = operate::recycle(&api.ctx, &id, &caller.name).await?;
     match detail(&api, &id).await {

@@ -425,7 +425,7 @@ fn no_config_file_can_be_named_like_the_api_source() {
     assert_eq!(list(&dir).unwrap(), ["linux.yaml"]);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_new_file_prefix_is_checked_again_under_the_admission_claim() {
     let (ctx, _, dir) = setup();
     write(&dir, "linux.yaml", &config("linux", 1));
@@ -434,20 +434,11 @@ async fn a_new_file_prefix_is_checked_again_under_the_admission_claim() {
         let ctx = ctx.clone();
         async move { run(&ctx).await }
     });
+    // Paused time: this sleep ends only once the spawned task has run as far as it can.
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     assert!(!import.is_finished(), "the import waits for the claim to write a new prefix");
     // Meanwhile a clashing Config came over the API (its apply held the claim).
-    let rec = ConfigRecord {
-        config: config("linux-a", 1),
-        revision: "r".into(),
-        current_amount: 1,
-        source: crate::model::API_SOURCE.into(),
-        orphaned: None,
-        delete_at: None,
-        verified: true,
-        paused: None,
-    };
-    assert!(ctx.store.put_config(&rec, Expect::Absent).await.unwrap());
+    ctx.seed_config_from("linux-a", 1, crate::model::API_SOURCE).await;
     ctx.store.release(crate::ctx::ADMISSION).await.unwrap();
     import.await.unwrap().unwrap();
     assert!(ctx.store.config("linux").await.unwrap().is_none(), "not admitted");

@@ -269,22 +269,7 @@ async fn a_creation_or_a_replacement_never_overwrites_what_it_did_not_see() {
     assert_eq!(record(&ctx, "mac").await.config.amount.max, 2, "bob's stale write was refused");
 }
 
-/// A Config record the API owns, written straight to the store (as another process would).
-async fn stored_elsewhere(ctx: &Ctx, prefix: &str) {
-    let rec = ConfigRecord {
-        config: config(prefix, 1),
-        revision: "r".into(),
-        current_amount: 1,
-        source: crate::model::API_SOURCE.into(),
-        orphaned: None,
-        delete_at: None,
-        verified: true,
-        paused: None,
-    };
-    assert!(ctx.store.put_config(&rec, crate::ports::store::Expect::Absent).await.unwrap());
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn admission_is_one_at_a_time_so_two_clashing_prefixes_are_never_both_stored() {
     let (ctx, _) = Ctx::test();
     // Another process holds the admission claim and stores `linux` under it.
@@ -293,9 +278,10 @@ async fn admission_is_one_at_a_time_so_two_clashing_prefixes_are_never_both_stor
         let ctx = ctx.clone();
         async move { apply(&ctx, config("linux-a", 1), "alice").await }
     });
+    // Paused time: this sleep ends only once the spawned task has run as far as it can.
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     assert!(!waiting.is_finished(), "the apply waits for the claim");
-    stored_elsewhere(&ctx, "linux").await;
+    ctx.seed_config_from("linux", 1, crate::model::API_SOURCE).await; // as another process would
     ctx.store.release(crate::ctx::ADMISSION).await.unwrap();
     match waiting.await.unwrap() {
         Err(OpError::Conflict(why)) => assert!(why.contains("one is a prefix of the other"), "{why}"),

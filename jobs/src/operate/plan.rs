@@ -33,10 +33,7 @@ pub async fn plan(ctx: &Ctx, prefix: &str, input: PlanInput) -> Result<Plan, OpE
         return Err(OpError::NotFound(format!("Config {prefix}")));
     };
     let current = cur.as_ref().map(|r| r.current_amount);
-    let paused = match &cur {
-        Some(rec) => ctx.paused(rec).await?,
-        None => crate::ctx::global_pause(&*ctx.store).await?,
-    };
+    let paused = ctx.paused_given(cur.as_ref()).await?;
     if !problems.is_empty() {
         // It could not be applied: say why, and nothing about VMs (its amount rules may not even
         // be computable, and its size may be anything).

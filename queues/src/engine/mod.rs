@@ -22,7 +22,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::policy::Policy;
-pub use id::{MAX_TASK_ID_LEN, is_task_id, new_task_id};
+pub use id::new_task_id;
 pub(crate) use record::{KEEP_RUNS, Rec, RunRec};
 
 /// Errors of the queue layer.
