@@ -105,6 +105,10 @@ pub struct ApiArgs {
     /// The same TOML given inline (for secrets injected as environment variables).
     #[arg(long, env = "GCE_BACKEND_TOKENS", hide_env_values = true, conflicts_with = "tokens")]
     pub tokens_toml: Option<String>,
+    /// Also serve `/metrics` here: for `--role workers|cron`, which have no API listener (the API
+    /// serves `ROOT/metrics`); loopback only unless --allow-remote.
+    #[arg(long, env = "GCE_BACKEND_METRICS_LISTEN")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 impl Default for ApiArgs {
@@ -116,6 +120,7 @@ impl Default for ApiArgs {
             root_url: Some("http://localhost".into()),
             tokens: None,
             tokens_toml: None,
+            metrics_listen: None,
         }
     }
 }
@@ -181,12 +186,13 @@ pub async fn context(
     let compute = Gce::connect(gce.as_deref()).await.map_err(anyhow::Error::msg)?;
     let bots = Swarming::new(swarming.as_deref()).map_err(anyhow::Error::msg)?;
     let iso = &settings.isolation;
-    let compute = gce_backend_jobs::ports::guarded::GuardedCompute::new(Arc::new(compute), iso);
-    let bots = gce_backend_jobs::ports::guarded::GuardedBots::new(Arc::new(bots), iso);
+    let telemetry = gce_backend_jobs::telemetry::Telemetry::default();
+    let compute = gce_backend_jobs::ports::guarded::GuardedCompute::new(Arc::new(compute), iso, &telemetry);
+    let bots = gce_backend_jobs::ports::guarded::GuardedBots::new(Arc::new(bots), iso, &telemetry);
     let policies: HashMap<String, gce_backend_queues::Policy> = settings.queues.clone().into_iter().collect();
     let clock: Arc<dyn gce_backend_jobs::ports::clock::Clock> = Arc::new(SystemClock);
     let hook = gce_backend_jobs::tasks::dead_hook(store.clone(), clock.clone());
-    let queues = Queues::new(engine, &policies)?.with_dead_hook(hook);
+    let queues = Queues::new(engine, &policies)?.with_dead_hook(hook).with_metrics(&telemetry.queues);
     let ctx = Ctx {
         store,
         compute: Arc::new(compute),
@@ -198,6 +204,7 @@ pub async fn context(
         catalog: Arc::new(gce_backend_jobs::catalog::Catalog::new()),
         deployment: settings.deployment.clone(),
         configs_dir: opts.configs.clone(),
+        telemetry,
     };
     Ok((ctx, sim))
 }
@@ -274,10 +281,15 @@ pub async fn start(opts: &RunOptions, settings: Settings) -> anyhow::Result<App>
         true => Some(listen(opts).await?),
         false => None,
     };
+    let metrics_listener = match opts.api.metrics_listen {
+        Some(addr) => Some(bind("--metrics-listen", addr, opts.api.allow_remote).await?),
+        None => None,
+    };
     let (ctx, sim) = context(opts, &settings).await?;
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let mut tasks = Vec::new();
     let mut api = None;
+    let mut metrics = None;
     if let Some(listener) = listener {
         let addr = listener.local_addr()?;
         let root = opts
@@ -287,6 +299,7 @@ pub async fn start(opts: &RunOptions, settings: Settings) -> anyhow::Result<App>
             .map_or_else(|| format!("http://{addr}"), |r| r.trim_end_matches('/').to_owned());
         api = Some((addr, root.clone()));
         let server = crate::api::Api::new(ctx.clone(), &root, tokens);
+        metrics = Some(server.metrics.clone());
         let mut stopped = stopped.clone();
         tasks.push(tokio::spawn(async move {
             let mut deadline = stopped.clone();
@@ -307,6 +320,16 @@ pub async fn start(opts: &RunOptions, settings: Settings) -> anyhow::Result<App>
                 () = cutoff => tracing::warn!("the API's open connections were dropped at shutdown"),
             }
         }));
+    }
+    if let Some(listener) = metrics_listener {
+        tracing::info!("metrics on http://{}/metrics", listener.local_addr()?);
+        // Without the API, only this process's own measurements: the shared state is the API's.
+        let m = metrics.unwrap_or_else(|| Arc::new(crate::metrics::Metrics::new(ctx.clone(), false)));
+        let mut stopped = stopped.clone();
+        let signal = async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        };
+        tasks.push(tokio::spawn(crate::metrics::serve(m, listener, signal)));
     }
     if opts.role.workers() {
         let monitor = workers::register_pipeline(
@@ -381,13 +404,6 @@ fn tokens(opts: &RunOptions) -> anyhow::Result<(crate::api::auth::Tokens, Option
 /// Binds the API's address (loopback unless `--allow-remote`); with Redis, a root URL is required.
 async fn listen(opts: &RunOptions) -> anyhow::Result<tokio::net::TcpListener> {
     let a = &opts.api;
-    if !a.listen.ip().is_loopback() && !a.allow_remote {
-        let msg = format!(
-            "--listen {}: not a loopback address; add --allow-remote to serve the API on it",
-            a.listen
-        );
-        return Err(crate::ops::Usage(msg).into());
-    }
     if opts.store.redis.is_some() && a.root_url.is_none() {
         let msg =
             "--root-url (or GCE_BACKEND_ROOT_URL) is required with --redis: the API states its URLs under it";
@@ -400,8 +416,21 @@ async fn listen(opts: &RunOptions) -> anyhow::Result<tokio::net::TcpListener> {
             crate::ops::Usage(format!("--root-url {root}: must be an http:// or https:// URL")).into()
         );
     }
-    tokio::net::TcpListener::bind(a.listen).await.map_err(|e| {
-        crate::ops::Usage(format!("--listen {}: {e} (pick another address with --listen)", a.listen)).into()
+    bind("--listen", a.listen, a.allow_remote).await
+}
+
+/// Binds `addr` for `flag`: loopback unless `allow_remote`.
+async fn bind(
+    flag: &str,
+    addr: std::net::SocketAddr,
+    allow_remote: bool,
+) -> anyhow::Result<tokio::net::TcpListener> {
+    if !addr.ip().is_loopback() && !allow_remote {
+        let msg = format!("{flag} {addr}: not a loopback address; add --allow-remote to serve on it");
+        return Err(crate::ops::Usage(msg).into());
+    }
+    tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+        crate::ops::Usage(format!("{flag} {addr}: {e} (pick another address with {flag})")).into()
     })
 }
 

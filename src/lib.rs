@@ -3,7 +3,7 @@
 //!
 //! * [`app`]: `gce-backend run`; [`settings`]: the service settings file; [`scheduler`]: cron.
 //! * [`adapters`]: Compute (official client), Swarming (pRPC), Redis store, system clock.
-//! * [`demo`]: the queue demo (`gce-backend queue-demo`).
+//! * [`demo`]: the queue demo (`gce-backend queue-demo`); [`metrics`]: `/metrics`.
 //! * [`ops`]: operator commands (`status`, `queue`); [`out`]: output that survives a closed pipe.
 //! * [`sim`]: the simulator (the `gce-backend-sim` crate), served by `gce-backend sim`.
 //! * [`workers`]: apalis workers over the queues, one per pipeline queue.
@@ -13,6 +13,7 @@ pub mod api;
 pub mod app;
 pub mod cli;
 pub mod demo;
+pub mod metrics;
 pub mod ops;
 pub mod out;
 pub mod scheduler;

@@ -164,9 +164,9 @@ async fn main_(cli: Cli) -> anyhow::Result<()> {
             if let Some((addr, _)) = &app.sim {
                 out::line(&format!("simulator on http://{addr} (Compute REST, Swarming pRPC, /sim/state)"));
             }
-            if let Some((_, root)) = &app.api {
+            if let Some((addr, root)) = &app.api {
                 out::line(&format!(
-                    "API on {root}/api/gce-backend/v1 (reference: {root}/references/manifest.json)"
+                    "API on {root}/api/gce-backend/v1 (reference: {root}/references/manifest.json; dashboard: {root}/ui/; listening on {addr})"
                 ));
             }
             if let (Some(token), Some((_, root))) = (&app.demo_token, &app.api) {

@@ -6,6 +6,10 @@ mod api;
 /// Bad records of each kind at once, confined to their entity.
 mod bad_input;
 
+/// `docker-compose.yml` run without Docker: every service's command and healthcheck.
+mod compose;
+/// `/metrics`: one scrape after convergence, bounded labels, a workers process's own.
+mod metrics;
 /// Operator safety: Config mistakes, ownership, bounded fan-out, preemption, the queue CLI.
 mod operator_safety;
 /// The reconcile pipeline end to end: (i)–(v) on Redis and embedded.
@@ -18,3 +22,5 @@ mod queue_processes;
 mod startup;
 /// The Store contract on memory and Redis.
 mod store;
+/// The dashboard in headless Chromium (WebDriver) on the binary, Redis and the simulator.
+mod ui;

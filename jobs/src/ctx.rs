@@ -114,6 +114,11 @@ impl Queues {
         Self(self.0.into_iter().map(|(name, q)| (name, q.with_dead_hook(hook.clone()))).collect())
     }
 
+    /// The same queues, their workers' runs measured in `metrics`.
+    pub fn with_metrics(self, metrics: &gce_backend_queues::QueueMetrics) -> Self {
+        Self(self.0.into_iter().map(|(name, q)| (name, q.with_metrics(metrics.clone()))).collect())
+    }
+
     /// The queue named `name`.
     pub fn get(&self, name: &str) -> &Queue {
         &self.0[name]
@@ -151,6 +156,8 @@ pub struct Ctx {
     pub deployment: String,
     /// Where `import_configs` reads Config files.
     pub configs_dir: std::path::PathBuf,
+    /// Metrics.
+    pub telemetry: crate::telemetry::Telemetry,
 }
 
 impl Ctx {

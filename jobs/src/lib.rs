@@ -29,6 +29,7 @@ pub mod ports;
 pub mod status;
 pub mod store;
 pub mod tasks;
+pub mod telemetry;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 

@@ -288,6 +288,9 @@ pub struct Counts {
     pub configured: u32,
     /// VMs with an instance.
     pub created: u32,
+    /// VMs with an instance not known to be down (stopped, preempted, gone).
+    #[serde(default)]
+    pub running: u32,
     /// VMs whose bot connected.
     pub connected: u32,
     /// Drained VMs still there.

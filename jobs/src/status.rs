@@ -38,6 +38,8 @@ pub async fn tally(store: &dyn Store, prefix: &str, now: DateTime<Utc>) -> Resul
         };
         let vm = vm.value;
         counts.created += u32::from(vm.instance.is_some());
+        let down = matches!(vm.fault.as_ref().map(|f| f.kind), Some(FaultKind::InstanceDown));
+        counts.running += u32::from(vm.instance.is_some() && !down);
         counts.connected += u32::from(vm.healthy_connected());
         counts.draining += u32::from(vm.drained);
         match vm.fault.map(|f| f.kind) {

@@ -237,7 +237,10 @@ impl Ctx {
             clock: Arc::new(ManualClock::at(Utc.with_ymd_and_hms(2026, 11, 21, 10, 0, 0).unwrap())),
             store: Arc::new(MemoryStore::new()),
         };
-        let queues = Queues::new(Arc::new(MemoryEngine::new()), &HashMap::new()).expect("queues");
+        let telemetry = crate::telemetry::Telemetry::default();
+        let queues = Queues::new(Arc::new(MemoryEngine::new()), &HashMap::new())
+            .expect("queues")
+            .with_metrics(&telemetry.queues);
         let ctx = Ctx {
             store: fakes.store.clone(),
             compute: fakes.compute.clone(),
@@ -249,6 +252,7 @@ impl Ctx {
             catalog: Arc::new(crate::catalog::Catalog::new()),
             deployment: "test".into(),
             configs_dir: PathBuf::from("."),
+            telemetry,
         };
         (ctx, fakes)
     }

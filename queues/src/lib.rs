@@ -5,12 +5,14 @@
 //! * [`Queue`]: a named queue with its [`Policy`]; push, counts, status, operator operations on
 //!   pending and dead tasks, an optional [`DeadHook`], and [`Queue::backend`], the apalis backend
 //!   workers run on.
+//! * [`metrics`]: what this process's workers measure per queue.
 //! * [`outcome`]: how a handler's result becomes done, retry or dead.
 //!
 //! Task payloads outlive deploys in Redis: a change to a payload type is a wire change.
 
 pub mod backend;
 pub mod engine;
+pub mod metrics;
 pub mod outcome;
 pub mod policy;
 pub mod queue;
@@ -25,6 +27,7 @@ pub use engine::{
     Counts, DeadSelection, Engine, PushOutcome, QueueError, QueueSpec, TaskStatus, When, WorkerId,
     new_task_id,
 };
+pub use metrics::QueueMetrics;
 pub use policy::Policy;
 pub use queue::{DeadHook, DeadTask, Queue};
 pub use task::Task;

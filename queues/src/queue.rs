@@ -10,6 +10,7 @@ use crate::backend::QueueBackend;
 use crate::engine::{
     Counts, DeadSelection, Engine, PushItem, PushOutcome, QueueError, QueueSpec, TaskStatus, When,
 };
+use crate::metrics::QueueMetrics;
 
 /// A task that went to the dead set at the end of a run, as handed to a [`DeadHook`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,6 +44,7 @@ pub struct Queue {
     engine: Arc<dyn Engine>,
     spec: Arc<QueueSpec>,
     dead_hook: Option<DeadHook>,
+    metrics: Option<QueueMetrics>,
 }
 
 impl std::fmt::Debug for Queue {
@@ -58,7 +60,7 @@ impl std::fmt::Debug for Queue {
 impl Queue {
     /// The queue `spec` on `engine`.
     pub fn new(engine: Arc<dyn Engine>, spec: QueueSpec) -> Self {
-        Self { engine, spec: Arc::new(spec), dead_hook: None }
+        Self { engine, spec: Arc::new(spec), dead_hook: None, metrics: None }
     }
 
     /// This queue with `hook` called for each run that sends its task to the dead set (by the
@@ -66,6 +68,18 @@ impl Queue {
     pub fn with_dead_hook(mut self, hook: DeadHook) -> Self {
         self.dead_hook = Some(hook);
         self
+    }
+
+    /// This queue with its workers' runs measured in `metrics` (by the workers of backends made
+    /// from it afterwards).
+    pub fn with_metrics(mut self, metrics: QueueMetrics) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// The measurements set with [`Queue::with_metrics`].
+    pub fn metrics(&self) -> Option<&QueueMetrics> {
+        self.metrics.as_ref()
     }
 
     /// The hook set with [`Queue::with_dead_hook`].

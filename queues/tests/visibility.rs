@@ -8,7 +8,9 @@ use std::time::Duration;
 use apalis::prelude::*;
 use gce_backend_queues::engine::PushItem;
 use gce_backend_queues::testing::{eventually, stoppable};
-use gce_backend_queues::{DeadHook, DeadTask, MemoryEngine, Policy, Queue, QueueSpec, When, outcome};
+use gce_backend_queues::{
+    DeadHook, DeadTask, MemoryEngine, Policy, Queue, QueueMetrics, QueueSpec, When, outcome,
+};
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -53,10 +55,13 @@ where
 async fn dead_hook_is_called_once_for_each_task_that_goes_dead() {
     let engine = Arc::new(MemoryEngine::new());
     let calls: Calls = Arc::default();
+    let metrics = QueueMetrics::default();
     let perm = Queue::new(engine.clone(), QueueSpec::new("perm", policy(5)).unwrap())
-        .with_dead_hook(recording_hook(calls.clone()));
+        .with_dead_hook(recording_hook(calls.clone()))
+        .with_metrics(metrics.clone());
     let flaky = Queue::new(engine.clone(), QueueSpec::new("flaky", policy(2)).unwrap())
-        .with_dead_hook(recording_hook(calls.clone()));
+        .with_dead_hook(recording_hook(calls.clone()))
+        .with_metrics(metrics.clone());
 
     let (stop_perm, perm_worker) =
         run(&perm, |job: Job| async move { Err(outcome::permanent(format!("bad request {}", job.n))) });
@@ -129,4 +134,8 @@ async fn dead_hook_is_called_once_for_each_task_that_goes_dead() {
     assert!(by_key["p-bad"].error.starts_with("undecodable payload"));
     let dead_counts = (perm.counts().await.unwrap().dead, flaky.counts().await.unwrap().dead);
     assert_eq!(dead_counts, (4, 2), "the hook's count matches the dead sets");
+    // The workers' runs, by how they ended: f-0 and f-1 retried once then died, 99 retried once.
+    let runs = |q, r| metrics.runs(q, r);
+    assert_eq!((runs("perm", "dead"), runs("perm", "retry"), runs("perm", "done")), (4, 0, 0));
+    assert_eq!((runs("flaky", "dead"), runs("flaky", "retry"), runs("flaky", "done")), (2, 3, 1));
 }

@@ -246,7 +246,7 @@ async fn dispatch(
         match sim.enter(&name).await {
             Some(f) => fail(match f.status {
                 429 => Status(8, "rate limited".into()),
-                403 => Status(7, "rate limit exceeded".into()),
+                403 => Status(7, "permission denied (injected fault)".into()),
                 _ => Status(14, "service unavailable".into()),
             }),
             None => match handle(&sim, &server, &method, &body) {

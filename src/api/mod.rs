@@ -1,5 +1,6 @@
 //! The operator's HTTP API (axum): Configs, VMs and queues under `ROOT/api/gce-backend/v1`,
-//! the references and schemas that describe it (seed 002), health checks, and the server.
+//! the references and schemas that describe it (seed 002), health checks, `/metrics`, and the
+//! server.
 
 pub mod auth;
 mod configs;
@@ -8,6 +9,7 @@ pub mod methods;
 mod queues;
 pub mod reference;
 pub mod types;
+mod ui;
 mod vms;
 
 use std::net::SocketAddr;
@@ -28,6 +30,8 @@ use auth::{Needs, Tokens};
 use error::ApiError;
 use reference::Urls;
 
+use crate::metrics::Metrics;
+
 /// Largest request body (bytes).
 pub const MAX_BODY: usize = 1 << 20;
 /// Longest a call may take before it answers 503.
@@ -41,12 +45,15 @@ pub struct Api {
     /// Where the API says it lives.
     pub urls: Urls,
     tokens: Arc<Tokens>,
+    /// `/metrics`: this process's, and the shared state read from the store.
+    pub metrics: Arc<Metrics>,
 }
 
 impl Api {
     /// The API over `ctx`, stating URLs under `root`, accepting `tokens`.
     pub fn new(ctx: Ctx, root: &str, tokens: Tokens) -> Self {
-        Api { ctx, urls: Urls::new(root), tokens: Arc::new(tokens) }
+        let metrics = Arc::new(Metrics::new(ctx.clone(), true));
+        Api { ctx, urls: Urls::new(root), tokens: Arc::new(tokens), metrics }
     }
 }
 
@@ -100,8 +107,13 @@ fn doc(v: Option<serde_json::Value>) -> Response {
 /// The whole router: API methods behind their role checks, public references and health.
 pub fn router(api: Api) -> Router {
     let tokens = api.tokens.clone();
+    let metrics = api.metrics.clone();
     let methods = methods::routes(|m, r| {
         r.route_layer(axum::middleware::from_fn_with_state((tokens.clone(), Needs(m.role)), auth::require))
+            .route_layer(axum::middleware::from_fn_with_state(
+                (metrics.clone(), m.name),
+                crate::metrics::measure,
+            ))
     });
     let api_root = format!("/api/{}/{}", reference::SERVICE, reference::VERSION);
     Router::new()
@@ -132,8 +144,10 @@ pub fn router(api: Api) -> Router {
                 doc(reference::schema_doc(&a.urls, &f))
             }),
         )
-        .route("/healthz", get(|| async { Json(serde_json::json!({"alive": true})) }))
+        .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .merge(ui::routes())
+        .route("/metrics", get(|State(a): State<Api>| crate::metrics::serve_metrics(State(a.metrics))))
         .fallback(|| async {
             ApiError::new(StatusCode::NOT_FOUND, "no such route (see ROOT/references/manifest.json)")
         })
@@ -148,16 +162,27 @@ pub fn router(api: Api) -> Router {
         .with_state(api)
 }
 
+/// What `/readyz` answers.
 #[derive(Serialize)]
-struct Ready {
+pub struct Ready {
     ready: bool,
     store: String,
 }
 
+/// 200 while the process serves.
+pub async fn healthz() -> Json<serde_json::Value> {
+    Json(serde_json::json!({"alive": true}))
+}
+
 /// 200 when the datastore answers, 503 otherwise.
 async fn readyz(State(api): State<Api>) -> Out<Ready> {
+    ready(&api.ctx).await
+}
+
+/// `/readyz` of any listener: 200 when the datastore answers within 5 s, 503 otherwise.
+pub async fn ready(ctx: &Ctx) -> Out<Ready> {
     let probe =
-        tokio::time::timeout(Duration::from_secs(5), gce_backend_jobs::operate::paused_all(&api.ctx)).await;
+        tokio::time::timeout(Duration::from_secs(5), gce_backend_jobs::operate::paused_all(ctx)).await;
     match probe {
         Ok(Ok(_)) => ok(Ready { ready: true, store: "ok".into() }),
         Ok(Err(e)) => Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, format!("datastore: {e}"))),

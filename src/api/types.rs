@@ -111,6 +111,17 @@ pub struct Affected {
     pub count: u64,
 }
 
+/// `whoami`'s answer: who the presented token stands for.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct WhoAmI {
+    /// The token's name.
+    pub name: String,
+    /// Its role: `reader`, `writer` or `admin`.
+    pub role: super::auth::Role,
+    /// Its groups, matched against a Config's `owner`.
+    pub groups: Vec<String>,
+}
+
 /// Paging parameters.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -44,10 +44,15 @@ pub fn names() -> impl Iterator<Item = &'static str> {
 
 /// Runs cron job `job` once; returns how many tasks it added.
 pub async fn run(ctx: &Ctx, job: &str) -> Result<usize, TaskError> {
-    match JOBS.iter().find(|(name, _)| *name == job) {
-        Some((_, run)) => run(ctx).await,
-        None => Err(TaskError::Invalid(format!("no cron job {job:?}"))),
-    }
+    let Some((name, run)) = JOBS.iter().find(|(name, _)| *name == job) else {
+        return Err(TaskError::Invalid(format!("no cron job {job:?}")));
+    };
+    // Wall time: how long the run took, not the Clock's notion of now.
+    let started = std::time::Instant::now();
+    let out = run(ctx).await;
+    let pushed = *out.as_ref().unwrap_or(&0);
+    ctx.telemetry.cron(name, out.is_ok(), pushed, started.elapsed().as_secs_f64(), ctx.now());
+    out
 }
 
 /// Swarming servers of every Config, and of stale-bot candidates (of removed Configs too).

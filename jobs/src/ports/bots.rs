@@ -22,6 +22,17 @@ pub enum BotErrorKind {
 }
 
 impl BotErrorKind {
+    /// Its name in metrics labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NotFound => "not_found",
+            Self::Unavailable => "unavailable",
+            Self::RateLimited => "rate_limited",
+            Self::Denied => "denied",
+            Self::Invalid => "invalid",
+        }
+    }
+
     /// The kind of a gRPC status code: the one place codes are read.
     pub fn from_grpc(code: u16) -> Self {
         match code {

@@ -26,6 +26,21 @@ pub enum Kind {
     Invalid,
 }
 
+impl Kind {
+    /// Its name in metrics labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::NotFound => "not_found",
+            Kind::AlreadyExists => "already_exists",
+            Kind::RateLimited => "rate_limited",
+            Kind::Transient => "transient",
+            Kind::Quota => "quota",
+            Kind::Stockout => "stockout",
+            Kind::Invalid => "invalid",
+        }
+    }
+}
+
 /// A Compute Engine error.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("compute {code}: {message}")]

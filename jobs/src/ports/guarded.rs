@@ -1,6 +1,7 @@
 //! The Swarming and Compute ports behind [`Guard`]s: one key per Swarming server and per Compute
 //! project, so one that hangs or fails holds a bounded share of the workers and is paused by its
-//! breaker, while every other server and project goes on as usual.
+//! breaker, while every other server and project goes on as usual. Every call is measured here
+//! (method, result code, latency), refusals of the guard included.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -13,6 +14,26 @@ use super::bots::{BotError, BotErrorKind, BotEvent, Bots};
 use super::compute::{Compute, ComputeError, Instance, InstanceSpec, Kind, Operation, Quota};
 use super::guard::{Guard, Isolation, Refused};
 use crate::model::Bot;
+use crate::telemetry::Telemetry;
+
+/// Measures `call` as `service` `method`: its result code (`ok` or `code` of the error) and
+/// latency.
+async fn measured<T, E>(
+    telemetry: &Telemetry,
+    service: &'static str,
+    method: &'static str,
+    code: impl Fn(&E) -> String,
+    call: impl Future<Output = Result<T, E>>,
+) -> Result<T, E> {
+    let started = std::time::Instant::now();
+    let out = call.await;
+    let c = match &out {
+        Ok(_) => "ok".to_owned(),
+        Err(e) => code(e),
+    };
+    telemetry.call(service, method, &c, started.elapsed().as_secs_f64());
+    out
+}
 
 /// Swarming, guarded per server.
 #[derive(Debug)]
@@ -20,43 +41,51 @@ pub struct GuardedBots {
     inner: Arc<dyn Bots>,
     guard: Guard,
     timeout: Duration,
+    telemetry: Telemetry,
 }
 
 impl GuardedBots {
     /// `inner` behind a guard with `iso`'s settings.
-    pub fn new(inner: Arc<dyn Bots>, iso: &Isolation) -> Self {
+    pub fn new(inner: Arc<dyn Bots>, iso: &Isolation, telemetry: &Telemetry) -> Self {
         Self {
             inner,
             guard: Guard::new(iso.calls_per_server, iso),
             timeout: Duration::from_secs(iso.swarming_timeout.0),
+            telemetry: telemetry.clone(),
         }
     }
 
     async fn run<T>(
         &self,
+        method: &'static str,
         server: &str,
         call: impl Future<Output = Result<T, BotError>>,
     ) -> Result<T, BotError> {
-        self.run_within(server, self.timeout, call).await
+        self.run_within(method, server, self.timeout, call).await
     }
 
     async fn run_within<T>(
         &self,
+        method: &'static str,
         server: &str,
         timeout: Duration,
         call: impl Future<Output = Result<T, BotError>>,
     ) -> Result<T, BotError> {
-        self.guard.call(server, timeout, call).await.map_err(|e| match e {
-            Ok(e) => e,
-            Err(r) => BotError::new(BotErrorKind::Unavailable, format!("swarming server {server}: {r}")),
-        })
+        let guarded = async {
+            self.guard.call(server, timeout, call).await.map_err(|e| match e {
+                Ok(e) => e,
+                Err(r) => BotError::new(BotErrorKind::Unavailable, format!("swarming server {server}: {r}")),
+            })
+        };
+        measured(&self.telemetry, "swarming", method, |e: &BotError| e.kind.as_str().to_owned(), guarded)
+            .await
     }
 }
 
 #[async_trait]
 impl Bots for GuardedBots {
     async fn get(&self, server: &str, id: &str) -> Result<Option<Bot>, BotError> {
-        self.run(server, self.inner.get(server, id)).await
+        self.run("GetBot", server, self.inner.get(server, id)).await
     }
 
     async fn list(
@@ -65,19 +94,19 @@ impl Bots for GuardedBots {
         cursor: Option<String>,
     ) -> Result<(Vec<Bot>, Option<String>), BotError> {
         // A page of up to 1 000 bots takes longer than one bot.
-        self.run_within(server, self.timeout * 3, self.inner.list(server, cursor)).await
+        self.run_within("ListBots", server, self.timeout * 3, self.inner.list(server, cursor)).await
     }
 
     async fn events(&self, server: &str, id: &str, start: DateTime<Utc>) -> Result<Vec<BotEvent>, BotError> {
-        self.run(server, self.inner.events(server, id, start)).await
+        self.run("ListBotEvents", server, self.inner.events(server, id, start)).await
     }
 
     async fn terminate(&self, server: &str, id: &str) -> Result<(), BotError> {
-        self.run(server, self.inner.terminate(server, id)).await
+        self.run("TerminateBot", server, self.inner.terminate(server, id)).await
     }
 
     async fn delete(&self, server: &str, id: &str) -> Result<bool, BotError> {
-        self.run(server, self.inner.delete(server, id)).await
+        self.run("DeleteBot", server, self.inner.delete(server, id)).await
     }
 }
 
@@ -88,33 +117,42 @@ pub struct GuardedCompute {
     guard: Guard,
     timeout: Duration,
     wait_timeout: Duration,
+    telemetry: Telemetry,
 }
 
 impl GuardedCompute {
     /// `inner` behind a guard with `iso`'s settings.
-    pub fn new(inner: Arc<dyn Compute>, iso: &Isolation) -> Self {
+    pub fn new(inner: Arc<dyn Compute>, iso: &Isolation, telemetry: &Telemetry) -> Self {
         Self {
             inner,
             guard: Guard::new(iso.calls_per_project, iso),
             timeout: Duration::from_secs(iso.compute_timeout.0),
             wait_timeout: Duration::from_secs(iso.wait_timeout.0),
+            telemetry: telemetry.clone(),
         }
     }
 
     async fn run<T>(
         &self,
+        method: &'static str,
         project: &str,
-        timeout: Duration,
         call: impl Future<Output = Result<T, ComputeError>>,
     ) -> Result<T, ComputeError> {
-        self.guard.call(project, timeout, call).await.map_err(|e| match e {
-            Ok(e) => e,
-            Err(r) => ComputeError {
-                kind: Kind::Transient,
-                code: if matches!(r, Refused::Timeout(_)) { "timeout".into() } else { "unavailable".into() },
-                message: format!("project {project}: {r}"),
-            },
-        })
+        let guarded = async {
+            self.guard.call(project, self.timeout, call).await.map_err(|e| match e {
+                Ok(e) => e,
+                Err(r) => ComputeError {
+                    kind: Kind::Transient,
+                    code: if matches!(r, Refused::Timeout(_)) {
+                        "timeout".into()
+                    } else {
+                        "unavailable".into()
+                    },
+                    message: format!("project {project}: {r}"),
+                },
+            })
+        };
+        measured(&self.telemetry, "compute", method, |e: &ComputeError| e.code.clone(), guarded).await
     }
 }
 
@@ -127,26 +165,30 @@ impl Compute for GuardedCompute {
         request_id: &str,
         spec: &InstanceSpec,
     ) -> Result<Operation, ComputeError> {
-        self.run(project, self.timeout, self.inner.insert(project, zone, request_id, spec)).await
+        self.run("instances.insert", project, self.inner.insert(project, zone, request_id, spec)).await
     }
 
     async fn wait(&self, project: &str, zone: &str, operation: &str) -> Result<Operation, ComputeError> {
         // Waiting is what this call is for: it takes no slot of the project, only a timeout.
-        match tokio::time::timeout(self.wait_timeout, self.inner.wait(project, zone, operation)).await {
-            Ok(r) => r,
-            Err(_) => Err(ComputeError {
-                kind: Kind::Transient,
-                code: "timeout".into(),
-                message: format!(
-                    "project {project}: zoneOperations.wait gave no answer within {:?}",
-                    self.wait_timeout
-                ),
-            }),
-        }
+        let wait = async {
+            match tokio::time::timeout(self.wait_timeout, self.inner.wait(project, zone, operation)).await {
+                Ok(r) => r,
+                Err(_) => Err(ComputeError {
+                    kind: Kind::Transient,
+                    code: "timeout".into(),
+                    message: format!(
+                        "project {project}: zoneOperations.wait gave no answer within {:?}",
+                        self.wait_timeout
+                    ),
+                }),
+            }
+        };
+        measured(&self.telemetry, "compute", "zoneOperations.wait", |e: &ComputeError| e.code.clone(), wait)
+            .await
     }
 
     async fn get(&self, project: &str, zone: &str, name: &str) -> Result<Option<Instance>, ComputeError> {
-        self.run(project, self.timeout, self.inner.get(project, zone, name)).await
+        self.run("instances.get", project, self.inner.get(project, zone, name)).await
     }
 
     async fn delete(
@@ -156,7 +198,7 @@ impl Compute for GuardedCompute {
         name: &str,
         request_id: &str,
     ) -> Result<Option<Operation>, ComputeError> {
-        self.run(project, self.timeout, self.inner.delete(project, zone, name, request_id)).await
+        self.run("instances.delete", project, self.inner.delete(project, zone, name, request_id)).await
     }
 
     async fn list(
@@ -166,19 +208,19 @@ impl Compute for GuardedCompute {
         filter: &str,
         page: Option<String>,
     ) -> Result<(Vec<Instance>, Option<String>), ComputeError> {
-        self.run(project, self.timeout, self.inner.list(project, zone, filter, page)).await
+        self.run("instances.list", project, self.inner.list(project, zone, filter, page)).await
     }
 
     async fn zones(&self, project: &str) -> Result<Vec<String>, ComputeError> {
-        self.run(project, self.timeout, self.inner.zones(project)).await
+        self.run("zones.list", project, self.inner.zones(project)).await
     }
 
     async fn disk_types(&self, project: &str, zone: &str) -> Result<Vec<String>, ComputeError> {
-        self.run(project, self.timeout, self.inner.disk_types(project, zone)).await
+        self.run("diskTypes.list", project, self.inner.disk_types(project, zone)).await
     }
 
     async fn quotas(&self, project: &str) -> Result<Vec<Quota>, ComputeError> {
-        self.run(project, self.timeout, self.inner.quotas(project)).await
+        self.run("regions.list", project, self.inner.quotas(project)).await
     }
 }
 
@@ -215,7 +257,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_hanging_server_times_out_trips_and_fails_fast_while_others_answer() {
         let iso = Isolation::default();
-        let bots = Arc::new(GuardedBots::new(Arc::new(Hanging(Arc::default())), &iso));
+        let bots = Arc::new(GuardedBots::new(Arc::new(Hanging(Arc::default())), &iso, &Telemetry::default()));
         let hang = "https://hang.example.com";
         for _ in 0..iso.trip_after {
             let e = bots.get(hang, "b").await.unwrap_err();

@@ -5,8 +5,6 @@
 
 use std::collections::HashSet;
 
-
-
 use crate::config::labels;
 use crate::ctx::{Ctx, request_id};
 use crate::error::TaskError;
@@ -39,10 +37,14 @@ pub async fn run(ctx: &Ctx, t: AuditInstances) -> Result<Next, TaskError> {
             }
             let key = format!("{scope}{name}");
             let first = ctx.store.mark(LEAKS, &key, now).await?;
+            if first == now {
+                ctx.telemetry.cleanup("leaked_instance", "found");
+            }
             if first + ctx.timing.leak_grace.chrono() <= now {
                 let rid = request_id(&format!("plug-{name}"));
                 match ctx.compute.delete(&t.project, &t.zone, &name, &rid).await {
                     Ok(_) => {
+                        ctx.telemetry.cleanup("leaked_instance", "deleted");
                         tracing::info!(project = %t.project, zone = %t.zone, instance = %name, "deleted a leaked instance")
                     }
                     // One instance that cannot be deleted (protection, permissions) must not stop the audit.
@@ -69,7 +71,6 @@ pub async fn run(ctx: &Ctx, t: AuditInstances) -> Result<Next, TaskError> {
 
 #[cfg(test)]
 mod tests {
-    
 
     use super::*;
     use crate::testing::{FakeCompute, created};

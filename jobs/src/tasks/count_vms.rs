@@ -1,12 +1,10 @@
 //! `count_vms`: counts a Config's VMs (configured, created, connected, draining, dead,
 //! unhealthy) into its status; drops the status of a Config that is gone and has no VM left.
 
-
-
 use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::tasks::Next;
 use crate::status::tally;
+use crate::tasks::Next;
 
 task!(
     /// Count a Config's VMs.
@@ -25,7 +23,6 @@ pub async fn run(ctx: &Ctx, t: CountVms) -> Result<Next, TaskError> {
 
 #[cfg(test)]
 mod tests {
-    
 
     use super::*;
     use crate::model::{Fault, FaultKind};

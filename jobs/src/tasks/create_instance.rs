@@ -13,17 +13,17 @@
 //! * Paused Config: a VM not yet sent waits (no insert; resuming pushes this task again); an
 //!   insert already sent is followed to its end.
 
-
 use crate::tasks::ManageBot;
 
 use crate::backoff::{self, Scope};
 use crate::config::{Metadata, labels};
 use crate::ctx::{Ctx, request_id};
 use crate::error::TaskError;
-use crate::tasks::Next;
 use crate::model::Vm;
 use crate::ports::compute::{ComputeError, Instance, InstanceSpec, Kind, Operation};
+use crate::tasks::Next;
 use crate::tasks::update_vm;
+use crate::telemetry::Stage;
 
 task!(
     /// Create (or adopt) the instance of a VM.
@@ -89,7 +89,10 @@ pub async fn run(ctx: &Ctx, t: CreateInstance) -> Result<Next, TaskError> {
         })
         .await?
         {
-            Some(v) => v,
+            Some(v) => {
+                ctx.telemetry.lifecycle(&v, Stage::ChangeToInsert, v.configured, now);
+                v
+            }
             None => return Ok(Next::Done),
         },
     };
@@ -155,6 +158,7 @@ async fn adopt(ctx: &Ctx, vm: &Vm, e: ComputeError) -> Result<Next, TaskError> {
 }
 
 async fn failed(ctx: &Ctx, vm: &Vm, e: ComputeError, op: &str) -> Result<Next, TaskError> {
+    ctx.telemetry.instance_op(vm, "insert", e.kind.as_str(), &e.code);
     ctx.record(&vm.config, STAGE, &e.code, &e.message, vm.zone(), op).await?;
     match e.kind {
         Kind::Quota | Kind::Stockout => {
@@ -188,7 +192,11 @@ async fn created(ctx: &Ctx, vm: &Vm, inst: Instance) -> Result<(), TaskError> {
         true
     })
     .await?;
-    if written.as_ref().is_some_and(|v| v.url() == Some(inst.url.as_str())) {
+    if let Some(v) = written.as_ref().filter(|v| v.url() == Some(inst.url.as_str())) {
+        ctx.telemetry.instance_op(vm, "insert", "ok", "");
+        if let Some(sent) = v.insert_sent {
+            ctx.telemetry.lifecycle(vm, Stage::InsertToCreated, sent, ctx.now());
+        }
         backoff::clear(ctx, &Scope::config(&vm.config)).await?;
         tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), "instance created");
         ctx.resolved(&vm.config, STAGE).await?;
@@ -248,6 +256,14 @@ mod tests {
         assert!(placed.url.ends_with("/linux-0-abcd") && placed.external_ip == "35.0.0.1");
         assert_eq!(got.hostname, vm.hostname);
         assert_eq!(ctx.taken::<ManageBot>().await.len(), 1);
+        let m = ctx.telemetry.text();
+        for line in [
+            r#"gce_backend_instance_operations_total{config="linux",zone="z",op="insert",result="ok",code=""} 1"#,
+            r#"gce_backend_vm_lifecycle_seconds_count{config="linux",stage="change_to_insert"} 1"#,
+            r#"gce_backend_vm_lifecycle_seconds_count{config="linux",stage="insert_to_created"} 1"#,
+        ] {
+            assert!(m.lines().any(|l| l == line), "{line} in\n{m}");
+        }
     }
 
     #[tokio::test]
@@ -285,12 +301,18 @@ mod tests {
         ctx.seed_vm("linux-0", |_| {}).await;
         f.compute.inserts.lock().unwrap().push_back(Ok(op_error("QUOTA_EXCEEDED", 403)));
         let next = run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap();
-        assert_eq!(next, Next::After(std::time::Duration::from_secs(30)), "tried again when the backoff ends");
+        assert_eq!(
+            next,
+            Next::After(std::time::Duration::from_secs(30)),
+            "tried again when the backoff ends"
+        );
         let vm = ctx.store.vm("linux-0").await.unwrap().unwrap().value;
         assert_eq!((vm.hostname.as_str(), vm.insert_attempt, vm.url()), ("linux-0-abcd", 1, None));
         let b = ctx.store.backoff("p", "z").await.unwrap().unwrap();
         assert_eq!((b.reason.as_str(), b.failures), ("QUOTA_EXCEEDED", 1));
         assert_eq!(ctx.store.errors("linux").await.unwrap()[0].code, "QUOTA_EXCEEDED");
+        let quota = r#"gce_backend_instance_operations_total{config="linux",zone="z",op="insert",result="quota",code="QUOTA_EXCEEDED"} 1"#;
+        assert!(ctx.telemetry.text().lines().any(|l| l == quota), "{}", ctx.telemetry.text());
         // Within the backoff: no call at all, and a look when it ends.
         let next = run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap();
         assert_eq!(next, Next::After(std::time::Duration::from_secs(30)));

@@ -6,11 +6,11 @@ use crate::tasks::CreateInstance;
 use rand::Rng;
 
 use crate::ctx::Ctx;
-use crate::naming::{new_hostname, parse_id};
 use crate::error::TaskError;
-use crate::tasks::Next;
 use crate::model::Vm;
+use crate::naming::{new_hostname, parse_id};
 use crate::ports::store::Expect;
+use crate::tasks::Next;
 
 task!(
     /// Create one VM record.

@@ -1,8 +1,6 @@
 //! `delete_stale_bots`: deletes from one Swarming server the bots named like our hostnames that
 //! have had no VM for `stale_bot_grace` since `inspect_swarming` first saw them.
 
-
-
 use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::tasks::Next;
@@ -25,6 +23,7 @@ pub async fn run(ctx: &Ctx, t: DeleteStaleBots) -> Result<Next, TaskError> {
         }
         if ctx.store.vms_by_hostname(&[bot.to_owned()]).await?[0].is_none() {
             ctx.bots.delete(server, bot).await?;
+            ctx.telemetry.cleanup("stale_bot", "deleted");
             tracing::info!(server, bot, "deleted a stale bot with no VM");
         }
         ctx.store.unmark(STALE_BOTS, &key).await?;
@@ -34,7 +33,6 @@ pub async fn run(ctx: &Ctx, t: DeleteStaleBots) -> Result<Next, TaskError> {
 
 #[cfg(test)]
 mod tests {
-    
 
     use super::*;
 

@@ -8,9 +8,10 @@ use crate::tasks::DeleteBot;
 
 use crate::ctx::{Ctx, request_id};
 use crate::error::TaskError;
-use crate::tasks::Next;
 use crate::ports::compute::{ComputeError, Kind};
+use crate::tasks::Next;
 use crate::tasks::update_vm;
+use crate::telemetry::Stage;
 
 task!(
     /// Delete a VM's instance.
@@ -54,6 +55,7 @@ pub async fn run(ctx: &Ctx, t: DestroyInstance) -> Result<Next, TaskError> {
     let op = match ctx.compute.delete(vm.project(), vm.zone(), &vm.hostname, &delete_request_id(&vm)).await {
         Ok(op) => op,
         Err(e) => {
+            ctx.telemetry.instance_op(&vm, "delete", e.kind.as_str(), &e.code);
             ctx.record(&vm.config, "destroy_instance", &e.code, &e.message, vm.zone(), "").await?;
             return Err(e.into());
         }
@@ -64,6 +66,7 @@ pub async fn run(ctx: &Ctx, t: DestroyInstance) -> Result<Next, TaskError> {
             return Ok(Next::After(Duration::from_secs(2)));
         }
         if let Some(e) = op.error {
+            ctx.telemetry.instance_op(&vm, "delete", e.kind.as_str(), &e.code);
             ctx.record(&vm.config, "destroy_instance", &e.code, &e.message, vm.zone(), &op.name).await?;
             if ctx.compute.get(vm.project(), vm.zone(), &vm.hostname).await?.is_some() {
                 // The failed operation stays bound to its requestId: the next try needs a new one.
@@ -80,6 +83,10 @@ pub async fn run(ctx: &Ctx, t: DestroyInstance) -> Result<Next, TaskError> {
         }
     }
     tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), "instance destroyed");
+    ctx.telemetry.instance_op(&vm, "delete", "ok", "");
+    if let Some(placed) = &vm.instance {
+        ctx.telemetry.lifecycle(&vm, Stage::Lifetime, placed.created, ctx.now());
+    }
     ctx.resolved(&vm.config, "destroy_instance").await?;
     ctx.push(&DeleteBot { id: vm.id, hostname: vm.hostname }).await.map(|_| Next::Done)
 }

@@ -12,8 +12,8 @@ use crate::tasks::{CreateVm, DrainVm};
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::tasks::Next;
 use crate::ports::store::{Expect, VmIndex};
+use crate::tasks::Next;
 
 task!(
     /// Create the missing VMs of a Config.

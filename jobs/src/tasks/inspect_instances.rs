@@ -3,8 +3,6 @@
 //! current incarnation is replaced at once (`manage_bot::replace_down`): Swarming may take many
 //! minutes to call its bot dead, Compute says it now.
 
-
-
 use crate::config::labels;
 use crate::ctx::Ctx;
 use crate::error::TaskError;
@@ -67,10 +65,7 @@ mod tests {
         }
         let t = InspectInstances { project: "p".into(), zone: "z".into() };
         run(&ctx, t.clone()).await.unwrap();
-        assert_eq!(
-            ctx.taken::<DestroyInstance>().await,
-            [DestroyInstance::of(&down).unwrap()]
-        );
+        assert_eq!(ctx.taken::<DestroyInstance>().await, [DestroyInstance::of(&down).unwrap()]);
         let got = ctx.store.vm(&down.id).await.unwrap().unwrap().value;
         assert_eq!(got.fault.unwrap().kind, FaultKind::InstanceDown);
         assert!(ctx.store.vm(&up.id).await.unwrap().unwrap().value.fault.is_none());

@@ -8,9 +8,9 @@ use crate::tasks::ManageBot;
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::tasks::Next;
 use crate::model::Observed;
 use crate::naming::{parse_id, vm_id_of};
+use crate::tasks::Next;
 
 task!(
     /// Walk one Swarming server's bots.
@@ -22,7 +22,6 @@ const STAGE: &str = "inspect_swarming";
 
 /// Mark space of bots named like ours with no VM.
 pub const STALE_BOTS: &str = "stale-bot";
-
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: InspectSwarming) -> Result<Next, TaskError> {
@@ -62,7 +61,11 @@ pub async fn run(ctx: &Ctx, t: InspectSwarming) -> Result<Next, TaskError> {
                     let ours =
                         vm_id_of(&bot.id).and_then(parse_id).is_some_and(|(p, _)| prefixes.contains(p));
                     if ours && !bot.deleted {
-                        ctx.store.mark(STALE_BOTS, &format!("{}|{}", t.server, bot.id), now).await?;
+                        let first =
+                            ctx.store.mark(STALE_BOTS, &format!("{}|{}", t.server, bot.id), now).await?;
+                        if first == now {
+                            ctx.telemetry.cleanup("stale_bot", "found");
+                        }
                     }
                 }
             }

@@ -14,14 +14,15 @@
 //!   The fault (bot dead, instance down, never connected) is recorded on the VM, so status
 //!   counts it at once, and on the Config's errors.
 
-use chrono::{DateTime, Utc};
 use crate::tasks::{CountVms, DestroyInstance, TerminateBot};
+use chrono::{DateTime, Utc};
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::tasks::Next;
 use crate::model::{Bot, Fault, FaultKind, Observed, Vm};
+use crate::tasks::Next;
 use crate::tasks::update_vm;
+use crate::telemetry::Stage;
 
 task!(
     /// Compare a VM's bot with its record and act on the difference.
@@ -97,14 +98,16 @@ async fn bot_of(ctx: &Ctx, vm: &Vm, now: DateTime<Utc>) -> Result<Option<Bot>, T
 /// run a termination task.
 fn destroyable(bot: &Bot, vm: &Vm, now: DateTime<Utc>, paused: bool) -> bool {
     let dead_too_long = bot.last_seen.is_some_and(|t| t + chrono::Duration::seconds(vm.timeout as i64) < now);
-    bot.deleted || (bot.is_dead && (!bot.termination_task_id.is_empty() || dead_too_long || vm.retiring(now, paused)))
+    bot.deleted
+        || (bot.is_dead && (!bot.termination_task_id.is_empty() || dead_too_long || vm.retiring(now, paused)))
 }
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<Next, TaskError> {
     let Some(cur) = ctx.vm(&t.id).await? else { return Ok(Next::Done) };
     let vm = cur.value;
-    let (Some(destroy), Some(created)) = (DestroyInstance::of(&vm), vm.instance.as_ref().map(|i| i.created)) else {
+    let (Some(destroy), Some(created)) = (DestroyInstance::of(&vm), vm.instance.as_ref().map(|i| i.created))
+    else {
         return Ok(Next::Done);
     };
     let now = ctx.now();
@@ -128,13 +131,16 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<Next, TaskError> {
     if vm.connected.is_none()
         && let Some(first) = bot.first_seen
     {
-        update_vm(ctx, &vm.id, |v| {
+        let written = update_vm(ctx, &vm.id, |v| {
             v.hostname == vm.hostname && v.connected.is_none() && {
                 v.connected = Some(first);
                 true
             }
         })
         .await?;
+        if let Some(placed) = written.as_ref().and_then(|v| v.instance.as_ref()) {
+            ctx.telemetry.lifecycle(&vm, Stage::CreatedToConnected, placed.created, first);
+        }
         tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), "bot connected");
         // A bot connected: earlier faults of this Config's VMs are behind it.
         for stage in [STAGE, "inspect_instances"] {
@@ -194,8 +200,8 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<Next, TaskError> {
 
 #[cfg(test)]
 mod tests {
-    use chrono::Duration as D;
     use crate::tasks::{CountVms, DestroyInstance, TerminateBot};
+    use chrono::Duration as D;
 
     use super::*;
     use crate::ports::bots::BotEvent;
@@ -433,7 +439,9 @@ mod tests {
         crate::operate::pause(&ctx, "linux", "rollout", "bob").await.unwrap();
         f.clock.advance(D::days(2));
         assert_eq!(run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap(), Next::Done);
-        assert!(ctx.taken::<TerminateBot>().await.is_empty() && ctx.taken::<DestroyInstance>().await.is_empty());
+        assert!(
+            ctx.taken::<TerminateBot>().await.is_empty() && ctx.taken::<DestroyInstance>().await.is_empty()
+        );
         crate::operate::resume(&ctx, "linux", "bob").await.unwrap();
         run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
         assert_eq!(ctx.taken::<TerminateBot>().await.len(), 1, "retired once resumed");

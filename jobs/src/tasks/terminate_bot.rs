@@ -40,7 +40,6 @@ pub async fn run(ctx: &Ctx, t: TerminateBot) -> Result<Next, TaskError> {
 
 #[cfg(test)]
 mod tests {
-    
 
     use super::*;
     use crate::testing::created;

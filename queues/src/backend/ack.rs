@@ -180,12 +180,25 @@ where
             key = %lease.key,
             attempt = lease.attempt
         );
+        if let Some(m) = layer.queue.metrics() {
+            m.waited(&queue, lease.waited_ms as f64 / 1000.0);
+        }
+        let started = std::time::Instant::now();
         let fut = span.in_scope(|| self.inner.call(task)).instrument(span);
         Box::pin(async move {
             let result = fut.await.map_err(Into::into);
             let policy = &layer.queue.spec().policy;
             let resolution = outcome::resolution(&result, lease.attempt, policy);
             let dead = outcome::dead_reason(&resolution, lease.attempt, policy);
+            if let Some(m) = layer.queue.metrics() {
+                let ended = match (&resolution, dead) {
+                    (_, Some(_)) => "dead",
+                    (Resolution::Done, _) => "done",
+                    (Resolution::Release, _) => "released",
+                    (Resolution::Retry { .. } | Resolution::Fail { .. }, None) => "retry",
+                };
+                m.ran(&queue, ended, started.elapsed().as_secs_f64());
+            }
             let error = match &resolution {
                 Resolution::Retry { error, .. } | Resolution::Fail { error } => error.clone(),
                 Resolution::Done | Resolution::Release => String::new(),

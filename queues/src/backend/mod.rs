@@ -59,6 +59,8 @@ pub struct Lease {
     pub attempt: u32,
     /// The key the task was pushed under.
     pub key: String,
+    /// How long it waited from when it was due until it was taken, in milliseconds.
+    pub waited_ms: u64,
 }
 
 /// Tasks this worker holds: id → (token, held since).
@@ -166,7 +168,13 @@ impl<Args: DeserializeOwned + Send + 'static> Backend for QueueBackend<Args> {
                         let task = TaskBuilder::new(args)
                             .task_id(TaskId::from_string(l.id.clone()))
                             .attempt(l.attempt.saturating_sub(1) as usize)
-                            .data(Lease { id: l.id, token: l.token, attempt: l.attempt, key: l.key })
+                            .data(Lease {
+                                id: l.id,
+                                token: l.token,
+                                attempt: l.attempt,
+                                key: l.key,
+                                waited_ms: l.waited_ms,
+                            })
                             .build();
                         return Poll::Ready(Some(Ok(task)));
                     }
@@ -176,6 +184,9 @@ impl<Args: DeserializeOwned + Send + 'static> Backend for QueueBackend<Args> {
                         let acker = self.acker();
                         let queue = self.queue.clone();
                         let error = format!("undecodable payload: {e}");
+                        if let Some(m) = self.queue.metrics() {
+                            m.ran(&self.queue.spec().name, "dead", 0.0);
+                        }
                         tokio::spawn(async move {
                             let fail = Resolution::Fail { error: error.clone() };
                             let written =

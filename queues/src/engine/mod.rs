@@ -133,6 +133,8 @@ pub struct Leased {
     pub attempt: u32,
     /// JSON payload.
     pub payload: String,
+    /// How long it waited from when it was due until this take, in milliseconds.
+    pub waited_ms: u64,
 }
 
 /// Result of one take.

@@ -254,9 +254,9 @@ impl Engine for RedisEngine {
         let (first, rest) =
             reply.split_first().ok_or_else(|| QueueError::Corrupt("empty take reply".into()))?;
         let next = int(first)?;
-        let mut tasks = Vec::with_capacity(rest.len() / 5);
-        for t in rest.chunks(5) {
-            let [id, key, token, attempt, payload] = t else {
+        let mut tasks = Vec::with_capacity(rest.len() / 6);
+        for t in rest.chunks(6) {
+            let [id, key, token, attempt, payload, waited] = t else {
                 return Err(QueueError::Corrupt("take reply".into()));
             };
             tasks.push(Leased {
@@ -265,6 +265,7 @@ impl Engine for RedisEngine {
                 token: text(token)?,
                 attempt: int(attempt)? as u32,
                 payload: text(payload)?,
+                waited_ms: int(waited)?.max(0) as u64,
             });
         }
         Ok(Taken { tasks, next_due: (next >= 0).then(|| Duration::from_millis(next as u64)) })

@@ -1,5 +1,5 @@
 -- take: ARGV[8] = max, ARGV[9] = worker id, ARGV[10] = worker group, ARGV[11] = chunk.
--- Returns next_due_ms (-1: none), then id, key, token, attempt, payload (repeated).
+-- Returns next_due_ms (-1: none), then id, key, token, attempt, payload, waited_ms (repeated).
 local max, worker, group, chunk = tonumber(ARGV[8]), ARGV[9], ARGV[10], tonumber(ARGV[11])
 
 -- Due delayed tasks join the queue, a bounded chunk per call.
@@ -59,6 +59,7 @@ while taken < max and popped < max + chunk do
       out[#out + 1] = rec.tok
       out[#out + 1] = rec.a
       out[#out + 1] = redis.call('HGET', DATA, id) or ''
+      out[#out + 1] = math.max(0, NOW - (tonumber(rec.due) or NOW))
     end
   end
 end

@@ -102,6 +102,7 @@ impl Op<'_> {
                 token,
                 attempt: rec.a,
                 payload: self.q.data.get(&id).cloned().unwrap_or_default(),
+                waited_ms: self.now.saturating_sub(rec.due),
             });
             self.save(&id, rec);
         }

@@ -1,0 +1,223 @@
+//! What handlers, cron jobs and the guarded ports measure (Prometheus, `prometheus-client`): VM
+//! lifecycle latencies, instance operations by result, leaks and stale bots cleaned up, quota,
+//! outbound calls and cron runs. Labels name Configs, zones, projects, methods and fixed words,
+//! never a VM, hostname or task.
+
+use std::sync::atomic::AtomicU64;
+
+use chrono::{DateTime, Utc};
+use gce_backend_queues::QueueMetrics;
+use gce_backend_queues::metrics::{Histograms, Labels};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::model::Vm;
+
+/// A VM lifecycle step whose latency is measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// From the VM's slot being made (by `expand_config`, after the Config change that asked for
+    /// it, or to replace a drained VM) to its insert being sent.
+    ChangeToInsert,
+    /// From the insert being sent to the instance recorded: Compute's insert operation is DONE
+    /// (the instance exists and is starting).
+    InsertToCreated,
+    /// From the instance's creation (its `creationTimestamp`) to its bot's first connection
+    /// (Swarming's `first_seen`): boot and bot start.
+    CreatedToConnected,
+    /// From the instance's creation to its deletion: the VM's lifetime.
+    Lifetime,
+}
+
+impl Stage {
+    /// Its label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stage::ChangeToInsert => "change_to_insert",
+            Stage::InsertToCreated => "insert_to_created",
+            Stage::CreatedToConnected => "created_to_connected",
+            Stage::Lifetime => "lifetime",
+        }
+    }
+}
+
+fn latency() -> Histogram {
+    // 50 ms to about 1.8 hours.
+    Histogram::new(exponential_buckets(0.05, 2.0, 18))
+}
+
+fn lifetime() -> Histogram {
+    // 1 minute to about 11 days.
+    Histogram::new(exponential_buckets(60.0, 2.0, 15))
+}
+
+fn call() -> Histogram {
+    // 1 ms to about 2 minutes.
+    Histogram::new(exponential_buckets(0.001, 2.0, 18))
+}
+
+/// Every measurement of `jobs`, plus the queues' ([`QueueMetrics`]). Cheap to clone (shared).
+#[derive(Debug, Clone)]
+pub struct Telemetry {
+    /// The queues' measurements (given to each queue with `Queue::with_metrics`).
+    pub queues: QueueMetrics,
+    lifecycle: Histograms,
+    lifetime: Histograms,
+    instance_ops: Family<Labels, Counter>,
+    cleanup: Family<Labels, Counter>,
+    quota_usage: Family<Labels, Gauge<f64, AtomicU64>>,
+    quota_limit: Family<Labels, Gauge<f64, AtomicU64>>,
+    calls: Family<Labels, Counter>,
+    call_seconds: Histograms,
+    cron_runs: Family<Labels, Counter>,
+    cron_pushed: Family<Labels, Counter>,
+    cron_seconds: Histograms,
+    cron_last: Family<Labels, Gauge<f64, AtomicU64>>,
+}
+
+impl Default for Telemetry {
+    fn default() -> Self {
+        Self {
+            queues: QueueMetrics::default(),
+            lifecycle: Family::new_with_constructor(latency),
+            lifetime: Family::new_with_constructor(lifetime),
+            instance_ops: Family::default(),
+            cleanup: Family::default(),
+            quota_usage: Family::default(),
+            quota_limit: Family::default(),
+            calls: Family::default(),
+            call_seconds: Family::new_with_constructor(call),
+            cron_runs: Family::default(),
+            cron_pushed: Family::default(),
+            cron_seconds: Family::new_with_constructor(call),
+            cron_last: Family::default(),
+        }
+    }
+}
+
+fn labels(pairs: &[(&'static str, &str)]) -> Labels {
+    pairs.iter().map(|(k, v)| (*k, (*v).to_owned())).collect()
+}
+
+/// Seconds from `from` to `to`, never negative.
+fn between(from: DateTime<Utc>, to: DateTime<Utc>) -> f64 {
+    ((to - from).num_milliseconds().max(0) as f64) / 1000.0
+}
+
+impl Telemetry {
+    /// Adds every family to `registry` (names get the registry's prefix).
+    pub fn register(&self, r: &mut Registry) {
+        self.queues.register(r);
+        r.register(
+            "vm_lifecycle_seconds",
+            "VM lifecycle latency by Config and stage: change_to_insert, insert_to_created, created_to_connected",
+            self.lifecycle.clone(),
+        );
+        r.register(
+            "vm_lifetime_seconds",
+            "From an instance's creation to its deletion, by Config",
+            self.lifetime.clone(),
+        );
+        r.register(
+            "instance_operations",
+            "Instance inserts and deletes by Config, zone, result (ok or the error class) and error code",
+            self.instance_ops.clone(),
+        );
+        r.register("cleanups", "Leaked instances and stale bots found and deleted", self.cleanup.clone());
+        r.register(
+            "quota_usage",
+            "Compute quota in use, by project, region and metric",
+            self.quota_usage.clone(),
+        );
+        r.register(
+            "quota_limit",
+            "Compute quota limit, by project, region and metric",
+            self.quota_limit.clone(),
+        );
+        r.register(
+            "outbound_calls",
+            "Calls to Compute and Swarming by service, method and result code",
+            self.calls.clone(),
+        );
+        r.register(
+            "outbound_call_seconds",
+            "Latency of calls to Compute and Swarming by service and method",
+            self.call_seconds.clone(),
+        );
+        r.register("cron_runs", "Cron job runs by job and result (ok, error)", self.cron_runs.clone());
+        r.register("cron_pushed_tasks", "Tasks added by cron job runs, by job", self.cron_pushed.clone());
+        r.register("cron_run_seconds", "How long a cron job run took, by job", self.cron_seconds.clone());
+        r.register(
+            "cron_last_run_timestamp_seconds",
+            "When a cron job last ran in this process (Unix time), by job",
+            self.cron_last.clone(),
+        );
+    }
+
+    /// `vm` passed `stage`, which began at `from` and ended at `to`.
+    pub fn lifecycle(&self, vm: &Vm, stage: Stage, from: DateTime<Utc>, to: DateTime<Utc>) {
+        let family = if stage == Stage::Lifetime { &self.lifetime } else { &self.lifecycle };
+        let l = if stage == Stage::Lifetime {
+            labels(&[("config", &vm.config)])
+        } else {
+            labels(&[("config", &vm.config), ("stage", stage.as_str())])
+        };
+        family.get_or_create(&l).observe(between(from, to));
+    }
+
+    /// An instance operation (`insert`, `delete`) of `vm` ended: `result` is `ok` or the error
+    /// class, `code` the error code (empty when ok).
+    pub fn instance_op(&self, vm: &Vm, op: &'static str, result: &str, code: &str) {
+        let l = labels(&[
+            ("config", &vm.config),
+            ("zone", vm.zone()),
+            ("op", op),
+            ("result", result),
+            ("code", code),
+        ]);
+        self.instance_ops.get_or_create(&l).inc();
+    }
+
+    /// A cleanup step: `what` is `leaked_instance` or `stale_bot`, `event` `found` or `deleted`.
+    pub fn cleanup(&self, what: &'static str, event: &'static str) {
+        self.cleanup.get_or_create(&labels(&[("what", what), ("event", event)])).inc();
+    }
+
+    /// A quota reading.
+    pub fn quota(&self, project: &str, region: &str, metric: &str, usage: f64, limit: f64) {
+        let l = labels(&[("project", project), ("region", region), ("metric", metric)]);
+        self.quota_usage.get_or_create(&l).set(usage);
+        self.quota_limit.get_or_create(&l).set(limit);
+    }
+
+    /// A call to `service` (`compute`, `swarming`) `method` ended with `code` (`ok` or the
+    /// error code) after `secs`.
+    pub fn call(&self, service: &'static str, method: &'static str, code: &str, secs: f64) {
+        self.calls.get_or_create(&labels(&[("service", service), ("method", method), ("code", code)])).inc();
+        self.call_seconds.get_or_create(&labels(&[("service", service), ("method", method)])).observe(secs);
+    }
+
+    /// A run of cron job `job` ended at `at` after `secs`, adding `pushed` tasks, or failed.
+    pub fn cron(&self, job: &str, ok: bool, pushed: usize, secs: f64, at: DateTime<Utc>) {
+        let j = labels(&[("job", job)]);
+        let result = if ok { "ok" } else { "error" };
+        self.cron_runs.get_or_create(&labels(&[("job", job), ("result", result)])).inc();
+        self.cron_pushed.get_or_create(&j).inc_by(pushed as u64);
+        self.cron_seconds.get_or_create(&j).observe(secs);
+        self.cron_last.get_or_create(&j).set(at.timestamp_millis() as f64 / 1000.0);
+    }
+
+    /// Every family in the Prometheus text format, names prefixed `gce_backend_` (what a
+    /// process serves when it has nothing else to add; tests read it).
+    pub fn text(&self) -> String {
+        let mut r = Registry::with_prefix("gce_backend");
+        self.register(&mut r);
+        let mut out = String::new();
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &r);
+        out
+    }
+}

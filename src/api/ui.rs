@@ -1,0 +1,69 @@
+//! The dashboard: a page of plain HTML, JavaScript and CSS embedded in the binary (no build
+//! step), served at `ROOT/ui/` without a token (the page asks for one and calls the API with it),
+//! and the API's `whoami` method, which tells the page what the caller may do.
+
+use axum::Extension;
+use axum::Router;
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::get;
+
+use super::auth::Caller;
+use super::types::WhoAmI;
+use super::{Api, Out, ok};
+
+/// The page.
+const INDEX: &str = include_str!("ui/index.html");
+/// Its script.
+const APP: &str = include_str!("ui/app.js");
+/// The script's helpers (API calls, formatting, DOM updates).
+const LIB: &str = include_str!("ui/lib.js");
+/// Its style.
+const STYLE: &str = include_str!("ui/style.css");
+
+/// What the page may load and call: itself and the API (same origin), nothing else.
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; \
+                   connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+
+/// One embedded file with its content type, never cached stale (`no-cache`: revalidated each
+/// time, so a new binary's page is picked up at once).
+fn asset(content_type: &'static str, body: &'static str) -> Response {
+    let mut res = body.into_response();
+    let h = res.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    h.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CSP));
+    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    res
+}
+
+/// The dashboard's routes: `/` and `/ui` lead to `/ui/`, which serves the page and its files.
+/// Relative redirects keep working behind a proxy that serves the root URL under a path.
+pub(super) fn routes() -> Router<Api> {
+    Router::new()
+        .route("/", get(|| async { Redirect::to("ui/") }))
+        .route("/ui", get(|| async { Redirect::to("ui/") }))
+        .route("/ui/", get(|| async { asset("text/html; charset=utf-8", INDEX) }))
+        .route("/ui/index.html", get(|| async { asset("text/html; charset=utf-8", INDEX) }))
+        .route("/ui/app.js", get(|| async { asset("text/javascript; charset=utf-8", APP) }))
+        .route("/ui/lib.js", get(|| async { asset("text/javascript; charset=utf-8", LIB) }))
+        .route("/ui/style.css", get(|| async { asset("text/css; charset=utf-8", STYLE) }))
+}
+
+/// `whoami`: the caller's token name, role and groups.
+pub(super) async fn whoami(Extension(caller): Extension<Caller>) -> Out<WhoAmI> {
+    ok(WhoAmI { name: caller.name, role: caller.role, groups: caller.groups })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_page_names_the_files_it_is_served_with() {
+        assert!(INDEX.contains("app.js") && INDEX.contains("style.css"));
+        assert!(LIB.contains("api/gce-backend/v1") && INDEX.contains("lib.js"));
+        assert!(!INDEX.contains("<script>"), "no inline script: the CSP allows only 'self'");
+    }
+}

@@ -1,0 +1,228 @@
+//! `/metrics` end to end: a Config converges on Redis and the simulator, then one scrape shows
+//! the fleet per Config, the lifecycle latencies, the queues, outbound calls, cron runs and API
+//! requests, with no label naming a VM or hostname; a workers-only process serves its own.
+
+use std::collections::BTreeMap;
+use std::process::Stdio;
+use std::time::Duration;
+
+use gce_backend_queues::testing::{RedisServer, eventually};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use crate::pipeline::{Backend, Env, pool, sim_config};
+
+/// One sample of a scrape: metric name and labels → value.
+type Samples = BTreeMap<(String, BTreeMap<String, String>), f64>;
+
+/// Parses the text format (no escaped quotes in our label values).
+fn parse(text: &str) -> Samples {
+    let mut out = Samples::new();
+    for line in text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
+        let (series, value) = line.rsplit_once(' ').expect("a sample line");
+        let (name, labels) = match series.split_once('{') {
+            Some((n, rest)) => (n, rest.trim_end_matches('}')),
+            None => (series, ""),
+        };
+        let labels = labels
+            .split(',')
+            .filter(|p| !p.is_empty())
+            .map(|p| {
+                let (k, v) = p.split_once('=').expect("label=value");
+                (k.to_owned(), v.trim_matches('"').to_owned())
+            })
+            .collect();
+        out.insert((name.to_owned(), labels), value.parse().expect("a number"));
+    }
+    out
+}
+
+/// The value of `name` with exactly `labels`.
+fn value(s: &Samples, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    let l = labels.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+    s.get(&(name.to_owned(), l)).copied()
+}
+
+/// The sum of `name` over the samples that carry `labels` (and any others).
+fn sum(s: &Samples, name: &str, labels: &[(&str, &str)]) -> f64 {
+    s.iter()
+        .filter(|((n, l), _)| {
+            n == name && labels.iter().all(|(k, v)| l.get(*k).map(String::as_str) == Some(*v))
+        })
+        .map(|(_, v)| v)
+        .sum()
+}
+
+async fn scrape(url: &str) -> (String, String) {
+    let res = reqwest::get(format!("{url}/metrics")).await.expect("scrape");
+    assert_eq!(res.status(), 200);
+    let ct = res.headers()["content-type"].to_str().unwrap().to_owned();
+    (ct, res.text().await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_scrape_shows_fleet_lifecycle_queues_calls_cron_and_api_with_bounded_labels() {
+    let env =
+        Env::start(Backend::Redis, sim_config(), &[("metrics", pool("metrics", 3, "1h", "10m"))], true).await;
+    env.converged("metrics", 3).await;
+    let api = env.api_url.clone().expect("the API");
+    let http = reqwest::Client::new();
+    let configs = format!("{api}/api/gce-backend/v1/configs");
+    let ok = http.get(&configs).bearer_auth(crate::api::ADMIN).send().await.unwrap();
+    assert_eq!(ok.status(), 200);
+    let refused = http.get(&configs).send().await.unwrap();
+    assert_eq!(refused.status(), 401);
+
+    // The fleet gauges show count_vms' last count: wait for the one after convergence.
+    let (ct, text) = eventually("the fleet gauges show 3 connected", Duration::from_secs(30), || async {
+        let (ct, text) = scrape(&api).await;
+        let s = parse(&text);
+        (value(&s, "gce_backend_fleet_vms", &[("config", "metrics"), ("state", "connected")]) == Some(3.0))
+            .then_some((ct, text))
+    })
+    .await;
+    assert!(ct.starts_with("application/openmetrics-text"), "{ct}");
+    let s = parse(&text);
+    let fleet = |state| value(&s, "gce_backend_fleet_vms", &[("config", "metrics"), ("state", state)]);
+    for state in ["configured", "created", "running", "connected"] {
+        assert_eq!(fleet(state), Some(3.0), "{state}");
+    }
+    for state in ["draining", "unhealthy", "bot_dead"] {
+        assert_eq!(fleet(state), Some(0.0), "{state}");
+    }
+    assert_eq!(value(&s, "gce_backend_config_paused", &[("config", "metrics")]), Some(0.0));
+    for stage in ["change_to_insert", "insert_to_created", "created_to_connected"] {
+        let n =
+            value(&s, "gce_backend_vm_lifecycle_seconds_count", &[("config", "metrics"), ("stage", stage)]);
+        assert!(n.is_some_and(|n| n >= 3.0), "{stage}: {n:?}");
+    }
+    let inserted = sum(
+        &s,
+        "gce_backend_instance_operations_total",
+        &[("config", "metrics"), ("op", "insert"), ("result", "ok")],
+    );
+    assert!(inserted >= 3.0, "{inserted}");
+    let q = [("queue", "create_instance")];
+    assert!(
+        sum(&s, "gce_backend_task_runs_total", &[("queue", "create_instance"), ("result", "done")]) >= 3.0
+    );
+    assert!(value(&s, "gce_backend_task_wait_seconds_count", &q).is_some_and(|n| n >= 3.0));
+    assert!(value(&s, "gce_backend_task_run_seconds_count", &q).is_some_and(|n| n >= 3.0));
+    for state in ["pending", "delayed", "running", "dead"] {
+        assert!(
+            value(&s, "gce_backend_queue_tasks", &[("queue", "create_instance"), ("state", state)]).is_some(),
+            "{state}"
+        );
+    }
+    assert!(
+        value(&s, "gce_backend_queue_events_total", &[("queue", "create_instance"), ("event", "done")])
+            .is_some_and(|n| n >= 3.0)
+    );
+    let inserts = [("service", "compute"), ("method", "instances.insert"), ("code", "ok")];
+    assert!(value(&s, "gce_backend_outbound_calls_total", &inserts).is_some_and(|n| n >= 3.0));
+    assert!(sum(&s, "gce_backend_outbound_calls_total", &[("service", "swarming")]) >= 1.0);
+    assert!(
+        value(
+            &s,
+            "gce_backend_outbound_call_seconds_count",
+            &[("service", "compute"), ("method", "instances.insert")]
+        )
+        .is_some()
+    );
+    assert!(
+        value(&s, "gce_backend_cron_runs_total", &[("job", "count_vms"), ("result", "ok")])
+            .is_some_and(|n| n >= 1.0)
+    );
+    assert!(
+        value(&s, "gce_backend_cron_last_run_timestamp_seconds", &[("job", "count_vms")])
+            .is_some_and(|t| t > 1.7e9)
+    );
+    assert!(value(&s, "gce_backend_cron_pushed_tasks_total", &[("job", "expand_configs")]).is_some());
+    assert!(
+        value(&s, "gce_backend_api_requests_total", &[("method", "listConfigs"), ("status", "200")])
+            .is_some_and(|n| n >= 1.0)
+    );
+    assert!(
+        value(&s, "gce_backend_api_requests_total", &[("method", "listConfigs"), ("status", "401")])
+            .is_some_and(|n| n >= 1.0)
+    );
+
+    // Bounded labels: no value names a VM or its hostname (nor a task).
+    let vms = env.vms("metrics").await;
+    assert_eq!(vms.len(), 3);
+    let mut names: Vec<String> = vms.iter().flat_map(|v| [v.id.clone(), v.hostname.clone()]).collect();
+    names.sort();
+    for (metric, labels) in s.keys() {
+        for (k, v) in labels {
+            assert!(
+                !names.iter().any(|n| v.contains(n.as_str())),
+                "{metric}: label {k}={v:?} names a VM or hostname"
+            );
+        }
+    }
+    let families: std::collections::BTreeSet<&str> = s.keys().map(|(n, _)| n.as_str()).collect();
+    assert!(families.len() > 20, "{families:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_workers_process_serves_its_own_metrics_on_metrics_listen() {
+    gce_backend::adapters::install_crypto();
+    let redis = RedisServer::start();
+    let (sim, _sim) = gce_backend::sim::spawn(sim_config()).await.unwrap();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_gce-backend"))
+        .args([
+            "run",
+            "--redis",
+            &redis.url(),
+            "--role",
+            "workers",
+            "--quiet",
+            "--metrics-listen",
+            "127.0.0.1:0",
+        ])
+        .args(["--gce-endpoint", &format!("http://{sim}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let url = tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(line) = lines.next_line().await.unwrap() {
+            if let Some(rest) = line.split("metrics on ").nth(1) {
+                return rest.split_whitespace().next().unwrap().trim_end_matches("/metrics").to_owned();
+            }
+        }
+        panic!("no `metrics on` line");
+    })
+    .await
+    .expect("the metrics line within 60s");
+    // A task for it: reading a project's quotas.
+    let engine = gce_backend::app::redis_engine(&redis.url(), "gce-backend").await.unwrap();
+    let queue = gce_backend_queues::Queue::new(
+        std::sync::Arc::new(engine),
+        gce_backend_queues::QueueSpec::new("report_quota", Default::default()).unwrap(),
+    );
+    let task = gce_backend_jobs::tasks::ReportQuota { project: "p".into() };
+    queue.push("p", &task, gce_backend_queues::When::Now).await.unwrap();
+    let text = eventually("the worker's run is measured", Duration::from_secs(30), || async {
+        let (_, text) = scrape(&url).await;
+        let s = parse(&text);
+        let done = value(&s, "gce_backend_task_runs_total", &[("queue", "report_quota"), ("result", "done")]);
+        done.is_some().then_some(text)
+    })
+    .await;
+    let s = parse(&text);
+    let calls = [("service", "compute"), ("method", "regions.list"), ("code", "ok")];
+    assert!(value(&s, "gce_backend_outbound_calls_total", &calls).is_some(), "{text}");
+    assert!(sum(&s, "gce_backend_quota_limit", &[("project", "p")]) > 0.0, "{text}");
+    assert!(
+        value(&s, "gce_backend_task_wait_seconds_count", &[("queue", "report_quota")]).is_some(),
+        "{text}"
+    );
+    let ready = reqwest::get(format!("{url}/readyz")).await.unwrap();
+    assert_eq!(ready.status(), 200, "its Redis answers");
+    // The shared state is the API's to report, not every worker's.
+    assert!(!text.contains("gce_backend_fleet_vms"), "{text}");
+    assert!(!text.contains("gce_backend_queue_tasks"), "{text}");
+    child.kill().await.unwrap();
+}
