@@ -77,7 +77,7 @@ impl Collector for SharedCollector {
             }
             paused.push((l(&[("config", &c.prefix)]), i64::from(c.paused.is_some() || c.paused_all)));
             backoff.push((l(&[("config", &c.prefix)]), i64::from(c.backoff.is_some())));
-            dead.push((l(&[("config", &c.prefix)]), c.dead_tasks as i64));
+            dead.push((l(&[("config", &c.prefix)]), c.dead_tasks));
         }
         gauge(&mut d, "fleet_vms", "VMs per Config by state (as last counted by count_vms)", &vms)?;
         gauge(
@@ -92,7 +92,15 @@ impl Collector for SharedCollector {
             "1 while a Config's creations back off (quota, stockout, refusals)",
             &backoff,
         )?;
-        gauge(&mut d, "config_dead_tasks", "Tasks of a Config that went to a dead set", &dead)?;
+        let mut m = d.encode_descriptor(
+            "config_dead_tasks",
+            "Tasks of a Config that went to a dead set, ever (retries and purges do not lower it)",
+            None,
+            MetricType::Counter,
+        )?;
+        for (labels, v) in &dead {
+            ConstCounter::new(*v).encode(m.encode_family(labels)?)?;
+        }
         gauge(
             &mut d,
             "paused_all",

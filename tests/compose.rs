@@ -27,37 +27,49 @@ async fn every_service_runs_as_written_and_its_healthcheck_answers() {
     let redis = RedisServer::start();
     let dir = crate::pipeline::temp_dir();
     let tokens = crate::api::write_tokens(&dir);
-    // Each in-container port becomes a free local one; `host:port` names become 127.0.0.1.
-    let mut ports: BTreeMap<String, u16> = BTreeMap::new();
-    let mut port = |p: &str| *ports.entry(p.to_owned()).or_insert_with(free_port);
-    let sim_port = port("8787");
-    let local = |arg: &str, port: &mut dyn FnMut(&str) -> u16| -> String {
-        let arg = arg
+    // Each container's port becomes a free local one of its own, keyed (service, port).
+    let mut ports: BTreeMap<(String, String), u16> = BTreeMap::new();
+    let mut port =
+        |service: &str, p: &str| *ports.entry((service.to_owned(), p.to_owned())).or_insert_with(free_port);
+    let sim = format!("http://127.0.0.1:{}", port("sim", "8787"));
+    let mut local = |service: &str, given: &str| -> String {
+        let arg = given
             .replace("redis://redis:6379/0", &redis.url())
-            .replace("http://sim:8787", &format!("http://127.0.0.1:{sim_port}"))
+            .replace("http://sim:8787", &sim)
             .replace("/etc/gce-backend/tokens.toml", tokens.to_str().unwrap())
             .replace("/etc/gce-backend/", &format!("{}/config/", root.display()));
         let digits = |p: &str| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit());
         if let Some(p) = arg.strip_prefix("0.0.0.0:").filter(|p| digits(p)) {
-            return format!("127.0.0.1:{}", port(p));
+            return format!("127.0.0.1:{}", port(service, p));
         }
-        if let Some(p) = arg.strip_prefix("http://127.0.0.1:").filter(|p| digits(p)) {
-            return format!("http://127.0.0.1:{}", port(p));
+        // The service's own address as its healthcheck or root URL names it.
+        if let Some((p, path)) =
+            given.strip_prefix("http://127.0.0.1:").map(|r| r.split_once('/').unwrap_or((r, "")))
+            && digits(p)
+        {
+            let sep = if path.is_empty() && !given.ends_with('/') { "" } else { "/" };
+            return format!("http://127.0.0.1:{}{sep}{path}", port(service, p));
         }
         arg
     };
     let mut children = Vec::new();
     let mut checks = Vec::new();
+    let mut scrapes = Vec::new();
     // The simulator first: the others depend on it.
     let mut names: Vec<&str> = services.keys().map(|k| k.as_str().unwrap()).collect();
     names.sort_by_key(|n| *n != "sim");
     for name in names {
         let s = &services[name];
+        assert_eq!(s["restart"].as_str(), Some("unless-stopped"), "{name}");
+        assert!(s.get("healthcheck").is_some(), "{name} has a healthcheck");
         if s.get("build").is_none() {
             continue; // redis, prometheus: images of their own
         }
-        assert_eq!(s["restart"].as_str(), Some("unless-stopped"), "{name}");
-        let args: Vec<String> = strings(&s["command"]).iter().map(|a| local(a, &mut port)).collect();
+        let command = strings(&s["command"]);
+        let args: Vec<String> = command.iter().map(|a| local(name, a)).collect();
+        if let Some(i) = command.iter().position(|a| a == "--metrics-listen") {
+            scrapes.push((name.to_owned(), format!("http://{}/metrics", args[i + 1])));
+        }
         let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_gce-backend"))
             .args(&args)
             .stdout(Stdio::null())
@@ -65,42 +77,48 @@ async fn every_service_runs_as_written_and_its_healthcheck_answers() {
             .kill_on_drop(true)
             .spawn()
             .unwrap();
-        children.push(child);
+        children.push((name.to_owned(), child));
         let test = strings(&s["healthcheck"]["test"]);
         assert_eq!(&test[..2], ["CMD", "curl"], "{name}: {test:?}");
-        let url = test.last().unwrap().to_owned();
-        let (base, path) = url.trim_start_matches("http://127.0.0.1:").split_once('/').unwrap();
-        checks.push((name.to_owned(), format!("http://127.0.0.1:{}/{path}", port(base))));
-        if name == "sim" {
-            let url = checks.last().unwrap().1.clone();
-            eventually("the simulator answers", Duration::from_secs(30), || async {
-                reqwest::get(&url).await.ok().filter(|r| r.status() == 200).map(|_| ())
-            })
-            .await;
-        }
+        let url = local(name, test.last().unwrap());
+        eventually(&format!("{name}: {url} answers 200"), Duration::from_secs(60), || async {
+            reqwest::get(&url).await.ok().filter(|r| r.status() == 200).map(|_| ())
+        })
+        .await;
+        checks.push(name.to_owned());
     }
     assert_eq!(checks.len(), 4, "sim, workers, cron, api: {checks:?}");
-    for (name, url) in &checks {
-        eventually(&format!("{name}: {url} answers 200"), Duration::from_secs(60), || async {
-            reqwest::get(url).await.ok().filter(|r| r.status() == 200).map(|_| ())
+    // Each process reports its own work; the API's also the shared fleet state.
+    let expect = [
+        ("workers", "gce_backend_task_runs_total"),
+        ("cron", "gce_backend_cron_runs_total"),
+        ("api", "gce_backend_fleet_vms"),
+    ];
+    for (name, family) in expect {
+        let url = &scrapes
+            .iter()
+            .find(|(n, _)| n == name)
+            .unwrap_or_else(|| panic!("{name} has --metrics-listen"))
+            .1;
+        eventually(&format!("{name}: {url} shows {family}"), Duration::from_secs(60), || async {
+            let text = reqwest::get(url).await.ok()?.text().await.ok()?;
+            text.contains(family).then_some(())
         })
         .await;
     }
-    // Prometheus scrapes the ports the services listen on, and the API serves the dashboard.
+    for (name, child) in &mut children {
+        assert!(child.try_wait().unwrap().is_none(), "{name} is still running");
+    }
+    // Prometheus scrapes those ports; the API's own listener wants a token for /metrics.
     let prom: Value =
         serde_yaml::from_str(&std::fs::read_to_string(root.join("config/prometheus.yml")).unwrap()).unwrap();
     let text = serde_yaml::to_string(&prom["scrape_configs"]).unwrap();
-    for target in ["api:8080", "cron:9100", "port: 9100"] {
+    for target in ["api:9100", "cron:9100", "port: 9100"] {
         assert!(text.contains(target), "{target} in {text}");
     }
-    for (name, url) in &checks {
-        if name != "sim" {
-            let metrics = url.replace("/readyz", "/metrics");
-            let res = reqwest::get(&metrics).await.unwrap();
-            assert_eq!(res.status(), 200, "{name}: {metrics}");
-        }
-    }
-    let api = checks.iter().find(|(n, _)| n == "api").unwrap().1.replace("/readyz", "/ui/");
-    assert_eq!(reqwest::get(&api).await.unwrap().status(), 200, "the dashboard at {api}");
+    let api = format!("http://127.0.0.1:{}", port("api", "8080"));
+    assert_eq!(reqwest::get(format!("{api}/metrics")).await.unwrap().status(), 401);
+    assert_eq!(reqwest::get(format!("{api}/ui/")).await.unwrap().status(), 200, "the dashboard");
     drop(children);
+    let _ = std::fs::remove_dir_all(&dir);
 }

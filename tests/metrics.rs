@@ -52,8 +52,16 @@ fn sum(s: &Samples, name: &str, labels: &[(&str, &str)]) -> f64 {
         .sum()
 }
 
-async fn scrape(url: &str) -> (String, String) {
-    let res = reqwest::get(format!("{url}/metrics")).await.expect("scrape");
+/// `url/metrics`, with `token` if given.
+async fn scrape(url: &str, token: Option<&str>) -> (String, String) {
+    let req = reqwest::Client::new().get(format!("{url}/metrics"));
+    let res = match token {
+        Some(t) => req.bearer_auth(t),
+        None => req,
+    }
+    .send()
+    .await
+    .expect("scrape");
     assert_eq!(res.status(), 200);
     let ct = res.headers()["content-type"].to_str().unwrap().to_owned();
     (ct, res.text().await.unwrap())
@@ -71,10 +79,12 @@ async fn one_scrape_shows_fleet_lifecycle_queues_calls_cron_and_api_with_bounded
     assert_eq!(ok.status(), 200);
     let refused = http.get(&configs).send().await.unwrap();
     assert_eq!(refused.status(), 401);
+    let anonymous = http.get(format!("{api}/metrics")).send().await.unwrap();
+    assert_eq!(anonymous.status(), 401, "the API's listener serves /metrics to a token only");
 
     // The fleet gauges show count_vms' last count: wait for the one after convergence.
     let (ct, text) = eventually("the fleet gauges show 3 connected", Duration::from_secs(30), || async {
-        let (ct, text) = scrape(&api).await;
+        let (ct, text) = scrape(&api, Some(crate::api::READER)).await;
         let s = parse(&text);
         (value(&s, "gce_backend_fleet_vms", &[("config", "metrics"), ("state", "connected")]) == Some(3.0))
             .then_some((ct, text))
@@ -146,7 +156,7 @@ async fn one_scrape_shows_fleet_lifecycle_queues_calls_cron_and_api_with_bounded
             .is_some_and(|n| n >= 1.0)
     );
 
-    // Bounded labels: no value names a VM or its hostname (nor a task).
+    // Bounded labels: no value names a VM or its hostname.
     let vms = env.vms("metrics").await;
     assert_eq!(vms.len(), 3);
     let mut names: Vec<String> = vms.iter().flat_map(|v| [v.id.clone(), v.hostname.clone()]).collect();
@@ -205,7 +215,7 @@ async fn a_workers_process_serves_its_own_metrics_on_metrics_listen() {
     let task = gce_backend_jobs::tasks::ReportQuota { project: "p".into() };
     queue.push("p", &task, gce_backend_queues::When::Now).await.unwrap();
     let text = eventually("the worker's run is measured", Duration::from_secs(30), || async {
-        let (_, text) = scrape(&url).await;
+        let (_, text) = scrape(&url, None).await;
         let s = parse(&text);
         let done = value(&s, "gce_backend_task_runs_total", &[("queue", "report_quota"), ("result", "done")]);
         done.is_some().then_some(text)

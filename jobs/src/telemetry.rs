@@ -193,11 +193,15 @@ impl Telemetry {
         self.quota_limit.get_or_create(&l).set(limit);
     }
 
-    /// A call to `service` (`compute`, `swarming`) `method` ended with `code` (`ok` or the
-    /// error code) after `secs`.
-    pub fn call(&self, service: &'static str, method: &'static str, code: &str, secs: f64) {
+    /// A call to `service` (`compute`, `swarming`) `method` ended with `code` (`ok`, the error
+    /// code, or why the guard refused it) after `secs` (none when it did not run).
+    pub fn call(&self, service: &'static str, method: &'static str, code: &str, secs: Option<f64>) {
         self.calls.get_or_create(&labels(&[("service", service), ("method", method), ("code", code)])).inc();
-        self.call_seconds.get_or_create(&labels(&[("service", service), ("method", method)])).observe(secs);
+        if let Some(secs) = secs {
+            self.call_seconds
+                .get_or_create(&labels(&[("service", service), ("method", method)]))
+                .observe(secs);
+        }
     }
 
     /// A run of cron job `job` ended at `at` after `secs`, adding `pushed` tasks, or failed.

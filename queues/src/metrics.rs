@@ -41,7 +41,7 @@ impl QueueMetrics {
     pub fn register(&self, registry: &mut Registry) {
         registry.register(
             "task_runs",
-            "Task runs by this process's workers, by queue and how they ended (done, retry, dead, released)",
+            "Task runs by this process's workers, by queue and how they ended (done, retry, dead)",
             self.runs.clone(),
         );
         registry.register(
@@ -58,8 +58,14 @@ impl QueueMetrics {
 
     /// A run of a task of `queue` ended as `result` after `secs`.
     pub fn ran(&self, queue: &str, result: &'static str, secs: f64) {
-        self.runs.get_or_create(&vec![("queue", queue.to_owned()), ("result", result.to_owned())]).inc();
+        self.ended(queue, result);
         self.run_seconds.get_or_create(&vec![("queue", queue.to_owned())]).observe(secs);
+    }
+
+    /// A task of `queue` ended as `result` without its handler running (a payload this build
+    /// cannot decode).
+    pub fn ended(&self, queue: &str, result: &'static str) {
+        self.runs.get_or_create(&vec![("queue", queue.to_owned()), ("result", result.to_owned())]).inc();
     }
 
     /// A task of `queue` was taken `secs` after it was due.

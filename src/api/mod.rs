@@ -147,7 +147,17 @@ pub fn router(api: Api) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .merge(ui::routes())
-        .route("/metrics", get(|State(a): State<Api>| crate::metrics::serve_metrics(State(a.metrics))))
+        // Any valid token (it names Configs, projects and zones); `--metrics-listen` serves
+        // the same without one, on a port meant for the scraper only.
+        .route(
+            "/metrics",
+            get(|State(a): State<Api>| crate::metrics::serve_metrics(State(a.metrics))).route_layer(
+                axum::middleware::from_fn_with_state(
+                    (tokens.clone(), Needs(auth::Role::Reader)),
+                    auth::require,
+                ),
+            ),
+        )
         .fallback(|| async {
             ApiError::new(StatusCode::NOT_FOUND, "no such route (see ROOT/references/manifest.json)")
         })

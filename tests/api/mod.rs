@@ -30,6 +30,7 @@ pub(crate) const TOKENS: &[(&str, &str, Role, &[&str])] = &[
 ];
 pub(crate) const ADMIN: &str = "gbt_admin";
 pub(crate) const WRITER: &str = "gbt_writer_infra";
+pub(crate) const READER: &str = "gbt_reader_infra";
 
 /// Writes the tokens file into `dir`; returns its path.
 pub(crate) fn write_tokens(dir: &Path) -> PathBuf {

@@ -1,7 +1,8 @@
 //! The Swarming and Compute ports behind [`Guard`]s: one key per Swarming server and per Compute
 //! project, so one that hangs or fails holds a bounded share of the workers and is paused by its
-//! breaker, while every other server and project goes on as usual. Every call is measured here
-//! (method, result code, latency), refusals of the guard included.
+//! breaker, while every other server and project goes on as usual. Every call is measured here:
+//! a call that ran by its result code and latency, a call the guard refused by why (`busy`,
+//! `circuit_open`, `timeout`).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -16,8 +17,17 @@ use super::guard::{Guard, Isolation, Refused};
 use crate::model::Bot;
 use crate::telemetry::Telemetry;
 
+/// The label of a guard's refusal.
+fn refusal(r: &Refused) -> &'static str {
+    match r {
+        Refused::Busy(_) => "busy",
+        Refused::Open(..) => "circuit_open",
+        Refused::Timeout(_) => "timeout",
+    }
+}
+
 /// Measures `call` as `service` `method`: its result code (`ok` or `code` of the error) and
-/// latency.
+/// latency (of the call alone, not the wait for a slot).
 async fn measured<T, E>(
     telemetry: &Telemetry,
     service: &'static str,
@@ -31,7 +41,7 @@ async fn measured<T, E>(
         Ok(_) => "ok".to_owned(),
         Err(e) => code(e),
     };
-    telemetry.call(service, method, &c, started.elapsed().as_secs_f64());
+    telemetry.call(service, method, &c, Some(started.elapsed().as_secs_f64()));
     out
 }
 
@@ -71,14 +81,15 @@ impl GuardedBots {
         timeout: Duration,
         call: impl Future<Output = Result<T, BotError>>,
     ) -> Result<T, BotError> {
-        let guarded = async {
-            self.guard.call(server, timeout, call).await.map_err(|e| match e {
-                Ok(e) => e,
-                Err(r) => BotError::new(BotErrorKind::Unavailable, format!("swarming server {server}: {r}")),
-            })
-        };
-        measured(&self.telemetry, "swarming", method, |e: &BotError| e.kind.as_str().to_owned(), guarded)
-            .await
+        let call =
+            measured(&self.telemetry, "swarming", method, |e: &BotError| e.kind.as_str().to_owned(), call);
+        self.guard.call(server, timeout, call).await.map_err(|e| match e {
+            Ok(e) => e,
+            Err(r) => {
+                self.telemetry.call("swarming", method, refusal(&r), None);
+                BotError::new(BotErrorKind::Unavailable, format!("swarming server {server}: {r}"))
+            }
+        })
     }
 }
 
@@ -138,10 +149,12 @@ impl GuardedCompute {
         project: &str,
         call: impl Future<Output = Result<T, ComputeError>>,
     ) -> Result<T, ComputeError> {
-        let guarded = async {
-            self.guard.call(project, self.timeout, call).await.map_err(|e| match e {
-                Ok(e) => e,
-                Err(r) => ComputeError {
+        let call = measured(&self.telemetry, "compute", method, |e: &ComputeError| e.code.clone(), call);
+        self.guard.call(project, self.timeout, call).await.map_err(|e| match e {
+            Ok(e) => e,
+            Err(r) => {
+                self.telemetry.call("compute", method, refusal(&r), None);
+                ComputeError {
                     kind: Kind::Transient,
                     code: if matches!(r, Refused::Timeout(_)) {
                         "timeout".into()
@@ -149,10 +162,9 @@ impl GuardedCompute {
                         "unavailable".into()
                     },
                     message: format!("project {project}: {r}"),
-                },
-            })
-        };
-        measured(&self.telemetry, "compute", method, |e: &ComputeError| e.code.clone(), guarded).await
+                }
+            }
+        })
     }
 }
 
@@ -170,21 +182,24 @@ impl Compute for GuardedCompute {
 
     async fn wait(&self, project: &str, zone: &str, operation: &str) -> Result<Operation, ComputeError> {
         // Waiting is what this call is for: it takes no slot of the project, only a timeout.
-        let wait = async {
-            match tokio::time::timeout(self.wait_timeout, self.inner.wait(project, zone, operation)).await {
-                Ok(r) => r,
-                Err(_) => Err(ComputeError {
+        let method = "zoneOperations.wait";
+        let wait = measured(&self.telemetry, "compute", method, |e: &ComputeError| e.code.clone(), async {
+            self.inner.wait(project, zone, operation).await
+        });
+        match tokio::time::timeout(self.wait_timeout, wait).await {
+            Ok(r) => r,
+            Err(_) => {
+                self.telemetry.call("compute", method, "timeout", None);
+                Err(ComputeError {
                     kind: Kind::Transient,
                     code: "timeout".into(),
                     message: format!(
                         "project {project}: zoneOperations.wait gave no answer within {:?}",
                         self.wait_timeout
                     ),
-                }),
+                })
             }
-        };
-        measured(&self.telemetry, "compute", "zoneOperations.wait", |e: &ComputeError| e.code.clone(), wait)
-            .await
+        }
     }
 
     async fn get(&self, project: &str, zone: &str, name: &str) -> Result<Option<Instance>, ComputeError> {

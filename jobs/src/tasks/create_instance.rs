@@ -22,7 +22,7 @@ use crate::error::TaskError;
 use crate::model::Vm;
 use crate::ports::compute::{ComputeError, Instance, InstanceSpec, Kind, Operation};
 use crate::tasks::Next;
-use crate::tasks::update_vm;
+use crate::tasks::{update_vm, write_vm};
 use crate::telemetry::Stage;
 
 task!(
@@ -79,9 +79,9 @@ pub async fn run(ctx: &Ctx, t: CreateInstance) -> Result<Next, TaskError> {
     if let Some(wait) = backoff::wait_for(ctx, &vm).await? {
         return Ok(Next::After(wait));
     }
-    let vm = match vm.insert_sent {
-        Some(_) => vm,
-        None => match update_vm(ctx, &t.id, |v| {
+    let (vm, sending) = match vm.insert_sent {
+        Some(_) => (vm, false),
+        None => match write_vm(ctx, &t.id, |v| {
             v.insert_sent.is_none() && {
                 v.insert_sent = Some(now);
                 true
@@ -89,17 +89,21 @@ pub async fn run(ctx: &Ctx, t: CreateInstance) -> Result<Next, TaskError> {
         })
         .await?
         {
-            Some(v) => {
-                ctx.telemetry.lifecycle(&v, Stage::ChangeToInsert, v.configured, now);
-                v
-            }
+            Some(written) => written,
             None => return Ok(Next::Done),
         },
     };
     let rid = insert_request_id(&vm);
     let op =
         match ctx.compute.insert(vm.project(), vm.zone(), &rid, &instance_spec(&vm, &ctx.deployment)).await {
-            Ok(op) => op,
+            Ok(op) => {
+                // The slot's first accepted insert only (a re-send after a failed operation has
+                // a later attempt; one refused outright sends again from here).
+                if sending && vm.insert_attempt == 0 {
+                    ctx.telemetry.lifecycle(&vm, Stage::ChangeToInsert, vm.configured, now);
+                }
+                op
+            }
             Err(e) if e.kind == Kind::AlreadyExists => return adopt(ctx, &vm, e).await,
             Err(e) => return failed(ctx, &vm, e, "").await,
         };
@@ -184,7 +188,7 @@ async fn failed(ctx: &Ctx, vm: &Vm, e: ComputeError, op: &str) -> Result<Next, T
 }
 
 async fn created(ctx: &Ctx, vm: &Vm, inst: Instance) -> Result<(), TaskError> {
-    let written = update_vm(ctx, &vm.id, |v| {
+    let written = write_vm(ctx, &vm.id, |v| {
         if v.hostname != vm.hostname || v.instance.is_some() {
             return false;
         }
@@ -192,10 +196,13 @@ async fn created(ctx: &Ctx, vm: &Vm, inst: Instance) -> Result<(), TaskError> {
         true
     })
     .await?;
-    if let Some(v) = written.as_ref().filter(|v| v.url() == Some(inst.url.as_str())) {
-        ctx.telemetry.instance_op(vm, "insert", "ok", "");
-        if let Some(sent) = v.insert_sent {
-            ctx.telemetry.lifecycle(vm, Stage::InsertToCreated, sent, ctx.now());
+    if let Some((v, wrote)) = written.as_ref().filter(|(v, _)| v.url() == Some(inst.url.as_str())) {
+        // Only the run that recorded the instance counts it (another may have recorded it first).
+        if *wrote {
+            ctx.telemetry.instance_op(vm, "insert", "ok", "");
+            if let Some(sent) = v.insert_sent {
+                ctx.telemetry.lifecycle(vm, Stage::InsertToCreated, sent, ctx.now());
+            }
         }
         backoff::clear(ctx, &Scope::config(&vm.config)).await?;
         tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), "instance created");
@@ -324,6 +331,8 @@ mod tests {
             f.compute.calls()[1],
             format!("insert linux-0-abcd {}", request_id("create-linux-0-abcd-1"))
         );
+        let once = r#"gce_backend_vm_lifecycle_seconds_count{config="linux",stage="change_to_insert"} 1"#;
+        assert!(ctx.telemetry.text().lines().any(|l| l == once), "a re-send is not another change");
         assert!(ctx.store.backoff("p", "z").await.unwrap().is_none(), "success clears the backoff");
     }
 

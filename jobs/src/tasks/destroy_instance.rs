@@ -66,9 +66,9 @@ pub async fn run(ctx: &Ctx, t: DestroyInstance) -> Result<Next, TaskError> {
             return Ok(Next::After(Duration::from_secs(2)));
         }
         if let Some(e) = op.error {
-            ctx.telemetry.instance_op(&vm, "delete", e.kind.as_str(), &e.code);
             ctx.record(&vm.config, "destroy_instance", &e.code, &e.message, vm.zone(), &op.name).await?;
             if ctx.compute.get(vm.project(), vm.zone(), &vm.hostname).await?.is_some() {
+                ctx.telemetry.instance_op(&vm, "delete", e.kind.as_str(), &e.code);
                 // The failed operation stays bound to its requestId: the next try needs a new one.
                 update_vm(ctx, &vm.id, |v| {
                     v.instance == vm.instance && v.destroy_attempt == vm.destroy_attempt && {
@@ -83,12 +83,17 @@ pub async fn run(ctx: &Ctx, t: DestroyInstance) -> Result<Next, TaskError> {
         }
     }
     tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), "instance destroyed");
-    ctx.telemetry.instance_op(&vm, "delete", "ok", "");
-    if let Some(placed) = &vm.instance {
-        ctx.telemetry.lifecycle(&vm, Stage::Lifetime, placed.created, ctx.now());
-    }
     ctx.resolved(&vm.config, "destroy_instance").await?;
-    ctx.push(&DeleteBot { id: vm.id, hostname: vm.hostname }).await.map(|_| Next::Done)
+    let pushed = ctx.push(&DeleteBot { id: vm.id.clone(), hostname: vm.hostname.clone() }).await?;
+    // Counted once per instance: a run again before `delete_bot` (a retry, a duplicate task)
+    // finds its DeleteBot already there.
+    if pushed.added() {
+        ctx.telemetry.instance_op(&vm, "delete", "ok", "");
+        if let Some(placed) = &vm.instance {
+            ctx.telemetry.lifecycle(&vm, Stage::Lifetime, placed.created, ctx.now());
+        }
+    }
+    Ok(Next::Done)
 }
 
 #[cfg(test)]
@@ -117,6 +122,12 @@ mod tests {
             f.compute.calls(),
             [format!("delete linux-0-abcd {}", request_id("destroy-linux-0-abcd"))]
         );
+        // Run again before delete_bot (a duplicate task): the deletion is counted once.
+        run(&ctx, DestroyInstance::of(&vm).unwrap()).await.unwrap();
+        let m = ctx.telemetry.text();
+        let ok = r#"gce_backend_instance_operations_total{config="linux",zone="z",op="delete",result="ok",code=""} 1"#;
+        assert!(m.lines().any(|l| l == ok), "{m}");
+        assert!(m.lines().any(|l| l == r#"gce_backend_vm_lifetime_seconds_count{config="linux"} 1"#), "{m}");
         assert_eq!(ctx.taken::<DeleteBot>().await, [DeleteBot { id: vm.id, hostname: vm.hostname }]);
     }
 

@@ -21,7 +21,7 @@ use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::model::{Bot, Fault, FaultKind, Observed, Vm};
 use crate::tasks::Next;
-use crate::tasks::update_vm;
+use crate::tasks::{update_vm, write_vm};
 use crate::telemetry::Stage;
 
 task!(
@@ -131,15 +131,17 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<Next, TaskError> {
     if vm.connected.is_none()
         && let Some(first) = bot.first_seen
     {
-        let written = update_vm(ctx, &vm.id, |v| {
+        let written = write_vm(ctx, &vm.id, |v| {
             v.hostname == vm.hostname && v.connected.is_none() && {
                 v.connected = Some(first);
                 true
             }
         })
         .await?;
-        if let Some(placed) = written.as_ref().and_then(|v| v.instance.as_ref()) {
-            ctx.telemetry.lifecycle(&vm, Stage::CreatedToConnected, placed.created, first);
+        if let Some((v, true)) = &written
+            && let Some(placed) = &v.instance
+        {
+            ctx.telemetry.lifecycle(v, Stage::CreatedToConnected, placed.created, first);
         }
         tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), "bot connected");
         // A bot connected: earlier faults of this Config's VMs are behind it.

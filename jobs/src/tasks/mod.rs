@@ -230,14 +230,24 @@ pub async fn update_vm(
     id: &str,
     change: impl Fn(&mut Vm) -> bool,
 ) -> Result<Option<Vm>, TaskError> {
+    Ok(write_vm(ctx, id, change).await?.map(|(vm, _)| vm))
+}
+
+/// [`update_vm`] that also says whether this call wrote the change (false: `change` declined,
+/// e.g. because another run already made it), so an effect of the write happens once.
+pub async fn write_vm(
+    ctx: &Ctx,
+    id: &str,
+    change: impl Fn(&mut Vm) -> bool,
+) -> Result<Option<(Vm, bool)>, TaskError> {
     for _ in 0..5 {
         let Some(cur) = ctx.vm(id).await? else { return Ok(None) };
         let mut vm = cur.value;
         if !change(&mut vm) {
-            return Ok(Some(vm));
+            return Ok(Some((vm, false)));
         }
         if ctx.store.put_vm(&vm, Expect::Version(cur.version)).await? {
-            return Ok(Some(vm));
+            return Ok(Some((vm, true)));
         }
     }
     Err(TaskError::Conflict(id.to_owned()))

@@ -194,6 +194,7 @@ where
                 let ended = match (&resolution, dead) {
                     (_, Some(_)) => "dead",
                     (Resolution::Done, _) => "done",
+                    // A run's result never releases its task (shutdown does, outside runs).
                     (Resolution::Release, _) => "released",
                     (Resolution::Retry { .. } | Resolution::Fail { .. }, None) => "retry",
                 };

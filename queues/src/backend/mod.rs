@@ -185,7 +185,7 @@ impl<Args: DeserializeOwned + Send + 'static> Backend for QueueBackend<Args> {
                         let queue = self.queue.clone();
                         let error = format!("undecodable payload: {e}");
                         if let Some(m) = self.queue.metrics() {
-                            m.ran(&self.queue.spec().name, "dead", 0.0);
+                            m.ended(&self.queue.spec().name, "dead");
                         }
                         tokio::spawn(async move {
                             let fail = Resolution::Fail { error: error.clone() };
