@@ -358,6 +358,7 @@ pub async fn start(opts: &RunOptions, settings: Settings) -> anyhow::Result<App>
             }
         }
         scheduler = Some(crate::scheduler::start(ctx.clone(), &settings).await.map_err(anyhow::Error::msg)?);
+        tasks.push(crate::watch::spawn(ctx.clone(), opts.configs.clone(), stopped.clone()));
     }
     if !opts.quiet {
         tasks.push(tokio::spawn(progress(ctx.clone(), stopped)));

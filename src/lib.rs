@@ -6,7 +6,8 @@
 //! * [`demo`]: the queue demo (`gce-backend queue-demo`); [`metrics`]: `/metrics`.
 //! * [`ops`]: operator commands (`status`, `queue`); [`out`]: output that survives a closed pipe.
 //! * [`sim`]: the simulator (the `gce-backend-sim` crate), served by `gce-backend sim`.
-//! * [`workers`]: apalis workers over the queues, one per pipeline queue.
+//! * [`workers`]: apalis workers over the queues, one per pipeline queue; [`watch`]: the configs
+//!   directory watched, so a file written is imported at once.
 
 pub mod adapters;
 pub mod api;
@@ -18,6 +19,7 @@ pub mod ops;
 pub mod out;
 pub mod scheduler;
 pub mod settings;
+pub mod watch;
 pub mod workers;
 
 pub use gce_backend_sim as sim;

@@ -22,5 +22,7 @@ mod queue_processes;
 mod startup;
 /// The Store contract on memory and Redis.
 mod store;
+/// The configs directory watched: a file written is imported at once.
+mod watch;
 /// The dashboard in headless Chromium (WebDriver) on the binary, Redis and the simulator.
 mod ui;

@@ -217,6 +217,14 @@ impl Ctx {
         Duration::from_secs(self.timing.watch.0.max(1))
     }
 
+    /// How soon to look again for something expected about `since` after it began (a bot after
+    /// its instance's creation): half that age, at least 0.5 s and at most [`Ctx::watch`], so the
+    /// first looks come soon after boot and then back off.
+    pub fn look_again(&self, since: chrono::Duration) -> Duration {
+        let half = Duration::from_millis((since.num_milliseconds().max(0) / 2) as u64);
+        half.clamp(Duration::from_millis(500), self.watch())
+    }
+
     /// How soon a pending Compute operation is looked at again.
     pub fn operation_poll(&self) -> Duration {
         Duration::from_secs(self.timing.operation_poll.0.max(1))

@@ -126,7 +126,8 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<Next, TaskError> {
             ctx.push(&destroy).await?;
             return Ok(Next::Done);
         }
-        return Ok(Next::After(ctx.watch()));
+        // Soon after boot, then backing off to `timing.watch`.
+        return Ok(Next::After(ctx.look_again(now - created)));
     };
     if vm.connected.is_none()
         && let Some(first) = bot.first_seen
@@ -232,12 +233,19 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn no_bot_yet_is_watched_until_the_timeout_then_destroyed() {
+    async fn no_bot_yet_is_watched_soon_after_boot_then_backing_off_until_the_timeout() {
         let (ctx, f, vm) = setup().await;
         let next = run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
         assert_eq!(f.bots.calls(), ["get linux-0-abcd"]);
         assert!(ctx.taken::<DestroyInstance>().await.is_empty());
-        assert_eq!(next, Next::After(ctx.watch()), "looked at again after `watch`");
+        let ms = std::time::Duration::from_millis;
+        assert_eq!(next, Next::After(ms(500)), "just created: looked at again in half a second");
+        f.clock.advance(D::seconds(6));
+        let next = run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
+        assert_eq!(next, Next::After(ms(3000)), "6 s after creation: half that");
+        f.clock.advance(D::seconds(60));
+        let next = run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
+        assert_eq!(next, Next::After(ctx.watch()), "then at most `watch`");
         f.clock.advance(D::minutes(11));
         run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
         assert_eq!(ctx.taken::<DestroyInstance>().await, [DestroyInstance::of(&vm).unwrap()]);

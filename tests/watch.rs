@@ -1,0 +1,36 @@
+//! The configs directory watched: a file written, changed or removed is imported at once, with
+//! `import_configs` ticking only hourly (so only the watch can have done it).
+
+use std::time::Duration;
+
+use gce_backend_queues::testing::eventually;
+
+use crate::pipeline::{Backend, Env, pool, settings, sim_config};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_config_file_written_is_imported_at_once_without_the_tick() {
+    let mut s = settings();
+    s.cron.insert("import_configs".into(), "1h".into());
+    let env = Env::start_with(Backend::Redis, sim_config(), &[], true, s).await;
+    let configs = || async { env.ctx.store.configs().await.unwrap() };
+    assert!(configs().await.is_empty());
+
+    env.write_pool("watched", &pool("watched", 2, "1h", "10m"));
+    let amount = |n: u32| {
+        let configs = &configs;
+        async move {
+            configs()
+                .await
+                .iter()
+                .any(|c| c.value.config.prefix == "watched" && c.value.current_amount == n)
+                .then_some(())
+        }
+    };
+    eventually("the new file is imported", Duration::from_secs(20), || amount(2)).await;
+    env.converged("watched", 2).await;
+
+    // A change too: the amount follows the file.
+    env.write_pool("watched", &pool("watched", 3, "1h", "10m"));
+    eventually("the changed file is imported", Duration::from_secs(20), || amount(3)).await;
+    env.converged("watched", 3).await;
+}
