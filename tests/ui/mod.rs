@@ -1,8 +1,12 @@
 //! The dashboard in a real browser: the `gce-backend` binary on a private Redis and the
 //! simulator, Debian's headless Chromium driven over WebDriver. A Config converges on the page
-//! without a reload; an insert fault makes a retry and a dead task appear; Retry takes it out of
-//! the dead set; a reader sees no buttons; a bad token gets the form back with the API's message;
-//! when the service goes away a banner says so and the last data stays.
+//! without a reload; an insert fault makes retries and dead tasks appear, whose buttons survive
+//! the polls; "purge dead" drops them; a recycled VM's new incarnation never shows its
+//! predecessor's instance status; a late whoami of the previous token never shows on the page; a
+//! reader sees no buttons; a writer retries the dead task of a Config its group owns (only that
+//! one); an admin's Retry and "retry all" empty the dead set; slow polls do not run back to back;
+//! a bad token gets the form back with the API's message; when the service goes away a banner
+//! says so and the last data stays.
 
 mod webdriver;
 
@@ -94,10 +98,14 @@ impl Service {
         svc
     }
 
-    /// Writes (or replaces) a Config file.
-    fn write_pool(&self, prefix: &str, amount: u32) {
+    /// Writes (or replaces) a Config file, owned by the groups `owner`.
+    fn write_pool(&self, prefix: &str, amount: u32, owner: &[&str]) {
         let tmp = self.dir.join(format!("{prefix}.yaml.tmp"));
-        std::fs::write(&tmp, pool(prefix, amount, "1d", "10m")).unwrap();
+        let mut yaml = pool(prefix, amount, "1d", "10m");
+        if !owner.is_empty() {
+            yaml.push_str(&format!("owner: [{}]\n", owner.join(", ")));
+        }
+        std::fs::write(&tmp, yaml).unwrap();
         std::fs::rename(&tmp, self.configs.join(format!("{prefix}.yaml"))).unwrap();
     }
 
@@ -106,6 +114,64 @@ impl Service {
         let res =
             reqwest::Client::new().post(format!("{}/sim/faults", self.sim_url)).json(&patch).send().await;
         assert!(res.unwrap().status().is_success());
+    }
+
+    /// A GET of the API as the admin.
+    async fn get(&self, path: &str) -> Value {
+        let res = reqwest::Client::new()
+            .get(format!("{}/api/gce-backend/v1/{path}", self.root))
+            .bearer_auth(ADMIN)
+            .send()
+            .await
+            .unwrap();
+        assert!(res.status().is_success(), "GET {path}: {}", res.status());
+        res.json().await.unwrap()
+    }
+
+    /// A POST to the API as the admin.
+    async fn post(&self, path: &str) -> Value {
+        let res = reqwest::Client::new()
+            .post(format!("{}/api/gce-backend/v1/{path}", self.root))
+            .bearer_auth(ADMIN)
+            .send()
+            .await
+            .unwrap();
+        assert!(res.status().is_success(), "POST {path}: {}", res.status());
+        res.json().await.unwrap()
+    }
+
+    /// The ids of the dead tasks of `queue`, as the API lists them (every page).
+    async fn dead_ids(&self, queue: &str) -> Vec<String> {
+        let mut ids = Vec::new();
+        let mut next: Option<String> = None;
+        loop {
+            let token = next.map(|t| format!("&continuationToken={t}")).unwrap_or_default();
+            let page = self.get(&format!("queues/{queue}/dead?limit=100{token}")).await;
+            ids.extend(
+                page["tasks"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter_map(|t| t["task_id"].as_str().map(str::to_owned)),
+            );
+            match page["continuationToken"].as_str() {
+                Some(t) => next = Some(t.to_owned()),
+                None => return ids,
+            }
+        }
+    }
+
+    /// Waits until Config `prefix` has `n` VMs created (the API's count).
+    async fn wait_created(&self, prefix: &str, n: u64) {
+        let started = Instant::now();
+        loop {
+            let v = self.get(&format!("configs/{prefix}")).await;
+            if v["status"]["counts"]["created"] == n {
+                return;
+            }
+            assert!(started.elapsed() < webdriver::WAIT, "{prefix}: {n} VMs not created: {v}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
 }
 
@@ -125,11 +191,100 @@ impl Drop for Service {
 const CELL: &str = "const r = document.querySelector(`tr[${arguments[0]}=\"${arguments[1]}\"]`); \
                     const c = r && r.querySelector(`[data-field=\"${arguments[2]}\"]`); return c ? c.textContent : null;";
 
+/// A script slowing down, in the page, the answers to the API calls whose path ends with
+/// `arguments[0]` (made with token `arguments[1]`, or any when null) by `arguments[2]` ms; it
+/// counts them in `__starts` (when each was sent) and `__landed` (answers handed to the page).
+/// Called again, it replaces the last one.
+const SLOW_FETCH: &str = "const [suffix, token, ms] = arguments; \
+    window.__origFetch = window.__origFetch || window.fetch; \
+    const orig = window.__origFetch; \
+    window.__starts = []; window.__landed = 0; \
+    window.fetch = (url, opts) => { \
+      const p = orig.call(window, url, opts); \
+      const hit = new URL(String(url)).pathname.endsWith(suffix) && \
+        (!token || opts.headers.Authorization === `Bearer ${token}`); \
+      if (!hit) return p; \
+      window.__starts.push(performance.now()); \
+      return p.then(r => new Promise(res => setTimeout(() => { window.__landed += 1; res(r); }, ms))); \
+    };";
+
+/// Ends [`SLOW_FETCH`].
+const FAST_FETCH: &str = "if (window.__origFetch) window.fetch = window.__origFetch;";
+
+/// A script recording every text `#who-name` shows (`__who`) and whether a button of an action
+/// was ever on the page (`__buttons`) from now on.
+const WATCH_WHO: &str = "window.__who = []; window.__buttons = false; \
+    const who = document.querySelector('#who-name'); \
+    new MutationObserver(() => window.__who.push(who.textContent)) \
+      .observe(who, {childList: true, characterData: true, subtree: true}); \
+    new MutationObserver(() => { \
+      if (document.querySelector('button[data-action]')) window.__buttons = true; \
+    }).observe(document.body, {childList: true, subtree: true});";
+
 /// Waits until the cell reads `want`.
 async fn wait_cell(b: &Browser, attr: &str, key: &str, field: &str, want: &str) {
     let check =
         CELL.replace("return c ? c.textContent : null;", "return c && c.textContent === arguments[3];");
     b.wait(&format!("{attr}={key} {field} reads {want}"), &check, json!([attr, key, field, want])).await;
+}
+
+/// Waits until the dead-task table lists at least `n` tasks of queue create_instance for `key`;
+/// returns their ids (as the page lists them).
+async fn wait_dead(b: &Browser, key: &str, n: usize) -> Vec<String> {
+    let v = b
+        .wait(
+            &format!("{n} dead create_instance tasks of {key}"),
+            "const ids = [...document.querySelectorAll('#dead tr[data-task]')].filter(r => \
+               r.querySelector('[data-field=\"queue\"]').textContent === 'create_instance' && \
+               r.querySelector('[data-field=\"key\"]').textContent === arguments[0]) \
+               .map(r => r.getAttribute('data-task')); \
+             return ids.length >= arguments[1] && ids;",
+            json!([key, n]),
+        )
+        .await;
+    v.as_array().unwrap().iter().map(|t| t.as_str().unwrap().to_owned()).collect()
+}
+
+/// The CSS selector of a dead task's row.
+fn dead_row(task: &str) -> String {
+    format!("#dead tr[data-task=\"{task}\"]")
+}
+
+/// Waits until none of `tasks` is listed on the page.
+async fn wait_gone(b: &Browser, what: &str, tasks: &[String]) {
+    b.wait(
+        what,
+        "return arguments[0].every(t => !document.querySelector(`#dead tr[data-task=\"${t}\"]`));",
+        json!([tasks]),
+    )
+    .await;
+}
+
+/// Waits until the flash message contains `want`; returns it.
+async fn wait_flash(b: &Browser, want: &str) -> String {
+    let v = b
+        .wait(
+            &format!("a flash message with {want:?}"),
+            "const f = document.querySelector('#flash'); \
+             return !f.hidden && f.textContent.includes(arguments[0]) && f.textContent;",
+            json!([want]),
+        )
+        .await;
+    v.as_str().unwrap().to_owned()
+}
+
+/// Signs out, then in with `token` (the form), and waits until the page names the role.
+async fn sign_in_as(b: &Browser, token: &str, role: &str) {
+    b.click_on("#sign-out").await;
+    b.wait("the sign-in form", "return !document.querySelector('#view-login').hidden;", json!([])).await;
+    b.type_in(&b.find("#token-input").await, token).await;
+    b.click_on("[data-testid=\"sign-in\"]").await;
+    b.wait(
+        &format!("signed in as a {role}"),
+        "return document.querySelector('#who-name').textContent.endsWith(' · ' + arguments[0]);",
+        json!([role]),
+    )
+    .await;
 }
 
 /// Asserts the page was never reloaded since the marker was set.
@@ -161,13 +316,13 @@ async fn the_dashboard_follows_a_config_live_and_retries_a_dead_task() {
     b.wait("no Config yet", "return !document.querySelector('#no-configs').hidden;", json!([])).await;
 
     // A Config appears and converges while the page stays loaded.
-    svc.write_pool("linux", 3);
+    svc.write_pool("linux", 3, &[]);
     wait_cell(&b, "data-config", "linux", "configured", "3").await;
     wait_cell(&b, "data-config", "linux", "connected", "3").await;
     still_same_page(&b).await;
 
     // Its page: three VMs, each bot connected.
-    b.click(&b.find("tr[data-config=\"linux\"] [data-field=\"prefix\"] a").await).await;
+    b.click_on("tr[data-config=\"linux\"] [data-field=\"prefix\"] a").await;
     b.wait(
         "three connected VMs",
         "const b = [...document.querySelectorAll('#vms tr[data-vm] [data-field=\"bot\"]')]; \
@@ -176,39 +331,110 @@ async fn the_dashboard_follows_a_config_live_and_retries_a_dead_task() {
     )
     .await;
 
-    // Every insert fails (503): create_instance retries, then gives up and its task is dead.
+    // Compute's status is shown per incarnation: linux-0's instance is RUNNING; recycled while
+    // every insert fails (503), its next incarnation (a new hostname) has no instance and shows
+    // none, not its predecessor's RUNNING.
+    wait_cell(&b, "data-vm", "linux-0", "instance", "RUNNING").await;
+    let host = b.text_of("tr[data-vm=\"linux-0\"] [data-field=\"hostname\"]").await;
     svc.faults(json!({"errors": {"compute.instances.insert": {"rate": 1.0, "status": 503}}})).await;
-    svc.write_pool("linux", 4);
-    b.click(&b.find("a[data-nav=\"queues\"]").await).await;
+    svc.post("vms/linux-0/recycle").await;
+    let inst = b
+        .wait(
+            "linux-0's next incarnation",
+            "const r = document.querySelector('tr[data-vm=\"linux-0\"]'); \
+             const h = r && r.querySelector('[data-field=\"hostname\"]').textContent; \
+             return h && h !== arguments[0] && r.querySelector('[data-field=\"instance\"]').textContent;",
+            json!([host]),
+        )
+        .await;
+    assert!(inst == "inserting" || inst == "—", "a new incarnation without instance shows {inst}");
+
+    // create_instance retries, then gives up and its task is dead; the cron job queues another
+    // for the VM each second, which dies too. So for `owned` (one VM), owned by group infra.
+    svc.write_pool("linux", 4, &[]);
+    svc.write_pool("owned", 1, &["infra"]);
+    b.click_on("a[data-nav=\"queues\"]").await;
     b.wait(
         "create_instance retried",
         &CELL.replace("return c ? c.textContent : null;", "return c && Number(c.textContent) > 0;"),
         json!(["data-queue", "create_instance", "retried"]),
     )
     .await;
-    let task = b
-        .wait(
-            "a dead create_instance task of linux-3",
-            "const r = [...document.querySelectorAll('#dead tr[data-task]')].find(r => \
-               r.querySelector('[data-field=\"queue\"]').textContent === 'create_instance' && \
-               r.querySelector('[data-field=\"key\"]').textContent === 'linux-3'); \
-             return r ? r.getAttribute('data-task') : null;",
+    let task = wait_dead(&b, "linux-3", 1).await.remove(0);
+    let row = dead_row(&task);
+    let error = b.text_of(&format!("{row} [data-field=\"last-error\"]")).await;
+    assert!(!error.is_empty(), "the dead task shows its last error");
+    wait_dead(&b, "owned-0", 1).await;
+
+    // The buttons outlive the polls: the task's "died" cell and the queue's dead count change,
+    // the Retry and the queue's buttons stay the same elements.
+    let retry = format!("{row} button[data-action=\"retry\"]");
+    let retry_all = "tr[data-queue=\"create_instance\"] button[data-action=\"retry-all\"]";
+    let purge = "tr[data-queue=\"create_instance\"] button[data-action=\"purge-dead\"]";
+    for css in [retry.as_str(), retry_all, purge] {
+        b.find(css).await;
+    }
+    let before = b
+        .js(
+            "for (const css of arguments[0]) document.querySelector(css).__kept = true; \
+             const died = document.querySelector(arguments[1]).textContent; \
+             const dead = document.querySelector('tr[data-queue=\"create_instance\"] [data-field=\"dead\"]').textContent; \
+             return [died, dead];",
+            json!([[retry, retry_all, purge], format!("{row} [data-field=\"died\"]")]),
+        )
+        .await;
+    b.wait(
+        "the died cell and the dead count changed",
+        "return document.querySelector(arguments[0]).textContent !== arguments[1][0] && \
+           document.querySelector('tr[data-queue=\"create_instance\"] [data-field=\"dead\"]').textContent !== arguments[1][1];",
+        json!([format!("{row} [data-field=\"died\"]"), before]),
+    )
+    .await;
+    let kept = b
+        .js(
+            "return arguments[0].map(css => { const e = document.querySelector(css); return !!(e && e.__kept); });",
+            json!([[retry, retry_all, purge]]),
+        )
+        .await;
+    assert_eq!(
+        kept,
+        json!([true, true, true]),
+        "the Retry, retry all and purge dead buttons were replaced by a poll"
+    );
+    still_same_page(&b).await;
+
+    // "purge dead", confirmed: the dead tasks listed are gone, on the page and in the API.
+    let listed = b
+        .js(
+            "return [...document.querySelectorAll('#dead tr[data-task]')] \
+               .filter(r => r.querySelector('[data-field=\"queue\"]').textContent === 'create_instance') \
+               .map(r => r.getAttribute('data-task'));",
             json!([]),
         )
         .await;
-    let task = task.as_str().unwrap().to_owned();
-    let row = format!("#dead tr[data-task=\"{task}\"]");
-    let error = b.text(&b.find(&format!("{row} [data-field=\"last-error\"]")).await).await;
-    assert!(!error.is_empty(), "the dead task shows its last error");
-    b.find(&format!("{row} button[data-action=\"retry\"]")).await;
-    b.find("tr[data-queue=\"create_instance\"] button[data-action=\"purge-dead\"]").await;
-    still_same_page(&b).await;
+    let listed: Vec<String> = serde_json::from_value(listed).unwrap();
+    assert!(listed.contains(&task), "{task} is listed: {listed:?}");
+    b.click_on(purge).await;
+    b.accept_alert().await;
+    let msg = wait_flash(&b, "of create_instance dropped").await;
+    wait_gone(&b, "the purged tasks left the page", &listed).await;
+    let dead = svc.dead_ids("create_instance").await;
+    assert!(listed.iter().all(|t| !dead.contains(t)), "purged, yet dead: {listed:?} in {dead:?} ({msg})");
+
+    // New dead tasks (the fault is still on): two of linux-3, one of owned-0. Then the fault is
+    // lifted and both Configs get their VMs: from then on the dead set changes only by hand.
+    let linux = wait_dead(&b, "linux-3", 2).await;
+    let owned = wait_dead(&b, "owned-0", 1).await;
+    svc.faults(json!({"errors": {}})).await;
+    svc.wait_created("linux", 4).await;
+    svc.wait_created("owned", 1).await;
+    let (linux_row, owned_row) = (dead_row(&linux[0]), dead_row(&owned[0]));
 
     // Signed out, a bad token gets the form back with the API's message.
-    b.click(&b.find("#sign-out").await).await;
+    b.click_on("#sign-out").await;
     b.wait("the sign-in form", "return !document.querySelector('#view-login').hidden;", json!([])).await;
     b.type_in(&b.find("#token-input").await, "gbt_nope").await;
-    b.click(&b.find("[data-testid=\"sign-in\"]").await).await;
+    b.click_on("[data-testid=\"sign-in\"]").await;
     let msg = b
         .wait(
             "the API's message on the form",
@@ -219,59 +445,91 @@ async fn the_dashboard_follows_a_config_live_and_retries_a_dead_task() {
         .await;
     assert!(msg.as_str().unwrap().contains("unknown token"), "{msg}");
 
-    // A reader sees the dead task, no button, and "read-only".
+    // A sign-in as the admin whose whoami is still out (slowed down in the page) when the form
+    // signs in as a reader: the admin's late answer is dropped, the page is only ever the
+    // reader's. A reader (of group infra) sees both dead tasks, no button, and "read-only".
+    b.js(WATCH_WHO, json!([])).await;
+    b.js(SLOW_FETCH, json!(["/whoami", ADMIN, 3000])).await;
+    b.type_in(&b.find("#token-input").await, ADMIN).await;
+    b.click_on("[data-testid=\"sign-in\"]").await;
+    b.wait("the admin's whoami is out", "return window.__starts.length === 1;", json!([])).await;
     b.type_in(&b.find("#token-input").await, READER).await;
-    b.click(&b.find("[data-testid=\"sign-in\"]").await).await;
-    b.find(&row).await;
+    b.click_on("[data-testid=\"sign-in\"]").await;
+    b.find(&linux_row).await;
+    b.find(&owned_row).await;
     b.wait("read-only shown", "return !document.querySelector('#read-only').hidden;", json!([])).await;
-    let who = b.text(&b.find("#who-name").await).await;
+    b.wait("the admin's whoami answered", "return window.__landed === 1;", json!([])).await;
+    let updated = b.text_of("#updated").await;
+    b.wait(
+        "a poll after the admin's answer",
+        "return document.querySelector('#updated').textContent !== arguments[0];",
+        json!([updated]),
+    )
+    .await;
+    b.js(FAST_FETCH, json!([])).await;
+    let seen = b.js("return [window.__who, window.__buttons];", json!([])).await;
+    let who = b.text_of("#who-name").await;
     assert!(who.contains("reader"), "{who}");
+    assert!(
+        seen[0].as_array().unwrap().iter().all(|w| !w.as_str().unwrap().contains("admin")),
+        "the page showed the admin's identity after a sign-in as a reader: {seen}"
+    );
+    assert_eq!(seen[1], false, "a reader's page showed a button");
     assert!(b.find_all("button[data-action]").await.is_empty(), "a reader gets no buttons");
 
-    // A writer may retry only the tasks of Configs its groups own: linux has no owner.
-    b.click(&b.find("#sign-out").await).await;
-    b.type_in(&b.find("#token-input").await, WRITER).await;
-    b.click(&b.find("[data-testid=\"sign-in\"]").await).await;
+    // A writer of group infra retries the dead task of `owned` (infra's), not those of linux (no
+    // owner), and has no queue-wide buttons.
+    sign_in_as(&b, WRITER, "writer").await;
+    let owned_retry = format!("{owned_row} button[data-action=\"retry\"]");
+    b.find(&owned_retry).await;
+    b.find(&linux_row).await;
+    assert!(b.find_all("#read-only:not([hidden])").await.is_empty(), "a writer is not read-only");
+    assert!(
+        b.find_all(&format!("{linux_row} button, tr[data-queue] button")).await.is_empty(),
+        "a writer gets no button on another's task nor on the queues"
+    );
+    b.click_on(&owned_retry).await;
+    wait_flash(&b, &format!("Task {} of create_instance is queued again", owned[0])).await;
+    wait_gone(&b, "the writer's task left the dead set", &owned[..1]).await;
+    let dead = svc.dead_ids("create_instance").await;
+    assert!(!dead.contains(&owned[0]), "{} is still dead: {dead:?}", owned[0]);
+
+    // The admin again: Retry takes a task of linux-3 out of the dead set.
+    sign_in_as(&b, ADMIN, "admin").await;
+    assert!(b.find_all("#read-only:not([hidden])").await.is_empty(), "an admin is not read-only");
+    b.click_on(&format!("{linux_row} button[data-action=\"retry\"]")).await;
+    wait_gone(&b, "the task left the dead set", &linux[..1]).await;
+    // The API agrees (it ran again, or a newer task of the same key superseded it).
+    let dead = svc.dead_ids("create_instance").await;
+    assert!(!dead.contains(&linux[0]), "{} is still dead: {dead:?}", linux[0]);
+
+    // The other task(s) of linux-3 are still dead: "retry all", confirmed, empties the dead set.
+    b.find(&dead_row(&linux[1])).await;
+    b.click_on(retry_all).await;
+    b.accept_alert().await;
+    wait_flash(&b, "of create_instance queued again").await;
+    wait_cell(&b, "data-queue", "create_instance", "dead", "0").await;
     b.wait(
-        "signed in as a writer",
-        "return document.querySelector('#who-name').textContent.includes('writer');",
+        "no dead create_instance task on the page",
+        "return ![...document.querySelectorAll('#dead tr[data-task] [data-field=\"queue\"]')] \
+           .some(c => c.textContent === 'create_instance');",
         json!([]),
     )
     .await;
-    b.find(&row).await;
-    assert!(b.find_all("#read-only:not([hidden])").await.is_empty(), "a writer is not read-only");
-    assert!(b.find_all("button[data-action]").await.is_empty(), "no button on another's task");
+    let dead = svc.dead_ids("create_instance").await;
+    assert!(dead.is_empty(), "dead after retry all: {dead:?}");
 
-    // The admin again: the fault is lifted, Retry takes the task out of the dead set.
-    b.click(&b.find("#sign-out").await).await;
-    b.type_in(&b.find("#token-input").await, ADMIN).await;
-    b.click(&b.find("[data-testid=\"sign-in\"]").await).await;
-    let retry = b.find(&format!("{row} button[data-action=\"retry\"]")).await;
-    assert!(b.find_all("#read-only:not([hidden])").await.is_empty(), "an admin is not read-only");
-    svc.faults(json!({"errors": {}})).await;
-    b.click(&retry).await;
-    b.wait("the task left the dead set", "return !document.querySelector(arguments[0]);", json!([row])).await;
-    // The API agrees (it ran again, or a newer task of the same key superseded it).
-    let dead: Value = reqwest::Client::new()
-        .get(format!("{}/api/gce-backend/v1/queues/create_instance/dead", svc.root))
-        .bearer_auth(ADMIN)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let ids: Vec<&str> =
-        dead["tasks"].as_array().unwrap().iter().filter_map(|t| t["task_id"].as_str()).collect();
-    assert!(!ids.contains(&task.as_str()), "{task} is still dead: {dead}");
-
-    // Any other dead task of the queue: "retry all", confirmed.
-    if !b.find_all("tr[data-queue=\"create_instance\"] button[data-action=\"retry-all\"]").await.is_empty() {
-        b.click(&b.find("tr[data-queue=\"create_instance\"] button[data-action=\"retry-all\"]").await).await;
-        b.accept_alert().await;
-        wait_cell(&b, "data-queue", "create_instance", "dead", "0").await;
+    // Polls never run back to back: with each read of the queues slowed down to 2.5 s, a poll
+    // starts 2 s after the last one ended (4.5 s apart), not as soon as it ends.
+    b.js(SLOW_FETCH, json!(["/queues", null, 2500])).await;
+    let starts =
+        b.wait("three slow polls", "return window.__starts.length >= 3 && window.__starts;", json!([])).await;
+    b.js(FAST_FETCH, json!([])).await;
+    let starts: Vec<f64> = serde_json::from_value(starts).unwrap();
+    for w in starts.windows(2) {
+        assert!(w[1] - w[0] >= 4000.0, "polls {:.0} ms apart: {starts:?}", w[1] - w[0]);
     }
-    b.click(&b.find("a[data-nav=\"overview\"]").await).await;
+    b.click_on("a[data-nav=\"overview\"]").await;
     wait_cell(&b, "data-config", "linux", "connected", "4").await;
     still_same_page(&b).await;
     // The service goes away: a banner says so, the last data stays.

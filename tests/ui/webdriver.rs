@@ -100,6 +100,14 @@ impl Browser {
 
     /// One WebDriver command; its `value`, or a panic naming the command and the error.
     async fn raw(&self, verb: &str, path: &str, body: Option<Value>) -> Value {
+        self.try_raw(verb, path, body)
+            .await
+            .unwrap_or_else(|(status, v)| panic!("WebDriver {verb} {path}: {status} {v}"))
+    }
+
+    /// One WebDriver command: its `value`, or the HTTP status and the error's `value` (its
+    /// `error` names it, e.g. `stale element reference`). A transport failure panics.
+    async fn try_raw(&self, verb: &str, path: &str, body: Option<Value>) -> Result<Value, (u16, Value)> {
         let url = format!("{}{path}", self.base);
         let req = match verb {
             "GET" => self.http.get(&url),
@@ -109,8 +117,7 @@ impl Browser {
         let res = req.send().await.unwrap_or_else(|e| panic!("{verb} {path}: {e}"));
         let status = res.status();
         let v: Value = res.json().await.unwrap_or_else(|e| panic!("{verb} {path}: {e}"));
-        assert!(status.is_success(), "WebDriver {verb} {path}: {status} {v}");
-        v["value"].clone()
+        if status.is_success() { Ok(v["value"].clone()) } else { Err((status.as_u16(), v["value"].clone())) }
     }
 
     /// Opens `url` (waits for the document to load).
@@ -143,18 +150,33 @@ impl Browser {
         }
     }
 
-    /// An element's rendered text.
-    pub(crate) async fn text(&self, element: &str) -> String {
-        self.raw("GET", &format!("/element/{element}/text"), None)
-            .await
-            .as_str()
-            .unwrap_or_default()
-            .to_owned()
+    /// Clicks, as a user would, the element matching `css`, waited for: when the page replaced
+    /// the element between finding and clicking it (`stale element reference`), finds it again,
+    /// until [`WAIT`]. Any other error fails.
+    pub(crate) async fn click_on(&self, css: &str) {
+        let started = Instant::now();
+        loop {
+            let element = self.find(css).await;
+            match self.try_raw("POST", &format!("/element/{element}/click"), Some(json!({}))).await {
+                Ok(_) => return,
+                Err((_, v)) if v["error"] == "stale element reference" && started.elapsed() < WAIT => {}
+                Err((status, v)) => self.fail(&format!("clicking {css:?}: {status} {v}")).await,
+            }
+        }
     }
 
-    /// Clicks an element as a user would.
-    pub(crate) async fn click(&self, element: &str) {
-        self.raw("POST", &format!("/element/{element}/click"), Some(json!({}))).await;
+    /// The rendered text of the element matching `css`, waited for (found again when replaced
+    /// meanwhile, as [`Browser::click_on`]).
+    pub(crate) async fn text_of(&self, css: &str) -> String {
+        let started = Instant::now();
+        loop {
+            let element = self.find(css).await;
+            match self.try_raw("GET", &format!("/element/{element}/text"), None).await {
+                Ok(v) => return v.as_str().unwrap_or_default().to_owned(),
+                Err((_, v)) if v["error"] == "stale element reference" && started.elapsed() < WAIT => {}
+                Err((status, v)) => self.fail(&format!("reading {css:?}: {status} {v}")).await,
+            }
+        }
     }
 
     /// Types `text` into an element.

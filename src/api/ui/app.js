@@ -1,6 +1,7 @@
 // gce-backend's dashboard: a hash router over three views (#/ the Configs, #/configs/<prefix>
 // one Config, #/queues the queues and their dead tasks) that polls the operator's API every two
-// seconds and updates the page in place. Plain JavaScript, no framework, no build step.
+// seconds (counted from the end of each refresh) and updates the page in place, cell by cell.
+// Plain JavaScript, no framework, no build step.
 'use strict';
 
 (() => {
@@ -19,12 +20,18 @@
 
   try { auth.token = localStorage.getItem(STORE_KEY) || ''; } catch (_) { /* storage disabled */ }
   let me = null; // whoami's answer
-  let busy = false;
-  let again = false;
+  // Bumped by every sign-in and sign-out: a refresh (or whoami, or action) started under an
+  // older generation used another token, and its results are dropped when they land.
+  let generation = 0;
+  let inFlight = null; // the refresh running now (a promise)
+  let wanted = null; // { promise, resolve }: a refresh asked for while one runs
+  let timer = null; // the next scheduled poll
   let polls = 0;
   let lastOk = null;
   const retried = {}; // queue -> [[ms, retried counter], …] over RATE_WINDOW_MS
-  const instanceStatus = {}; // VM id -> status Compute reported
+  // Compute's status of an incarnation, by hostname (new for each incarnation, so a recreated
+  // VM never shows its predecessor's); only for VMs listed with an instance on the last read.
+  const instanceStatus = new Map();
 
   // ---- routing and sign-in -------------------------------------------------------------------
 
@@ -48,12 +55,15 @@
   }
 
   function signIn(t) {
+    generation += 1;
+    forget();
     auth.token = t.trim();
-    me = null;
+    me = null; // whoami is asked again, with the new token
     try { localStorage.setItem(STORE_KEY, auth.token); } catch (_) { /* storage disabled */ }
   }
 
   function signOut(message) {
+    generation += 1;
     auth.token = '';
     me = null;
     try { localStorage.removeItem(STORE_KEY); } catch (_) { /* storage disabled */ }
@@ -69,7 +79,7 @@
       box.dataset.sig = '';
     }
     for (const k of Object.keys(retried)) delete retried[k];
-    for (const k of Object.keys(instanceStatus)) delete instanceStatus[k];
+    instanceStatus.clear();
     ownersCache = null;
   }
 
@@ -140,10 +150,11 @@
     return { total: queues.reduce((n, q) => n + q.counts.dead, 0), byConfig };
   }
 
-  async function refreshOverview() {
+  async function refreshOverview(stale) {
     const [list, pause, dead] = await Promise.all([
       allPages('/configs', 'configs', 100, 100), call('GET', '/pause'), deadNow(),
     ]);
+    if (stale()) return;
     const configs = list.items;
     const p = pause.paused;
     banner($('#global-pause'), p ? `Every Config is paused by ${p.by}${p.reason ? `: ${p.reason}` : ''} (since ${when(p.at)}).` : '');
@@ -202,18 +213,28 @@
   }
 
   function instanceOf(v) {
-    if (instanceStatus[v.vm.id]) return instanceStatus[v.vm.id];
+    if (v.vm.instance && instanceStatus.has(v.vm.hostname)) return instanceStatus.get(v.vm.hostname);
     if (v.vm.instance) return 'created';
     return v.vm.insert_sent ? 'inserting' : '—';
   }
 
+  // Drops the statuses of incarnations no longer listed with an instance.
+  function pruneInstances(vms) {
+    const live = new Set(vms.filter((v) => v.vm.instance).map((v) => v.vm.hostname));
+    for (const h of [...instanceStatus.keys()]) if (!live.has(h)) instanceStatus.delete(h);
+  }
+
+  // Compute's status of each VM's instance, by the hostname the answer names.
   async function readInstances(vms) {
+    const got = new Map();
     await Promise.all(vms.filter((v) => v.vm.instance).map(async (v) => {
       try {
         const d = await call('GET', `/vms/${enc(v.vm.id)}`);
-        if (d.instance_status) instanceStatus[v.vm.id] = d.instance_status;
+        const vm = d.vm && d.vm.vm;
+        if (d.instance_status && vm && vm.instance) got.set(vm.hostname, d.instance_status);
       } catch (_) { /* kept from the last read */ }
     }));
+    return got;
   }
 
   function facts(entry) {
@@ -238,13 +259,14 @@
     box.replaceChildren(...list.flatMap(([k, v]) => [el('dt', { text: k }), el('dd', { text: String(v) })]));
   }
 
-  async function refreshConfig(prefix) {
-    setText($('#config-prefix'), prefix);
+  async function refreshConfig(prefix, stale) {
     let entry;
     try {
       entry = await call('GET', `/configs/${enc(prefix)}`);
     } catch (e) {
+      if (stale()) return;
       if (e.status !== 404) throw e;
+      setText($('#config-prefix'), prefix);
       banner($('#config-missing'), e.message);
       $('#config-facts').replaceChildren();
       $('#config-facts').dataset.sig = '';
@@ -254,9 +276,13 @@
       syncRows($('#errors tbody'), [], 'data-error', () => '', () => []);
       return;
     }
-    banner($('#config-missing'), '');
     const { items: vms } = await allPages(`/configs/${enc(prefix)}/vms`, 'vms', 1000, 20);
-    if (vms.length <= DETAIL_MAX && polls % DETAIL_EVERY === 0) await readInstances(vms);
+    const read = vms.length <= DETAIL_MAX && polls % DETAIL_EVERY === 0 ? await readInstances(vms) : null;
+    if (stale()) return;
+    if (read) for (const [h, status] of read) instanceStatus.set(h, status);
+    pruneInstances(vms);
+    setText($('#config-prefix'), prefix);
+    banner($('#config-missing'), '');
     const st = entry.status;
     const c = st.counts;
     cards($('#config-summary'), [
@@ -323,9 +349,10 @@
   // admin every task. The owners are read again every OWNERS_EVERY polls.
   let ownersCache = null;
   let ownersAt = -1;
-  async function ownersOf() {
+  async function ownersOf(stale) {
     if (!ownersCache || polls - ownersAt >= OWNERS_EVERY) {
       const { items } = await allPages('/configs', 'configs', 100, 100);
+      if (stale()) return {};
       ownersCache = Object.fromEntries(items.map((e) => [e.config.prefix, e.config.owner || []]));
       ownersAt = polls;
     }
@@ -339,8 +366,9 @@
     return !!p && (owners[p] || []).some((g) => me.groups.includes(g));
   }
 
-  async function refreshQueues() {
+  async function refreshQueues(stale) {
     const { queues } = await call('GET', '/queues');
+    if (stale()) return;
     const now = Date.now();
     const admin = may('admin');
     syncRows($('#queues tbody'), queues, 'data-queue', (q) => q.name, (q) => {
@@ -366,7 +394,8 @@
     const withDead = queues.filter((q) => q.counts.dead > 0);
     const lists = await Promise.all(withDead.map((q) => allPages(`/queues/${enc(q.name)}/dead`, 'tasks', 100, 5)));
     const tasks = lists.flatMap((l) => l.items);
-    const owners = tasks.length && !may('admin') && may('writer') ? await ownersOf() : {};
+    const owners = tasks.length && !may('admin') && may('writer') ? await ownersOf(stale) : {};
+    if (stale()) return;
     $('#no-dead').hidden = tasks.length > 0;
     syncRows($('#dead tbody'), tasks, 'data-task', (t) => t.task_id, (t) => {
       const retry = mayRetry(t, owners);
@@ -408,62 +437,86 @@
       default:
         return;
     }
+    const g = generation;
     btn.disabled = true;
     try {
       const r = await call(method, path);
+      if (g !== generation) return; // signed in or out meanwhile
       flash(done || `${r.count} dead task${r.count === 1 ? '' : 's'} of ${q} ${method === 'POST' ? 'queued again' : 'dropped'}.`);
     } catch (e) {
+      if (g !== generation) return;
       if (e.status === 401) return signOut(e.message);
       flash(`Failed: ${e.message}`);
-      btn.disabled = false;
     }
-    poll();
+    // The page shows the action's effect at once; the button (kept by syncRows while its cell
+    // does not change) may be pressed again once that refresh is in.
+    await poll();
+    btn.disabled = false;
   }
 
   // ---- the loop ------------------------------------------------------------------------------
 
-  async function refresh() {
+  async function refresh(stale) {
     if (!auth.token) return show('login');
     if (!me) {
       const who = await call('GET', '/whoami');
-      if (!auth.token) return show('login'); // signed out meanwhile
+      if (stale()) return;
       me = who;
     }
     renderWho();
     const r = route();
     show(r.view);
-    if (r.view === 'overview') await refreshOverview();
-    else if (r.view === 'config') await refreshConfig(r.prefix);
-    else await refreshQueues();
+    if (r.view === 'overview') await refreshOverview(stale);
+    else if (r.view === 'config') await refreshConfig(r.prefix, stale);
+    else await refreshQueues(stale);
   }
 
-  async function poll() {
-    if (busy) {
-      again = true;
-      return;
-    }
-    busy = true;
+  // One refresh, its outcome shown unless the token changed while it ran.
+  async function cycle() {
+    const g = generation;
+    const stale = () => g !== generation;
     try {
-      await refresh();
-      if (auth.token) {
-        lastOk = new Date();
-        polls += 1;
-        banner($('#banner'), '');
-        setText($('#updated'), `updated ${hms(lastOk)}`);
-      }
+      await refresh(stale);
+      if (stale() || !auth.token) return;
+      lastOk = new Date();
+      polls += 1;
+      banner($('#banner'), '');
+      setText($('#updated'), `updated ${hms(lastOk)}`);
     } catch (e) {
+      if (stale()) return; // another token's answer: not this one's business
       if (e.status === 401) signOut(e.message);
       else {
         const since = lastOk ? `; showing data from ${hms(lastOk)}` : '';
         banner($('#banner'), e.status ? `The API answered ${e.status}: ${e.message}${since}` : `Cannot reach the API: ${e.message}${since}`);
       }
-    } finally {
-      busy = false;
     }
-    if (again) {
-      again = false;
-      poll();
+  }
+
+  // Refreshes now, or right after the refresh in flight (once, however often asked meanwhile);
+  // resolves when that refresh is done. The next poll is due POLL_MS after a refresh ends, so
+  // polls never run back to back however slow the API is.
+  function poll() {
+    if (inFlight) {
+      if (!wanted) {
+        let resolve;
+        const promise = new Promise((r) => { resolve = r; });
+        wanted = { promise, resolve };
+      }
+      return wanted.promise;
     }
+    clearTimeout(timer);
+    timer = null;
+    inFlight = cycle().finally(() => {
+      inFlight = null;
+      if (wanted) {
+        const w = wanted;
+        wanted = null;
+        poll().then(w.resolve);
+      } else {
+        timer = setTimeout(poll, POLL_MS);
+      }
+    });
+    return inFlight;
   }
 
   function start() {
@@ -487,7 +540,6 @@
       poll();
     });
     poll();
-    setInterval(poll, POLL_MS);
   }
 
   start();

@@ -95,8 +95,33 @@ const gb = (() => {
   }
   const badge = (text, kind) => el('span', { class: `badge ${kind || ''}`, text });
 
-  // Makes `tbody`'s rows those of `items` in order, keyed by `attr`; a row whose cells did not
-  // change is left alone (so buttons and selections survive a poll).
+  // Sets attribute `k` of `e` to `v` (removes it for undefined, null or false), if different.
+  function setAttr(e, k, v) {
+    if (v === undefined || v === null || v === false) {
+      if (e.hasAttribute(k)) e.removeAttribute(k);
+    } else if (e.getAttribute(k) !== String(v)) {
+      e.setAttribute(k, v === true ? '' : v);
+    }
+  }
+
+  // Brings one cell up to date: its class and title in place; its content only when the content
+  // changed (a text cell's text; a `make` cell's `sig`, or its text when it has no `sig`). A
+  // cell whose content did not change keeps its nodes, so a button in it survives the poll.
+  function syncCell(td, c) {
+    setAttr(td, 'class', c.cls);
+    setAttr(td, 'title', c.title);
+    const content = c.make
+      ? JSON.stringify(['make', c.sig !== undefined ? c.sig : c.text])
+      : JSON.stringify(['text', c.text === undefined || c.text === null ? '' : String(c.text)]);
+    if (td.dataset.sig === content) return;
+    if (c.make) td.replaceChildren(c.make());
+    else td.textContent = c.text === undefined || c.text === null ? '' : String(c.text);
+    td.dataset.sig = content;
+  }
+
+  // Makes `tbody`'s rows those of `items` in order, keyed by `attr`, cell by cell: only a cell
+  // whose content changed is replaced (a relative time or a counter changing every poll leaves
+  // the row's other cells, its buttons and any selection alone).
   function syncRows(tbody, items, attr, keyOf, cellsOf) {
     const old = new Map();
     for (const tr of tbody.children) old.set(tr.getAttribute(attr), tr);
@@ -106,21 +131,22 @@ const gb = (() => {
       const key = keyOf(it);
       seen.add(key);
       const cells = cellsOf(it);
-      const sig = JSON.stringify(cells.map((c) => [c.f, c.cls, c.title, c.sig !== undefined ? c.sig : c.text]));
       let tr = old.get(key);
       if (!tr) {
         tr = el('tr');
         tr.setAttribute(attr, key);
       }
-      if (tr.dataset.sig !== sig) {
-        tr.replaceChildren(...cells.map((c) => {
-          const td = el('td', { 'data-field': c.f, class: c.cls, title: c.title });
-          if (c.make) td.append(c.make());
-          else td.textContent = c.text === undefined || c.text === null ? '' : String(c.text);
-          return td;
-        }));
-        tr.dataset.sig = sig;
-      }
+      cells.forEach((c, i) => {
+        let td = tr.children[i];
+        if (!td || td.getAttribute('data-field') !== c.f) {
+          const fresh = el('td', { 'data-field': c.f });
+          if (td) tr.replaceChild(fresh, td);
+          else tr.append(fresh);
+          td = fresh;
+        }
+        syncCell(td, c);
+      });
+      while (tr.children.length > cells.length) tr.lastElementChild.remove();
       const want = prev ? prev.nextSibling : tbody.firstChild;
       if (want !== tr) tbody.insertBefore(tr, want);
       prev = tr;
