@@ -209,6 +209,25 @@ impl Vm {
         self.connected.is_some() && self.instance.is_some() && self.fault.is_none()
     }
 
+    /// What it adds to its Config's counts: bit `i` set adds one to count `i` of [`Sums`] (the
+    /// one rule; the stores keep the per-Config sums in step with every VM write and delete).
+    pub fn counted(&self) -> u8 {
+        let fault = self.fault.as_ref().map(|f| f.kind);
+        let created = self.instance.is_some();
+        [
+            true,
+            created,
+            created && fault != Some(FaultKind::InstanceDown),
+            self.healthy_connected(),
+            self.drained,
+            fault == Some(FaultKind::BotDead),
+            matches!(fault, Some(FaultKind::InstanceDown | FaultKind::NeverConnected)),
+        ]
+        .iter()
+        .enumerate()
+        .fold(0, |bits, (i, on)| bits | (u8::from(*on) << i))
+    }
+
     /// True when it is being retired on purpose (drained, past its deadline unless its Config is
     /// `paused`, its bot asked to terminate, or its instance being deleted), so a stopping
     /// instance is expected rather than a fault.
@@ -304,6 +323,29 @@ pub struct Counts {
     pub unhealthy: u32,
     /// When counted.
     pub at: Option<DateTime<Utc>>,
+}
+
+/// The sums of [`Vm::counted`] over a Config's VMs, by bit: VMs, created, running, connected,
+/// draining, bot dead, unhealthy.
+pub type Sums = [i64; SUMS];
+/// How many counts [`Vm::counted`] has.
+pub const SUMS: usize = 7;
+
+impl Counts {
+    /// The counts of a Config asking for `configured` VMs whose VMs sum to `s`.
+    pub fn from_sums(configured: u32, s: &Sums, at: DateTime<Utc>) -> Self {
+        let n = |i: usize| s[i].clamp(0, i64::from(u32::MAX)) as u32;
+        Counts {
+            configured,
+            created: n(1),
+            running: n(2),
+            connected: n(3),
+            draining: n(4),
+            dead: n(5),
+            unhealthy: n(6),
+            at: Some(at),
+        }
+    }
 }
 
 /// Where a Config stands in its life.

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::error::TaskError;
-use crate::model::{ConfigState, ConfigStatus, Counts, FaultKind, FileError, Pause, counters};
+use crate::model::{ConfigState, ConfigStatus, Counts, FileError, Pause, counters};
 use crate::ports::store::{Store, StoreError, VmIndex};
 
 /// Every prefix with a Config or with VMs left (of a removed Config), sorted.
@@ -18,37 +18,35 @@ pub async fn prefixes(store: &dyn Store) -> Result<Vec<String>, TaskError> {
     Ok(p.into_iter().collect())
 }
 
-/// A Config's counts from its VM records now, and whether anything of it is left (its record or
-/// a VM).
-/// Records that do not decode are left out (they are reported and repaired elsewhere).
+/// A Config's counts now, exact, and whether anything of it is left (its record or a VM): the
+/// store's per-Config sums, read in O(1). The first call for a Config whose sums do not yet cover
+/// every VM (VMs written before sums were kept) counts those in, once.
 pub async fn tally(store: &dyn Store, prefix: &str, now: DateTime<Utc>) -> Result<(Counts, bool), TaskError> {
     let config = match store.config(prefix).await {
         Err(StoreError::Corrupt { .. }) => None,
         other => other?.map(|c| c.value),
     };
-    let ids = store.vm_ids(VmIndex::OfConfig(prefix.to_owned())).await?;
-    let left = config.is_some() || !ids.is_empty();
-    let configured = config.map_or(0, |c| c.current_amount);
-    let mut counts = Counts { configured, at: Some(now), ..Counts::default() };
-    for id in ids {
-        let vm = match store.vm(&id).await {
-            Ok(Some(vm)) => vm,
-            Ok(None) | Err(StoreError::Corrupt { .. }) => continue,
-            Err(e) => return Err(e.into()),
-        };
-        let vm = vm.value;
-        counts.created += u32::from(vm.instance.is_some());
-        let down = matches!(vm.fault.as_ref().map(|f| f.kind), Some(FaultKind::InstanceDown));
-        counts.running += u32::from(vm.instance.is_some() && !down);
-        counts.connected += u32::from(vm.healthy_connected());
-        counts.draining += u32::from(vm.drained);
-        match vm.fault.map(|f| f.kind) {
-            Some(FaultKind::BotDead) => counts.dead += 1,
-            Some(FaultKind::InstanceDown | FaultKind::NeverConnected) => counts.unhealthy += 1,
-            None => {}
+    let sums = match store.sums(prefix).await? {
+        Some(s) => s,
+        None => {
+            for id in store.vm_ids(VmIndex::OfConfig(prefix.to_owned())).await? {
+                match store.vm(&id).await {
+                    Ok(Some(vm)) => store.count_in(&vm).await?,
+                    // Gone, or a record that does not decode (reported and repaired elsewhere).
+                    Ok(None) | Err(StoreError::Corrupt { .. }) => continue,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            store.sums_complete(prefix).await?;
+            store.sums(prefix).await?.unwrap_or_default()
         }
-    }
-    Ok((counts, left))
+    };
+    // No VM counted: one left only as an undecodable record still keeps the Config's status.
+    let left = config.is_some()
+        || sums[0] > 0
+        || !store.vm_ids(VmIndex::OfConfig(prefix.to_owned())).await?.is_empty();
+    let configured = config.map_or(0, |c| c.current_amount);
+    Ok((Counts::from_sums(configured, &sums, now), left))
 }
 
 /// A Config's status: the counts last written by `count_vms` (or `live` ones counted now), its

@@ -4,7 +4,7 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use crate::model::{Backoff, ConfigRecord, Counts, ErrorEntry, FileError, Observed, Pause, Vm};
+use crate::model::{Backoff, ConfigRecord, Counts, ErrorEntry, FileError, Observed, Pause, Sums, Vm};
 
 /// A datastore error.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -128,7 +128,17 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn put_counts(&self, prefix: &str, counts: &Counts) -> Result<(), StoreError>;
     /// A Config's counts.
     async fn counts(&self, prefix: &str) -> Result<Option<Counts>, StoreError>;
-    /// Drops a Config's status (errors, counts, counters).
+    /// The sums of [`crate::model::Vm::counted`] over a Config's VMs, kept in step with every VM
+    /// write and delete (in the same transaction); `None` until its VMs written before sums were
+    /// kept are counted in ([`Store::count_in`]) and [`Store::sums_complete`] says so
+    /// (`status::tally` does both, once per Config).
+    async fn sums(&self, prefix: &str) -> Result<Option<Sums>, StoreError>;
+    /// Counts in a VM written before sums were kept: nothing if it is already counted, gone, or
+    /// written again since `vm.version`.
+    async fn count_in(&self, vm: &Versioned<Vm>) -> Result<(), StoreError>;
+    /// Marks a Config's sums as covering every one of its VMs.
+    async fn sums_complete(&self, prefix: &str) -> Result<(), StoreError>;
+    /// Drops a Config's status (errors, counts, counters, sums).
     async fn drop_status(&self, prefix: &str) -> Result<(), StoreError>;
     /// The backoff of a (project, zone).
     async fn backoff(&self, project: &str, zone: &str) -> Result<Option<Backoff>, StoreError>;

@@ -9,8 +9,19 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
-use crate::model::{Backoff, ConfigRecord, Counts, ErrorEntry, FileError, KEEP_ERRORS, Observed, Pause, Vm};
+use crate::model::{
+    Backoff, ConfigRecord, Counts, ErrorEntry, FileError, KEEP_ERRORS, Observed, Pause, SUMS, Sums, Vm,
+};
 use crate::ports::store::{CorruptRecord, Expect, Store, StoreError, Versioned, VmIndex};
+
+/// Adds `sign` × the counts of `bits` to `sums`.
+fn add(sums: &mut Sums, bits: u8, sign: i64) {
+    for (i, s) in sums.iter_mut().enumerate() {
+        if bits & (1 << i) != 0 {
+            *s += sign;
+        }
+    }
+}
 
 #[derive(Debug, Default)]
 struct State {
@@ -23,6 +34,10 @@ struct State {
     bots: HashMap<String, Observed>,
     errors: HashMap<String, Vec<ErrorEntry>>,
     counts: HashMap<String, Counts>,
+    /// What each VM adds to its Config's sums, as last written.
+    counted: HashMap<String, u8>,
+    /// Per Config: the sums, and whether they cover every VM.
+    sums: HashMap<String, (Sums, bool)>,
     counters: HashMap<(String, String), u64>,
     file_errors: Vec<FileError>,
     /// Records planted as undecodable (tests): key → why; the version and indexes stay, as a
@@ -203,6 +218,11 @@ impl Store for MemoryStore {
         s.by_config.entry(vm.config.clone()).or_default().insert(vm.id.clone());
         s.by_host.insert(vm.hostname.clone(), vm.id.clone());
         let version = cur.map_or(1, |c| c.version + 1);
+        let bits = vm.counted();
+        let old = s.counted.insert(vm.id.clone(), bits).unwrap_or(0);
+        let sums = &mut s.sums.entry(vm.config.clone()).or_default().0;
+        add(sums, old, -1);
+        add(sums, bits, 1);
         s.vms.insert(vm.id.clone(), Versioned { value: vm.clone(), version });
         s.corrupt_vms.remove(&vm.id);
         Ok(true)
@@ -213,6 +233,9 @@ impl Store for MemoryStore {
         let Some(cur) = s.vms.get(id).cloned().filter(|v| v.version == version) else { return Ok(false) };
         s.unindex(&cur.value);
         s.bots.remove(&cur.value.hostname);
+        if let Some(bits) = s.counted.remove(id) {
+            add(&mut s.sums.entry(cur.value.config.clone()).or_default().0, bits, -1);
+        }
         s.vms.remove(id);
         s.corrupt_vms.remove(id);
         Ok(true)
@@ -301,9 +324,31 @@ impl Store for MemoryStore {
         Ok(self.lock().counts.get(prefix).cloned())
     }
 
+    async fn sums(&self, prefix: &str) -> Result<Option<Sums>, StoreError> {
+        Ok(self.lock().sums.get(prefix).filter(|(_, complete)| *complete).map(|(s, _)| *s))
+    }
+
+    async fn count_in(&self, vm: &Versioned<Vm>) -> Result<(), StoreError> {
+        let mut s = self.lock();
+        let current = s.vms.get(&vm.value.id).is_some_and(|v| v.version == vm.version);
+        if !current || s.counted.contains_key(&vm.value.id) {
+            return Ok(());
+        }
+        let bits = vm.value.counted();
+        s.counted.insert(vm.value.id.clone(), bits);
+        add(&mut s.sums.entry(vm.value.config.clone()).or_default().0, bits, 1);
+        Ok(())
+    }
+
+    async fn sums_complete(&self, prefix: &str) -> Result<(), StoreError> {
+        self.lock().sums.entry(prefix.to_owned()).or_insert(([0; SUMS], false)).1 = true;
+        Ok(())
+    }
+
     async fn drop_status(&self, prefix: &str) -> Result<(), StoreError> {
         let mut s = self.lock();
         s.counts.remove(prefix);
+        s.sums.remove(prefix);
         s.errors.remove(prefix);
         s.counters.retain(|(p, _), _| p != prefix);
         Ok(())

@@ -1,5 +1,6 @@
-//! `count_vms`: counts a Config's VMs (configured, created, connected, draining, dead,
-//! unhealthy) into its status; drops the status of a Config that is gone and has no VM left.
+//! `count_vms`: writes a Config's counts (configured, created, running, connected, draining,
+//! dead, unhealthy) into its status, from the store's per-Config sums (O(1)); drops the status of
+//! a Config that is gone and has no VM left.
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;

@@ -11,6 +11,8 @@
 //! | `bots` | HASH | hostname → last bot observation |
 //! | `err:<prefix>` | LIST | the Config's last 20 errors, newest first |
 //! | `counts`, `backoff` | HASH | prefix → counts; `project/zone` → backoff |
+//! | `vm:counted` | HASH | VM id → what it adds to its Config's sums (bits of `Vm::counted`) |
+//! | `sums:<prefix>` | HASH | a Config's sums, field `i` per bit; `complete` once they cover every VM |
 //! | `counters:<prefix>` | HASH | a Config's counters: dead_tasks, task_failures |
 //! | `files` | STRING | errors of Config files that hold no Config (JSON list) |
 //! | `claim:<key>` | STRING | a claimed cron tick, or the Config admission claim (expires) |
@@ -23,7 +25,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use gce_backend_jobs::model::{
-    Backoff, ConfigRecord, Counts, ErrorEntry, FileError, KEEP_ERRORS, Observed, Pause, Vm,
+    Backoff, ConfigRecord, Counts, ErrorEntry, FileError, KEEP_ERRORS, Observed, Pause, SUMS, Sums, Vm,
 };
 use gce_backend_jobs::ports::store::{CorruptRecord, Expect, Store, StoreError, Versioned, VmIndex};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -32,14 +34,14 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 mod scripts;
-use scripts::{DELETE, DELETE_VM, PUT, PUT_VM, RESOLVE};
+use scripts::{COUNT_IN, DELETE, DELETE_VM, PUT, PUT_VM, RESOLVE};
 
 /// The Redis store of one deployment.
 #[derive(Clone)]
 pub struct RedisStore {
     conn: ConnectionManager,
     ns: String,
-    put: std::sync::Arc<[Script; 5]>,
+    put: std::sync::Arc<[Script; 6]>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -93,6 +95,7 @@ impl RedisStore {
             Script::new(PUT_VM),
             Script::new(DELETE_VM),
             Script::new(RESOLVE),
+            Script::new(COUNT_IN),
         ];
         Ok(Self { conn, ns: namespace.to_owned(), put: std::sync::Arc::new(put) })
     }
@@ -105,7 +108,7 @@ impl RedisStore {
         self.conn.clone()
     }
 
-    fn vm_keys(&self, prefix: &str) -> [String; 8] {
+    fn vm_keys(&self, prefix: &str) -> [String; 10] {
         [
             self.k("vm"),
             self.k("vm:ver"),
@@ -115,6 +118,8 @@ impl RedisStore {
             self.k("vm:cfgs"),
             self.k(&format!("vm:cfg:{prefix}")),
             self.k("bots"),
+            self.k("vm:counted"),
+            self.k(&format!("sums:{prefix}")),
         ]
     }
 
@@ -223,11 +228,12 @@ impl Store for RedisStore {
     async fn put_vm(&self, vm: &Vm, e: Expect) -> Result<bool, StoreError> {
         let keys = self.vm_keys(&vm.config);
         let mut inv = self.put[2].prepare_invoke();
-        for k in &keys[..7] {
+        for k in keys[..7].iter().chain(&keys[8..]) {
             inv.key(k);
         }
         inv.arg(&vm.id).arg(expect(e)).arg(json(vm)?).arg(&vm.hostname);
         inv.arg(if vm.instance.is_none() { "0" } else { "1" }).arg(&vm.config);
+        inv.arg(vm.counted()).arg(SUMS);
         let v: u64 = inv.invoke_async(&mut self.c()).await.map_err(err)?;
         Ok(v > 0)
     }
@@ -252,7 +258,7 @@ impl Store for RedisStore {
         for k in &keys {
             inv.key(k);
         }
-        inv.arg(id).arg(version).arg(&hostname).arg(&config);
+        inv.arg(id).arg(version).arg(&hostname).arg(&config).arg(SUMS);
         let n: u64 = inv.invoke_async(&mut self.c()).await.map_err(err)?;
         Ok(n > 0)
     }
@@ -357,8 +363,35 @@ impl Store for RedisStore {
         Ok(raw.and_then(|r| lenient(&format!("counts {prefix}"), &r)))
     }
 
+    async fn sums(&self, prefix: &str) -> Result<Option<Sums>, StoreError> {
+        let key = self.k(&format!("sums:{prefix}"));
+        let raw: HashMap<String, i64> = self.c().hgetall(&key).await.map_err(err)?;
+        if !raw.contains_key("complete") {
+            return Ok(None);
+        }
+        let mut sums = [0; SUMS];
+        for (i, s) in sums.iter_mut().enumerate() {
+            *s = raw.get(&i.to_string()).copied().unwrap_or(0);
+        }
+        Ok(Some(sums))
+    }
+
+    async fn count_in(&self, vm: &Versioned<Vm>) -> Result<(), StoreError> {
+        let v = &vm.value;
+        let mut inv = self.put[5].prepare_invoke();
+        inv.key(self.k("vm:ver")).key(self.k("vm:counted")).key(self.k(&format!("sums:{}", v.config)));
+        inv.arg(&v.id).arg(vm.version).arg(v.counted()).arg(SUMS);
+        let _: u64 = inv.invoke_async(&mut self.c()).await.map_err(err)?;
+        Ok(())
+    }
+
+    async fn sums_complete(&self, prefix: &str) -> Result<(), StoreError> {
+        self.c().hset(self.k(&format!("sums:{prefix}")), "complete", 1).await.map_err(err)
+    }
+
     async fn drop_status(&self, prefix: &str) -> Result<(), StoreError> {
         let _: () = redis::pipe()
+            .del(self.k(&format!("sums:{prefix}")))
             .hdel(self.k("counts"), prefix)
             .del(self.k(&format!("counters:{prefix}")))
             .del(self.k(&format!("err:{prefix}")))

@@ -1,5 +1,5 @@
 //! The Lua scripts of the Redis store: compare-and-set writes and deletes of records and VMs
-//! with their indexes, and resolving a Config's errors.
+//! with their indexes and their Configs' sums, and resolving a Config's errors.
 
 /// The compare-and-set of every write: KEYS[1] records, KEYS[2] versions; ARGV[1] field,
 /// ARGV[2] expected version ('' = absent), ARGV[3] JSON. Leaves the new version in `v`.
@@ -15,6 +15,20 @@ redis.call('HSET', KEYS[2], ARGV[1], v)
     };
 }
 
+/// `add(key, bits, sign, n)`: adds `sign` to field `i` of the sums hash `key` for each of the `n`
+/// bits `i` set in `bits` (what a VM adds to its Config's counts, `Vm::counted`).
+macro_rules! add_bits {
+    () => {
+        r"
+local function add(key, bits, sign, n)
+  for i = 0, n - 1 do
+    if math.floor(bits / 2 ^ i) % 2 == 1 then redis.call('HINCRBY', key, i, sign) end
+  end
+end
+"
+    };
+}
+
 /// CAS write of a record.
 pub(super) const PUT: &str = concat!(cas_write!(), "return v");
 
@@ -25,11 +39,18 @@ redis.call('HDEL', KEYS[1], ARGV[1])
 redis.call('HDEL', KEYS[2], ARGV[1])
 return 1";
 
-/// CAS write of a VM with its indexes. KEYS vm, ver, uncreated, created, host, cfgs, cfg set;
-/// ARGV id, expected version, JSON, hostname, created (1/0), prefix.
+/// CAS write of a VM with its indexes and its Config's sums. KEYS vm, ver, uncreated, created,
+/// host, cfgs, cfg set, counted, sums; ARGV id, expected version, JSON, hostname, created (1/0),
+/// prefix, what it counts (bits), how many sums.
 pub(super) const PUT_VM: &str = concat!(
+    add_bits!(),
     cas_write!(),
     r"
+local old, new, n = tonumber(redis.call('HGET', KEYS[8], ARGV[1]) or '0'), tonumber(ARGV[7]), tonumber(ARGV[8])
+if old ~= new then
+  add(KEYS[9], old, -1, n); add(KEYS[9], new, 1, n)
+  redis.call('HSET', KEYS[8], ARGV[1], new)
+end
 if ARGV[5] == '1' then
   redis.call('SREM', KEYS[3], ARGV[1]); redis.call('SADD', KEYS[4], ARGV[1])
 else
@@ -41,10 +62,15 @@ redis.call('SADD', KEYS[6], ARGV[6])
 return v"
 );
 
-/// CAS delete of a VM with its indexes and bot observation. KEYS vm, ver, uncreated, created,
-/// host, cfgs, cfg set, bots; ARGV id, version, hostname, prefix.
-pub(super) const DELETE_VM: &str = r"
+/// CAS delete of a VM with its indexes, bot observation and its part of its Config's sums. KEYS
+/// vm, ver, uncreated, created, host, cfgs, cfg set, bots, counted, sums; ARGV id, version,
+/// hostname, prefix, how many sums.
+pub(super) const DELETE_VM: &str = concat!(
+    add_bits!(),
+    r"
 if (redis.call('HGET', KEYS[2], ARGV[1]) or '0') ~= ARGV[2] then return 0 end
+add(KEYS[10], tonumber(redis.call('HGET', KEYS[9], ARGV[1]) or '0'), -1, tonumber(ARGV[5]))
+redis.call('HDEL', KEYS[9], ARGV[1])
 redis.call('HDEL', KEYS[1], ARGV[1]); redis.call('HDEL', KEYS[2], ARGV[1])
 redis.call('SREM', KEYS[3], ARGV[1]); redis.call('SREM', KEYS[4], ARGV[1])
 redis.call('SREM', KEYS[7], ARGV[1])
@@ -59,7 +85,20 @@ elseif redis.call('HGET', KEYS[5], ARGV[3]) == ARGV[1] then
   redis.call('HDEL', KEYS[5], ARGV[3])
 end
 redis.call('HDEL', KEYS[8], ARGV[3])
-return 1";
+return 1"
+);
+
+/// Counts in a VM written before sums were kept, unless counted already or written since.
+/// KEYS ver, counted, sums; ARGV id, version, what it counts (bits), how many sums.
+pub(super) const COUNT_IN: &str = concat!(
+    add_bits!(),
+    r"
+if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
+if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return 0 end
+add(KEYS[3], tonumber(ARGV[3]), 1, tonumber(ARGV[4]))
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+return 1"
+);
 
 /// Marks a Config's unresolved errors of a stage resolved: KEYS[1] the error list; ARGV stage,
 /// time (RFC 3339). Entries are rewritten in place, so concurrent pushes are not lost.
