@@ -79,7 +79,7 @@ impl Collector for SharedCollector {
             backoff.push((l(&[("config", &c.prefix)]), i64::from(c.backoff.is_some())));
             dead.push((l(&[("config", &c.prefix)]), c.dead_tasks));
         }
-        gauge(&mut d, "fleet_vms", "VMs per Config by state (as last counted by count_vms)", &vms)?;
+        gauge(&mut d, "fleet_vms", "VMs per Config by state", &vms)?;
         gauge(
             &mut d,
             "config_paused",
@@ -181,24 +181,15 @@ impl Metrics {
     async fn read_shared(&self) -> Shared {
         let ctx = &self.ctx;
         let grace = ctx.timing.config_delete_grace.chrono();
-        let report = gce_backend_jobs::status::report(&*ctx.store, &[], ctx.now(), grace, false).await;
-        let (mut configs, paused_all) = match report {
+        // Live counts: the store's per-Config sums, O(1) per Config.
+        let report = gce_backend_jobs::status::report(&*ctx.store, &[], ctx.now(), grace, true).await;
+        let (configs, paused_all) = match report {
             Ok(r) => (r.configs, r.paused.is_some()),
             Err(e) => {
                 tracing::warn!(error = %e, "metrics: cannot read the Configs' status");
                 (Vec::new(), false)
             }
         };
-        // A Config never counted yet (`count_vms` has not run since it came) is counted now, so
-        // a new Config does not read as zero until the next count.
-        for c in configs.iter_mut().filter(|c| c.counts.at.is_none()) {
-            match gce_backend_jobs::status::tally(&*ctx.store, &c.prefix, ctx.now()).await {
-                Ok((counts, _)) => c.counts = counts,
-                Err(e) => {
-                    tracing::warn!(config = %c.prefix, error = %e, "metrics: cannot count the Config's VMs")
-                }
-            }
-        }
         let mut queues = Vec::new();
         for name in gce_backend_jobs::tasks::QUEUES {
             match ctx.queues.get(name).counts().await {
