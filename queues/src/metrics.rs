@@ -22,6 +22,7 @@ fn seconds() -> Histogram {
 #[derive(Debug, Clone)]
 pub struct QueueMetrics {
     runs: Family<Labels, Counter>,
+    lost: Family<Labels, Counter>,
     run_seconds: Histograms,
     wait_seconds: Histograms,
 }
@@ -30,6 +31,7 @@ impl Default for QueueMetrics {
     fn default() -> Self {
         Self {
             runs: Family::default(),
+            lost: Family::default(),
             run_seconds: Family::new_with_constructor(seconds),
             wait_seconds: Family::new_with_constructor(seconds),
         }
@@ -43,6 +45,11 @@ impl QueueMetrics {
             "task_runs",
             "Task runs by this process's workers, by queue and how they ended (done, retry, dead)",
             self.runs.clone(),
+        );
+        registry.register(
+            "leases_lost",
+            "Leases of tasks still running that a renewal found taken back (the task may run twice), by queue",
+            self.lost.clone(),
         );
         registry.register(
             "task_run_seconds",
@@ -71,6 +78,16 @@ impl QueueMetrics {
     /// A task of `queue` was taken `secs` after it was due.
     pub fn waited(&self, queue: &str, secs: f64) {
         self.wait_seconds.get_or_create(&vec![("queue", queue.to_owned())]).observe(secs);
+    }
+
+    /// A renewal found `n` leases of running tasks of `queue` lost.
+    pub fn lost(&self, queue: &str, n: usize) {
+        self.lost.get_or_create(&vec![("queue", queue.to_owned())]).inc_by(n as u64);
+    }
+
+    /// Leases of `queue` reported lost so far (for tests).
+    pub fn leases_lost(&self, queue: &str) -> u64 {
+        self.lost.get(&vec![("queue", queue.to_owned())]).map_or(0, |c| c.get())
     }
 
     /// Runs of `queue` that ended as `result` so far (for tests).

@@ -210,6 +210,9 @@ where
                     retry_in = ?after, error = %error, "task failed, will retry");
             }
             let ack = Ack { id: lease.id.clone(), token: lease.token.clone(), resolution };
+            if let Some(h) = held_lock(&layer.held).get_mut(&lease.id) {
+                h.acking = true;
+            }
             let written = layer.acker.ack(ack).await;
             held_lock(&layer.held).remove(&lease.id);
             if let Some(reason) = dead {

@@ -63,12 +63,22 @@ pub struct Lease {
     pub waited_ms: u64,
 }
 
-/// Tasks this worker holds: id → (token, held since).
-type Held = Arc<Mutex<HashMap<String, (String, Instant)>>>;
+/// A task this worker holds.
+#[derive(Debug, Clone)]
+struct Hold {
+    /// Its lease token.
+    token: String,
+    /// Since when.
+    since: Instant,
+    /// Its run ended and its ack is on the way: a renewal that finds its lease gone raced the
+    /// ack, and nothing was lost.
+    acking: bool,
+}
 
-fn held_lock(
-    h: &Mutex<HashMap<String, (String, Instant)>>,
-) -> std::sync::MutexGuard<'_, HashMap<String, (String, Instant)>> {
+/// Tasks this worker holds, by id.
+type Held = Arc<Mutex<HashMap<String, Hold>>>;
+
+fn held_lock(h: &Mutex<HashMap<String, Hold>>) -> std::sync::MutexGuard<'_, HashMap<String, Hold>> {
     h.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -135,7 +145,7 @@ impl<Args> QueueBackend<Args> {
         let now = Instant::now();
         let mut held = held_lock(&self.held);
         for l in &tasks {
-            held.insert(l.id.clone(), (l.token.clone(), now));
+            held.insert(l.id.clone(), Hold { token: l.token.clone(), since: now, acking: false });
         }
         drop(held);
         self.buffer.extend(tasks);
@@ -309,7 +319,7 @@ impl<Args> BackendConfig for QueueBackend<Args> {
 }
 
 /// Renews the leases of every task in `held` every third of the lease, until the backend is gone.
-fn spawn_renewer(queue: Queue, held: Weak<Mutex<HashMap<String, (String, Instant)>>>) {
+fn spawn_renewer(queue: Queue, held: Weak<Mutex<HashMap<String, Hold>>>) {
     let policy = queue.spec().policy.clone();
     tokio::spawn(async move {
         let every = policy.lease / 3;
@@ -319,15 +329,28 @@ fn spawn_renewer(queue: Queue, held: Weak<Mutex<HashMap<String, (String, Instant
             let Some(held) = held.upgrade() else { return };
             let leases: Vec<(String, String)> = held_lock(&held)
                 .iter()
-                .filter(|(_, (_, since))| since.elapsed() < limit)
-                .map(|(id, (token, _))| (id.clone(), token.clone()))
+                .filter(|(_, h)| h.since.elapsed() < limit)
+                .map(|(id, h)| (id.clone(), h.token.clone()))
                 .collect();
-            drop(held);
             if leases.is_empty() {
                 continue;
             }
-            match queue.engine().renew(queue.spec(), &leases).await {
+            let renewed = queue.engine().renew(queue.spec(), &leases).await;
+            // Only a task still running under the same lease was lost: one acked (or acking)
+            // since the snapshot raced this renewal.
+            let renewed = renewed.map(|lost| {
+                let h = held_lock(&held);
+                let token = |id: &String| leases.iter().find(|(i, _)| i == id).map(|(_, t)| t);
+                lost.into_iter()
+                    .filter(|id| h.get(id).is_some_and(|x| !x.acking && Some(&x.token) == token(id)))
+                    .collect::<Vec<_>>()
+            });
+            drop(held);
+            match renewed {
                 Ok(lost) if !lost.is_empty() => {
+                    if let Some(m) = queue.metrics() {
+                        m.lost(&queue.spec().name, lost.len());
+                    }
                     warn!(queue = %queue.spec().name, ?lost, "leases lost: these tasks may run twice")
                 }
                 Ok(_) => {}
