@@ -15,14 +15,16 @@ redis.call('HSET', KEYS[2], ARGV[1], v)
     };
 }
 
-/// `add(key, bits, sign, n)`: adds `sign` to field `i` of the sums hash `key` for each of the `n`
-/// bits `i` set in `bits` (what a VM adds to its Config's counts, `Vm::counted`).
-macro_rules! add_bits {
+/// `move(key, old, new, n)`: moves the sums hash `key` from counting `old` to counting `new`
+/// (bits of what a VM adds to its Config's counts, `Vm::counted`; `n` of them): one HINCRBY per
+/// bit that differs.
+macro_rules! move_bits {
     () => {
         r"
-local function add(key, bits, sign, n)
+local function move(key, old, new, n)
   for i = 0, n - 1 do
-    if math.floor(bits / 2 ^ i) % 2 == 1 then redis.call('HINCRBY', key, i, sign) end
+    local a, b = math.floor(old / 2 ^ i) % 2, math.floor(new / 2 ^ i) % 2
+    if a ~= b then redis.call('HINCRBY', key, i, b - a) end
   end
 end
 "
@@ -43,12 +45,12 @@ return 1";
 /// host, cfgs, cfg set, counted, sums; ARGV id, expected version, JSON, hostname, created (1/0),
 /// prefix, what it counts (bits), how many sums.
 pub(super) const PUT_VM: &str = concat!(
-    add_bits!(),
+    move_bits!(),
     cas_write!(),
     r"
 local old, new, n = tonumber(redis.call('HGET', KEYS[8], ARGV[1]) or '0'), tonumber(ARGV[7]), tonumber(ARGV[8])
 if old ~= new then
-  add(KEYS[9], old, -1, n); add(KEYS[9], new, 1, n)
+  move(KEYS[9], old, new, n)
   redis.call('HSET', KEYS[8], ARGV[1], new)
 end
 if ARGV[5] == '1' then
@@ -66,10 +68,10 @@ return v"
 /// vm, ver, uncreated, created, host, cfgs, cfg set, bots, counted, sums; ARGV id, version,
 /// hostname, prefix, how many sums.
 pub(super) const DELETE_VM: &str = concat!(
-    add_bits!(),
+    move_bits!(),
     r"
 if (redis.call('HGET', KEYS[2], ARGV[1]) or '0') ~= ARGV[2] then return 0 end
-add(KEYS[10], tonumber(redis.call('HGET', KEYS[9], ARGV[1]) or '0'), -1, tonumber(ARGV[5]))
+move(KEYS[10], tonumber(redis.call('HGET', KEYS[9], ARGV[1]) or '0'), 0, tonumber(ARGV[5]))
 redis.call('HDEL', KEYS[9], ARGV[1])
 redis.call('HDEL', KEYS[1], ARGV[1]); redis.call('HDEL', KEYS[2], ARGV[1])
 redis.call('SREM', KEYS[3], ARGV[1]); redis.call('SREM', KEYS[4], ARGV[1])
@@ -91,11 +93,11 @@ return 1"
 /// Counts in a VM written before sums were kept, unless counted already or written since.
 /// KEYS ver, counted, sums; ARGV id, version, what it counts (bits), how many sums.
 pub(super) const COUNT_IN: &str = concat!(
-    add_bits!(),
+    move_bits!(),
     r"
 if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
 if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return 0 end
-add(KEYS[3], tonumber(ARGV[3]), 1, tonumber(ARGV[4]))
+move(KEYS[3], 0, tonumber(ARGV[3]), tonumber(ARGV[4]))
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
 return 1"
 );
