@@ -24,7 +24,7 @@ mod startup;
 mod store;
 /// Counts are O(1): per-Config sums kept with every VM write, exact, on memory and Redis.
 mod sums;
-/// The configs directory watched: a file written is imported at once.
-mod watch;
 /// The dashboard in headless Chromium (WebDriver) on the binary, Redis and the simulator.
 mod ui;
+/// The configs directory watched: a file written is imported at once.
+mod watch;

@@ -303,6 +303,33 @@ impl Faults {
     pub fn latency_for(&self, method: &str) -> u64 {
         self.latency_ms.get(method).or_else(|| self.latency_ms.get("*")).copied().unwrap_or(0)
     }
+
+    /// The faults in force, one name each: `errors.<method>`, `latency_ms.<method>`,
+    /// `never_boot_rate`, `bot_never_connect_rate`, `bot_early_death_rate`,
+    /// `stockout_zones.<zone>`, `quotas.<region>`, `swarming_servers.<host>`.
+    pub fn active(&self) -> Vec<String> {
+        let named = |field: &str, keys: &mut dyn Iterator<Item = &String>| -> Vec<String> {
+            keys.map(|k| format!("{field}.{k}")).collect()
+        };
+        let mut out = named("errors", &mut self.errors.iter().filter(|(_, e)| e.rate > 0.0).map(|(m, _)| m));
+        out.extend(named(
+            "latency_ms",
+            &mut self.latency_ms.iter().filter(|(_, ms)| **ms > 0).map(|(m, _)| m),
+        ));
+        for (field, rate) in [
+            ("never_boot_rate", self.never_boot_rate),
+            ("bot_never_connect_rate", self.bot_never_connect_rate),
+            ("bot_early_death_rate", self.bot_early_death_rate),
+        ] {
+            if rate > 0.0 {
+                out.push(field.to_owned());
+            }
+        }
+        out.extend(named("stockout_zones", &mut self.stockout_zones.iter()));
+        out.extend(named("quotas", &mut self.quotas.keys()));
+        out.extend(named("swarming_servers", &mut self.swarming_servers.keys()));
+        out
+    }
 }
 
 /// Checks the hosts of `swarming_servers` and keys them as the pRPC routes name servers (a URL
@@ -380,6 +407,31 @@ mod tests {
         assert_eq!(f.server_fault("hang.example.com"), None);
         let cli = parse_faults(r#"{"swarming_servers":{"m.example.com":"malformed"}}"#).unwrap();
         assert_eq!(cli.server_fault("m.example.com"), Some(ServerFault::Malformed));
+    }
+
+    #[test]
+    fn active_faults_are_named_by_field_and_key() {
+        let mut f = Faults::default();
+        assert!(f.active().is_empty(), "no faults at start");
+        let patch = serde_json::from_value(serde_json::json!({
+            "errors": {"compute.instances.insert": {"rate": 0.5, "status": 503}, "*": {"rate": 0.0, "status": 429}},
+            "latency_ms": {"swarming.ListBots": 200}, "never_boot_rate": 0.1, "bot_early_death_rate": 0.0,
+            "stockout_zones": ["us-east1-b"], "quotas": {"us-central1": {"cpus": 8.0, "instances": 4}},
+            "swarming_servers": {"https://hang.example.com/": "hang"}}))
+        .unwrap();
+        f.apply(patch).unwrap();
+        assert_eq!(
+            f.active(),
+            [
+                "errors.compute.instances.insert",
+                "latency_ms.swarming.ListBots",
+                "never_boot_rate",
+                "stockout_zones.us-east1-b",
+                "quotas.us-central1",
+                "swarming_servers.hang.example.com"
+            ],
+            "a zero rate is no fault"
+        );
     }
 
     #[test]

@@ -19,7 +19,7 @@ use tokio::time::Instant;
 use super::Sim;
 use super::config::ErrorFault;
 use super::filter::Filter;
-use super::world::{ApiError, InstanceEntry, OpStatus, Operation, Region, region_of};
+use super::world::{ApiError, InstanceEntry, OpStatus, Operation, Region, World, region_of};
 
 type Params = Query<HashMap<String, String>>;
 
@@ -66,8 +66,9 @@ async fn call(sim: &Sim, method: &str, f: impl FnOnce(&Sim) -> Result<Value, Api
     sim.answer(method, resp)
 }
 
-fn op(sim: &Sim, name: &str) -> Result<Value, ApiError> {
-    sim.with(|w| w.operations.get(name).map(operation)).ok_or_else(|| ApiError {
+/// A copy of the operation `name` (to encode once the world is unlocked).
+fn copy_op(w: &World, name: &str) -> Result<Operation, ApiError> {
+    w.operations.get(name).cloned().ok_or_else(|| ApiError {
         status: 500,
         reason: "internal",
         message: "lost operation".into(),
@@ -86,8 +87,11 @@ async fn insert(
             reason: "parseError",
             message: format!("Invalid JSON payload received. {e}"),
         })?;
-        let name = sim.with(|w| w.insert(&project, &zone, q.get("requestId").cloned(), &body))?;
-        op(sim, &name)
+        let op = sim.with(|w| {
+            let name = w.insert(&project, &zone, q.get("requestId").cloned(), &body)?;
+            copy_op(w, &name)
+        })?;
+        Ok(operation(&op))
     })
     .await
 }
@@ -98,8 +102,11 @@ async fn delete(
     q: Params,
 ) -> Response {
     call(&sim, "compute.instances.delete", |sim| {
-        let op_name = sim.with(|w| w.delete(&project, &zone, &name, q.get("requestId").cloned()))?;
-        op(sim, &op_name)
+        let op = sim.with(|w| {
+            let op_name = w.delete(&project, &zone, &name, q.get("requestId").cloned())?;
+            copy_op(w, &op_name)
+        })?;
+        Ok(operation(&op))
     })
     .await
 }
@@ -142,7 +149,7 @@ async fn get_operation(
     Path((project, zone, name)): Path<(String, String, String)>,
 ) -> Response {
     call(&sim, "compute.zoneOperations.get", |sim| {
-        sim.with(|w| w.operation(&project, &zone, &name).map(operation))
+        sim.with(|w| w.operation(&project, &zone, &name).cloned()).map(|op| operation(&op))
     })
     .await
 }
@@ -166,8 +173,8 @@ async fn wait(
             Ok(_) => tokio::time::sleep(Duration::from_millis(20)).await,
         }
     }
-    let resp = match op(&sim, &name) {
-        Ok(v) => Json(v).into_response(),
+    let resp = match sim.with(|w| copy_op(w, &name)) {
+        Ok(op) => Json(operation(&op)).into_response(),
         Err(e) => error(e),
     };
     sim.answer(method, resp)

@@ -263,36 +263,81 @@ pub(crate) fn ts(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Micros, true)
 }
 
-/// `swarming.v2.BotInfo`; `taskId`, `isDead`, `deleted`, `terminationTaskId` only when set.
+/// A bot as `swarming.v2.BotInfo` shows it, copied out of the world (so it can be encoded
+/// without the world locked).
+#[derive(Debug, Clone)]
+pub(crate) struct BotInfo {
+    id: String,
+    external_ip: String,
+    first_seen: DateTime<Utc>,
+    last_seen: DateTime<Utc>,
+    zone: String,
+    session: u64,
+    task_id: Option<String>,
+    dead: bool,
+    deleted: bool,
+    termination_task_id: Option<String>,
+}
+
+impl BotInfo {
+    /// A copy of what `GetBot` shows of `v`.
+    pub(crate) fn of(v: &BotView<'_>) -> Self {
+        let b = v.bot;
+        Self {
+            id: v.id.to_owned(),
+            external_ip: b.external_ip.clone(),
+            first_seen: b.first_seen,
+            last_seen: v.last_seen,
+            zone: b.zone.clone(),
+            session: b.session,
+            task_id: v.task_id.clone(),
+            dead: b.dead_at.is_some(),
+            deleted: b.deleted,
+            termination_task_id: b.termination_task_id.clone(),
+        }
+    }
+
+    /// The bot's id.
+    pub(crate) fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// `swarming.v2.BotInfo`; `taskId`, `isDead`, `deleted`, `terminationTaskId` only when set.
+    pub(crate) fn json(&self) -> Value {
+        let id = &self.id;
+        let mut j = json!({
+            "botId": id,
+            "externalIp": self.external_ip,
+            "firstSeenTs": ts(self.first_seen),
+            "lastSeenTs": ts(self.last_seen),
+            "dimensions": [
+                {"key": "id", "value": [id]},
+                {"key": "pool", "value": ["gce"]},
+                {"key": "zone", "value": [self.zone]},
+            ],
+            "version": "simulated",
+            "sessionId": format!("{:x}", self.session),
+            "authenticatedAs": format!("bot:{id}"),
+        });
+        if let Some(t) = &self.task_id {
+            j["taskId"] = json!(t);
+        }
+        if self.dead {
+            j["isDead"] = json!(true);
+        }
+        if self.deleted {
+            j["deleted"] = json!(true);
+        }
+        if let Some(t) = &self.termination_task_id {
+            j["terminationTaskId"] = json!(t);
+        }
+        j
+    }
+}
+
+/// `swarming.v2.BotInfo` of `v`.
 pub(crate) fn bot(v: &BotView<'_>) -> Value {
-    let (id, b) = (v.id, v.bot);
-    let mut j = json!({
-        "botId": id,
-        "externalIp": b.external_ip,
-        "firstSeenTs": ts(b.first_seen),
-        "lastSeenTs": ts(v.last_seen),
-        "dimensions": [
-            {"key": "id", "value": [id]},
-            {"key": "pool", "value": ["gce"]},
-            {"key": "zone", "value": [b.zone]},
-        ],
-        "version": "simulated",
-        "sessionId": format!("{:x}", b.session),
-        "authenticatedAs": format!("bot:{id}"),
-    });
-    if let Some(t) = &v.task_id {
-        j["taskId"] = json!(t);
-    }
-    if b.dead_at.is_some() {
-        j["isDead"] = json!(true);
-    }
-    if b.deleted {
-        j["deleted"] = json!(true);
-    }
-    if let Some(t) = &b.termination_task_id {
-        j["terminationTaskId"] = json!(t);
-    }
-    j
+    BotInfo::of(v).json()
 }
 
 /// `swarming.v2.BotInfoListResponse`: `items` and `cursor` only when there are.

@@ -4,6 +4,8 @@
 /// Harness: an in-process simulator, the official clients pointed at it, a pRPC client.
 mod support;
 
+/// The admin API at scale: summary and paged state.
+mod admin;
 /// Compute Engine REST.
 mod compute;
 /// Swarming pRPC.

@@ -45,9 +45,14 @@ pub fn quick() -> SimConfig {
 }
 
 pub async fn start(cfg: SimConfig) -> SimHandle {
+    start_with_world(cfg).await.0
+}
+
+/// [`start`], with the simulator's world for direct changes and checks.
+pub async fn start_with_world(cfg: SimConfig) -> (SimHandle, sim::Sim) {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let (addr, _sim) = sim::spawn(cfg).await.expect("start simulator");
-    SimHandle { base: format!("http://{addr}"), http: reqwest::Client::new() }
+    let (addr, sim) = sim::spawn(cfg).await.expect("start simulator");
+    (SimHandle { base: format!("http://{addr}"), http: reqwest::Client::new() }, sim)
 }
 
 impl SimHandle {

@@ -33,15 +33,16 @@ impl World {
             request_id: rid.clone(),
         };
         self.operations.insert(name.clone(), op);
+        self.counts.operation(None, Some(OpStatus::Pending), false);
         self.op_order.push_back(name.clone());
         if let Some(rid) = rid {
             self.request_ids.insert((project.to_owned(), zone.to_owned(), rid), name.clone());
         }
         while self.op_order.len() > self.cfg.max_operations {
             let old = self.op_order.pop_front().expect("non-empty");
-            if let Some(op) = self.operations.remove(&old)
-                && let Some(rid) = op.request_id
-            {
+            let Some(op) = self.operations.remove(&old) else { continue };
+            self.counts.operation(Some(op.status), None, op.error.is_some());
+            if let Some(rid) = op.request_id {
                 self.request_ids.remove(&(op.project, op.zone, rid));
             }
         }
@@ -151,6 +152,7 @@ impl World {
         }
         let inst = self.build_instance(id, machine_type, cpus, body);
         let never_boots = inst.never_boots;
+        self.counts.instance(zone, None, Some(counts::class(&inst)));
         self.instances.insert(key.clone(), inst);
         let u = self.usage.entry((project.to_owned(), region)).or_default();
         u.cpus += cpus;
@@ -276,10 +278,12 @@ impl World {
         };
         let id = inst.id;
         let first = !inst.deleting;
+        let before = counts::class(inst);
         inst.deleting = true;
         if inst.status != Status::Terminated {
             inst.status = Status::Stopping;
         }
+        self.counts.instance(zone, Some(before), Some(counts::class(inst)));
         let server = inst.swarming.clone();
         let stop = Duration::from_millis(self.cfg.stop_ms);
         let total = stop * 2;
@@ -307,7 +311,9 @@ impl World {
         if inst.deleting || inst.status == Status::Terminated {
             return Ok(());
         }
+        let before = counts::class(inst);
         inst.status = Status::Stopping;
+        self.counts.instance(zone, Some(before), Some(counts::class(inst)));
         let (id, server) = (inst.id, inst.swarming.clone());
         self.at(Duration::from_millis(self.cfg.stop_ms), Ev::InstStatus { key, id, to: Status::Terminated });
         if let Some(server) = server {

@@ -239,6 +239,8 @@ pub struct World {
     timeline: BinaryHeap<Reverse<(Instant, u64, Ev)>>,
     /// Calls by method, then HTTP status.
     pub calls: BTreeMap<String, BTreeMap<u16, u64>>,
+    /// Counts by state, kept up to date at every transition (see [`counts`]).
+    counts: Counts,
 }
 
 /// The region of a zone: `us-central1-b` → `us-central1`.
@@ -287,6 +289,7 @@ impl World {
             bots: BTreeMap::new(),
             timeline: BinaryHeap::new(),
             calls: BTreeMap::new(),
+            counts: Counts::default(),
         }
     }
 
@@ -317,7 +320,16 @@ impl World {
 
     /// Counts one call.
     pub fn count(&mut self, method: &str, status: u16) {
-        *self.calls.entry(method.to_owned()).or_default().entry(status).or_default() += 1;
+        let by_status = match self.calls.get_mut(method) {
+            Some(m) => m,
+            None => self.calls.entry(method.to_owned()).or_default(),
+        };
+        *by_status.entry(status).or_default() += 1;
+    }
+
+    /// Events scheduled and not yet applied.
+    pub fn scheduled(&self) -> usize {
+        self.timeline.len()
     }
 
     /// Applies every scheduled event due by `now`, in time order.
@@ -338,6 +350,7 @@ impl World {
             Ev::OpStatus { op, to } => {
                 let now = self.now_utc();
                 let Some(op) = self.operations.get_mut(&op) else { return };
+                let before = op.status;
                 op.status = to;
                 if to == OpStatus::Running {
                     op.start_time = Some(now);
@@ -345,6 +358,7 @@ impl World {
                     op.end_time = Some(now);
                     op.error = op.pending_error.take();
                 }
+                self.counts.operation(Some(before), Some(to), op.error.is_some());
             }
             Ev::InstStatus { key, id, to: status } => {
                 let connect = self.cfg.bot_connect_ms;
@@ -353,7 +367,9 @@ impl World {
                 if inst.deleting && status != Status::Terminated {
                     return;
                 }
+                let before = counts::class(inst);
                 inst.status = status;
+                self.counts.instance(&key.1, Some(before), Some(counts::class(inst)));
                 if status == Status::Terminated && inst.counted {
                     inst.counted = false;
                     let cpus = inst.cpus;
@@ -372,6 +388,7 @@ impl World {
             Ev::InstGone { key, id } => {
                 if self.instances.get(&key).is_some_and(|i| i.id == id) {
                     let inst = self.instances.remove(&key).expect("checked");
+                    self.counts.instance(&key.1, Some(counts::class(&inst)), None);
                     if inst.counted {
                         let u = self.usage.entry((key.0.clone(), region_of(&key.1).to_owned())).or_default();
                         u.cpus -= inst.cpus;
@@ -386,6 +403,7 @@ impl World {
                 if b.session != session || b.dead_at.is_some() {
                     return;
                 }
+                let before = BotState::of(b);
                 b.dead_at = Some(now);
                 let (kind, message) = if terminated {
                     b.termination_task_id = b.termination.clone();
@@ -394,6 +412,7 @@ impl World {
                     ("bot_missing", "bot stopped pinging".to_owned())
                 };
                 push_event(b, now, kind, message);
+                self.counts.bot(Some(before), Some(BotState::of(b)));
             }
         }
     }
@@ -421,7 +440,10 @@ fn quota_error(metric: &str, limit: f64, region: &str) -> OpError {
 }
 
 mod compute;
+mod counts;
 mod swarming;
+
+pub use counts::{BotState, Counts, InstanceCounts};
 
 use swarming::push_event;
 pub use swarming::{Bot, BotEvent, BotView};

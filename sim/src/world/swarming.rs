@@ -77,7 +77,8 @@ impl World {
             events,
         };
         push_event(&mut b, now, "bot_connected", format!("session {session:x}"));
-        self.bots.entry(server.clone()).or_default().insert(bot.clone(), b);
+        let replaced = self.bots.entry(server.clone()).or_default().insert(bot.clone(), b);
+        self.counts.bot(replaced.as_ref().map(BotState::of), Some(BotState::Alive));
         if early {
             let after = Duration::from_millis(self.faults.bot_early_death_ms);
             self.at(after, Ev::BotDeath { server, bot, session, terminated: false });
@@ -92,8 +93,15 @@ impl World {
         }
         // Drop deleted bots first, then dead ones.
         for pass in [true, false] {
+            let counts = &mut self.counts;
             for bots in self.bots.values_mut() {
-                bots.retain(|_, b| !(b.dead_at.is_some() && (b.deleted || !pass)));
+                bots.retain(|_, b| {
+                    let keep = !(b.dead_at.is_some() && (b.deleted || !pass));
+                    if !keep {
+                        counts.bot(Some(BotState::of(b)), None);
+                    }
+                    keep
+                });
             }
             if self.bots.values().map(BTreeMap::len).sum::<usize>() <= self.cfg.max_bots {
                 return;
@@ -120,7 +128,8 @@ impl World {
         Some(self.bot_view(id, b))
     }
 
-    fn bot_view<'a>(&self, id: &'a str, b: &'a Bot) -> BotView<'a> {
+    /// `b` (bot `id`) as `GetBot` answers it now.
+    pub fn bot_view<'a>(&self, id: &'a str, b: &'a Bot) -> BotView<'a> {
         BotView {
             id,
             bot: b,
@@ -191,7 +200,9 @@ impl World {
         if b.dead_at.is_some() || b.deleted {
             return fresh;
         }
+        let before = BotState::of(b);
         b.termination = Some(fresh.clone());
+        self.counts.bot(Some(before), Some(BotState::of(b)));
         let session = b.session;
         let dies = task_end.flatten().unwrap_or(now);
         let ev = Ev::BotDeath { server: server.to_owned(), bot: id.to_owned(), session, terminated: true };
@@ -207,11 +218,13 @@ impl World {
         if b.deleted {
             return false;
         }
+        let before = BotState::of(b);
         b.deleted = true;
         if b.dead_at.is_none() {
             b.dead_at = Some(now);
         }
         push_event(b, now, "bot_deleted", "deleted through DeleteBot".into());
+        self.counts.bot(Some(before), Some(BotState::of(b)));
         true
     }
 

@@ -1,4 +1,4 @@
-//! Unit tests of the world: capacity and caps.
+//! Unit tests of the world: capacity, caps, and the counts kept for `/sim/summary`.
 
 use super::*;
 
@@ -75,4 +75,175 @@ fn every_store_is_capped() {
         w.connect_bot("s.example.com".into(), ("p".into(), "us-central1-b".into(), "vm-x".into()), id);
     }
     assert!(w.bots["s.example.com"]["vm-x"].events.len() <= KEEP_BOT_EVENTS);
+}
+
+/// The kept counts equal a scan.
+fn exact(w: &World, when: &str) {
+    assert_eq!(w.counts(), &w.scan_counts(), "counts after {when}");
+}
+
+fn at(t0: Instant, ms: u64) -> Instant {
+    t0 + Duration::from_millis(ms)
+}
+
+#[test]
+fn counts_follow_every_instance_transition() {
+    let (mut w, t0) =
+        world(SimConfig { provision_ms: 100, stage_ms: 100, stop_ms: 100, ..SimConfig::default() });
+    for name in ["vm-a", "vm-b", "vm-c", "vm-d"] {
+        w.insert("p", "us-central1-b", None, &body(name)).unwrap();
+    }
+    w.insert("p", "us-central1-a", None, &body("vm-e")).unwrap();
+    exact(&w, "inserts (PROVISIONING)");
+    assert_eq!(w.counts().instances.by_status[Status::Provisioning as usize], 5);
+    assert_eq!(w.counts().zones["us-central1-a"].total, 1);
+    w.delete("p", "us-central1-b", "vm-a", None).unwrap();
+    exact(&w, "a delete while PROVISIONING");
+    w.delete("p", "us-central1-b", "vm-a", None).unwrap();
+    exact(&w, "a second delete");
+    w.advance(at(t0, 150));
+    exact(&w, "STAGING, and a deleted one TERMINATED");
+    w.advance(at(t0, 250));
+    exact(&w, "RUNNING, and a deleted one gone");
+    assert_eq!(w.counts().instances.total, 4);
+    w.preempt("p", "us-central1-b", "vm-b").unwrap();
+    exact(&w, "a preempt (STOPPING)");
+    w.preempt("p", "us-central1-b", "vm-b").unwrap();
+    exact(&w, "a second preempt");
+    w.advance(at(t0, 400));
+    exact(&w, "a preempted instance TERMINATED");
+    w.delete("p", "us-central1-b", "vm-b", None).unwrap();
+    exact(&w, "a delete of a TERMINATED instance (it stays TERMINATED, deleting)");
+    assert_eq!(w.counts().instances.by_status[Status::Terminated as usize], 1);
+    assert_eq!(w.counts().instances.deleting, 1);
+    w.delete("p", "us-central1-a", "vm-e", None).unwrap();
+    w.advance(at(t0, 1000));
+    exact(&w, "every delete done");
+    assert!(!w.counts().zones.contains_key("us-central1-a"), "a zone without instances is dropped");
+    // A never-booting instance stays STAGING.
+    w.faults.never_boot_rate = 1.0;
+    w.insert("p", "us-central1-b", None, &body("vm-n")).unwrap();
+    w.advance(at(t0, 2000));
+    exact(&w, "a never-booting instance");
+    assert_eq!(w.counts().instances.by_status[Status::Staging as usize], 1);
+}
+
+#[test]
+fn counts_follow_every_bot_and_operation_transition() {
+    let cfg = SimConfig {
+        max_operations: 6,
+        max_bots: 4,
+        bot_task_ms: 1000,
+        bot_idle_ms: 0,
+        ..SimConfig::default()
+    };
+    let (mut w, t0) = world(cfg);
+    for n in 0..5 {
+        w.insert("p", "us-central1-b", None, &body(&format!("vm-{n}"))).unwrap();
+    }
+    exact(&w, "operations capped while PENDING");
+    assert_eq!(w.counts().operations.iter().sum::<u64>(), 5);
+    w.advance(t0 + Duration::from_secs(30));
+    exact(&w, "bots connected, operations DONE");
+    let s = "s.example.com";
+    assert_eq!(w.counts().bots[BotState::Alive as usize], 5, "past max_bots, live bots stay");
+    let ids: Vec<String> = w.bots[s].keys().cloned().collect();
+    w.terminate_bot(s, &ids[0]);
+    exact(&w, "a TerminateBot (terminating)");
+    assert_eq!(w.counts().bots[BotState::Terminating as usize], 1);
+    w.terminate_bot(s, &ids[0]);
+    exact(&w, "a second TerminateBot");
+    w.advance(t0 + Duration::from_secs(32));
+    exact(&w, "a terminated bot");
+    assert_eq!(w.counts().bots[BotState::Terminated as usize], 1);
+    w.kill_bot(s, &ids[1]);
+    exact(&w, "a killed bot (dead)");
+    w.delete_bot(s, &ids[1]);
+    w.delete_bot(s, &ids[2]);
+    w.delete_bot(s, &ids[2]);
+    exact(&w, "DeleteBot of a dead and a live bot, twice");
+    assert_eq!(w.counts().bots[BotState::Deleted as usize], 2);
+    // A new incarnation's bot replaces the dead record of the same id.
+    let key = ("p".to_owned(), "us-central1-b".to_owned(), ids[0].clone());
+    w.delete("p", "us-central1-b", &ids[0], None).unwrap();
+    exact(&w, "a delete past the operations cap");
+    w.advance(t0 + Duration::from_secs(60));
+    w.insert("p", "us-central1-b", None, &body(&ids[0])).unwrap();
+    w.advance(t0 + Duration::from_secs(90));
+    exact(&w, "a bot reconnected over its dead record, and the cap dropped dead ones");
+    assert!(w.instances.contains_key(&key));
+    assert_eq!(w.counts().bots.iter().sum::<u64>(), 3, "past max_bots, the two deleted bots are dropped");
+    // Failed operations are counted when DONE.
+    w.faults.stockout_zones.insert("us-central1-c".into());
+    w.insert("p", "us-central1-c", None, &body("vm-x")).unwrap();
+    w.advance(t0 + Duration::from_secs(120));
+    exact(&w, "a failed insert");
+    assert_eq!(w.counts().failed_operations, 1);
+}
+
+#[test]
+fn summary_is_exact_at_200000_instances() {
+    const N: usize = 200_000;
+    let cfg =
+        SimConfig { max_operations: 10_000, provision_ms: 1000, stage_ms: 1000, ..SimConfig::default() };
+    let (mut w, t0) = world(cfg);
+    // Inserted 1000 per simulated 10 ms, so the fleet spans every status when it is full.
+    for n in 0..N {
+        if n % 1000 == 0 {
+            w.advance(at(t0, n as u64 / 100));
+        }
+        let zone = ["us-central1-a", "us-central1-b", "us-central1-c"][n % 3];
+        w.insert("p", zone, None, &body(&format!("vm-{n}"))).unwrap();
+    }
+    for n in (0..N).step_by(97) {
+        let zone = ["us-central1-a", "us-central1-b", "us-central1-c"][n % 3];
+        w.delete("p", zone, &format!("vm-{n}"), None).unwrap();
+    }
+    for n in (1..N).step_by(89) {
+        let zone = ["us-central1-a", "us-central1-b", "us-central1-c"][n % 3];
+        w.preempt("p", zone, &format!("vm-{n}")).unwrap();
+    }
+    w.advance(at(t0, 2500));
+    for n in (2..N).step_by(83) {
+        let zone = ["us-central1-a", "us-central1-b", "us-central1-c"][n % 3];
+        w.preempt("p", zone, &format!("vm-{n}")).unwrap();
+    }
+    let s = "s.example.com";
+    let ids: Vec<String> = w.bots[s].keys().step_by(10).cloned().collect();
+    for (k, id) in ids.iter().enumerate() {
+        match k % 3 {
+            0 => _ = w.terminate_bot(s, id),
+            1 => _ = w.kill_bot(s, id),
+            _ => _ = w.delete_bot(s, id),
+        }
+    }
+    w.advance(at(t0, 2501));
+    let alive: Vec<String> =
+        w.bots[s].iter().filter(|(_, b)| b.dead_at.is_none()).map(|(id, _)| id.clone()).step_by(5).collect();
+    for id in &alive {
+        w.terminate_bot(s, id);
+    }
+    let scanned = std::time::Instant::now();
+    let scan = w.scan_counts();
+    let scan_time = scanned.elapsed();
+    let started = std::time::Instant::now();
+    let summary = crate::admin::Summary::of(&w).json();
+    let summary_time = started.elapsed();
+    assert_eq!(w.counts(), &scan, "the kept counts are a scan's");
+    assert_eq!(summary["instances"]["total"], w.instances.len());
+    assert_eq!(summary["instances"]["STOPPING"], scan.instances.by_status[Status::Stopping as usize]);
+    assert_eq!(summary["bots"]["terminating"], scan.bots[BotState::Terminating as usize]);
+    let by_status = &w.counts().instances.by_status;
+    assert!(by_status.iter().all(|&n| n > 0), "every status is there: {by_status:?}");
+    assert!(w.counts().instances.deleting > 0);
+    assert!(w.counts().bots.iter().all(|&n| n > 0), "every bot state is there: {:?}", w.counts().bots);
+    assert_eq!(w.counts().zones.len(), 3);
+    w.advance(at(t0, 60_000));
+    exact(&w, "everything settled");
+    assert_eq!(w.counts().instances.total as usize, w.instances.len());
+    eprintln!(
+        "200000 instances: summary {:.3} ms, a scan {:.1} ms (debug build)",
+        summary_time.as_secs_f64() * 1e3,
+        scan_time.as_secs_f64() * 1e3
+    );
 }
