@@ -14,8 +14,10 @@ use super::{Api, Out, ok};
 
 /// The page.
 const INDEX: &str = include_str!("ui/index.html");
-/// Its script.
+/// Its script: routing, polling, sign-in and actions.
 const APP: &str = include_str!("ui/app.js");
+/// The script's views (the Configs, one Config, the queues), loaded before it.
+const VIEWS: &str = include_str!("ui/views.js");
 /// The script's helpers (API calls, formatting, DOM updates).
 const LIB: &str = include_str!("ui/lib.js");
 /// Its style.
@@ -47,6 +49,7 @@ pub(super) fn routes() -> Router<Api> {
         .route("/ui/", get(|| async { asset("text/html; charset=utf-8", INDEX) }))
         .route("/ui/index.html", get(|| async { asset("text/html; charset=utf-8", INDEX) }))
         .route("/ui/app.js", get(|| async { asset("text/javascript; charset=utf-8", APP) }))
+        .route("/ui/views.js", get(|| async { asset("text/javascript; charset=utf-8", VIEWS) }))
         .route("/ui/lib.js", get(|| async { asset("text/javascript; charset=utf-8", LIB) }))
         .route("/ui/style.css", get(|| async { asset("text/css; charset=utf-8", STYLE) }))
 }
@@ -64,6 +67,9 @@ mod tests {
     fn the_page_names_the_files_it_is_served_with() {
         assert!(INDEX.contains("app.js") && INDEX.contains("style.css"));
         assert!(LIB.contains("api/gce-backend/v1") && INDEX.contains("lib.js"));
+        assert!(VIEWS.contains("gbViews") && APP.contains("gbViews"));
+        let at = |f: &str| INDEX.find(&format!("<script src=\"{f}\"")).unwrap_or_else(|| panic!("{f}"));
+        assert!(at("lib.js") < at("views.js") && at("views.js") < at("app.js"), "scripts out of order");
         assert!(!INDEX.contains("<script>"), "no inline script: the CSP allows only 'self'");
     }
 }

@@ -1,5 +1,5 @@
-// Helpers of gce-backend's dashboard (app.js loads after this file): calls to the operator's
-// API, formatting of times and spans, and DOM updates that leave unchanged rows alone.
+// Helpers of gce-backend's dashboard (views.js and app.js load after this file): calls to the
+// operator's API, formatting of times and spans, and DOM updates that leave unchanged rows alone.
 'use strict';
 
 const gb = (() => {

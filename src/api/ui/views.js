@@ -1,0 +1,340 @@
+// The views of gce-backend's dashboard (lib.js loads before this file, app.js after): the
+// Configs (#/), one Config (#/configs/<prefix>) and the queues with their dead tasks (#/queues),
+// each read from the API and updated in place, cell by cell. app.js routes, polls and signs in;
+// it calls one refresh per poll, with `stale` (true once the token changed: results dropped).
+'use strict';
+
+const gbViews = (() => {
+  const {
+    $, enc, call, allPages, hms, span, ago, until, when, short, secs, el, badge, syncRows, cards, setText, banner,
+  } = gb;
+  // VM details (with the instance's status from Compute) are read every this many polls, for
+  // Configs of at most DETAIL_MAX VMs: each one asks Compute.
+  const DETAIL_EVERY = 5;
+  const DETAIL_MAX = 20;
+  const RATE_WINDOW_MS = 60000;
+  const OWNERS_EVERY = 15;
+
+  const retried = {}; // queue -> [[ms, retried counter], …] over RATE_WINDOW_MS
+  // Compute's status of an incarnation, by hostname (new for each incarnation, so a recreated
+  // VM never shows its predecessor's); only for VMs listed with an instance on the last read.
+  const instanceStatus = new Map();
+
+  // Whether `me` (whoami's answer) has role `role` or a higher one.
+  const may = (me, role) => me && ['reader', 'writer', 'admin'].indexOf(me.role) >= ['reader', 'writer', 'admin'].indexOf(role);
+
+  // ---- the Configs ---------------------------------------------------------------------------
+
+  function bar(c) {
+    const want = Math.max(c.configured, c.created, 1);
+    const pct = (n) => `${Math.min(100, (100 * n) / want).toFixed(1)}%`;
+    const created = el('span', { class: 'fill created' });
+    created.style.width = pct(c.created);
+    const connected = el('span', { class: 'fill connected' });
+    connected.style.width = pct(c.connected);
+    return el('div', { class: 'bar-wrap' },
+      el('div', { class: 'bar', title: `${c.connected} connected, ${c.created} created of ${c.configured}` }, created, connected),
+      el('span', { class: 'bar-label', text: `${c.created}/${c.configured}` }));
+  }
+
+  function stateBadges(st) {
+    const box = el('span', { class: 'badges' });
+    const kind = { active: 'ok', orphaned: 'warn', deleted: 'muted', corrupt: 'bad' }[st.state] || '';
+    box.append(badge(st.state, kind));
+    if (st.paused || st.paused_all) box.append(badge('paused', 'warn'));
+    if (!st.verified) box.append(badge('unverified', 'warn'));
+    return box;
+  }
+
+  const lastError = (st) => (st.errors || [])[0];
+
+  // The Config a task works for, by its key: a VM id (`<prefix>-<index>`) or a prefix.
+  const ownerOf = (key) => (key.includes('/') ? null : key.replace(/-\d+$/, ''));
+
+  // Dead tasks now (the dead sets), by queue total and by Config.
+  async function deadNow() {
+    const { queues } = await call('GET', '/queues');
+    const withDead = queues.filter((q) => q.counts.dead > 0);
+    const lists = await Promise.all(withDead.map((q) => allPages(`/queues/${enc(q.name)}/dead`, 'tasks', 100, 5)));
+    const byConfig = {};
+    for (const t of lists.flatMap((l) => l.items)) {
+      const p = ownerOf(t.key);
+      if (p) byConfig[p] = (byConfig[p] || 0) + 1;
+    }
+    return { total: queues.reduce((n, q) => n + q.counts.dead, 0), byConfig };
+  }
+
+  async function refreshOverview(stale) {
+    const [list, pause, dead] = await Promise.all([
+      allPages('/configs', 'configs', 100, 100), call('GET', '/pause'), deadNow(),
+    ]);
+    if (stale()) return;
+    const configs = list.items;
+    const p = pause.paused;
+    banner($('#global-pause'), p ? `Every Config is paused by ${p.by}${p.reason ? `: ${p.reason}` : ''} (since ${when(p.at)}).` : '');
+    const sum = (f) => configs.reduce((n, e) => n + f(e.status), 0);
+    const unhealthy = sum((s) => s.counts.unhealthy);
+    cards($('#summary'), [
+      ['Configs', configs.length, '', 'configs'],
+      ['VMs configured', sum((s) => s.counts.configured), '', 'configured'],
+      ['connected', sum((s) => s.counts.connected), 'ok', 'connected'],
+      ['draining', sum((s) => s.counts.draining), '', 'draining'],
+      ['unhealthy', unhealthy, unhealthy ? 'bad' : '', 'unhealthy'],
+      ['dead tasks', dead.total, dead.total ? 'bad' : '', 'dead-tasks'],
+    ]);
+    $('#no-configs').hidden = configs.length > 0;
+    syncRows($('#configs tbody'), configs, 'data-config', (e) => e.status.prefix, (e) => {
+      const st = e.status;
+      const c = st.counts;
+      const err = lastError(st);
+      const b = st.backoff;
+      const deadHere = dead.byConfig[st.prefix] || 0;
+      return [
+        { f: 'prefix', sig: st.prefix, make: () => el('a', { href: `#/configs/${enc(st.prefix)}`, text: st.prefix }) },
+        { f: 'state', sig: `${st.state}|${!!(st.paused || st.paused_all)}|${st.verified}`, make: () => stateBadges(st),
+          title: st.paused ? `paused by ${st.paused.by}: ${st.paused.reason}` : undefined },
+        { f: 'bar', sig: `${c.configured}|${c.created}|${c.connected}`, make: () => bar(c) },
+        { f: 'configured', text: c.configured, cls: 'num' },
+        { f: 'created', text: c.created, cls: 'num' },
+        { f: 'connected', text: c.connected, cls: `num ${c.connected < c.configured ? 'lag' : 'good'}` },
+        { f: 'draining', text: c.draining, cls: 'num' },
+        { f: 'unhealthy', text: c.unhealthy, cls: `num ${c.unhealthy ? 'bad' : ''}` },
+        { f: 'dead-tasks', sig: deadHere, cls: `num ${deadHere ? 'bad' : ''}`,
+          title: `${st.dead_tasks} task${st.dead_tasks === 1 ? '' : 's'} died in all (retried or not), ${st.task_failures} runs failed`,
+          make: () => (deadHere ? el('a', { href: '#/queues', text: deadHere }) : document.createTextNode('0')) },
+        { f: 'backoff', text: b ? `${b.reason} until ${hms(new Date(b.until))}` : '', cls: b ? 'warn-text' : '',
+          title: b ? `${b.project}/${b.zone}: ${b.failures} failures in a row` : undefined },
+        { f: 'last-error', text: err ? `${err.code}: ${short(err.message, 140)}` : '', cls: err && !err.resolved ? 'error-text' : 'muted',
+          title: err ? `${when(err.time)} ${err.stage}: ${err.message}${err.resolved ? ' (resolved)' : ''}` : undefined },
+      ];
+    });
+  }
+
+  // ---- one Config ----------------------------------------------------------------------------
+
+  function vmState(v) {
+    const kind = { connected: 'ok', running: 'info', creating: 'muted', draining: 'warn', unhealthy: 'bad' }[v.state];
+    return badge(v.state, kind);
+  }
+
+  function botState(v) {
+    const b = v.bot && v.bot.bot;
+    if (!b) return v.vm.connected ? 'connected' : '—';
+    if (b.deleted) return 'deleted';
+    if (b.is_dead) return 'dead';
+    if (b.termination_task_id) return 'terminating';
+    return 'connected';
+  }
+
+  function instanceOf(v) {
+    if (v.vm.instance && instanceStatus.has(v.vm.hostname)) return instanceStatus.get(v.vm.hostname);
+    if (v.vm.instance) return 'created';
+    return v.vm.insert_sent ? 'inserting' : '—';
+  }
+
+  // Drops the statuses of incarnations no longer listed with an instance.
+  function pruneInstances(vms) {
+    const live = new Set(vms.filter((v) => v.vm.instance).map((v) => v.vm.hostname));
+    for (const h of [...instanceStatus.keys()]) if (!live.has(h)) instanceStatus.delete(h);
+  }
+
+  // Compute's status of each VM's instance, by the hostname the answer names.
+  async function readInstances(vms) {
+    const got = new Map();
+    await Promise.all(vms.filter((v) => v.vm.instance).map(async (v) => {
+      try {
+        const d = await call('GET', `/vms/${enc(v.vm.id)}`);
+        const vm = d.vm && d.vm.vm;
+        if (d.instance_status && vm && vm.instance) got.set(vm.hostname, d.instance_status);
+      } catch (_) { /* kept from the last read */ }
+    }));
+    return got;
+  }
+
+  function facts(entry) {
+    const c = entry.config;
+    const st = entry.status;
+    const a = c.attributes || {};
+    const list = [
+      ['source', st.source], ['revision', st.revision],
+      ['amount', `${entry.amount} (min ${c.amount.min}, max ${c.amount.max})`],
+      ['project', a.project], ['zone', a.zone], ['machine type', (a.machine_type || '').split('/').pop()],
+      ['lifetime', secs(c.lifetime)], ['timeout', secs(c.timeout)],
+      ['swarming', c.swarming], ['owner', (c.owner || []).join(', ') || '(admins only)'],
+      ['task failures', st.task_failures], ['dead tasks', st.dead_tasks],
+    ];
+    if (st.paused) list.push(['paused', `by ${st.paused.by} since ${when(st.paused.at)}: ${st.paused.reason}`]);
+    if (st.delete_at) list.push(['deleted at', when(st.delete_at)]);
+    if (st.corrupt) list.push(['corrupt', st.corrupt]);
+    const box = $('#config-facts');
+    const sig = JSON.stringify(list);
+    if (box.dataset.sig === sig) return;
+    box.dataset.sig = sig;
+    box.replaceChildren(...list.flatMap(([k, v]) => [el('dt', { text: k }), el('dd', { text: String(v) })]));
+  }
+
+  async function refreshConfig(prefix, stale, polls) {
+    let entry;
+    try {
+      entry = await call('GET', `/configs/${enc(prefix)}`);
+    } catch (e) {
+      if (stale()) return;
+      if (e.status !== 404) throw e;
+      setText($('#config-prefix'), prefix);
+      banner($('#config-missing'), e.message);
+      $('#config-facts').replaceChildren();
+      $('#config-facts').dataset.sig = '';
+      $('#config-summary').replaceChildren();
+      $('#config-summary').dataset.sig = '';
+      syncRows($('#vms tbody'), [], 'data-vm', () => '', () => []);
+      syncRows($('#errors tbody'), [], 'data-error', () => '', () => []);
+      return;
+    }
+    const { items: vms } = await allPages(`/configs/${enc(prefix)}/vms`, 'vms', 1000, 20);
+    const read = vms.length <= DETAIL_MAX && polls % DETAIL_EVERY === 0 ? await readInstances(vms) : null;
+    if (stale()) return;
+    if (read) for (const [h, status] of read) instanceStatus.set(h, status);
+    pruneInstances(vms);
+    setText($('#config-prefix'), prefix);
+    banner($('#config-missing'), '');
+    const st = entry.status;
+    const c = st.counts;
+    cards($('#config-summary'), [
+      ['configured', c.configured, '', 'configured'],
+      ['created', c.created, '', 'created'],
+      ['connected', c.connected, c.connected < c.configured ? 'lag' : 'ok', 'connected'],
+      ['draining', c.draining, '', 'draining'],
+      ['unhealthy', c.unhealthy, c.unhealthy ? 'bad' : '', 'unhealthy'],
+      ['state', st.paused || st.paused_all ? `${st.state}, paused` : st.state, st.paused || st.paused_all ? 'warn' : '', 'state'],
+    ]);
+    facts(entry);
+    $('#no-vms').hidden = vms.length > 0;
+    syncRows($('#vms tbody'), vms, 'data-vm', (v) => v.vm.id, (v) => {
+      const i = v.vm.instance;
+      const born = (i && i.created) || v.vm.configured;
+      const inst = instanceOf(v);
+      const bot = botState(v);
+      return [
+        { f: 'id', text: v.vm.id },
+        { f: 'hostname', text: v.vm.hostname, cls: 'mono' },
+        { f: 'state', sig: v.state, make: () => vmState(v) },
+        { f: 'instance', text: inst, cls: inst === 'RUNNING' || inst === 'created' ? 'good' : '' },
+        { f: 'bot', text: bot, cls: bot === 'connected' ? 'good' : bot === 'dead' ? 'bad' : '',
+          title: v.bot && v.bot.bot ? `last seen ${when(v.bot.bot.last_seen)}` : undefined },
+        { f: 'zone', text: (v.vm.attributes && v.vm.attributes.zone) || '' },
+        { f: 'ip', text: (i && i.internal_ip) || '', cls: 'mono' },
+        { f: 'age', text: born ? span(Date.now() - Date.parse(born)) : '', cls: 'num', title: when(born) },
+        { f: 'deadline', text: until(v.deadline), title: when(v.deadline) },
+      ];
+    });
+    const errors = st.errors || [];
+    $('#no-errors').hidden = errors.length > 0;
+    syncRows($('#errors tbody'), errors, 'data-error', (e) => `${e.time}|${e.stage}|${e.code}`, (e) => [
+      { f: 'time', text: when(e.time), title: ago(e.time) },
+      { f: 'stage', text: e.stage },
+      { f: 'code', text: e.code, cls: e.resolved ? 'muted' : 'error-text' },
+      { f: 'zone', text: e.zone },
+      { f: 'message', text: e.message, cls: 'message' },
+      { f: 'resolved', text: e.resolved ? when(e.resolved) : 'no', cls: e.resolved ? 'muted' : 'error-text' },
+    ]);
+  }
+
+  // ---- the queues ----------------------------------------------------------------------------
+
+  // Retries per minute over the last minute, from the `retried` counter between polls.
+  function rate(name, count, now) {
+    let s = retried[name] || [];
+    if (s.length && count < s[s.length - 1][1]) s = []; // the counter was reset
+    s.push([now, count]);
+    while (s.length > 2 && now - s[1][0] >= RATE_WINDOW_MS) s.shift();
+    retried[name] = s;
+    const [t0, c0] = s[0];
+    if (now - t0 < 1500) return '—';
+    const r = ((count - c0) * 60000) / (now - t0);
+    if (r === 0) return '0';
+    return r >= 10 ? r.toFixed(0) : r.toFixed(1);
+  }
+
+  function button(action, text, attrs) {
+    return el('button', Object.assign({ type: 'button', 'data-action': action, class: action === 'purge-dead' ? 'danger' : '' }, attrs), text);
+  }
+
+  // A writer retries the tasks of the Configs its groups own (the key names the Config); an
+  // admin every task. The owners are read again every OWNERS_EVERY polls.
+  let ownersCache = null;
+  let ownersAt = -1;
+  async function ownersOf(stale, polls) {
+    if (!ownersCache || polls - ownersAt >= OWNERS_EVERY) {
+      const { items } = await allPages('/configs', 'configs', 100, 100);
+      if (stale()) return {};
+      ownersCache = Object.fromEntries(items.map((e) => [e.config.prefix, e.config.owner || []]));
+      ownersAt = polls;
+    }
+    return ownersCache;
+  }
+
+  function mayRetry(t, owners, me) {
+    if (may(me, 'admin')) return true;
+    if (!may(me, 'writer')) return false;
+    const p = ownerOf(t.key);
+    return !!p && (owners[p] || []).some((g) => me.groups.includes(g));
+  }
+
+  async function refreshQueues(stale, polls, me) {
+    const { queues } = await call('GET', '/queues');
+    if (stale()) return;
+    const now = Date.now();
+    const admin = may(me, 'admin');
+    syncRows($('#queues tbody'), queues, 'data-queue', (q) => q.name, (q) => {
+      const c = q.counts;
+      const r = rate(q.name, c.retried, now);
+      const acts = admin && c.dead > 0;
+      return [
+        { f: 'name', text: q.name, cls: 'mono' },
+        { f: 'pending', text: c.pending, cls: 'num' },
+        { f: 'delayed', text: c.delayed, cls: 'num' },
+        { f: 'running', text: c.running, cls: 'num' },
+        { f: 'dead', text: c.dead, cls: `num ${c.dead ? 'bad' : ''}` },
+        { f: 'done', text: c.done, cls: 'num' },
+        { f: 'failed', text: c.failed, cls: `num ${c.failed ? 'warn-text' : ''}` },
+        { f: 'retried', text: c.retried, cls: 'num' },
+        { f: 'retry-rate', text: r, cls: 'num' },
+        { f: 'actions', sig: acts, cls: 'actions', make: () => (acts
+          ? el('span', {}, button('retry-all', 'retry all', { 'data-queue': q.name }), ' ',
+            button('purge-dead', 'purge dead', { 'data-queue': q.name }))
+          : document.createTextNode('')) },
+      ];
+    });
+    const withDead = queues.filter((q) => q.counts.dead > 0);
+    const lists = await Promise.all(withDead.map((q) => allPages(`/queues/${enc(q.name)}/dead`, 'tasks', 100, 5)));
+    const tasks = lists.flatMap((l) => l.items);
+    const owners = tasks.length && !may(me, 'admin') && may(me, 'writer') ? await ownersOf(stale, polls) : {};
+    if (stale()) return;
+    $('#no-dead').hidden = tasks.length > 0;
+    syncRows($('#dead tbody'), tasks, 'data-task', (t) => t.task_id, (t) => {
+      const retry = mayRetry(t, owners, me);
+      return [
+        { f: 'queue', text: t.queue, cls: 'mono' },
+        { f: 'task', text: t.task_id, cls: 'mono' },
+        { f: 'key', text: t.key, cls: 'mono' },
+        { f: 'reason', text: t.reason },
+        { f: 'runs', text: `${(t.runs || []).length}`, cls: 'num', title: `${t.attempts} attempts` },
+        { f: 'died', text: t.resolved ? ago(t.resolved) : '', title: when(t.resolved) },
+        { f: 'last-error', text: short(t.last_error, 120), cls: 'error-text message', title: t.last_error || undefined },
+        { f: 'actions', sig: retry, cls: 'actions', make: () => (retry
+          ? button('retry', 'Retry', { 'data-queue': t.queue, 'data-task-id': t.task_id })
+          : document.createTextNode('')) },
+      ];
+    });
+  }
+
+  // Drops what the views remember (retry rates, instance statuses, owners), so the next token
+  // never sees the last one's.
+  function forget() {
+    for (const k of Object.keys(retried)) delete retried[k];
+    instanceStatus.clear();
+    ownersCache = null;
+  }
+
+  return { may, forget, refreshOverview, refreshConfig, refreshQueues };
+})();

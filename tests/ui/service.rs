@@ -1,0 +1,179 @@
+//! The service the browser tests drive: `gce-backend run` spawned as a process (its settings
+//! with fast cron and timings, its tokens and a configs directory in a temporary directory) on a
+//! private Redis, against an in-process simulator whose faults a test sets; the API as the admin.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use gce_backend::sim::{self, Sim};
+use gce_backend_queues::testing::RedisServer;
+use serde_json::Value;
+
+use super::webdriver::{self, free_port};
+use crate::api::ADMIN;
+use crate::pipeline::{DEPLOYMENT, pool, sim_config, temp_dir};
+
+const BIN: &str = env!("CARGO_BIN_EXE_gce-backend");
+
+/// `gce-backend run` as a process on its own Redis, against an in-process simulator.
+pub(crate) struct Service {
+    pub(crate) child: Child,
+    pub(crate) root: String,
+    sim_url: String,
+    configs: PathBuf,
+    dir: PathBuf,
+    _sim: Sim,
+    _redis: RedisServer,
+}
+
+impl Service {
+    /// Starts the service with fast cron and timings; `create_instance` gives up after two runs.
+    pub(crate) async fn start() -> Service {
+        gce_backend::adapters::install_crypto();
+        let redis = RedisServer::start();
+        let (addr, sim) = sim::spawn(sim_config()).await.unwrap();
+        let dir = temp_dir();
+        let configs = dir.join("pools");
+        std::fs::create_dir_all(&configs).unwrap();
+        let settings = dir.join("service.toml");
+        let mut toml = format!("deployment = \"{DEPLOYMENT}\"\nconcurrency = 8\n[cron]\n");
+        for job in gce_backend_jobs::cron::names() {
+            toml.push_str(&format!("{job} = \"1s\"\n"));
+        }
+        toml.push_str(
+            "[timing]\nwatch = \"1s\"\nbot_grace = \"3s\"\nobservation_ttl = \"2s\"\nbackoff_base = \"1s\"\n\
+             backoff_cap = \"2s\"\n[queues.create_instance]\nmax_attempts = 2\nbackoff_base = \"300ms\"\n\
+             backoff_cap = \"1s\"\n",
+        );
+        std::fs::write(&settings, toml).unwrap();
+        let tokens = crate::api::write_tokens(&dir);
+        let port = free_port();
+        let root = format!("http://127.0.0.1:{port}");
+        let log = std::fs::File::create(dir.join("service.log")).unwrap();
+        let child = Command::new(BIN)
+            .args(["run", "--quiet", "--redis", &redis.url(), "--namespace", DEPLOYMENT])
+            .args(["--listen", &format!("127.0.0.1:{port}"), "--root-url", &root])
+            .args(["--gce-endpoint", &format!("http://{addr}")])
+            .arg("--configs")
+            .arg(&configs)
+            .arg("--settings")
+            .arg(&settings)
+            .arg("--tokens")
+            .arg(&tokens)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let svc = Service {
+            child,
+            root,
+            sim_url: format!("http://{addr}"),
+            configs,
+            dir,
+            _sim: sim,
+            _redis: redis,
+        };
+        let started = Instant::now();
+        while reqwest::get(format!("{}/readyz", svc.root)).await.map(|r| r.status().as_u16()).ok()
+            != Some(200)
+        {
+            assert!(
+                started.elapsed() < webdriver::WAIT,
+                "the service did not get ready: see {}",
+                svc.dir.display()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        svc
+    }
+
+    /// Writes (or replaces) a Config file, owned by the groups `owner`.
+    pub(crate) fn write_pool(&self, prefix: &str, amount: u32, owner: &[&str]) {
+        let tmp = self.dir.join(format!("{prefix}.yaml.tmp"));
+        let mut yaml = pool(prefix, amount, "1d", "10m");
+        if !owner.is_empty() {
+            yaml.push_str(&format!("owner: [{}]\n", owner.join(", ")));
+        }
+        std::fs::write(&tmp, yaml).unwrap();
+        std::fs::rename(&tmp, self.configs.join(format!("{prefix}.yaml"))).unwrap();
+    }
+
+    /// Sets the simulator's faults.
+    pub(crate) async fn faults(&self, patch: Value) {
+        let res =
+            reqwest::Client::new().post(format!("{}/sim/faults", self.sim_url)).json(&patch).send().await;
+        assert!(res.unwrap().status().is_success());
+    }
+
+    /// A GET of the API as the admin.
+    pub(crate) async fn get(&self, path: &str) -> Value {
+        let res = reqwest::Client::new()
+            .get(format!("{}/api/gce-backend/v1/{path}", self.root))
+            .bearer_auth(ADMIN)
+            .send()
+            .await
+            .unwrap();
+        assert!(res.status().is_success(), "GET {path}: {}", res.status());
+        res.json().await.unwrap()
+    }
+
+    /// A POST to the API as the admin.
+    pub(crate) async fn post(&self, path: &str) -> Value {
+        let res = reqwest::Client::new()
+            .post(format!("{}/api/gce-backend/v1/{path}", self.root))
+            .bearer_auth(ADMIN)
+            .send()
+            .await
+            .unwrap();
+        assert!(res.status().is_success(), "POST {path}: {}", res.status());
+        res.json().await.unwrap()
+    }
+
+    /// The ids of the dead tasks of `queue`, as the API lists them (every page).
+    pub(crate) async fn dead_ids(&self, queue: &str) -> Vec<String> {
+        let mut ids = Vec::new();
+        let mut next: Option<String> = None;
+        loop {
+            let token = next.map(|t| format!("&continuationToken={t}")).unwrap_or_default();
+            let page = self.get(&format!("queues/{queue}/dead?limit=100{token}")).await;
+            ids.extend(
+                page["tasks"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter_map(|t| t["task_id"].as_str().map(str::to_owned)),
+            );
+            match page["continuationToken"].as_str() {
+                Some(t) => next = Some(t.to_owned()),
+                None => return ids,
+            }
+        }
+    }
+
+    /// Waits until Config `prefix` has `n` VMs created (the API's count).
+    pub(crate) async fn wait_created(&self, prefix: &str, n: u64) {
+        let started = Instant::now();
+        loop {
+            let v = self.get(&format!("configs/{prefix}")).await;
+            if v["status"]["counts"]["created"] == n {
+                return;
+            }
+            assert!(started.elapsed() < webdriver::WAIT, "{prefix}: {n} VMs not created: {v}");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            eprintln!("the service's log: {}", self.dir.join("service.log").display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
