@@ -66,7 +66,7 @@ pub async fn run(engine: Arc<dyn Engine>, opts: Options) -> anyhow::Result<()> {
     let handler: workers::Handler<DemoTask> = Arc::new(|task: DemoTask| {
         async move {
             tokio::time::sleep(Duration::from_millis(task.ms)).await;
-            Ok::<(), BoxDynError>(())
+            Ok::<_, BoxDynError>(gce_backend_queues::outcome::Ran::Done)
         }
         .boxed()
     });

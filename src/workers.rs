@@ -6,10 +6,12 @@ use std::time::Duration;
 use apalis::prelude::*;
 use futures::future::BoxFuture;
 use gce_backend_queues::Queue;
+use gce_backend_queues::outcome::Ran;
 use serde::de::DeserializeOwned;
 
-/// A task handler: takes the decoded payload, returns how the run ended.
-pub type Handler<Args> = Arc<dyn Fn(Args) -> BoxFuture<'static, Result<(), BoxDynError>> + Send + Sync>;
+/// A task handler: takes the decoded payload, returns how the run ended (done, or look again
+/// later: see `gce_backend_queues::outcome::Ran`).
+pub type Handler<Args> = Arc<dyn Fn(Args) -> BoxFuture<'static, Result<Ran, BoxDynError>> + Send + Sync>;
 
 /// Who the workers of this process are.
 #[derive(Debug, Clone)]
@@ -126,16 +128,10 @@ pub fn register_pipeline(
                 let c = c.clone();
                 async move {
                     let key = t.key();
-                    let again = t.clone();
                     match run(c.clone(), t).await {
-                        Ok(Next::Done) => Ok(()),
-                        // Pushed while this run holds the key: it becomes the run's follow-up.
-                        Ok(Next::After(d)) => {
-                            match c.push_at(&again, gce_backend_queues::When::After(d)).await {
-                                Ok(_) => Ok(()),
-                                Err(e) => Err(failed(&c, T::QUEUE, &key, e).await),
-                            }
-                        }
+                        Ok(Next::Done) => Ok(Ran::Done),
+                        // The same task, pending again (a push during the run merges into it).
+                        Ok(Next::After(d)) => Ok(Ran::Again(d)),
                         Err(e) => Err(failed(&c, T::QUEUE, &key, e).await),
                     }
                 }

@@ -40,7 +40,8 @@ pub struct Timing {
     pub backoff_base: Secs,
     /// Longest backoff.
     pub backoff_cap: Secs,
-    /// How soon a Compute operation still pending after `zoneOperations.wait` is looked at again.
+    /// Longest wait between two looks at a pending Compute operation: the first look comes
+    /// 0.25 s after it was sent, each next one twice as late, up to this.
     pub operation_poll: Secs,
     /// A Config whose file is gone is deleted (and its VMs drained) this long after the file was
     /// first found missing, unless it comes back.
@@ -58,7 +59,7 @@ impl Default for Timing {
             stale_bot_grace: Secs(3600),
             backoff_base: Secs(30),
             backoff_cap: Secs(1800),
-            operation_poll: Secs(2),
+            operation_poll: Secs(5),
             config_delete_grace: Secs(900),
         }
     }
@@ -225,9 +226,12 @@ impl Ctx {
         half.clamp(Duration::from_millis(500), self.watch())
     }
 
-    /// How soon a pending Compute operation is looked at again.
-    pub fn operation_poll(&self) -> Duration {
-        Duration::from_secs(self.timing.operation_poll.0.max(1))
+    /// How soon to look again at a Compute operation sent `since` ago: as long again (so the
+    /// looks double), at least 0.25 s and at most `timing.operation_poll`. No worker waits
+    /// for an operation: the task goes back to its queue in between.
+    pub fn operation_poll(&self, since: chrono::Duration) -> Duration {
+        let since = Duration::from_millis(since.num_milliseconds().max(0) as u64);
+        since.clamp(Duration::from_millis(250), Duration::from_secs(self.timing.operation_poll.0.max(1)))
     }
 
     /// Records an error on a Config's status.

@@ -96,6 +96,11 @@ pub struct Vm {
     /// When an insert was first sent for this attempt.
     #[serde(default)]
     pub insert_sent: Option<DateTime<Utc>>,
+    /// The Compute operation this incarnation waits for: its insert's until the instance is
+    /// made, then its delete's once `destroy_instance` sent it. Followed with
+    /// zoneOperations.get, never waited on.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub operation: String,
     /// Its instance, once Compute has made it (set once per incarnation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance: Option<Placed>,

@@ -31,6 +31,8 @@ pub struct FakeCompute {
     pub inserts: Mutex<VecDeque<Result<Operation, ComputeError>>>,
     /// Next answers to delete (empty: DONE, and the instance is gone).
     pub deletes: Mutex<VecDeque<Result<Option<Operation>, ComputeError>>>,
+    /// Next answers to zoneOperations.get (empty: DONE without error).
+    pub operations: Mutex<VecDeque<Result<Option<Operation>, ComputeError>>>,
     /// Calls as `method name request_id`.
     pub calls: Mutex<Vec<String>>,
     /// Zones of every project (empty: `z` and `us-central1-b`).
@@ -82,9 +84,12 @@ impl Compute for FakeCompute {
         Ok(done(&name))
     }
 
-    async fn wait(&self, _p: &str, _z: &str, op: &str) -> Result<Operation, ComputeError> {
-        lock(&self.calls).push(format!("wait {op}"));
-        Ok(Operation { name: op.to_owned(), done: true, error: None })
+    async fn operation(&self, _p: &str, _z: &str, op: &str) -> Result<Option<Operation>, ComputeError> {
+        lock(&self.calls).push(format!("operation {op}"));
+        match lock(&self.operations).pop_front() {
+            Some(answer) => answer,
+            None => Ok(Some(Operation { name: op.to_owned(), done: true, error: None })),
+        }
     }
 
     async fn get(&self, _p: &str, _z: &str, name: &str) -> Result<Option<Instance>, ComputeError> {
@@ -270,6 +275,12 @@ impl Ctx {
             out.extend(got.into_iter().map(|l| serde_json::from_str(&l.payload).expect("payload")));
         }
         out
+    }
+
+    /// The keys of `T`'s tasks that wait for their time (pushed with a delay), soonest first.
+    pub async fn delayed<T: Task>(&self) -> Vec<String> {
+        let q = self.queues.get(T::QUEUE);
+        q.delayed(1000, 0).await.expect("delayed").into_iter().map(|t| t.key).collect()
     }
 }
 

@@ -2,7 +2,8 @@
 //!
 //! | handler returns | resolution |
 //! |---|---|
-//! | `Ok(_)` | done |
+//! | `Ok(Ran::Again(d))` (see [`Ran`]) | the same task again after `d`, with fresh attempts |
+//! | `Ok(_)` (`Ran::Done` or anything else) | done |
 //! | an error wrapping [`AbortError`] (see [`permanent`]; also a caught panic) | dead at once |
 //! | an error wrapping [`RetryAfterError`] (see [`retry_after`]) | retried after that delay |
 //! | any other error (including a timeout) | retried after the queue's backoff |
@@ -10,6 +11,7 @@
 //! Retries stop at the queue's `max_attempts`; the task then goes to the dead set. Which
 //! resolutions end there is decided once, by [`dead_reason`].
 
+use std::any::Any;
 use std::time::Duration;
 
 use apalis_core::error::{AbortError, BoxDynError, RetryAfterError};
@@ -27,9 +29,27 @@ pub fn retry_after(error: impl Into<BoxDynError>, delay: Duration) -> BoxDynErro
     Box::new(RetryAfterError::new(error, delay))
 }
 
+/// How a run that succeeded ended, for handlers that follow work in progress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ran {
+    /// Done.
+    Done,
+    /// Progress made: run the same task again after the delay (attempts are not spent on
+    /// waiting; see [`Resolution::Again`]).
+    Again(Duration),
+}
+
 /// The resolution of run number `attempt` that ended with `result`.
-pub fn resolution<R>(result: &Result<R, BoxDynError>, attempt: u32, policy: &Policy) -> Resolution {
-    let Err(e) = result else { return Resolution::Done };
+pub fn resolution<R: Any>(result: &Result<R, BoxDynError>, attempt: u32, policy: &Policy) -> Resolution {
+    let e = match result {
+        Ok(r) => {
+            return match (r as &dyn Any).downcast_ref::<Ran>() {
+                Some(Ran::Again(after)) => Resolution::Again { after: *after },
+                _ => Resolution::Done,
+            };
+        }
+        Err(e) => e,
+    };
     let error = e.to_string();
     if e.downcast_ref::<AbortError>().is_some() {
         Resolution::Fail { error }
@@ -53,7 +73,7 @@ pub fn dead_reason(resolution: &Resolution, attempt: u32, policy: &Policy) -> Op
     match resolution {
         Resolution::Fail { .. } => Some(PERMANENT),
         Resolution::Retry { .. } if attempt >= policy.max_attempts => Some(RETRIES_EXHAUSTED),
-        Resolution::Retry { .. } | Resolution::Done | Resolution::Release => None,
+        Resolution::Retry { .. } | Resolution::Done | Resolution::Release | Resolution::Again { .. } => None,
     }
 }
 
@@ -65,6 +85,9 @@ mod tests {
     fn each_result_maps_to_its_resolution() {
         let p = Policy { backoff_base: Duration::from_millis(100), ..Policy::default() };
         assert_eq!(resolution::<()>(&Ok(()), 1, &p), Resolution::Done);
+        assert_eq!(resolution(&Ok(Ran::Done), 1, &p), Resolution::Done);
+        let again = resolution(&Ok(Ran::Again(Duration::from_millis(250))), 3, &p);
+        assert_eq!(again, Resolution::Again { after: Duration::from_millis(250) });
         let dead = resolution::<()>(&Err(permanent("bad config")), 1, &p);
         assert!(matches!(dead, Resolution::Fail { error } if error.contains("bad config")));
         let later = resolution::<()>(&Err(retry_after("429", Duration::from_secs(7))), 1, &p);

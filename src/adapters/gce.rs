@@ -118,17 +118,12 @@ impl Compute for Gce {
         Ok(operation(op))
     }
 
-    async fn wait(&self, project: &str, zone: &str, op: &str) -> Result<Operation, ComputeError> {
-        let op = self
-            .operations
-            .wait()
-            .set_project(project)
-            .set_zone(zone)
-            .set_operation(op)
-            .send()
-            .await
-            .map_err(error)?;
-        Ok(operation(op))
+    async fn operation(&self, project: &str, zone: &str, op: &str) -> Result<Option<Operation>, ComputeError> {
+        match self.operations.get().set_project(project).set_zone(zone).set_operation(op).send().await {
+            Ok(op) => Ok(Some(operation(op))),
+            Err(e) if e.http_status_code() == Some(404) => Ok(None),
+            Err(e) => Err(error(e)),
+        }
     }
 
     async fn get(&self, project: &str, zone: &str, name: &str) -> Result<Option<Instance>, ComputeError> {

@@ -174,8 +174,10 @@ pub trait Compute: Send + Sync + std::fmt::Debug {
         request_id: &str,
         spec: &InstanceSpec,
     ) -> Result<Operation, ComputeError>;
-    /// zoneOperations.wait (returns when DONE or after the server's wait limit).
-    async fn wait(&self, project: &str, zone: &str, operation: &str) -> Result<Operation, ComputeError>;
+    /// zoneOperations.get: where an operation is now (it never blocks: a pending operation is
+    /// looked at again later, holding no worker); `None` when Compute no longer knows it.
+    async fn operation(&self, project: &str, zone: &str, operation: &str)
+    -> Result<Option<Operation>, ComputeError>;
     /// instances.get; `None` when it does not exist.
     async fn get(&self, project: &str, zone: &str, name: &str) -> Result<Option<Instance>, ComputeError>;
     /// instances.delete with a requestId; `None` when it does not exist.

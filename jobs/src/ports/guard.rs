@@ -33,10 +33,8 @@ pub struct Isolation {
     pub open_cap: Secs,
     /// Timeout of a Swarming call (GetBot, a ListBots page, …).
     pub swarming_timeout: Secs,
-    /// Timeout of a Compute call, but `zoneOperations.wait`.
+    /// Timeout of a Compute call.
     pub compute_timeout: Secs,
-    /// Timeout of `zoneOperations.wait` (the server itself answers within about two minutes).
-    pub wait_timeout: Secs,
 }
 
 impl Default for Isolation {
@@ -49,7 +47,6 @@ impl Default for Isolation {
             open_cap: Secs(300),
             swarming_timeout: Secs(10),
             compute_timeout: Secs(30),
-            wait_timeout: Secs(150),
         }
     }
 }
@@ -57,7 +54,7 @@ impl Default for Isolation {
 impl Isolation {
     /// Checks the values.
     pub fn validate(&self) -> Result<(), String> {
-        let positive = [self.swarming_timeout, self.compute_timeout, self.wait_timeout, self.open_base];
+        let positive = [self.swarming_timeout, self.compute_timeout, self.open_base];
         if self.calls_per_server == 0 || self.calls_per_project == 0 || self.trip_after == 0 {
             return Err(
                 "isolation: calls_per_server, calls_per_project and trip_after must be positive".into()

@@ -127,7 +127,6 @@ pub struct GuardedCompute {
     inner: Arc<dyn Compute>,
     guard: Guard,
     timeout: Duration,
-    wait_timeout: Duration,
     telemetry: Telemetry,
 }
 
@@ -138,7 +137,6 @@ impl GuardedCompute {
             inner,
             guard: Guard::new(iso.calls_per_project, iso),
             timeout: Duration::from_secs(iso.compute_timeout.0),
-            wait_timeout: Duration::from_secs(iso.wait_timeout.0),
             telemetry: telemetry.clone(),
         }
     }
@@ -180,26 +178,8 @@ impl Compute for GuardedCompute {
         self.run("instances.insert", project, self.inner.insert(project, zone, request_id, spec)).await
     }
 
-    async fn wait(&self, project: &str, zone: &str, operation: &str) -> Result<Operation, ComputeError> {
-        // Waiting is what this call is for: it takes no slot of the project, only a timeout.
-        let method = "zoneOperations.wait";
-        let wait = measured(&self.telemetry, "compute", method, |e: &ComputeError| e.code.clone(), async {
-            self.inner.wait(project, zone, operation).await
-        });
-        match tokio::time::timeout(self.wait_timeout, wait).await {
-            Ok(r) => r,
-            Err(_) => {
-                self.telemetry.call("compute", method, "timeout", None);
-                Err(ComputeError {
-                    kind: Kind::Transient,
-                    code: "timeout".into(),
-                    message: format!(
-                        "project {project}: zoneOperations.wait gave no answer within {:?}",
-                        self.wait_timeout
-                    ),
-                })
-            }
-        }
+    async fn operation(&self, project: &str, zone: &str, op: &str) -> Result<Option<Operation>, ComputeError> {
+        self.run("zoneOperations.get", project, self.inner.operation(project, zone, op)).await
     }
 
     async fn get(&self, project: &str, zone: &str, name: &str) -> Result<Option<Instance>, ComputeError> {

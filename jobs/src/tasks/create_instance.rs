@@ -1,8 +1,10 @@
 //! `create_instance`: creates a VM's instance and records it.
 //!
 //! * Insert with a deterministic requestId (`create-<hostname>`, then `-<attempt>` after an
-//!   insert that failed for good), so a re-run is the same call; follow the operation with
-//!   zoneOperations.wait and look again later while it is pending.
+//!   insert that failed for good), so a re-run is the same call; record the operation and follow
+//!   it with zoneOperations.get, the task going back to its queue between looks (0.25 s after
+//!   the insert, then twice as late each time up to `timing.operation_poll`), so no worker waits
+//!   on Compute. An operation Compute no longer knows is asked for again with the same insert.
 //! * 409 `alreadyExists`: adopt the instance when its labels say it is this VM's.
 //! * Quota or stockout: keep the VM (no name churn), back off its (project, zone), record the
 //!   error on the Config's status, try again when the backoff ends.
@@ -75,6 +77,12 @@ pub async fn run(ctx: &Ctx, t: CreateInstance) -> Result<Next, TaskError> {
             return Ok(Next::Done);
         }
     }
+    if !vm.operation.is_empty() && vm.insert_sent.is_some() {
+        // An insert in flight: where is it now? (Compute may have forgotten it: send it again.)
+        if let Some(op) = ctx.compute.operation(vm.project(), vm.zone(), &vm.operation).await? {
+            return follow(ctx, &vm, op).await;
+        }
+    }
     let now = ctx.now();
     if let Some(wait) = backoff::wait_for(ctx, &vm).await? {
         return Ok(Next::After(wait));
@@ -107,14 +115,27 @@ pub async fn run(ctx: &Ctx, t: CreateInstance) -> Result<Next, TaskError> {
             Err(e) if e.kind == Kind::AlreadyExists => return adopt(ctx, &vm, e).await,
             Err(e) => return failed(ctx, &vm, e, "").await,
         };
-    let op = if op.done { op } else { ctx.compute.wait(vm.project(), vm.zone(), &op.name).await? };
+    if !op.done && op.name != vm.operation {
+        // Recorded, so the next look asks for the operation instead of sending the insert again.
+        let vm = update_vm(ctx, &vm.id, |v| {
+            v.hostname == vm.hostname && v.insert_attempt == vm.insert_attempt && v.instance.is_none() && {
+                v.operation = op.name.clone();
+                true
+            }
+        })
+        .await?;
+        return match vm {
+            Some(vm) => follow(ctx, &vm, op).await,
+            None => Ok(Next::Done),
+        };
+    }
     follow(ctx, &vm, op).await
 }
 
 async fn follow(ctx: &Ctx, vm: &Vm, op: Operation) -> Result<Next, TaskError> {
     if !op.done {
-        // Re-sending the same insert (same requestId) finds the same operation.
-        return Ok(Next::After(ctx.operation_poll()));
+        let sent = vm.insert_sent.unwrap_or_else(|| ctx.now());
+        return Ok(Next::After(ctx.operation_poll(ctx.now() - sent)));
     }
     if let Some(e) = op.error {
         // The failed operation stays bound to its requestId: the next try needs a new one.
@@ -124,6 +145,7 @@ async fn follow(ctx: &Ctx, vm: &Vm, op: Operation) -> Result<Next, TaskError> {
             }
             v.insert_attempt += 1;
             v.insert_sent = None;
+            v.operation.clear();
             true
         })
         .await?;
@@ -193,6 +215,7 @@ async fn created(ctx: &Ctx, vm: &Vm, inst: Instance) -> Result<(), TaskError> {
             return false;
         }
         v.instance = Some(inst.placed());
+        v.operation.clear();
         true
     })
     .await?;
@@ -207,7 +230,9 @@ async fn created(ctx: &Ctx, vm: &Vm, inst: Instance) -> Result<(), TaskError> {
         backoff::clear(ctx, &Scope::config(&vm.config)).await?;
         tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), "instance created");
         ctx.resolved(&vm.config, STAGE).await?;
-        ctx.push(&ManageBot { id: vm.id.clone() }).await?;
+        // Its bot cannot be there yet: the first look comes soon after boot.
+        let first = ctx.look_again(chrono::Duration::zero());
+        ctx.push_at(&ManageBot { id: vm.id.clone() }, gce_backend_queues::When::After(first)).await?;
     }
     Ok(())
 }
@@ -262,7 +287,9 @@ mod tests {
         let placed = got.instance.expect("recorded");
         assert!(placed.url.ends_with("/linux-0-abcd") && placed.external_ip == "35.0.0.1");
         assert_eq!(got.hostname, vm.hostname);
-        assert_eq!(ctx.taken::<ManageBot>().await.len(), 1);
+        assert!(got.operation.is_empty(), "no operation left to follow");
+        assert!(ctx.taken::<ManageBot>().await.is_empty(), "its bot cannot be there at once");
+        assert_eq!(ctx.delayed::<ManageBot>().await, ["linux-0"], "looked for soon after boot");
         let m = ctx.telemetry.text();
         for line in [
             r#"gce_backend_instance_operations_total{config="linux",zone="z",op="insert",result="ok",code=""} 1"#,
@@ -271,6 +298,34 @@ mod tests {
         ] {
             assert!(m.lines().any(|l| l == line), "{line} in\n{m}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_pending_insert_is_followed_with_zone_operations_get_looking_twice_as_late_each_time() {
+        let (ctx, f) = Ctx::test();
+        ctx.seed_config("linux", 3).await;
+        ctx.seed_vm("linux-0", |_| {}).await;
+        let pending = Operation { name: "op-7".into(), done: false, error: None };
+        f.compute.inserts.lock().unwrap().push_back(Ok(pending.clone()));
+        let ms = std::time::Duration::from_millis;
+        let next = run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap();
+        assert_eq!(next, Next::After(ms(250)), "the task goes back to its queue: no worker waits");
+        assert_eq!(ctx.store.vm("linux-0").await.unwrap().unwrap().value.operation, "op-7");
+        for (after, next) in [(1, 1000), (20, 5000)] {
+            f.compute.operations.lock().unwrap().push_back(Ok(Some(pending.clone())));
+            f.clock.advance(chrono::Duration::seconds(after));
+            let got = run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap();
+            assert_eq!(got, Next::After(ms(next)), "{after} s later: as long again, at most operation_poll");
+        }
+        // Compute forgot the operation: the same insert (same requestId) asks for it again.
+        f.compute.operations.lock().unwrap().push_back(Ok(None));
+        assert_eq!(run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap(), Next::Done);
+        let insert = format!("insert linux-0-abcd {}", request_id("create-linux-0-abcd"));
+        let op = "operation op-7".to_owned();
+        let get = "get linux-0-abcd".to_owned();
+        assert_eq!(f.compute.calls(), [insert.clone(), op.clone(), op.clone(), op, insert, get]);
+        let vm = ctx.store.vm("linux-0").await.unwrap().unwrap().value;
+        assert!(vm.instance.is_some() && vm.operation.is_empty());
     }
 
     #[tokio::test]

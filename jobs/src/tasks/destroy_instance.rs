@@ -1,8 +1,7 @@
 //! `destroy_instance`: deletes a VM's instance (guarded by its URL, so a late task cannot touch
-//! the next incarnation) with a deterministic requestId, follows the operation, then pushes
+//! the next incarnation) with a deterministic requestId, records the operation and follows it
+//! with zoneOperations.get (the task going back to its queue between looks), then pushes
 //! `delete_bot`.
-
-use std::time::Duration;
 
 use crate::tasks::DeleteBot;
 
@@ -42,28 +41,52 @@ pub async fn run(ctx: &Ctx, t: DestroyInstance) -> Result<Next, TaskError> {
     if vm.url() != Some(t.url.as_str()) {
         return Ok(Next::Done);
     }
-    if vm.destroying.is_none() {
-        let now = ctx.now();
-        update_vm(ctx, &vm.id, |v| {
-            v.instance == vm.instance && v.destroying.is_none() && {
-                v.destroying = Some(now);
-                true
+    let now = ctx.now();
+    let vm = match vm.destroying {
+        Some(_) => vm,
+        None => {
+            let started = update_vm(ctx, &vm.id, |v| {
+                v.instance == vm.instance && v.destroying.is_none() && {
+                    v.destroying = Some(now);
+                    true
+                }
+            })
+            .await?;
+            match started {
+                Some(v) if v.instance == vm.instance => v,
+                _ => return Ok(Next::Done),
             }
-        })
-        .await?;
-    }
-    let op = match ctx.compute.delete(vm.project(), vm.zone(), &vm.hostname, &delete_request_id(&vm)).await {
-        Ok(op) => op,
-        Err(e) => {
-            ctx.telemetry.instance_op(&vm, "delete", e.kind.as_str(), &e.code);
-            ctx.record(&vm.config, "destroy_instance", &e.code, &e.message, vm.zone(), "").await?;
-            return Err(e.into());
         }
     };
+    // A delete in flight: where is it now? (Compute may have forgotten it: send it again.)
+    let followed = match vm.operation.as_str() {
+        "" => None,
+        name => ctx.compute.operation(vm.project(), vm.zone(), name).await?,
+    };
+    let op = match followed {
+        Some(op) => Some(op),
+        None => match ctx.compute.delete(vm.project(), vm.zone(), &vm.hostname, &delete_request_id(&vm)).await {
+            Ok(op) => op,
+            Err(e) => {
+                ctx.telemetry.instance_op(&vm, "delete", e.kind.as_str(), &e.code);
+                ctx.record(&vm.config, "destroy_instance", &e.code, &e.message, vm.zone(), "").await?;
+                return Err(e.into());
+            }
+        },
+    };
     if let Some(op) = op {
-        let op = if op.done { op } else { ctx.compute.wait(vm.project(), vm.zone(), &op.name).await? };
         if !op.done {
-            return Ok(Next::After(Duration::from_secs(2)));
+            if op.name != vm.operation {
+                update_vm(ctx, &vm.id, |v| {
+                    v.instance == vm.instance && v.destroy_attempt == vm.destroy_attempt && {
+                        v.operation = op.name.clone();
+                        true
+                    }
+                })
+                .await?;
+            }
+            let since = now - vm.destroying.unwrap_or(now);
+            return Ok(Next::After(ctx.operation_poll(since)));
         }
         if let Some(e) = op.error {
             ctx.record(&vm.config, "destroy_instance", &e.code, &e.message, vm.zone(), &op.name).await?;
@@ -73,6 +96,7 @@ pub async fn run(ctx: &Ctx, t: DestroyInstance) -> Result<Next, TaskError> {
                 update_vm(ctx, &vm.id, |v| {
                     v.instance == vm.instance && v.destroy_attempt == vm.destroy_attempt && {
                         v.destroy_attempt += 1;
+                        v.operation.clear();
                         true
                     }
                 })
@@ -164,6 +188,30 @@ mod tests {
         };
         f.compute.deletes.lock().unwrap().push_back(Ok(Some(failed)));
         run(&ctx, DestroyInstance::of(&vm).unwrap()).await.unwrap();
+        assert_eq!(ctx.taken::<DeleteBot>().await.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_pending_delete_is_followed_with_zone_operations_get_until_done() {
+        let (ctx, f) = Ctx::test();
+        let vm = ctx.seed_vm("linux-0", created(ctx.now())).await;
+        let pending = Operation { name: "op-9".into(), done: false, error: None };
+        f.compute.deletes.lock().unwrap().push_back(Ok(Some(pending.clone())));
+        let next = run(&ctx, DestroyInstance::of(&vm).unwrap()).await.unwrap();
+        assert_eq!(next, Next::After(std::time::Duration::from_millis(250)), "no worker waits on it");
+        assert_eq!(ctx.store.vm("linux-0").await.unwrap().unwrap().value.operation, "op-9");
+        f.compute.operations.lock().unwrap().push_back(Ok(Some(pending)));
+        f.clock.advance(chrono::Duration::seconds(2));
+        let next = run(&ctx, DestroyInstance::of(&vm).unwrap()).await.unwrap();
+        assert_eq!(next, Next::After(std::time::Duration::from_secs(2)), "twice as late");
+        assert!(ctx.taken::<DeleteBot>().await.is_empty());
+        run(&ctx, DestroyInstance::of(&vm).unwrap()).await.unwrap();
+        let rid = request_id("destroy-linux-0-abcd");
+        assert_eq!(
+            f.compute.calls(),
+            [format!("delete linux-0-abcd {rid}"), "operation op-9".into(), "operation op-9".into()],
+            "the delete is sent once"
+        );
         assert_eq!(ctx.taken::<DeleteBot>().await.len(), 1);
     }
 }

@@ -193,7 +193,7 @@ where
             if let Some(m) = layer.queue.metrics() {
                 let ended = match (&resolution, dead) {
                     (_, Some(_)) => "dead",
-                    (Resolution::Done, _) => "done",
+                    (Resolution::Done | Resolution::Again { .. }, _) => "done",
                     // A run's result never releases its task (shutdown does, outside runs).
                     (Resolution::Release, _) => "released",
                     (Resolution::Retry { .. } | Resolution::Fail { .. }, None) => "retry",
@@ -202,7 +202,7 @@ where
             }
             let error = match &resolution {
                 Resolution::Retry { error, .. } | Resolution::Fail { error } => error.clone(),
-                Resolution::Done | Resolution::Release => String::new(),
+                Resolution::Done | Resolution::Release | Resolution::Again { .. } => String::new(),
             };
             if let (None, Resolution::Retry { after, .. }) = (dead, &resolution) {
                 // The handler logs its own error; this is the queue's side of it.

@@ -165,6 +165,14 @@ pub enum Resolution {
     },
     /// Never started (shutdown): back to the head of the queue, attempt not counted.
     Release,
+    /// The run made progress and asks to run again after the delay (work in progress: an
+    /// operation to follow, a bot to look at again). The same task goes back to pending, its
+    /// attempts start again and its deadline is renewed; a push that arrived during the run
+    /// merges into it (the newer payload, the earlier due time).
+    Again {
+        /// Delay before the next run.
+        after: Duration,
+    },
 }
 
 /// The end of one leased run.

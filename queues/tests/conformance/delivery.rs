@@ -62,6 +62,53 @@ pub(crate) async fn follow_up_merges_into_a_retrying_task(h: &Harness) {
     assert_eq!(again[0].payload, r#"{"n":2}"#);
 }
 
+pub(crate) async fn again_keeps_the_task_with_fresh_attempts_and_merges_a_follow_up(h: &Harness) {
+    let q = h.queue(Policy { max_attempts: 2, deadline: Duration::from_secs(60), ..fast() });
+    q.push("vm-1", &Job { n: 1 }, When::Now).await.unwrap();
+    let pushed = q.counts().await.unwrap().pushed;
+    // Fail once (attempt 1 of 2), then look again: attempts start again, the id stays.
+    let l = h.engine.take(q.spec(), &worker("w1"), 1).await.unwrap().tasks.remove(0);
+    let retry = Resolution::Retry { after: Duration::ZERO, error: "503".into() };
+    h.engine.finish(q.spec(), &[Ack { id: l.id.clone(), token: l.token, resolution: retry }]).await.unwrap();
+    let l = h.engine.take(q.spec(), &worker("w1"), 1).await.unwrap().tasks.remove(0);
+    assert_eq!(l.attempt, 2);
+    let again = Resolution::Again { after: Duration::from_millis(300) };
+    let n = h.engine.finish(q.spec(), &[Ack { id: l.id.clone(), token: l.token, resolution: again }]).await;
+    assert_eq!(n.unwrap(), 0, "not stale");
+    let st = q.status(&l.id).await.unwrap().unwrap();
+    assert_eq!((st.state.as_str(), st.attempts, st.last_error.as_deref()), ("pending", 0, None));
+    let ended = st.runs.last().unwrap().resolved.unwrap();
+    assert_eq!(st.run_at.unwrap() - ended, chrono::Duration::milliseconds(300), "due after the delay");
+    let outcomes: Vec<_> = st.runs.iter().map(|r| (r.run_id, r.outcome.clone().unwrap())).collect();
+    assert_eq!(outcomes, [(1, "retry".to_owned()), (2, "again".to_owned())]);
+    let c = q.counts().await.unwrap();
+    assert_eq!((c.delayed, c.pushed, c.done), (1, pushed, 1), "the same task, no new one");
+    assert!(h.engine.take(q.spec(), &worker("w1"), 1).await.unwrap().tasks.is_empty(), "not due yet");
+
+    // A push while it waits changes nothing; a push during its next run merges into the next
+    // look: the newer payload at the earlier time.
+    assert!(matches!(q.push("vm-1", &Job { n: 2 }, When::Now).await.unwrap(), PushOutcome::AlreadyPending(_)));
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let l = h.engine.take(q.spec(), &worker("w1"), 1).await.unwrap().tasks.remove(0);
+    assert_eq!(l.attempt, 1, "fresh attempts after a look again");
+    q.push("vm-1", &Job { n: 3 }, When::Now).await.unwrap();
+    let again = Resolution::Again { after: LONG };
+    h.engine.finish(q.spec(), &[Ack { id: l.id.clone(), token: l.token, resolution: again }]).await.unwrap();
+    let next = h.engine.take(q.spec(), &worker("w1"), 1).await.unwrap().tasks;
+    assert_eq!(next.len(), 1, "the follow-up was due now");
+    assert_eq!((next[0].id.as_str(), next[0].payload.as_str()), (l.id.as_str(), r#"{"n":3}"#));
+    // Two more failures: fresh attempts means the second one is the last (max_attempts 2).
+    let retry = Resolution::Retry { after: Duration::ZERO, error: "503".into() };
+    let ack = Ack { id: next[0].id.clone(), token: next[0].token.clone(), resolution: retry.clone() };
+    h.engine.finish(q.spec(), &[ack]).await.unwrap();
+    let l = h.engine.take(q.spec(), &worker("w1"), 1).await.unwrap().tasks.remove(0);
+    h.engine.finish(q.spec(), &[Ack { id: l.id.clone(), token: l.token, resolution: retry }]).await.unwrap();
+    let st = q.status(&l.id).await.unwrap().unwrap();
+    assert_eq!((st.state.as_str(), st.reason.as_str()), ("failed", "retries-exhausted"));
+    let ids: Vec<u32> = st.runs.iter().map(|r| r.run_id).collect();
+    assert_eq!(ids, [1, 2, 3, 4, 5], "run numbers go on across looks again");
+}
+
 // ---- b. delayed tasks ----------------------------------------------------------------------
 
 pub(crate) async fn delayed_tasks_wait_for_their_time(h: &Harness) {

@@ -1,4 +1,4 @@
--- finish: ARGV[8..] = id, token, kind (done|retry|fail|release), delay_ms, error, new id
+-- finish: ARGV[8..] = id, token, kind (done|retry|fail|release|again), delay_ms, error, new id
 -- (repeated), where new id is a fresh random id for the follow-up the ack may turn into a task.
 -- Returns how many acks were stale (token no longer holds the lease).
 local stale = 0
@@ -20,6 +20,18 @@ for i = 8, #ARGV, 6 do
       save(id, rec)
       redis.call('LPUSH', READY, id)
       signal()
+    elseif kind == 'again' then
+      -- Progress, and a look again later: the same task, pending, with fresh attempts.
+      close_run(rec, 'again')
+      rec.s = 'pending'
+      rec.a = 0
+      rec.e = nil
+      rec.due = NOW + delay
+      if DEADLINE > 0 then rec.d = NOW + DEADLINE end
+      redis.call('HINCRBY', STATS, 'done', 1)
+      merge_follow_up(id, rec)
+      save(id, rec)
+      enqueue(id, rec)
     else
       close_run(rec, kind)
       if kind == 'done' then

@@ -49,7 +49,9 @@ while taken < max and popped < max + chunk do
       rec.a = rec.a + 1
       rec.tok = worker .. ':' .. id .. ':' .. rec.a
       if type(rec.runs) ~= 'table' or rec.runs[1] == nil then rec.runs = {} end
-      rec.runs[#rec.runs + 1] = { n = rec.a, w = worker, g = group, s = NOW }
+      -- Run numbers go on across looks again (attempts start again there).
+      local last = rec.runs[#rec.runs]
+      rec.runs[#rec.runs + 1] = { n = math.max(rec.a, last and last.n + 1 or 0), w = worker, g = group, s = NOW }
       if #rec.runs > KEEP_RUNS then table.remove(rec.runs, 1) end
       save(id, rec)
       redis.call('ZADD', LEASED, NOW + LEASE, id)

@@ -84,8 +84,10 @@ impl Op<'_> {
             rec.a += 1;
             let token = format!("{}:{}:{}", worker.id, id, rec.a);
             rec.tok = Some(token.clone());
+            // Run numbers go on across looks again (attempts start again there).
+            let n = rec.runs.last().map_or(rec.a, |r| rec.a.max(r.n + 1));
             rec.runs.push(RunRec {
-                n: rec.a,
+                n,
                 w: worker.id.clone(),
                 g: worker.group.clone(),
                 s: self.now,
@@ -153,6 +155,22 @@ impl Op<'_> {
                     self.save(id, rec);
                     self.q.ready.push_front(id.to_owned());
                     self.q.notify.notify_one();
+                }
+                Resolution::Again { after } => {
+                    self.close_run(&mut rec, "again");
+                    rec.s = "pending".into();
+                    rec.a = 0;
+                    rec.e = None;
+                    rec.due = self.now + after.as_millis() as u64;
+                    let deadline = self.spec.policy.deadline.as_millis() as u64;
+                    if deadline > 0 {
+                        rec.d = self.now + deadline;
+                    }
+                    self.q.stats.done += 1;
+                    self.merge_follow_up(id, &mut rec);
+                    let due = rec.due;
+                    self.save(id, rec);
+                    self.enqueue(id, due);
                 }
                 Resolution::Done => {
                     self.close_run(&mut rec, "done");
