@@ -108,11 +108,11 @@ async fn contract(store: Arc<dyn Store>) {
     assert_eq!(errors[0].code, "24", "newest first");
     // Resolving a stage marks only its unresolved errors, in place.
     let later = t + chrono::Duration::minutes(1);
-    store.resolve_errors("linux", "even", later).await.unwrap();
+    store.resolve_errors("linux", &["even"], later).await.unwrap();
     let errors = store.errors("linux").await.unwrap();
     assert_eq!(errors.len(), KEEP_ERRORS);
     assert!(errors.iter().all(|e| (e.stage == "even") == (e.resolved == Some(later))), "{errors:?}");
-    store.resolve_errors("linux", "even", later + chrono::Duration::minutes(1)).await.unwrap();
+    store.resolve_errors("linux", &["even"], later + chrono::Duration::minutes(1)).await.unwrap();
     assert_eq!(store.errors("linux").await.unwrap()[0].resolved, Some(later), "kept from the first time");
     // Dead tasks and file errors.
     store.bump("linux", "dead_tasks").await.unwrap();

@@ -25,6 +25,16 @@ impl Scope {
     pub fn config(prefix: &str) -> Self {
         Scope(String::new(), prefix.to_owned())
     }
+
+    /// Both scopes an insert of `vm` depends on: its zone and its Config.
+    pub fn of(vm: &Vm) -> [Self; 2] {
+        [Scope::zone(vm), Scope::config(&vm.config)]
+    }
+
+    /// As the store names it: (project, zone).
+    pub fn pair(&self) -> (&str, &str) {
+        (&self.0, &self.1)
+    }
 }
 
 /// Time left in a backoff (at least a second).
@@ -38,16 +48,11 @@ pub async fn active(ctx: &Ctx, scope: &Scope) -> Result<Option<Backoff>, TaskErr
     Ok(ctx.store.backoff(&scope.0, &scope.1).await?.filter(|b| b.until > now))
 }
 
-/// The longest time left among the active backoffs of a VM's zone and Config.
+/// The longest time left among the active backoffs of a VM's zone and Config (one read).
 pub async fn wait_for(ctx: &Ctx, vm: &Vm) -> Result<Option<Duration>, TaskError> {
     let now = ctx.now();
-    let mut longest = None;
-    for scope in [Scope::zone(vm), Scope::config(&vm.config)] {
-        if let Some(b) = active(ctx, &scope).await? {
-            longest = longest.max(Some(left(&b, now)));
-        }
-    }
-    Ok(longest)
+    let found = ctx.store.backoffs(&Scope::of(vm).each_ref().map(Scope::pair)).await?;
+    Ok(found.iter().flatten().filter(|b| b.until > now).map(|b| left(b, now)).max())
 }
 
 /// A failure in `scope`: backs it off one step more, unless another failure of the same wave
@@ -75,4 +80,9 @@ pub async fn hit(ctx: &Ctx, scope: &Scope, reason: &str) -> Result<Duration, Tas
 /// A success in `scope`: its backoff ends.
 pub async fn clear(ctx: &Ctx, scope: &Scope) -> Result<(), TaskError> {
     Ok(ctx.store.set_backoff(&scope.0, &scope.1, None).await?)
+}
+
+/// An instance of `vm` was made: the backoffs of its zone and its Config end (one write).
+pub async fn clear_for(ctx: &Ctx, vm: &Vm) -> Result<(), TaskError> {
+    Ok(ctx.store.clear_backoffs(&Scope::of(vm).each_ref().map(Scope::pair)).await?)
 }

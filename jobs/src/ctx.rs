@@ -319,9 +319,9 @@ impl Ctx {
         }
     }
 
-    /// Marks a Config's errors of `stage` resolved: the stage succeeded.
-    pub async fn resolved(&self, prefix: &str, stage: &str) -> Result<(), TaskError> {
-        Ok(self.store.resolve_errors(prefix, stage, self.now()).await?)
+    /// Marks a Config's errors of `stages` resolved: they succeeded (one write).
+    pub async fn resolved(&self, prefix: &str, stages: &[&str]) -> Result<(), TaskError> {
+        Ok(self.store.resolve_errors(prefix, stages, self.now()).await?)
     }
 }
 

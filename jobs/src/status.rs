@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::error::TaskError;
-use crate::model::{ConfigState, ConfigStatus, Counts, FileError, Pause, counters};
+use crate::model::{ConfigState, ConfigStatus, Counts, FileError, Pause, Sums, counters};
 use crate::ports::store::{Store, StoreError, VmIndex};
 
 /// Every prefix with a Config or with VMs left (of a removed Config), sorted.
@@ -26,27 +26,32 @@ pub async fn tally(store: &dyn Store, prefix: &str, now: DateTime<Utc>) -> Resul
         Err(StoreError::Corrupt { .. }) => None,
         other => other?.map(|c| c.value),
     };
-    let sums = match store.sums(prefix).await? {
-        Some(s) => s,
-        None => {
-            for id in store.vm_ids(VmIndex::OfConfig(prefix.to_owned())).await? {
-                match store.vm(&id).await {
-                    Ok(Some(vm)) => store.count_in(&vm).await?,
-                    // Gone, or a record that does not decode (reported and repaired elsewhere).
-                    Ok(None) | Err(StoreError::Corrupt { .. }) => continue,
-                    Err(e) => return Err(e.into()),
-                }
-            }
-            store.sums_complete(prefix).await?;
-            store.sums(prefix).await?.unwrap_or_default()
-        }
-    };
+    let sums = sums(store, prefix).await?;
     // No VM counted: one left only as an undecodable record still keeps the Config's status.
     let left = config.is_some()
         || sums[0] > 0
         || !store.vm_ids(VmIndex::OfConfig(prefix.to_owned())).await?.is_empty();
     let configured = config.map_or(0, |c| c.current_amount);
     Ok((Counts::from_sums(configured, &sums, now), left))
+}
+
+/// A Config's sums of [`crate::model::Vm::counted`] (VMs, created, running, …), O(1); the first
+/// call for a Config whose sums do not yet cover every VM (VMs written before sums were kept)
+/// counts those in, once.
+pub async fn sums(store: &dyn Store, prefix: &str) -> Result<Sums, TaskError> {
+    if let Some(s) = store.sums(prefix).await? {
+        return Ok(s);
+    }
+    for id in store.vm_ids(VmIndex::OfConfig(prefix.to_owned())).await? {
+        match store.vm(&id).await {
+            Ok(Some(vm)) => store.count_in(&vm).await?,
+            // Gone, or a record that does not decode (reported and repaired elsewhere).
+            Ok(None) | Err(StoreError::Corrupt { .. }) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    store.sums_complete(prefix).await?;
+    Ok(store.sums(prefix).await?.unwrap_or_default())
 }
 
 /// A Config's status: the counts last written by `count_vms` (or `live` ones counted now), its

@@ -46,6 +46,20 @@ async fn flush(conn: &mut redis::aio::MultiplexedConnection) {
     let _: () = redis::cmd("FLUSHALL").query_async(conn).await.unwrap();
 }
 
+/// Redis's CPU seconds (user + system) and commands processed so far.
+async fn redis_work(conn: &mut redis::aio::MultiplexedConnection) -> (f64, f64) {
+    let info: String = redis::cmd("INFO").arg("all").query_async(conn).await.unwrap();
+    let field = |name: &str| -> f64 {
+        info.lines().find_map(|l| l.strip_prefix(name)).and_then(|v| v.trim().parse().ok()).unwrap_or(0.0)
+    };
+    (field("used_cpu_user:") + field("used_cpu_sys:"), field("total_commands_processed:"))
+}
+
+/// What Redis did per task between two [`redis_work`] readings: CPU µs and commands.
+fn per_task(before: (f64, f64), after: (f64, f64), n: u64) -> (f64, f64) {
+    ((after.0 - before.0) * 1e6 / n as f64, (after.1 - before.1) / n as f64)
+}
+
 async fn wait_until(what: impl Fn() -> futures::future::BoxFuture<'static, bool>) {
     while !what().await {
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -196,8 +210,11 @@ async fn main() {
     println!("queue-bench: N={} concurrency={} redis=127.0.0.1:{}", args.n, args.concurrency, args.port);
 
     flush(&mut raw).await;
+    let before = redis_work(&mut raw).await;
     let (ours_enq, ours_proc, q) = ours(&url, &args).await;
+    let (ours_us, ours_cmds) = per_task(before, redis_work(&mut raw).await, args.n);
     println!("ours:         enqueue {ours_enq:>9.0} tasks/s   process {ours_proc:>9.0} tasks/s");
+    println!("ours:         Redis per task (push, take, ack): {ours_us:.1} us CPU, {ours_cmds:.1} commands");
     let (p50, p99) = pickup(&q, args.pickups).await;
     println!(
         "ours:         idle-worker pickup over {} single pushes: p50 {:.2} ms, p99 {:.2} ms",
@@ -207,8 +224,11 @@ async fn main() {
     );
 
     flush(&mut raw).await;
+    let before = redis_work(&mut raw).await;
     let (ap_enq, ap_proc) = apalis_redis(&url, &args, &mut raw).await;
+    let (ap_us, ap_cmds) = per_task(before, redis_work(&mut raw).await, args.n);
     println!("apalis-redis: enqueue {ap_enq:>9.0} tasks/s   process {ap_proc:>9.0} tasks/s");
+    println!("apalis-redis: Redis per task (push, take, ack): {ap_us:.1} us CPU, {ap_cmds:.1} commands");
     println!(
         "apalis-redis: lock_tasks(false), poll 100 ms; fed by push_bulk in chunks of 5000 and moved from scheduled to active in chunks of 5000 (its fetch dies on >= 8000 due tasks)"
     );
@@ -218,10 +238,12 @@ async fn main() {
     println!("redis-benchmark -t lpush -n 200000: {lpush:.0} ops/s");
     println!("ours/redis_lpush = {:.1}%", 100.0 * ours_proc / lpush);
     println!(
-        "queue-bench: ours={:.0} apalis_redis={:.0} ratio={:.2} redis_lpush={:.0}",
+        "queue-bench: ours={:.0} apalis_redis={:.0} ratio={:.2} redis_lpush={:.0} redis_us_per_task={:.1}/{:.1}",
         ours_proc,
         ap_proc,
         ours_proc / ap_proc,
-        lpush
+        lpush,
+        ours_us,
+        ap_us
     );
 }

@@ -1,10 +1,11 @@
 //! `Queue`: one named queue on an engine, the handle producers, workers and operators use.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use chrono::Utc;
 use futures::future::BoxFuture;
 use serde::Serialize;
+use tokio::sync::{mpsc, oneshot};
 
 use crate::backend::QueueBackend;
 use crate::engine::{
@@ -45,7 +46,52 @@ pub struct Queue {
     spec: Arc<QueueSpec>,
     dead_hook: Option<DeadHook>,
     metrics: Option<QueueMetrics>,
+    pusher: Arc<OnceLock<Pusher>>,
 }
+
+/// A push and who waits for its outcome.
+type PushMsg = (PushItem, oneshot::Sender<Result<PushOutcome, QueueError>>);
+
+/// Gathers the single pushes made at once (by many handlers of this process) into one engine
+/// call: while a call is on its way, the pushes that arrive wait for the next one, together.
+#[derive(Debug)]
+struct Pusher {
+    tx: mpsc::UnboundedSender<PushMsg>,
+}
+
+impl Pusher {
+    fn spawn(engine: Arc<dyn Engine>, spec: Arc<QueueSpec>) -> Self {
+        let (tx, mut rx) = mpsc::unbounded_channel::<PushMsg>();
+        tokio::spawn(async move {
+            while let Some(first) = rx.recv().await {
+                let mut batch = vec![first];
+                while batch.len() < PUSH_BATCH {
+                    match rx.try_recv() {
+                        Ok(m) => batch.push(m),
+                        Err(_) => break,
+                    }
+                }
+                let items: Vec<PushItem> = batch.iter().map(|(item, _)| item.clone()).collect();
+                match engine.push(&spec, &items).await {
+                    Ok(outcomes) => {
+                        for ((_, done), outcome) in batch.into_iter().zip(outcomes) {
+                            let _ = done.send(Ok(outcome));
+                        }
+                    }
+                    Err(e) => {
+                        for (_, done) in batch {
+                            let _ = done.send(Err(e.clone()));
+                        }
+                    }
+                }
+            }
+        });
+        Self { tx }
+    }
+}
+
+/// Single pushes gathered into one engine call, at most.
+const PUSH_BATCH: usize = 500;
 
 impl std::fmt::Debug for Queue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -60,7 +106,7 @@ impl std::fmt::Debug for Queue {
 impl Queue {
     /// The queue `spec` on `engine`.
     pub fn new(engine: Arc<dyn Engine>, spec: QueueSpec) -> Self {
-        Self { engine, spec: Arc::new(spec), dead_hook: None, metrics: None }
+        Self { engine, spec: Arc::new(spec), dead_hook: None, metrics: None, pusher: Arc::default() }
     }
 
     /// This queue with `hook` called for each run that sends its task to the dead set (by the
@@ -104,8 +150,24 @@ impl Queue {
         payload: &T,
         when: When,
     ) -> Result<PushOutcome, QueueError> {
-        let mut out = self.push_many([(key.to_owned(), payload)], when).await?;
-        out.pop().ok_or_else(|| QueueError::Corrupt("push returned nothing".into()))
+        let item = Self::item(key.to_owned(), payload, when.delay_ms(Utc::now()))?;
+        let pusher = self.pusher.get_or_init(|| Pusher::spawn(self.engine.clone(), self.spec.clone()));
+        let (done, outcome) = oneshot::channel();
+        if let Err(mpsc::error::SendError((item, _))) = pusher.tx.send((item, done)) {
+            // The gatherer is gone (its runtime ended): push on our own.
+            return self.engine.push(&self.spec, &[item]).await?.pop().ok_or_else(nothing);
+        }
+        outcome.await.map_err(|_| nothing())?
+    }
+
+    /// A push item: the key checked, the payload encoded.
+    fn item<T: Serialize>(key: String, payload: &T, delay_ms: u64) -> Result<PushItem, QueueError> {
+        if key.is_empty() || key.len() > 512 {
+            return Err(QueueError::Invalid(format!("task key {key:?}: must be 1-512 bytes")));
+        }
+        let payload = serde_json::to_string(payload)
+            .map_err(|e| QueueError::Invalid(format!("payload of {key}: {e}")))?;
+        Ok(PushItem { key, payload, delay_ms })
     }
 
     /// Pushes many tasks in few round trips (1 000 per call); one outcome per item, in order.
@@ -117,14 +179,7 @@ impl Queue {
         let delay_ms = when.delay_ms(Utc::now());
         let items = items
             .into_iter()
-            .map(|(key, payload)| {
-                if key.is_empty() || key.len() > 512 {
-                    return Err(QueueError::Invalid(format!("task key {key:?}: must be 1-512 bytes")));
-                }
-                let payload = serde_json::to_string(payload)
-                    .map_err(|e| QueueError::Invalid(format!("payload of {key}: {e}")))?;
-                Ok(PushItem { key, payload, delay_ms })
-            })
+            .map(|(key, payload)| Self::item(key, payload, delay_ms))
             .collect::<Result<Vec<_>, _>>()?;
         self.engine.push(&self.spec, &items).await
     }
@@ -187,4 +242,9 @@ impl Queue {
     pub fn backend<Args>(&self, group: &str) -> QueueBackend<Args> {
         QueueBackend::new(self.clone(), group)
     }
+}
+
+/// An engine call that answered nothing for a push.
+fn nothing() -> QueueError {
+    QueueError::Corrupt("push returned nothing".into())
 }

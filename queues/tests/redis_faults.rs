@@ -179,3 +179,50 @@ async fn workers_carry_on_after_their_connections_are_dropped() {
     drop(stop);
     worker.await.unwrap();
 }
+
+#[tokio::test]
+async fn the_functions_library_is_loaded_when_redis_lacks_it() {
+    let server = RedisServer::start();
+    let q = queue(&server, "fns", "jobs").await;
+    let mut conn = raw(&server).await;
+    let libs = || redis::cmd("FUNCTION").arg("LIST").clone();
+    let listed: redis::Value = libs().query_async(&mut conn).await.unwrap();
+    assert_eq!(listed, redis::Value::Array(vec![]), "nothing is loaded before the first call");
+    q.push("a", &Job { n: 1 }, When::Now).await.unwrap();
+    let listed: Vec<redis::Value> = libs().query_async(&mut conn).await.unwrap();
+    assert_eq!(listed.len(), 1, "the first call loaded the library");
+    // Flushed (as a restart of a Redis that keeps nothing would): the next call loads it again.
+    let () = redis::cmd("FUNCTION").arg("FLUSH").query_async(&mut conn).await.unwrap();
+    q.push("b", &Job { n: 2 }, When::Now).await.unwrap();
+    assert_eq!(q.counts().await.unwrap().pending, 2, "both pushes landed");
+    let listed: Vec<redis::Value> = libs().query_async(&mut conn).await.unwrap();
+    assert_eq!(listed.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn single_pushes_made_at_once_travel_together() {
+    let server = RedisServer::start();
+    let q = queue(&server, "gather", "jobs").await;
+    q.push("warm", &Job { n: 0 }, When::Now).await.unwrap();
+    let calls = |stats: String| -> u64 {
+        stats
+            .lines()
+            .find_map(|l| l.strip_prefix("cmdstat_fcall:calls="))
+            .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+    };
+    let mut conn = raw(&server).await;
+    let before = calls(redis::cmd("INFO").arg("commandstats").query_async(&mut conn).await.unwrap());
+    let pushes = (1..=300).map(|n| {
+        let q = q.clone();
+        tokio::spawn(async move { q.push(&format!("k{}", n % 200), &Job { n }, When::Now).await.unwrap() })
+    });
+    let outcomes = futures::future::join_all(pushes).await;
+    let after = calls(redis::cmd("INFO").arg("commandstats").query_async(&mut conn).await.unwrap());
+    let enqueued = outcomes
+        .iter()
+        .filter(|o| matches!(o.as_ref().unwrap(), gce_backend_queues::PushOutcome::Enqueued(_)))
+        .count();
+    assert_eq!(enqueued, 200, "one task per key, whatever the batch");
+    assert_eq!(q.counts().await.unwrap().pending, 201);
+    assert!(after - before < 300, "300 pushes took {} calls", after - before);
+}

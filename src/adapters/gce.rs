@@ -118,7 +118,12 @@ impl Compute for Gce {
         Ok(operation(op))
     }
 
-    async fn operation(&self, project: &str, zone: &str, op: &str) -> Result<Option<Operation>, ComputeError> {
+    async fn operation(
+        &self,
+        project: &str,
+        zone: &str,
+        op: &str,
+    ) -> Result<Option<Operation>, ComputeError> {
         match self.operations.get().set_project(project).set_zone(zone).set_operation(op).send().await {
             Ok(op) => Ok(Some(operation(op))),
             Err(e) if e.http_status_code() == Some(404) => Ok(None),

@@ -294,7 +294,7 @@ async fn apply(
     let prefix = config.prefix.clone();
     let same = cur.is_some_and(|c| c.value.revision == revision && c.value.source == path);
     if same && cur.is_some_and(|c| c.value.verified && c.value.orphaned.is_none()) {
-        ctx.resolved(&prefix, STAGE).await?; // a file that had an error is fine again
+        ctx.resolved(&prefix, &[STAGE]).await?; // a file that had an error is fine again
         return Ok(Ok(0));
     }
     let verified = match ctx.catalog.check(&*ctx.compute, &config, ctx.now()).await {
@@ -308,7 +308,7 @@ async fn apply(
         }
     };
     if same && cur.is_some_and(|c| c.value.orphaned.is_none() && c.value.verified == verified) {
-        ctx.resolved(&prefix, STAGE).await?;
+        ctx.resolved(&prefix, &[STAGE]).await?;
         return Ok(Ok(0));
     }
     let mut rec = ConfigRecord {
@@ -343,7 +343,7 @@ async fn apply(
     if !written {
         return Ok(Ok(0)); // changed under us: the next round sees it
     }
-    ctx.resolved(&prefix, STAGE).await?;
+    ctx.resolved(&prefix, &[STAGE]).await?;
     if same {
         return Ok(Ok(0));
     }

@@ -107,7 +107,7 @@ async fn admit_and_write(
             }
             Some(_) => {}
         }
-        ctx.resolved(&prefix, STAGE).await?;
+        ctx.resolved(&prefix, &[STAGE]).await?;
         ctx.push(&ExpandConfig { prefix }).await?;
         return Ok((rec, cur.is_none()));
     }

@@ -176,8 +176,12 @@ pub trait Compute: Send + Sync + std::fmt::Debug {
     ) -> Result<Operation, ComputeError>;
     /// zoneOperations.get: where an operation is now (it never blocks: a pending operation is
     /// looked at again later, holding no worker); `None` when Compute no longer knows it.
-    async fn operation(&self, project: &str, zone: &str, operation: &str)
-    -> Result<Option<Operation>, ComputeError>;
+    async fn operation(
+        &self,
+        project: &str,
+        zone: &str,
+        operation: &str,
+    ) -> Result<Option<Operation>, ComputeError>;
     /// instances.get; `None` when it does not exist.
     async fn get(&self, project: &str, zone: &str, name: &str) -> Result<Option<Instance>, ComputeError>;
     /// instances.delete with a requestId; `None` when it does not exist.

@@ -178,7 +178,12 @@ impl Compute for GuardedCompute {
         self.run("instances.insert", project, self.inner.insert(project, zone, request_id, spec)).await
     }
 
-    async fn operation(&self, project: &str, zone: &str, op: &str) -> Result<Option<Operation>, ComputeError> {
+    async fn operation(
+        &self,
+        project: &str,
+        zone: &str,
+        op: &str,
+    ) -> Result<Option<Operation>, ComputeError> {
         self.run("zoneOperations.get", project, self.inner.operation(project, zone, op)).await
     }
 

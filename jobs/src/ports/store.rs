@@ -96,7 +96,7 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// The version of a VM's record, whether or not it decodes.
     async fn vm_version(&self, id: &str) -> Result<Option<u64>, StoreError>;
     /// Writes a VM if `expect` holds, keeping the indexes in step (a corrupt record is replaced
-    /// when its version is named).
+    /// when its version is named). A write adds one to the version (a new record has version 1).
     async fn put_vm(&self, vm: &Vm, expect: Expect) -> Result<bool, StoreError>;
     /// Deletes a VM at `version` (with its index entries and bot observation), corrupt or not.
     async fn delete_vm(&self, id: &str, version: u64) -> Result<bool, StoreError>;
@@ -115,7 +115,12 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// A Config's recent errors, newest first.
     async fn errors(&self, prefix: &str) -> Result<Vec<ErrorEntry>, StoreError>;
     /// Marks a Config's unresolved errors of `stage` as resolved at `now` (the stage succeeded).
-    async fn resolve_errors(&self, prefix: &str, stage: &str, now: DateTime<Utc>) -> Result<(), StoreError>;
+    async fn resolve_errors(
+        &self,
+        prefix: &str,
+        stages: &[&str],
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError>;
     /// Adds one to a Config's counter `what` (`dead_tasks`, `task_failures`).
     async fn bump(&self, prefix: &str, what: &str) -> Result<(), StoreError>;
     /// A Config's counter `what`.
@@ -144,6 +149,21 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn backoff(&self, project: &str, zone: &str) -> Result<Option<Backoff>, StoreError>;
     /// Sets (`Some`) or clears (`None`) the backoff of a (project, zone).
     async fn set_backoff(&self, project: &str, zone: &str, b: Option<&Backoff>) -> Result<(), StoreError>;
+    /// The backoffs of several (project, zone) scopes at once, in order.
+    async fn backoffs(&self, scopes: &[(&str, &str)]) -> Result<Vec<Option<Backoff>>, StoreError> {
+        let mut out = Vec::with_capacity(scopes.len());
+        for (project, zone) in scopes {
+            out.push(self.backoff(project, zone).await?);
+        }
+        Ok(out)
+    }
+    /// Ends the backoffs of several (project, zone) scopes at once.
+    async fn clear_backoffs(&self, scopes: &[(&str, &str)]) -> Result<(), StoreError> {
+        for (project, zone) in scopes {
+            self.set_backoff(project, zone, None).await?;
+        }
+        Ok(())
+    }
     /// True for the first caller only, for `ttl` (cron ticks run once across processes).
     async fn claim(&self, key: &str, ttl: std::time::Duration) -> Result<bool, StoreError>;
     /// Gives a claim up before its `ttl` (a claim used as a short lock).

@@ -288,9 +288,14 @@ impl Store for MemoryStore {
         Ok(self.lock().errors.get(prefix).cloned().unwrap_or_default())
     }
 
-    async fn resolve_errors(&self, prefix: &str, stage: &str, now: DateTime<Utc>) -> Result<(), StoreError> {
+    async fn resolve_errors(
+        &self,
+        prefix: &str,
+        stages: &[&str],
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
         if let Some(list) = self.lock().errors.get_mut(prefix) {
-            for e in list.iter_mut().filter(|e| e.stage == stage && e.resolved.is_none()) {
+            for e in list.iter_mut().filter(|e| stages.contains(&e.stage.as_str()) && e.resolved.is_none()) {
                 e.resolved = Some(now);
             }
         }

@@ -24,7 +24,8 @@ use crate::error::TaskError;
 use crate::model::Vm;
 use crate::ports::compute::{ComputeError, Instance, InstanceSpec, Kind, Operation};
 use crate::tasks::Next;
-use crate::tasks::{update_vm, write_vm};
+use crate::ports::store::Versioned;
+use crate::tasks::{update_vm, write_vm_at};
 use crate::telemetry::Stage;
 
 task!(
@@ -60,9 +61,9 @@ pub fn insert_request_id(vm: &Vm) -> String {
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: CreateInstance) -> Result<Next, TaskError> {
     let Some(cur) = ctx.vm(&t.id).await? else { return Ok(Next::Done) };
-    let vm = cur.value;
+    let vm = &cur.value;
     if vm.instance.is_some() {
-        ctx.push(&ManageBot { id: vm.id }).await?;
+        ctx.push(&ManageBot { id: t.id }).await?;
         return Ok(Next::Done);
     }
     if vm.insert_sent.is_none() {
@@ -80,16 +81,16 @@ pub async fn run(ctx: &Ctx, t: CreateInstance) -> Result<Next, TaskError> {
     if !vm.operation.is_empty() && vm.insert_sent.is_some() {
         // An insert in flight: where is it now? (Compute may have forgotten it: send it again.)
         if let Some(op) = ctx.compute.operation(vm.project(), vm.zone(), &vm.operation).await? {
-            return follow(ctx, &vm, op).await;
+            return follow(ctx, cur, op).await;
         }
     }
     let now = ctx.now();
-    if let Some(wait) = backoff::wait_for(ctx, &vm).await? {
+    if let Some(wait) = backoff::wait_for(ctx, vm).await? {
         return Ok(Next::After(wait));
     }
-    let (vm, sending) = match vm.insert_sent {
-        Some(_) => (vm, false),
-        None => match write_vm(ctx, &t.id, |v| {
+    let (cur, sending) = match vm.insert_sent {
+        Some(_) => (cur, false),
+        None => match write_vm_at(ctx, cur, |v| {
             v.insert_sent.is_none() && {
                 v.insert_sent = Some(now);
                 true
@@ -101,38 +102,40 @@ pub async fn run(ctx: &Ctx, t: CreateInstance) -> Result<Next, TaskError> {
             None => return Ok(Next::Done),
         },
     };
-    let rid = insert_request_id(&vm);
-    let op =
-        match ctx.compute.insert(vm.project(), vm.zone(), &rid, &instance_spec(&vm, &ctx.deployment)).await {
-            Ok(op) => {
-                // The slot's first accepted insert only (a re-send after a failed operation has
-                // a later attempt; one refused outright sends again from here).
-                if sending && vm.insert_attempt == 0 {
-                    ctx.telemetry.lifecycle(&vm, Stage::ChangeToInsert, vm.configured, now);
-                }
-                op
+    let vm = &cur.value;
+    let rid = insert_request_id(vm);
+    let op = match ctx.compute.insert(vm.project(), vm.zone(), &rid, &instance_spec(vm, &ctx.deployment)).await {
+        Ok(op) => {
+            // The slot's first accepted insert only (a re-send after a failed operation has a
+            // later attempt; one refused outright sends again from here).
+            if sending && vm.insert_attempt == 0 {
+                ctx.telemetry.lifecycle(vm, Stage::ChangeToInsert, vm.configured, now);
             }
-            Err(e) if e.kind == Kind::AlreadyExists => return adopt(ctx, &vm, e).await,
-            Err(e) => return failed(ctx, &vm, e, "").await,
-        };
-    if !op.done && op.name != vm.operation {
-        // Recorded, so the next look asks for the operation instead of sending the insert again.
-        let vm = update_vm(ctx, &vm.id, |v| {
-            v.hostname == vm.hostname && v.insert_attempt == vm.insert_attempt && v.instance.is_none() && {
-                v.operation = op.name.clone();
-                true
-            }
-        })
-        .await?;
-        return match vm {
-            Some(vm) => follow(ctx, &vm, op).await,
-            None => Ok(Next::Done),
-        };
+            op
+        }
+        Err(e) if e.kind == Kind::AlreadyExists => return adopt(ctx, cur, e).await,
+        Err(e) => return failed(ctx, vm, e, "").await,
+    };
+    if op.done || op.name == vm.operation {
+        return follow(ctx, cur, op).await;
     }
-    follow(ctx, &vm, op).await
+    // Recorded, so the next look asks for the operation instead of sending the insert again.
+    let (hostname, attempt) = (vm.hostname.clone(), vm.insert_attempt);
+    let written = write_vm_at(ctx, cur, |v| {
+        v.hostname == hostname && v.insert_attempt == attempt && v.instance.is_none() && {
+            v.operation = op.name.clone();
+            true
+        }
+    })
+    .await?;
+    match written {
+        Some((cur, _)) => follow(ctx, cur, op).await,
+        None => Ok(Next::Done),
+    }
 }
 
-async fn follow(ctx: &Ctx, vm: &Vm, op: Operation) -> Result<Next, TaskError> {
+async fn follow(ctx: &Ctx, cur: Versioned<Vm>, op: Operation) -> Result<Next, TaskError> {
+    let vm = &cur.value;
     if !op.done {
         let sent = vm.insert_sent.unwrap_or_else(|| ctx.now());
         return Ok(Next::After(ctx.operation_poll(ctx.now() - sent)));
@@ -151,9 +154,8 @@ async fn follow(ctx: &Ctx, vm: &Vm, op: Operation) -> Result<Next, TaskError> {
         .await?;
         return failed(ctx, vm, e, &op.name).await;
     }
-    backoff::clear(ctx, &Scope::zone(vm)).await?;
     match ctx.compute.get(vm.project(), vm.zone(), &vm.hostname).await? {
-        Some(inst) => created(ctx, vm, inst).await.map(|()| Next::Done),
+        Some(inst) => created(ctx, cur, inst).await.map(|()| Next::Done),
         None => {
             let msg = format!("operation {} is DONE but instance {} is not found", op.name, vm.hostname);
             ctx.record(&vm.config, STAGE, "404", &msg, vm.zone(), &op.name).await?;
@@ -164,14 +166,15 @@ async fn follow(ctx: &Ctx, vm: &Vm, op: Operation) -> Result<Next, TaskError> {
 
 /// 409: the name exists. Ours (labels name this VM in this deployment): adopt it. Not ours: this
 /// hostname is taken, so drop the record and let the next expansion pick a new one.
-async fn adopt(ctx: &Ctx, vm: &Vm, e: ComputeError) -> Result<Next, TaskError> {
+async fn adopt(ctx: &Ctx, cur: Versioned<Vm>, e: ComputeError) -> Result<Next, TaskError> {
+    let vm = &cur.value;
     let inst = ctx.compute.get(vm.project(), vm.zone(), &vm.hostname).await?;
     match inst {
         Some(inst)
             if inst.labels.get(labels::VM) == Some(&vm.id)
                 && inst.labels.get(labels::DEPLOYMENT) == Some(&ctx.deployment) =>
         {
-            created(ctx, vm, inst).await.map(|()| Next::Done)
+            created(ctx, cur, inst).await.map(|()| Next::Done)
         }
         Some(_) => {
             let msg = format!("{}: instance {} exists and is not ours", e.message, vm.hostname);
@@ -209,9 +212,10 @@ async fn failed(ctx: &Ctx, vm: &Vm, e: ComputeError, op: &str) -> Result<Next, T
     }
 }
 
-async fn created(ctx: &Ctx, vm: &Vm, inst: Instance) -> Result<(), TaskError> {
-    let written = write_vm(ctx, &vm.id, |v| {
-        if v.hostname != vm.hostname || v.instance.is_some() {
+async fn created(ctx: &Ctx, cur: Versioned<Vm>, inst: Instance) -> Result<(), TaskError> {
+    let hostname = cur.value.hostname.clone();
+    let written = write_vm_at(ctx, cur, |v| {
+        if v.hostname != hostname || v.instance.is_some() {
             return false;
         }
         v.instance = Some(inst.placed());
@@ -219,7 +223,10 @@ async fn created(ctx: &Ctx, vm: &Vm, inst: Instance) -> Result<(), TaskError> {
         true
     })
     .await?;
-    if let Some((v, wrote)) = written.as_ref().filter(|(v, _)| v.url() == Some(inst.url.as_str())) {
+    if let Some((Versioned { value: v, .. }, wrote)) =
+        written.as_ref().filter(|(v, _)| v.value.url() == Some(inst.url.as_str()))
+    {
+        let vm = v;
         // Only the run that recorded the instance counts it (another may have recorded it first).
         if *wrote {
             ctx.telemetry.instance_op(vm, "insert", "ok", "");
@@ -227,9 +234,9 @@ async fn created(ctx: &Ctx, vm: &Vm, inst: Instance) -> Result<(), TaskError> {
                 ctx.telemetry.lifecycle(vm, Stage::InsertToCreated, sent, ctx.now());
             }
         }
-        backoff::clear(ctx, &Scope::config(&vm.config)).await?;
+        backoff::clear_for(ctx, vm).await?;
         tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), "instance created");
-        ctx.resolved(&vm.config, STAGE).await?;
+        ctx.resolved(&vm.config, &[STAGE]).await?;
         // Its bot cannot be there yet: the first look comes soon after boot.
         let first = ctx.look_again(chrono::Duration::zero());
         ctx.push_at(&ManageBot { id: vm.id.clone() }, gce_backend_queues::When::After(first)).await?;
@@ -402,9 +409,9 @@ mod tests {
         run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap();
         // The others were already sent when the zone backed off (insert_sent set elsewhere).
         for id in ["linux-1", "linux-2"] {
-            let vm = ctx.store.vm(id).await.unwrap().unwrap().value;
+            let vm = ctx.store.vm(id).await.unwrap().unwrap();
             let op = op_error("ZONE_RESOURCE_POOL_EXHAUSTED", 503);
-            follow(&ctx, &vm, op).await.unwrap();
+            follow(&ctx, vm, op).await.unwrap();
         }
         let b = ctx.store.backoff("p", "z").await.unwrap().unwrap();
         assert_eq!(

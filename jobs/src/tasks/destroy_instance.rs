@@ -107,7 +107,7 @@ pub async fn run(ctx: &Ctx, t: DestroyInstance) -> Result<Next, TaskError> {
         }
     }
     tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), "instance destroyed");
-    ctx.resolved(&vm.config, "destroy_instance").await?;
+    ctx.resolved(&vm.config, &["destroy_instance"]).await?;
     let pushed = ctx.push(&DeleteBot { id: vm.id.clone(), hostname: vm.hostname.clone() }).await?;
     // Counted once per instance: a run again before `delete_bot` (a retry, a duplicate task)
     // finds its DeleteBot already there.

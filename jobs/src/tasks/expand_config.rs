@@ -54,8 +54,9 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
         tracing::debug!(config = %t.prefix, missing = missing.len(), paused_by = %p.by, "paused: nothing is created");
         return Ok(Next::Done); // resuming pushes this task again
     }
-    let creating =
-        ctx.store.vm_ids(VmIndex::Uncreated).await?.iter().filter(|id| existing.contains(*id)).count();
+    // VMs of the Config without an instance: its records less its created ones (O(1) sums).
+    let sums = crate::status::sums(&*ctx.store, &t.prefix).await?;
+    let creating = (sums[0] - sums[1]).max(0) as usize;
     let limits = &ctx.limits;
     let room =
         (limits.creating_per_config as usize).saturating_sub(creating).min(limits.expand_batch as usize);

@@ -78,7 +78,7 @@ pub async fn run(ctx: &Ctx, t: InspectSwarming) -> Result<Next, TaskError> {
         }
     }
     for p in users(ctx, &t.server).await? {
-        ctx.resolved(&p, STAGE).await?;
+        ctx.resolved(&p, &[STAGE]).await?;
     }
     Ok(Next::Done)
 }

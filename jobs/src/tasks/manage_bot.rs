@@ -21,7 +21,8 @@ use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::model::{Bot, Fault, FaultKind, Observed, Vm};
 use crate::tasks::Next;
-use crate::tasks::{update_vm, write_vm};
+use crate::ports::store::Versioned;
+use crate::tasks::{update_vm, write_vm_at};
 use crate::telemetry::Stage;
 
 task!(
@@ -105,13 +106,12 @@ fn destroyable(bot: &Bot, vm: &Vm, now: DateTime<Utc>, paused: bool) -> bool {
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<Next, TaskError> {
     let Some(cur) = ctx.vm(&t.id).await? else { return Ok(Next::Done) };
-    let vm = cur.value;
+    let vm = cur.value.clone();
     let (Some(destroy), Some(created)) = (DestroyInstance::of(&vm), vm.instance.as_ref().map(|i| i.created))
     else {
         return Ok(Next::Done);
     };
     let now = ctx.now();
-    let paused = ctx.paused_of(&vm.config).await?.is_some();
     // Whether the VM is still wanted is decided elsewhere (expand_config, drain_vm): here it is
     // only read, as `drained`.
     let past = |secs: u64| secs > 0 && created + chrono::Duration::seconds(secs as i64) < now;
@@ -132,23 +132,21 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<Next, TaskError> {
     if vm.connected.is_none()
         && let Some(first) = bot.first_seen
     {
-        let written = write_vm(ctx, &vm.id, |v| {
+        let written = write_vm_at(ctx, cur, |v| {
             v.hostname == vm.hostname && v.connected.is_none() && {
                 v.connected = Some(first);
                 true
             }
         })
         .await?;
-        if let Some((v, true)) = &written
+        if let Some((Versioned { value: v, .. }, true)) = &written
             && let Some(placed) = &v.instance
         {
             ctx.telemetry.lifecycle(v, Stage::CreatedToConnected, placed.created, first);
         }
         tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), "bot connected");
         // A bot connected: earlier faults of this Config's VMs are behind it.
-        for stage in [STAGE, "inspect_instances"] {
-            ctx.resolved(&vm.config, stage).await?;
-        }
+        ctx.resolved(&vm.config, &[STAGE, "inspect_instances"]).await?;
     }
     // A dead bot, or one silent for long (Swarming takes minutes to call it dead): will it come
     // back? Not if its instance is stopped, preempted or gone.
@@ -176,8 +174,10 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<Next, TaskError> {
         })
         .await?;
         tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), "bot alive again");
-        ctx.resolved(&vm.config, STAGE).await?;
+        ctx.resolved(&vm.config, &[STAGE]).await?;
     }
+    // The pause matters only to a VM that would be retired (a dead bot, or past the deadline).
+    let paused = (bot.is_dead || past(vm.lifetime)) && ctx.paused_of(&vm.config).await?.is_some();
     if destroyable(&bot, &vm, now, paused) {
         ctx.push(&destroy).await?;
         return Ok(Next::Done);

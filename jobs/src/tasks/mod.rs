@@ -85,7 +85,7 @@ use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::model::{ErrorEntry, Vm};
 use crate::ports::clock::Clock;
-use crate::ports::store::{Expect, Store};
+use crate::ports::store::{Expect, Store, Versioned};
 
 /// The Config a task of `queue` with `key` is about, if any (keys are prefixes, VM ids, or
 /// `<VM id>@<guard>`).
@@ -240,14 +240,41 @@ pub async fn write_vm(
     id: &str,
     change: impl Fn(&mut Vm) -> bool,
 ) -> Result<Option<(Vm, bool)>, TaskError> {
+    Ok(write_vm_loop(ctx, id, None, change).await?.map(|(cur, wrote)| (cur.value, wrote)))
+}
+
+/// [`write_vm`] starting from `known`, the record as this run read it: the compare-and-set names
+/// its version, so nothing is read again unless another run wrote since. Returns the record as
+/// written, with its new version (a write adds one), so a run may write again without a read.
+pub async fn write_vm_at(
+    ctx: &Ctx,
+    known: Versioned<Vm>,
+    change: impl Fn(&mut Vm) -> bool,
+) -> Result<Option<(Versioned<Vm>, bool)>, TaskError> {
+    let id = known.value.id.clone();
+    write_vm_loop(ctx, &id, Some(known), change).await
+}
+
+async fn write_vm_loop(
+    ctx: &Ctx,
+    id: &str,
+    mut known: Option<Versioned<Vm>>,
+    change: impl Fn(&mut Vm) -> bool,
+) -> Result<Option<(Versioned<Vm>, bool)>, TaskError> {
     for _ in 0..5 {
-        let Some(cur) = ctx.vm(id).await? else { return Ok(None) };
+        let cur = match known.take() {
+            Some(cur) => cur,
+            None => match ctx.vm(id).await? {
+                Some(cur) => cur,
+                None => return Ok(None),
+            },
+        };
         let mut vm = cur.value;
         if !change(&mut vm) {
-            return Ok(Some((vm, false)));
+            return Ok(Some((Versioned { value: vm, version: cur.version }, false)));
         }
         if ctx.store.put_vm(&vm, Expect::Version(cur.version)).await? {
-            return Ok(Some((vm, true)));
+            return Ok(Some((Versioned { value: vm, version: cur.version + 1 }, true)));
         }
     }
     Err(TaskError::Conflict(id.to_owned()))

@@ -26,7 +26,7 @@ pub use id::new_task_id;
 pub(crate) use record::{KEEP_RUNS, Rec, RunRec};
 
 /// Errors of the queue layer.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum QueueError {
     /// Redis could not be reached or answered with an error; worth retrying.
     #[error("redis: {0}")]

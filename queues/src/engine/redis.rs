@@ -1,4 +1,5 @@
-//! The Redis queue engine: one Lua script per operation over keys that share a hash tag.
+//! The Redis queue engine: one Lua function per operation, in a Redis Functions library (loaded
+//! once, so a call does not rebuild the shared helpers), over keys that share a hash tag.
 //!
 //! Layout of queue `q` in deployment namespace `ns` (every key carries the hash tag `{ns:q}`, so
 //! each script touches a single Redis Cluster slot):
@@ -24,13 +25,18 @@
 //!
 //! Time is the Redis server's (`TIME` inside the scripts), so processes with skewed clocks agree
 //! on due times and lease deadlines.
+//!
+//! The library (`lua/prelude.lua`, then each operation's file as a function) is named after a
+//! hash of its source, so processes of different builds sharing a Redis each call their own; it
+//! is loaded by the first call that finds it missing (after a restart of a Redis that keeps no
+//! functions, too). Redis 7.0 or later.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
-use redis::{AsyncConnectionConfig, Client, Script, Value};
+use redis::{AsyncConnectionConfig, Client, Value};
 
 use super::record::{corrupt_status, decode, unreadable};
 use super::{
@@ -38,11 +44,37 @@ use super::{
     Taken, TaskStatus, Waiter, WorkerId, new_task_id,
 };
 
-macro_rules! script {
-    ($file:literal) => {
-        concat!(include_str!("lua/prelude.lua"), "\n", include_str!(concat!("lua/", $file)))
-    };
+/// The operations of the library, each one file of `lua/`.
+const OPS: [(&str, &str); 7] = [
+    ("push", include_str!("lua/push.lua")),
+    ("take", include_str!("lua/take.lua")),
+    ("renew", include_str!("lua/renew.lua")),
+    ("finish", include_str!("lua/finish.lua")),
+    ("dead", include_str!("lua/dead.lua")),
+    ("list", include_str!("lua/list.lua")),
+    ("purge", include_str!("lua/purge.lua")),
+];
+
+/// The Functions library: its name (after a hash of its code) and its source.
+struct Library {
+    name: String,
+    source: String,
 }
+
+static LIBRARY: std::sync::LazyLock<Library> = std::sync::LazyLock::new(|| {
+    let mut body = String::from(include_str!("lua/prelude.lua"));
+    for (op, code) in OPS {
+        body.push_str(&format!(
+            "\nredis.register_function('{{LIB}}_{op}', function(KEYS, ARGV)\nbegin(KEYS, ARGV)\nlocal out = (function()\n{code}\nend)()\nsettle()\nreturn out\nend)\n"
+        ));
+    }
+    // FNV-1a: stable across builds, so processes of one build agree on the name.
+    let hash =
+        body.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+    let name = format!("gcebq_{hash:016x}");
+    let source = format!("#!lua name={name}\n{}", body.replace("{LIB}", &name));
+    Library { name, source }
+});
 
 /// Ready tasks moved and expired leases reclaimed per take, and tasks purged or dead tasks handled
 /// per call: bounded, so a backlog of any size moves in chunks and never blocks Redis for long.
@@ -56,23 +88,12 @@ pub struct RedisEngine {
     client: Client,
     conn: ConnectionManager,
     namespace: String,
-    scripts: std::sync::Arc<Scripts>,
 }
 
 impl std::fmt::Debug for RedisEngine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisEngine").field("namespace", &self.namespace).finish()
     }
-}
-
-struct Scripts {
-    push: Script,
-    take: Script,
-    renew: Script,
-    finish: Script,
-    dead: Script,
-    list: Script,
-    purge: Script,
 }
 
 impl RedisEngine {
@@ -92,20 +113,7 @@ impl RedisEngine {
             .set_response_timeout(Some(Duration::from_secs(10)))
             .set_max_delay(Duration::from_secs(2));
         let conn = client.get_connection_manager_with_config(config).await?;
-        Ok(Self {
-            client,
-            conn,
-            namespace: namespace.to_owned(),
-            scripts: std::sync::Arc::new(Scripts {
-                push: Script::new(script!("push.lua")),
-                take: Script::new(script!("take.lua")),
-                renew: Script::new(script!("renew.lua")),
-                finish: Script::new(script!("finish.lua")),
-                dead: Script::new(script!("dead.lua")),
-                list: Script::new(script!("list.lua")),
-                purge: Script::new(script!("purge.lua")),
-            }),
-        })
+        Ok(Self { client, conn, namespace: namespace.to_owned() })
     }
 
     /// The namespace this engine works in.
@@ -117,30 +125,43 @@ impl RedisEngine {
         format!("{{{}:{}}}:{}", self.namespace, q.name, part)
     }
 
-    /// Runs `script` with the queue's keys, its policy and a fresh id seed, then `args`.
+    /// Calls operation `op` of the library with the queue's keys, its policy and a fresh id seed,
+    /// then `args`; loads the library when Redis does not have it, and calls again.
     async fn call<T: redis::FromRedisValue>(
         &self,
-        script: &Script,
+        op: &str,
         q: &QueueSpec,
-        args: impl FnOnce(&mut redis::ScriptInvocation<'_>),
+        args: impl FnOnce(&mut redis::Cmd),
     ) -> Result<T, QueueError> {
-        let mut inv = script.prepare_invoke();
+        let mut cmd = redis::cmd("FCALL");
+        cmd.arg(format!("{}_{op}", LIBRARY.name)).arg(10);
         for part in
             ["ready", "delayed", "leased", "dead", "finished", "rec", "data", "keys", "stats", "signal"]
         {
-            inv.key(self.key(q, part));
+            cmd.arg(self.key(q, part));
         }
         let p = &q.policy;
-        inv.arg(p.max_attempts)
+        cmd.arg(p.max_attempts)
             .arg(p.deadline.as_millis() as u64)
             .arg(p.lease.as_millis() as u64)
             .arg(p.keep_finished)
             .arg(p.keep_finished_for.as_millis() as u64)
             .arg(p.keep_dead)
             .arg(new_task_id());
-        args(&mut inv);
+        args(&mut cmd);
         let mut conn = self.conn.clone();
-        Ok(inv.invoke_async(&mut conn).await?)
+        match cmd.query_async(&mut conn).await {
+            Err(e) if e.to_string().contains("Function not found") => {
+                let () = redis::cmd("FUNCTION")
+                    .arg("LOAD")
+                    .arg("REPLACE")
+                    .arg(&LIBRARY.source)
+                    .query_async(&mut conn)
+                    .await?;
+                Ok(cmd.query_async(&mut conn).await?)
+            }
+            other => Ok(other?),
+        }
     }
 
     /// The statuses of dead tasks `ids` (a record no call has read yet shows as corrupt).
@@ -172,7 +193,7 @@ impl RedisEngine {
             return Ok(Vec::new());
         }
         let reply: Vec<Value> = self
-            .call(&self.scripts.list, q, |inv| {
+            .call("list", q, |inv| {
                 inv.arg(which).arg(offset).arg(limit);
             })
             .await?;
@@ -223,7 +244,7 @@ impl Engine for RedisEngine {
         let mut out = Vec::with_capacity(items.len());
         for chunk in items.chunks(PUSH_CHUNK) {
             let reply: Vec<String> = self
-                .call(&self.scripts.push, q, |inv| {
+                .call("push", q, |inv| {
                     for it in chunk {
                         inv.arg(&it.key).arg(&it.payload).arg(it.delay_ms).arg(new_task_id());
                     }
@@ -247,7 +268,7 @@ impl Engine for RedisEngine {
 
     async fn take(&self, q: &QueueSpec, worker: &WorkerId, max: usize) -> Result<Taken, QueueError> {
         let reply: Vec<Value> = self
-            .call(&self.scripts.take, q, |inv| {
+            .call("take", q, |inv| {
                 inv.arg(max).arg(&worker.id).arg(&worker.group).arg(CHUNK);
             })
             .await?;
@@ -279,7 +300,7 @@ impl Engine for RedisEngine {
         let mut lost = Vec::new();
         for chunk in leases.chunks(PUSH_CHUNK) {
             let part: Vec<String> = self
-                .call(&self.scripts.renew, q, |inv| {
+                .call("renew", q, |inv| {
                     for (id, token) in chunk {
                         inv.arg(id).arg(token);
                     }
@@ -294,7 +315,7 @@ impl Engine for RedisEngine {
         let mut stale = 0;
         for chunk in acks.chunks(PUSH_CHUNK) {
             stale += self
-                .call::<u64>(&self.scripts.finish, q, |inv| {
+                .call::<u64>("finish", q, |inv| {
                     for ack in chunk {
                         let (kind, delay, error) = match &ack.resolution {
                             Resolution::Done => ("done", 0, ""),
@@ -412,7 +433,7 @@ impl Engine for RedisEngine {
         let mut dropped = 0;
         while left > 0 {
             let (n, touched): (u64, u64) = self
-                .call(&self.scripts.purge, q, |inv| {
+                .call("purge", q, |inv| {
                     inv.arg(CHUNK);
                 })
                 .await?;
@@ -440,7 +461,7 @@ impl RedisEngine {
         let (mut total, mut kept) = (0, 0u64);
         loop {
             let (n, k): (u64, u64) = self
-                .call(&self.scripts.dead, q, |inv| {
+                .call("dead", q, |inv| {
                     inv.arg(op).arg(id).arg(kept);
                 })
                 .await?;

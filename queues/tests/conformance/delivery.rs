@@ -87,7 +87,10 @@ pub(crate) async fn again_keeps_the_task_with_fresh_attempts_and_merges_a_follow
 
     // A push while it waits changes nothing; a push during its next run merges into the next
     // look: the newer payload at the earlier time.
-    assert!(matches!(q.push("vm-1", &Job { n: 2 }, When::Now).await.unwrap(), PushOutcome::AlreadyPending(_)));
+    assert!(matches!(
+        q.push("vm-1", &Job { n: 2 }, When::Now).await.unwrap(),
+        PushOutcome::AlreadyPending(_)
+    ));
     tokio::time::sleep(Duration::from_millis(400)).await;
     let l = h.engine.take(q.spec(), &worker("w1"), 1).await.unwrap().tasks.remove(0);
     assert_eq!(l.attempt, 1, "fresh attempts after a look again");

@@ -325,11 +325,16 @@ impl Store for RedisStore {
         Ok(raw.iter().filter_map(|r| serde_json::from_str(r).ok()).collect())
     }
 
-    async fn resolve_errors(&self, prefix: &str, stage: &str, now: DateTime<Utc>) -> Result<(), StoreError> {
+    async fn resolve_errors(
+        &self,
+        prefix: &str,
+        stages: &[&str],
+        now: DateTime<Utc>,
+    ) -> Result<(), StoreError> {
         let _: i64 = self.put[4]
             .key(self.k(&format!("err:{prefix}")))
-            .arg(stage)
             .arg(now.to_rfc3339_opts(chrono::SecondsFormat::Micros, true))
+            .arg(stages)
             .invoke_async(&mut self.c())
             .await
             .map_err(err)?;
@@ -413,6 +418,26 @@ impl Store for RedisStore {
             Some(b) => self.c().hset(self.k("backoff"), field, json(b)?).await.map_err(err),
             None => self.c().hdel(self.k("backoff"), field).await.map_err(err),
         }
+    }
+
+    async fn backoffs(&self, scopes: &[(&str, &str)]) -> Result<Vec<Option<Backoff>>, StoreError> {
+        let fields: Vec<String> = scopes.iter().map(|(p, z)| format!("{p}/{z}")).collect();
+        let raw: Vec<Option<String>> = redis::cmd("HMGET")
+            .arg(self.k("backoff"))
+            .arg(&fields)
+            .query_async(&mut self.c())
+            .await
+            .map_err(err)?;
+        Ok(raw
+            .iter()
+            .zip(&fields)
+            .map(|(r, f)| r.as_ref().and_then(|r| lenient(&format!("backoff {f}"), r)))
+            .collect())
+    }
+
+    async fn clear_backoffs(&self, scopes: &[(&str, &str)]) -> Result<(), StoreError> {
+        let fields: Vec<String> = scopes.iter().map(|(p, z)| format!("{p}/{z}")).collect();
+        self.c().hdel(self.k("backoff"), fields).await.map_err(err)
     }
 
     async fn claim(&self, key: &str, ttl: Duration) -> Result<bool, StoreError> {

@@ -102,14 +102,16 @@ redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
 return 1"
 );
 
-/// Marks a Config's unresolved errors of a stage resolved: KEYS[1] the error list; ARGV stage,
-/// time (RFC 3339). Entries are rewritten in place, so concurrent pushes are not lost.
+/// Marks a Config's unresolved errors of some stages resolved: KEYS[1] the error list; ARGV time
+/// (RFC 3339), the stages. Entries are rewritten in place, so concurrent pushes are not lost.
 pub(super) const RESOLVE: &str = r"
+local stages = {}
+for i = 2, #ARGV do stages[ARGV[i]] = true end
 local list = redis.call('LRANGE', KEYS[1], 0, -1)
 for i, raw in ipairs(list) do
   local ok, e = pcall(cjson.decode, raw)
-  if ok and type(e) == 'table' and e.stage == ARGV[1] and e.resolved == nil then
-    e.resolved = ARGV[2]
+  if ok and type(e) == 'table' and stages[e.stage] and e.resolved == nil then
+    e.resolved = ARGV[1]
     redis.call('LSET', KEYS[1], i - 1, cjson.encode(e))
   end
 end

@@ -28,7 +28,7 @@ for i = 8, #ARGV, 6 do
       rec.e = nil
       rec.due = NOW + delay
       if DEADLINE > 0 then rec.d = NOW + DEADLINE end
-      redis.call('HINCRBY', STATS, 'done', 1)
+      bump('done')
       merge_follow_up(id, rec)
       save(id, rec)
       enqueue(id, rec)
@@ -46,7 +46,7 @@ for i = 8, #ARGV, 6 do
         else
           rec.s = 'pending'
           rec.due = NOW + delay
-          redis.call('HINCRBY', STATS, 'retried', 1)
+          bump('retried')
           merge_follow_up(id, rec)
           save(id, rec)
           enqueue(id, rec)

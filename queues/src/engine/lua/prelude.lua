@@ -1,27 +1,54 @@
--- Shared by every queue script (prepended at build time). All keys of one queue share one
--- Redis Cluster hash tag and are passed in KEYS, in this order.
-local READY, DELAYED, LEASED, DEAD, FINISHED, REC, DATA, KEYMAP, STATS, SIGNAL =
-  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
--- The queue policy, in this order, on every call, then ARGV[7]: a fresh random seed for task ids
--- (see `fresh_id`). Each script's own arguments start at ARGV[8].
-local MAX, DEADLINE, LEASE = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local KEEP_FIN, KEEP_FIN_MS, KEEP_DEAD = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local SEED = ARGV[7] or ''
-if #SEED < 22 then error('queue script: ARGV[7] must be a random id seed') end
+-- Shared by every queue function: the library's opening (see `redis.rs`). It runs once, when
+-- the library is loaded; each call starts with `begin`, which sets the call's state below.
 local KEEP_RUNS, SIGNAL_CAP, TRIM_CHUNK, RAW_KEEP = 10, 64, 200, 1000
--- One clock for every process: the Redis server's.
-local clock = redis.call('TIME')
-local NOW = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+-- All keys of one queue share one Redis Cluster hash tag and are passed in KEYS, in this order.
+local READY, DELAYED, LEASED, DEAD, FINISHED, REC, DATA, KEYMAP, STATS, SIGNAL
+-- The queue policy, a fresh random seed for task ids (see `fresh_id`), and the time of the call.
+local MAX, DEADLINE, LEASE, KEEP_FIN, KEEP_FIN_MS, KEEP_DEAD, SEED, NOW
+-- Task ids offered and derived during the call (see `offer`, `derive`); the counters to add to
+-- STATS and the workers to wake at its end (see `settle`).
+local offered, derived, tally, wakes
+
+-- The start of every call: KEYS as above; ARGV[1..6] the queue policy, in the order below, then
+-- ARGV[7] a fresh random seed. Each function's own arguments start at ARGV[8].
+local function begin(KEYS, ARGV)
+  READY, DELAYED, LEASED, DEAD, FINISHED, REC, DATA, KEYMAP, STATS, SIGNAL =
+    KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
+  MAX, DEADLINE, LEASE = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+  KEEP_FIN, KEEP_FIN_MS, KEEP_DEAD = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+  SEED = ARGV[7] or ''
+  if #SEED < 22 then error('queue function: ARGV[7] must be a random id seed') end
+  -- One clock for every process: the Redis server's.
+  local clock = redis.call('TIME')
+  NOW = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+  offered, derived, tally, wakes = nil, 0, {}, 0
+end
+
+-- Adds one to counter `what` of STATS (written once, at the end of the call).
+local function bump(what)
+  tally[what] = (tally[what] or 0) + 1
+end
+
+-- The end of every call: the counters bumped, and one wake-up per task made due (the signal
+-- list is capped, so idle queues do not grow it), each in one command.
+local function settle()
+  for what, n in pairs(tally) do redis.call('HINCRBY', STATS, what, n) end
+  if wakes > 0 then
+    local ones = {}
+    for i = 1, math.min(wakes, SIGNAL_CAP) do ones[i] = '1' end
+    if redis.call('RPUSH', SIGNAL, unpack(ones)) > SIGNAL_CAP then
+      redis.call('LTRIM', SIGNAL, 0, SIGNAL_CAP - 1)
+    end
+  end
+end
 
 local function save(id, rec)
   redis.call('HSET', REC, id, cjson.encode(rec))
 end
 
--- Wakes one blocked worker; the list is capped so idle queues do not grow it.
+-- Wakes one blocked worker (at the end of the call).
 local function signal()
-  if redis.call('RPUSH', SIGNAL, '1') > SIGNAL_CAP then
-    redis.call('LTRIM', SIGNAL, 0, SIGNAL_CAP - 1)
-  end
+  wakes = wakes + 1
 end
 
 local function enqueue(id, rec)
@@ -38,9 +65,9 @@ end
 -- task created takes it. A task created with no id on offer (a follow-up or the task of a buried
 -- record, in scripts that get no ids per item) takes one derived from the seed: SHA-1 of the seed
 -- and a per-call counter, 132 bits as 22 characters of [A-Za-z0-9_-]. The seed itself is never an
--- id, so seeing ids tells nothing of the next. An id that already names a record is never reused.
+-- id, so seeing ids tells nothing of the next. A derived id that already names a record is never
+-- used; the caller's 128 random bits are not checked (a collision is not a risk worth a command).
 local B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
-local offered, derived = nil, 0
 
 local function offer(id)
   offered = id
@@ -60,7 +87,8 @@ end
 local function fresh_id()
   local id = offered
   offered = nil
-  if not id or id == '' then id = derive() end
+  if id and id ~= '' then return id end
+  id = derive()
   while redis.call('HEXISTS', REC, id) == 1 do id = derive() end
   return id
 end
@@ -73,38 +101,50 @@ local function new_task(key, payload, due)
   redis.call('HSET', DATA, id, payload)
   save(id, rec)
   enqueue(id, rec)
-  redis.call('HINCRBY', STATS, 'pushed', 1)
+  bump('pushed')
   return id
 end
 
 -- Checks of a decoded record: anything the scripts cannot work with makes it corrupt. JSON nulls
 -- in optional fields are read as absent.
-local function str(v) return type(v) == 'string' end
-local function count(v) return type(v) == 'number' and v >= 0 and v <= 2 ^ 53 and v == math.floor(v) end
+-- (The library is loaded without `cjson` and `math`: they are looked up when called.)
+local function count(v) return type(v) == 'number' and v >= 0 and v <= 9007199254740992 and v == math.floor(v) end
 local function small(v) return count(v) and v <= 4294967295 end
-local function optional(t, field, check)
-  if t[field] == cjson.null then t[field] = nil end
-  return t[field] == nil or check(t[field])
+-- An optional field of `t` (a JSON null is read as absent) holds a value of `kind` ('string' or
+-- 'count') or nothing.
+local function optional(t, field, kind)
+  local v = t[field]
+  if v == nil then return true end
+  if v == cjson.null then
+    t[field] = nil
+    return true
+  end
+  if kind == 'count' then return count(v) end
+  return type(v) == kind
 end
+local OPTIONAL = { { 'r', 'string' }, { 'tok', 'string' }, { 'e', 'string' }, { 'fu', 'count' }, { 'done', 'count' } }
 
 local function valid(rec)
   if type(rec) ~= 'table' then return false end
-  if not (str(rec.k) and str(rec.s) and small(rec.a) and small(rec.m) and count(rec.c) and count(rec.d)
-      and count(rec.due)) then
+  if type(rec.k) ~= 'string' or type(rec.s) ~= 'string' or not small(rec.a) or not small(rec.m)
+      or not count(rec.c) or not count(rec.d) or not count(rec.due) then
     return false
   end
-  for _, f in ipairs({ 'r', 'tok', 'e' }) do
-    if not optional(rec, f, str) then return false end
+  for i = 1, #OPTIONAL do
+    if not optional(rec, OPTIONAL[i][1], OPTIONAL[i][2]) then return false end
   end
-  if not (optional(rec, 'fu', count) and optional(rec, 'done', count)) then return false end
-  if not optional(rec, 'runs', function(v) return type(v) == 'table' end) then return false end
-  if rec.runs then
-    local n = 0
-    for _ in pairs(rec.runs) do n = n + 1 end
-    if n ~= #rec.runs then return false end
-    for _, run in ipairs(rec.runs) do
-      if type(run) ~= 'table' or not (small(run.n) and str(run.w) and str(run.g) and count(run.s))
-          or not optional(run, 'e', count) or not optional(run, 'o', str) then
+  local runs = rec.runs
+  if runs == cjson.null then
+    rec.runs = nil
+  elseif runs ~= nil then
+    if type(runs) ~= 'table' then return false end
+    -- cjson makes integer keys only of a JSON array: none (and some key) is an object.
+    local n = #runs
+    if n == 0 and next(runs) ~= nil then return false end
+    for i = 1, n do
+      local run = runs[i]
+      if type(run) ~= 'table' or not small(run.n) or type(run.w) ~= 'string' or type(run.g) ~= 'string'
+          or not count(run.s) or not optional(run, 'e', 'count') or not optional(run, 'o', 'string') then
         return false
       end
     end
@@ -140,7 +180,7 @@ local function bury(id, raw, key)
   if key ~= '' and redis.call('HGET', KEYMAP, key) == id then redis.call('HDEL', KEYMAP, key) end
   save(id, { k = key, s = 'failed', r = 'corrupt', a = 0, m = MAX, c = NOW, d = 0, due = NOW, done = NOW,
     e = 'corrupt record: ' .. clip(raw, RAW_KEEP) })
-  if redis.call('ZADD', DEAD, 'NX', NOW, id) == 1 then redis.call('HINCRBY', STATS, 'failed', 1) end
+  if redis.call('ZADD', DEAD, 'NX', NOW, id) == 1 then bump('failed') end
   local fu = redis.call('HGET', DATA, id .. ':f')
   if fu then
     redis.call('HDEL', DATA, id .. ':f')
@@ -194,11 +234,11 @@ local function resolve(id, rec, state, reason)
   rec.fu = nil
   if state == 'failed' then
     redis.call('ZADD', DEAD, NOW, id)
-    redis.call('HINCRBY', STATS, 'failed', 1)
+    bump('failed')
   else
     redis.call('HDEL', DATA, id)
     redis.call('ZADD', FINISHED, NOW, id)
-    redis.call('HINCRBY', STATS, 'done', 1)
+    bump('done')
   end
   save(id, rec)
   if fu then

@@ -18,7 +18,7 @@ for _, id in ipairs(redis.call('ZRANGEBYSCORE', LEASED, '-inf', NOW, 'LIMIT', 0,
     close_run(rec, 'lease-expired')
     rec.tok = nil
     rec.e = 'lease expired'
-    redis.call('HINCRBY', STATS, 'expired', 1)
+    bump('expired')
     if rec.a >= rec.m then
       resolve(id, rec, 'failed', 'lease-expired')
     else
