@@ -63,6 +63,7 @@ pub(crate) fn settings() -> Settings {
         backoff_cap: Secs(2),
         config_delete_grace: Secs(2),
         operation_poll: Secs(1),
+        sweep: Secs(60),
     };
     s
 }

@@ -178,6 +178,21 @@ where
     b.unwrap();
 }
 
+/// Runs a handler until it is done (it asks to look again while Compute works on an operation).
+async fn to_the_end<F, Fut>(f: F)
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Result<Next, TaskError>>,
+{
+    for _ in 0..200 {
+        match f().await.unwrap() {
+            Next::Done => return,
+            Next::After(d) => tokio::time::sleep(d.min(Duration::from_millis(200))).await,
+        }
+    }
+    panic!("the handler never finished its work");
+}
+
 async fn run_cron(ctx: &Ctx, job: &str) -> Result<(), TaskError> {
     cron::run(ctx, job).await.map(drop)
 }
@@ -198,6 +213,7 @@ async fn every_handler_run_twice_in_a_row_and_twice_at_once_reaches_the_same_end
     assert_eq!(hosts.len(), 2);
     for id in ["linux-0", "linux-1"] {
         four_times(|| tasks::create_instance::run(ctx, CreateInstance { id: id.into() })).await;
+        to_the_end(|| tasks::create_instance::run(ctx, CreateInstance { id: id.into() })).await;
     }
     let inserts = env.inserts();
     assert_eq!(inserts.len(), 2, "one instance per VM: {inserts:?}");
@@ -245,6 +261,7 @@ async fn every_handler_run_twice_in_a_row_and_twice_at_once_reaches_the_same_end
     .await;
     four_times(|| tasks::manage_bot::run(ctx, ManageBot { id: "linux-1".into() })).await;
     four_times(|| tasks::destroy_instance::run(ctx, DestroyInstance::of(&gone).unwrap())).await;
+    to_the_end(|| tasks::destroy_instance::run(ctx, DestroyInstance::of(&gone).unwrap())).await;
     four_times(|| {
         tasks::delete_bot::run(ctx, DeleteBot { id: "linux-1".into(), hostname: gone.hostname.clone() })
     })
@@ -402,7 +419,7 @@ async fn manage_bot_reads_the_listbots_walk_instead_of_one_getbot_per_vm() {
     for n in 0..3 {
         let id = format!("linux-{n}");
         tasks::create_vm::run(ctx, CreateVm { id: id.clone() }).await.unwrap();
-        tasks::create_instance::run(ctx, CreateInstance { id }).await.unwrap();
+        to_the_end(|| tasks::create_instance::run(ctx, CreateInstance { id: id.clone() })).await;
     }
     let hosts: Vec<String> = env.vms("linux").await.into_iter().map(|v| v.hostname).collect();
     assert_eq!(hosts.len(), 3);

@@ -92,7 +92,9 @@ async fn run_waits_for_redis_at_start_and_carries_on_when_it_comes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_that_dies_is_counted_on_its_config_and_a_missing_disk_type_is_refused() {
     let env = Env::start(Backend::Redis, sim_config(), &[], true).await;
-    env.faults(json!({"errors": {"swarming.GetBot": {"rate": 1.0, "status": 403}}})).await;
+    // Swarming refuses GetBot and ListBots (so manage_bot cannot read the walk instead).
+    let denied = json!({"rate": 1.0, "status": 403});
+    env.faults(json!({"errors": {"swarming.GetBot": denied, "swarming.ListBots": denied}})).await;
     env.write_pool("linux", &pool("linux", 1, "1d", "10m"));
     let st = eventually("manage_bot's task dies and its Config says so", Duration::from_secs(60), || async {
         let st = gce_backend_jobs::status::status(

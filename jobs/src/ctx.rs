@@ -46,6 +46,9 @@ pub struct Timing {
     /// A Config whose file is gone is deleted (and its VMs drained) this long after the file was
     /// first found missing, unless it comes back.
     pub config_delete_grace: Secs,
+    /// Every VM's `manage_bot` runs at least once this long (the `manage_bots` sweep, spread
+    /// evenly), besides the runs its changes, its deadline and its timeout bring.
+    pub sweep: Secs,
 }
 
 impl Default for Timing {
@@ -61,6 +64,7 @@ impl Default for Timing {
             backoff_cap: Secs(1800),
             operation_poll: Secs(5),
             config_delete_grace: Secs(900),
+            sweep: Secs(4 * 3600),
         }
     }
 }
@@ -211,6 +215,12 @@ impl Ctx {
             added += out.iter().filter(|o| o.added()).count();
         }
         Ok(added)
+    }
+
+    /// How long a bot may stay out of contact before `manage_bot` asks Compute about its
+    /// instance: twice `observation_ttl`.
+    pub fn silent_after(&self) -> chrono::Duration {
+        self.timing.observation_ttl.chrono() * 2
     }
 
     /// The watch interval.

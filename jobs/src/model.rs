@@ -261,6 +261,14 @@ pub struct Bot {
     pub termination_task_id: String,
 }
 
+impl Bot {
+    /// Whether its last contact is older than `after` at `now` (Swarming takes minutes to call a
+    /// silent bot dead).
+    pub fn silent(&self, now: DateTime<Utc>, after: chrono::Duration) -> bool {
+        self.last_seen.is_some_and(|t| t + after < now)
+    }
+}
+
 /// A bot observation with the time it was made.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Observed {
@@ -268,6 +276,24 @@ pub struct Observed {
     pub bot: Bot,
     /// When it was seen.
     pub at: DateTime<Utc>,
+}
+
+/// What `manage_bot` acts on in an observation: first connection, dead, deleted, terminated,
+/// silent. A VM's bot is looked at when this changes from one ListBots walk to the next.
+pub type Condition = (Option<DateTime<Utc>>, bool, bool, bool, bool);
+
+impl Observed {
+    /// Its [`Condition`] when it was made (a bot silent for `silent_after` counts as silent).
+    pub fn condition(&self, silent_after: chrono::Duration) -> Condition {
+        let b = &self.bot;
+        (
+            b.first_seen,
+            b.is_dead,
+            b.deleted,
+            !b.termination_task_id.is_empty(),
+            b.silent(self.at, silent_after),
+        )
+    }
 }
 
 /// One error recorded on a Config's status.

@@ -277,6 +277,31 @@ impl Ctx {
         out
     }
 
+    /// [`Ctx::taken`], each task then finished (done), so a later push makes a new task rather
+    /// than a follow-up.
+    pub async fn finished<T: Task>(&self) -> Vec<T> {
+        let q = self.queues.get(T::QUEUE);
+        let worker = WorkerId { group: "test".into(), id: "test".into() };
+        let mut out = Vec::new();
+        loop {
+            let got = q.engine().take(q.spec(), &worker, 100).await.expect("take").tasks;
+            if got.is_empty() {
+                break;
+            }
+            let acks: Vec<_> = got
+                .iter()
+                .map(|l| gce_backend_queues::engine::Ack {
+                    id: l.id.clone(),
+                    token: l.token.clone(),
+                    resolution: gce_backend_queues::engine::Resolution::Done,
+                })
+                .collect();
+            q.engine().finish(q.spec(), &acks).await.expect("finish");
+            out.extend(got.into_iter().map(|l| serde_json::from_str(&l.payload).expect("payload")));
+        }
+        out
+    }
+
     /// The keys of `T`'s tasks that wait for their time (pushed with a delay), soonest first.
     pub async fn delayed<T: Task>(&self) -> Vec<String> {
         let q = self.queues.get(T::QUEUE);

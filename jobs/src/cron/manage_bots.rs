@@ -1,13 +1,153 @@
-//! `manage_bots`: every VM with an instance → `manage_bot`.
+//! `manage_bots`: VMs whose deadline has come (the store's deadline index) → `manage_bot`, and
+//! a slow sweep of every VM with an instance, each once per `timing.sweep`, spread evenly over
+//! it (the safety net: a VM's bot is otherwise looked at when its observation changes, when its
+//! deadline or timeout is due, or when something asks). Cost per tick: the due VMs and a
+//! `1/(sweep/tick)` slice of the fleet, whatever its size.
+
+use std::collections::BTreeSet;
+
+use chrono::{DateTime, Utc};
 
 use crate::tasks::ManageBot;
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::ports::store::VmIndex;
+use crate::ports::store::{Expect, VmIndex};
+
+/// Mark space of sweep positions: key `manage_bots`, the time the last tick swept up to.
+const SWEEP: &str = "sweep";
+/// Mark space of one-time store migrations.
+const MIGRATIONS: &str = "migrations";
+/// VMs written before the deadline index were indexed (by writing each once).
+const DEADLINES: &str = "deadline_index";
 
 /// Runs once.
 pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
-    let ids = ctx.store.vm_ids(VmIndex::Created).await?;
+    index_older_vms(ctx).await?;
+    let now = ctx.now();
+    let mut ids: BTreeSet<String> = BTreeSet::new();
+    // Deadlines: not while paused (a paused Config keeps its healthy VMs past their deadline;
+    // resuming looks at them).
+    if crate::ctx::global_pause(&*ctx.store).await?.is_none() {
+        let paused: BTreeSet<String> = ctx
+            .store
+            .configs()
+            .await?
+            .into_iter()
+            .filter(|c| c.value.paused.is_some())
+            .map(|c| c.value.config.prefix)
+            .collect();
+        let due = ctx.store.vm_ids(VmIndex::DueBy(now)).await?;
+        ids.extend(
+            due.into_iter()
+                .filter(|id| crate::naming::parse_id(id).is_none_or(|(prefix, _)| !paused.contains(prefix))),
+        );
+    }
+    // The sweep: the VMs whose place in the period lies between the last tick and this one.
+    let period = ctx.timing.sweep.0.max(60) as i64 * 1000;
+    let last = ctx.store.marks(SWEEP).await?.into_iter().find(|(k, _)| k == "manage_bots").map(|(_, t)| t);
+    if let Some(from) = last {
+        let swept = ctx.store.vm_ids(VmIndex::Created).await?;
+        ids.extend(swept.into_iter().filter(|id| in_window(place(id, period), from, now, period)));
+    }
+    ctx.store.unmark(SWEEP, "manage_bots").await?;
+    ctx.store.mark(SWEEP, "manage_bots", now).await?;
     ctx.push_many(&ids.into_iter().map(|id| ManageBot { id }).collect::<Vec<_>>()).await
+}
+
+/// Where in the sweep period (ms) VM `id` comes: a stable spread (FNV-1a of its id).
+fn place(id: &str, period: i64) -> i64 {
+    let h =
+        id.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+    (h % period as u64) as i64
+}
+
+/// Whether place `p` of the period was passed between `from` (excluded) and `to`.
+fn in_window(p: i64, from: DateTime<Utc>, to: DateTime<Utc>, period: i64) -> bool {
+    let (a, b) = (from.timestamp_millis(), to.timestamp_millis());
+    if b - a >= period {
+        return true;
+    }
+    let (a, b) = (a.rem_euclid(period), b.rem_euclid(period));
+    if a <= b { a < p && p <= b } else { p > a || p <= b }
+}
+
+/// Once per store: VMs written by a build without the deadline index are written again as they
+/// are, which indexes them.
+async fn index_older_vms(ctx: &Ctx) -> Result<(), TaskError> {
+    if ctx.store.marks(MIGRATIONS).await?.iter().any(|(k, _)| k == DEADLINES) {
+        return Ok(());
+    }
+    for id in ctx.store.vm_ids(VmIndex::Created).await? {
+        if let Some(cur) = ctx.vm(&id).await? {
+            // Written since (indexed then) if the version moved on: nothing to do.
+            ctx.store.put_vm(&cur.value, Expect::Version(cur.version)).await?;
+        }
+    }
+    ctx.store.mark(MIGRATIONS, DEADLINES, ctx.now()).await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Duration as D;
+
+    use super::*;
+    use crate::testing::created;
+
+    #[tokio::test]
+    async fn due_vms_are_pushed_and_the_others_only_by_the_sweep() {
+        let (ctx, f) = Ctx::test();
+        ctx.seed_config("linux", 3).await;
+        ctx.seed_config("mac", 1).await;
+        // Lifetime 1 day from creation (the test VMs' lifetime).
+        ctx.seed_vm("linux-0", created(ctx.now() - D::days(2))).await;
+        ctx.seed_vm("linux-1", created(ctx.now())).await;
+        ctx.seed_vm("linux-2", |_| {}).await;
+        ctx.seed_vm("mac-0", created(ctx.now() - D::days(2))).await;
+        crate::operate::pause(&ctx, "mac", "rollout", "bob").await.unwrap();
+        run(&ctx).await.unwrap();
+        let first = ctx.taken::<ManageBot>().await;
+        assert_eq!(first, [ManageBot { id: "linux-0".into() }], "due, not paused");
+        // A sweep period later, every VM with an instance has been swept (linux-0's task is
+        // still running: the pushes for it become its follow-up).
+        let mut swept: BTreeSet<String> = first.into_iter().map(|t| t.id).collect();
+        let mut added = 0;
+        for _ in 0..(4 * 60) {
+            f.clock.advance(D::minutes(1));
+            added += run(&ctx).await.unwrap();
+            swept.extend(ctx.taken::<ManageBot>().await.into_iter().map(|t| t.id));
+        }
+        // linux-1 and mac-0 once each, linux-0's follow-up once: no per-tick fan-out.
+        assert_eq!(added, 3, "tasks added over 240 ticks");
+        let want: BTreeSet<String> = ["linux-0", "linux-1", "mac-0"].map(String::from).into();
+        assert_eq!(swept, want, "each VM with an instance, and none without");
+    }
+
+    #[test]
+    fn each_place_of_the_period_falls_in_exactly_one_window() {
+        let period = 3_600_000;
+        let t0 = DateTime::<Utc>::from_timestamp_millis(1_700_000_000_123).unwrap();
+        for id in ["a-0", "linux-17", "b-99"] {
+            let p = place(id, period);
+            let hits =
+                (0..60).filter(|m| in_window(p, t0 + D::minutes(*m), t0 + D::minutes(m + 1), period)).count();
+            assert_eq!(hits, 1, "{id} at {p}");
+        }
+        assert!(in_window(0, t0, t0 + D::hours(2), period), "a gap longer than the period sweeps all");
+    }
+
+    #[tokio::test]
+    async fn vms_written_before_the_deadline_index_are_indexed_once() {
+        let (ctx, f) = Ctx::test();
+        ctx.seed_config("linux", 1).await;
+        ctx.seed_vm("linux-0", created(ctx.now() - D::days(2))).await;
+        f.store.forget_deadlines();
+        assert!(ctx.store.vm_ids(VmIndex::DueBy(ctx.now())).await.unwrap().is_empty());
+        run(&ctx).await.unwrap();
+        assert_eq!(ctx.taken::<ManageBot>().await, [ManageBot { id: "linux-0".into() }]);
+        let version = ctx.store.vm_version("linux-0").await.unwrap();
+        run(&ctx).await.unwrap();
+        assert_eq!(ctx.store.vm_version("linux-0").await.unwrap(), version, "only once");
+    }
 }

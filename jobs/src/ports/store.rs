@@ -75,6 +75,9 @@ pub enum VmIndex {
     Created,
     /// Of one Config.
     OfConfig(String),
+    /// With an instance whose deadline ([`Vm::deadline`]) is this time or earlier, soonest
+    /// first: kept in step with every VM write, so the due ones are found without a scan.
+    DueBy(DateTime<Utc>),
 }
 
 /// The datastore.
@@ -110,6 +113,18 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn put_bots(&self, bots: &[Observed]) -> Result<(), StoreError>;
     /// The last observation of a bot.
     async fn bot(&self, hostname: &str) -> Result<Option<Observed>, StoreError>;
+    /// The last observations of several bots, in order.
+    async fn bots(&self, hostnames: &[String]) -> Result<Vec<Option<Observed>>, StoreError> {
+        let mut out = Vec::with_capacity(hostnames.len());
+        for h in hostnames {
+            out.push(self.bot(h).await?);
+        }
+        Ok(out)
+    }
+    /// The hostnames of every bot observation kept.
+    async fn observed(&self) -> Result<Vec<String>, StoreError>;
+    /// Drops the observations of these bots.
+    async fn forget_bots(&self, hostnames: &[String]) -> Result<(), StoreError>;
     /// Adds an error to a Config's status (the last 20 are kept).
     async fn push_error(&self, prefix: &str, e: &ErrorEntry) -> Result<(), StoreError>;
     /// A Config's recent errors, newest first.

@@ -31,6 +31,8 @@ struct State {
     created: BTreeSet<String>,
     by_config: HashMap<String, BTreeSet<String>>,
     by_host: HashMap<String, String>,
+    /// Deadline of each VM with an instance.
+    deadlines: HashMap<String, DateTime<Utc>>,
     bots: HashMap<String, Observed>,
     errors: HashMap<String, Vec<ErrorEntry>>,
     counts: HashMap<String, Counts>,
@@ -95,6 +97,12 @@ impl MemoryStore {
     pub fn plant_broken_index(&self, prefix: &str) {
         self.lock().broken_indexes.insert(prefix.to_owned());
     }
+
+    /// Empties the deadline index, as VMs written by a build without it left it (tests).
+    #[cfg(any(test, feature = "testing"))]
+    pub fn forget_deadlines(&self) {
+        self.lock().deadlines.clear();
+    }
 }
 
 #[cfg(any(test, feature = "testing"))]
@@ -130,6 +138,7 @@ impl State {
         if self.by_host.get(&vm.hostname) == Some(&vm.id) {
             self.by_host.remove(&vm.hostname);
         }
+        self.deadlines.remove(&vm.id);
     }
 }
 
@@ -217,6 +226,9 @@ impl Store for MemoryStore {
         }
         s.by_config.entry(vm.config.clone()).or_default().insert(vm.id.clone());
         s.by_host.insert(vm.hostname.clone(), vm.id.clone());
+        if let Some(d) = vm.deadline() {
+            s.deadlines.insert(vm.id.clone(), d);
+        }
         let version = cur.map_or(1, |c| c.version + 1);
         let bits = vm.counted();
         let old = s.counted.insert(vm.id.clone(), bits).unwrap_or(0);
@@ -246,6 +258,12 @@ impl Store for MemoryStore {
         Ok(match index {
             VmIndex::Uncreated => s.uncreated.iter().cloned().collect(),
             VmIndex::Created => s.created.iter().cloned().collect(),
+            VmIndex::DueBy(t) => {
+                let mut due: Vec<(&DateTime<Utc>, &String)> =
+                    s.deadlines.iter().filter(|(_, d)| **d <= t).map(|(id, d)| (d, id)).collect();
+                due.sort();
+                return Ok(due.into_iter().map(|(_, id)| id.clone()).collect());
+            }
             VmIndex::OfConfig(p) if s.broken_indexes.contains(&p) => {
                 return Err(StoreError::corrupt(format!("vm:cfg:{p}"), "WRONGTYPE"));
             }
@@ -274,6 +292,18 @@ impl Store for MemoryStore {
 
     async fn bot(&self, hostname: &str) -> Result<Option<Observed>, StoreError> {
         Ok(self.lock().bots.get(hostname).cloned())
+    }
+
+    async fn observed(&self) -> Result<Vec<String>, StoreError> {
+        Ok(self.lock().bots.keys().cloned().collect())
+    }
+
+    async fn forget_bots(&self, hostnames: &[String]) -> Result<(), StoreError> {
+        let mut s = self.lock();
+        for h in hostnames {
+            s.bots.remove(h);
+        }
+        Ok(())
     }
 
     async fn push_error(&self, prefix: &str, e: &ErrorEntry) -> Result<(), StoreError> {

@@ -1,6 +1,9 @@
 //! `inspect_swarming`: one ListBots walk of a Swarming server. Bots of our VMs are recorded as
-//! observations and their VMs pushed to `manage_bot` (which then needs no GetBot); bots named like
-//! our hostnames with no VM are marked as stale candidates for `delete_stale_bots`.
+//! observations (so `manage_bot` needs no GetBot); a VM is pushed to `manage_bot` only when what
+//! it acts on changed since the last walk (first connection, dead, deleted, terminated, silent:
+//! [`crate::model::Condition`]) or its bot is no longer listed, so an idle fleet costs a walk and
+//! no task. Bots named like our hostnames with no VM are marked as stale candidates for
+//! `delete_stale_bots`.
 
 use std::collections::HashSet;
 
@@ -26,6 +29,7 @@ pub const STALE_BOTS: &str = "stale-bot";
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: InspectSwarming) -> Result<Next, TaskError> {
     let prefixes: HashSet<String> = crate::status::prefixes(&*ctx.store).await?.into_iter().collect();
+    let mut listed: HashSet<String> = HashSet::new();
     let mut cursor = None;
     loop {
         let (bots, next) = match ctx.bots.list(&t.server, cursor).await {
@@ -49,13 +53,21 @@ pub async fn run(ctx: &Ctx, t: InspectSwarming) -> Result<Next, TaskError> {
         let now = ctx.now();
         let names: Vec<String> = bots.iter().map(|b| b.id.clone()).collect();
         let vms = ctx.store.vms_by_hostname(&names).await?;
+        let ours: Vec<String> =
+            names.iter().zip(&vms).filter(|(_, vm)| vm.is_some()).map(|(n, _)| n.clone()).collect();
+        let mut before = ctx.store.bots(&ours).await?.into_iter();
+        listed.extend(names);
         let mut seen = Vec::new();
         let mut manage = Vec::new();
         for (bot, vm) in bots.into_iter().zip(vms) {
             match vm {
                 Some(id) => {
-                    manage.push(ManageBot { id });
-                    seen.push(Observed { bot, at: now });
+                    let now_seen = Observed { bot, at: now };
+                    let was = before.next().flatten().map(|o| o.condition(ctx.silent_after()));
+                    if was != Some(now_seen.condition(ctx.silent_after())) {
+                        manage.push(ManageBot { id });
+                    }
+                    seen.push(now_seen);
                 }
                 None => {
                     let ours =
@@ -77,14 +89,110 @@ pub async fn run(ctx: &Ctx, t: InspectSwarming) -> Result<Next, TaskError> {
             None => break,
         }
     }
-    for p in users(ctx, &t.server).await? {
+    let users = users(ctx, &t.server).await?;
+    vanished(ctx, &listed, &users).await?;
+    for p in users {
         ctx.resolved(&p, &[STAGE]).await?;
     }
     Ok(Next::Done)
+}
+
+/// After a whole walk: the VMs of this server's Configs (`users`) whose bot was observed before
+/// and is no longer listed (deleted from Swarming) are looked at, once: their observation is
+/// dropped. Observations of hostnames with no VM go too.
+async fn vanished(ctx: &Ctx, listed: &HashSet<String>, users: &[String]) -> Result<(), TaskError> {
+    let gone: Vec<String> = ctx.store.observed().await?.into_iter().filter(|h| !listed.contains(h)).collect();
+    if gone.is_empty() {
+        return Ok(());
+    }
+    let mut forget = Vec::new();
+    let mut manage = Vec::new();
+    for (hostname, vm) in gone.iter().zip(ctx.store.vms_by_hostname(&gone).await?) {
+        match vm {
+            Some(id) => {
+                if parse_id(&id).is_some_and(|(p, _)| users.iter().any(|u| u == p)) {
+                    manage.push(ManageBot { id });
+                    forget.push(hostname.clone());
+                }
+            }
+            None => forget.push(hostname.clone()),
+        }
+    }
+    ctx.store.forget_bots(&forget).await?;
+    ctx.push_many(&manage).await.map(drop)
 }
 
 /// Prefixes of the Configs that use `server`.
 async fn users(ctx: &Ctx, server: &str) -> Result<Vec<String>, TaskError> {
     let configs = ctx.store.configs().await?.into_iter();
     Ok(configs.filter(|c| c.value.config.swarming == server).map(|c| c.value.config.prefix).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Duration as D;
+
+    use super::*;
+    use crate::model::Bot;
+    use crate::testing::created;
+
+    const SERVER: &str = "https://swarm.example.com";
+
+    fn bot(id: &str, at: chrono::DateTime<chrono::Utc>) -> Bot {
+        Bot { id: id.into(), first_seen: Some(at), last_seen: Some(at), ..Bot::default() }
+    }
+
+    /// One walk; the VMs it pushed to manage_bot (their tasks finished, so the next push of
+    /// the same VM makes a new task).
+    async fn walk(ctx: &Ctx) -> Vec<String> {
+        run(ctx, InspectSwarming { server: SERVER.into() }).await.unwrap();
+        let mut ids: Vec<String> = ctx.finished::<ManageBot>().await.into_iter().map(|t| t.id).collect();
+        ids.sort();
+        ids
+    }
+
+    #[tokio::test]
+    async fn a_vm_is_pushed_when_its_bot_changes_and_not_on_every_walk() {
+        let (ctx, f) = Ctx::test();
+        ctx.seed_config("linux", 2).await;
+        let a = ctx.seed_vm("linux-0", created(ctx.now())).await;
+        let b = ctx.seed_vm("linux-1", created(ctx.now())).await;
+        f.bots.bots.lock().unwrap().insert(a.hostname.clone(), bot(&a.hostname, ctx.now()));
+        assert_eq!(walk(&ctx).await, ["linux-0"], "a new bot: looked at");
+        assert!(ctx.store.bot(&a.hostname).await.unwrap().is_some(), "observed");
+
+        // Nothing changed but its last contact: no task.
+        f.clock.advance(D::seconds(60));
+        f.bots.bots.lock().unwrap().insert(a.hostname.clone(), bot(&a.hostname, ctx.now()));
+        f.bots.bots.lock().unwrap().get_mut(&a.hostname).unwrap().first_seen = Some(ctx.now() - D::seconds(60));
+        assert!(walk(&ctx).await.is_empty(), "an idle fleet costs no task");
+
+        // linux-1's bot connects, linux-0's dies: both looked at, once.
+        f.clock.advance(D::seconds(60));
+        f.bots.bots.lock().unwrap().insert(b.hostname.clone(), bot(&b.hostname, ctx.now()));
+        f.bots.bots.lock().unwrap().get_mut(&a.hostname).unwrap().is_dead = true;
+        assert_eq!(walk(&ctx).await, ["linux-0", "linux-1"]);
+        f.clock.advance(D::seconds(60));
+        assert!(walk(&ctx).await.is_empty(), "still dead is no news");
+    }
+
+    #[tokio::test]
+    async fn a_bot_gone_silent_or_no_longer_listed_is_looked_at_once() {
+        let (ctx, f) = Ctx::test();
+        ctx.seed_config("linux", 2).await;
+        let a = ctx.seed_vm("linux-0", created(ctx.now())).await;
+        let b = ctx.seed_vm("linux-1", created(ctx.now())).await;
+        for vm in [&a, &b] {
+            f.bots.bots.lock().unwrap().insert(vm.hostname.clone(), bot(&vm.hostname, ctx.now()));
+        }
+        walk(&ctx).await;
+        // linux-0 stops calling Swarming (its last contact stays); linux-1's bot is deleted from
+        // Swarming (no longer listed).
+        f.bots.bots.lock().unwrap().get_mut(&b.hostname).unwrap().deleted = true;
+        f.clock.advance(ctx.silent_after() + D::seconds(1));
+        assert_eq!(walk(&ctx).await, ["linux-0", "linux-1"]);
+        assert!(ctx.store.bot(&b.hostname).await.unwrap().is_none(), "its observation is dropped");
+        f.clock.advance(D::seconds(60));
+        assert!(walk(&ctx).await.is_empty(), "once");
+    }
 }

@@ -150,7 +150,7 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<Next, TaskError> {
     }
     // A dead bot, or one silent for long (Swarming takes minutes to call it dead): will it come
     // back? Not if its instance is stopped, preempted or gone.
-    let silent = bot.last_seen.is_some_and(|t| t + ctx.timing.observation_ttl.chrono() * 2 < now);
+    let silent = bot.silent(now, ctx.silent_after());
     if (bot.is_dead || silent) && !bot.deleted && vm.destroying.is_none() {
         match ctx.compute.get(vm.project(), vm.zone(), &vm.hostname).await? {
             Some(i) if !i.is_down() => {
@@ -181,6 +181,12 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<Next, TaskError> {
     if destroyable(&bot, &vm, now, paused) {
         ctx.push(&destroy).await?;
         return Ok(Next::Done);
+    }
+    if bot.is_dead && !bot.deleted {
+        // Dead, not for long enough yet: look again once the timeout has passed (nothing else
+        // would bring this VM back: its observation no longer changes).
+        let until = bot.last_seen.map(|t| t + chrono::Duration::seconds(vm.timeout as i64 + 1) - now);
+        return Ok(Next::After(until.and_then(|d| d.to_std().ok()).unwrap_or_else(|| ctx.watch())));
     }
     if vm.terminate_sent.is_some() {
         let events = ctx.bots.events(&vm.swarming, &vm.hostname, created).await?;

@@ -8,6 +8,7 @@
 //! | `vm:uncreated`, `vm:created` | SET | VM ids without / with an instance |
 //! | `vm:cfg:<prefix>`, `vm:cfgs` | SET | VM ids of a Config; prefixes with VMs |
 //! | `vm:host` | HASH | hostname → VM id |
+//! | `vm:deadline` | ZSET | VM id → its instance's deadline (ms), for VMs with an instance |
 //! | `bots` | HASH | hostname → last bot observation |
 //! | `err:<prefix>` | LIST | the Config's last 20 errors, newest first |
 //! | `counts`, `backoff` | HASH | prefix → counts; `project/zone` → backoff |
@@ -108,7 +109,7 @@ impl RedisStore {
         self.conn.clone()
     }
 
-    fn vm_keys(&self, prefix: &str) -> [String; 10] {
+    fn vm_keys(&self, prefix: &str) -> [String; 11] {
         [
             self.k("vm"),
             self.k("vm:ver"),
@@ -120,6 +121,7 @@ impl RedisStore {
             self.k("bots"),
             self.k("vm:counted"),
             self.k(&format!("sums:{prefix}")),
+            self.k("vm:deadline"),
         ]
     }
 
@@ -234,6 +236,7 @@ impl Store for RedisStore {
         inv.arg(&vm.id).arg(expect(e)).arg(json(vm)?).arg(&vm.hostname);
         inv.arg(if vm.instance.is_none() { "0" } else { "1" }).arg(&vm.config);
         inv.arg(vm.counted()).arg(SUMS);
+        inv.arg(vm.deadline().map_or(String::new(), |d| d.timestamp_millis().to_string()));
         let v: u64 = inv.invoke_async(&mut self.c()).await.map_err(err)?;
         Ok(v > 0)
     }
@@ -268,6 +271,17 @@ impl Store for RedisStore {
             VmIndex::Uncreated => self.k("vm:uncreated"),
             VmIndex::Created => self.k("vm:created"),
             VmIndex::OfConfig(p) => self.k(&format!("vm:cfg:{p}")),
+            VmIndex::DueBy(t) => {
+                let key = self.k("vm:deadline");
+                let ids: Vec<String> = redis::cmd("ZRANGEBYSCORE")
+                    .arg(&key)
+                    .arg("-inf")
+                    .arg(t.timestamp_millis())
+                    .query_async(&mut self.c())
+                    .await
+                    .map_err(err_at(&key))?;
+                return Ok(ids);
+            }
         };
         let mut ids: Vec<String> = self.c().smembers(&key).await.map_err(err_at(&key))?;
         ids.sort();
@@ -305,6 +319,33 @@ impl Store for RedisStore {
     async fn bot(&self, hostname: &str) -> Result<Option<Observed>, StoreError> {
         let raw: Option<String> = self.c().hget(self.k("bots"), hostname).await.map_err(err)?;
         Ok(raw.and_then(|r| lenient(&format!("bot {hostname}"), &r)))
+    }
+
+    async fn bots(&self, hostnames: &[String]) -> Result<Vec<Option<Observed>>, StoreError> {
+        let mut out = Vec::with_capacity(hostnames.len());
+        for chunk in hostnames.chunks(1000) {
+            let raw: Vec<Option<String>> = redis::cmd("HMGET")
+                .arg(self.k("bots"))
+                .arg(chunk)
+                .query_async(&mut self.c())
+                .await
+                .map_err(err)?;
+            out.extend(
+                raw.iter().zip(chunk).map(|(r, h)| r.as_ref().and_then(|r| lenient(&format!("bot {h}"), r))),
+            );
+        }
+        Ok(out)
+    }
+
+    async fn observed(&self) -> Result<Vec<String>, StoreError> {
+        self.c().hkeys(self.k("bots")).await.map_err(err)
+    }
+
+    async fn forget_bots(&self, hostnames: &[String]) -> Result<(), StoreError> {
+        for chunk in hostnames.chunks(1000) {
+            let _: () = self.c().hdel(self.k("bots"), chunk).await.map_err(err)?;
+        }
+        Ok(())
     }
 
     async fn push_error(&self, prefix: &str, e: &ErrorEntry) -> Result<(), StoreError> {

@@ -42,8 +42,8 @@ redis.call('HDEL', KEYS[2], ARGV[1])
 return 1";
 
 /// CAS write of a VM with its indexes and its Config's sums. KEYS vm, ver, uncreated, created,
-/// host, cfgs, cfg set, counted, sums; ARGV id, expected version, JSON, hostname, created (1/0),
-/// prefix, what it counts (bits), how many sums.
+/// host, cfgs, cfg set, counted, sums, deadlines; ARGV id, expected version, JSON, hostname,
+/// created (1/0), prefix, what it counts (bits), how many sums, deadline (ms, '' without one).
 pub(super) const PUT_VM: &str = concat!(
     move_bits!(),
     cas_write!(),
@@ -61,12 +61,13 @@ end
 redis.call('HSET', KEYS[5], ARGV[4], ARGV[1])
 redis.call('SADD', KEYS[7], ARGV[1])
 redis.call('SADD', KEYS[6], ARGV[6])
+if ARGV[9] == '' then redis.call('ZREM', KEYS[10], ARGV[1]) else redis.call('ZADD', KEYS[10], ARGV[9], ARGV[1]) end
 return v"
 );
 
 /// CAS delete of a VM with its indexes, bot observation and its part of its Config's sums. KEYS
-/// vm, ver, uncreated, created, host, cfgs, cfg set, bots, counted, sums; ARGV id, version,
-/// hostname, prefix, how many sums.
+/// vm, ver, uncreated, created, host, cfgs, cfg set, bots, counted, sums, deadlines; ARGV id,
+/// version, hostname, prefix, how many sums.
 pub(super) const DELETE_VM: &str = concat!(
     move_bits!(),
     r"
@@ -76,6 +77,7 @@ redis.call('HDEL', KEYS[9], ARGV[1])
 redis.call('HDEL', KEYS[1], ARGV[1]); redis.call('HDEL', KEYS[2], ARGV[1])
 redis.call('SREM', KEYS[3], ARGV[1]); redis.call('SREM', KEYS[4], ARGV[1])
 redis.call('SREM', KEYS[7], ARGV[1])
+redis.call('ZREM', KEYS[11], ARGV[1])
 if redis.call('SCARD', KEYS[7]) == 0 then redis.call('SREM', KEYS[6], ARGV[4]) end
 if ARGV[3] == '' then
   -- A corrupt record: its hostname is unknown, so find its entries (rare: one scan).
