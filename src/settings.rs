@@ -26,7 +26,9 @@ pub struct Settings {
     pub isolation: Isolation,
     /// Policy per queue (durations like `30s`, or milliseconds).
     pub queues: BTreeMap<String, Policy>,
-    /// Tasks worked at once per queue and process.
+    /// Tasks worked at once per queue and process. No handler waits on Compute (operations are
+    /// looked at again later), so a slot is held for a few round trips: 64 keeps a process
+    /// busy; the calls in flight to one project or server are bounded by `[isolation]`.
     pub concurrency: usize,
 }
 
@@ -39,7 +41,7 @@ impl Default for Settings {
             limits: Limits::default(),
             isolation: Isolation::default(),
             queues: BTreeMap::new(),
-            concurrency: 16,
+            concurrency: 64,
         }
     }
 }

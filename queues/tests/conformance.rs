@@ -165,6 +165,7 @@ conformance!(
     delivery::keyed_push_dedupes_pending_and_keeps_one_follow_up,
     delivery::follow_up_merges_into_a_retrying_task,
     delivery::again_keeps_the_task_with_fresh_attempts_and_merges_a_follow_up,
+    delivery::a_delayed_push_that_comes_soonest_wakes_a_waiting_worker,
     delivery::delayed_tasks_wait_for_their_time,
     delivery::expired_lease_is_delivered_again_to_any_worker,
     delivery::renewed_lease_is_kept,

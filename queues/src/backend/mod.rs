@@ -44,9 +44,10 @@ use crate::queue::{DeadTask, Queue};
 
 const FIRST_ERROR_DELAY: Duration = Duration::from_millis(50);
 const MAX_ERROR_DELAY: Duration = Duration::from_secs(5);
-/// Longest an idle worker blocks before taking again (delayed tasks pushed by other processes
-/// send no wake-up, so this bounds how late they can start).
-const MAX_IDLE: Duration = Duration::from_secs(1);
+/// Longest an idle worker blocks before taking again. Due tasks, and a delayed task that is the
+/// soonest of its queue, wake a waiting worker (which then waits for the soonest due time), so
+/// this only bounds how late a task starts if a wake-up went astray.
+const MAX_IDLE: Duration = Duration::from_secs(5);
 
 /// The lease of a task in flight; attached to the apalis task as data.
 #[derive(Debug, Clone)]

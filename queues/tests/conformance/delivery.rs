@@ -237,6 +237,25 @@ pub(crate) async fn idle_worker_starts_a_newly_pushed_task(h: &Harness) {
     handle.await.unwrap();
 }
 
+pub(crate) async fn a_delayed_push_that_comes_soonest_wakes_a_waiting_worker(h: &Harness) {
+    let q = h.queue(fast());
+    q.push("later", &Job { n: 1 }, When::After(Duration::from_secs(600))).await.unwrap();
+    let mut waiter = h.engine.waiter(q.spec());
+    // Wake-ups of the pushes so far are used up first.
+    for _ in 0..3 {
+        waiter.wait(Duration::from_millis(20)).await.unwrap();
+    }
+    let waiting = tokio::spawn(async move { waiter.wait(Duration::from_secs(120)).await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!waiting.is_finished(), "nothing wakes it yet");
+    // Due before every other task: a worker waiting for the old soonest time would sleep past it.
+    q.push("sooner", &Job { n: 2 }, When::After(Duration::from_secs(300))).await.unwrap();
+    eventually("the waiting worker is woken", Duration::from_secs(10), || async {
+        waiting.is_finished().then_some(())
+    })
+    .await;
+}
+
 // ---- f. backlogs ---------------------------------------------------------------------------
 
 pub(crate) async fn backlog_of_50000_due_tasks_is_processed(h: &Harness) {

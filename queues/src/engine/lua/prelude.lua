@@ -57,6 +57,8 @@ local function enqueue(id, rec)
     signal()
   else
     redis.call('ZADD', DELAYED, rec.due, id)
+    -- The soonest delayed task: a waiting worker may sleep past it, so wake one to look.
+    if redis.call('ZRANGE', DELAYED, 0, 0)[1] == id then signal() end
   end
 end
 

@@ -39,7 +39,12 @@ impl Op<'_> {
             self.q.ready.push_back(id.to_owned());
             self.q.notify.notify_one();
         } else {
+            // The soonest delayed task: a waiting worker may sleep past it, so wake one to look.
+            let soonest = self.q.delayed.first_score().is_none_or(|first| due < first);
             self.q.delayed.add(due, id);
+            if soonest {
+                self.q.notify.notify_one();
+            }
         }
     }
 
