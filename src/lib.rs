@@ -13,6 +13,7 @@ pub mod adapters;
 pub mod api;
 pub mod app;
 pub mod cli;
+pub mod command;
 pub mod demo;
 pub mod metrics;
 pub mod ops;
