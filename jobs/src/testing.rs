@@ -264,22 +264,17 @@ impl Ctx {
 
     /// Takes every task of `T`'s queue that is due now, in order.
     pub async fn taken<T: Task>(&self) -> Vec<T> {
-        let q = self.queues.get(T::QUEUE);
-        let worker = WorkerId { group: "test".into(), id: "test".into() };
-        let mut out = Vec::new();
-        loop {
-            let got = q.engine().take(q.spec(), &worker, 100).await.expect("take").tasks;
-            if got.is_empty() {
-                break;
-            }
-            out.extend(got.into_iter().map(|l| serde_json::from_str(&l.payload).expect("payload")));
-        }
-        out
+        self.take_all::<T>(false).await
     }
 
     /// [`Ctx::taken`], each task then finished (done), so a later push makes a new task rather
     /// than a follow-up.
     pub async fn finished<T: Task>(&self) -> Vec<T> {
+        self.take_all::<T>(true).await
+    }
+
+    async fn take_all<T: Task>(&self, finish: bool) -> Vec<T> {
+        use gce_backend_queues::engine::{Ack, Resolution};
         let q = self.queues.get(T::QUEUE);
         let worker = WorkerId { group: "test".into(), id: "test".into() };
         let mut out = Vec::new();
@@ -288,15 +283,13 @@ impl Ctx {
             if got.is_empty() {
                 break;
             }
-            let acks: Vec<_> = got
-                .iter()
-                .map(|l| gce_backend_queues::engine::Ack {
-                    id: l.id.clone(),
-                    token: l.token.clone(),
-                    resolution: gce_backend_queues::engine::Resolution::Done,
-                })
-                .collect();
-            q.engine().finish(q.spec(), &acks).await.expect("finish");
+            if finish {
+                let acks: Vec<_> = got
+                    .iter()
+                    .map(|l| Ack { id: l.id.clone(), token: l.token.clone(), resolution: Resolution::Done })
+                    .collect();
+                q.engine().finish(q.spec(), &acks).await.expect("finish");
+            }
             out.extend(got.into_iter().map(|l| serde_json::from_str(&l.payload).expect("payload")));
         }
         out
