@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use gce_backend_jobs::ports::store::Store;
+use gce_backend_jobs::providers::Providers;
 use gce_backend_jobs::store::memory::MemoryStore;
 use gce_backend_jobs::{Ctx, Queues};
 use gce_backend_queues::{Engine, MemoryEngine, RedisEngine};
@@ -202,10 +203,13 @@ pub async fn context(
         timing: Arc::new(settings.timing.clone()),
         limits: Arc::new(settings.limits.clone()),
         catalog: Arc::new(gce_backend_jobs::catalog::Catalog::new()),
+        providers: Arc::new(Providers::new(&settings.providers).map_err(anyhow::Error::msg)?),
         deployment: settings.deployment.clone(),
         configs_dir: opts.configs.clone(),
         telemetry,
     };
+    // Each provider once, before work starts (a failure is logged; its calls try again).
+    ctx.providers.setup_all(&ctx).await;
     Ok((ctx, sim))
 }
 

@@ -30,6 +30,10 @@ pub struct Settings {
     /// looked at again later), so a slot is held for a few round trips: 64 keeps a process
     /// busy; the calls in flight to one project or server are bounded by `[isolation]`.
     pub concurrency: usize,
+    /// Where machines come from: `[providers.<id>]` with its `type` (none declared: one
+    /// Compute Engine provider, `gce`). A Config names its provider (default: the one of type
+    /// `gce`).
+    pub providers: BTreeMap<String, gce_backend_jobs::providers::Declared>,
 }
 
 impl Default for Settings {
@@ -42,6 +46,7 @@ impl Default for Settings {
             isolation: Isolation::default(),
             queues: BTreeMap::new(),
             concurrency: 64,
+            providers: BTreeMap::new(),
         }
     }
 }
@@ -123,6 +128,7 @@ impl Settings {
         if self.concurrency == 0 {
             return Err("concurrency: must be at least 1".into());
         }
+        gce_backend_jobs::providers::Providers::new(&self.providers)?;
         let label_ok = |s: &str| {
             s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
         };
@@ -155,6 +161,20 @@ mod tests {
         assert!(bad.validate().unwrap_err().contains("cron.import_configs"));
         let bad: Settings = toml::from_str("deployment = \"Prod Fleet\"").unwrap();
         assert!(bad.validate().unwrap_err().contains("deployment"));
+    }
+
+    #[test]
+    fn providers_are_declared_by_id_and_type() {
+        let two: Settings =
+            toml::from_str("[providers.east]\ntype = \"gce\"\n[providers.gce]\ntype = \"gce\"").unwrap();
+        two.validate().unwrap();
+        assert_eq!(two.providers.len(), 2);
+        let e = toml::from_str::<Settings>("[providers.aws]\ntype = \"ec2\"").unwrap_err().to_string();
+        assert!(e.contains("unknown variant `ec2`") && e.contains("gce"), "{e}");
+        let e = toml::from_str::<Settings>("[providers.gce]\nkind = \"gce\"").unwrap_err().to_string();
+        assert!(e.contains("kind"), "{e}");
+        let bad: Settings = toml::from_str("[providers.East]\ntype = \"gce\"").unwrap();
+        assert!(bad.validate().unwrap_err().contains("providers.East"));
     }
 
     #[test]

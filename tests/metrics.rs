@@ -82,12 +82,15 @@ async fn one_scrape_shows_fleet_lifecycle_queues_calls_cron_and_api_with_bounded
     let anonymous = http.get(format!("{api}/metrics")).send().await.unwrap();
     assert_eq!(anonymous.status(), 401, "the API's listener serves /metrics to a token only");
 
-    // The fleet gauges show count_vms' last count: wait for the one after convergence.
-    let (ct, text) = eventually("the fleet gauges show 3 connected", Duration::from_secs(30), || async {
+    // The fleet gauges read the store's sums at the scrape; the cron's own counters come with
+    // its first tick (every second here, later on a loaded machine): wait for both.
+    let (ct, text) = eventually("3 connected and a count_vms tick", Duration::from_secs(30), || async {
         let (ct, text) = scrape(&api, Some(crate::api::READER)).await;
         let s = parse(&text);
-        (value(&s, "gce_backend_fleet_vms", &[("config", "metrics"), ("state", "connected")]) == Some(3.0))
-            .then_some((ct, text))
+        let ticked = [("job", "count_vms"), ("result", "ok")];
+        (value(&s, "gce_backend_fleet_vms", &[("config", "metrics"), ("state", "connected")]) == Some(3.0)
+            && value(&s, "gce_backend_cron_runs_total", &ticked).is_some_and(|n| n >= 1.0))
+        .then_some((ct, text))
     })
     .await;
     assert!(ct.starts_with("application/openmetrics-text"), "{ct}");

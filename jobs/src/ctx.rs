@@ -157,6 +157,8 @@ pub struct Ctx {
     pub limits: Arc<Limits>,
     /// What Compute Engine offers per project (zones, disk types), cached.
     pub catalog: Arc<crate::catalog::Catalog>,
+    /// Where machines come from: the declared providers.
+    pub providers: Arc<crate::providers::Providers>,
     /// Deployment name: the value of the `gce-backend` label on our instances.
     pub deployment: String,
     /// Where `import_configs` reads Config files.
@@ -166,6 +168,19 @@ pub struct Ctx {
 }
 
 impl Ctx {
+    /// Checks `config` with its provider (which must be declared): what the provider does not
+    /// offer is invalid; a provider that cannot tell now (or is not set up) says unknown.
+    pub async fn validate(&self, config: &crate::config::Config) -> crate::catalog::Verdict {
+        use crate::catalog::Verdict;
+        if let Some(e) = self.providers.problem(config) {
+            return Verdict::Invalid(e);
+        }
+        match self.providers.get(self, &config.provider).await {
+            Ok(p) => p.validate(self, config).await,
+            Err(e) => Verdict::Unknown(e.to_string()),
+        }
+    }
+
     /// Runs `f` holding the admission claim: the Config writes that may add a prefix (an API
     /// apply, a file's new Config) check the across-Configs rule and write under it.
     pub async fn admitting<T, E: From<TaskError>>(

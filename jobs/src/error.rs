@@ -36,6 +36,16 @@ pub enum TaskError {
     /// The payload names nothing valid.
     #[error("invalid task: {0}")]
     Invalid(String),
+    /// A provider cannot be used: not declared (permanent), or not set up yet (transient).
+    #[error("provider {id}: {message}")]
+    Provider {
+        /// Its id.
+        id: String,
+        /// Why.
+        message: String,
+        /// Whether trying again may succeed.
+        transient: bool,
+    },
 }
 
 impl TaskError {
@@ -56,6 +66,8 @@ impl TaskError {
                 BotErrorKind::NotFound | BotErrorKind::Denied | BotErrorKind::Invalid => Class::Permanent,
             },
             TaskError::Invalid(_) => Class::Permanent,
+            TaskError::Provider { transient: true, .. } => Class::Transient,
+            TaskError::Provider { transient: false, .. } => Class::Permanent,
         }
     }
 }

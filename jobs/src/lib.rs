@@ -13,6 +13,7 @@
 //! * [`status`]: the read model operators see (counts, errors, state, file errors).
 //! * [`backoff`]: backoffs of a (project, zone) or a Config after failures to create.
 //! * [`catalog`]: what Compute Engine offers a project (zones, disk types), to check Configs.
+//! * [`providers`]: where machines come from (the contract, Compute Engine).
 //! * [`operate`]: the operator API's operations (Configs over the API, amounts, pauses, plans,
 //!   VMs), typed, for an HTTP layer to call.
 
@@ -26,6 +27,7 @@ pub mod model;
 pub mod naming;
 pub mod operate;
 pub mod ports;
+pub mod providers;
 pub mod status;
 pub mod store;
 pub mod tasks;

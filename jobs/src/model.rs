@@ -88,6 +88,10 @@ pub struct Vm {
     pub timeout: u64,
     /// Config revision it was made from.
     pub revision: String,
+    /// The id of the provider that makes its machine (empty: the default provider; records
+    /// written before providers were declared).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub provider: String,
     /// When this record was made.
     pub configured: DateTime<Utc>,
     /// Insert attempt; a new attempt (new requestId) follows an insert that failed for good.

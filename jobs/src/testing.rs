@@ -255,6 +255,7 @@ impl Ctx {
             timing: Arc::new(Timing::default()),
             limits: Arc::new(crate::ctx::Limits::default()),
             catalog: Arc::new(crate::catalog::Catalog::new()),
+            providers: Arc::new(crate::providers::Providers::default()),
             deployment: "test".into(),
             configs_dir: PathBuf::from("."),
             telemetry,

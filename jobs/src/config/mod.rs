@@ -357,6 +357,10 @@ pub struct Config {
     /// Groups that own the pool.
     #[serde(default)]
     pub owner: Vec<String>,
+    /// The id of the provider its machines come from (`[providers.<id>]` of the settings;
+    /// empty: the default, Compute Engine). A change drains the VMs of the old provider.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub provider: String,
 }
 
 /// Largest Config file read (bytes).

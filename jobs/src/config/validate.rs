@@ -131,6 +131,11 @@ impl Config {
             ));
         }
         self.check_attributes(&f, &mut out);
+        if let Some(why) =
+            (!self.provider.is_empty()).then(|| crate::providers::id_problem(&self.provider)).flatten()
+        {
+            out.push(err(f("provider"), why));
+        }
         if self.lifetime.0 == 0 {
             out.push(err(f("lifetime"), "is required and must be non-zero"));
         }

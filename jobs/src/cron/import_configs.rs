@@ -258,7 +258,7 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
 /// or disk type the project lacks goes on its status (its operator must fix it over the API).
 async fn verify_api_config(ctx: &Ctx, cur: &Versioned<ConfigRecord>) -> Result<(), TaskError> {
     let prefix = &cur.value.config.prefix;
-    match ctx.catalog.check(&*ctx.compute, &cur.value.config, ctx.now()).await {
+    match ctx.validate(&cur.value.config).await {
         Verdict::Valid => {
             let rec = ConfigRecord { verified: true, ..cur.value.clone() };
             ctx.store.put_config(&rec, Expect::Version(cur.version)).await?;
@@ -297,7 +297,7 @@ async fn apply(
         ctx.resolved(&prefix, &[STAGE]).await?; // a file that had an error is fine again
         return Ok(Ok(0));
     }
-    let verified = match ctx.catalog.check(&*ctx.compute, &config, ctx.now()).await {
+    let verified = match ctx.validate(&config).await {
         Verdict::Valid => true,
         Verdict::Invalid(e) => return Ok(Err(e)),
         Verdict::Unknown(why) => {
@@ -348,6 +348,7 @@ async fn apply(
         return Ok(Ok(0));
     }
     tracing::info!(config = %prefix, file = path, revision = %rec.revision, "imported");
+    crate::providers::switched(ctx, cur.map(|c| &c.value.config), &rec.config).await?;
     Ok(Ok(ctx.push_many(&[ExpandConfig { prefix }]).await?))
 }
 

@@ -1,22 +1,45 @@
-//! `inspect_instances`: every (project, zone) of a Config → `inspect_instances`.
+//! `inspect_instances`: the periodic scan of every provider's machines, between its
+//! `scan_prepare` and `scan_cleanup`: every (project, zone) of a Compute Engine Config →
+//! `inspect_instances`. A provider whose `scan_prepare` fails is left out of this scan (logged);
+//! the others go on.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::tasks::InspectInstances;
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
+use crate::providers::Kind;
 
 /// Runs once.
 pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
-    let places: BTreeSet<(String, String)> = ctx
-        .store
-        .configs()
-        .await?
-        .into_iter()
-        .map(|c| (c.value.config.attributes.project, c.value.config.attributes.zone))
-        .collect();
-    let tasks: Vec<InspectInstances> =
-        places.into_iter().map(|(project, zone)| InspectInstances { project, zone }).collect();
-    ctx.push_many(&tasks).await
+    let mut by_provider: BTreeMap<String, BTreeSet<(String, String)>> = BTreeMap::new();
+    for c in ctx.store.configs().await? {
+        let a = c.value.config.attributes;
+        let id = ctx.providers.resolve(&c.value.config.provider).to_owned();
+        by_provider.entry(id).or_default().insert((a.project, a.zone));
+    }
+    let mut tasks = Vec::new();
+    let mut scanned = Vec::new();
+    for (id, places) in by_provider {
+        let prepared = match ctx.providers.get(ctx, &id).await {
+            Ok(p) => p.scan_prepare(ctx).await.map(|()| p),
+            Err(e) => Err(e),
+        };
+        match prepared {
+            Ok(p) => {
+                if p.kind() == Kind::Gce {
+                    tasks
+                        .extend(places.into_iter().map(|(project, zone)| InspectInstances { project, zone }));
+                }
+                scanned.push(p);
+            }
+            Err(e) => tracing::warn!(provider = %id, error = %e, "provider not scanned this time"),
+        }
+    }
+    let pushed = ctx.push_many(&tasks).await?;
+    for p in scanned {
+        p.scan_cleanup(ctx).await?;
+    }
+    Ok(pushed)
 }

@@ -108,6 +108,7 @@ async fn admit_and_write(
             Some(_) => {}
         }
         ctx.resolved(&prefix, &[STAGE]).await?;
+        crate::providers::switched(ctx, cur.as_ref().map(|c| &c.value.config), &rec.config).await?;
         ctx.push(&ExpandConfig { prefix }).await?;
         return Ok((rec, cur.is_none()));
     }

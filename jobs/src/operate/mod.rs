@@ -101,7 +101,7 @@ async fn admit(ctx: &Ctx, config: &Config, stored: Option<&ConfigRecord>) -> Res
     let mut a = Admission { invalid: config.problems(), verified: true, ..Admission::default() };
     a.invalid.extend(config.check_limits(&ctx.limits).err());
     if a.invalid.is_empty() {
-        match ctx.catalog.check(&*ctx.compute, config, ctx.now()).await {
+        match ctx.validate(config).await {
             Verdict::Valid => {}
             Verdict::Invalid(e) => a.invalid.push(e),
             Verdict::Unknown(why) => {

@@ -1,31 +1,24 @@
-//! `create_instance`: creates a VM's instance and records it.
+//! `create_instance`: makes a VM's machine and records it, through the VM's provider
+//! (`providers/`; Compute Engine: `providers/gce.rs`, where inserts, operations, adoption and
+//! the handling of quota, stockout and invalid requests live).
 //!
-//! * Insert with a deterministic requestId (`create-<hostname>`, then `-<attempt>` after an
-//!   insert that failed for good), so a re-run is the same call; record the operation and follow
-//!   it with zoneOperations.get, the task going back to its queue between looks (0.25 s after
-//!   the insert, then twice as late each time up to `timing.operation_poll`), so no worker waits
-//!   on Compute. An operation Compute no longer knows is asked for again with the same insert.
-//! * 409 `alreadyExists`: adopt the instance when its labels say it is this VM's.
-//! * Quota or stockout: keep the VM (no name churn), back off its (project, zone), record the
-//!   error on the Config's status, try again when the backoff ends.
-//! * Rate limits and 5xx: retry with the queue's backoff.
-//! * Invalid request: record the error and drop the VM record, so the next expansion builds it
-//!   again from the (maybe fixed) Config.
-//! * Done: record `created`, `url` and addresses once, and start watching the bot.
-//! * Paused Config: a VM not yet sent waits (no insert; resuming pushes this task again); an
-//!   insert already sent is followed to its end.
+//! * Gone, or its machine already recorded: nothing to make (the bot is looked at).
+//! * Not sent yet and no longer wanted (the amount dropped, drained): the record is dropped,
+//!   since nothing exists to clean up.
+//! * Paused Config: a VM not yet sent waits (resuming pushes this task again); one already
+//!   sent is followed to its end.
+//! * Otherwise its provider takes one step; `created` records the machine once it exists.
 
 use crate::tasks::ManageBot;
 
-use crate::backoff::{self, Scope};
-use crate::config::{Metadata, labels};
-use crate::ctx::{Ctx, request_id};
+use crate::backoff;
+use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::model::Vm;
-use crate::ports::compute::{ComputeError, Instance, InstanceSpec, Kind, Operation};
-use crate::tasks::Next;
+use crate::ports::compute::Instance;
 use crate::ports::store::Versioned;
-use crate::tasks::{update_vm, write_vm_at};
+use crate::tasks::Next;
+use crate::tasks::write_vm_at;
 use crate::telemetry::Stage;
 
 task!(
@@ -34,29 +27,8 @@ task!(
     id }, |self| self.id.clone()
 );
 
-const STAGE: &str = "create_instance";
-
-/// The instance `vm` needs: its template, its metadata with the Swarming server, and our labels
-/// (the adapter turns it into Compute's resource).
-pub fn instance_spec(vm: &Vm, deployment: &str) -> InstanceSpec {
-    let a = &vm.attributes;
-    let mut metadata: Vec<(String, String)> =
-        a.metadata.iter().filter_map(Metadata::pair).map(|(k, v)| (k.to_owned(), v.to_owned())).collect();
-    metadata.push(("swarming-server".into(), vm.swarming.clone()));
-    let mut labels = a.label.clone();
-    labels.insert(labels::DEPLOYMENT.into(), deployment.into());
-    labels.insert(labels::CONFIG.into(), vm.config.clone());
-    labels.insert(labels::VM.into(), vm.id.clone());
-    InstanceSpec { name: vm.hostname.clone(), attributes: a.clone(), metadata, labels }
-}
-
-/// The requestId of an insert attempt.
-pub fn insert_request_id(vm: &Vm) -> String {
-    match vm.insert_attempt {
-        0 => request_id(&format!("create-{}", vm.hostname)),
-        n => request_id(&format!("create-{}-{n}", vm.hostname)),
-    }
-}
+/// The stage its errors are recorded under.
+pub const STAGE: &str = "create_instance";
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: CreateInstance) -> Result<Next, TaskError> {
@@ -68,7 +40,7 @@ pub async fn run(ctx: &Ctx, t: CreateInstance) -> Result<Next, TaskError> {
     }
     if vm.insert_sent.is_none() {
         // Not sent yet: still wanted? (The amount may have dropped since it was made.)
-        let cfg = ctx.store.config(&vm.config).await?.filter(|c| c.value.wants(vm.index));
+        let cfg = ctx.store.config(&vm.config).await?.filter(|c| ctx.providers.keeps(&c.value, vm));
         let Some(cfg) = cfg.filter(|_| !vm.drained) else {
             // Never sent to GCE: there is nothing to clean up.
             let unsent = |v: &Vm| v.insert_sent.is_none();
@@ -78,141 +50,11 @@ pub async fn run(ctx: &Ctx, t: CreateInstance) -> Result<Next, TaskError> {
             return Ok(Next::Done);
         }
     }
-    if !vm.operation.is_empty() && vm.insert_sent.is_some() {
-        // An insert in flight: where is it now? (Compute may have forgotten it: send it again.)
-        if let Some(op) = ctx.compute.operation(vm.project(), vm.zone(), &vm.operation).await? {
-            return follow(ctx, cur, op).await;
-        }
-    }
-    let now = ctx.now();
-    if let Some(wait) = backoff::wait_for(ctx, vm).await? {
-        return Ok(Next::After(wait));
-    }
-    let (cur, sending) = match vm.insert_sent {
-        Some(_) => (cur, false),
-        None => match write_vm_at(ctx, cur, |v| {
-            v.insert_sent.is_none() && {
-                v.insert_sent = Some(now);
-                true
-            }
-        })
-        .await?
-        {
-            Some(written) => written,
-            None => return Ok(Next::Done),
-        },
-    };
-    let vm = &cur.value;
-    let rid = insert_request_id(vm);
-    let op = match ctx.compute.insert(vm.project(), vm.zone(), &rid, &instance_spec(vm, &ctx.deployment)).await {
-        Ok(op) => {
-            // The slot's first accepted insert only (a re-send after a failed operation has a
-            // later attempt; one refused outright sends again from here).
-            if sending && vm.insert_attempt == 0 {
-                ctx.telemetry.lifecycle(vm, Stage::ChangeToInsert, vm.configured, now);
-            }
-            op
-        }
-        Err(e) if e.kind == Kind::AlreadyExists => return adopt(ctx, cur, e).await,
-        Err(e) => return failed(ctx, vm, e, "").await,
-    };
-    if op.done || op.name == vm.operation {
-        return follow(ctx, cur, op).await;
-    }
-    // Recorded, so the next look asks for the operation instead of sending the insert again.
-    let (hostname, attempt) = (vm.hostname.clone(), vm.insert_attempt);
-    let written = write_vm_at(ctx, cur, |v| {
-        v.hostname == hostname && v.insert_attempt == attempt && v.instance.is_none() && {
-            v.operation = op.name.clone();
-            true
-        }
-    })
-    .await?;
-    match written {
-        Some((cur, _)) => follow(ctx, cur, op).await,
-        None => Ok(Next::Done),
-    }
+    ctx.providers.get(ctx, &vm.provider).await?.create(ctx, cur).await
 }
 
-async fn follow(ctx: &Ctx, cur: Versioned<Vm>, op: Operation) -> Result<Next, TaskError> {
-    let vm = &cur.value;
-    if !op.done {
-        let sent = vm.insert_sent.unwrap_or_else(|| ctx.now());
-        return Ok(Next::After(ctx.operation_poll(ctx.now() - sent)));
-    }
-    if let Some(e) = op.error {
-        // The failed operation stays bound to its requestId: the next try needs a new one.
-        update_vm(ctx, &vm.id, |v| {
-            if v.hostname != vm.hostname || v.insert_attempt != vm.insert_attempt {
-                return false; // another run already moved on
-            }
-            v.insert_attempt += 1;
-            v.insert_sent = None;
-            v.operation.clear();
-            true
-        })
-        .await?;
-        return failed(ctx, vm, e, &op.name).await;
-    }
-    match ctx.compute.get(vm.project(), vm.zone(), &vm.hostname).await? {
-        Some(inst) => created(ctx, cur, inst).await.map(|()| Next::Done),
-        None => {
-            let msg = format!("operation {} is DONE but instance {} is not found", op.name, vm.hostname);
-            ctx.record(&vm.config, STAGE, "404", &msg, vm.zone(), &op.name).await?;
-            drop_vm(ctx, vm).await.map(|()| Next::Done)
-        }
-    }
-}
-
-/// 409: the name exists. Ours (labels name this VM in this deployment): adopt it. Not ours: this
-/// hostname is taken, so drop the record and let the next expansion pick a new one.
-async fn adopt(ctx: &Ctx, cur: Versioned<Vm>, e: ComputeError) -> Result<Next, TaskError> {
-    let vm = &cur.value;
-    let inst = ctx.compute.get(vm.project(), vm.zone(), &vm.hostname).await?;
-    match inst {
-        Some(inst)
-            if inst.labels.get(labels::VM) == Some(&vm.id)
-                && inst.labels.get(labels::DEPLOYMENT) == Some(&ctx.deployment) =>
-        {
-            created(ctx, cur, inst).await.map(|()| Next::Done)
-        }
-        Some(_) => {
-            let msg = format!("{}: instance {} exists and is not ours", e.message, vm.hostname);
-            ctx.record(&vm.config, STAGE, &e.code, &msg, vm.zone(), "").await?;
-            drop_vm(ctx, vm).await.map(|()| Next::Done)
-        }
-        // Gone between the insert and the get: try again.
-        None => Ok(Next::After(ctx.watch())),
-    }
-}
-
-async fn failed(ctx: &Ctx, vm: &Vm, e: ComputeError, op: &str) -> Result<Next, TaskError> {
-    ctx.telemetry.instance_op(vm, "insert", e.kind.as_str(), &e.code);
-    ctx.record(&vm.config, STAGE, &e.code, &e.message, vm.zone(), op).await?;
-    match e.kind {
-        Kind::Quota | Kind::Stockout => {
-            if op.is_empty() {
-                // Refused outright: no operation holds this requestId, so the next try is a new
-                // send and passes the checks of one (still wanted, not paused).
-                update_vm(ctx, &vm.id, |v| {
-                    v.hostname == vm.hostname && v.instance.is_none() && v.insert_sent.take().is_some()
-                })
-                .await?;
-            }
-            let wait = backoff::hit(ctx, &Scope::zone(vm), &e.code).await?;
-            Ok(Next::After(wait))
-        }
-        Kind::RateLimited | Kind::Transient => Err(TaskError::Compute(e)),
-        Kind::Invalid | Kind::NotFound | Kind::AlreadyExists => {
-            // The Config makes instances Compute refuses: slow its next tries down, so a new
-            // hostname does not follow at once, forever.
-            backoff::hit(ctx, &Scope::config(&vm.config), "INVALID").await?;
-            drop_vm(ctx, vm).await.map(|()| Next::Done)
-        }
-    }
-}
-
-async fn created(ctx: &Ctx, cur: Versioned<Vm>, inst: Instance) -> Result<(), TaskError> {
+/// Records `inst` as `cur`'s machine (once per incarnation), and starts watching its bot.
+pub async fn created(ctx: &Ctx, cur: Versioned<Vm>, inst: Instance) -> Result<(), TaskError> {
     let hostname = cur.value.hostname.clone();
     let written = write_vm_at(ctx, cur, |v| {
         if v.hostname != hostname || v.instance.is_some() {
@@ -245,7 +87,7 @@ async fn created(ctx: &Ctx, cur: Versioned<Vm>, inst: Instance) -> Result<(), Ta
 }
 
 /// Drops this incarnation's record (it has no instance), so a new hostname follows.
-async fn drop_vm(ctx: &Ctx, vm: &Vm) -> Result<(), TaskError> {
+pub async fn drop_vm(ctx: &Ctx, vm: &Vm) -> Result<(), TaskError> {
     crate::tasks::drop_uncreated(ctx, &vm.id, |v| v.hostname == vm.hostname).await
 }
 
@@ -254,7 +96,10 @@ mod tests {
     use crate::tasks::ManageBot;
 
     use super::*;
-    use crate::ports::compute::Operation;
+    use crate::config::labels;
+    use crate::ports::compute::{ComputeError, Operation};
+    use crate::ctx::request_id;
+    use crate::providers::gce::{follow, instance_spec};
     use crate::testing::created as made;
 
     fn op_error(code: &str, http: u16) -> Operation {

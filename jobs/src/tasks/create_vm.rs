@@ -48,6 +48,7 @@ pub async fn run(ctx: &Ctx, t: CreateVm) -> Result<Next, TaskError> {
         timeout: c.timeout.0,
         revision: cfg.value.revision.clone(),
         configured: ctx.now(),
+        provider: ctx.providers.resolve(&c.provider).to_owned(),
         ..Vm::default()
     };
     if ctx.store.put_vm(&vm, Expect::Absent).await? {

@@ -1,13 +1,12 @@
-//! `destroy_instance`: deletes a VM's instance (guarded by its URL, so a late task cannot touch
-//! the next incarnation) with a deterministic requestId, records the operation and follows it
-//! with zoneOperations.get (the task going back to its queue between looks), then pushes
-//! `delete_bot`.
+//! `destroy_instance`: removes a VM's machine through its provider (guarded by the instance URL,
+//! so a late task cannot touch the next incarnation; Compute Engine: a delete with a
+//! deterministic requestId, its operation recorded and followed, the task going back to its
+//! queue between looks), then pushes `delete_bot`.
 
 use crate::tasks::DeleteBot;
 
-use crate::ctx::{Ctx, request_id};
+use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::ports::compute::{ComputeError, Kind};
 use crate::tasks::Next;
 use crate::tasks::update_vm;
 use crate::telemetry::Stage;
@@ -23,14 +22,6 @@ impl DestroyInstance {
     /// The task that deletes `vm`'s instance (none while it has none).
     pub fn of(vm: &crate::model::Vm) -> Option<Self> {
         vm.url().map(|url| DestroyInstance { id: vm.id.clone(), url: url.to_owned() })
-    }
-}
-
-/// The requestId of a delete attempt.
-pub fn delete_request_id(vm: &crate::model::Vm) -> String {
-    match vm.destroy_attempt {
-        0 => request_id(&format!("destroy-{}", vm.hostname)),
-        n => request_id(&format!("destroy-{}-{n}", vm.hostname)),
     }
 }
 
@@ -58,53 +49,10 @@ pub async fn run(ctx: &Ctx, t: DestroyInstance) -> Result<Next, TaskError> {
             }
         }
     };
-    // A delete in flight: where is it now? (Compute may have forgotten it: send it again.)
-    let followed = match vm.operation.as_str() {
-        "" => None,
-        name => ctx.compute.operation(vm.project(), vm.zone(), name).await?,
-    };
-    let op = match followed {
-        Some(op) => Some(op),
-        None => match ctx.compute.delete(vm.project(), vm.zone(), &vm.hostname, &delete_request_id(&vm)).await {
-            Ok(op) => op,
-            Err(e) => {
-                ctx.telemetry.instance_op(&vm, "delete", e.kind.as_str(), &e.code);
-                ctx.record(&vm.config, "destroy_instance", &e.code, &e.message, vm.zone(), "").await?;
-                return Err(e.into());
-            }
-        },
-    };
-    if let Some(op) = op {
-        if !op.done {
-            if op.name != vm.operation {
-                update_vm(ctx, &vm.id, |v| {
-                    v.instance == vm.instance && v.destroy_attempt == vm.destroy_attempt && {
-                        v.operation = op.name.clone();
-                        true
-                    }
-                })
-                .await?;
-            }
-            let since = now - vm.destroying.unwrap_or(now);
-            return Ok(Next::After(ctx.operation_poll(since)));
-        }
-        if let Some(e) = op.error {
-            ctx.record(&vm.config, "destroy_instance", &e.code, &e.message, vm.zone(), &op.name).await?;
-            if ctx.compute.get(vm.project(), vm.zone(), &vm.hostname).await?.is_some() {
-                ctx.telemetry.instance_op(&vm, "delete", e.kind.as_str(), &e.code);
-                // The failed operation stays bound to its requestId: the next try needs a new one.
-                update_vm(ctx, &vm.id, |v| {
-                    v.instance == vm.instance && v.destroy_attempt == vm.destroy_attempt && {
-                        v.destroy_attempt += 1;
-                        v.operation.clear();
-                        true
-                    }
-                })
-                .await?;
-                return Err(TaskError::Compute(ComputeError { kind: Kind::Transient, ..e }));
-            }
-            // Gone anyway.
-        }
+    // Its provider removes the machine (Compute Engine: a delete, its operation followed).
+    let next = ctx.providers.get(ctx, &vm.provider).await?.remove(ctx, vm.clone()).await?;
+    if next != Next::Done {
+        return Ok(next);
     }
     tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), "instance destroyed");
     ctx.resolved(&vm.config, &["destroy_instance"]).await?;
@@ -125,6 +73,7 @@ mod tests {
     use crate::tasks::DeleteBot;
 
     use super::*;
+    use crate::ctx::request_id;
     use crate::ports::compute::{ComputeError, Operation};
     use crate::testing::created;
 

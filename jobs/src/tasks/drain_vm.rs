@@ -1,4 +1,5 @@
-//! `drain_vm`: marks a VM drained when its Config is gone or its index is past the amount. A
+//! `drain_vm`: marks a VM drained when its Config is gone, its index is past the amount, or its
+//! machine comes from a provider the Config no longer names. A
 //! drained VM never sent to GCE is dropped at once; one with an instance is handed to
 //! `manage_bot` (terminate, destroy, delete); one being inserted finishes first.
 
@@ -19,7 +20,8 @@ task!(
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: DrainVm) -> Result<Next, TaskError> {
     let Some(cur) = ctx.vm(&t.id).await? else { return Ok(Next::Done) };
-    if crate::tasks::wanted(ctx, &cur.value.config, cur.value.index).await? {
+    let config = ctx.store.config(&cur.value.config).await?;
+    if config.is_some_and(|c| ctx.providers.keeps(&c.value, &cur.value)) {
         return Ok(Next::Done);
     }
     drain(ctx, &cur.value).await.map(|_| Next::Done)

@@ -22,6 +22,7 @@ use crate::error::TaskError;
 use crate::model::{Bot, Fault, FaultKind, Observed, Vm};
 use crate::tasks::Next;
 use crate::ports::store::Versioned;
+use crate::providers::Health;
 use crate::tasks::{update_vm, write_vm_at};
 use crate::telemetry::Stage;
 
@@ -152,18 +153,18 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<Next, TaskError> {
     // back? Not if its instance is stopped, preempted or gone.
     let silent = bot.silent(now, ctx.silent_after());
     if (bot.is_dead || silent) && !bot.deleted && vm.destroying.is_none() {
-        match ctx.compute.get(vm.project(), vm.zone(), &vm.hostname).await? {
-            Some(i) if !i.is_down() => {
+        match ctx.providers.get(ctx, &vm.provider).await?.check(ctx, &vm).await? {
+            Health::Up(_) => {
                 if bot.is_dead {
                     let since = bot.last_seen.map_or_else(|| "unknown".to_owned(), |t| t.to_rfc3339());
                     fault(ctx, &vm, FaultKind::BotDead, &format!("bot dead (last seen {since})"), STAGE)
                         .await?;
                 }
             }
-            inst => {
-                let status = inst.as_ref().map(|i| i.status.as_str());
-                return replace_down(ctx, &vm, status, STAGE).await.map(|()| Next::Done);
+            Health::Down(status) => {
+                return replace_down(ctx, &vm, Some(&status), STAGE).await.map(|()| Next::Done);
             }
+            Health::Gone => return replace_down(ctx, &vm, None, STAGE).await.map(|()| Next::Done),
         }
     } else if vm.fault.as_ref().is_some_and(|f| f.kind == FaultKind::BotDead) {
         update_vm(ctx, &vm.id, |v| {

@@ -217,11 +217,6 @@ pub async fn drop_uncreated(ctx: &Ctx, id: &str, only: impl Fn(&Vm) -> bool) -> 
     Ok(())
 }
 
-/// Whether VM `index` of Config `prefix` is still wanted (its Config exists and wants it).
-pub async fn wanted(ctx: &Ctx, prefix: &str, index: u32) -> Result<bool, TaskError> {
-    Ok(ctx.store.config(prefix).await?.is_some_and(|c| c.value.wants(index)))
-}
-
 /// Applies `change` to the VM `id` with a compare-and-set, re-reading on a lost race. `change`
 /// returns false to leave the record alone. Returns the VM as written (or as found), `None` if
 /// it is gone.

@@ -1,0 +1,169 @@
+//! Tests of the provider contract's plumbing: declaration, the default, setup once (and again
+//! after a failure), Configs matched to providers, and a change of provider.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use async_trait::async_trait;
+
+use super::*;
+use crate::catalog::Verdict;
+use crate::ports::store::Expect;
+use crate::tasks::{CreateInstance, DrainVm};
+use crate::testing::created;
+
+/// A provider that counts its calls; its setup fails `fail_setup` times first.
+#[derive(Debug, Default)]
+struct Counting {
+    setups: AtomicUsize,
+    fail_setup: usize,
+    creates: AtomicUsize,
+}
+
+#[async_trait]
+impl Provider for Counting {
+    fn kind(&self) -> Kind {
+        Kind::Gce
+    }
+    async fn setup(&self, _ctx: &Ctx) -> Result<(), TaskError> {
+        let n = self.setups.fetch_add(1, Ordering::SeqCst);
+        if n < self.fail_setup {
+            return Err(TaskError::Invalid("no network".into()));
+        }
+        Ok(())
+    }
+    async fn validate(&self, _ctx: &Ctx, _config: &Config) -> Verdict {
+        Verdict::Valid
+    }
+    async fn create(&self, _ctx: &Ctx, _vm: Versioned<Vm>) -> Result<Next, TaskError> {
+        self.creates.fetch_add(1, Ordering::SeqCst);
+        Ok(Next::Done)
+    }
+    async fn remove(&self, _ctx: &Ctx, _vm: Vm) -> Result<Next, TaskError> {
+        Ok(Next::Done)
+    }
+    async fn check(&self, _ctx: &Ctx, _vm: &Vm) -> Result<Health, TaskError> {
+        Ok(Health::Gone)
+    }
+}
+
+fn declared(ids: &[&str]) -> BTreeMap<String, Declared> {
+    ids.iter().map(|id| ((*id).to_owned(), Declared { kind: Kind::Gce })).collect()
+}
+
+#[test]
+fn the_default_is_the_one_gce_provider_or_the_one_named_gce() {
+    let none = Providers::new(&BTreeMap::new()).unwrap();
+    assert_eq!((none.ids(), none.resolve("")), (vec!["gce"], "gce"), "nothing declared: gce");
+    let one = Providers::new(&declared(&["east"])).unwrap();
+    assert_eq!(one.resolve(""), "east");
+    assert_eq!(one.resolve("west"), "west", "a named provider is itself");
+    let two = Providers::new(&declared(&["east", "gce"])).unwrap();
+    assert_eq!(two.resolve(""), "gce");
+    let ambiguous = Providers::new(&declared(&["east", "west"])).unwrap();
+    let e = ambiguous.problem(&crate::testing::config("linux", 1)).expect("no default");
+    assert!(e.field == "linux.provider" && e.rule.contains("east, west"), "{e}");
+    let bad = Providers::new(&declared(&["East"])).unwrap_err();
+    assert!(bad.contains("[providers.East]"), "{bad}");
+}
+
+#[tokio::test]
+async fn a_config_must_name_a_declared_provider_with_a_valid_id() {
+    let (ctx, _) = Ctx::test();
+    let mut c = crate::testing::config("linux", 1);
+    c.provider = "elsewhere".into();
+    match ctx.validate(&c).await {
+        Verdict::Invalid(e) => {
+            assert!(e.field == "linux.provider" && e.rule.contains("declared: gce"), "{e}")
+        }
+        v => panic!("{v:?}"),
+    }
+    c.provider = "Not An Id".into();
+    assert!(c.problems().iter().any(|e| e.field == "linux.provider"), "{:?}", c.problems());
+    c.provider = "gce".into();
+    assert!(c.problems().is_empty());
+    assert_eq!(ctx.validate(&c).await, Verdict::Valid, "the fake project has the zone");
+}
+
+#[tokio::test]
+async fn setup_runs_once_per_process_and_again_after_a_failure_without_stopping_the_others() {
+    let (ctx, _) = Ctx::test();
+    let flaky = Arc::new(Counting { fail_setup: 1, ..Counting::default() });
+    let fine = Arc::new(Counting::default());
+    let providers = Providers::default().with("flaky", flaky.clone()).with("fine", fine.clone());
+    providers.setup_all(&ctx).await;
+    assert_eq!(fine.setups.load(Ordering::SeqCst), 1);
+    let e = providers.get(&ctx, "flaky").await.map(drop);
+    assert_eq!(flaky.setups.load(Ordering::SeqCst), 2, "tried at start, and again when asked");
+    assert!(e.is_ok(), "the second try succeeded: {e:?}");
+    providers.get(&ctx, "flaky").await.unwrap();
+    providers.get(&ctx, "fine").await.unwrap();
+    assert_eq!(
+        (flaky.setups.load(Ordering::SeqCst), fine.setups.load(Ordering::SeqCst)),
+        (2, 1),
+        "once set up, never again"
+    );
+
+    let broken = Arc::new(Counting { fail_setup: usize::MAX, ..Counting::default() });
+    let providers = Providers::default().with("broken", broken);
+    let e = providers.get(&ctx, "broken").await.unwrap_err();
+    assert_eq!(e.class(), crate::error::Class::Transient, "{e}");
+    let e = providers.get(&ctx, "undeclared").await.unwrap_err();
+    assert_eq!(e.class(), crate::error::Class::Permanent, "{e}");
+}
+
+#[tokio::test]
+async fn create_instance_goes_to_the_vms_provider() {
+    let (mut ctx, f) = Ctx::test();
+    let other = Arc::new(Counting::default());
+    ctx.providers = Arc::new(Providers::default().with("other", other.clone()));
+    let mut c = crate::testing::config("linux", 2);
+    c.provider = "other".into();
+    ctx.seed_config("linux", 2).await;
+    let mut rec = ctx.store.config("linux").await.unwrap().unwrap();
+    rec.value.config = c;
+    assert!(ctx.store.put_config(&rec.value, Expect::Version(rec.version)).await.unwrap());
+    ctx.seed_vm("linux-0", |v| v.provider = "other".into()).await;
+    crate::tasks::create_instance::run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap();
+    assert_eq!(other.creates.load(Ordering::SeqCst), 1);
+    assert!(f.compute.calls().is_empty(), "Compute was not asked: {:?}", f.compute.calls());
+    // A VM left from the default provider is not the Config's any more: dropped, not made.
+    ctx.seed_vm("linux-1", |_| {}).await;
+    crate::tasks::create_instance::run(&ctx, CreateInstance { id: "linux-1".into() }).await.unwrap();
+    assert!(ctx.store.vm("linux-1").await.unwrap().is_none());
+    assert_eq!(other.creates.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn a_provider_change_drains_the_old_providers_vms_and_the_new_one_makes_them_again() {
+    let (mut ctx, _) = Ctx::test();
+    ctx.providers = Arc::new(Providers::new(&declared(&["gce", "gce-b"])).unwrap());
+    ctx.seed_config("linux", 2).await;
+    ctx.seed_vm("linux-0", created(ctx.now())).await;
+    ctx.seed_vm("linux-1", |_| {}).await;
+    let old = ctx.store.config("linux").await.unwrap().unwrap().value.config;
+    let mut new = old.clone();
+    new.provider = "gce".into();
+    assert_eq!(switched(&ctx, Some(&old), &new).await.unwrap(), 0, "naming the default is no change");
+    new.provider = "gce-b".into();
+    assert_eq!(switched(&ctx, None, &new).await.unwrap(), 0, "a new Config drains nothing");
+    assert_eq!(switched(&ctx, Some(&old), &new).await.unwrap(), 2);
+    let drains = ctx.taken::<DrainVm>().await;
+    assert_eq!(drains.len(), 2);
+    // The Config is written with its new provider: drain_vm drains both.
+    let mut rec = ctx.store.config("linux").await.unwrap().unwrap();
+    rec.value.config = new;
+    assert!(ctx.store.put_config(&rec.value, Expect::Version(rec.version)).await.unwrap());
+    for t in drains {
+        crate::tasks::drain_vm::run(&ctx, t).await.unwrap();
+    }
+    assert!(
+        ctx.store.vm("linux-0").await.unwrap().unwrap().value.drained,
+        "made: drained, retired by manage_bot"
+    );
+    assert!(ctx.store.vm("linux-1").await.unwrap().is_none(), "never sent: dropped");
+    // Its replacement comes from the new provider.
+    crate::tasks::create_vm::run(&ctx, crate::tasks::CreateVm { id: "linux-1".into() }).await.unwrap();
+    assert_eq!(ctx.store.vm("linux-1").await.unwrap().unwrap().value.provider, "gce-b");
+}
