@@ -78,6 +78,10 @@ pub struct RunOptions {
     /// Talk to the real Compute Engine and Swarming (Application Default Credentials).
     #[arg(long)]
     pub real_gce: bool,
+    /// Where the keys that sign VMs' identity tokens are published (a JSON Web Key Set);
+    /// defaults to the simulator's, or to Google's with `--real-gce`.
+    #[arg(long, env = "GCE_BACKEND_CERTS_URL")]
+    pub certs_url: Option<String>,
     /// No progress lines on the terminal.
     #[arg(long)]
     pub quiet: bool,
@@ -184,6 +188,11 @@ pub async fn context(
             (Some(base.clone()), Some(format!("{base}/swarming/{{host}}")))
         }
     };
+    let certs = match (&opts.certs_url, &gce) {
+        (Some(url), _) => url.clone(),
+        (None, Some(endpoint)) => format!("{}/oauth2/v3/certs", endpoint.trim_end_matches('/')),
+        (None, None) => crate::adapters::keys::GOOGLE_CERTS.to_owned(),
+    };
     let compute = Gce::connect(gce.as_deref()).await.map_err(anyhow::Error::msg)?;
     let bots = Swarming::new(swarming.as_deref()).map_err(anyhow::Error::msg)?;
     let iso = &settings.isolation;
@@ -204,6 +213,7 @@ pub async fn context(
         limits: Arc::new(settings.limits.clone()),
         catalog: Arc::new(gce_backend_jobs::catalog::Catalog::new()),
         providers: Arc::new(Providers::new(&settings.providers).map_err(anyhow::Error::msg)?),
+        keys: Arc::new(crate::adapters::keys::HttpKeys::new(&certs)),
         deployment: settings.deployment.clone(),
         configs_dir: opts.configs.clone(),
         telemetry,

@@ -141,6 +141,7 @@ impl Env {
             gce_endpoint: Some(sim_url.clone()),
             swarming_endpoint: None,
             real_gce: false,
+            certs_url: None,
             quiet: true,
             api: gce_backend::app::ApiArgs {
                 tokens: Some(crate::api::write_tokens(&dir)),

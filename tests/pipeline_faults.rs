@@ -339,6 +339,7 @@ async fn two_processes_on_one_redis_converge_without_two_inserts_for_one_hostnam
         gce_endpoint: Some(format!("http://{addr}")),
         swarming_endpoint: None,
         real_gce: false,
+        certs_url: None,
         quiet: true,
         api: Default::default(),
     };
@@ -394,6 +395,7 @@ async fn a_cron_tick_runs_once_across_processes_sharing_a_redis() {
         gce_endpoint: Some(env.sim_url.clone()),
         swarming_endpoint: None,
         real_gce: false,
+        certs_url: None,
         quiet: true,
         api: Default::default(),
     };

@@ -24,6 +24,7 @@ async fn contract(store: Arc<dyn Store>) {
         delete_at: None,
         verified: true,
         paused: None,
+        provider_changed: None,
     };
     assert!(store.put_config(&rec, Expect::Absent).await.unwrap());
     assert!(!store.put_config(&rec, Expect::Absent).await.unwrap(), "already there");
@@ -67,6 +68,7 @@ async fn contract(store: Arc<dyn Store>) {
     made.instance = Some(Placed {
         url: "https://x/linux-0-abcd".into(),
         created: ctx.now(),
+        instance_id: "1".into(),
         internal_ip: String::new(),
         external_ip: String::new(),
     });
@@ -196,6 +198,7 @@ async fn corrupt(store: Arc<dyn Store>, plant: impl Fn(&str, &str)) {
         delete_at: None,
         verified: true,
         paused: None,
+        provider_changed: None,
     };
     assert!(store.put_config(&rec, Expect::Absent).await.unwrap());
     let mac = ConfigRecord { config: config("mac", 1), ..rec.clone() };
@@ -334,6 +337,7 @@ async fn a_vm_stored_in_the_flat_format_reads_with_its_instance() {
     vm.instance = Some(Placed {
         url: "https://compute/projects/p/zones/z/instances/linux-0-abcd".into(),
         created: Utc.with_ymd_and_hms(2026, 11, 1, 10, 0, 0).unwrap(),
+        instance_id: String::new(),
         internal_ip: "10.0.0.7".into(),
         external_ip: String::new(),
     });

@@ -159,6 +159,8 @@ pub struct Ctx {
     pub catalog: Arc<crate::catalog::Catalog>,
     /// Where machines come from: the declared providers.
     pub providers: Arc<crate::providers::Providers>,
+    /// The keys VMs' identity tokens are signed with (Google's, or the simulator's).
+    pub keys: Arc<dyn crate::ports::keys::Keys>,
     /// Deployment name: the value of the `gce-backend` label on our instances.
     pub deployment: String,
     /// Where `import_configs` reads Config files.

@@ -53,6 +53,10 @@ pub struct ConfigRecord {
     /// Set while this Config is paused: no VM is created or replaced (see `Ctx::paused`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused: Option<Pause>,
+    /// When its provider last changed, kept until no VM of another provider is left
+    /// (`expand_config` drains them a few at a time; see `providers::switch_step`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_changed: Option<DateTime<Utc>>,
 }
 
 impl ConfigRecord {
@@ -111,6 +115,9 @@ pub struct Vm {
     /// The bot's first_seen_ts (set once).
     #[serde(default)]
     pub connected: Option<DateTime<Utc>>,
+    /// When this incarnation registered with an identity proof (once per incarnation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registered: Option<DateTime<Utc>>,
     /// Scheduled for removal (its Config shrank or went away).
     #[serde(default)]
     pub drained: bool,
@@ -137,6 +144,10 @@ pub struct Placed {
     pub url: String,
     /// Creation time: the lifetime counts from here.
     pub created: DateTime<Utc>,
+    /// Compute Engine's numeric instance id (what its identity token names; empty in records
+    /// written before it was kept).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub instance_id: String,
     /// Internal address.
     #[serde(default)]
     pub internal_ip: String,
@@ -197,7 +208,8 @@ impl Vm {
             let flat: Flat = serde_json::from_str(raw)?;
             if let (false, Some(created)) = (flat.url.is_empty(), flat.created) {
                 let Flat { url, internal_ip, external_ip, .. } = flat;
-                vm.instance = Some(Placed { url, created, internal_ip, external_ip });
+                vm.instance =
+                    Some(Placed { url, created, instance_id: String::new(), internal_ip, external_ip });
             }
         }
         Ok(vm)

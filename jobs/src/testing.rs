@@ -51,6 +51,7 @@ impl FakeCompute {
     pub fn instance(name: &str, labels: &[(&str, &str)]) -> Instance {
         Instance {
             name: name.to_owned(),
+            id: format!("{}", name.len() * 1000 + name.bytes().map(usize::from).sum::<usize>()),
             created: Utc.with_ymd_and_hms(2026, 11, 21, 10, 0, 0).unwrap(),
             url: format!("https://compute/projects/p/zones/z/instances/{name}"),
             labels: labels.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
@@ -231,6 +232,8 @@ pub struct Fakes {
     pub clock: Arc<ManualClock>,
     /// The memory store behind `ctx.store` (to plant corrupt records).
     pub store: Arc<MemoryStore>,
+    /// The identity token signing keys.
+    pub keys: Arc<crate::ports::keys::FixedKeys>,
 }
 
 impl Ctx {
@@ -241,6 +244,7 @@ impl Ctx {
             bots: Arc::default(),
             clock: Arc::new(ManualClock::at(Utc.with_ymd_and_hms(2026, 11, 21, 10, 0, 0).unwrap())),
             store: Arc::new(MemoryStore::new()),
+            keys: Arc::default(),
         };
         let telemetry = crate::telemetry::Telemetry::default();
         let queues = Queues::new(Arc::new(MemoryEngine::new()), &HashMap::new())
@@ -256,6 +260,7 @@ impl Ctx {
             limits: Arc::new(crate::ctx::Limits::default()),
             catalog: Arc::new(crate::catalog::Catalog::new()),
             providers: Arc::new(crate::providers::Providers::default()),
+            keys: fakes.keys.clone(),
             deployment: "test".into(),
             configs_dir: PathBuf::from("."),
             telemetry,
@@ -332,6 +337,7 @@ impl Ctx {
             delete_at: None,
             verified: true,
             paused: None,
+            provider_changed: None,
         };
         assert!(self.store.put_config(&rec, crate::ports::store::Expect::Absent).await.expect("store"));
     }
@@ -365,6 +371,7 @@ pub fn created(now: DateTime<Utc>) -> impl FnOnce(&mut crate::model::Vm) {
         v.instance = Some(crate::model::Placed {
             url: format!("https://compute/projects/p/zones/z/instances/{}", v.hostname),
             created: now,
+            instance_id: format!("id-{}", v.hostname),
             internal_ip: String::new(),
             external_ip: String::new(),
         });

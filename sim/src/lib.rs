@@ -10,6 +10,7 @@ pub mod admin;
 pub mod config;
 pub mod filter;
 pub mod gce;
+pub mod identity;
 pub mod swarming;
 pub mod world;
 
@@ -77,7 +78,12 @@ impl Sim {
 
 /// The simulator's routes.
 pub fn router(sim: Sim) -> Router {
-    Router::new().merge(gce::routes()).merge(swarming::routes()).merge(admin::routes()).with_state(sim)
+    Router::new()
+        .merge(gce::routes())
+        .merge(swarming::routes())
+        .merge(admin::routes())
+        .merge(identity::routes())
+        .with_state(sim)
 }
 
 /// Serves `sim` on `listener` until the process ends.

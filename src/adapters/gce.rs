@@ -52,6 +52,7 @@ fn instance(i: model::Instance) -> Instance {
     let nic = i.network_interfaces.first();
     Instance {
         name: i.name.unwrap_or_default(),
+        id: i.id.map(|id| id.to_string()).unwrap_or_default(),
         created: i
             .creation_timestamp
             .as_deref()

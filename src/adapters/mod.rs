@@ -1,8 +1,10 @@
 //! Adapters that implement the `jobs` ports: Compute Engine through the official client,
-//! Swarming through pRPC, the datastore on Redis, and the system clock.
+//! Swarming through pRPC, the datastore on Redis, identity token keys over HTTP, and the system
+//! clock.
 
 pub mod gce;
 pub mod gce_resource;
+pub mod keys;
 pub mod redis_store;
 pub mod swarming;
 

@@ -22,6 +22,10 @@ use super::error::ApiError;
 )]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
+    /// No token at all: the methods a VM calls with its own proof (never a token's role: a
+    /// tokens file naming it is refused).
+    #[value(skip)]
+    Anyone,
     /// Read Configs (of its groups, or without owner), VMs and queues.
     Reader,
     /// Also change the Configs its groups own, recycle their VMs, retry dead tasks.
@@ -33,6 +37,7 @@ pub enum Role {
 impl fmt::Display for Role {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
+            Role::Anyone => "anyone",
             Role::Reader => "reader",
             Role::Writer => "writer",
             Role::Admin => "admin",
@@ -91,6 +96,9 @@ impl Tokens {
         for t in file.token {
             let hash = decode_hex(&t.sha256)
                 .ok_or_else(|| format!("{origin}: token {:?}: sha256 must be 64 hex digits", t.name))?;
+            if t.role == Role::Anyone {
+                return Err(format!("{origin}: token {:?}: role must be reader, writer or admin", t.name));
+            }
             if out.0.iter().any(|(h, c)| *h == hash || c.name == t.name) {
                 return Err(format!("{origin}: token {:?} is listed twice (same name or hash)", t.name));
             }
@@ -175,6 +183,9 @@ pub async fn require(
     mut req: Request,
     next: Next,
 ) -> Response {
+    if needs.0 == Role::Anyone {
+        return next.run(req).await;
+    }
     let presented = req
         .headers()
         .get(header::AUTHORIZATION)
@@ -220,6 +231,8 @@ mod tests {
         let bad = text.replace(&entry.sha256, "abc");
         assert!(Tokens::parse(&bad, "t").unwrap_err().contains("64 hex"));
         assert!(Tokens::parse("[[token]]\nname='x'\nsha256='00'\nrole='root'\n", "t").is_err());
+        let anyone = text.replace("role = \"writer\"", "role = \"anyone\"");
+        assert!(Tokens::parse(&anyone, "t").unwrap_err().contains("reader, writer or admin"), "{anyone}");
     }
 
     #[test]

@@ -7,7 +7,7 @@ use axum::routing::{MethodFilter, on};
 use schemars::JsonSchema;
 
 use super::auth::Role;
-use super::{Api, configs, queues, types::*, ui, vms};
+use super::{Api, configs, queues, register, types::*, ui, vms};
 use gce_backend_jobs::model::{Plan, PlanInput};
 use gce_backend_queues::TaskStatus;
 
@@ -149,6 +149,9 @@ methods! {
         Admin, queues::purge_dead, "Drop every dead task of a queue.";
     "purgePending": delete "/queues/<queue>/pending" [] => Affected,
         Admin, queues::purge_pending, "Drop every pending task of a queue (the cron pushes again what is wanted).";
+    "register": post "/register" [] in gce_backend_jobs::operate::register::RegisterInput
+        => gce_backend_jobs::operate::register::Registration,
+        Anyone, register::register, "A VM registers with its identity proof (no token; any refusal is one 403).";
     "whoami": get "/whoami" [] => WhoAmI,
         Reader, ui::whoami, "The caller's token: its name, role and groups (the dashboard shows what it may do).";
 }

@@ -8,6 +8,7 @@ pub mod error;
 pub mod methods;
 mod queues;
 pub mod reference;
+pub mod register;
 pub mod types;
 mod ui;
 mod vms;

@@ -19,6 +19,8 @@ mod errors;
 mod flows;
 /// Random bodies, routes and queries never give a 5xx.
 mod fuzz;
+/// A VM registers with its identity token.
+mod register;
 
 /// The tests' tokens: (token, name, role, groups).
 pub(crate) const TOKENS: &[(&str, &str, Role, &[&str])] = &[

@@ -201,6 +201,7 @@ async fn stored(
             delete_at: None,
             verified: false,
             paused: None,
+            provider_changed: None,
         };
         corrupt.insert(c.key.clone());
         out.insert(c.key, Versioned { value, version: c.version });
@@ -320,10 +321,12 @@ async fn apply(
         delete_at: None,
         verified,
         paused: None,
+        provider_changed: None,
     };
     if let Some(c) = cur {
         rec.current_amount = amount_after(&c.value, &rec.config, ctx.now());
         rec.paused = c.value.paused.clone();
+        rec.provider_changed = crate::providers::changed(&ctx.providers, &c.value, &rec.config, ctx.now());
         if c.value.orphaned.is_some() {
             tracing::warn!(config = %prefix, file = path, "the Config file is back: deletion cancelled");
         }
@@ -348,7 +351,6 @@ async fn apply(
         return Ok(Ok(0));
     }
     tracing::info!(config = %prefix, file = path, revision = %rec.revision, "imported");
-    crate::providers::switched(ctx, cur.map(|c| &c.value.config), &rec.config).await?;
     Ok(Ok(ctx.push_many(&[ExpandConfig { prefix }]).await?))
 }
 

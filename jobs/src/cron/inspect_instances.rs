@@ -39,7 +39,9 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
     }
     let pushed = ctx.push_many(&tasks).await?;
     for p in scanned {
-        p.scan_cleanup(ctx).await?;
+        if let Err(e) = p.scan_cleanup(ctx).await {
+            tracing::warn!(provider = ?p, error = %e, "provider scan cleanup failed");
+        }
     }
     Ok(pushed)
 }

@@ -160,8 +160,13 @@ mod tests {
     #[test]
     fn the_state_of_a_vm_follows_its_record() {
         let at = DateTime::<Utc>::default();
-        let placed =
-            Placed { url: "u".into(), created: at, internal_ip: String::new(), external_ip: String::new() };
+        let placed = Placed {
+            url: "u".into(),
+            created: at,
+            instance_id: String::new(),
+            internal_ip: String::new(),
+            external_ip: String::new(),
+        };
         let made = Vm { instance: Some(placed), ..Vm::default() };
         let fault = Some(Fault { kind: FaultKind::BotDead, detail: "dead".into(), at });
         let cases = [

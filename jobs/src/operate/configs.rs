@@ -84,6 +84,9 @@ async fn admit_and_write(
             delete_at: None,
             verified,
             paused: cur.as_ref().and_then(|c| c.value.paused.clone()),
+            provider_changed: cur
+                .as_ref()
+                .and_then(|c| crate::providers::changed(&ctx.providers, &c.value, &config, now)),
         };
         let written = match &cur {
             Some(c) if c.value == rec => true, // as asked already: nothing to write
@@ -108,7 +111,6 @@ async fn admit_and_write(
             Some(_) => {}
         }
         ctx.resolved(&prefix, &[STAGE]).await?;
-        crate::providers::switched(ctx, cur.as_ref().map(|c| &c.value.config), &rec.config).await?;
         ctx.push(&ExpandConfig { prefix }).await?;
         return Ok((rec, cur.is_none()));
     }

@@ -20,6 +20,7 @@ use crate::tasks::{CreateInstance, ExpandConfig, ManageBot};
 
 pub mod configs;
 pub mod plan;
+pub mod register;
 pub mod vms;
 
 pub use configs::{

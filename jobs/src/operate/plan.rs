@@ -28,6 +28,11 @@ pub async fn plan(ctx: &Ctx, prefix: &str, input: PlanInput) -> Result<Plan, OpE
         problems.extend(a.invalid.iter().map(ToString::to_string));
         problems.extend(a.conflict);
         changes = diff(cur.as_ref().map(|r| &r.config), c);
+        // Naming the default provider is no change of provider.
+        let was = cur.as_ref().map(|r| ctx.providers.resolve(&r.config.provider));
+        changes.retain(|ch| {
+            ch.field != "provider" || was.is_some_and(|w| w != ctx.providers.resolve(&c.provider))
+        });
     }
     let Some(config) = input.config.as_ref().or(cur.as_ref().map(|r| &r.config)) else {
         return Err(OpError::NotFound(format!("Config {prefix}")));
@@ -60,9 +65,13 @@ pub async fn plan(ctx: &Ctx, prefix: &str, input: PlanInput) -> Result<Plan, OpE
         });
     }
     let ids = by_index(ctx.store.vm_ids(VmIndex::OfConfig(prefix.to_owned())).await?);
-    let wanted = |id: &str| parse_id(id).is_some_and(|(p, i)| p == prefix && i < amount);
+    // Another provider: every VM is replaced (drained, then made by the new one).
+    let switching = cur.as_ref().is_some_and(|r| {
+        ctx.providers.resolve(&r.config.provider) != ctx.providers.resolve(&config.provider)
+    });
+    let wanted = |id: &str| !switching && parse_id(id).is_some_and(|(p, i)| p == prefix && i < amount);
     let (keep, drain): (Vec<String>, Vec<String>) = ids.iter().cloned().partition(|id| wanted(id));
-    let create = (0..amount).map(|i| vm_id(prefix, i)).filter(|id| !ids.contains(id)).collect();
+    let create = (0..amount).map(|i| vm_id(prefix, i)).filter(|id| switching || !ids.contains(id)).collect();
     Ok(Plan { prefix: prefix.to_owned(), amount, create, drain, keep, changes, problems, paused })
 }
 

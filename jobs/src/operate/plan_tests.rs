@@ -136,3 +136,36 @@ async fn a_plan_says_when_creation_waits_for_a_pause() {
     let p = plan(&ctx, "linux", amount(2)).await.unwrap();
     assert_eq!((p.paused.map(|p| p.reason), p.create.len()), (Some("incident".into()), 2));
 }
+
+#[tokio::test]
+async fn another_provider_replaces_every_vm_and_naming_the_default_changes_nothing() {
+    let mut ctx = setup(3, 3).await;
+    let declared = ["gce", "gce-b"]
+        .map(|id| (id.to_owned(), crate::providers::Declared { kind: crate::providers::Kind::Gce }));
+    ctx.providers = std::sync::Arc::new(crate::providers::Providers::new(&declared.into()).unwrap());
+    let mut c = config("linux", 1);
+    c.amount.max = 12;
+    c.provider = "gce".into();
+    let p = plan(&ctx, "linux", PlanInput { config: Some(c.clone()), ..PlanInput::default() }).await.unwrap();
+    assert!(p.changes.iter().all(|ch| ch.field != "provider"), "{:?}", p.changes);
+    assert_eq!((p.keep.len(), p.drain.len(), p.create.len()), (3, 0, 0));
+
+    c.provider = "gce-b".into();
+    let before = snapshot(&ctx).await;
+    let p = plan(&ctx, "linux", PlanInput { config: Some(c.clone()), ..PlanInput::default() }).await.unwrap();
+    assert!(p.problems.is_empty(), "{:?}", p.problems);
+    assert!(p.changes.iter().any(|ch| ch.field == "provider"), "{:?}", p.changes);
+    assert_eq!(
+        (p.keep.len(), p.drain, p.create.len()),
+        (0, vec!["linux-0".to_owned(), "linux-1".into(), "linux-2".into()], 3)
+    );
+    assert_eq!(snapshot(&ctx).await, before, "a plan writes nothing");
+
+    // Applied: the record is marked in the same write, and the drains begin.
+    let (rec, _) = crate::operate::apply(&ctx, c, "alice").await.unwrap();
+    assert!(rec.provider_changed.is_some());
+    assert_eq!(
+        ctx.store.config("linux").await.unwrap().unwrap().value.provider_changed,
+        rec.provider_changed
+    );
+}

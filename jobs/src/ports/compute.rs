@@ -105,6 +105,8 @@ pub struct Operation {
 pub struct Instance {
     /// Name.
     pub name: String,
+    /// Compute Engine's numeric id: new for every instance, even under a name used before.
+    pub id: String,
     /// Creation time.
     pub created: DateTime<Utc>,
     /// selfLink.
@@ -124,6 +126,7 @@ impl Instance {
     pub fn placed(&self) -> crate::model::Placed {
         crate::model::Placed {
             url: self.url.clone(),
+            instance_id: self.id.clone(),
             created: self.created,
             internal_ip: self.internal_ip.clone(),
             external_ip: self.external_ip.clone(),

@@ -1,4 +1,5 @@
-//! The ports the reconcile logic calls: the datastore, Compute Engine, Swarming and the clock.
+//! The ports the reconcile logic calls: the datastore, Compute Engine, Swarming, the clock and
+//! the keys identity tokens are signed with.
 //! Adapters live in the root crate (Redis, the official GCE client, pRPC); in-memory ones here;
 //! [`guarded`] puts the remote ones behind per-server and per-project [`guard::Guard`]s.
 
@@ -7,4 +8,5 @@ pub mod clock;
 pub mod compute;
 pub mod guard;
 pub mod guarded;
+pub mod keys;
 pub mod store;

@@ -22,7 +22,8 @@ use crate::error::TaskError;
 use crate::model::Vm;
 use crate::ports::compute::{ComputeError, InstanceSpec, Kind as ComputeKind, Operation};
 use crate::ports::store::Versioned;
-use crate::providers::{Health, Kind, Provider};
+use crate::providers::identity::{self, Refused};
+use crate::providers::{Health, Kind, Proven, Provider};
 use crate::tasks::create_instance::{STAGE, created, drop_vm};
 use crate::tasks::{Next, update_vm, write_vm_at};
 use crate::telemetry::Stage;
@@ -194,6 +195,34 @@ impl Provider for Gce {
             }
         }
         Ok(Next::Done)
+    }
+
+    /// The token's signature, issuer, audience and time; then a VM of ours whose hostname is
+    /// the instance's name, in its project and zone, whose instance (when already recorded) has
+    /// the token's instance id, and that has not registered yet.
+    async fn identify(&self, ctx: &Ctx, proof: &str, audience: &str) -> Result<Proven, Refused> {
+        let keys = ctx.keys.keys(false).await.map_err(|_| Refused("keys unavailable"))?;
+        let id = match identity::verify(proof, &keys, audience, ctx.now()) {
+            Err(Refused("unknown key id")) => {
+                let keys = ctx.keys.keys(true).await.map_err(|_| Refused("keys unavailable"))?;
+                identity::verify(proof, &keys, audience, ctx.now())?
+            }
+            verified => verified?,
+        };
+        let found = ctx.store.vms_by_hostname(std::slice::from_ref(&id.instance_name)).await;
+        let vm_id = found.ok().and_then(|mut v| v.pop().flatten()).ok_or(Refused("no VM of that name"))?;
+        let vm = ctx.store.vm(&vm_id).await.ok().flatten().ok_or(Refused("no VM of that name"))?;
+        let v = &vm.value;
+        if v.hostname != id.instance_name || v.project() != id.project || v.zone() != id.zone {
+            return Err(Refused("another instance"));
+        }
+        if v.instance.as_ref().is_some_and(|p| !p.instance_id.is_empty() && p.instance_id != id.instance_id) {
+            return Err(Refused("another incarnation of the name"));
+        }
+        if v.registered.is_some() {
+            return Err(Refused("already registered"));
+        }
+        Ok(Proven { vm, expires: id.expires })
     }
 
     async fn check(&self, ctx: &Ctx, vm: &Vm) -> Result<Health, TaskError> {

@@ -8,11 +8,13 @@
 //! is up. Seed 000 (Taskcluster worker-manager's providers) is the model.
 
 pub mod gce;
+pub mod identity;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use tokio::sync::OnceCell;
 
@@ -64,6 +66,14 @@ pub trait Provider: Send + Sync + std::fmt::Debug {
     /// Whether `vm`'s machine is up.
     async fn check(&self, ctx: &Ctx, vm: &Vm) -> Result<Health, TaskError>;
 
+    /// Checks `proof` (what a machine sends to register; Compute Engine: an instance identity
+    /// token for `audience`) and names the VM it proves to be: one of ours, its current
+    /// incarnation, not registered yet. Every failure is one [`identity::Refused`], whose
+    /// reason the caller keeps to itself. By default a provider takes no registration.
+    async fn identify(&self, _ctx: &Ctx, _proof: &str, _audience: &str) -> Result<Proven, identity::Refused> {
+        Err(identity::Refused("this provider takes no registration"))
+    }
+
     /// Called before a periodic scan of this provider's machines (`inspect_instances`).
     async fn scan_prepare(&self, _ctx: &Ctx) -> Result<(), TaskError> {
         Ok(())
@@ -73,6 +83,15 @@ pub trait Provider: Send + Sync + std::fmt::Debug {
     async fn scan_cleanup(&self, _ctx: &Ctx) -> Result<(), TaskError> {
         Ok(())
     }
+}
+
+/// A VM a machine proved to be (see [`Provider::identify`]).
+#[derive(Debug, Clone)]
+pub struct Proven {
+    /// The VM, as read.
+    pub vm: Versioned<Vm>,
+    /// When the proof expires.
+    pub expires: DateTime<Utc>,
 }
 
 /// Types of provider.
@@ -110,9 +129,58 @@ pub fn id_problem(id: &str) -> Option<String> {
     })
 }
 
+/// How long a failed setup is not tried again (calls fail at once meanwhile).
+const SETUP_RETRY_SECS: i64 = 10;
+/// Longest a setup may take.
+const SETUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 struct Entry {
     provider: Arc<dyn Provider>,
     ready: OnceCell<()>,
+    /// The last failed setup: when, why, and whether trying again may help.
+    failed: std::sync::Mutex<Option<(DateTime<Utc>, String, bool)>>,
+}
+
+impl Entry {
+    fn new(provider: Arc<dyn Provider>) -> Self {
+        Self { provider, ready: OnceCell::new(), failed: std::sync::Mutex::new(None) }
+    }
+
+    /// The last failure, while it is recent.
+    fn recent_failure(&self, id: &str, now: DateTime<Utc>) -> Option<TaskError> {
+        let f = self.failed.lock().unwrap_or_else(|e| e.into_inner());
+        f.as_ref().filter(|(at, ..)| now - *at < chrono::Duration::seconds(SETUP_RETRY_SECS)).map(
+            |(_, message, transient)| TaskError::Provider {
+                id: id.to_owned(),
+                message: message.clone(),
+                transient: *transient,
+            },
+        )
+    }
+
+    /// Runs the setup (bounded in time) and records how it went; logs only when that changes.
+    async fn set_up(&self, ctx: &Ctx, id: &str) -> Result<(), TaskError> {
+        if let Some(e) = self.recent_failure(id, ctx.now()) {
+            return Err(e); // another caller just tried
+        }
+        let run = tokio::time::timeout(SETUP_TIMEOUT, self.provider.setup(ctx)).await;
+        let (message, transient) = match run {
+            Ok(Ok(())) => {
+                if self.failed.lock().unwrap_or_else(|e| e.into_inner()).take().is_some() {
+                    tracing::info!(provider = %id, "provider set up");
+                }
+                return Ok(());
+            }
+            Ok(Err(e)) => (format!("setup failed: {e}"), e.class() == crate::error::Class::Transient),
+            Err(_) => (format!("setup took over {}s", SETUP_TIMEOUT.as_secs()), true),
+        };
+        let mut f = self.failed.lock().unwrap_or_else(|e| e.into_inner());
+        if f.as_ref().is_none_or(|(_, m, _)| *m != message) {
+            tracing::error!(provider = %id, error = %message, "provider not set up: its calls fail until a try succeeds (every {SETUP_RETRY_SECS}s at most)");
+        }
+        *f = Some((ctx.now(), message.clone(), transient));
+        Err(TaskError::Provider { id: id.to_owned(), message, transient })
+    }
 }
 
 /// The declared providers of a deployment, by id, each set up once per process.
@@ -150,7 +218,7 @@ impl Providers {
             let provider: Arc<dyn Provider> = match d.kind {
                 Kind::Gce => Arc::new(gce::Gce),
             };
-            by_id.insert(id.clone(), Entry { provider, ready: OnceCell::new() });
+            by_id.insert(id.clone(), Entry::new(provider));
         }
         let gce: Vec<&String> =
             declared.iter().filter(|(_, d)| d.kind == Kind::Gce).map(|(id, _)| id).collect();
@@ -165,7 +233,7 @@ impl Providers {
     /// These providers and `provider` as `id` (replacing one of that id): a type of provider
     /// that is not declared through settings (tests, embedders).
     pub fn with(mut self, id: &str, provider: Arc<dyn Provider>) -> Self {
-        self.by_id.insert(id.to_owned(), Entry { provider, ready: OnceCell::new() });
+        self.by_id.insert(id.to_owned(), Entry::new(provider));
         self
     }
 
@@ -208,14 +276,12 @@ impl Providers {
             let message = format!("not declared in the settings (declared: {})", self.ids().join(", "));
             return Err(TaskError::Provider { id: id.to_owned(), message, transient: false });
         };
-        e.ready
-            .get_or_try_init(|| async {
-                e.provider.setup(ctx).await.map_err(|err| {
-                    tracing::error!(provider = %id, error = %err, "provider setup failed; its calls wait for the next try");
-                    TaskError::Provider { id: id.to_owned(), message: format!("setup failed: {err}"), transient: true }
-                })
-            })
-            .await?;
+        if e.ready.get().is_none() {
+            if let Some(err) = e.recent_failure(id, ctx.now()) {
+                return Err(err);
+            }
+            e.ready.get_or_try_init(|| e.set_up(ctx, id)).await?;
+        }
         Ok(&e.provider)
     }
 
@@ -227,19 +293,54 @@ impl Providers {
     }
 }
 
-/// After a Config was written: when its provider changed (`old` → `new`), every VM of the
-/// Config is drained (the old provider's machines go as a shrink's do; the new provider makes
-/// their replacements). Returns the drain tasks pushed.
-pub async fn switched(ctx: &Ctx, old: Option<&Config>, new: &Config) -> Result<usize, TaskError> {
-    let Some(old) = old else { return Ok(0) };
-    let (from, to) = (ctx.providers.resolve(&old.provider), ctx.providers.resolve(&new.provider));
-    if from == to {
-        return Ok(0);
+/// The `provider_changed` mark of a Config record replacing `old` with `new`: now when the
+/// provider changes (or `old` stood in for a record that did not decode, whose VMs' provider is
+/// unknown), else `old`'s (a change still going on stays marked).
+pub fn changed(
+    providers: &Providers,
+    old: &ConfigRecord,
+    new: &Config,
+    now: DateTime<Utc>,
+) -> Option<DateTime<Utc>> {
+    let other = providers.resolve(&old.config.provider) != providers.resolve(&new.provider);
+    if other || old.revision.is_empty() { Some(now) } else { old.provider_changed }
+}
+
+/// One step of a provider change of Config `prefix` (marked `provider_changed`): its VMs of
+/// another provider are drained a few at a time (at most a tenth of the amount, at least one,
+/// drained at once; each id is made again by the new provider once its old VM is gone), and the
+/// mark is cleared when none is left. Returns whether the change is still going on (the caller
+/// looks again). Reads every VM record of the Config, only while it is marked.
+pub async fn switch_step(ctx: &Ctx, prefix: &str) -> Result<bool, TaskError> {
+    let Some(cur) = ctx.store.config(prefix).await? else { return Ok(false) };
+    let Some(since) = cur.value.provider_changed else { return Ok(false) };
+    let to = ctx.providers.resolve(&cur.value.config.provider).to_owned();
+    let (mut waiting, mut in_flight) = (Vec::new(), 0usize);
+    for id in ctx.store.vm_ids(crate::ports::store::VmIndex::OfConfig(prefix.to_owned())).await? {
+        match ctx.store.vm(&id).await? {
+            Some(v) if ctx.providers.resolve(&v.value.provider) != to.as_str() => match v.value.drained {
+                true => in_flight += 1,
+                false => waiting.push(crate::tasks::DrainVm { id }),
+            },
+            _ => {}
+        }
     }
-    let ids = ctx.store.vm_ids(crate::ports::store::VmIndex::OfConfig(new.prefix.clone())).await?;
-    tracing::info!(config = %new.prefix, from, to, vms = ids.len(), "provider changed: the VMs of the old one are drained");
-    let tasks: Vec<crate::tasks::DrainVm> = ids.into_iter().map(|id| crate::tasks::DrainVm { id }).collect();
-    ctx.push_many(&tasks).await
+    if waiting.is_empty() && in_flight == 0 {
+        let rec = ConfigRecord { provider_changed: None, ..cur.value };
+        let done = ctx.store.put_config(&rec, crate::ports::store::Expect::Version(cur.version)).await?;
+        if done {
+            let secs = (ctx.now() - since).num_seconds();
+            tracing::info!(config = %prefix, provider = %to, seconds = secs, "provider change done: every VM comes from the new provider");
+        }
+        return Ok(!done);
+    }
+    let budget = (cur.value.current_amount as usize / 10).max(1);
+    waiting.truncate(budget.saturating_sub(in_flight));
+    if !waiting.is_empty() {
+        tracing::info!(config = %prefix, provider = %to, draining = waiting.len(), in_flight, "provider change: draining VMs of the old provider");
+    }
+    ctx.push_many(&waiting).await?;
+    Ok(true)
 }
 
 #[cfg(test)]

@@ -29,7 +29,7 @@ impl Provider for Counting {
     async fn setup(&self, _ctx: &Ctx) -> Result<(), TaskError> {
         let n = self.setups.fetch_add(1, Ordering::SeqCst);
         if n < self.fail_setup {
-            return Err(TaskError::Invalid("no network".into()));
+            return Err(TaskError::Conflict("no network".into()));
         }
         Ok(())
     }
@@ -88,22 +88,26 @@ async fn a_config_must_name_a_declared_provider_with_a_valid_id() {
 
 #[tokio::test]
 async fn setup_runs_once_per_process_and_again_after_a_failure_without_stopping_the_others() {
-    let (ctx, _) = Ctx::test();
+    let (ctx, f) = Ctx::test();
     let flaky = Arc::new(Counting { fail_setup: 1, ..Counting::default() });
     let fine = Arc::new(Counting::default());
     let providers = Providers::default().with("flaky", flaky.clone()).with("fine", fine.clone());
     providers.setup_all(&ctx).await;
-    assert_eq!(fine.setups.load(Ordering::SeqCst), 1);
-    let e = providers.get(&ctx, "flaky").await.map(drop);
-    assert_eq!(flaky.setups.load(Ordering::SeqCst), 2, "tried at start, and again when asked");
-    assert!(e.is_ok(), "the second try succeeded: {e:?}");
-    providers.get(&ctx, "flaky").await.unwrap();
+    let setups = || (flaky.setups.load(Ordering::SeqCst), fine.setups.load(Ordering::SeqCst));
+    assert_eq!(setups(), (1, 1), "each once at start");
+    // Right after a failure, calls fail at once (no storm of setups), as transient.
+    for _ in 0..5 {
+        let e = providers.get(&ctx, "flaky").await.unwrap_err();
+        assert_eq!(e.class(), crate::error::Class::Transient, "{e}");
+        assert!(e.to_string().contains("setup failed") && e.to_string().contains("no network"), "{e}");
+    }
     providers.get(&ctx, "fine").await.unwrap();
-    assert_eq!(
-        (flaky.setups.load(Ordering::SeqCst), fine.setups.load(Ordering::SeqCst)),
-        (2, 1),
-        "once set up, never again"
-    );
+    assert_eq!(setups(), (1, 1));
+    // Later, the next call tries again; once set up, never again.
+    f.clock.advance(chrono::Duration::seconds(SETUP_RETRY_SECS));
+    providers.get(&ctx, "flaky").await.unwrap();
+    providers.get(&ctx, "flaky").await.unwrap();
+    assert_eq!(setups(), (2, 1));
 
     let broken = Arc::new(Counting { fail_setup: usize::MAX, ..Counting::default() });
     let providers = Providers::default().with("broken", broken);
@@ -136,34 +140,71 @@ async fn create_instance_goes_to_the_vms_provider() {
 }
 
 #[tokio::test]
-async fn a_provider_change_drains_the_old_providers_vms_and_the_new_one_makes_them_again() {
+async fn a_provider_change_replaces_the_pool_a_tenth_at_a_time_and_ends() {
+    use crate::tasks::expand_config::{ExpandConfig, run as expand};
     let (mut ctx, _) = Ctx::test();
     ctx.providers = Arc::new(Providers::new(&declared(&["gce", "gce-b"])).unwrap());
-    ctx.seed_config("linux", 2).await;
-    ctx.seed_vm("linux-0", created(ctx.now())).await;
-    ctx.seed_vm("linux-1", |_| {}).await;
-    let old = ctx.store.config("linux").await.unwrap().unwrap().value.config;
-    let mut new = old.clone();
-    new.provider = "gce".into();
-    assert_eq!(switched(&ctx, Some(&old), &new).await.unwrap(), 0, "naming the default is no change");
-    new.provider = "gce-b".into();
-    assert_eq!(switched(&ctx, None, &new).await.unwrap(), 0, "a new Config drains nothing");
-    assert_eq!(switched(&ctx, Some(&old), &new).await.unwrap(), 2);
-    let drains = ctx.taken::<DrainVm>().await;
-    assert_eq!(drains.len(), 2);
-    // The Config is written with its new provider: drain_vm drains both.
-    let mut rec = ctx.store.config("linux").await.unwrap().unwrap();
-    rec.value.config = new;
-    assert!(ctx.store.put_config(&rec.value, Expect::Version(rec.version)).await.unwrap());
-    for t in drains {
-        crate::tasks::drain_vm::run(&ctx, t).await.unwrap();
+    ctx.seed_config("linux", 20).await;
+    for i in 0..20 {
+        ctx.seed_vm(&format!("linux-{i}"), created(ctx.now())).await;
     }
+    let cur = ctx.store.config("linux").await.unwrap().unwrap();
+    let mut new = cur.value.config.clone();
+    new.provider = "gce".into();
+    assert_eq!(changed(&ctx.providers, &cur.value, &new, ctx.now()), None, "naming the default is no change");
+    let stand_in = ConfigRecord { revision: String::new(), ..cur.value.clone() };
     assert!(
-        ctx.store.vm("linux-0").await.unwrap().unwrap().value.drained,
-        "made: drained, retired by manage_bot"
+        changed(&ctx.providers, &stand_in, &new, ctx.now()).is_some(),
+        "VMs of a corrupt record: checked"
     );
-    assert!(ctx.store.vm("linux-1").await.unwrap().is_none(), "never sent: dropped");
-    // Its replacement comes from the new provider.
-    crate::tasks::create_vm::run(&ctx, crate::tasks::CreateVm { id: "linux-1".into() }).await.unwrap();
-    assert_eq!(ctx.store.vm("linux-1").await.unwrap().unwrap().value.provider, "gce-b");
+    new.provider = "gce-b".into();
+    let rec = ConfigRecord {
+        provider_changed: changed(&ctx.providers, &cur.value, &new, ctx.now()),
+        config: new,
+        ..cur.value
+    };
+    assert!(rec.provider_changed.is_some());
+    assert!(ctx.store.put_config(&rec, Expect::Version(cur.version)).await.unwrap());
+
+    let step = || async {
+        let next = expand(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
+        let drains = ctx.finished::<DrainVm>().await;
+        for t in &drains {
+            crate::tasks::drain_vm::run(&ctx, t.clone()).await.unwrap();
+        }
+        (next, drains.len())
+    };
+    let (next, drained) = step().await;
+    assert_eq!((drained, next), (2, Next::After(ctx.watch())), "a tenth of 20 at once");
+    assert_eq!(step().await.1, 0, "none more while two are on their way out");
+    let mut rounds = 0;
+    loop {
+        // The drained VMs finish (their instance destroyed, bot deleted): their ids are made
+        // again, by the new provider.
+        for id in ctx.store.vm_ids(crate::ports::store::VmIndex::OfConfig("linux".into())).await.unwrap() {
+            let v = ctx.store.vm(&id).await.unwrap().unwrap();
+            if v.value.drained {
+                assert!(ctx.store.delete_vm(&id, v.version).await.unwrap());
+            }
+        }
+        let (next, drained) = step().await;
+        for t in ctx.finished::<crate::tasks::CreateVm>().await {
+            crate::tasks::create_vm::run(&ctx, t).await.unwrap();
+        }
+        rounds += 1;
+        if next == Next::Done {
+            assert_eq!(drained, 0);
+            break;
+        }
+        assert!(drained <= 2 && rounds <= 11, "{drained} in round {rounds}");
+    }
+    assert_eq!(rounds, 10, "two drained first, nine rounds of two more, then one that finds none left");
+    assert_eq!(
+        ctx.store.config("linux").await.unwrap().unwrap().value.provider_changed,
+        None,
+        "done: mark cleared"
+    );
+    for i in 0..20 {
+        assert_eq!(ctx.store.vm(&format!("linux-{i}")).await.unwrap().unwrap().value.provider, "gce-b");
+    }
 }

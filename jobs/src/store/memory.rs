@@ -117,6 +117,7 @@ fn empty_config(prefix: &str) -> ConfigRecord {
         delete_at: None,
         verified: false,
         paused: None,
+        provider_changed: None,
     }
 }
 

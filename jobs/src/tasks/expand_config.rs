@@ -3,7 +3,8 @@
 //! `limits.creating_per_config` of its VMs wait for an instance. It then looks again a second
 //! later, re-reading the Config, so a lowered amount or a restored file stops creation at once.
 //! It pushes `drain_vm` for VMs past the amount at once; the draining itself is `drain_vm`'s.
-//! While the Config is paused ([`Ctx::paused`]) it creates nothing (it still drains).
+//! While the Config is paused ([`Ctx::paused`]) it creates nothing (it still drains). While its
+//! provider changes, it drains the old provider's VMs a few at a time (`providers::switch_step`).
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -45,14 +46,20 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
         .collect();
     surplus.sort_by(|a, b| a.id.cmp(&b.id));
     ctx.push_many(&surplus).await?;
+    // A change of provider: the old provider's VMs go a few at a time (each deletion pushes
+    // this task again; meanwhile, look again).
+    let done = match crate::providers::switch_step(ctx, &t.prefix).await? {
+        true => Next::After(ctx.watch()),
+        false => Next::Done,
+    };
     let missing: Vec<String> =
         (0..amount).map(|i| crate::naming::vm_id(&t.prefix, i)).filter(|id| !existing.contains(id)).collect();
     if missing.is_empty() {
-        return Ok(Next::Done);
+        return Ok(done);
     }
     if let Some(p) = ctx.paused(&rec).await? {
         tracing::debug!(config = %t.prefix, missing = missing.len(), paused_by = %p.by, "paused: nothing is created");
-        return Ok(Next::Done); // resuming pushes this task again
+        return Ok(done); // resuming pushes this task again
     }
     // VMs of the Config without an instance: its records less its created ones (O(1) sums).
     let sums = crate::status::sums(&*ctx.store, &t.prefix).await?;
@@ -67,7 +74,7 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
         // Room frees as instances are made; with none (quota, stockout), look again later.
         return Ok(Next::After(if batch.is_empty() { ctx.watch() } else { BATCH_PAUSE }));
     }
-    Ok(Next::Done)
+    Ok(done)
 }
 
 #[cfg(test)]

@@ -1,0 +1,76 @@
+//! `register`: a VM says it is up, with an identity proof its provider checks (Compute Engine: an
+//! instance identity token). Once per incarnation: the VM is recorded as registered (a
+//! compare-and-set), its `manage_bot` runs at once, and the VM is told what its agent needs.
+//! Every failure is one [`Refused`]: callers answer one generic refusal (seed 000: nothing that
+//! tells a guesser which part was wrong) and keep the reason for their logs.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::ctx::Ctx;
+use crate::providers::identity::Refused;
+use crate::tasks::{ManageBot, write_vm_at};
+
+/// What a VM sends.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RegisterInput {
+    /// The identity proof (Compute Engine: the instance identity token, `format=full`, whose
+    /// audience is this service's root URL).
+    pub proof: String,
+    /// The provider that made the machine (empty: the default).
+    #[serde(default)]
+    pub provider: String,
+}
+
+/// What a registered VM is told.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Registration {
+    /// VM id.
+    pub vm: String,
+    /// Its Config.
+    pub config: String,
+    /// Its hostname (the bot id).
+    pub hostname: String,
+    /// The Swarming server its bot connects to.
+    pub swarming: String,
+    /// When this incarnation is retired (its bot is asked to stop then), if known yet.
+    pub deadline: Option<DateTime<Utc>>,
+    /// When this answer stops being valid (the proof's expiry).
+    pub expires: DateTime<Utc>,
+}
+
+/// Registers the machine `input.proof` proves to be, for `audience` (this service's root URL).
+pub async fn register(ctx: &Ctx, input: &RegisterInput, audience: &str) -> Result<Registration, Refused> {
+    let provider = ctx.providers.get(ctx, &input.provider).await.map_err(|_| Refused("no such provider"))?;
+    let proven = provider.identify(ctx, &input.proof, audience).await?;
+    let hostname = proven.vm.value.hostname.clone();
+    let now = ctx.now();
+    let written = write_vm_at(ctx, proven.vm, |v| {
+        v.hostname == hostname && v.registered.is_none() && {
+            v.registered = Some(now);
+            true
+        }
+    })
+    .await
+    .map_err(|_| Refused("store"))?;
+    let Some((cur, true)) = written else { return Err(Refused("already registered")) };
+    let vm = cur.value;
+    tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), "VM registered");
+    // Its bot is looked at now rather than at the next scheduled look.
+    if let Err(e) = ctx.push(&ManageBot { id: vm.id.clone() }).await {
+        tracing::warn!(vm = %vm.id, error = %e, "registered, but its manage_bot could not be pushed now");
+    }
+    Ok(Registration {
+        deadline: vm.deadline(),
+        vm: vm.id,
+        config: vm.config,
+        hostname: vm.hostname,
+        swarming: vm.swarming,
+        expires: proven.expires,
+    })
+}
+
+#[cfg(test)]
+#[path = "register_tests.rs"]
+mod tests;

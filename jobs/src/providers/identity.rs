@@ -1,0 +1,237 @@
+//! Compute Engine instance identity tokens: the proof a VM sends when it registers. A token is
+//! a JWT signed by Google (RS256) whose `format=full` claims name the instance (id, name, zone,
+//! project). [`verify`] checks the signature against Google's published keys ([`keys_from_jwks`]),
+//! the issuer, the audience and the time, and returns who the instance says it is. Every refusal
+//! is one [`Refused`] whose reason is for our logs and tests only: callers answer one generic
+//! 403 (seed 000: no hint of which part was wrong).
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+use chrono::{DateTime, Utc};
+use ring::signature::{RSA_PKCS1_2048_8192_SHA256, RsaPublicKeyComponents};
+use serde::Deserialize;
+
+/// Largest token looked at (a Compute Engine token is about 1 KiB).
+pub const MAX_TOKEN: usize = 8 * 1024;
+/// Clock skew allowed between Google and us.
+const SKEW_SECS: i64 = 60;
+/// Issuers of Google identity tokens.
+const ISSUERS: [&str; 2] = ["https://accounts.google.com", "accounts.google.com"];
+
+/// One RSA public key of the issuer, by key id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Key {
+    /// Key id (`kid` in the token's header).
+    pub kid: String,
+    /// Modulus, big-endian.
+    pub n: Vec<u8>,
+    /// Public exponent, big-endian.
+    pub e: Vec<u8>,
+}
+
+/// Who a verified token says the instance is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// Compute Engine's numeric instance id (one per incarnation, even when a name comes back).
+    pub instance_id: String,
+    /// Instance name: our VM's hostname.
+    pub instance_name: String,
+    /// Zone.
+    pub zone: String,
+    /// Project id.
+    pub project: String,
+    /// When the token expires.
+    pub expires: DateTime<Utc>,
+}
+
+/// Why a token was refused. Never shown to the caller.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("identity token refused: {0}")]
+pub struct Refused(pub &'static str);
+
+/// Reads Google's JSON Web Key Set (`https://www.googleapis.com/oauth2/v3/certs`): its RSA
+/// keys; other key types are skipped.
+pub fn keys_from_jwks(json: &[u8]) -> Result<Vec<Key>, String> {
+    #[derive(Deserialize)]
+    struct Jwks {
+        keys: Vec<Jwk>,
+    }
+    #[derive(Deserialize)]
+    struct Jwk {
+        kty: String,
+        #[serde(default)]
+        kid: String,
+        #[serde(default)]
+        n: String,
+        #[serde(default)]
+        e: String,
+    }
+    let set: Jwks = serde_json::from_slice(json).map_err(|e| format!("not a JSON Web Key Set: {e}"))?;
+    let mut keys = Vec::new();
+    for k in set.keys.into_iter().filter(|k| k.kty == "RSA") {
+        let n = B64.decode(k.n.trim_end_matches('=')).map_err(|e| format!("key {}: n: {e}", k.kid))?;
+        let e = B64.decode(k.e.trim_end_matches('=')).map_err(|e| format!("key {}: e: {e}", k.kid))?;
+        keys.push(Key { kid: k.kid, n, e });
+    }
+    Ok(keys)
+}
+
+#[derive(Deserialize)]
+struct Header {
+    alg: String,
+    #[serde(default)]
+    kid: String,
+}
+
+#[derive(Deserialize)]
+struct Claims {
+    iss: String,
+    aud: String,
+    exp: i64,
+    #[serde(default)]
+    iat: i64,
+    google: Google,
+}
+
+#[derive(Deserialize)]
+struct Google {
+    compute_engine: ComputeEngine,
+}
+
+#[derive(Deserialize)]
+struct ComputeEngine {
+    instance_id: String,
+    instance_name: String,
+    zone: String,
+    project_id: String,
+}
+
+fn part<T: serde::de::DeserializeOwned>(b64: &str) -> Result<T, Refused> {
+    let raw = B64.decode(b64).map_err(|_| Refused("not base64url"))?;
+    serde_json::from_slice(&raw).map_err(|_| Refused("claims or header do not decode"))
+}
+
+/// Verifies `token` (RS256 by one of `keys`, from Google, for `audience`, valid at `now`).
+pub fn verify(token: &str, keys: &[Key], audience: &str, now: DateTime<Utc>) -> Result<Identity, Refused> {
+    if token.len() > MAX_TOKEN {
+        return Err(Refused("too long"));
+    }
+    let mut it = token.split('.');
+    let (Some(h), Some(c), Some(s), None) = (it.next(), it.next(), it.next(), it.next()) else {
+        return Err(Refused("not three parts"));
+    };
+    let header: Header = part(h)?;
+    if header.alg != "RS256" {
+        return Err(Refused("not RS256"));
+    }
+    let key = keys.iter().find(|k| k.kid == header.kid).ok_or(Refused("unknown key id"))?;
+    let sig = B64.decode(s).map_err(|_| Refused("signature is not base64url"))?;
+    let signed = &token[..h.len() + 1 + c.len()];
+    RsaPublicKeyComponents { n: &key.n, e: &key.e }
+        .verify(&RSA_PKCS1_2048_8192_SHA256, signed.as_bytes(), &sig)
+        .map_err(|_| Refused("bad signature"))?;
+    let claims: Claims = part(c)?;
+    if !ISSUERS.contains(&claims.iss.as_str()) {
+        return Err(Refused("issuer"));
+    }
+    if claims.aud != audience {
+        return Err(Refused("audience"));
+    }
+    let t = now.timestamp();
+    if claims.exp + SKEW_SECS <= t {
+        return Err(Refused("expired"));
+    }
+    if claims.iat - SKEW_SECS > t {
+        return Err(Refused("issued in the future"));
+    }
+    let ce = claims.google.compute_engine;
+    let expires = DateTime::from_timestamp(claims.exp, 0).ok_or(Refused("exp out of range"))?;
+    Ok(Identity {
+        instance_id: ce.instance_id,
+        instance_name: ce.instance_name,
+        zone: ce.zone,
+        project: ce.project_id,
+        expires,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone;
+    use serde_json::json;
+
+    use super::*;
+    use gce_backend_sim::identity::{jwk, sign};
+
+    const A: &str = include_str!("testdata/a.pem");
+    const B: &str = include_str!("testdata/b.pem");
+
+    fn now() -> DateTime<Utc> {
+        Utc.with_ymd_and_hms(2026, 11, 25, 12, 0, 0).unwrap()
+    }
+
+    fn claims(aud: &str, exp: DateTime<Utc>) -> serde_json::Value {
+        json!({
+            "iss": "https://accounts.google.com", "aud": aud, "azp": "1", "sub": "1",
+            "iat": (exp - chrono::Duration::hours(1)).timestamp(), "exp": exp.timestamp(),
+            "google": {"compute_engine": {
+                "instance_id": "4242", "instance_name": "linux-0-abcd", "zone": "us-central1-b",
+                "project_id": "p", "project_number": 7, "instance_creation_timestamp": 1,
+            }},
+        })
+    }
+
+    fn keys() -> Vec<Key> {
+        let set = json!({"keys": [jwk(A, "a").unwrap(), {"kty": "EC", "kid": "x"}]});
+        keys_from_jwks(set.to_string().as_bytes()).unwrap()
+    }
+
+    const AUD: &str = "https://gce-backend.example.com";
+
+    #[test]
+    fn a_token_signed_by_a_published_key_for_us_names_its_instance() {
+        let exp = now() + chrono::Duration::minutes(30);
+        let token = sign(&claims(AUD, exp), "a", A).unwrap();
+        let id = verify(&token, &keys(), AUD, now()).unwrap();
+        assert_eq!(
+            (id.instance_id.as_str(), id.instance_name.as_str(), id.zone.as_str(), id.project.as_str()),
+            ("4242", "linux-0-abcd", "us-central1-b", "p")
+        );
+        assert_eq!(id.expires, exp);
+        assert_eq!(keys().len(), 1, "the EC key is skipped");
+    }
+
+    #[test]
+    fn every_flaw_is_refused() {
+        let ok_exp = now() + chrono::Duration::minutes(30);
+        let good = sign(&claims(AUD, ok_exp), "a", A).unwrap();
+        let refused = |token: &str| verify(token, &keys(), AUD, now()).unwrap_err().0;
+        assert_eq!(refused(&sign(&claims("https://other.example.com", ok_exp), "a", A).unwrap()), "audience");
+        assert_eq!(
+            refused(&sign(&claims(AUD, now() - chrono::Duration::minutes(5)), "a", A).unwrap()),
+            "expired"
+        );
+        assert_eq!(
+            refused(&sign(&claims(AUD, ok_exp), "a", B).unwrap()),
+            "bad signature",
+            "forged: another key"
+        );
+        assert_eq!(refused(&sign(&claims(AUD, ok_exp), "b", B).unwrap()), "unknown key id");
+        let mut other_issuer = claims(AUD, ok_exp);
+        other_issuer["iss"] = json!("https://evil.example.com");
+        assert_eq!(refused(&sign(&other_issuer, "a", A).unwrap()), "issuer");
+        // The claims swapped under a valid signature.
+        let parts: Vec<&str> = good.split('.').collect();
+        let swapped = B64.encode(claims("https://other.example.com", ok_exp).to_string());
+        assert_eq!(refused(&format!("{}.{swapped}.{}", parts[0], parts[2])), "bad signature");
+        // alg none, garbage, too long.
+        let none = B64.encode(json!({"alg": "none", "kid": "a"}).to_string());
+        assert_eq!(refused(&format!("{none}.{}.", parts[1])), "not RS256");
+        assert_eq!(refused("a.b"), "not three parts");
+        assert_eq!(refused(&"x".repeat(MAX_TOKEN + 1)), "too long");
+        // A token without the Compute Engine claims (a user's ID token).
+        let mut user = claims(AUD, ok_exp);
+        user.as_object_mut().unwrap().remove("google");
+        assert_eq!(refused(&sign(&user, "a", A).unwrap()), "claims or header do not decode");
+    }
+}

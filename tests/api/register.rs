@@ -1,0 +1,67 @@
+//! Registration over HTTP, as an on-VM agent does it: the simulator mints the instance's identity
+//! token (its metadata server's answer), the VM sends it to `register` without any API token,
+//! and is registered once; every proof that does not hold gets the same 403.
+
+use serde_json::{Value, json};
+
+use super::{Client, serve};
+use crate::pipeline::{Backend, Env, pool, sim_config};
+
+/// The token the simulator gives instance `name` of VM `vm` for `audience` (None: 404).
+async fn mint(env: &Env, vm: &gce_backend_jobs::model::Vm, name: &str, audience: &str) -> Option<String> {
+    let body = json!({"project": vm.project(), "zone": vm.zone(), "name": name, "audience": audience});
+    let res = reqwest::Client::new()
+        .post(format!("{}/sim/identity", env.sim_url))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    if res.status() == 404 {
+        return None;
+    }
+    assert_eq!(res.status(), 200);
+    Some(res.json::<Value>().await.unwrap()["token"].as_str().unwrap().to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vm_registers_once_with_its_identity_token_and_every_bad_proof_gets_one_403() {
+    let env = Env::start(Backend::Redis, sim_config(), &[("reg", pool("reg", 2, "1d", "10m"))], true).await;
+    env.converged("reg", 2).await;
+    let root = serve(env.ctx.clone()).await;
+    let api = Client::new(&root).await;
+    let vm = env.ctx.store.vm("reg-0").await.unwrap().unwrap().value;
+    let token = mint(&env, &vm, &vm.hostname, &root).await.expect("a live instance");
+
+    let (status, r) = api.call(None, "register", &[], Some(json!({"proof": token}))).await;
+    assert_eq!(status, 200, "{r}");
+    assert_eq!((r["vm"].as_str(), r["hostname"].as_str()), (Some("reg-0"), Some(vm.hostname.as_str())));
+    assert_eq!(r["swarming"].as_str(), Some(vm.swarming.as_str()));
+    assert!(r["deadline"].is_string() && r["expires"].is_string(), "{r}");
+    let stored = env.ctx.store.vm("reg-0").await.unwrap().unwrap().value;
+    assert!(stored.registered.is_some(), "recorded in Redis");
+
+    // Each of these is refused with the same answer, whatever was wrong.
+    let other = env.ctx.store.vm("reg-1").await.unwrap().unwrap().value;
+    let mut bad = vec![
+        ("replayed", token.clone()),
+        (
+            "another audience",
+            mint(&env, &other, &other.hostname, "https://elsewhere.example.com").await.unwrap(),
+        ),
+        ("tampered", format!("{}x", &token[..token.len() - 1])),
+        ("garbage", "not.a.token".into()),
+    ];
+    let forged = token.split('.').take(2).collect::<Vec<_>>().join(".") + ".c2lnbmF0dXJl";
+    bad.push(("forged signature", forged));
+    let mut answers = Vec::new();
+    for (what, proof) in bad {
+        let (status, v) = api.call(None, "register", &[], Some(json!({"proof": proof}))).await;
+        assert_eq!(status, 403, "{what}: {v}");
+        answers.push((v["code"].clone(), v["message"].clone()));
+    }
+    answers.dedup();
+    assert_eq!(answers, [(json!("InsufficientRole"), json!("registration refused"))], "one answer for all");
+    assert!(env.ctx.store.vm("reg-1").await.unwrap().unwrap().value.registered.is_none());
+    // The simulator mints only for live instances.
+    assert!(mint(&env, &vm, "reg-9-zzzz", &root).await.is_none());
+}
