@@ -150,7 +150,7 @@ impl Queue {
         payload: &T,
         when: When,
     ) -> Result<PushOutcome, QueueError> {
-        let item = Self::item(key.to_owned(), payload, when.delay_ms(Utc::now()))?;
+        let item = Self::item(key.to_owned(), payload, when)?;
         let pusher = self.pusher.get_or_init(|| Pusher::spawn(self.engine.clone(), self.spec.clone()));
         let (done, outcome) = oneshot::channel();
         if let Err(mpsc::error::SendError((item, _))) = pusher.tx.send((item, done)) {
@@ -161,13 +161,13 @@ impl Queue {
     }
 
     /// A push item: the key checked, the payload encoded.
-    fn item<T: Serialize>(key: String, payload: &T, delay_ms: u64) -> Result<PushItem, QueueError> {
+    fn item<T: Serialize>(key: String, payload: &T, when: When) -> Result<PushItem, QueueError> {
         if key.is_empty() || key.len() > 512 {
             return Err(QueueError::Invalid(format!("task key {key:?}: must be 1-512 bytes")));
         }
         let payload = serde_json::to_string(payload)
             .map_err(|e| QueueError::Invalid(format!("payload of {key}: {e}")))?;
-        Ok(PushItem { key, payload, delay_ms })
+        Ok(PushItem { key, payload, delay_ms: when.delay_ms(Utc::now()), hurry: when == When::Hurry })
     }
 
     /// Pushes many tasks in few round trips (1 000 per call); one outcome per item, in order.
@@ -176,10 +176,13 @@ impl Queue {
         items: impl IntoIterator<Item = (String, &'a T)>,
         when: When,
     ) -> Result<Vec<PushOutcome>, QueueError> {
-        let delay_ms = when.delay_ms(Utc::now());
+        let when = match when {
+            When::At(_) => When::After(std::time::Duration::from_millis(when.delay_ms(Utc::now()))),
+            w => w,
+        };
         let items = items
             .into_iter()
-            .map(|(key, payload)| Self::item(key, payload, delay_ms))
+            .map(|(key, payload)| Self::item(key, payload, when))
             .collect::<Result<Vec<_>, _>>()?;
         self.engine.push(&self.spec, &items).await
     }

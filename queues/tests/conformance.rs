@@ -166,6 +166,7 @@ conformance!(
     delivery::follow_up_merges_into_a_retrying_task,
     delivery::again_keeps_the_task_with_fresh_attempts_and_merges_a_follow_up,
     delivery::a_delayed_push_that_comes_soonest_wakes_a_waiting_worker,
+    delivery::a_hurried_push_brings_a_waiting_task_forward_but_not_a_retry,
     delivery::delayed_tasks_wait_for_their_time,
     delivery::expired_lease_is_delivered_again_to_any_worker,
     delivery::renewed_lease_is_kept,

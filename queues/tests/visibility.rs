@@ -89,7 +89,7 @@ async fn dead_hook_is_called_once_for_each_task_that_goes_dead() {
         ids.insert(format!("f-{n}"), flaky.push(&format!("f-{n}"), &Job { n }, When::Now).await.unwrap());
     }
     // A payload this build cannot decode goes dead without a run of the handler: reported too.
-    let bad = PushItem { key: "p-bad".into(), payload: r#"{"n":"x"}"#.into(), delay_ms: 0 };
+    let bad = PushItem { key: "p-bad".into(), payload: r#"{"n":"x"}"#.into(), delay_ms: 0, hurry: false };
     let bad = perm.engine().push(perm.spec(), &[bad]).await.unwrap().remove(0);
     ids.insert("p-bad".into(), bad);
 
@@ -155,7 +155,12 @@ async fn an_ack_racing_a_renewal_is_not_reported_as_a_lost_lease() {
     });
     let n = 3000;
     let items: Vec<PushItem> = (0..n)
-        .map(|i| PushItem { key: format!("k-{i}"), payload: format!(r#"{{"n":{i}}}"#), delay_ms: 0 })
+        .map(|i| PushItem {
+            key: format!("k-{i}"),
+            payload: format!(r#"{{"n":{i}}}"#),
+            delay_ms: 0,
+            hurry: false,
+        })
         .collect();
     q.engine().push(q.spec(), &items).await.unwrap();
     eventually("every task done", Duration::from_secs(60), || async {

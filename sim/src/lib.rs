@@ -7,6 +7,7 @@
 //! method and status.
 
 pub mod admin;
+pub mod agent;
 pub mod config;
 pub mod filter;
 pub mod gce;
@@ -88,6 +89,7 @@ pub fn router(sim: Sim) -> Router {
 
 /// Serves `sim` on `listener` until the process ends.
 pub async fn serve(listener: TcpListener, sim: Sim) -> std::io::Result<()> {
+    tokio::spawn(agent::registrar(sim.clone()));
     axum::serve(listener, router(sim)).await
 }
 

@@ -65,3 +65,35 @@ async fn a_vm_registers_once_with_its_identity_token_and_every_bad_proof_gets_on
     // The simulator mints only for live instances.
     assert!(mint(&env, &vm, "reg-9-zzzz", &root).await.is_none());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_simulators_agents_register_on_boot_when_the_config_says_where() {
+    let env = Env::start(Backend::Redis, sim_config(), &[], true).await;
+    let api = env.api_url.clone().expect("the API");
+    // The API's root URL in these tests is http://localhost (ApiArgs::default): the audience.
+    let yaml = pool("agent", 2, "1d", "10m").replace(
+        "  label: {team: e2e}\n",
+        &format!(
+            "  label: {{team: e2e}}\n  metadata: [{{from_text: \"register-url:{api}/api/gce-backend/v1/register\"}}, \
+             {{from_text: \"register-audience:http://localhost\"}}]\n"
+        ),
+    );
+    std::fs::write(env.dir.join("agent.yaml"), yaml).unwrap();
+    env.converged("agent", 2).await;
+    gce_backend_queues::testing::eventually(
+        "both VMs registered",
+        std::time::Duration::from_secs(30),
+        || async {
+            let mut n = 0;
+            for id in ["agent-0", "agent-1"] {
+                n += env.ctx.store.vm(id).await.unwrap().is_some_and(|v| v.value.registered.is_some())
+                    as usize;
+            }
+            (n == 2).then_some(())
+        },
+    )
+    .await;
+    let calls: Value =
+        reqwest::get(format!("{}/sim/calls", env.sim_url)).await.unwrap().json().await.unwrap();
+    assert_eq!(calls["calls"]["agent.register"], json!({"200": 2}), "each agent once, accepted");
+}

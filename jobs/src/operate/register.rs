@@ -57,8 +57,9 @@ pub async fn register(ctx: &Ctx, input: &RegisterInput, audience: &str) -> Resul
     let Some((cur, true)) = written else { return Err(Refused("already registered")) };
     let vm = cur.value;
     tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), "VM registered");
-    // Its bot is looked at now rather than at the next scheduled look.
-    if let Err(e) = ctx.push(&ManageBot { id: vm.id.clone() }).await {
+    // Its bot is looked at now rather than at the next scheduled look (hurried: a look already
+    // scheduled for later is brought forward).
+    if let Err(e) = ctx.push_at(&ManageBot { id: vm.id.clone() }, gce_backend_queues::When::Hurry).await {
         tracing::warn!(vm = %vm.id, error = %e, "registered, but its manage_bot could not be pushed now");
     }
     Ok(Registration {

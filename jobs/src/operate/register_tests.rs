@@ -101,3 +101,13 @@ async fn wrong_audience_expired_forged_unknown_instance_and_unknown_key_are_refu
     assert_eq!(refused(token(&ctx, name, id, AUD, 3600, KEY)).await, "unknown key id");
     assert_eq!(ctx.store.vm("linux-0").await.unwrap().unwrap().value.registered, None, "never registered");
 }
+
+#[tokio::test]
+async fn registering_brings_a_later_look_at_the_bot_forward() {
+    let (ctx, _) = setup().await;
+    let later = gce_backend_queues::When::After(std::time::Duration::from_secs(10));
+    ctx.push_at(&ManageBot { id: "linux-0".into() }, later).await.unwrap();
+    assert!(ctx.taken::<ManageBot>().await.is_empty(), "scheduled for later");
+    register(&ctx, &token(&ctx, "linux-0-abcd", "id-linux-0-abcd", AUD, 3600, KEY), AUD).await.unwrap();
+    assert_eq!(ctx.taken::<ManageBot>().await, [ManageBot { id: "linux-0".into() }], "now");
+}

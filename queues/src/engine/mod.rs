@@ -56,13 +56,17 @@ pub enum When {
     After(Duration),
     /// At this time (a time in the past means at once).
     At(DateTime<Utc>),
+    /// At once, and the key's task that waits for a later look (pushed with a delay, or put
+    /// back with `Again`; not one waiting out a retry's backoff) is brought forward to now, as
+    /// is a running task's later follow-up: something happened that it should see.
+    Hurry,
 }
 
 impl When {
     /// The delay in milliseconds from `now`.
     pub fn delay_ms(self, now: DateTime<Utc>) -> u64 {
         match self {
-            When::Now => 0,
+            When::Now | When::Hurry => 0,
             When::After(d) => d.as_millis() as u64,
             When::At(t) => (t - now).num_milliseconds().max(0) as u64,
         }
@@ -78,6 +82,8 @@ pub struct PushItem {
     pub payload: String,
     /// Delay in milliseconds.
     pub delay_ms: u64,
+    /// [`When::Hurry`]: bring the key's waiting task forward.
+    pub hurry: bool,
 }
 
 /// What a push did.

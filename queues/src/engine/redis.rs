@@ -246,7 +246,11 @@ impl Engine for RedisEngine {
             let reply: Vec<String> = self
                 .call("push", q, |inv| {
                     for it in chunk {
-                        inv.arg(&it.key).arg(&it.payload).arg(it.delay_ms).arg(new_task_id());
+                        inv.arg(&it.key)
+                            .arg(&it.payload)
+                            .arg(it.delay_ms)
+                            .arg(new_task_id())
+                            .arg(u8::from(it.hurry));
                     }
                 })
                 .await?;

@@ -112,6 +112,49 @@ pub(crate) async fn again_keeps_the_task_with_fresh_attempts_and_merges_a_follow
     assert_eq!(ids, [1, 2, 3, 4, 5], "run numbers go on across looks again");
 }
 
+/// A hurried push brings forward a task that waits for a later look and a running task's later
+/// follow-up (something happened that it should see), but not a retry waiting out its backoff;
+/// a plain push changes none of them.
+pub(crate) async fn a_hurried_push_brings_a_waiting_task_forward_but_not_a_retry(h: &Harness) {
+    let q = h.queue(fast());
+    let take = || async { h.engine.take(q.spec(), &worker("w1"), 5).await.unwrap().tasks };
+    q.push("vm-1", &Job { n: 1 }, When::After(LONG)).await.unwrap();
+    assert!(matches!(
+        q.push("vm-1", &Job { n: 2 }, When::Now).await.unwrap(),
+        PushOutcome::AlreadyPending(_)
+    ));
+    assert!(take().await.is_empty(), "a plain push leaves it waiting");
+    assert!(matches!(
+        q.push("vm-1", &Job { n: 3 }, When::Hurry).await.unwrap(),
+        PushOutcome::AlreadyPending(_)
+    ));
+    let mut got = take().await;
+    assert_eq!(got.len(), 1, "due now");
+    let l = got.remove(0);
+    assert_eq!(l.payload, r#"{"n":1}"#, "the same task");
+    // Running: a later follow-up, then hurried.
+    assert!(matches!(
+        q.push("vm-1", &Job { n: 4 }, When::After(LONG)).await.unwrap(),
+        PushOutcome::FollowUp(_)
+    ));
+    q.push("vm-1", &Job { n: 5 }, When::Hurry).await.unwrap();
+    h.engine
+        .finish(q.spec(), &[Ack { id: l.id.clone(), token: l.token, resolution: Resolution::Done }])
+        .await
+        .unwrap();
+    let next = take().await;
+    assert_eq!(next.len(), 1, "the follow-up was brought forward");
+    assert_eq!(next[0].payload, r#"{"n":4}"#);
+    // A retry keeps its backoff.
+    let retry = Resolution::Retry { after: LONG, error: "503".into() };
+    h.engine
+        .finish(q.spec(), &[Ack { id: next[0].id.clone(), token: next[0].token.clone(), resolution: retry }])
+        .await
+        .unwrap();
+    q.push("vm-1", &Job { n: 6 }, When::Hurry).await.unwrap();
+    assert!(take().await.is_empty(), "a retry's backoff is not cut short");
+}
+
 // ---- b. delayed tasks ----------------------------------------------------------------------
 
 pub(crate) async fn delayed_tasks_wait_for_their_time(h: &Harness) {

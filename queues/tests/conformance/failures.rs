@@ -165,7 +165,8 @@ pub(crate) async fn tasks_past_their_deadline_fail(h: &Harness) {
 
 pub(crate) async fn undecodable_payload_goes_dead_without_stopping_the_worker(h: &Harness) {
     let q = h.queue(fast());
-    let item = PushItem { key: "bad".into(), payload: r#"{"n":"not a number"}"#.into(), delay_ms: 0 };
+    let item =
+        PushItem { key: "bad".into(), payload: r#"{"n":"not a number"}"#.into(), delay_ms: 0, hurry: false };
     let bad = h.engine.push(q.spec(), &[item]).await.unwrap().remove(0).task_id().to_owned();
     let (stop, handle) = spawn_worker(&q, "w", 2, |_job: Job| async { Ok(()) });
     q.push("good", &Job { n: 1 }, When::Now).await.unwrap();

@@ -239,6 +239,10 @@ pub struct World {
     timeline: BinaryHeap<Reverse<(Instant, u64, Ev)>>,
     /// Calls by method, then HTTP status.
     pub calls: BTreeMap<String, BTreeMap<u16, u64>>,
+    /// Bots connected on instances with a `register-url` metadata item, whose agent has not
+    /// registered yet: the instance, the URL and the audience (the registrar in `agent.rs`
+    /// takes them).
+    pub registrations: Vec<(InstanceKey, (String, String))>,
     /// Counts by state, kept up to date at every transition (see [`counts`]).
     counts: Counts,
 }
@@ -289,6 +293,7 @@ impl World {
             bots: BTreeMap::new(),
             timeline: BinaryHeap::new(),
             calls: BTreeMap::new(),
+            registrations: Vec::new(),
             counts: Counts::default(),
         }
     }

@@ -58,7 +58,7 @@ impl World {
             _ => return,
         }
         let ip = self.instances[&key].nics.iter().find_map(|n| n.nat.as_ref().map(|(_, ip)| ip.clone()));
-        let (zone, bot) = (key.1, key.2);
+        let (zone, bot) = (key.1.clone(), key.2.clone());
         let now = self.now_utc();
         let ip = ip.unwrap_or_else(|| self.random_ip(34));
         let early = self.chance(self.faults.bot_early_death_rate);
@@ -77,6 +77,16 @@ impl World {
             events,
         };
         push_event(&mut b, now, "bot_connected", format!("session {session:x}"));
+        let item = |name: &str| {
+            self.instances[&key].metadata.iter().find(|(k, _)| k == name).and_then(|(_, v)| v.clone())
+        };
+        if let Some(url) = item(crate::agent::REGISTER_URL)
+            && self.registrations.len() < self.cfg.max_bots
+        {
+            let aud = item(crate::agent::REGISTER_AUDIENCE)
+                .unwrap_or_else(|| crate::agent::audience(&url).to_owned());
+            self.registrations.push((key.clone(), (url, aud)));
+        }
         let replaced = self.bots.entry(server.clone()).or_default().insert(bot.clone(), b);
         self.counts.bot(replaced.as_ref().map(BotState::of), Some(BotState::Alive));
         if early {

@@ -1,9 +1,12 @@
--- push: ARGV[8..] = key, payload, delay_ms, id (repeated), where id is a fresh random id for the
--- task the item may create (a push landing on a live task keeps that task's id).
+-- push: ARGV[8..] = key, payload, delay_ms, id, hurry (repeated), where id is a fresh random id
+-- for the task the item may create (a push landing on a live task keeps that task's id) and
+-- hurry ('1') brings the key's waiting task (not one in a retry's backoff) or a running task's
+-- later follow-up forward to now.
 -- Returns outcome, id (repeated).
 local out = {}
-for i = 8, #ARGV, 4 do
+for i = 8, #ARGV, 5 do
   local key, payload, delay = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
+  local hurry = ARGV[i + 4] == '1'
   offer(ARGV[i + 3])
   local id = redis.call('HGET', KEYMAP, key)
   local rec = id and load(id, key)
@@ -15,6 +18,10 @@ for i = 8, #ARGV, 4 do
   end
   if rec and rec.s == 'running' then
     if rec.fu then
+      if hurry and rec.fu > NOW then
+        rec.fu = NOW
+        save(id, rec)
+      end
       out[#out + 1] = 'follow_up_already_pending'
     else
       rec.fu = NOW + delay
@@ -23,6 +30,12 @@ for i = 8, #ARGV, 4 do
       out[#out + 1] = 'follow_up'
     end
   elseif rec and rec.s == 'pending' then
+    if hurry and rec.a == 0 and rec.due > NOW then
+      redis.call('ZREM', DELAYED, id)
+      rec.due = NOW
+      save(id, rec)
+      enqueue(id, rec)
+    end
     out[#out + 1] = 'already_pending'
   else
     id = new_task(key, payload, NOW + delay)

@@ -25,7 +25,11 @@ impl Op<'_> {
                 }
                 match (id, rec) {
                     (Some(id), Some(mut rec)) if rec.s == "running" => {
-                        if rec.fu.is_some() {
+                        if let Some(fu) = rec.fu {
+                            if it.hurry && fu > self.now {
+                                rec.fu = Some(self.now);
+                                self.save(&id, rec);
+                            }
                             PushOutcome::FollowUpAlreadyPending(id)
                         } else {
                             rec.fu = Some(self.now + it.delay_ms);
@@ -34,7 +38,15 @@ impl Op<'_> {
                             PushOutcome::FollowUp(id)
                         }
                     }
-                    (Some(id), Some(rec)) if rec.s == "pending" => PushOutcome::AlreadyPending(id),
+                    (Some(id), Some(mut rec)) if rec.s == "pending" => {
+                        if it.hurry && rec.a == 0 && rec.due > self.now {
+                            self.q.delayed.remove(&id);
+                            rec.due = self.now;
+                            self.save(&id, rec);
+                            self.enqueue(&id, self.now);
+                        }
+                        PushOutcome::AlreadyPending(id)
+                    }
                     _ => {
                         let due = self.now + it.delay_ms;
                         PushOutcome::Enqueued(self.new_task(&it.key, it.payload.clone(), due))
