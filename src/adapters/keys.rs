@@ -23,14 +23,41 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 pub struct HttpKeys {
     url: String,
     http: reqwest::Client,
-    cached: Mutex<Option<(Instant, Vec<Key>)>>,
+    state: std::sync::Mutex<Cache>,
+    /// Held by the one request that fetches.
+    fetching: Mutex<()>,
+}
+
+#[derive(Debug, Default)]
+struct Cache {
+    keys: Option<Vec<Key>>,
+    fetched: Option<Instant>,
+    /// The last fetch, whether it worked or not (fetches are at least [`AGAIN`] apart).
+    tried: Option<Instant>,
 }
 
 impl HttpKeys {
     /// Keys from `url`, fetched when first asked for.
     pub fn new(url: &str) -> Self {
         super::install_crypto();
-        Self { url: url.to_owned(), http: reqwest::Client::new(), cached: Mutex::new(None) }
+        Self {
+            url: url.to_owned(),
+            http: reqwest::Client::new(),
+            state: std::sync::Mutex::default(),
+            fetching: Mutex::new(()),
+        }
+    }
+
+    fn cache(&self) -> std::sync::MutexGuard<'_, Cache> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The cached keys, and whether to fetch now.
+    fn look(&self, fresh: bool) -> (Option<Vec<Key>>, bool) {
+        let c = self.cache();
+        let stale = c.fetched.is_none_or(|f| f.elapsed() >= KEEP);
+        let due = c.tried.is_none_or(|t| t.elapsed() >= AGAIN) && (fresh || stale);
+        (c.keys.clone(), due)
     }
 
     async fn fetch(&self) -> Result<Vec<Key>, String> {
@@ -52,26 +79,102 @@ impl HttpKeys {
 #[async_trait]
 impl Keys for HttpKeys {
     async fn keys(&self, fresh: bool) -> Result<Vec<Key>, String> {
-        let mut cached = self.cached.lock().await;
-        if let Some((at, keys)) = cached.as_ref() {
-            let age = at.elapsed();
-            if age < AGAIN || (!fresh && age < KEEP) {
-                return Ok(keys.clone());
-            }
+        let (cached, due) = self.look(fresh);
+        if !due {
+            return cached.ok_or_else(|| format!("{}: no keys (the last fetch failed)", self.url));
         }
+        // One request fetches; the others answer with what is cached, or, with nothing cached
+        // yet, wait for that fetch.
+        let _fetching = match (self.fetching.try_lock(), &cached) {
+            (Ok(g), _) => g,
+            (Err(_), Some(keys)) => return Ok(keys.clone()),
+            (Err(_), None) => {
+                drop(self.fetching.lock().await);
+                return self.cache().keys.clone().ok_or_else(|| format!("{}: no keys yet", self.url));
+            }
+        };
+        let (cached, due) = self.look(fresh); // another request may have just fetched
+        if !due {
+            return cached.ok_or_else(|| format!("{}: no keys (the last fetch failed)", self.url));
+        }
+        self.cache().tried = Some(Instant::now());
         match self.fetch().await {
             Ok(keys) => {
-                *cached = Some((Instant::now(), keys.clone()));
+                let mut c = self.cache();
+                (c.keys, c.fetched) = (Some(keys.clone()), Some(Instant::now()));
                 Ok(keys)
             }
             // Google unreachable for a while: the keys we had are still Google's.
-            Err(e) => match cached.as_ref() {
-                Some((_, keys)) => {
-                    tracing::warn!(error = %e, "cannot refresh the identity token keys; using the ones fetched before");
-                    Ok(keys.clone())
-                }
-                None => Err(e),
-            },
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot fetch the identity token keys");
+                cached.ok_or(e)
+            }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    /// A key server counting its fetches; it fails while `down`.
+    async fn server(hits: Arc<AtomicUsize>, down: Arc<std::sync::atomic::AtomicBool>) -> String {
+        let app = axum::Router::new().route(
+            "/certs",
+            axum::routing::get(move || {
+                let (hits, down) = (hits.clone(), down.clone());
+                async move {
+                    hits.fetch_add(1, Ordering::SeqCst);
+                    if down.load(Ordering::SeqCst) {
+                        return (axum::http::StatusCode::SERVICE_UNAVAILABLE, String::new());
+                    }
+                    let jwk = crate::sim::identity::jwk(crate::sim::identity::KEY, "k1").unwrap();
+                    (axum::http::StatusCode::OK, serde_json::json!({"keys": [jwk]}).to_string())
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/certs", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        url
+    }
+
+    #[tokio::test]
+    async fn keys_are_fetched_once_kept_and_asked_again_at_most_once_a_minute() {
+        let (hits, down) =
+            (Arc::new(AtomicUsize::new(0)), Arc::new(std::sync::atomic::AtomicBool::new(true)));
+        let keys = Arc::new(HttpKeys::new(&server(hits.clone(), down.clone()).await));
+        // Down at start: one fetch for many callers at once, then none for a minute.
+        let tries: Vec<_> = (0..20)
+            .map(|_| {
+                tokio::spawn({
+                    let keys = keys.clone();
+                    async move { keys.keys(true).await }
+                })
+            })
+            .collect();
+        for t in tries {
+            assert!(t.await.unwrap().is_err());
+        }
+        assert!(keys.keys(true).await.is_err());
+        assert_eq!(hits.load(Ordering::SeqCst), 1, "a failed fetch counts too");
+        // Up again, a minute later: fetched once, then kept (an unknown key asks again only a
+        // minute after the last fetch).
+        down.store(false, Ordering::SeqCst);
+        keys.cache().tried = Some(Instant::now() - AGAIN);
+        assert_eq!(keys.keys(false).await.unwrap()[0].kid, "k1");
+        assert_eq!(keys.keys(true).await.unwrap().len(), 1);
+        assert_eq!(hits.load(Ordering::SeqCst), 2);
+        // Down again after an hour: the keys we had are still used.
+        down.store(true, Ordering::SeqCst);
+        {
+            let mut c = keys.cache();
+            (c.tried, c.fetched) = (Some(Instant::now() - KEEP), Some(Instant::now() - KEEP));
+        }
+        assert_eq!(keys.keys(false).await.unwrap()[0].kid, "k1");
+        assert_eq!(hits.load(Ordering::SeqCst), 3);
     }
 }

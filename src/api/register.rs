@@ -1,24 +1,43 @@
 //! `register`: a VM registers with its identity proof. No token: the proof is the credential,
-//! and every refusal is the same 403 (its reason goes to our log only, at WARN).
+//! and every refusal, a body that does not parse included, is the same 403. Its reason goes to
+//! our log only: at WARN once the proof's signature held (a real instance of ours was refused),
+//! at DEBUG before (anyone may send garbage; it must not flood the log).
 
+use axum::body::Bytes;
 use axum::extract::State;
 use gce_backend_jobs::operate::register::{RegisterInput, Registration, register as registered};
+use gce_backend_jobs::providers::identity::Refused;
 
 use super::error::ApiError;
-use super::{Api, Input, Out, ok};
+use super::{Api, Out, ok};
 
 /// The one answer to a proof that does not hold, whatever was wrong with it.
 pub const REFUSED: &str = "registration refused";
 
+/// Reasons given only once a token's signature held: worth an operator's look.
+const AFTER_SIGNATURE: &[&str] = &[
+    "no VM of that name",
+    "another instance",
+    "another incarnation of the name",
+    "already registered",
+    "store",
+];
+
 /// `register`: the audience a proof must name is this API's root URL.
-pub(super) async fn register(
-    State(api): State<Api>,
-    Input(input): Input<RegisterInput>,
-) -> Out<Registration> {
-    match registered(&api.ctx, &input, api.urls.root()).await {
+pub(super) async fn register(State(api): State<Api>, body: Bytes) -> Out<Registration> {
+    let input: Result<RegisterInput, _> = serde_json::from_slice(&body);
+    let outcome = match input {
+        Ok(input) => registered(&api.ctx, &input, api.urls.root()).await,
+        Err(_) => Err(Refused("body does not parse")),
+    };
+    match outcome {
         Ok(r) => ok(r),
-        Err(why) => {
+        Err(why) if AFTER_SIGNATURE.contains(&why.0) => {
             tracing::warn!(reason = why.0, "registration refused");
+            Err(ApiError::forbidden(REFUSED))
+        }
+        Err(why) => {
+            tracing::debug!(reason = why.0, "registration refused");
             Err(ApiError::forbidden(REFUSED))
         }
     }

@@ -59,6 +59,19 @@ async fn a_vm_registers_once_with_its_identity_token_and_every_bad_proof_gets_on
         assert_eq!(status, 403, "{what}: {v}");
         answers.push((v["code"].clone(), v["message"].clone()));
     }
+    // Bodies that do not parse are refused alike (no parser message tells what was expected).
+    for body in ["{", "{\"proof\": 7}", "{\"token\": \"x\"}", ""] {
+        let res = reqwest::Client::new()
+            .post(format!("{root}/api/gce-backend/v1/register"))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 403, "{body:?}");
+        let v: Value = res.json().await.unwrap();
+        answers.push((v["code"].clone(), v["message"].clone()));
+    }
     answers.dedup();
     assert_eq!(answers, [(json!("InsufficientRole"), json!("registration refused"))], "one answer for all");
     assert!(env.ctx.store.vm("reg-1").await.unwrap().unwrap().value.registered.is_none());

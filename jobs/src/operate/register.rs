@@ -46,8 +46,16 @@ pub async fn register(ctx: &Ctx, input: &RegisterInput, audience: &str) -> Resul
     let proven = provider.identify(ctx, &input.proof, audience).await?;
     let hostname = proven.vm.value.hostname.clone();
     let now = ctx.now();
-    let written = write_vm_at(ctx, proven.vm, |v| {
-        v.hostname == hostname && v.registered.is_none() && {
+    // Re-checked on the record written (a lost race re-reads it): the same incarnation, whose
+    // instance, if recorded meanwhile, is the one proven.
+    let same = |v: &crate::model::Vm| {
+        v.hostname == hostname
+            && v.instance
+                .as_ref()
+                .is_none_or(|p| p.instance_id.is_empty() || p.instance_id == proven.instance_id)
+    };
+    let written = write_vm_at(ctx, proven.vm.clone(), |v| {
+        same(v) && v.registered.is_none() && {
             v.registered = Some(now);
             true
         }

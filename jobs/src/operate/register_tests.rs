@@ -55,7 +55,7 @@ async fn a_vm_registers_once_per_incarnation_and_its_bot_is_looked_at_at_once() 
 
 #[tokio::test]
 async fn a_token_of_an_earlier_incarnation_or_of_another_instance_under_the_name_is_refused() {
-    let (ctx, _) = setup().await;
+    let (ctx, f) = setup().await;
     let old = token(&ctx, "linux-0-abcd", "id-linux-0-abcd", AUD, 3600, KEY);
     // The VM was replaced: its next incarnation has another hostname.
     let v = ctx.store.vm("linux-0").await.unwrap().unwrap();
@@ -69,10 +69,31 @@ async fn a_token_of_an_earlier_incarnation_or_of_another_instance_under_the_name
     // An instance made again under our hostname (not by us): another instance id.
     let other = token(&ctx, "linux-0-wxyz", "999", AUD, 3600, KEY);
     assert_eq!(register(&ctx, &other, AUD).await.unwrap_err(), Refused("another incarnation of the name"));
-    // Before its instance is recorded (the insert still running), name, project and zone do.
+    // Before its instance is recorded (the insert's operation still runs), Compute is asked: an
+    // instance of that id with another deployment's labels is not ours; with ours, it is.
     let mut v = ctx.store.vm("linux-0").await.unwrap().unwrap();
     v.value.instance = None;
     assert!(ctx.store.put_vm(&v.value, Expect::Version(v.version)).await.unwrap());
+    assert_eq!(
+        register(&ctx, &other, AUD).await.unwrap_err(),
+        Refused("another incarnation of the name"),
+        "no instance"
+    );
+    let plant = |deployment: &str| {
+        let mut i = crate::testing::FakeCompute::instance(
+            "linux-0-wxyz",
+            &[("gce-backend", deployment), ("gce-backend-vm", "linux-0")],
+        );
+        i.id = "999".into();
+        f.compute.instances.lock().unwrap().insert("linux-0-wxyz".into(), i);
+    };
+    plant("prod");
+    assert_eq!(
+        register(&ctx, &other, AUD).await.unwrap_err(),
+        Refused("another incarnation of the name"),
+        "not ours"
+    );
+    plant("test");
     register(&ctx, &other, AUD).await.unwrap();
 }
 

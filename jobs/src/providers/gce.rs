@@ -198,8 +198,9 @@ impl Provider for Gce {
     }
 
     /// The token's signature, issuer, audience and time; then a VM of ours whose hostname is
-    /// the instance's name, in its project and zone, whose instance (when already recorded) has
-    /// the token's instance id, and that has not registered yet.
+    /// the instance's name, in its project and zone, whose instance has the token's instance
+    /// id (as recorded; before it is recorded, as Compute states it, with our deployment's and
+    /// this VM's labels), and that has not registered yet.
     async fn identify(&self, ctx: &Ctx, proof: &str, audience: &str) -> Result<Proven, Refused> {
         let keys = ctx.keys.keys(false).await.map_err(|_| Refused("keys unavailable"))?;
         let id = match identity::verify(proof, &keys, audience, ctx.now()) {
@@ -216,13 +217,26 @@ impl Provider for Gce {
         if v.hostname != id.instance_name || v.project() != id.project || v.zone() != id.zone {
             return Err(Refused("another instance"));
         }
-        if v.instance.as_ref().is_some_and(|p| !p.instance_id.is_empty() && p.instance_id != id.instance_id) {
-            return Err(Refused("another incarnation of the name"));
-        }
         if v.registered.is_some() {
             return Err(Refused("already registered"));
         }
-        Ok(Proven { vm, expires: id.expires })
+        let recorded = v.instance.as_ref().map(|p| p.instance_id.as_str()).filter(|i| !i.is_empty());
+        let ours = match recorded {
+            Some(recorded) => recorded == id.instance_id,
+            // Not recorded yet (the insert's operation still runs): ask Compute.
+            None => match ctx.compute.get(v.project(), v.zone(), &v.hostname).await {
+                Ok(Some(i)) => {
+                    i.id == id.instance_id
+                        && i.labels.get(labels::DEPLOYMENT) == Some(&ctx.deployment)
+                        && i.labels.get(labels::VM) == Some(&v.id)
+                }
+                _ => false,
+            },
+        };
+        if !ours {
+            return Err(Refused("another incarnation of the name"));
+        }
+        Ok(Proven { vm, expires: id.expires, instance_id: id.instance_id })
     }
 
     async fn check(&self, ctx: &Ctx, vm: &Vm) -> Result<Health, TaskError> {

@@ -15,6 +15,8 @@ use serde::Deserialize;
 pub const MAX_TOKEN: usize = 8 * 1024;
 /// Clock skew allowed between Google and us.
 const SKEW_SECS: i64 = 60;
+/// Longest lifetime of a token (Google's last an hour).
+const MAX_LIFETIME_SECS: i64 = 3600;
 /// Issuers of Google identity tokens.
 const ISSUERS: [&str; 2] = ["https://accounts.google.com", "accounts.google.com"];
 
@@ -88,7 +90,6 @@ struct Claims {
     iss: String,
     aud: String,
     exp: i64,
-    #[serde(default)]
     iat: i64,
     google: Google,
 }
@@ -138,11 +139,14 @@ pub fn verify(token: &str, keys: &[Key], audience: &str, now: DateTime<Utc>) -> 
         return Err(Refused("audience"));
     }
     let t = now.timestamp();
-    if claims.exp + SKEW_SECS <= t {
+    if claims.exp.saturating_add(SKEW_SECS) <= t {
         return Err(Refused("expired"));
     }
-    if claims.iat - SKEW_SECS > t {
+    if claims.iat.saturating_sub(SKEW_SECS) > t {
         return Err(Refused("issued in the future"));
+    }
+    if claims.exp.saturating_sub(claims.iat) > MAX_LIFETIME_SECS.saturating_add(SKEW_SECS) {
+        return Err(Refused("lives too long"));
     }
     let ce = claims.google.compute_engine;
     let expires = DateTime::from_timestamp(claims.exp, 0).ok_or(Refused("exp out of range"))?;
@@ -229,6 +233,13 @@ mod tests {
         assert_eq!(refused(&format!("{none}.{}.", parts[1])), "not RS256");
         assert_eq!(refused("a.b"), "not three parts");
         assert_eq!(refused(&"x".repeat(MAX_TOKEN + 1)), "too long");
+        // Longer-lived than Google's, or without its issue time.
+        let mut long = claims(AUD, ok_exp);
+        long["iat"] = json!((ok_exp - chrono::Duration::days(2)).timestamp());
+        assert_eq!(refused(&sign(&long, "a", A).unwrap()), "lives too long");
+        let mut no_iat = claims(AUD, ok_exp);
+        no_iat.as_object_mut().unwrap().remove("iat");
+        assert_eq!(refused(&sign(&no_iat, "a", A).unwrap()), "claims or header do not decode");
         // A token without the Compute Engine claims (a user's ID token).
         let mut user = claims(AUD, ok_exp);
         user.as_object_mut().unwrap().remove("google");

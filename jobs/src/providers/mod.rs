@@ -92,6 +92,8 @@ pub struct Proven {
     pub vm: Versioned<Vm>,
     /// When the proof expires.
     pub expires: DateTime<Utc>,
+    /// The provider's id of the machine (Compute Engine: the instance id).
+    pub instance_id: String,
 }
 
 /// Types of provider.

@@ -58,7 +58,8 @@ pub enum When {
     At(DateTime<Utc>),
     /// At once, and the key's task that waits for a later look (pushed with a delay, or put
     /// back with `Again`; not one waiting out a retry's backoff) is brought forward to now, as
-    /// is a running task's later follow-up: something happened that it should see.
+    /// is a running task's later follow-up (which, as any follow-up, becomes due when the run
+    /// ends, whatever its outcome): something happened that it should see.
     Hurry,
 }
 

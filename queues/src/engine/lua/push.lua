@@ -30,8 +30,7 @@ for i = 8, #ARGV, 5 do
       out[#out + 1] = 'follow_up'
     end
   elseif rec and rec.s == 'pending' then
-    if hurry and rec.a == 0 and rec.due > NOW then
-      redis.call('ZREM', DELAYED, id)
+    if hurry and rec.a == 0 and rec.due > NOW and redis.call('ZREM', DELAYED, id) == 1 then
       rec.due = NOW
       save(id, rec)
       enqueue(id, rec)

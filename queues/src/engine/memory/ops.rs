@@ -39,8 +39,7 @@ impl Op<'_> {
                         }
                     }
                     (Some(id), Some(mut rec)) if rec.s == "pending" => {
-                        if it.hurry && rec.a == 0 && rec.due > self.now {
-                            self.q.delayed.remove(&id);
+                        if it.hurry && rec.a == 0 && rec.due > self.now && self.q.delayed.remove(&id) {
                             rec.due = self.now;
                             self.save(&id, rec);
                             self.enqueue(&id, self.now);
