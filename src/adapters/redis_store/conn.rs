@@ -1,0 +1,130 @@
+//! The Redis store's connection and the helpers its `Store` methods share: keys under the
+//! deployment's hash tag, error mapping, encoding, versioned reads.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use gce_backend_jobs::ports::store::{Expect, StoreError, Versioned};
+use redis::Script;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::RedisStore;
+use super::scripts::{COUNT_IN, DELETE, DELETE_VM, PUT, PUT_VM, RESOLVE};
+
+pub(super) fn err(e: redis::RedisError) -> StoreError {
+    match e.code() {
+        Some("WRONGTYPE") => StoreError::corrupt("a key", e),
+        _ => StoreError::Unavailable(e.to_string()),
+    }
+}
+
+/// [`err`], naming the key a WRONGTYPE answer is about.
+pub(super) fn err_at(key: &str) -> impl Fn(redis::RedisError) -> StoreError + '_ {
+    move |e| match e.code() {
+        Some("WRONGTYPE") => StoreError::corrupt(key, "holds the wrong type of value"),
+        _ => StoreError::Unavailable(e.to_string()),
+    }
+}
+
+pub(super) fn json<T: Serialize>(v: &T) -> Result<String, StoreError> {
+    serde_json::to_string(v).map_err(|e| StoreError::Unavailable(format!("cannot encode: {e}")))
+}
+
+/// A derived record (an observation, counts, a backoff, file errors) that does not decode is
+/// as good as absent: it is written again by the next run that learns it.
+pub(super) fn lenient<T: DeserializeOwned>(what: &str, s: &str) -> Option<T> {
+    serde_json::from_str(s)
+        .map_err(|e| tracing::warn!(record = what, error = %e, "corrupt record ignored"))
+        .ok()
+}
+
+impl RedisStore {
+    /// Connects to `url` for deployment `namespace`.
+    pub async fn connect(url: &str, namespace: &str) -> Result<Self, StoreError> {
+        let client = redis::Client::open(url).map_err(|e| StoreError::Unavailable(e.to_string()))?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(2)))
+            .set_response_timeout(Some(Duration::from_secs(10)))
+            .set_max_delay(Duration::from_secs(2));
+        let conn = client
+            .get_connection_manager_with_config(config)
+            .await
+            .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+        let put = [
+            Script::new(PUT),
+            Script::new(DELETE),
+            Script::new(PUT_VM),
+            Script::new(DELETE_VM),
+            Script::new(RESOLVE),
+            Script::new(COUNT_IN),
+        ];
+        Ok(Self { conn, ns: namespace.to_owned(), put: std::sync::Arc::new(put) })
+    }
+
+    pub(super) fn k(&self, part: &str) -> String {
+        format!("{{{}:db}}:{part}", self.ns)
+    }
+
+    pub(super) fn c(&self) -> ConnectionManager {
+        self.conn.clone()
+    }
+
+    pub(super) fn vm_keys(&self, prefix: &str) -> [String; 11] {
+        [
+            self.k("vm"),
+            self.k("vm:ver"),
+            self.k("vm:uncreated"),
+            self.k("vm:created"),
+            self.k("vm:host"),
+            self.k("vm:cfgs"),
+            self.k(&format!("vm:cfg:{prefix}")),
+            self.k("bots"),
+            self.k("vm:counted"),
+            self.k(&format!("sums:{prefix}")),
+            self.k("vm:deadline"),
+        ]
+    }
+
+    /// Every Config record as stored (raw JSON) and every version, read together.
+    pub(super) async fn raw_configs(
+        &self,
+    ) -> Result<(HashMap<String, String>, HashMap<String, u64>), StoreError> {
+        redis::pipe()
+            .atomic()
+            .hgetall(self.k("cfg"))
+            .hgetall(self.k("cfg:ver"))
+            .query_async(&mut self.c())
+            .await
+            .map_err(err)
+    }
+
+    pub(super) async fn get<T>(
+        &self,
+        kind: &str,
+        field: &str,
+        decode: fn(&str) -> Result<T, serde_json::Error>,
+    ) -> Result<Option<Versioned<T>>, StoreError> {
+        let (raw, ver): (Option<String>, Option<u64>) = redis::pipe()
+            .atomic()
+            .hget(self.k(kind), field)
+            .hget(self.k(&format!("{kind}:ver")), field)
+            .query_async(&mut self.c())
+            .await
+            .map_err(err)?;
+        let Some(raw) = raw else { return Ok(None) };
+        match decode(&raw) {
+            Ok(value) => Ok(ver.map(|version| Versioned { value, version })),
+            // Read with its version (0: none), so a repair's compare-and-set names it.
+            Err(e) => Err(StoreError::corrupt_at(format!("{kind} {field}"), e, ver.unwrap_or(0))),
+        }
+    }
+}
+
+pub(super) fn expect(e: Expect) -> String {
+    match e {
+        Expect::Absent => String::new(),
+        Expect::Version(v) => v.to_string(),
+    }
+}
