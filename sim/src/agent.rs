@@ -1,8 +1,8 @@
 //! The on-VM agent's registration, simulated: when a bot connects on an instance whose metadata
 //! has a `register-url` item, the agent asks the metadata server for its identity token (the
 //! simulator mints it; audience: the `register-audience` item, else the service's root URL, the
-//! part of the URL before `/api/`)
-//! and POSTs `{"proof": token}` there. Answers are counted in the call counts as
+//! part of the URL before `/api/`) and POSTs `{"proof": token}` there, trying again (up to 4
+//! tries in all) when refused or unanswered. Answers are counted in the call counts as
 //! `agent.register` by status (0: no answer).
 
 use std::time::Duration;
@@ -18,6 +18,8 @@ pub const REGISTER_URL: &str = "register-url";
 pub const REGISTER_AUDIENCE: &str = "register-audience";
 /// Registrations sent at once.
 const IN_FLIGHT: usize = 32;
+/// Tries of one registration (1 s, 2 s, 4 s, … apart).
+const TRIES: u32 = 4;
 
 /// The audience of a registration URL: `ROOT` of `ROOT/api/...`, else the URL itself.
 pub fn audience(url: &str) -> &str {
@@ -44,14 +46,21 @@ pub async fn registrar(sim: Sim) {
             let Ok(permit) = slots.clone().acquire_owned().await else { return };
             let (sim, http) = (sim.clone(), http.clone());
             tokio::spawn(async move {
-                let status = match sign(&c, KID, KEY) {
-                    Ok(token) => match http.post(&url).json(&json!({"proof": token})).send().await {
-                        Ok(r) => r.status().as_u16(),
+                // As an agent does: tries again, a little later, when refused or unanswered.
+                for attempt in 0..TRIES {
+                    let status = match sign(&c, KID, KEY) {
+                        Ok(token) => match http.post(&url).json(&json!({"proof": token})).send().await {
+                            Ok(r) => r.status().as_u16(),
+                            Err(_) => 0,
+                        },
                         Err(_) => 0,
-                    },
-                    Err(_) => 0,
-                };
-                sim.with(|w| w.count("agent.register", status));
+                    };
+                    sim.with(|w| w.count("agent.register", status));
+                    if status == 200 || attempt + 1 == TRIES {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_secs(1 << attempt)).await;
+                }
                 drop(permit);
             });
         }

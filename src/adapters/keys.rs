@@ -80,18 +80,15 @@ impl HttpKeys {
 impl Keys for HttpKeys {
     async fn keys(&self, fresh: bool) -> Result<Vec<Key>, String> {
         let (cached, due) = self.look(fresh);
-        if !due {
-            return cached.ok_or_else(|| format!("{}: no keys (the last fetch failed)", self.url));
+        if let (Some(keys), false) = (&cached, due) {
+            return Ok(keys.clone());
         }
         // One request fetches; the others answer with what is cached, or, with nothing cached
         // yet, wait for that fetch.
-        let _fetching = match (self.fetching.try_lock(), &cached) {
+        let _fetching = match (self.fetching.try_lock(), cached) {
             (Ok(g), _) => g,
-            (Err(_), Some(keys)) => return Ok(keys.clone()),
-            (Err(_), None) => {
-                drop(self.fetching.lock().await);
-                return self.cache().keys.clone().ok_or_else(|| format!("{}: no keys yet", self.url));
-            }
+            (Err(_), Some(keys)) => return Ok(keys),
+            (Err(_), None) => self.fetching.lock().await,
         };
         let (cached, due) = self.look(fresh); // another request may have just fetched
         if !due {
@@ -128,6 +125,8 @@ mod tests {
                 let (hits, down) = (hits.clone(), down.clone());
                 async move {
                     hits.fetch_add(1, Ordering::SeqCst);
+                    // Slow, as a loaded network is: callers arrive while a fetch runs.
+                    tokio::time::sleep(Duration::from_millis(200)).await;
                     if down.load(Ordering::SeqCst) {
                         return (axum::http::StatusCode::SERVICE_UNAVAILABLE, String::new());
                     }
@@ -176,5 +175,28 @@ mod tests {
         }
         assert_eq!(keys.keys(false).await.unwrap()[0].kid, "k1");
         assert_eq!(hits.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn callers_that_come_while_the_first_fetch_runs_wait_for_it() {
+        let (hits, down) =
+            (Arc::new(AtomicUsize::new(0)), Arc::new(std::sync::atomic::AtomicBool::new(false)));
+        let keys = Arc::new(HttpKeys::new(&server(hits.clone(), down).await));
+        let first = tokio::spawn({
+            let keys = keys.clone();
+            async move { keys.keys(false).await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await; // the first one is fetching
+        let others: Vec<_> = (0..10)
+            .map(|_| {
+                let keys = keys.clone();
+                tokio::spawn(async move { keys.keys(false).await })
+            })
+            .collect();
+        assert_eq!(first.await.unwrap().unwrap().len(), 1);
+        for o in others {
+            assert_eq!(o.await.unwrap().unwrap().len(), 1, "got the keys the first one fetched");
+        }
+        assert_eq!(hits.load(Ordering::SeqCst), 1);
     }
 }
