@@ -14,15 +14,6 @@ use super::{Api, Out, ok};
 /// The one answer to a proof that does not hold, whatever was wrong with it.
 pub const REFUSED: &str = "registration refused";
 
-/// Reasons given only once a token's signature held: worth an operator's look.
-const AFTER_SIGNATURE: &[&str] = &[
-    "no VM of that name",
-    "another instance",
-    "another incarnation of the name",
-    "already registered",
-    "store",
-];
-
 /// `register`: the audience a proof must name is this API's root URL.
 pub(super) async fn register(State(api): State<Api>, body: Bytes) -> Out<Registration> {
     let input: Result<RegisterInput, _> = serde_json::from_slice(&body);
@@ -32,7 +23,7 @@ pub(super) async fn register(State(api): State<Api>, body: Bytes) -> Out<Registr
     };
     match outcome {
         Ok(r) => ok(r),
-        Err(why) if AFTER_SIGNATURE.contains(&why.0) => {
+        Err(why) if why.after_signature() => {
             tracing::warn!(reason = why.0, "registration refused");
             Err(ApiError::forbidden(REFUSED))
         }

@@ -133,6 +133,13 @@ impl Instance {
         }
     }
 
+    /// True when its labels say it is VM `vm_id` of `deployment` (the one test for "ours":
+    /// adoption after a 409, a quarantined VM's instance, a registering instance).
+    pub fn belongs_to(&self, vm_id: &str, deployment: &str) -> bool {
+        self.labels.get(crate::config::labels::VM).map(String::as_str) == Some(vm_id)
+            && self.labels.get(crate::config::labels::DEPLOYMENT).map(String::as_str) == Some(deployment)
+    }
+
     /// True when the instance cannot run its bot and will not by itself again: stopped,
     /// preempted, suspended (or on its way there).
     pub fn is_down(&self) -> bool {

@@ -46,20 +46,23 @@ pub fn instance_spec(vm: &Vm, deployment: &str) -> InstanceSpec {
     InstanceSpec { name: vm.hostname.clone(), attributes: a.clone(), metadata, labels }
 }
 
+/// The requestId of attempt `attempt` of `verb` (`create`, `destroy`) on `hostname`:
+/// `<verb>-<hostname>`, then `-<attempt>` after an operation that failed for good.
+fn attempt_request_id(verb: &str, hostname: &str, attempt: u32) -> String {
+    match attempt {
+        0 => request_id(&format!("{verb}-{hostname}")),
+        n => request_id(&format!("{verb}-{hostname}-{n}")),
+    }
+}
+
 /// The requestId of an insert attempt.
 pub fn insert_request_id(vm: &Vm) -> String {
-    match vm.insert_attempt {
-        0 => request_id(&format!("create-{}", vm.hostname)),
-        n => request_id(&format!("create-{}-{n}", vm.hostname)),
-    }
+    attempt_request_id("create", &vm.hostname, vm.insert_attempt)
 }
 
 /// The requestId of a delete attempt.
 pub fn delete_request_id(vm: &Vm) -> String {
-    match vm.destroy_attempt {
-        0 => request_id(&format!("destroy-{}", vm.hostname)),
-        n => request_id(&format!("destroy-{}-{n}", vm.hostname)),
-    }
+    attempt_request_id("destroy", &vm.hostname, vm.destroy_attempt)
 }
 
 #[async_trait]
@@ -225,11 +228,7 @@ impl Provider for Gce {
             Some(recorded) => recorded == id.instance_id,
             // Not recorded yet (the insert's operation still runs): ask Compute.
             None => match ctx.compute.get(v.project(), v.zone(), &v.hostname).await {
-                Ok(Some(i)) => {
-                    i.id == id.instance_id
-                        && i.labels.get(labels::DEPLOYMENT) == Some(&ctx.deployment)
-                        && i.labels.get(labels::VM) == Some(&v.id)
-                }
+                Ok(Some(i)) => i.id == id.instance_id && i.belongs_to(&v.id, &ctx.deployment),
                 _ => false,
             },
         };
@@ -285,10 +284,7 @@ async fn adopt(ctx: &Ctx, cur: Versioned<Vm>, e: ComputeError) -> Result<Next, T
     let vm = &cur.value;
     let inst = ctx.compute.get(vm.project(), vm.zone(), &vm.hostname).await?;
     match inst {
-        Some(inst)
-            if inst.labels.get(labels::VM) == Some(&vm.id)
-                && inst.labels.get(labels::DEPLOYMENT) == Some(&ctx.deployment) =>
-        {
+        Some(inst) if inst.belongs_to(&vm.id, &ctx.deployment) => {
             created(ctx, cur, inst).await.map(|()| Next::Done)
         }
         Some(_) => {

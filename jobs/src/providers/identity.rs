@@ -51,6 +51,23 @@ pub struct Identity {
 #[error("identity token refused: {0}")]
 pub struct Refused(pub &'static str);
 
+impl Refused {
+    /// The reasons given only once a proof's signature held (by `identify` and `register`):
+    /// a real machine was refused, which is worth an operator's look.
+    const AFTER_SIGNATURE: &[&str] = &[
+        "no VM of that name",
+        "another instance",
+        "another incarnation of the name",
+        "already registered",
+        "store",
+    ];
+
+    /// True when the proof was genuine but named nothing it may register as.
+    pub fn after_signature(&self) -> bool {
+        Self::AFTER_SIGNATURE.contains(&self.0)
+    }
+}
+
 /// Reads Google's JSON Web Key Set (`https://www.googleapis.com/oauth2/v3/certs`): its RSA
 /// keys; other key types are skipped.
 pub fn keys_from_jwks(json: &[u8]) -> Result<Vec<Key>, String> {

@@ -161,9 +161,10 @@ impl Entry {
     }
 
     /// Runs the setup (bounded in time) and records how it went; logs only when that changes.
+    /// Within [`SETUP_RETRY_SECS`] of a failure it fails at once with that failure.
     async fn set_up(&self, ctx: &Ctx, id: &str) -> Result<(), TaskError> {
         if let Some(e) = self.recent_failure(id, ctx.now()) {
-            return Err(e); // another caller just tried
+            return Err(e);
         }
         let run = tokio::time::timeout(SETUP_TIMEOUT, self.provider.setup(ctx)).await;
         let (message, transient) = match run {
@@ -278,12 +279,7 @@ impl Providers {
             let message = format!("not declared in the settings (declared: {})", self.ids().join(", "));
             return Err(TaskError::Provider { id: id.to_owned(), message, transient: false });
         };
-        if e.ready.get().is_none() {
-            if let Some(err) = e.recent_failure(id, ctx.now()) {
-                return Err(err);
-            }
-            e.ready.get_or_try_init(|| e.set_up(ctx, id)).await?;
-        }
+        e.ready.get_or_try_init(|| e.set_up(ctx, id)).await?;
         Ok(&e.provider)
     }
 
@@ -311,18 +307,19 @@ pub fn changed(
 /// One step of a provider change of Config `prefix` (marked `provider_changed`): its VMs of
 /// another provider are drained a few at a time (at most a tenth of the amount, at least one,
 /// drained at once; each id is made again by the new provider once its old VM is gone), and the
-/// mark is cleared when none is left. Returns whether the change is still going on (the caller
-/// looks again). Reads every VM record of the Config, only while it is marked.
-pub async fn switch_step(ctx: &Ctx, prefix: &str) -> Result<bool, TaskError> {
+/// mark is cleared when none is left. `ids`: the Config's VM ids, as the caller read them.
+/// Returns whether the change is still going on (the caller looks again). Called only while the
+/// Config is marked; reads every VM record of the Config.
+pub async fn switch_step(ctx: &Ctx, prefix: &str, ids: &[String]) -> Result<bool, TaskError> {
     let Some(cur) = ctx.store.config(prefix).await? else { return Ok(false) };
     let Some(since) = cur.value.provider_changed else { return Ok(false) };
     let to = ctx.providers.resolve(&cur.value.config.provider).to_owned();
     let (mut waiting, mut in_flight) = (Vec::new(), 0usize);
-    for id in ctx.store.vm_ids(crate::ports::store::VmIndex::OfConfig(prefix.to_owned())).await? {
-        match ctx.store.vm(&id).await? {
+    for id in ids {
+        match ctx.store.vm(id).await? {
             Some(v) if ctx.providers.resolve(&v.value.provider) != to.as_str() => match v.value.drained {
                 true => in_flight += 1,
-                false => waiting.push(crate::tasks::DrainVm { id }),
+                false => waiting.push(crate::tasks::DrainVm { id: id.clone() }),
             },
             _ => {}
         }

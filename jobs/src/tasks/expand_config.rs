@@ -48,10 +48,15 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
     ctx.push_many(&surplus).await?;
     // A change of provider: the old provider's VMs go a few at a time (each deletion pushes
     // this task again; meanwhile, look again).
-    let done = match crate::providers::switch_step(ctx, &t.prefix).await? {
-        true => Next::After(ctx.watch()),
-        false => Next::Done,
+    let switching = match rec.provider_changed {
+        Some(_) => {
+            let mut ids: Vec<String> = existing.iter().cloned().collect();
+            ids.sort();
+            crate::providers::switch_step(ctx, &t.prefix, &ids).await?
+        }
+        None => false,
     };
+    let done = if switching { Next::After(ctx.watch()) } else { Next::Done };
     let missing: Vec<String> =
         (0..amount).map(|i| crate::naming::vm_id(&t.prefix, i)).filter(|id| !existing.contains(id)).collect();
     if missing.is_empty() {

@@ -160,10 +160,13 @@ pub async fn quarantine(ctx: &Ctx, id: &str, error: &str, version: Option<u64>) 
             ctx.deployment,
             crate::config::labels::VM
         );
-        found = ctx.compute.list(&a.project, &a.zone, &filter, None).await?.0.into_iter().find(|i| {
-            i.labels.get(crate::config::labels::VM).map(String::as_str) == Some(id)
-                && i.labels.get(crate::config::labels::DEPLOYMENT) == Some(&ctx.deployment)
-        });
+        found = ctx
+            .compute
+            .list(&a.project, &a.zone, &filter, None)
+            .await?
+            .0
+            .into_iter()
+            .find(|i| i.belongs_to(id, &ctx.deployment));
     }
     let message = match (&config, &found) {
         (Some(c), Some(inst)) => {
