@@ -20,6 +20,8 @@ mod pipeline_faults;
 mod queue_processes;
 /// `run` at start (inputs, Redis), and dead tasks on a Config's status.
 mod startup;
+/// A static pool: listed machines watched, edited, drained; the API refuses other means.
+mod static_pool;
 /// The Store contract on memory and Redis.
 mod store;
 /// Counts are O(1): per-Config sums kept with every VM write, exact, on memory and Redis.

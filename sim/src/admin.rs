@@ -38,6 +38,7 @@ pub(super) fn routes() -> Router<Sim> {
         .route("/sim/faults", get(faults).post(set_faults))
         .route("/sim/preempt", post(preempt))
         .route("/sim/kill-bot", post(kill_bot))
+        .route("/sim/machines", post(add_machines))
 }
 
 fn bad(msg: String) -> Response {
@@ -439,4 +440,29 @@ async fn kill_bot(State(sim): State<Sim>, body: axum::body::Bytes) -> Response {
         (StatusCode::NOT_FOUND, Json(json!({"error": format!("no bot {} on {}", r.bot_id, r.server)})))
             .into_response()
     }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Machines {
+    server: String,
+    hostnames: Vec<String>,
+}
+
+/// Adds static machines (hosts outside Compute Engine) whose bots connect to `server`.
+async fn add_machines(State(sim): State<Sim>, body: axum::body::Bytes) -> Response {
+    let m: Machines = match serde_json::from_slice(&body) {
+        Ok(m) => m,
+        Err(e) => return bad(format!("machines: {e} (expected server, hostnames)")),
+    };
+    let bad_names: Vec<&String> = m.hostnames.iter().filter(|h| !super::world::valid_hostname(h)).collect();
+    if !bad_names.is_empty() {
+        return bad(format!("machines: not hostnames: {bad_names:?}"));
+    }
+    sim.with(|w| {
+        m.hostnames.iter().for_each(|h| {
+            w.add_machine(&m.server, h);
+        })
+    });
+    Json(json!({"added": m.hostnames})).into_response()
 }

@@ -361,6 +361,18 @@ pub struct Config {
     /// empty: the default, Compute Engine). A change drains the VMs of the old provider.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub provider: String,
+    /// A static pool: the hostnames of existing machines, watched instead of made (its provider
+    /// is of type `static`; no `amount`, no `attributes`). Removing a hostname drains its bot
+    /// (after its task) and deletes it from Swarming.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machines: Option<Vec<String>>,
+}
+
+impl Config {
+    /// True for a static pool (it lists its machines).
+    pub fn is_static(&self) -> bool {
+        self.machines.is_some()
+    }
 }
 
 /// Largest Config file read (bytes).

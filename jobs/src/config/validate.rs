@@ -53,7 +53,10 @@ impl Config {
 
     /// Checks the service's limits (settings `[limits]`).
     pub fn check_limits(&self, limits: &crate::ctx::Limits) -> Result<(), ConfigError> {
-        let ceiling = self.amount.ceiling().max(self.amount.min);
+        let ceiling = match &self.machines {
+            Some(list) => u32::try_from(list.len()).unwrap_or(u32::MAX),
+            None => self.amount.ceiling().max(self.amount.min),
+        };
         if ceiling > limits.max_amount {
             return Err(err(
                 format!("{}.amount", self.prefix),
@@ -82,6 +85,30 @@ impl Config {
         }
         let p = if self.prefix.is_empty() { "<unnamed>" } else { &self.prefix };
         let f = |field: &str| format!("{p}.{field}");
+        if self.is_static() {
+            crate::providers::static_machines::problems(self, &f, &mut out);
+        } else {
+            self.check_amount(&f, &mut out);
+            self.check_attributes(&f, &mut out);
+        }
+        if let Some(why) =
+            (!self.provider.is_empty()).then(|| crate::providers::id_problem(&self.provider)).flatten()
+        {
+            out.push(err(f("provider"), why));
+        }
+        if self.lifetime.0 == 0 && !self.is_static() {
+            out.push(err(f("lifetime"), "is required and must be non-zero"));
+        }
+        if self.swarming.is_empty() {
+            out.push(err(f("swarming"), "is required"));
+        } else if !(self.swarming.starts_with("https://") || self.swarming.starts_with("http://")) {
+            out.push(err(f("swarming"), "must be an https:// URL"));
+        }
+        out
+    }
+
+    /// The rules of an amount (a pool whose machines are made).
+    fn check_amount(&self, f: &dyn Fn(&str) -> String, out: &mut Vec<ConfigError>) {
         let a = &self.amount;
         if a.min > a.max {
             out.push(err(f("amount"), format!("min {} is above max {}", a.min, a.max)));
@@ -130,21 +157,6 @@ impl Config {
                 ),
             ));
         }
-        self.check_attributes(&f, &mut out);
-        if let Some(why) =
-            (!self.provider.is_empty()).then(|| crate::providers::id_problem(&self.provider)).flatten()
-        {
-            out.push(err(f("provider"), why));
-        }
-        if self.lifetime.0 == 0 {
-            out.push(err(f("lifetime"), "is required and must be non-zero"));
-        }
-        if self.swarming.is_empty() {
-            out.push(err(f("swarming"), "is required"));
-        } else if !(self.swarming.starts_with("https://") || self.swarming.starts_with("http://")) {
-            out.push(err(f("swarming"), "must be an https:// URL"));
-        }
-        out
     }
 
     fn check_attributes(&self, f: &dyn Fn(&str) -> String, out: &mut Vec<ConfigError>) {

@@ -202,6 +202,7 @@ async fn stored(
             verified: false,
             paused: None,
             provider_changed: None,
+            listed: Default::default(),
         };
         corrupt.insert(c.key.clone());
         out.insert(c.key, Versioned { value, version: c.version });
@@ -322,9 +323,13 @@ async fn apply(
         verified,
         paused: None,
         provider_changed: None,
+        listed: Default::default(),
     };
+    rec.relist(cur.map(|c| &c.value));
     if let Some(c) = cur {
-        rec.current_amount = amount_after(&c.value, &rec.config, ctx.now());
+        if !rec.config.is_static() {
+            rec.current_amount = amount_after(&c.value, &rec.config, ctx.now());
+        }
         rec.paused = c.value.paused.clone();
         rec.provider_changed = crate::providers::changed(&ctx.providers, &c.value, &rec.config, ctx.now());
         if c.value.orphaned.is_some() {

@@ -75,7 +75,7 @@ async fn admit_and_write(
         }
         let verified = admit(ctx, &config, cur.as_ref().map(|c| &c.value)).await?.into_result()?;
         let now = ctx.now();
-        let rec = ConfigRecord {
+        let mut rec = ConfigRecord {
             current_amount: config.amount.at(cur.as_ref().map_or(0, |c| c.value.current_amount), now),
             config: config.clone(),
             revision: revision_of(&config),
@@ -87,7 +87,9 @@ async fn admit_and_write(
             provider_changed: cur
                 .as_ref()
                 .and_then(|c| crate::providers::changed(&ctx.providers, &c.value, &config, now)),
+            listed: Default::default(),
         };
+        rec.relist(cur.as_ref().map(|c| &c.value));
         let written = match &cur {
             Some(c) if c.value == rec => true, // as asked already: nothing to write
             _ => {
@@ -157,6 +159,9 @@ pub async fn set_amount(
     by: Actor<'_>,
 ) -> Result<ConfigRecord, OpError> {
     let (rec, changed) = update_config(ctx, prefix, |rec, now| {
+        if rec.config.is_static() {
+            return Err(crate::providers::static_machines::managed_by_list(prefix, "amount"));
+        }
         let clamped = rec.config.amount.at(amount, now);
         let changed = clamped != rec.current_amount;
         rec.current_amount = clamped;

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use crate::config::Config;
 use crate::ctx::Ctx;
-use crate::model::{Change, Plan, PlanInput};
+use crate::model::{Change, ConfigRecord, Plan, PlanInput};
 use crate::naming::{parse_id, vm_id};
 use crate::ports::store::VmIndex;
 
@@ -55,7 +55,16 @@ pub async fn plan(ctx: &Ctx, prefix: &str, input: PlanInput) -> Result<Plan, OpE
             paused,
         });
     }
-    let amount = config.amount.at(input.amount.or(current).unwrap_or(0), ctx.now());
+    if config.is_static() && input.amount.is_some() {
+        return Err(crate::providers::static_machines::managed_by_list(prefix, "amount"));
+    }
+    // The record it would have: a static pool's slots follow its list.
+    let mut next = ConfigRecord { config: config.clone(), ..cur.clone().unwrap_or_default() };
+    next.relist(cur.as_ref());
+    if !config.is_static() {
+        next.current_amount = config.amount.at(input.amount.or(current).unwrap_or(0), ctx.now());
+    }
+    let amount = next.current_amount;
     if current != Some(amount) {
         changes.push(Change {
             field: "current_amount".into(),
@@ -69,9 +78,14 @@ pub async fn plan(ctx: &Ctx, prefix: &str, input: PlanInput) -> Result<Plan, OpE
     let switching = cur.as_ref().is_some_and(|r| {
         ctx.providers.resolve(&r.config.provider) != ctx.providers.resolve(&config.provider)
     });
-    let wanted = |id: &str| !switching && parse_id(id).is_some_and(|(p, i)| p == prefix && i < amount);
+    let wanted = |id: &str| !switching && parse_id(id).is_some_and(|(p, i)| p == prefix && next.wants(i));
     let (keep, drain): (Vec<String>, Vec<String>) = ids.iter().cloned().partition(|id| wanted(id));
-    let create = (0..amount).map(|i| vm_id(prefix, i)).filter(|id| switching || !ids.contains(id)).collect();
+    let create = next
+        .wanted()
+        .into_iter()
+        .map(|i| vm_id(prefix, i))
+        .filter(|id| switching || !ids.contains(id))
+        .collect();
     Ok(Plan { prefix: prefix.to_owned(), amount, create, drain, keep, changes, problems, paused })
 }
 

@@ -9,13 +9,17 @@ use crate::tasks::ExpandConfig;
 
 use super::{Actor, MAX_PAGE, OpError, by_index, order};
 
-/// Drains one VM so it is replaced (LUCI Instances.Delete): sets drained; the normal drain path
+/// Drains one VM so it is replaced (LUCI Instances.Delete; refused for a static machine, which
+/// its list manages): sets drained; the normal drain path
 /// retires it (its bot terminated, its instance destroyed, its record deleted; one never sent
 /// to GCE is dropped at once) and expand_config makes a new incarnation while its index is
 /// within the amount (once resumed, if its Config is paused). Recycling it again changes nothing.
 pub async fn recycle(ctx: &Ctx, vm_id: &str, by: Actor<'_>) -> Result<Vm, OpError> {
     let gone = || OpError::NotFound(format!("VM {vm_id}"));
     let cur = ctx.vm(vm_id).await?.ok_or_else(gone)?.value;
+    if ctx.providers.kind(&cur.provider) == Some(crate::providers::Kind::Static) {
+        return Err(crate::providers::static_machines::managed_by_list(&cur.config, "machines"));
+    }
     // A VM never sent to Compute is dropped at once (expand_config makes it anew): answer with
     // the record as it was, drained.
     let vm = crate::tasks::drain_vm::drain(ctx, &cur)

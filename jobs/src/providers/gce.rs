@@ -32,6 +32,18 @@ use crate::telemetry::Stage;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Gce;
 
+/// The part of a Config the Compute Engine provider reads (its published schema).
+#[derive(Debug, schemars::JsonSchema)]
+#[allow(dead_code)]
+pub struct GceFields {
+    /// How many instances (bounds and weekly windows).
+    pub amount: crate::config::Amount,
+    /// The instance template: zone, project, machine type, disks, network, metadata, labels, …
+    pub attributes: crate::config::Attributes,
+    /// How long an instance lives before it is replaced (required).
+    pub lifetime: crate::config::Secs,
+}
+
 /// The instance `vm` needs: its template, its metadata with the Swarming server, and our labels
 /// (the adapter turns it into Compute's resource).
 pub fn instance_spec(vm: &Vm, deployment: &str) -> InstanceSpec {
@@ -269,7 +281,7 @@ pub(crate) async fn follow(ctx: &Ctx, cur: Versioned<Vm>, op: Operation) -> Resu
         return failed(ctx, vm, e, &op.name).await;
     }
     match ctx.compute.get(vm.project(), vm.zone(), &vm.hostname).await? {
-        Some(inst) => created(ctx, cur, inst).await.map(|()| Next::Done),
+        Some(inst) => created(ctx, cur, inst.placed()).await.map(|()| Next::Done),
         None => {
             let msg = format!("operation {} is DONE but instance {} is not found", op.name, vm.hostname);
             ctx.record(&vm.config, STAGE, "404", &msg, vm.zone(), &op.name).await?;
@@ -285,7 +297,7 @@ async fn adopt(ctx: &Ctx, cur: Versioned<Vm>, e: ComputeError) -> Result<Next, T
     let inst = ctx.compute.get(vm.project(), vm.zone(), &vm.hostname).await?;
     match inst {
         Some(inst) if inst.belongs_to(&vm.id, &ctx.deployment) => {
-            created(ctx, cur, inst).await.map(|()| Next::Done)
+            created(ctx, cur, inst.placed()).await.map(|()| Next::Done)
         }
         Some(_) => {
             let msg = format!("{}: instance {} exists and is not ours", e.message, vm.hostname);

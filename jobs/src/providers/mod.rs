@@ -9,6 +9,7 @@
 
 pub mod gce;
 pub mod identity;
+pub mod static_machines;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -83,6 +84,13 @@ pub trait Provider: Send + Sync + std::fmt::Debug {
     async fn scan_cleanup(&self, _ctx: &Ctx) -> Result<(), TaskError> {
         Ok(())
     }
+
+    /// True when its machines were there before their VM and stay after it (static): a bot
+    /// first seen before the VM was made is then the machine's own, not an earlier
+    /// incarnation's (unless Swarming deleted it).
+    fn machines_outlive_vms(&self) -> bool {
+        false
+    }
 }
 
 /// A VM a machine proved to be (see [`Provider::identify`]).
@@ -102,6 +110,36 @@ pub struct Proven {
 pub enum Kind {
     /// Compute Engine instances, through the process's Compute port.
     Gce,
+    /// Existing machines listed by hostname (`machines`); none is made or removed.
+    Static,
+}
+
+impl Kind {
+    /// Every type, in order.
+    pub const ALL: [Kind; 2] = [Kind::Gce, Kind::Static];
+
+    /// Its name, as declared (`gce`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Gce => "gce",
+            Kind::Static => "static",
+        }
+    }
+
+    /// The JSON Schema of the Config fields this type reads (published with the API's schemas
+    /// as `provider-<type>.json`).
+    pub fn schema(self) -> serde_json::Value {
+        let s = match self {
+            Kind::Gce => schemars::schema_for!(gce::GceFields),
+            Kind::Static => schemars::schema_for!(static_machines::StaticFields),
+        };
+        serde_json::to_value(s).unwrap_or_default()
+    }
+
+    /// True when a Config of this type lists its machines (else it has an amount).
+    fn lists_machines(self) -> bool {
+        self == Kind::Static
+    }
 }
 
 /// One `[providers.<id>]` of the settings.
@@ -190,6 +228,8 @@ impl Entry {
 pub struct Providers {
     by_id: BTreeMap<String, Entry>,
     default: String,
+    /// The declared type of each id.
+    kinds: BTreeMap<String, Kind>,
 }
 
 impl std::fmt::Debug for Providers {
@@ -220,9 +260,11 @@ impl Providers {
             }
             let provider: Arc<dyn Provider> = match d.kind {
                 Kind::Gce => Arc::new(gce::Gce),
+                Kind::Static => Arc::new(static_machines::Static),
             };
             by_id.insert(id.clone(), Entry::new(provider));
         }
+        let kinds = declared.iter().map(|(id, d)| (id.clone(), d.kind)).collect();
         let gce: Vec<&String> =
             declared.iter().filter(|(_, d)| d.kind == Kind::Gce).map(|(id, _)| id).collect();
         let default = match gce.as_slice() {
@@ -230,14 +272,20 @@ impl Providers {
             _ if declared.contains_key(DEFAULT_ID) => DEFAULT_ID.to_owned(),
             _ => String::new(), // every Config must name its provider
         };
-        Ok(Self { by_id, default })
+        Ok(Self { by_id, default, kinds })
     }
 
     /// These providers and `provider` as `id` (replacing one of that id): a type of provider
     /// that is not declared through settings (tests, embedders).
     pub fn with(mut self, id: &str, provider: Arc<dyn Provider>) -> Self {
+        self.kinds.insert(id.to_owned(), provider.kind());
         self.by_id.insert(id.to_owned(), Entry::new(provider));
         self
+    }
+
+    /// The type of provider `id` (empty: the default), if declared.
+    pub fn kind(&self, id: &str) -> Option<Kind> {
+        self.kinds.get(self.resolve(id)).copied()
     }
 
     /// The declared ids, sorted.
@@ -266,6 +314,24 @@ impl Providers {
             )
         } else if !self.by_id.contains_key(id) {
             format!("provider {id:?} is not declared in the settings (declared: {})", self.ids().join(", "))
+        } else if let Some(kind) = self.kinds.get(id).filter(|k| k.lists_machines() != config.is_static()) {
+            let (field, rule) = match kind.lists_machines() {
+                true => (
+                    "provider",
+                    format!(
+                        "provider {id:?} is of type {}: list the pool's hostnames in `machines` instead of an amount",
+                        kind.name()
+                    ),
+                ),
+                false => (
+                    "machines",
+                    format!(
+                        "lists static machines, but provider {id:?} is of type {}: name a provider of type static",
+                        kind.name()
+                    ),
+                ),
+            };
+            return Some(ConfigError { field: format!("{}.{field}", config.prefix), rule });
         } else {
             return None;
         };

@@ -14,8 +14,7 @@ use crate::tasks::ManageBot;
 use crate::backoff;
 use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::model::Vm;
-use crate::ports::compute::Instance;
+use crate::model::{Placed, Vm};
 use crate::ports::store::Versioned;
 use crate::tasks::Next;
 use crate::tasks::write_vm_at;
@@ -53,20 +52,20 @@ pub async fn run(ctx: &Ctx, t: CreateInstance) -> Result<Next, TaskError> {
     ctx.providers.get(ctx, &vm.provider).await?.create(ctx, cur).await
 }
 
-/// Records `inst` as `cur`'s machine (once per incarnation), and starts watching its bot.
-pub async fn created(ctx: &Ctx, cur: Versioned<Vm>, inst: Instance) -> Result<(), TaskError> {
+/// Records `placed` as `cur`'s machine (once per incarnation), and starts watching its bot.
+pub async fn created(ctx: &Ctx, cur: Versioned<Vm>, placed: Placed) -> Result<(), TaskError> {
     let hostname = cur.value.hostname.clone();
     let written = write_vm_at(ctx, cur, |v| {
         if v.hostname != hostname || v.instance.is_some() {
             return false;
         }
-        v.instance = Some(inst.placed());
+        v.instance = Some(placed.clone());
         v.operation.clear();
         true
     })
     .await?;
     if let Some((Versioned { value: v, .. }, wrote)) =
-        written.as_ref().filter(|(v, _)| v.value.url() == Some(inst.url.as_str()))
+        written.as_ref().filter(|(v, _)| v.value.url() == Some(placed.url.as_str()))
     {
         let vm = v;
         // Only the run that recorded the instance counts it (another may have recorded it first).
@@ -358,7 +357,7 @@ mod tests {
     }
 
     /// An instance labelled as VM `vm` of `deployment`.
-    fn labelled(name: &str, vm: &str, deployment: &str) -> Instance {
+    fn labelled(name: &str, vm: &str, deployment: &str) -> crate::ports::compute::Instance {
         crate::testing::FakeCompute::instance(name, &[(labels::VM, vm), (labels::DEPLOYMENT, deployment)])
     }
 

@@ -1,6 +1,7 @@
 //! `create_vm`: creates one VM record (id `<prefix>-<index>`, a fresh hostname, the Config's
-//! template with its zone filled in) if it does not exist, is still wanted and its Config is not
-//! paused, then pushes `create_instance` at once.
+//! template with its zone filled in; for a static pool, the hostname listed for that index) if
+//! it does not exist, is still wanted and its Config is not paused, then pushes
+//! `create_instance` at once.
 
 use crate::tasks::CreateInstance;
 use rand::Rng;
@@ -29,6 +30,10 @@ pub async fn run(ctx: &Ctx, t: CreateVm) -> Result<Next, TaskError> {
         return Ok(Next::Done); // resuming a paused Config expands it again
     }
     let c = &cfg.value.config;
+    let hostname = match cfg.value.listed.slots.get(&index) {
+        Some(listed) if c.is_static() => listed.clone(),
+        _ => new_hostname(&t.id),
+    };
     // Up to 10 % more lifetime, so a pool's instances are not all replaced at once.
     let extra = if c.lifetime.0 >= 10 { rand::rng().random_range(0..c.lifetime.0 / 10) } else { 0 };
     let mut attributes = c.attributes.clone();
@@ -41,7 +46,7 @@ pub async fn run(ctx: &Ctx, t: CreateVm) -> Result<Next, TaskError> {
         id: t.id.clone(),
         config: prefix.to_owned(),
         index,
-        hostname: new_hostname(&t.id),
+        hostname,
         attributes,
         swarming: c.swarming.clone(),
         lifetime: c.lifetime.0.saturating_add(extra),

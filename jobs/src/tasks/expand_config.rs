@@ -29,7 +29,7 @@ const BATCH_PAUSE: Duration = Duration::from_secs(1);
 pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
     let Some(cur) = ctx.store.config(&t.prefix).await? else { return Ok(Next::Done) };
     let mut rec = cur.value;
-    let amount = rec.config.amount.at(rec.current_amount, ctx.now());
+    let amount = rec.amount_at(ctx.now());
     if amount != rec.current_amount {
         rec.current_amount = amount;
         if !ctx.store.put_config(&rec, Expect::Version(cur.version)).await? {
@@ -57,8 +57,12 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
         None => false,
     };
     let done = if switching { Next::After(ctx.watch()) } else { Next::Done };
-    let missing: Vec<String> =
-        (0..amount).map(|i| crate::naming::vm_id(&t.prefix, i)).filter(|id| !existing.contains(id)).collect();
+    let missing: Vec<String> = rec
+        .wanted()
+        .into_iter()
+        .map(|i| crate::naming::vm_id(&t.prefix, i))
+        .filter(|id| !existing.contains(id))
+        .collect();
     if missing.is_empty() {
         return Ok(done);
     }

@@ -4,7 +4,8 @@
 //! * No bot yet: destroy the instance once the connection timeout or the deadline has passed
 //!   (or, for a drained VM, once `bot_grace` has); else look again after `watch`.
 //! * A bot that first connected long before this instance was created belongs to an earlier
-//!   incarnation and is ignored.
+//!   incarnation and is ignored (a static machine's bot was there before: it is ignored only
+//!   once Swarming deleted it).
 //! * Connected: record `connected` once. Destroy the instance when the bot was deleted, died after
 //!   a TerminateBot (or reported `bot_terminate`), or has been dead longer than the timeout.
 //!   Past the deadline, or drained: terminate the bot gracefully and watch; past the deadline
@@ -117,7 +118,10 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<Next, TaskError> {
     // only read, as `drained`.
     let past = |secs: u64| secs > 0 && created + chrono::Duration::seconds(secs as i64) < now;
     let grace = ctx.timing.bot_grace.chrono();
-    let bot = bot_of(ctx, &vm, now).await?.filter(|b| b.first_seen.is_none_or(|f| f + grace >= created));
+    let provider = ctx.providers.get(ctx, &vm.provider).await?;
+    let lasting = provider.machines_outlive_vms();
+    let ours = |b: &Bot| b.first_seen.is_none_or(|f| f + grace >= created) || (lasting && !b.deleted);
+    let bot = bot_of(ctx, &vm, now).await?.filter(ours);
     let Some(bot) = bot else {
         if past(vm.timeout) || past(vm.lifetime) || (vm.drained && created + grace < now) {
             if past(vm.timeout) {
@@ -153,7 +157,7 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<Next, TaskError> {
     // back? Not if its instance is stopped, preempted or gone.
     let silent = bot.silent(now, ctx.silent_after());
     if (bot.is_dead || silent) && !bot.deleted && vm.destroying.is_none() {
-        match ctx.providers.get(ctx, &vm.provider).await?.check(ctx, &vm).await? {
+        match provider.check(ctx, &vm).await? {
             Health::Up(_) => {
                 if bot.is_dead {
                     let since = bot.last_seen.map_or_else(|| "unknown".to_owned(), |t| t.to_rfc3339());

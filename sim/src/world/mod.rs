@@ -171,6 +171,7 @@ enum Ev {
     InstGone { key: InstanceKey, id: u64 },
     BotConnect { server: String, key: InstanceKey, session: u64 },
     BotDeath { server: String, bot: String, session: u64, terminated: bool },
+    MachineBot { server: String, hostname: String },
 }
 
 /// Usage of one (project, region).
@@ -243,6 +244,9 @@ pub struct World {
     /// registered yet: the instance, the URL and the audience (the registrar in `agent.rs`
     /// takes them).
     pub registrations: Vec<(InstanceKey, (String, String))>,
+    /// Static machines (no instance) by (server, hostname): the session of their bot, 0 while
+    /// it is down for good (see `machines.rs`).
+    pub machines: BTreeMap<(String, String), u64>,
     /// Counts by state, kept up to date at every transition (see [`counts`]).
     counts: Counts,
 }
@@ -294,6 +298,7 @@ impl World {
             timeline: BinaryHeap::new(),
             calls: BTreeMap::new(),
             registrations: Vec::new(),
+            machines: BTreeMap::new(),
             counts: Counts::default(),
         }
     }
@@ -402,6 +407,7 @@ impl World {
                 }
             }
             Ev::BotConnect { server, key, session } => self.connect_bot(server, key, session),
+            Ev::MachineBot { server, hostname } => self.connect_machine_bot(server, hostname),
             Ev::BotDeath { server, bot, session, terminated } => {
                 let now = self.now_utc();
                 let Some(b) = self.bots.get_mut(&server).and_then(|m| m.get_mut(&bot)) else { return };
@@ -418,6 +424,9 @@ impl World {
                 };
                 push_event(b, now, kind, message);
                 self.counts.bot(Some(before), Some(BotState::of(b)));
+                if terminated {
+                    self.machine_bot_gone(&server, &bot, session); // a listed machine restarts it
+                }
             }
         }
     }
@@ -446,9 +455,11 @@ fn quota_error(metric: &str, limit: f64, region: &str) -> OpError {
 
 mod compute;
 mod counts;
+mod machines;
 mod swarming;
 
 pub use counts::{BotState, Counts, InstanceCounts};
+pub use machines::valid_hostname;
 
 use swarming::push_event;
 pub use swarming::{Bot, BotEvent, BotView};

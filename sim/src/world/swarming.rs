@@ -59,8 +59,24 @@ impl World {
         }
         let ip = self.instances[&key].nics.iter().find_map(|n| n.nat.as_ref().map(|(_, ip)| ip.clone()));
         let (zone, bot) = (key.1.clone(), key.2.clone());
-        let now = self.now_utc();
         let ip = ip.unwrap_or_else(|| self.random_ip(34));
+        let item = |name: &str| {
+            self.instances[&key].metadata.iter().find(|(k, _)| k == name).and_then(|(_, v)| v.clone())
+        };
+        if let Some(url) = item(crate::agent::REGISTER_URL)
+            && self.registrations.len() < self.cfg.max_bots
+        {
+            let aud = item(crate::agent::REGISTER_AUDIENCE)
+                .unwrap_or_else(|| crate::agent::audience(&url).to_owned());
+            self.registrations.push((key.clone(), (url, aud)));
+        }
+        self.put_bot(server, bot, session, ip, zone);
+    }
+
+    /// A bot (`bot` on `server`, session `session`) connects: a new record (its events kept),
+    /// maybe doomed to an early death by the faults.
+    pub(super) fn put_bot(&mut self, server: String, bot: String, session: u64, ip: String, zone: String) {
+        let now = self.now_utc();
         let early = self.chance(self.faults.bot_early_death_rate);
         let events =
             self.bots.get(&server).and_then(|m| m.get(&bot)).map(|b| b.events.clone()).unwrap_or_default();
@@ -77,16 +93,6 @@ impl World {
             events,
         };
         push_event(&mut b, now, "bot_connected", format!("session {session:x}"));
-        let item = |name: &str| {
-            self.instances[&key].metadata.iter().find(|(k, _)| k == name).and_then(|(_, v)| v.clone())
-        };
-        if let Some(url) = item(crate::agent::REGISTER_URL)
-            && self.registrations.len() < self.cfg.max_bots
-        {
-            let aud = item(crate::agent::REGISTER_AUDIENCE)
-                .unwrap_or_else(|| crate::agent::audience(&url).to_owned());
-            self.registrations.push((key.clone(), (url, aud)));
-        }
         let replaced = self.bots.entry(server.clone()).or_default().insert(bot.clone(), b);
         self.counts.bot(replaced.as_ref().map(BotState::of), Some(BotState::Alive));
         if early {
@@ -229,12 +235,16 @@ impl World {
             return false;
         }
         let before = BotState::of(b);
+        let (alive, session) = (b.dead_at.is_none(), b.session);
         b.deleted = true;
         if b.dead_at.is_none() {
             b.dead_at = Some(now);
         }
         push_event(b, now, "bot_deleted", "deleted through DeleteBot".into());
         self.counts.bot(Some(before), Some(BotState::of(b)));
+        if alive {
+            self.machine_bot_gone(server, id, session); // a listed machine's bot polls again
+        }
         true
     }
 
