@@ -338,11 +338,11 @@ pub struct Config {
     /// Pool name and the start of every VM id and hostname.
     #[serde(default)]
     pub prefix: String,
-    /// How many VMs.
-    #[serde(default)]
+    /// How many VMs (none in a static pool).
+    #[serde(default, skip_serializing_if = "is_default")]
     pub amount: Amount,
-    /// Instance template.
-    #[serde(default)]
+    /// Instance template (none in a static pool).
+    #[serde(default, skip_serializing_if = "is_default")]
     pub attributes: Attributes,
     /// How long an instance lives before it is replaced (required).
     #[serde(default)]
@@ -366,6 +366,10 @@ pub struct Config {
     /// (after its task) and deletes it from Swarming.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machines: Option<Vec<String>>,
+}
+
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
 }
 
 impl Config {

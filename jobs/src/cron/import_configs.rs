@@ -299,6 +299,9 @@ async fn apply(
         ctx.resolved(&prefix, &[STAGE]).await?; // a file that had an error is fine again
         return Ok(Ok(0));
     }
+    if let Some(e) = crate::providers::static_machines::taken(ctx, &config).await? {
+        return Ok(Err(e));
+    }
     let verified = match ctx.validate(&config).await {
         Verdict::Valid => true,
         Verdict::Invalid(e) => return Ok(Err(e)),

@@ -66,8 +66,15 @@ async fn servers(ctx: &Ctx) -> Result<BTreeSet<String>, TaskError> {
 
 /// Projects of every Config, and of leak candidates (of removed Configs too).
 async fn projects(ctx: &Ctx) -> Result<BTreeSet<String>, TaskError> {
-    let mut p: BTreeSet<String> =
-        ctx.store.configs().await?.into_iter().map(|c| c.value.config.attributes.project).collect();
+    // A static pool has no project: its machines are not Compute Engine's.
+    let mut p: BTreeSet<String> = ctx
+        .store
+        .configs()
+        .await?
+        .into_iter()
+        .map(|c| c.value.config.attributes.project)
+        .filter(|p| !p.is_empty())
+        .collect();
     let marks = ctx.store.marks(crate::tasks::audit_instances::LEAKS).await?;
     p.extend(marks.into_iter().filter_map(|(k, _)| k.split_once('/').map(|(project, _)| project.to_owned())));
     Ok(p)

@@ -101,6 +101,7 @@ impl Admission {
 async fn admit(ctx: &Ctx, config: &Config, stored: Option<&ConfigRecord>) -> Result<Admission, TaskError> {
     let mut a = Admission { invalid: config.problems(), verified: true, ..Admission::default() };
     a.invalid.extend(config.check_limits(&ctx.limits).err());
+    a.invalid.extend(crate::providers::static_machines::taken(ctx, config).await?);
     if a.invalid.is_empty() {
         match ctx.validate(config).await {
             Verdict::Valid => {}

@@ -409,4 +409,6 @@ pub async fn switch_step(ctx: &Ctx, prefix: &str, ids: &[String]) -> Result<bool
 }
 
 #[cfg(test)]
+mod contract_tests;
+#[cfg(test)]
 mod tests;

@@ -68,6 +68,25 @@ pub fn problems(config: &Config, f: &dyn Fn(&str) -> String, out: &mut Vec<Confi
     }
 }
 
+/// The rule across Configs: a machine belongs to one pool. The first hostname of `config` that
+/// another stored Config lists (`None`: none).
+pub async fn taken(ctx: &Ctx, config: &Config) -> Result<Option<ConfigError>, TaskError> {
+    let Some(list) = config.machines.as_ref().filter(|l| !l.is_empty()) else { return Ok(None) };
+    for other in ctx.store.configs().await? {
+        let o = &other.value.config;
+        if o.prefix == config.prefix {
+            continue;
+        }
+        let theirs: std::collections::HashSet<&str> =
+            o.machines.iter().flatten().map(String::as_str).collect();
+        if let Some((i, h)) = list.iter().enumerate().find(|(_, h)| theirs.contains(h.as_str())) {
+            let rule = format!("{h} is listed by Config {} too: a machine belongs to one pool", o.prefix);
+            return Ok(Some(ConfigError { field: format!("{}.machines[{i}]", config.prefix), rule }));
+        }
+    }
+    Ok(None)
+}
+
 /// A lowercase DNS hostname.
 fn valid_hostname(h: &str) -> bool {
     h.len() <= 253

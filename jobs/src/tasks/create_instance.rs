@@ -76,13 +76,23 @@ pub async fn created(ctx: &Ctx, cur: Versioned<Vm>, placed: Placed) -> Result<()
             }
         }
         backoff::clear_for(ctx, vm).await?;
-        tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), "instance created");
+        let what = machine(ctx, vm);
+        tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), "{what} created");
         ctx.resolved(&vm.config, &[STAGE]).await?;
         // Its bot cannot be there yet: the first look comes soon after boot.
         let first = ctx.look_again(chrono::Duration::zero());
         ctx.push_at(&ManageBot { id: vm.id.clone() }, gce_backend_queues::When::After(first)).await?;
     }
     Ok(())
+}
+
+/// What a VM's machine is called in logs: an instance, or a static machine (which is only
+/// recorded and released, never made or deleted).
+pub fn machine(ctx: &Ctx, vm: &Vm) -> &'static str {
+    match ctx.providers.kind(&vm.provider) {
+        Some(crate::providers::Kind::Static) => "static machine",
+        _ => "instance",
+    }
 }
 
 /// Drops this incarnation's record (it has no instance), so a new hostname follows.

@@ -54,7 +54,11 @@ pub async fn run(ctx: &Ctx, t: DestroyInstance) -> Result<Next, TaskError> {
     if next != Next::Done {
         return Ok(next);
     }
-    tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), "instance destroyed");
+    let done = match crate::tasks::create_instance::machine(ctx, &vm) {
+        "instance" => "instance destroyed",
+        _ => "static machine released (left running)",
+    };
+    tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), "{done}");
     ctx.resolved(&vm.config, &["destroy_instance"]).await?;
     let pushed = ctx.push(&DeleteBot { id: vm.id.clone(), hostname: vm.hostname.clone() }).await?;
     // Counted once per instance: a run again before `delete_bot` (a retry, a duplicate task)
