@@ -150,3 +150,65 @@ async fn a_machine_belongs_to_one_pool() {
     // Its own list again is no clash.
     crate::operate::apply(&ctx, listed("lab", &["b", "a"]), "test").await.unwrap();
 }
+
+/// Makes the static pool `lab` of `machines` and records their machines.
+async fn made(ctx: &Ctx, machines: &[&str]) {
+    crate::operate::apply(ctx, listed("lab", machines), "test").await.unwrap();
+    crate::tasks::expand_config::run(ctx, crate::tasks::ExpandConfig { prefix: "lab".into() }).await.unwrap();
+    for t in ctx.finished::<crate::tasks::CreateVm>().await {
+        crate::tasks::create_vm::run(ctx, t).await.unwrap();
+    }
+    for t in ctx.finished::<CreateInstance>().await {
+        create_instance::run(ctx, t).await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_static_machines_bot_from_before_its_vm_is_its_own_unless_swarming_deleted_it() {
+    use crate::model::Bot;
+    use crate::tasks::manage_bot::{ManageBot, run as manage};
+    let (mut ctx, f) = Ctx::test();
+    both(&mut ctx);
+    let long_ago = ctx.now() - chrono::Duration::days(30);
+    let bot = |deleted| Bot {
+        id: "mac-1".into(),
+        first_seen: Some(long_ago),
+        last_seen: Some(ctx.now()),
+        deleted,
+        is_dead: deleted,
+        ..Bot::default()
+    };
+    // A deleted bot (the previous incarnation's, deleted by delete_bot) is not this one's.
+    f.bots.bots.lock().unwrap().insert("mac-1".into(), bot(true));
+    made(&ctx, &["mac-1"]).await;
+    manage(&ctx, ManageBot { id: "lab-0".into() }).await.unwrap();
+    assert_eq!(ctx.store.vm("lab-0").await.unwrap().unwrap().value.connected, None);
+    // The machine's bot, there for a month: connected.
+    f.bots.bots.lock().unwrap().insert("mac-1".into(), bot(false));
+    manage(&ctx, ManageBot { id: "lab-0".into() }).await.unwrap();
+    assert_eq!(ctx.store.vm("lab-0").await.unwrap().unwrap().value.connected, Some(long_ago));
+    assert!(ctx.taken::<DestroyInstance>().await.is_empty());
+    // No lifetime: never retired, however long it runs.
+    f.clock.advance(chrono::Duration::days(400));
+    f.bots.bots.lock().unwrap().get_mut("mac-1").unwrap().last_seen = Some(ctx.now());
+    manage(&ctx, ManageBot { id: "lab-0".into() }).await.unwrap();
+    assert!(ctx.taken::<crate::tasks::TerminateBot>().await.is_empty());
+}
+
+#[tokio::test]
+async fn a_plan_of_a_list_edit_names_the_vms_kept_drained_and_made() {
+    let (mut ctx, _) = Ctx::test();
+    both(&mut ctx);
+    made(&ctx, &["a", "b", "c"]).await;
+    let input = crate::model::PlanInput { config: Some(listed("lab", &["c", "d", "a"])), amount: None };
+    let plan = crate::operate::plan(&ctx, "lab", input).await.unwrap();
+    assert!(plan.problems.is_empty(), "{:?}", plan.problems);
+    assert_eq!(
+        (plan.keep, plan.drain, plan.create),
+        (vec!["lab-0".to_owned(), "lab-2".to_owned()], vec!["lab-1".to_owned()], vec!["lab-3".to_owned()])
+    );
+    assert_eq!(plan.amount, 3);
+    let with_amount = crate::model::PlanInput { config: None, amount: Some(5) };
+    assert!(crate::operate::plan(&ctx, "lab", with_amount).await.is_err(), "the list decides");
+    assert_eq!(ctx.store.config("lab").await.unwrap().unwrap().value.listed.next, 3, "a plan writes nothing");
+}
