@@ -1,0 +1,86 @@
+//! Which VMs a Config wants: the indexes below its amount, or, for a static pool, the indexes
+//! its listed hostnames hold ([`Listed`]), kept in line with the list by every writer of a new
+//! Config ([`ConfigRecord::relist`]).
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::ConfigRecord;
+
+/// The VM indexes of a static pool's hostnames. A hostname keeps its index while it is listed,
+/// whatever else the list gains, loses or reorders; a new one takes the next index never used,
+/// so a VM of a removed hostname (still draining) is never taken for another machine.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Listed {
+    /// Hostname by VM index.
+    pub slots: std::collections::BTreeMap<u32, String>,
+    /// The next index to give.
+    pub next: u32,
+}
+
+impl Listed {
+    pub(super) fn is_empty(&self) -> bool {
+        self.slots.is_empty() && self.next == 0
+    }
+
+    /// The slots of `machines`, given the previous ones.
+    pub fn of(&self, machines: &[String]) -> Listed {
+        let listed: std::collections::HashSet<&str> = machines.iter().map(String::as_str).collect();
+        let mut out = Listed {
+            slots: self
+                .slots
+                .iter()
+                .filter(|(_, h)| listed.contains(h.as_str()))
+                .map(|(i, h)| (*i, h.clone()))
+                .collect(),
+            next: self.next,
+        };
+        let held: std::collections::HashSet<String> = out.slots.values().cloned().collect();
+        for h in machines.iter().filter(|h| !held.contains(*h)) {
+            out.slots.insert(out.next, h.clone());
+            out.next = out.next.saturating_add(1);
+        }
+        out
+    }
+}
+
+impl ConfigRecord {
+    /// The one rule for "is this VM still wanted": a static pool wants the indexes of its listed
+    /// hostnames, any other pool those below the current amount.
+    pub fn wants(&self, index: u32) -> bool {
+        match self.config.is_static() {
+            true => self.listed.slots.contains_key(&index),
+            false => index < self.current_amount,
+        }
+    }
+
+    /// The indexes it wants, in order.
+    pub fn wanted(&self) -> Vec<u32> {
+        match self.config.is_static() {
+            true => self.listed.slots.keys().copied().collect(),
+            false => (0..self.current_amount).collect(),
+        }
+    }
+
+    /// Brings a static pool's slots and amount in line with its list, given the record it
+    /// replaces (`old`; `None`: a new Config). Every writer of a new Config calls it.
+    pub fn relist(&mut self, old: Option<&ConfigRecord>) {
+        let prev = old.map(|o| o.listed.clone()).unwrap_or_default();
+        self.listed = match &self.config.machines {
+            Some(list) => prev.of(list),
+            None => Listed { slots: Default::default(), next: prev.next },
+        };
+        if self.config.is_static() {
+            self.current_amount = u32::try_from(self.listed.slots.len()).unwrap_or(u32::MAX);
+        }
+    }
+
+    /// The amount it targets at `now`: its list's length for a static pool, else the current
+    /// amount clamped by the Config's bounds.
+    pub fn amount_at(&self, now: DateTime<Utc>) -> u32 {
+        match self.config.is_static() {
+            true => self.current_amount,
+            false => self.config.amount.at(self.current_amount, now),
+        }
+    }
+}
