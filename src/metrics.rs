@@ -61,6 +61,7 @@ impl Collector for SharedCollector {
         let mut vms = Vec::new();
         let mut paused = Vec::new();
         let mut backoff = Vec::new();
+        let mut zone_backoff = Vec::new();
         let mut dead = Vec::new();
         for c in &s.configs {
             let n = &c.counts;
@@ -77,6 +78,10 @@ impl Collector for SharedCollector {
             }
             paused.push((l(&[("config", &c.prefix)]), i64::from(c.paused.is_some() || c.paused_all)));
             backoff.push((l(&[("config", &c.prefix)]), i64::from(c.backoff.is_some())));
+            for z in &c.zones {
+                zone_backoff
+                    .push((l(&[("config", &c.prefix), ("zone", &z.zone)]), i64::from(z.backoff.is_some())));
+            }
             dead.push((l(&[("config", &c.prefix)]), c.dead_tasks));
         }
         gauge(&mut d, "fleet_vms", "VMs per Config by state", &vms)?;
@@ -91,6 +96,12 @@ impl Collector for SharedCollector {
             "config_backoff",
             "1 while a Config's creations back off (quota, stockout, refusals)",
             &backoff,
+        )?;
+        gauge(
+            &mut d,
+            "zone_backoff",
+            "1 while a zone of a multi-zone Config backs off (its new VMs go to the other zones)",
+            &zone_backoff,
         )?;
         let mut m = d.encode_descriptor(
             "config_dead_tasks",

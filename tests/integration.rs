@@ -30,3 +30,5 @@ mod sums;
 mod ui;
 /// The configs directory watched: a file written is imported at once.
 mod watch;
+/// Multi-zone Configs: spread by weight, a stockout moves creation at once.
+mod zones;

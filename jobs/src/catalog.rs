@@ -106,23 +106,43 @@ impl Catalog {
     ) -> Result<Option<ConfigError>, ComputeError> {
         let a = &c.attributes;
         let field = |f: &str| format!("{}.attributes.{f}", c.prefix);
-        let zones = self.zones(compute, &a.project, now).await?;
-        if !zones.iter().any(|z| z == &a.zone) {
-            return Ok(Some(ConfigError {
-                field: field("zone"),
-                rule: format!("project {} has no zone {:?} (zones.list)", a.project, a.zone),
-            }));
+        let known = self.zones(compute, &a.project, now).await?;
+        for (i, zone) in c.zone_names().into_iter().enumerate() {
+            if !known.iter().any(|z| z == zone) {
+                let at =
+                    if c.zones.is_empty() { field("zone") } else { format!("{}.zones[{i}].zone", c.prefix) };
+                let rule = format!("project {} has no zone {zone:?} (zones.list)", a.project);
+                return Ok(Some(ConfigError { field: at, rule }));
+            }
+            if let Some(e) = self.check_disks(compute, c, zone, now).await? {
+                return Ok(Some(e));
+            }
         }
+        Ok(None)
+    }
+
+    /// The disk types of `c` in `zone`.
+    async fn check_disks(
+        &self,
+        compute: &dyn Compute,
+        c: &Config,
+        zone_of_vm: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<ConfigError>, ComputeError> {
+        let a = &c.attributes;
+        let field = |f: &str| format!("{}.attributes.{f}", c.prefix);
         for (i, d) in a.disk.iter().enumerate() {
             let Some((zone, kind)) = d.kind.strip_prefix("zones/").and_then(|k| k.split_once("/diskTypes/"))
             else {
                 continue;
             };
-            let zone = if zone == "{{.Zone}}" { a.zone.as_str() } else { zone };
-            if zone != a.zone {
+            let zone = if zone == "{{.Zone}}" { zone_of_vm } else { zone };
+            if zone != zone_of_vm {
                 return Ok(Some(ConfigError {
                     field: field(&format!("disk[{i}].type")),
-                    rule: format!("names zone {zone:?}, but the instance is in {:?}", a.zone),
+                    rule: format!(
+                        "names zone {zone:?}, but the instance is in {zone_of_vm:?} (use {{{{.Zone}}}})"
+                    ),
                 }));
             }
             let types = self.disk_types(compute, &a.project, zone, now).await?;

@@ -13,7 +13,8 @@
 //! * [`status`]: the read model operators see (counts, errors, state, file errors).
 //! * [`backoff`]: backoffs of a (project, zone) or a Config after failures to create.
 //! * [`catalog`]: what Compute Engine offers a project (zones, disk types), to check Configs.
-//! * [`providers`]: where machines come from (the contract, Compute Engine).
+//! * [`providers`]: where machines come from (the contract, Compute Engine, static machines).
+//! * [`zones`]: which zone a multi-zone Config's new VM goes to.
 //! * [`operate`]: the operator API's operations (Configs over the API, amounts, pauses, plans,
 //!   VMs), typed, for an HTTP layer to call.
 
@@ -34,6 +35,7 @@ pub mod tasks;
 pub mod telemetry;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod zones;
 
 pub use ctx::{Ctx, Limits, Queues, Timing};
 pub use error::{Class, TaskError};

@@ -28,6 +28,18 @@ pub struct Pause {
     pub at: DateTime<Utc>,
 }
 
+/// One zone of a multi-zone Config, as status shows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ZoneStatus {
+    /// The zone.
+    pub zone: String,
+    /// Its weight.
+    pub weight: u32,
+    /// Its backoff (quota, stockout), while active.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff: Option<Backoff>,
+}
+
 /// A Config as stored: the operator's Config plus what the service tracks.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ConfigRecord {
@@ -443,6 +455,9 @@ pub struct ConfigStatus {
     pub errors: Vec<ErrorEntry>,
     /// Backoff of its (project, zone), while active.
     pub backoff: Option<Backoff>,
+    /// A multi-zone Config's zones: weight and active backoff of each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub zones: Vec<ZoneStatus>,
     /// Set while this Config is paused (who, why, since when).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused: Option<Pause>,

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::error::TaskError;
-use crate::model::{ConfigState, ConfigStatus, Counts, FileError, Pause, Sums, counters};
+use crate::model::{ConfigState, ConfigStatus, Counts, FileError, Pause, Sums, ZoneStatus, counters};
 use crate::ports::store::{Store, StoreError, VmIndex};
 
 /// Every prefix with a Config or with VMs left (of a removed Config), sorted.
@@ -96,6 +96,10 @@ pub async fn status(
             Some(b) => Some(b),
             None => store.backoff(&a.project, &a.zone).await?.filter(|b| b.until > now),
         };
+        for z in &rec.config.zones {
+            let backoff = store.backoff(&a.project, &z.zone).await?.filter(|b| b.until > now);
+            st.zones.push(ZoneStatus { zone: z.zone.clone(), weight: z.weight, backoff });
+        }
         st.state = if rec.orphaned.is_some() { ConfigState::Orphaned } else { ConfigState::Active };
         st.delete_at = rec.delete_at.or(rec.orphaned.map(|t| t + grace));
         st.source = rec.source;

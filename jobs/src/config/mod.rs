@@ -344,6 +344,11 @@ pub struct Config {
     /// Instance template (none in a static pool).
     #[serde(default, skip_serializing_if = "is_default")]
     pub attributes: Attributes,
+    /// A multi-zone pool: its zones, each with its share of new VMs (instead of
+    /// `attributes.zone`; the project is `attributes.project`). A VM keeps its zone for its
+    /// incarnation; quota or stockout in one zone moves creation to the others at once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub zones: Vec<ZoneWeight>,
     /// How long an instance lives before it is replaced (required).
     #[serde(default)]
     pub lifetime: Secs,
@@ -368,11 +373,37 @@ pub struct Config {
     pub machines: Option<Vec<String>>,
 }
 
+/// A zone of a multi-zone Config and its weight.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ZoneWeight {
+    /// The zone, e.g. `us-central1-b`.
+    pub zone: String,
+    /// Its share of new VMs, relative to the others' (default 1; 0: none while others have room).
+    #[serde(default = "one")]
+    pub weight: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// Most zones of a multi-zone Config.
+pub const MAX_ZONES: usize = 16;
+
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {
     *v == T::default()
 }
 
 impl Config {
+    /// The zones its VMs go to: `zones`, or `attributes.zone`.
+    pub fn zone_names(&self) -> Vec<&str> {
+        match self.zones.is_empty() {
+            true => vec![self.attributes.zone.as_str()],
+            false => self.zones.iter().map(|z| z.zone.as_str()).collect(),
+        }
+    }
+
     /// True for a static pool (it lists its machines).
     pub fn is_static(&self) -> bool {
         self.machines.is_some()

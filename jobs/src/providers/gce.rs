@@ -103,6 +103,9 @@ impl Provider for Gce {
         }
         let now = ctx.now();
         if let Some(wait) = backoff::wait_for(ctx, vm).await? {
+            if vm.insert_sent.is_none() && crate::zones::elsewhere(ctx, vm).await? {
+                return move_zone(ctx, vm).await;
+            }
             return Ok(Next::After(wait));
         }
         let (cur, sending) = match vm.insert_sent {
@@ -309,6 +312,15 @@ async fn adopt(ctx: &Ctx, cur: Versioned<Vm>, e: ComputeError) -> Result<Next, T
     }
 }
 
+/// Drops `vm` (no instance was made) and asks for its Config's expansion, so the VM is made
+/// again at once in another zone.
+async fn move_zone(ctx: &Ctx, vm: &Vm) -> Result<Next, TaskError> {
+    tracing::info!(config = %vm.config, vm = %vm.id, zone = %vm.zone(), "zone backed off: the VM is made again in another zone");
+    drop_vm(ctx, vm).await?;
+    ctx.push(&crate::tasks::ExpandConfig { prefix: vm.config.clone() }).await?;
+    Ok(Next::Done)
+}
+
 async fn failed(ctx: &Ctx, vm: &Vm, e: ComputeError, op: &str) -> Result<Next, TaskError> {
     ctx.telemetry.instance_op(vm, "insert", e.kind.as_str(), &e.code);
     ctx.record(&vm.config, STAGE, &e.code, &e.message, vm.zone(), op).await?;
@@ -323,6 +335,10 @@ async fn failed(ctx: &Ctx, vm: &Vm, e: ComputeError, op: &str) -> Result<Next, T
                 .await?;
             }
             let wait = backoff::hit(ctx, &Scope::zone(vm), &e.code).await?;
+            // A multi-zone Config: made again at once in a zone that has room.
+            if crate::zones::elsewhere(ctx, vm).await? {
+                return move_zone(ctx, vm).await;
+            }
             Ok(Next::After(wait))
         }
         ComputeKind::RateLimited | ComputeKind::Transient => Err(TaskError::Compute(e)),

@@ -49,7 +49,7 @@ pub fn problems(config: &Config, f: &dyn Fn(&str) -> String, out: &mut Vec<Confi
     if config.amount != crate::config::Amount::default() {
         out.push(err(f("amount"), "a static pool lists its machines: remove amount"));
     }
-    if config.attributes != crate::config::Attributes::default() {
+    if config.attributes != crate::config::Attributes::default() || !config.zones.is_empty() {
         out.push(err(f("attributes"), "a static pool's machines exist already: remove attributes"));
     }
     let mut seen = std::collections::HashSet::new();

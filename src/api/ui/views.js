@@ -87,7 +87,8 @@ const gbViews = (() => {
       const st = e.status;
       const c = st.counts;
       const err = lastError(st);
-      const b = st.backoff;
+      // A multi-zone Config: its own backoff, else its first zone that backs off.
+      const b = st.backoff || ((st.zones || []).find((z) => z.backoff) || {}).backoff;
       const deadHere = dead.byConfig[st.prefix] || 0;
       return [
         { f: 'prefix', sig: st.prefix, make: () => el('a', { href: `#/configs/${enc(st.prefix)}`, text: st.prefix }) },

@@ -1,0 +1,77 @@
+//! Multi-zone Configs on Redis and the simulator: VMs spread over the zones by weight, and a
+//! stockout in one zone moves creation to the others at once (not after its backoff).
+
+use std::collections::BTreeMap;
+
+use serde_json::json;
+
+use crate::pipeline::{Backend, Env, settings, sim_config};
+use gce_backend_jobs::config::Secs;
+
+/// A pool of `amount` VMs over us-central1-a (weight `wa`) and us-central1-b (weight `wb`).
+fn spread(prefix: &str, amount: u32, wa: u32, wb: u32) -> String {
+    format!(
+        r#"prefix: {prefix}
+amount: {{min: {amount}, max: {amount}}}
+zones: [{{zone: us-central1-a, weight: {wa}}}, {{zone: us-central1-b, weight: {wb}}}]
+attributes:
+  project: proj
+  machine_type: "zones/{{{{.Zone}}}}/machineTypes/e2-standard-2"
+  disk: [{{image: projects/debian-cloud/global/images/debian-12, size: 10, type: "zones/{{{{.Zone}}}}/diskTypes/pd-ssd"}}]
+  network_interface: [{{network: global/networks/default}}]
+lifetime: 1d
+timeout: 10m
+swarming: https://swarm.example.com
+"#
+    )
+}
+
+/// Instances of `prefix` by zone.
+fn by_zone(env: &Env, prefix: &str) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for i in env.state()["instances"].as_array().unwrap() {
+        if i["name"].as_str().unwrap().starts_with(&format!("{prefix}-")) && i["status"] == "RUNNING" {
+            *out.entry(i["zone"].as_str().unwrap().to_owned()).or_default() += 1;
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vms_spread_by_weight_and_a_stockout_moves_creation_to_the_other_zone_at_once() {
+    // A backoff far longer than the test may take: convergence cannot come from waiting it out.
+    let mut s = settings();
+    s.timing.backoff_base = Secs(600);
+    s.timing.backoff_cap = Secs(600);
+    let pools = [("even", spread("even", 4, 1, 1)), ("moved", spread("moved", 4, 3, 1))];
+    let env = Env::start_with(Backend::Redis, sim_config(), &[], true, s).await;
+    env.faults(json!({"stockout_zones": ["us-central1-a"]})).await;
+    env.write_pool("moved", &pools[1].1);
+    env.converged("moved", 4).await;
+    let zones = by_zone(&env, "moved");
+    assert_eq!(zones, BTreeMap::from([("us-central1-b".to_owned(), 4)]), "all in b");
+    let st = gce_backend_jobs::status::status(
+        &*env.ctx.store,
+        "moved",
+        env.ctx.now(),
+        chrono::Duration::zero(),
+        true,
+    )
+    .await
+    .unwrap();
+    let backed: Vec<(&str, bool)> = st.zones.iter().map(|z| (z.zone.as_str(), z.backoff.is_some())).collect();
+    assert_eq!(backed, [("us-central1-a", true), ("us-central1-b", false)], "status per zone");
+    for vm in env.vms("moved").await {
+        assert_eq!(vm.zone(), "us-central1-b", "{}", vm.id);
+    }
+
+    // With capacity everywhere, a pool fills its zones by weight. (Zone a's backoff is the
+    // project's: lifted here, as its end would.)
+    env.faults(json!({"stockout_zones": []})).await;
+    env.ctx.store.set_backoff("proj", "us-central1-a", None).await.unwrap();
+    env.write_pool("even", &pools[0].1);
+    env.converged("even", 4).await;
+    let zones = by_zone(&env, "even");
+    assert_eq!(zones, BTreeMap::from([("us-central1-a".to_owned(), 2), ("us-central1-b".to_owned(), 2)]));
+    env.stop().await;
+}
