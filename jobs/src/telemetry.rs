@@ -123,7 +123,7 @@ impl Telemetry {
         );
         r.register(
             "instance_operations",
-            "Instance inserts and deletes by Config, zone, result (ok or the error class) and error code",
+            "Instance inserts, deletes and preemptions (op) by Config, zone, result (ok or the error class) and error code",
             self.instance_ops.clone(),
         );
         r.register("cleanups", "Leaked instances and stale bots found and deleted", self.cleanup.clone());

@@ -70,7 +70,8 @@ pub struct SimConfig {
     /// Faults at start, as the JSON `POST /sim/faults` takes; every field is optional and replaces
     /// that field: {"errors": {METHOD: {"rate": 0..1, "status": 503|429|403}}, "latency_ms":
     /// {METHOD: ms}, "never_boot_rate": 0..1, "bot_never_connect_rate": 0..1,
-    /// "bot_early_death_rate": 0..1, "bot_early_death_ms": ms, "stockout_zones": [zone],
+    /// "bot_early_death_rate": 0..1, "bot_early_death_ms": ms, "spot_preempt_rate": 0..1,
+    /// "spot_preempt_ms": ms, "stockout_zones": [zone],
     /// "quotas": {"region" or "project/region": {"cpus": n, "instances": n}},
     /// "swarming_servers": {HOST: "hang" or "malformed"}}. METHOD is `*` or
     /// one of compute.instances.{insert,delete,get,list}, compute.zoneOperations.{get,wait},
@@ -211,6 +212,12 @@ pub struct Faults {
     pub bot_early_death_rate: f64,
     /// See `bot_early_death_rate`.
     pub bot_early_death_ms: u64,
+    /// Share of Spot and preemptible instances preempted `spot_preempt_ms` after they run.
+    #[serde(default)]
+    pub spot_preempt_rate: f64,
+    /// See `spot_preempt_rate`.
+    #[serde(default)]
+    pub spot_preempt_ms: u64,
     /// Zones out of capacity: inserts fail with ZONE_RESOURCE_POOL_EXHAUSTED.
     pub stockout_zones: BTreeSet<String>,
     /// Quota limits by `region` or `project/region`, over the defaults.
@@ -230,6 +237,8 @@ pub struct FaultsPatch {
     bot_never_connect_rate: Option<f64>,
     bot_early_death_rate: Option<f64>,
     bot_early_death_ms: Option<u64>,
+    spot_preempt_rate: Option<f64>,
+    spot_preempt_ms: Option<u64>,
     stockout_zones: Option<BTreeSet<String>>,
     quotas: Option<BTreeMap<String, QuotaLimits>>,
     swarming_servers: Option<BTreeMap<String, ServerFault>>,
@@ -245,6 +254,7 @@ impl Faults {
         rate("never_boot_rate", patch.never_boot_rate)?;
         rate("bot_never_connect_rate", patch.bot_never_connect_rate)?;
         rate("bot_early_death_rate", patch.bot_early_death_rate)?;
+        rate("spot_preempt_rate", patch.spot_preempt_rate)?;
         for method in patch.latency_ms.iter().flatten().map(|(m, _)| m) {
             known_method("latency_ms", method)?;
         }
@@ -270,6 +280,8 @@ impl Faults {
             bot_never_connect_rate,
             bot_early_death_rate,
             bot_early_death_ms,
+            spot_preempt_rate,
+            spot_preempt_ms,
             stockout_zones,
             quotas
         );
@@ -320,6 +332,7 @@ impl Faults {
             ("never_boot_rate", self.never_boot_rate),
             ("bot_never_connect_rate", self.bot_never_connect_rate),
             ("bot_early_death_rate", self.bot_early_death_rate),
+            ("spot_preempt_rate", self.spot_preempt_rate),
         ] {
             if rate > 0.0 {
                 out.push(field.to_owned());

@@ -81,7 +81,11 @@ pub fn resource(spec: &InstanceSpec) -> Value {
         body["minCpuPlatform"] = json!(a.min_cpu_platform);
     }
     let affinities = a.scheduling.as_ref().map(|s| s.node_affinity.as_slice()).unwrap_or_default();
-    if !affinities.is_empty() || a.enable_confidential_compute || a.terminate_on_maintenance {
+    if !affinities.is_empty()
+        || a.enable_confidential_compute
+        || a.terminate_on_maintenance
+        || a.preemptible()
+    {
         let mut sched = json!({});
         if !affinities.is_empty() {
             sched["nodeAffinities"] = json!(
@@ -91,8 +95,21 @@ pub fn resource(spec: &InstanceSpec) -> Value {
                     .collect::<Vec<_>>()
             );
         }
-        if a.enable_confidential_compute || a.terminate_on_maintenance {
+        if a.enable_confidential_compute || a.terminate_on_maintenance || a.preemptible() {
             sched["onHostMaintenance"] = json!("TERMINATE");
+        }
+        // Spot and preemptible instances cannot restart by themselves.
+        if a.provisioning_model == "SPOT" {
+            sched["provisioningModel"] = json!("SPOT");
+        }
+        if a.preemptible {
+            sched["preemptible"] = json!(true);
+        }
+        if a.preemptible() {
+            sched["automaticRestart"] = json!(false);
+        }
+        if !a.instance_termination_action.is_empty() {
+            sched["instanceTerminationAction"] = json!(a.instance_termination_action);
         }
         body["scheduling"] = sched;
     }

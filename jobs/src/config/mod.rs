@@ -329,6 +329,24 @@ pub struct Attributes {
     /// Terminate on host maintenance.
     #[serde(default)]
     pub terminate_on_maintenance: bool,
+    /// `SPOT` for Spot VMs (cheaper; Compute may preempt them at any time: the VM is then
+    /// replaced like any other whose instance stopped); empty or `STANDARD` otherwise.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub provisioning_model: String,
+    /// Legacy preemptible VMs (preempted at any time, at most after 24 h).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub preemptible: bool,
+    /// What Compute does with a preempted Spot or preemptible VM: `STOP` or `DELETE` (empty:
+    /// Compute's default, STOP).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub instance_termination_action: String,
+}
+
+impl Attributes {
+    /// True for Spot and preemptible instances.
+    pub fn preemptible(&self) -> bool {
+        self.preemptible || self.provisioning_model == "SPOT"
+    }
 }
 
 /// One pool of VMs.

@@ -177,3 +177,19 @@ fn problems_lists_every_broken_rule_and_validate_gives_the_first() {
     let empty = Config::default();
     assert_eq!(empty.problems()[0], ConfigError { field: "prefix".into(), rule: "is required".into() });
 }
+
+#[test]
+fn spot_and_preemptible_rules() {
+    let mut c = cfg();
+    c.attributes.provisioning_model = "SPOT".into();
+    c.attributes.instance_termination_action = "DELETE".into();
+    assert!(c.problems().is_empty(), "{:?}", c.problems());
+    c.attributes.preemptible = true;
+    assert_eq!(c.validate().unwrap_err().field, "linux.attributes.preemptible");
+    let mut c = cfg();
+    c.attributes.provisioning_model = "spot".into();
+    assert_eq!(c.validate().unwrap_err().field, "linux.attributes.provisioning_model");
+    let mut c = cfg();
+    c.attributes.instance_termination_action = "STOP".into();
+    assert!(c.validate().unwrap_err().rule.contains("SPOT or preemptible"));
+}

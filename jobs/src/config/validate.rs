@@ -279,6 +279,21 @@ impl Config {
                 ));
             }
         }
+        if !matches!(v.provisioning_model.as_str(), "" | "STANDARD" | "SPOT") {
+            out.push(err(f("attributes.provisioning_model"), "must be STANDARD or SPOT"));
+        } else if v.preemptible && v.provisioning_model == "SPOT" {
+            out.push(err(f("attributes.preemptible"), "a SPOT instance is preemptible already: remove it"));
+        }
+        if !v.instance_termination_action.is_empty() {
+            if !matches!(v.instance_termination_action.as_str(), "STOP" | "DELETE") {
+                out.push(err(f("attributes.instance_termination_action"), "must be STOP or DELETE"));
+            } else if !v.preemptible() {
+                out.push(err(
+                    f("attributes.instance_termination_action"),
+                    "is for SPOT or preemptible instances",
+                ));
+            }
+        }
         if let Some(s) = &v.scheduling {
             for (i, a) in s.node_affinity.iter().enumerate() {
                 if a.operator != "IN" && a.operator != "NOT_IN" {

@@ -68,10 +68,17 @@ pub async fn replace_down(ctx: &Ctx, vm: &Vm, status: Option<&str>, stage: &str)
     if vm.destroying.is_some() {
         return Ok(()); // our own delete: destroy_instance and delete_bot finish it
     }
-    let detail = match status {
-        Some(s) => format!("instance {s}: replacing it now"),
-        None => "instance gone: replacing it now".to_owned(),
+    // A Spot or preemptible instance that stops was preempted: a normal replacement (counted;
+    // no zone backoff).
+    let preempted = vm.attributes.preemptible();
+    let detail = match (status, preempted) {
+        (Some(s), true) => format!("instance {s} (preempted): replacing it now"),
+        (Some(s), false) => format!("instance {s}: replacing it now"),
+        (None, _) => "instance gone: replacing it now".to_owned(),
     };
+    if preempted && status.is_some() && vm.fault.as_ref().is_none_or(|f| f.kind != FaultKind::InstanceDown) {
+        ctx.telemetry.instance_op(vm, "preempted", "ok", "");
+    }
     fault(ctx, vm, FaultKind::InstanceDown, &detail, stage).await?;
     match DestroyInstance::of(vm) {
         Some(destroy) => ctx.push(&destroy).await.map(drop),

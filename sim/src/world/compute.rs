@@ -243,7 +243,10 @@ impl World {
             }
         }
         let never_boots = self.chance(self.faults.never_boot_rate);
+        let sched = &body["scheduling"];
+        let spot = sched["provisioningModel"] == "SPOT" || sched["preemptible"] == true;
         Instance {
+            spot,
             id,
             status: Status::Provisioning,
             created: self.now_utc(),

@@ -91,6 +91,8 @@ pub struct Instance {
     pub(crate) rest: Box<str>,
     /// Fault: stays in STAGING for ever.
     pub never_boots: bool,
+    /// A Spot or preemptible instance (`spot_preempt_rate` applies).
+    pub spot: bool,
     /// Swarming server its bot connects to (from metadata `swarming-server`).
     pub swarming: Option<String>,
     /// Being deleted.
@@ -172,6 +174,7 @@ enum Ev {
     BotConnect { server: String, key: InstanceKey, session: u64 },
     BotDeath { server: String, bot: String, session: u64, terminated: bool },
     MachineBot { server: String, hostname: String },
+    Preempt { key: InstanceKey, id: u64 },
 }
 
 /// Usage of one (project, region).
@@ -387,6 +390,13 @@ impl World {
                     u.cpus -= cpus;
                     u.instances -= 1;
                 }
+                if status == Status::Running && inst.spot {
+                    let (rate, ms) = (self.faults.spot_preempt_rate, self.faults.spot_preempt_ms);
+                    if self.chance(rate) {
+                        self.at(Duration::from_millis(ms), Ev::Preempt { key: key.clone(), id });
+                    }
+                }
+                let Some(inst) = self.instances.get_mut(&key) else { return };
                 if status == Status::Running
                     && let Some(server) = inst.swarming.clone()
                     && !self.chance(never_connects)
@@ -408,6 +418,11 @@ impl World {
             }
             Ev::BotConnect { server, key, session } => self.connect_bot(server, key, session),
             Ev::MachineBot { server, hostname } => self.connect_machine_bot(server, hostname),
+            Ev::Preempt { key, id } => {
+                if self.instances.get(&key).is_some_and(|i| i.id == id && i.status == Status::Running) {
+                    let _ = self.preempt(&key.0, &key.1, &key.2);
+                }
+            }
             Ev::BotDeath { server, bot, session, terminated } => {
                 let now = self.now_utc();
                 let Some(b) = self.bots.get_mut(&server).and_then(|m| m.get_mut(&bot)) else { return };

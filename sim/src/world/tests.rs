@@ -247,3 +247,18 @@ fn summary_is_exact_at_200000_instances() {
         scan_time.as_secs_f64() * 1e3
     );
 }
+
+#[test]
+fn spot_instances_are_preempted_at_the_rate_asked_and_others_never() {
+    let (mut w, t0) = world(SimConfig::default());
+    w.faults.spot_preempt_rate = 1.0;
+    w.faults.spot_preempt_ms = 1000;
+    let mut spot = body("spot-1");
+    spot["scheduling"] = json!({"provisioningModel": "SPOT"});
+    w.insert("p", "us-central1-b", None, &spot).unwrap();
+    w.insert("p", "us-central1-b", None, &body("std-1")).unwrap();
+    w.advance(t0 + Duration::from_secs(120));
+    let status = |w: &World, name: &str| w.get("p", "us-central1-b", name).unwrap().1.status;
+    assert_eq!(status(&w, "spot-1"), Status::Terminated, "preempted");
+    assert_eq!(status(&w, "std-1"), Status::Running);
+}
