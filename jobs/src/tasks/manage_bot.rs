@@ -37,21 +37,25 @@ const STAGE: &str = "manage_bot";
 
 /// Records `kind` on the VM's incarnation (once per kind; a VM being retired on purpose gets
 /// none), with a WARN and a Config error, and asks for a recount so status follows at once.
-pub async fn fault(ctx: &Ctx, vm: &Vm, kind: FaultKind, detail: &str, stage: &str) -> Result<(), TaskError> {
+/// Returns whether this call recorded it (runs that race record it once).
+pub async fn fault(ctx: &Ctx, vm: &Vm, kind: FaultKind, detail: &str, stage: &str) -> Result<bool, TaskError> {
     let now = ctx.now();
     if vm.fault.as_ref().is_some_and(|f| f.kind == kind) {
-        return Ok(());
+        return Ok(false);
     }
     if vm.retiring(now, ctx.paused_of(&vm.config).await?.is_some()) {
-        return Ok(());
+        return Ok(false);
     }
-    update_vm(ctx, &vm.id, |v| {
+    let written = crate::tasks::write_vm(ctx, &vm.id, |v| {
         v.hostname == vm.hostname && v.fault.as_ref().is_none_or(|f| f.kind != kind) && {
             v.fault = Some(Fault { kind, detail: detail.to_owned(), at: now });
             true
         }
     })
     .await?;
+    if !written.is_some_and(|(_, wrote)| wrote) {
+        return Ok(false);
+    }
     tracing::warn!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), "{detail}");
     let code = match kind {
         FaultKind::BotDead => "bot_dead",
@@ -59,7 +63,8 @@ pub async fn fault(ctx: &Ctx, vm: &Vm, kind: FaultKind, detail: &str, stage: &st
         FaultKind::NeverConnected => "never_connected",
     };
     ctx.record(&vm.config, stage, code, &format!("{}: {detail}", vm.hostname), vm.zone(), "").await?;
-    ctx.push(&CountVms { prefix: vm.config.clone() }).await.map(drop)
+    ctx.push(&CountVms { prefix: vm.config.clone() }).await?;
+    Ok(true)
 }
 
 /// The one rule for an instance that is down (stopped, preempted, suspended) or gone: record
@@ -76,10 +81,9 @@ pub async fn replace_down(ctx: &Ctx, vm: &Vm, status: Option<&str>, stage: &str)
         (Some(s), false) => format!("instance {s}: replacing it now"),
         (None, _) => "instance gone: replacing it now".to_owned(),
     };
-    if preempted && status.is_some() && vm.fault.as_ref().is_none_or(|f| f.kind != FaultKind::InstanceDown) {
-        ctx.telemetry.instance_op(vm, "preempted", "ok", "");
+    if fault(ctx, vm, FaultKind::InstanceDown, &detail, stage).await? && preempted && status.is_some() {
+        ctx.telemetry.instance_op(vm, "preempted", "ok", ""); // once per incarnation
     }
-    fault(ctx, vm, FaultKind::InstanceDown, &detail, stage).await?;
     match DestroyInstance::of(vm) {
         Some(destroy) => ctx.push(&destroy).await.map(drop),
         None => Ok(()),
