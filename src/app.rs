@@ -2,6 +2,7 @@
 //! the Compute and Swarming adapters (real endpoints, or an in-process simulator), the context,
 //! and runs the workers and/or the cron scheduler with progress on the terminal.
 
+use gce_backend_jobs::ports::rated::{Buckets, MemoryBuckets, RatedCompute};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -170,9 +171,11 @@ pub async fn context(
     opts: &RunOptions,
     settings: &Settings,
 ) -> anyhow::Result<(Ctx, Option<(std::net::SocketAddr, sim::Sim)>)> {
-    let (engine, store): (Arc<dyn Engine>, Arc<dyn Store>) = match &opts.store.redis {
+    let (engine, store, buckets): Backends = match &opts.store.redis {
         Some(url) => connect(url, &opts.store.namespace).await?,
-        None => (Arc::new(MemoryEngine::new()), Arc::new(MemoryStore::new())),
+        None => {
+            (Arc::new(MemoryEngine::new()), Arc::new(MemoryStore::new()), Arc::new(MemoryBuckets::default()))
+        }
     };
     let mut sim = None;
     let (gce, swarming) = match (&opts.gce_endpoint, opts.real_gce) {
@@ -198,6 +201,8 @@ pub async fn context(
     let iso = &settings.isolation;
     let telemetry = gce_backend_jobs::telemetry::Telemetry::default();
     let compute = gce_backend_jobs::ports::guarded::GuardedCompute::new(Arc::new(compute), iso, &telemetry);
+    // Rate limits outside the guard: a call held back holds no slot of its project's.
+    let compute = RatedCompute::new(Arc::new(compute), buckets, settings.rate_limits.clone(), &telemetry);
     let bots = gce_backend_jobs::ports::guarded::GuardedBots::new(Arc::new(bots), iso, &telemetry);
     let policies: HashMap<String, gce_backend_queues::Policy> = settings.queues.clone().into_iter().collect();
     let clock: Arc<dyn gce_backend_jobs::ports::clock::Clock> = Arc::new(SystemClock);
@@ -225,12 +230,18 @@ pub async fn context(
 
 /// Connects the queues and the store to Redis, waiting for it with backoff (as workers do when
 /// it goes away later); a bad URL or namespace is an error at once.
-async fn connect(url: &str, namespace: &str) -> anyhow::Result<(Arc<dyn Engine>, Arc<dyn Store>)> {
+/// The engine, store and rate-limit buckets of a deployment.
+type Backends = (Arc<dyn Engine>, Arc<dyn Store>, Arc<dyn Buckets>);
+
+async fn connect(url: &str, namespace: &str) -> anyhow::Result<Backends> {
     let mut delay = Duration::from_millis(500);
     loop {
         let error = match redis_engine(url, namespace).await {
             Ok(engine) => match redis_store(url, namespace).await {
-                Ok(store) => return Ok((Arc::new(engine), Arc::new(store))),
+                Ok(store) => {
+                    let store = Arc::new(store);
+                    return Ok((Arc::new(engine), store.clone(), store));
+                }
                 Err(e) => e,
             },
             Err(Fatal(e)) => return Err(e),

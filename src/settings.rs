@@ -24,6 +24,8 @@ pub struct Settings {
     pub limits: Limits,
     /// Isolation of slow or broken Swarming servers and Compute projects.
     pub isolation: Isolation,
+    /// Compute calls per second per project and class, shared by every process (`[rate_limits]`).
+    pub rate_limits: gce_backend_jobs::ports::rated::RateLimits,
     /// Policy per queue (durations like `30s`, or milliseconds).
     pub queues: BTreeMap<String, Policy>,
     /// Tasks worked at once per queue and process. No handler waits on Compute (operations are
@@ -44,6 +46,7 @@ impl Default for Settings {
             timing: Timing::default(),
             limits: Limits::default(),
             isolation: Isolation::default(),
+            rate_limits: Default::default(),
             queues: BTreeMap::new(),
             concurrency: 64,
             providers: BTreeMap::new(),
@@ -125,6 +128,7 @@ impl Settings {
         }
         self.limits.validate()?;
         self.isolation.validate()?;
+        self.rate_limits.validate()?;
         if self.concurrency == 0 {
             return Err("concurrency: must be at least 1".into());
         }

@@ -83,6 +83,13 @@ pub async fn shutdown_signal() -> std::io::Result<()> {
 
 use gce_backend_jobs::tasks::Next;
 
+/// `d` plus up to a quarter more, at random.
+fn jittered(d: Duration) -> Duration {
+    use rand::Rng;
+    let extra = rand::rng().random_range(0..=d.as_millis() as u64 / 4);
+    d + Duration::from_millis(extra)
+}
+
 /// A handler's failure: logged once at WARN (the task's span adds queue, key and attempt),
 /// counted on its Config's status, and mapped to the queue's outcome: permanent errors go to the
 /// dead set at once (the cron re-derives the work if it is still wanted), the rest are retried.
@@ -132,6 +139,10 @@ pub fn register_pipeline(
                         Ok(Next::Done) => Ok(Ran::Done),
                         // The same task, pending again (a push during the run merges into it).
                         Ok(Next::After(d)) => Ok(Ran::Again(d)),
+                        // A call its project's rate limit held back: looked at again when a
+                        // token is there (spread a little, so waiting tasks do not come back at
+                        // once); not a failure.
+                        Err(e) if let Some(d) = e.throttled() => Ok(Ran::Again(jittered(d))),
                         Err(e) => Err(failed(&c, T::QUEUE, &key, e).await),
                     }
                 }

@@ -18,6 +18,8 @@ mod pipeline;
 mod pipeline_faults;
 /// Worker processes on Redis: kill -9 mid-run, SIGTERM shutdown.
 mod queue_processes;
+/// Rate limits per Compute project: shared by processes, never holding up another project.
+mod rate_limits;
 /// Spot pools: preemption is a counted replacement, never a zone backoff.
 mod spot;
 /// `run` at start (inputs, Redis), and dead tasks on a Config's status.

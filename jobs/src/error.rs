@@ -49,6 +49,15 @@ pub enum TaskError {
 }
 
 impl TaskError {
+    /// When a call was not sent because its project's rate limit is used up: how long until a
+    /// token is there (the task is looked at again then; not a failure, no attempt counted).
+    pub fn throttled(&self) -> Option<std::time::Duration> {
+        match self {
+            TaskError::Compute(e) if e.kind == Kind::Throttled => e.retry_after,
+            _ => None,
+        }
+    }
+
     /// The single classification point.
     pub fn class(&self) -> Class {
         match self {
@@ -58,7 +67,9 @@ impl TaskError {
             TaskError::Store(crate::ports::store::StoreError::Corrupt { .. }) => Class::Permanent,
             TaskError::Store(_) | TaskError::Conflict(_) | TaskError::Queue(_) => Class::Transient,
             TaskError::Compute(e) => match e.kind {
-                Kind::Transient | Kind::RateLimited | Kind::Quota | Kind::Stockout => Class::Transient,
+                Kind::Transient | Kind::RateLimited | Kind::Quota | Kind::Stockout | Kind::Throttled => {
+                    Class::Transient
+                }
                 Kind::NotFound | Kind::AlreadyExists | Kind::Invalid => Class::Permanent,
             },
             TaskError::Bots(e) => match e.kind {

@@ -71,6 +71,7 @@ pub struct Telemetry {
     quota_usage: Family<Labels, Gauge<f64, AtomicU64>>,
     quota_limit: Family<Labels, Gauge<f64, AtomicU64>>,
     calls: Family<Labels, Counter>,
+    throttled: Family<Labels, Counter>,
     call_seconds: Histograms,
     cron_runs: Family<Labels, Counter>,
     cron_pushed: Family<Labels, Counter>,
@@ -89,6 +90,7 @@ impl Default for Telemetry {
             quota_usage: Family::default(),
             quota_limit: Family::default(),
             calls: Family::default(),
+            throttled: Family::default(),
             call_seconds: Family::new_with_constructor(call),
             cron_runs: Family::default(),
             cron_pushed: Family::default(),
@@ -147,6 +149,11 @@ impl Telemetry {
             "Latency of calls to Compute and Swarming by service and method",
             self.call_seconds.clone(),
         );
+        r.register(
+            "compute_throttled",
+            "Compute calls held back by their project's rate limit (settings [rate_limits]), by project and class",
+            self.throttled.clone(),
+        );
         r.register("cron_runs", "Cron job runs by job and result (ok, error)", self.cron_runs.clone());
         r.register("cron_pushed_tasks", "Tasks added by cron job runs, by job", self.cron_pushed.clone());
         r.register("cron_run_seconds", "How long a cron job run took, by job", self.cron_seconds.clone());
@@ -202,6 +209,11 @@ impl Telemetry {
                 .get_or_create(&labels(&[("service", service), ("method", method)]))
                 .observe(secs);
         }
+    }
+
+    /// A Compute call of `class` to `project` was held back by the project's rate limit.
+    pub fn throttled(&self, project: &str, class: &'static str) {
+        self.throttled.get_or_create(&labels(&[("project", project), ("class", class)])).inc();
     }
 
     /// A run of cron job `job` ended at `at` after `secs`, adding `pushed` tasks, or failed.

@@ -24,6 +24,9 @@ pub enum Kind {
     Stockout,
     /// Anything else: the request itself is wrong.
     Invalid,
+    /// Not sent: the project's rate limit for this kind of call is used up for now
+    /// ([`ComputeError::retry_after`] says when to look again; not a failure).
+    Throttled,
 }
 
 impl Kind {
@@ -37,6 +40,7 @@ impl Kind {
             Kind::Quota => "quota",
             Kind::Stockout => "stockout",
             Kind::Invalid => "invalid",
+            Kind::Throttled => "throttled",
         }
     }
 }
@@ -51,6 +55,8 @@ pub struct ComputeError {
     pub code: String,
     /// Message.
     pub message: String,
+    /// For [`Kind::Throttled`]: when a token will be there.
+    pub retry_after: Option<std::time::Duration>,
 }
 
 impl ComputeError {
@@ -70,7 +76,7 @@ impl ComputeError {
             _ => Kind::Invalid,
         };
         let code = http.map_or_else(|| "unavailable".into(), |s| s.to_string());
-        Self { kind, code, message: message.to_owned() }
+        Self { kind, code, message: message.to_owned(), retry_after: None }
     }
 
     /// Classifies an operation that ended with `error.errors[0].code` (`http`:
@@ -85,7 +91,17 @@ impl ComputeError {
             _ if http.is_some_and(|h| h == 429 || h >= 500) => Kind::Transient,
             _ => Kind::Invalid,
         };
-        Self { kind, code: code.to_owned(), message: message.to_owned() }
+        Self { kind, code: code.to_owned(), message: message.to_owned(), retry_after: None }
+    }
+
+    /// A call not sent because the project's rate limit is used up; a token comes in `wait`.
+    pub fn throttled(project: &str, class: &str, wait: std::time::Duration) -> Self {
+        Self {
+            kind: Kind::Throttled,
+            code: "throttled".into(),
+            message: format!("project {project}: {class} calls are rate-limited; next token in {wait:?}"),
+            retry_after: Some(wait),
+        }
     }
 }
 

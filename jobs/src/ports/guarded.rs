@@ -160,6 +160,7 @@ impl GuardedCompute {
                         "unavailable".into()
                     },
                     message: format!("project {project}: {r}"),
+                    retry_after: None,
                 }
             }
         })

@@ -9,4 +9,5 @@ pub mod compute;
 pub mod guard;
 pub mod guarded;
 pub mod keys;
+pub mod rated;
 pub mod store;

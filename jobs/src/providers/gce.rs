@@ -322,6 +322,18 @@ async fn move_zone(ctx: &Ctx, vm: &Vm) -> Result<Next, TaskError> {
 }
 
 async fn failed(ctx: &Ctx, vm: &Vm, e: ComputeError, op: &str) -> Result<Next, TaskError> {
+    if let (ComputeKind::Throttled, Some(wait)) = (e.kind, e.retry_after) {
+        // Not sent (the project's rate limit): no error, no attempt; the insert goes when a
+        // token is there, and until then the VM counts as not sent.
+        update_vm(ctx, &vm.id, |v| {
+            v.hostname == vm.hostname
+                && v.instance.is_none()
+                && v.operation.is_empty()
+                && v.insert_sent.take().is_some()
+        })
+        .await?;
+        return Ok(Next::After(wait));
+    }
     ctx.telemetry.instance_op(vm, "insert", e.kind.as_str(), &e.code);
     ctx.record(&vm.config, STAGE, &e.code, &e.message, vm.zone(), op).await?;
     match e.kind {
@@ -341,7 +353,9 @@ async fn failed(ctx: &Ctx, vm: &Vm, e: ComputeError, op: &str) -> Result<Next, T
             }
             Ok(Next::After(wait))
         }
-        ComputeKind::RateLimited | ComputeKind::Transient => Err(TaskError::Compute(e)),
+        ComputeKind::RateLimited | ComputeKind::Transient | ComputeKind::Throttled => {
+            Err(TaskError::Compute(e))
+        }
         ComputeKind::Invalid | ComputeKind::NotFound | ComputeKind::AlreadyExists => {
             // The Config makes instances Compute refuses: slow its next tries down, so a new
             // hostname does not follow at once, forever.

@@ -18,6 +18,8 @@ use super::config::{Faults, QuotaLimits, SimConfig};
 
 /// Events kept per bot (oldest dropped).
 const KEEP_BOT_EVENTS: usize = 20;
+/// Insert arrival times kept.
+const KEEP_INSERT_TIMES: usize = 1_000_000;
 /// requestIds remembered per instance name, for the insert audit.
 const KEEP_INSERT_IDS: usize = 8;
 
@@ -243,6 +245,8 @@ pub struct World {
     timeline: BinaryHeap<Reverse<(Instant, u64, Ev)>>,
     /// Calls by method, then HTTP status.
     pub calls: BTreeMap<String, BTreeMap<u16, u64>>,
+    /// When each `instances.insert` came (the first [`KEEP_INSERT_TIMES`]).
+    pub insert_times: Vec<Instant>,
     /// Bots connected on instances with a `register-url` metadata item, whose agent has not
     /// registered yet: the instance, the URL and the audience (the registrar in `agent.rs`
     /// takes them).
@@ -300,6 +304,7 @@ impl World {
             bots: BTreeMap::new(),
             timeline: BinaryHeap::new(),
             calls: BTreeMap::new(),
+            insert_times: Vec::new(),
             registrations: Vec::new(),
             machines: BTreeMap::new(),
             counts: Counts::default(),
@@ -331,8 +336,11 @@ impl World {
         p > 0.0 && self.rng.random::<f64>() < p
     }
 
-    /// Counts one call.
+    /// Counts one call (and keeps when each insert came, for rate checks).
     pub fn count(&mut self, method: &str, status: u16) {
+        if method == "compute.instances.insert" && self.insert_times.len() < KEEP_INSERT_TIMES {
+            self.insert_times.push(self.now);
+        }
         let by_status = match self.calls.get_mut(method) {
             Some(m) => m,
             None => self.calls.entry(method.to_owned()).or_default(),

@@ -31,6 +31,7 @@ use gce_backend_jobs::model::{
 use gce_backend_jobs::ports::store::{CorruptRecord, Expect, Store, StoreError, Versioned, VmIndex};
 use redis::{AsyncCommands, Script};
 
+mod buckets;
 mod conn;
 mod scripts;
 use conn::{err, err_at, expect, json, lenient};

@@ -1,0 +1,362 @@
+//! Rate limits per Compute project and call class: a token bucket for each (project, class),
+//! kept in the store so every process of a deployment shares it ([`Buckets`]). A call waits a
+//! moment for a token when one comes soon; otherwise it is not sent and the task is looked at
+//! again when the token is there ([`Kind::Throttled`]: no worker waits, no attempt is counted,
+//! so one throttled project never holds up another). A `rateLimitExceeded` answer halves the
+//! bucket's rate, which then grows back by a twentieth of the configured rate per second (AIMD).
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use super::compute::{Compute, ComputeError, Instance, InstanceSpec, Kind, Operation, Quota};
+use super::store::StoreError;
+use crate::telemetry::Telemetry;
+
+/// A rate: `rate` tokens per second, at most `burst` saved up (rate 0: no limit).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rate {
+    /// Tokens per second.
+    pub rate: f64,
+    /// Most tokens saved up.
+    pub burst: u32,
+}
+
+/// The classes of Compute calls, each with its own bucket per project.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    /// `instances.insert`, `instances.delete`.
+    Mutate,
+    /// `instances.get`, `instances.list`, `zones.list`, `diskTypes.list`, `regions.list`.
+    Read,
+    /// `zoneOperations.get`.
+    Operations,
+}
+
+impl Class {
+    /// Its name (settings, metrics, bucket keys).
+    pub fn name(self) -> &'static str {
+        match self {
+            Class::Mutate => "mutate",
+            Class::Read => "read",
+            Class::Operations => "operations",
+        }
+    }
+}
+
+/// One project's rates, over the defaults.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProjectRates {
+    /// Inserts and deletes.
+    pub mutate: Option<Rate>,
+    /// Reads.
+    pub read: Option<Rate>,
+    /// Operation polls.
+    pub operations: Option<Rate>,
+}
+
+/// Settings `[rate_limits]`: per-class rates for every project, and overrides by project.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RateLimits {
+    /// Inserts and deletes per project.
+    pub mutate: Rate,
+    /// Reads per project.
+    pub read: Rate,
+    /// Operation polls per project.
+    pub operations: Rate,
+    /// Other rates for some projects (`[rate_limits.projects.<project>]`).
+    pub projects: BTreeMap<String, ProjectRates>,
+}
+
+impl Default for RateLimits {
+    /// No limit (settings without `[rate_limits]`; the shipped settings set Compute Engine's
+    /// default per-project quotas).
+    fn default() -> Self {
+        let none = Rate { rate: 0.0, burst: 1 };
+        Self { mutate: none, read: none, operations: none, projects: BTreeMap::new() }
+    }
+}
+
+impl RateLimits {
+    /// The rate of `class` calls to `project`.
+    pub fn of(&self, project: &str, class: Class) -> Rate {
+        let o = self.projects.get(project);
+        let pick = |p: Option<Rate>, d: Rate| p.unwrap_or(d);
+        match class {
+            Class::Mutate => pick(o.and_then(|o| o.mutate), self.mutate),
+            Class::Read => pick(o.and_then(|o| o.read), self.read),
+            Class::Operations => pick(o.and_then(|o| o.operations), self.operations),
+        }
+    }
+
+    /// Checks the values.
+    pub fn validate(&self) -> Result<(), String> {
+        let all = [("", self.mutate, "mutate"), ("", self.read, "read"), ("", self.operations, "operations")];
+        let over = self.projects.iter().flat_map(|(p, r)| {
+            [
+                (p.as_str(), r.mutate, "mutate"),
+                (p.as_str(), r.read, "read"),
+                (p.as_str(), r.operations, "operations"),
+            ]
+            .into_iter()
+            .filter_map(|(p, r, c)| r.map(|r| (p, r, c)))
+        });
+        for (project, r, class) in all.into_iter().chain(over) {
+            if !(r.rate >= 0.0 && r.rate.is_finite()) || (r.rate > 0.0 && r.burst == 0) {
+                let at = if project.is_empty() { String::new() } else { format!("projects.{project}.") };
+                return Err(format!(
+                    "rate_limits.{at}{class}: rate must be 0 (no limit) or positive, with a burst of at least 1"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Token buckets shared by the processes of a deployment.
+#[async_trait]
+pub trait Buckets: Send + Sync + std::fmt::Debug {
+    /// Takes a token of bucket `key` (filled at up to `rate.rate` per second, at most
+    /// `rate.burst` saved): zero when taken, else how long until one is there.
+    async fn take(&self, key: &str, rate: Rate) -> Result<Duration, StoreError>;
+    /// Compute said its rate limit was exceeded: halve the bucket's rate.
+    async fn slow(&self, key: &str, rate: Rate) -> Result<(), StoreError>;
+}
+
+/// A bucket's state: tokens, when it was last filled (ms), its rate now.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bucket {
+    /// Tokens saved.
+    pub tokens: f64,
+    /// When last filled, in ms.
+    pub at_ms: u64,
+    /// The rate now (at most the configured one).
+    pub rate: f64,
+}
+
+impl Bucket {
+    /// The one rule (the Redis script mirrors it): fill since `at_ms` at the current rate, the
+    /// rate growing back by a twentieth of `cfg.rate` per second; then `slow` halves the rate
+    /// (no lower than a twentieth) and empties the bucket, or a take takes a token if there is
+    /// one. Returns the new state and the wait (zero: taken).
+    pub fn step(prev: Option<Bucket>, now_ms: u64, cfg: Rate, slow: bool) -> (Bucket, Duration) {
+        let burst = f64::from(cfg.burst);
+        let b = prev.unwrap_or(Bucket { tokens: burst, at_ms: now_ms, rate: cfg.rate });
+        let dt = now_ms.saturating_sub(b.at_ms) as f64 / 1000.0;
+        let rate = (b.rate + cfg.rate / 20.0 * dt).min(cfg.rate);
+        let mut next = Bucket { tokens: (b.tokens + rate * dt).min(burst), at_ms: now_ms, rate };
+        if slow {
+            next.rate = (rate / 2.0).max(cfg.rate / 20.0);
+            next.tokens = next.tokens.min(0.0);
+            return (next, Duration::ZERO);
+        }
+        if next.tokens >= 1.0 {
+            next.tokens -= 1.0;
+            return (next, Duration::ZERO);
+        }
+        let wait_ms = ((1.0 - next.tokens) * 1000.0 / next.rate).ceil().max(1.0);
+        (next, Duration::from_millis(wait_ms as u64))
+    }
+}
+
+/// In-process buckets (the embedded default, tests).
+#[derive(Debug, Default)]
+pub struct MemoryBuckets(std::sync::Mutex<std::collections::HashMap<String, Bucket>>);
+
+impl MemoryBuckets {
+    fn step(&self, key: &str, cfg: Rate, slow: bool) -> Duration {
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let (b, wait) = Bucket::step(m.get(key).copied(), now_ms, cfg, slow);
+        m.insert(key.to_owned(), b);
+        wait
+    }
+}
+
+#[async_trait]
+impl Buckets for MemoryBuckets {
+    async fn take(&self, key: &str, rate: Rate) -> Result<Duration, StoreError> {
+        Ok(self.step(key, rate, false))
+    }
+    async fn slow(&self, key: &str, rate: Rate) -> Result<(), StoreError> {
+        self.step(key, rate, true);
+        Ok(())
+    }
+}
+
+/// Longest a call waits for a token in its worker; a longer wait sends the task back.
+const SHORT: Duration = Duration::from_millis(250);
+
+/// Compute, rate-limited per project and class.
+#[derive(Debug)]
+pub struct RatedCompute {
+    inner: Arc<dyn Compute>,
+    buckets: Arc<dyn Buckets>,
+    limits: RateLimits,
+    telemetry: Telemetry,
+}
+
+impl RatedCompute {
+    /// `inner` behind `limits`, its buckets in `buckets`.
+    pub fn new(
+        inner: Arc<dyn Compute>,
+        buckets: Arc<dyn Buckets>,
+        limits: RateLimits,
+        t: &Telemetry,
+    ) -> Self {
+        Self { inner, buckets, limits, telemetry: t.clone() }
+    }
+
+    async fn run<T>(
+        &self,
+        class: Class,
+        project: &str,
+        call: impl Future<Output = Result<T, ComputeError>>,
+    ) -> Result<T, ComputeError> {
+        let rate = self.limits.of(project, class);
+        if rate.rate <= 0.0 {
+            return call.await;
+        }
+        let key = format!("{project}/{}", class.name());
+        let mut waited = Duration::ZERO;
+        loop {
+            match self.buckets.take(&key, rate).await {
+                Ok(w) if w.is_zero() => break,
+                Ok(w) if waited + w <= SHORT => {
+                    tokio::time::sleep(w).await;
+                    waited += w;
+                }
+                Ok(w) => {
+                    self.telemetry.throttled(project, class.name());
+                    return Err(ComputeError::throttled(project, class.name(), w));
+                }
+                Err(e) => {
+                    // The shared buckets are away: calls go on (the store's own failures slow
+                    // the tasks down anyway).
+                    tracing::debug!(project, error = %e, "rate limit not applied: buckets unavailable");
+                    break;
+                }
+            }
+        }
+        let out = call.await;
+        if let Err(e) = &out
+            && e.kind == Kind::RateLimited
+        {
+            let _ = self.buckets.slow(&key, rate).await;
+        }
+        out
+    }
+}
+
+#[async_trait]
+impl Compute for RatedCompute {
+    async fn insert(
+        &self,
+        p: &str,
+        z: &str,
+        rid: &str,
+        spec: &InstanceSpec,
+    ) -> Result<Operation, ComputeError> {
+        self.run(Class::Mutate, p, self.inner.insert(p, z, rid, spec)).await
+    }
+    async fn operation(&self, p: &str, z: &str, op: &str) -> Result<Option<Operation>, ComputeError> {
+        self.run(Class::Operations, p, self.inner.operation(p, z, op)).await
+    }
+    async fn get(&self, p: &str, z: &str, name: &str) -> Result<Option<Instance>, ComputeError> {
+        self.run(Class::Read, p, self.inner.get(p, z, name)).await
+    }
+    async fn delete(
+        &self,
+        p: &str,
+        z: &str,
+        name: &str,
+        rid: &str,
+    ) -> Result<Option<Operation>, ComputeError> {
+        self.run(Class::Mutate, p, self.inner.delete(p, z, name, rid)).await
+    }
+    async fn list(
+        &self,
+        p: &str,
+        z: &str,
+        filter: &str,
+        page: Option<String>,
+    ) -> Result<(Vec<Instance>, Option<String>), ComputeError> {
+        self.run(Class::Read, p, self.inner.list(p, z, filter, page)).await
+    }
+    async fn zones(&self, p: &str) -> Result<Vec<String>, ComputeError> {
+        self.run(Class::Read, p, self.inner.zones(p)).await
+    }
+    async fn disk_types(&self, p: &str, z: &str) -> Result<Vec<String>, ComputeError> {
+        self.run(Class::Read, p, self.inner.disk_types(p, z)).await
+    }
+    async fn quotas(&self, p: &str) -> Result<Vec<Quota>, ComputeError> {
+        self.run(Class::Read, p, self.inner.quotas(p)).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const R: Rate = Rate { rate: 10.0, burst: 2 };
+
+    #[test]
+    fn a_bucket_gives_its_burst_then_its_rate_and_a_rate_limit_halves_it() {
+        let (b, w) = Bucket::step(None, 0, R, false);
+        assert_eq!((b.tokens, w), (1.0, Duration::ZERO));
+        let (b, w) = Bucket::step(Some(b), 0, R, false);
+        assert_eq!((b.tokens, w), (0.0, Duration::ZERO), "the burst of 2");
+        let (b, w) = Bucket::step(Some(b), 0, R, false);
+        assert_eq!(w, Duration::from_millis(100), "then one per 1/rate");
+        let (b, w) = Bucket::step(Some(b), 100, R, false);
+        assert_eq!(w, Duration::ZERO);
+        // 403 rateLimitExceeded: half the rate, nothing saved.
+        let (b, _) = Bucket::step(Some(b), 100, R, true);
+        assert_eq!(b.rate, 5.0);
+        let (b, w) = Bucket::step(Some(b), 100, R, false);
+        assert_eq!(w, Duration::from_millis(200), "a token per 1/(rate/2)");
+        // It grows back: a twentieth of the rate per second, up to the rate.
+        let (b, _) = Bucket::step(Some(b), 10_100, R, false);
+        assert_eq!(b.rate, 10.0);
+        // Never below a twentieth.
+        let mut b = b;
+        for _ in 0..10 {
+            b = Bucket::step(Some(b), 10_100, R, true).0;
+        }
+        assert_eq!(b.rate, 0.5);
+    }
+
+    #[tokio::test]
+    async fn a_call_past_its_projects_rate_is_not_sent_and_other_projects_go_on() {
+        let fake = Arc::new(crate::testing::FakeCompute::default());
+        let mut limits = RateLimits { read: Rate { rate: 1000.0, burst: 1000 }, ..RateLimits::default() };
+        limits.projects.insert(
+            "slow".into(),
+            ProjectRates { read: Some(Rate { rate: 1.0, burst: 1 }), ..Default::default() },
+        );
+        let rated = RatedCompute::new(
+            fake.clone(),
+            Arc::new(MemoryBuckets::default()),
+            limits,
+            &Telemetry::default(),
+        );
+        rated.get("slow", "z", "a").await.unwrap();
+        let e = rated.get("slow", "z", "b").await.unwrap_err();
+        assert_eq!(e.kind, Kind::Throttled);
+        assert!(e.retry_after.unwrap() > SHORT, "{e:?}");
+        for i in 0..50 {
+            rated.get("fast", "z", &format!("i{i}")).await.unwrap();
+        }
+        let sent = fake.calls().iter().filter(|c| c.starts_with("get ")).count();
+        assert_eq!(sent, 51, "the throttled call was not sent; the other project's were");
+    }
+}

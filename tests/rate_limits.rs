@@ -1,0 +1,143 @@
+//! Rate limits per Compute project on Redis and the simulator: two processes share one bucket
+//! (the inserts the simulator saw never exceed it), and a throttled project never holds up
+//! another.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use gce_backend::app::{self, Role, RunOptions};
+use gce_backend::sim;
+use gce_backend_jobs::cron;
+use gce_backend_jobs::ports::rated::{ProjectRates, Rate};
+use gce_backend_queues::testing::{RedisServer, eventually};
+use tokio::time::Instant;
+
+use crate::pipeline::{Backend, DEPLOYMENT, Env, pool, settings, sim_config, temp_dir};
+
+const RATE: f64 = 20.0;
+const BURST: usize = 20;
+
+/// The most arrivals in any window of `span` (arrival times sorted).
+fn most_within(times: &[Instant], span: Duration) -> usize {
+    let mut best = 0;
+    let mut start = 0;
+    for (i, t) in times.iter().enumerate() {
+        while *t - times[start] >= span {
+            start += 1;
+        }
+        best = best.max(i + 1 - start);
+    }
+    best
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_never_insert_faster_than_their_projects_bucket() {
+    gce_backend::adapters::install_crypto();
+    let redis = RedisServer::start();
+    let (addr, sim) = sim::spawn(sim_config()).await.unwrap();
+    let dir = temp_dir();
+    let configs = dir.join("pools");
+    std::fs::create_dir_all(&configs).unwrap();
+    let n = 300;
+    std::fs::write(configs.join("big.yaml"), pool("big", n, "1d", "10m")).unwrap();
+    let settings_file = dir.join("service.toml");
+    let mut toml = format!("deployment = \"{DEPLOYMENT}\"\nconcurrency = 32\n[cron]\n");
+    for job in cron::names() {
+        toml.push_str(&format!("{job} = \"1s\"\n"));
+    }
+    toml.push_str("[limits]\nexpand_batch = 1000\ncreating_per_config = 1000\n");
+    toml.push_str(&format!("[rate_limits]\nmutate = {{rate = {RATE:.1}, burst = {BURST}}}\n"));
+    std::fs::write(&settings_file, toml).unwrap();
+    let spawn = || {
+        Command::new(env!("CARGO_BIN_EXE_gce-backend"))
+            .args(["run", "--quiet", "--redis", &redis.url(), "--namespace", DEPLOYMENT])
+            .args(["--listen", "127.0.0.1:0", "--root-url", "http://localhost"])
+            .args(["--gce-endpoint", &format!("http://{addr}")])
+            .arg("--configs")
+            .arg(&configs)
+            .arg("--settings")
+            .arg(&settings_file)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let (mut a, mut b) = (spawn(), spawn());
+    let opts = RunOptions {
+        store: gce_backend::ops::RedisArgs { redis: Some(redis.url()), namespace: DEPLOYMENT.into() },
+        role: Role::Workers,
+        configs: configs.clone(),
+        settings: settings_file.clone(),
+        gce_endpoint: Some(format!("http://{addr}")),
+        swarming_endpoint: None,
+        real_gce: false,
+        certs_url: None,
+        quiet: true,
+        api: Default::default(),
+    };
+    let (ctx, _) = app::context(&opts, &settings()).await.unwrap();
+    eventually("two processes create every instance", Duration::from_secs(120), || async {
+        let c = gce_backend_jobs::status::tally(&*ctx.store, "big", ctx.now()).await.unwrap().0;
+        (c.created == n).then_some(())
+    })
+    .await;
+    let mut times = sim.with(|w| w.insert_times.clone());
+    times.sort();
+    assert!(times.len() >= n as usize, "{} inserts", times.len());
+    // A token bucket allows at most burst + rate × T calls in any window of T; the simulator
+    // sees them up to a little later than they were granted (allowed: a quarter second's
+    // worth, and one for the window's edge). Unlimited, the 300 would come within a second.
+    let slack = 1 + (RATE / 4.0).ceil() as usize;
+    for secs in [1, 5] {
+        let most = most_within(&times, Duration::from_secs(secs));
+        let bound = BURST + (RATE * secs as f64) as usize + slack;
+        assert!(most <= bound, "{most} inserts within {secs}s (bound {bound})");
+    }
+    let span = times[times.len() - 1] - times[0];
+    let bound = BURST as f64 + RATE * span.as_secs_f64() + slack as f64;
+    assert!((times.len() as f64) <= bound, "{} inserts in {span:?}", times.len());
+    println!(
+        "rate-limit: inserts={} span_s={:.1} most_in_1s={}",
+        times.len(),
+        span.as_secs_f64(),
+        most_within(&times, Duration::from_secs(1))
+    );
+    for p in [&mut a, &mut b] {
+        let _ = Command::new("kill").args(["-TERM", &p.id().to_string()]).status();
+        assert!(p.wait().unwrap().success(), "graceful exit");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttled_project_never_holds_up_another() {
+    let mut s = settings();
+    let slow = Rate { rate: 0.2, burst: 1 };
+    s.rate_limits.projects.insert("slow".into(), ProjectRates { mutate: Some(slow), ..Default::default() });
+    let env = Env::start_with(Backend::Redis, sim_config(), &[], true, s).await;
+    env.write_pool("slowp", &pool("slowp", 10, "1d", "10m").replace("project: proj", "project: slow"));
+    env.write_pool("fastp", &pool("fastp", 10, "1d", "10m"));
+    env.converged("fastp", 10).await;
+    // 10 inserts at 0.2/s take 45 s: the other project was not held up by them.
+    let c = env.counts("slowp").await;
+    assert!(c.created < 10, "slowp: {c:?}");
+    let st = gce_backend_jobs::status::status(
+        &*env.ctx.store,
+        "slowp",
+        env.ctx.now(),
+        chrono::Duration::zero(),
+        true,
+    )
+    .await
+    .unwrap();
+    assert_eq!((st.task_failures, st.dead_tasks), (0, 0), "held back, not failed: {:?}", st.errors);
+    let text = env.ctx.telemetry.text();
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("gce_backend_compute_throttled_total{project=\"slow\",class=\"mutate\"}")),
+        "{text}"
+    );
+    assert!(!text.contains("project=\"proj\",class=\"mutate\""), "the other project was never held back");
+    env.stop().await;
+}
