@@ -62,6 +62,7 @@ impl Collector for SharedCollector {
         let mut paused = Vec::new();
         let mut backoff = Vec::new();
         let mut zone_backoff = Vec::new();
+        let mut breaker = Vec::new();
         let mut dead = Vec::new();
         for c in &s.configs {
             let n = &c.counts;
@@ -78,6 +79,7 @@ impl Collector for SharedCollector {
             }
             paused.push((l(&[("config", &c.prefix)]), i64::from(c.paused.is_some() || c.paused_all)));
             backoff.push((l(&[("config", &c.prefix)]), i64::from(c.backoff.is_some())));
+            breaker.push((l(&[("config", &c.prefix)]), i64::from(c.breaker.is_some())));
             for z in &c.zones {
                 zone_backoff
                     .push((l(&[("config", &c.prefix), ("zone", &z.zone)]), i64::from(z.backoff.is_some())));
@@ -96,6 +98,12 @@ impl Collector for SharedCollector {
             "config_backoff",
             "1 while a Config's creations back off (quota, stockout, refusals)",
             &backoff,
+        )?;
+        gauge(
+            &mut d,
+            "config_breaker_open",
+            "1 while a Config's circuit breaker is open (VMs failed in a row: only canaries are made)",
+            &breaker,
         )?;
         gauge(
             &mut d,

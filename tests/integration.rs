@@ -6,6 +6,8 @@ mod api;
 /// Bad records of each kind at once, confined to their entity.
 mod bad_input;
 
+/// The circuit breaker: a broken image opens it, a fixed one's canary closes it.
+mod breaker;
 /// `docker-compose.yml` run without Docker: every service's command and healthcheck.
 mod compose;
 /// `/metrics`: one scrape after convergence, bounded labels, a workers process's own.

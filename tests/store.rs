@@ -25,7 +25,7 @@ async fn contract(store: Arc<dyn Store>) {
         verified: true,
         paused: None,
         provider_changed: None,
-        listed: Default::default(),
+        ..Default::default()
     };
     assert!(store.put_config(&rec, Expect::Absent).await.unwrap());
     assert!(!store.put_config(&rec, Expect::Absent).await.unwrap(), "already there");
@@ -200,7 +200,7 @@ async fn corrupt(store: Arc<dyn Store>, plant: impl Fn(&str, &str)) {
         verified: true,
         paused: None,
         provider_changed: None,
-        listed: Default::default(),
+        ..Default::default()
     };
     assert!(store.put_config(&rec, Expect::Absent).await.unwrap());
     let mac = ConfigRecord { config: config("mac", 1), ..rec.clone() };

@@ -336,11 +336,25 @@ impl Ctx {
         }
     }
 
-    /// [`Ctx::paused`] for the Config `prefix` (only the global pause when it has no record, or
-    /// one that does not decode: that is reported and repaired by `import_configs`).
+    /// Whether making VM `vm_id` of `rec` is held: [`Ctx::paused`], or the Config's breaker is
+    /// open and `vm_id` is not its canary.
+    pub async fn held(&self, rec: &ConfigRecord, vm_id: &str) -> Result<Option<Pause>, TaskError> {
+        match self.paused(rec).await? {
+            Some(p) => Ok(Some(p)),
+            None => Ok(crate::breaker::hold(rec, Some(vm_id))),
+        }
+    }
+
+    /// Whether replacing the VMs of Config `prefix` is held: paused, or its breaker is open (only
+    /// the global pause when it has no record, or one that does not decode: that is reported
+    /// and repaired by `import_configs`).
     pub async fn paused_of(&self, prefix: &str) -> Result<Option<Pause>, TaskError> {
         match self.store.config(prefix).await {
-            Ok(c) => self.paused_given(c.as_ref().map(|c| &c.value)).await,
+            Ok(Some(c)) => match self.paused(&c.value).await? {
+                Some(p) => Ok(Some(p)),
+                None => Ok(crate::breaker::hold(&c.value, None)),
+            },
+            Ok(None) => self.paused_given(None).await,
             Err(crate::ports::store::StoreError::Corrupt { .. }) => self.paused_given(None).await,
             Err(e) => Err(e.into()),
         }

@@ -11,6 +11,7 @@
 //! * [`ports`]: Store, Compute, Bots, Clock; [`store::memory`] is the in-memory Store.
 //! * [`ctx`]: the context handlers get; [`error`]: their error and its classification.
 //! * [`status`]: the read model operators see (counts, errors, state, file errors).
+//! * [`breaker`]: a Config's circuit breaker (failed VMs in a row stop replacement; canaries).
 //! * [`backoff`]: backoffs of a (project, zone) or a Config after failures to create.
 //! * [`catalog`]: what Compute Engine offers a project (zones, disk types), to check Configs.
 //! * [`providers`]: where machines come from (the contract, Compute Engine, static machines).
@@ -19,6 +20,7 @@
 //!   VMs), typed, for an HTTP layer to call.
 
 pub mod backoff;
+pub mod breaker;
 pub mod catalog;
 pub mod config;
 pub mod cron;

@@ -74,6 +74,9 @@ pub struct ConfigRecord {
     /// A static pool's slots: the VM index each listed hostname has (see [`Listed`]).
     #[serde(default, skip_serializing_if = "Listed::is_empty")]
     pub listed: Listed,
+    /// Its circuit breaker: failures in a row, and whether it is open (see `breaker`).
+    #[serde(default, skip_serializing_if = "crate::breaker::BreakerState::is_closed_clean")]
+    pub breaker: crate::breaker::BreakerState,
 }
 
 impl ConfigRecord {
@@ -127,6 +130,9 @@ pub struct Vm {
     /// The bot's first_seen_ts (set once).
     #[serde(default)]
     pub connected: Option<DateTime<Utc>>,
+    /// Made as its Config's canary while the Config's breaker was open.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub canary: bool,
     /// When this incarnation registered with an identity proof (once per incarnation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub registered: Option<DateTime<Utc>>,
@@ -464,6 +470,9 @@ pub struct ConfigStatus {
     /// True while every Config is paused (the global pause).
     #[serde(default)]
     pub paused_all: bool,
+    /// Its circuit breaker, while open (no VM is replaced but a canary).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub breaker: Option<crate::breaker::Open>,
 }
 
 /// An error of a Config file that holds no Config (it cannot be read, parsed or validated, or

@@ -106,6 +106,7 @@ pub async fn status(
         st.revision = rec.revision;
         st.verified = rec.verified;
         st.paused = rec.paused;
+        st.breaker = rec.breaker.open;
     }
     Ok(st)
 }

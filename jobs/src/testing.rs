@@ -338,7 +338,7 @@ impl Ctx {
             verified: true,
             paused: None,
             provider_changed: None,
-            listed: Default::default(),
+            ..Default::default()
         };
         assert!(self.store.put_config(&rec, crate::ports::store::Expect::Absent).await.expect("store"));
     }

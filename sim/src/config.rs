@@ -71,7 +71,7 @@ pub struct SimConfig {
     /// that field: {"errors": {METHOD: {"rate": 0..1, "status": 503|429|403}}, "latency_ms":
     /// {METHOD: ms}, "never_boot_rate": 0..1, "bot_never_connect_rate": 0..1,
     /// "bot_early_death_rate": 0..1, "bot_early_death_ms": ms, "spot_preempt_rate": 0..1,
-    /// "spot_preempt_ms": ms, "stockout_zones": [zone],
+    /// "spot_preempt_ms": ms, "stockout_zones": [zone], "broken_images": [image],
     /// "quotas": {"region" or "project/region": {"cpus": n, "instances": n}},
     /// "swarming_servers": {HOST: "hang" or "malformed"}}. METHOD is `*` or
     /// one of compute.instances.{insert,delete,get,list}, compute.zoneOperations.{get,wait},
@@ -220,6 +220,9 @@ pub struct Faults {
     pub spot_preempt_ms: u64,
     /// Zones out of capacity: inserts fail with ZONE_RESOURCE_POOL_EXHAUSTED.
     pub stockout_zones: BTreeSet<String>,
+    /// Boot images whose instances' bots never connect (a broken image).
+    #[serde(default)]
+    pub broken_images: BTreeSet<String>,
     /// Quota limits by `region` or `project/region`, over the defaults.
     pub quotas: BTreeMap<String, QuotaLimits>,
     /// Broken Swarming servers by host (`swarm.example.com`).
@@ -240,6 +243,7 @@ pub struct FaultsPatch {
     spot_preempt_rate: Option<f64>,
     spot_preempt_ms: Option<u64>,
     stockout_zones: Option<BTreeSet<String>>,
+    broken_images: Option<BTreeSet<String>>,
     quotas: Option<BTreeMap<String, QuotaLimits>>,
     swarming_servers: Option<BTreeMap<String, ServerFault>>,
 }
@@ -283,6 +287,7 @@ impl Faults {
             spot_preempt_rate,
             spot_preempt_ms,
             stockout_zones,
+            broken_images,
             quotas
         );
         if let Some(m) = servers {
@@ -339,6 +344,7 @@ impl Faults {
             }
         }
         out.extend(named("stockout_zones", &mut self.stockout_zones.iter()));
+        out.extend(named("broken_images", &mut self.broken_images.iter()));
         out.extend(named("quotas", &mut self.quotas.keys()));
         out.extend(named("swarming_servers", &mut self.swarming_servers.keys()));
         out

@@ -389,6 +389,29 @@ pub struct Config {
     /// (after its task) and deletes it from Swarming.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machines: Option<Vec<String>>,
+    /// When to stop replacing VMs that fail: the circuit breaker.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub breaker: Breaker,
+}
+
+/// A Config's circuit breaker: after `after` VMs in a row never connect, or die within `within`
+/// of connecting, no VM is replaced (the others keep working; deletions go on) but one canary
+/// at a time, with a backoff; the breaker closes when a canary connects.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct Breaker {
+    /// Failed VMs in a row that open it (0: never).
+    pub after: u32,
+    /// A bot that dies this soon after connecting counts as a failure.
+    pub within: Secs,
+    /// First wait before a canary; doubles after each failed canary, up to an hour.
+    pub canary_after: Secs,
+}
+
+impl Default for Breaker {
+    fn default() -> Self {
+        Self { after: 5, within: Secs(600), canary_after: Secs(60) }
+    }
 }
 
 /// A zone of a multi-zone Config and its weight.

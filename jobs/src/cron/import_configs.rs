@@ -202,7 +202,7 @@ async fn stored(
             verified: false,
             paused: None,
             provider_changed: None,
-            listed: Default::default(),
+            ..Default::default()
         };
         corrupt.insert(c.key.clone());
         out.insert(c.key, Versioned { value, version: c.version });
@@ -326,7 +326,7 @@ async fn apply(
         verified,
         paused: None,
         provider_changed: None,
-        listed: Default::default(),
+        ..Default::default()
     };
     rec.relist(cur.map(|c| &c.value));
     if let Some(c) = cur {
@@ -334,6 +334,7 @@ async fn apply(
             rec.current_amount = amount_after(&c.value, &rec.config, ctx.now());
         }
         rec.paused = c.value.paused.clone();
+        rec.breaker = c.value.breaker.clone();
         rec.provider_changed = crate::providers::changed(&ctx.providers, &c.value, &rec.config, ctx.now());
         if c.value.orphaned.is_some() {
             tracing::warn!(config = %prefix, file = path, "the Config file is back: deletion cancelled");

@@ -84,10 +84,11 @@ async fn admit_and_write(
             delete_at: None,
             verified,
             paused: cur.as_ref().and_then(|c| c.value.paused.clone()),
+            breaker: cur.as_ref().map(|c| c.value.breaker.clone()).unwrap_or_default(),
             provider_changed: cur
                 .as_ref()
                 .and_then(|c| crate::providers::changed(&ctx.providers, &c.value, &config, now)),
-            listed: Default::default(),
+            ..Default::default()
         };
         rec.relist(cur.as_ref().map(|c| &c.value));
         let written = match &cur {

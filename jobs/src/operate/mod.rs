@@ -157,7 +157,7 @@ async fn update_config(
 /// Pushes what makes Configs converge after a pause is lifted: `expand_config` for `only` (every
 /// Config when `None`), `create_instance` for their VMs that wait for an instance, and
 /// `manage_bot` for those that have one (a VM kept past its deadline is retired at once).
-async fn wake(ctx: &Ctx, only: Option<&str>) -> Result<(), TaskError> {
+pub(crate) async fn wake(ctx: &Ctx, only: Option<&str>) -> Result<(), TaskError> {
     let prefixes: Vec<String> = match only {
         Some(p) => vec![p.to_owned()],
         None => ctx.store.configs().await?.into_iter().map(|c| c.value.config.prefix).collect(),

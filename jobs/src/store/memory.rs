@@ -118,7 +118,7 @@ fn empty_config(prefix: &str) -> ConfigRecord {
         verified: false,
         paused: None,
         provider_changed: None,
-        listed: Default::default(),
+        ..Default::default()
     }
 }
 

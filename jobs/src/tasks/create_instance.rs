@@ -45,7 +45,7 @@ pub async fn run(ctx: &Ctx, t: CreateInstance) -> Result<Next, TaskError> {
             let unsent = |v: &Vm| v.insert_sent.is_none();
             return crate::tasks::drop_uncreated(ctx, &vm.id, unsent).await.map(|()| Next::Done);
         };
-        if ctx.paused(&cfg.value).await?.is_some() {
+        if ctx.held(&cfg.value, &vm.id).await?.is_some() {
             return Ok(Next::Done);
         }
     }

@@ -26,7 +26,7 @@ pub async fn run(ctx: &Ctx, t: CreateVm) -> Result<Next, TaskError> {
     }
     let (prefix, index) = parse_id(&t.id).ok_or_else(|| TaskError::Invalid(format!("VM id {:?}", t.id)))?;
     let Some(cfg) = ctx.store.config(prefix).await? else { return Ok(Next::Done) };
-    if !cfg.value.wants(index) || ctx.paused(&cfg.value).await?.is_some() {
+    if !cfg.value.wants(index) || ctx.held(&cfg.value, &t.id).await?.is_some() {
         return Ok(Next::Done); // resuming a paused Config expands it again
     }
     let c = &cfg.value.config;
@@ -55,6 +55,7 @@ pub async fn run(ctx: &Ctx, t: CreateVm) -> Result<Next, TaskError> {
         revision: cfg.value.revision.clone(),
         configured: ctx.now(),
         provider: ctx.providers.resolve(&c.provider).to_owned(),
+        canary: cfg.value.breaker.open.as_ref().is_some_and(|o| o.canary.as_deref() == Some(t.id.as_str())),
         ..Vm::default()
     };
     if ctx.store.put_vm(&vm, Expect::Absent).await? {

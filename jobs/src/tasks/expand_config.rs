@@ -66,6 +66,9 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
     if missing.is_empty() {
         return Ok(done);
     }
+    if rec.breaker.open.is_some() && ctx.paused(&rec).await?.is_none() {
+        return crate::breaker::expand(ctx, &rec, &missing).await; // a canary at a time
+    }
     if let Some(p) = ctx.paused(&rec).await? {
         tracing::debug!(config = %t.prefix, missing = missing.len(), paused_by = %p.by, "paused: nothing is created");
         return Ok(done); // resuming pushes this task again

@@ -64,6 +64,7 @@ pub async fn fault(ctx: &Ctx, vm: &Vm, kind: FaultKind, detail: &str, stage: &st
     };
     ctx.record(&vm.config, stage, code, &format!("{}: {detail}", vm.hostname), vm.zone(), "").await?;
     ctx.push(&CountVms { prefix: vm.config.clone() }).await?;
+    crate::breaker::failed(ctx, vm, kind).await?;
     Ok(true)
 }
 
@@ -163,6 +164,7 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<Next, TaskError> {
         tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), "bot connected");
         // A bot connected: earlier faults of this Config's VMs are behind it.
         ctx.resolved(&vm.config, &[STAGE, "inspect_instances"]).await?;
+        crate::breaker::connected(ctx, &vm).await?;
     }
     // A dead bot, or one silent for long (Swarming takes minutes to call it dead): will it come
     // back? Not if its instance is stopped, preempted or gone.
@@ -220,7 +222,19 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<Next, TaskError> {
         ctx.push(&TerminateBot { id: vm.id.clone(), hostname: vm.hostname.clone() }).await?;
         return Ok(Next::After(ctx.watch()));
     }
-    Ok(Next::Done)
+    proven(ctx, &vm, bot.first_seen, now).await
+}
+
+/// A healthy bot: once it has lived its Config's `breaker.within` since connecting, the
+/// Config's failures in a row end (looked at again then).
+async fn proven(ctx: &Ctx, vm: &Vm, first: Option<DateTime<Utc>>, now: DateTime<Utc>) -> Result<Next, TaskError> {
+    let Some(since) = vm.connected.or(first) else { return Ok(Next::Done) };
+    let Some(cfg) = ctx.store.config(&vm.config).await? else { return Ok(Next::Done) };
+    let at = since + cfg.value.config.breaker.within.chrono();
+    if now < at {
+        return Ok(Next::After((at - now).to_std().unwrap_or_default() + std::time::Duration::from_secs(1)));
+    }
+    crate::breaker::proven(ctx, vm).await.map(|()| Next::Done)
 }
 
 #[cfg(test)]

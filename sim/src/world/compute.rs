@@ -245,8 +245,11 @@ impl World {
         let never_boots = self.chance(self.faults.never_boot_rate);
         let sched = &body["scheduling"];
         let spot = sched["provisioningModel"] == "SPOT" || sched["preemptible"] == true;
+        let image =
+            body["disks"][0]["initializeParams"]["sourceImage"].as_str().unwrap_or_default().to_owned();
         Instance {
             spot,
+            image,
             id,
             status: Status::Provisioning,
             created: self.now_utc(),

@@ -95,6 +95,8 @@ pub struct Instance {
     pub never_boots: bool,
     /// A Spot or preemptible instance (`spot_preempt_rate` applies).
     pub spot: bool,
+    /// Its boot disk's image (`broken_images` applies).
+    pub image: String,
     /// Swarming server its bot connects to (from metadata `swarming-server`).
     pub swarming: Option<String>,
     /// Being deleted.
@@ -405,8 +407,10 @@ impl World {
                     }
                 }
                 let Some(inst) = self.instances.get_mut(&key) else { return };
+                let broken = self.faults.broken_images.contains(&inst.image);
                 if status == Status::Running
                     && let Some(server) = inst.swarming.clone()
+                    && !broken
                     && !self.chance(never_connects)
                 {
                     let ev = Ev::BotConnect { server, key, session: id };

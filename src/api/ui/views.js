@@ -42,6 +42,7 @@ const gbViews = (() => {
     const kind = { active: 'ok', orphaned: 'warn', deleted: 'muted', corrupt: 'bad' }[st.state] || '';
     box.append(badge(st.state, kind));
     if (st.paused || st.paused_all) box.append(badge('paused', 'warn'));
+    if (st.breaker) box.append(badge('breaker open', 'bad'));
     if (!st.verified) box.append(badge('unverified', 'warn'));
     return box;
   }
@@ -92,7 +93,7 @@ const gbViews = (() => {
       const deadHere = dead.byConfig[st.prefix] || 0;
       return [
         { f: 'prefix', sig: st.prefix, make: () => el('a', { href: `#/configs/${enc(st.prefix)}`, text: st.prefix }) },
-        { f: 'state', sig: `${st.state}|${!!(st.paused || st.paused_all)}|${st.verified}`, make: () => stateBadges(st),
+        { f: 'state', sig: `${st.state}|${!!(st.paused || st.paused_all)}|${st.verified}|${!!st.breaker}`, make: () => stateBadges(st),
           title: st.paused ? `paused by ${st.paused.by}: ${st.paused.reason}` : undefined },
         { f: 'bar', sig: `${c.configured}|${c.created}|${c.connected}`, make: () => bar(c) },
         { f: 'configured', text: c.configured, cls: 'num' },

@@ -1,0 +1,316 @@
+//! A Config's circuit breaker, in one place. A VM *fails* when its bot never connects, or dies
+//! (or its instance goes down, a preemption aside) within `breaker.within` of connecting; it is
+//! *proven* once its bot has lived that long. After `breaker.after` failures in a row the breaker
+//! opens: no VM of the Config is created or replaced (the others keep working, past their
+//! deadline too; deletions go on), the Config's status says why, and one canary VM at a time is
+//! made, the first `canary_after` later, each next one twice as late (at most an hour). The
+//! breaker closes when a canary's bot connects, and the Config converges again.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use crate::ctx::Ctx;
+use crate::error::TaskError;
+use crate::model::{ConfigRecord, FaultKind, Pause, Vm};
+use crate::ports::store::Expect;
+use crate::tasks::{CreateVm, Next};
+
+/// Who holds a Config whose breaker is open (as a pause's `by`).
+pub const BY: &str = "breaker";
+
+/// Longest wait between canaries.
+const CANARY_CAP: Duration = Duration::from_secs(3600);
+
+/// The breaker's state on a Config record.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct BreakerState {
+    /// VMs that failed in a row.
+    #[serde(default)]
+    pub failed_in_a_row: u32,
+    /// Set while open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open: Option<Open>,
+}
+
+impl BreakerState {
+    /// Closed and no failure counted (nothing to store).
+    pub fn is_closed_clean(&self) -> bool {
+        self.failed_in_a_row == 0 && self.open.is_none()
+    }
+}
+
+/// An open breaker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Open {
+    /// Since when.
+    pub since: DateTime<Utc>,
+    /// Why (the failures that opened it).
+    pub reason: String,
+    /// Canaries that failed since.
+    pub canaries: u32,
+    /// When the next canary may be made.
+    pub next_canary: DateTime<Utc>,
+    /// The canary on its way (its VM id), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary: Option<String>,
+}
+
+/// The hold an open breaker puts on `rec` (as a pause by [`BY`]), unless `vm_id` is its canary.
+pub fn hold(rec: &ConfigRecord, vm_id: Option<&str>) -> Option<Pause> {
+    let open = rec.breaker.open.as_ref()?;
+    if vm_id.is_some() && open.canary.as_deref() == vm_id {
+        return None;
+    }
+    Some(Pause { by: BY.into(), reason: open.reason.clone(), at: open.since })
+}
+
+/// Changes Config `prefix`'s record with `change` (false: leave it) and a compare-and-set.
+/// Returns the record as written, if written.
+async fn update(
+    ctx: &Ctx,
+    prefix: &str,
+    change: impl Fn(&mut ConfigRecord) -> bool,
+) -> Result<Option<ConfigRecord>, TaskError> {
+    for _ in 0..5 {
+        let Some(cur) = ctx.store.config(prefix).await? else { return Ok(None) };
+        let mut rec = cur.value;
+        if !change(&mut rec) {
+            return Ok(None);
+        }
+        if ctx.store.put_config(&rec, Expect::Version(cur.version)).await? {
+            return Ok(Some(rec));
+        }
+    }
+    Err(TaskError::Conflict(format!("cfg {prefix}")))
+}
+
+/// The wait before canary number `n + 1` (`n` failed).
+fn canary_wait(base: Duration, n: u32) -> chrono::Duration {
+    let d = base.saturating_mul(1 << n.min(16)).min(CANARY_CAP);
+    chrono::Duration::from_std(d).unwrap_or_default()
+}
+
+/// `vm` got a fault of `kind`: counted when it is a failure (never connected; dead or down soon
+/// after connecting, a preemption aside). May open the breaker, or put the next canary off.
+pub async fn failed(ctx: &Ctx, vm: &Vm, kind: FaultKind) -> Result<(), TaskError> {
+    let now = ctx.now();
+    let Some(cfg) = ctx.store.config(&vm.config).await? else { return Ok(()) };
+    let b = &cfg.value.config.breaker;
+    let soon = vm.connected.is_some_and(|c| now - c < b.within.chrono());
+    let counts = match kind {
+        FaultKind::NeverConnected => true,
+        FaultKind::BotDead => soon,
+        FaultKind::InstanceDown => soon && !vm.attributes.preemptible(),
+    };
+    if b.after == 0 || !counts {
+        return Ok(());
+    }
+    let (after, base) = (b.after, Duration::from_secs(b.canary_after.0));
+    let what = match kind {
+        FaultKind::NeverConnected => "never connected",
+        _ => "died soon after connecting",
+    };
+    let written = update(ctx, &vm.config, |rec| {
+        rec.breaker.failed_in_a_row = rec.breaker.failed_in_a_row.saturating_add(1);
+        let n = rec.breaker.failed_in_a_row;
+        match &mut rec.breaker.open {
+            Some(open) if open.canary.as_deref() == Some(vm.id.as_str()) => {
+                open.canary = None;
+                open.canaries += 1;
+                open.next_canary = now + canary_wait(base, open.canaries);
+            }
+            Some(_) => {}
+            None if n >= after => {
+                rec.breaker.open = Some(Open {
+                    since: now,
+                    reason: format!("{n} VMs in a row failed; the last, {}, {what}", vm.hostname),
+                    canaries: 0,
+                    next_canary: now + canary_wait(base, 0),
+                    canary: None,
+                });
+            }
+            None => {}
+        }
+        true
+    })
+    .await?;
+    let Some(rec) = written else { return Ok(()) };
+    match &rec.breaker.open {
+        Some(open) if open.since == now => {
+            tracing::error!(config = %vm.config, reason = %open.reason, "breaker open: no VM is replaced but one canary at a time");
+            let msg = format!(
+                "breaker open: {}; a canary follows at {}",
+                open.reason,
+                open.next_canary.to_rfc3339()
+            );
+            ctx.record(&vm.config, BY, "open", &msg, vm.zone(), "").await?;
+        }
+        Some(open) if vm.canary => {
+            tracing::warn!(config = %vm.config, vm = %vm.id, next = %open.next_canary, "canary failed: the breaker stays open");
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// `vm`'s bot connected: a canary's closes its Config's breaker.
+pub async fn connected(ctx: &Ctx, vm: &Vm) -> Result<(), TaskError> {
+    if !vm.canary {
+        return Ok(());
+    }
+    let closed = update(ctx, &vm.config, |rec| {
+        rec.breaker.open.take().is_some() && {
+            rec.breaker.failed_in_a_row = 0;
+            true
+        }
+    })
+    .await?;
+    if closed.is_some() {
+        tracing::info!(config = %vm.config, vm = %vm.id, "breaker closed: a canary connected");
+        ctx.resolved(&vm.config, &[BY]).await?;
+        crate::operate::wake(ctx, Some(&vm.config)).await?;
+    }
+    Ok(())
+}
+
+/// `vm`'s bot has lived `within` since connecting: the failures in a row end.
+pub async fn proven(ctx: &Ctx, vm: &Vm) -> Result<(), TaskError> {
+    update(ctx, &vm.config, |rec| {
+        rec.breaker.open.is_none() && rec.breaker.failed_in_a_row > 0 && {
+            rec.breaker.failed_in_a_row = 0;
+            true
+        }
+    })
+    .await
+    .map(drop)
+}
+
+/// `expand_config` while the breaker of `rec` is open: makes the canary when it is due (the first
+/// of `missing`), and says when to look again.
+pub async fn expand(ctx: &Ctx, rec: &ConfigRecord, missing: &[String]) -> Result<Next, TaskError> {
+    let Some(open) = &rec.breaker.open else { return Ok(Next::Done) };
+    let now = ctx.now();
+    if let Some(id) = &open.canary {
+        // Its success or failure moves the breaker on; a canary whose record went without a
+        // fault (dropped before its instance) is made again.
+        if missing.contains(id) {
+            ctx.push(&CreateVm { id: id.clone() }).await?;
+        }
+        return Ok(Next::Done);
+    }
+    if missing.is_empty() {
+        return Ok(Next::Done);
+    }
+    if now < open.next_canary {
+        return Ok(Next::After((open.next_canary - now).to_std().unwrap_or_default()));
+    }
+    let id = missing[0].clone();
+    let prefix = &rec.config.prefix;
+    let chosen = update(ctx, prefix, |r| {
+        r.breaker.open.as_mut().is_some_and(|o| {
+            o.canary.is_none() && {
+                o.canary = Some(id.clone());
+                true
+            }
+        })
+    })
+    .await?;
+    if chosen.is_some() {
+        tracing::info!(config = %prefix, vm = %id, "breaker open: trying a canary");
+        ctx.push(&CreateVm { id }).await?;
+    }
+    Ok(Next::Done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tasks::{CreateVm, ExpandConfig};
+    use crate::testing::created;
+
+    async fn setup(after: u32) -> (Ctx, crate::testing::Fakes) {
+        let (ctx, f) = Ctx::test();
+        ctx.seed_config("linux", 3).await;
+        let cur = ctx.store.config("linux").await.unwrap().unwrap();
+        let mut rec = cur.value;
+        rec.config.breaker.after = after;
+        ctx.store.put_config(&rec, Expect::Version(cur.version)).await.unwrap();
+        (ctx, f)
+    }
+
+    async fn state(ctx: &Ctx) -> BreakerState {
+        ctx.store.config("linux").await.unwrap().unwrap().value.breaker
+    }
+
+    async fn expand(ctx: &Ctx) -> Next {
+        crate::tasks::expand_config::run(ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn failures_in_a_row_open_it_then_one_canary_at_a_time_and_a_connected_canary_closes_it() {
+        let (ctx, f) = setup(2).await;
+        let vm = ctx.seed_vm("linux-0", created(ctx.now())).await;
+        failed(&ctx, &vm, FaultKind::NeverConnected).await.unwrap();
+        assert_eq!(state(&ctx).await.failed_in_a_row, 1);
+        assert!(state(&ctx).await.open.is_none());
+        failed(&ctx, &vm, FaultKind::NeverConnected).await.unwrap();
+        let open = state(&ctx).await.open.expect("open after 2");
+        assert!(open.reason.contains("2 VMs in a row failed"), "{}", open.reason);
+        let st = crate::status::status(&*ctx.store, "linux", ctx.now(), chrono::Duration::zero(), true)
+            .await
+            .unwrap();
+        assert!(st.breaker.is_some() && st.errors.iter().any(|e| e.stage == BY), "on the status");
+        // Open: nothing is made, and the first canary waits for canary_after.
+        assert_eq!(expand(&ctx).await, Next::After(Duration::from_secs(60)));
+        assert!(ctx.taken::<CreateVm>().await.is_empty());
+        f.clock.advance(chrono::Duration::seconds(61));
+        expand(&ctx).await;
+        assert_eq!(ctx.finished::<CreateVm>().await, [CreateVm { id: "linux-1".into() }], "one canary");
+        expand(&ctx).await;
+        assert_eq!(ctx.taken::<CreateVm>().await, [CreateVm { id: "linux-1".into() }], "the same, again");
+        crate::tasks::create_vm::run(&ctx, CreateVm { id: "linux-1".into() }).await.unwrap();
+        let canary = ctx.store.vm("linux-1").await.unwrap().unwrap().value;
+        assert!(canary.canary, "made, as the canary");
+        crate::tasks::create_vm::run(&ctx, CreateVm { id: "linux-2".into() }).await.unwrap();
+        assert!(ctx.store.vm("linux-2").await.unwrap().is_none(), "no other VM while open");
+        // The canary fails: the next waits twice as long.
+        failed(&ctx, &canary, FaultKind::NeverConnected).await.unwrap();
+        let open = state(&ctx).await.open.unwrap();
+        assert_eq!(
+            (open.canaries, open.canary, open.next_canary),
+            (1, None, ctx.now() + chrono::Duration::seconds(120))
+        );
+        // A canary connects: closed, and the Config converges again.
+        let mut next = canary.clone();
+        next.connected = Some(ctx.now());
+        ctx.taken::<ExpandConfig>().await;
+        connected(&ctx, &next).await.unwrap();
+        assert_eq!(state(&ctx).await, BreakerState::default());
+        assert_eq!(ctx.taken::<ExpandConfig>().await.len(), 1, "woken");
+    }
+
+    #[tokio::test]
+    async fn a_preemption_or_a_late_death_is_no_failure_and_a_proven_vm_ends_the_streak() {
+        let (ctx, f) = setup(5).await;
+        let mut vm = ctx.seed_vm("linux-0", created(ctx.now())).await;
+        vm.connected = Some(ctx.now());
+        vm.attributes.provisioning_model = "SPOT".into();
+        failed(&ctx, &vm, FaultKind::InstanceDown).await.unwrap();
+        assert_eq!(state(&ctx).await.failed_in_a_row, 0, "preempted");
+        failed(&ctx, &vm, FaultKind::BotDead).await.unwrap();
+        assert_eq!(state(&ctx).await.failed_in_a_row, 1, "dead a moment after connecting");
+        f.clock.advance(chrono::Duration::minutes(11));
+        failed(&ctx, &vm, FaultKind::BotDead).await.unwrap();
+        assert_eq!(state(&ctx).await.failed_in_a_row, 1, "dead after 11 minutes: not counted");
+        proven(&ctx, &vm).await.unwrap();
+        assert_eq!(state(&ctx).await.failed_in_a_row, 0);
+        // after = 0: never opens.
+        let (ctx, _) = setup(0).await;
+        for _ in 0..10 {
+            failed(&ctx, &vm, FaultKind::NeverConnected).await.unwrap();
+        }
+        assert_eq!(state(&ctx).await, BreakerState::default());
+    }
+}
