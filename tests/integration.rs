@@ -22,6 +22,8 @@ mod pipeline_faults;
 mod queue_processes;
 /// Rate limits per Compute project: shared by processes, never holding up another project.
 mod rate_limits;
+/// Rolling updates: a new image with a surge, never fewer connected bots than the amount.
+mod rollout;
 /// Spot pools: preemption is a counted replacement, never a zone backoff.
 mod spot;
 /// `run` at start (inputs, Redis), and dead tasks on a Config's status.

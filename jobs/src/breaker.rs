@@ -1,6 +1,8 @@
 //! A Config's circuit breaker, in one place. A VM *fails* when its bot never connects, or dies
-//! (or its instance goes down, a preemption aside) within `breaker.within` of connecting; it is
-//! *proven* once its bot has lived that long. After `breaker.after` failures in a row the breaker
+//! (or its instance goes down, a preemption aside) within `breaker.within` of connecting; a bot
+//! that connected after a streak began and has lived that long ends the streak (looked for only
+//! when a failure would open the breaker, so it costs nothing while VMs are healthy). After
+//! `breaker.after` failures in a row the breaker
 //! opens: no VM of the Config is created or replaced (the others keep working, past their
 //! deadline too; deletions go on), the Config's status says why, and one canary VM at a time is
 //! made, the first `canary_after` later, each next one twice as late (at most an hour). The
@@ -29,6 +31,9 @@ pub struct BreakerState {
     /// VMs that failed in a row.
     #[serde(default)]
     pub failed_in_a_row: u32,
+    /// When the first of them failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub since: Option<DateTime<Utc>>,
     /// Set while open.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub open: Option<Open>,
@@ -112,7 +117,18 @@ pub async fn failed(ctx: &Ctx, vm: &Vm, kind: FaultKind) -> Result<(), TaskError
         FaultKind::NeverConnected => "never connected",
         _ => "died soon after connecting",
     };
+    // About to open: did a bot prove itself since the streak began? Then it is a new streak.
+    let st = &cfg.value.breaker;
+    let proven = st.open.is_none()
+        && st.failed_in_a_row + 1 >= after
+        && proven_since(ctx, &vm.config, st.since, now - b.within.chrono()).await?;
     let written = update(ctx, &vm.config, |rec| {
+        if proven {
+            rec.breaker.failed_in_a_row = 0;
+        }
+        if rec.breaker.failed_in_a_row == 0 {
+            rec.breaker.since = Some(now);
+        }
         rec.breaker.failed_in_a_row = rec.breaker.failed_in_a_row.saturating_add(1);
         let n = rec.breaker.failed_in_a_row;
         match &mut rec.breaker.open {
@@ -163,6 +179,7 @@ pub async fn connected(ctx: &Ctx, vm: &Vm) -> Result<(), TaskError> {
     let closed = update(ctx, &vm.config, |rec| {
         rec.breaker.open.take().is_some() && {
             rec.breaker.failed_in_a_row = 0;
+            rec.breaker.since = None;
             true
         }
     })
@@ -175,16 +192,25 @@ pub async fn connected(ctx: &Ctx, vm: &Vm) -> Result<(), TaskError> {
     Ok(())
 }
 
-/// `vm`'s bot has lived `within` since connecting: the failures in a row end.
-pub async fn proven(ctx: &Ctx, vm: &Vm) -> Result<(), TaskError> {
-    update(ctx, &vm.config, |rec| {
-        rec.breaker.open.is_none() && rec.breaker.failed_in_a_row > 0 && {
-            rec.breaker.failed_in_a_row = 0;
-            true
+/// Whether a VM of Config `prefix` connected at or after `since` and by `lived` (so it has lived
+/// `within`), and is still healthy. Reads the Config's VMs.
+async fn proven_since(
+    ctx: &Ctx,
+    prefix: &str,
+    since: Option<DateTime<Utc>>,
+    lived: DateTime<Utc>,
+) -> Result<bool, TaskError> {
+    let Some(since) = since else { return Ok(false) };
+    for id in ctx.store.vm_ids(crate::ports::store::VmIndex::OfConfig(prefix.to_owned())).await? {
+        if let Some(v) = ctx.store.vm(&id).await?
+            && v.value.connected.is_some_and(|c| c >= since && c <= lived)
+            && v.value.fault.is_none()
+            && !v.value.drained
+        {
+            return Ok(true);
         }
-    })
-    .await
-    .map(drop)
+    }
+    Ok(false)
 }
 
 /// `expand_config` while the breaker of `rec` is open: makes the canary when it is due (the first
@@ -304,8 +330,21 @@ mod tests {
         f.clock.advance(chrono::Duration::minutes(11));
         failed(&ctx, &vm, FaultKind::BotDead).await.unwrap();
         assert_eq!(state(&ctx).await.failed_in_a_row, 1, "dead after 11 minutes: not counted");
-        proven(&ctx, &vm).await.unwrap();
-        assert_eq!(state(&ctx).await.failed_in_a_row, 0);
+        // Three more: the fifth would open it, but a bot that connected since the streak began
+        // has lived 10 minutes: a new streak instead.
+        for _ in 0..3 {
+            failed(&ctx, &vm, FaultKind::NeverConnected).await.unwrap();
+        }
+        assert_eq!(state(&ctx).await.failed_in_a_row, 4);
+        ctx.seed_vm("linux-1", |v| {
+            created(ctx.now())(v);
+            v.connected = Some(ctx.now() - chrono::Duration::minutes(1));
+        })
+        .await;
+        f.clock.advance(chrono::Duration::minutes(10));
+        failed(&ctx, &vm, FaultKind::NeverConnected).await.unwrap();
+        let s = state(&ctx).await;
+        assert_eq!((s.failed_in_a_row, s.open.is_none()), (1, true), "{s:?}");
         // after = 0: never opens.
         let (ctx, _) = setup(0).await;
         for _ in 0..10 {

@@ -15,6 +15,7 @@
 //! * [`backoff`]: backoffs of a (project, zone) or a Config after failures to create.
 //! * [`catalog`]: what Compute Engine offers a project (zones, disk types), to check Configs.
 //! * [`providers`]: where machines come from (the contract, Compute Engine, static machines).
+//! * [`rollout`]: rolling updates of VMs made from older instance attributes.
 //! * [`zones`]: which zone a multi-zone Config's new VM goes to.
 //! * [`operate`]: the operator API's operations (Configs over the API, amounts, pauses, plans,
 //!   VMs), typed, for an HTTP layer to call.
@@ -31,6 +32,7 @@ pub mod naming;
 pub mod operate;
 pub mod ports;
 pub mod providers;
+pub mod rollout;
 pub mod status;
 pub mod store;
 pub mod tasks;

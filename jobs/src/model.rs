@@ -74,6 +74,10 @@ pub struct ConfigRecord {
     /// A static pool's slots: the VM index each listed hostname has (see [`Listed`]).
     #[serde(default, skip_serializing_if = "Listed::is_empty")]
     pub listed: Listed,
+    /// Set while a rolling update replaces VMs made from older instance attributes (see
+    /// `rollout`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<crate::rollout::Rollout>,
     /// Its circuit breaker: failures in a row, and whether it is open (see `breaker`).
     #[serde(default, skip_serializing_if = "crate::breaker::BreakerState::is_closed_clean")]
     pub breaker: crate::breaker::BreakerState,
@@ -470,6 +474,9 @@ pub struct ConfigStatus {
     /// True while every Config is paused (the global pause).
     #[serde(default)]
     pub paused_all: bool,
+    /// Its rolling update, while one goes on (since when, VMs updated and outdated).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<crate::rollout::Rollout>,
     /// Its circuit breaker, while open (no VM is replaced but a canary).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub breaker: Option<crate::breaker::Open>,

@@ -107,6 +107,7 @@ pub async fn status(
         st.verified = rec.verified;
         st.paused = rec.paused;
         st.breaker = rec.breaker.open;
+        st.rollout = rec.rollout;
     }
     Ok(st)
 }

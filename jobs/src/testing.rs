@@ -352,7 +352,7 @@ impl Ctx {
             config: prefix.into(),
             index,
             hostname: format!("{id}-abcd"),
-            attributes: c.attributes,
+            attributes: c.attributes_in(&c.attributes.zone),
             swarming: c.swarming,
             lifetime: c.lifetime.0,
             timeout: c.timeout.0,

@@ -392,6 +392,39 @@ pub struct Config {
     /// When to stop replacing VMs that fail: the circuit breaker.
     #[serde(default, skip_serializing_if = "is_default")]
     pub breaker: Breaker,
+    /// How VMs made from older instance attributes are replaced after a change.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub update: Update,
+}
+
+/// How a change of instance attributes reaches the VMs made before it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum UpdateMode {
+    /// Replaced gradually now: up to `max_surge` extra VMs are made, and old ones retired while
+    /// at least `amount - max_unavailable` bots are connected.
+    #[default]
+    Rolling,
+    /// Replaced at their lifetime deadline (LUCI's behaviour).
+    OnLifetime,
+}
+
+/// A Config's update policy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct Update {
+    /// `rolling` (default) or `on_lifetime`.
+    pub mode: UpdateMode,
+    /// VMs made beyond the amount during a rollout.
+    pub max_surge: u32,
+    /// Connected bots the pool may fall below its amount by during a rollout.
+    pub max_unavailable: u32,
+}
+
+impl Default for Update {
+    fn default() -> Self {
+        Self { mode: UpdateMode::Rolling, max_surge: 1, max_unavailable: 0 }
+    }
 }
 
 /// A Config's circuit breaker: after `after` VMs in a row never connect, or die within `within`
@@ -443,6 +476,18 @@ impl Config {
             true => vec![self.attributes.zone.as_str()],
             false => self.zones.iter().map(|z| z.zone.as_str()).collect(),
         }
+    }
+
+    /// The instance attributes of a VM of this Config in `zone`: the template with the zone
+    /// filled in (`{{.Zone}}` in the machine and disk types).
+    pub fn attributes_in(&self, zone: &str) -> Attributes {
+        let mut a = self.attributes.clone();
+        a.zone = zone.to_owned();
+        a.machine_type = a.machine_type.replace("{{.Zone}}", zone);
+        for d in &mut a.disk {
+            d.kind = d.kind.replace("{{.Zone}}", zone);
+        }
+        a
     }
 
     /// True for a static pool (it lists its machines).

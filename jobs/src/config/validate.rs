@@ -85,6 +85,10 @@ impl Config {
         }
         let p = if self.prefix.is_empty() { "<unnamed>" } else { &self.prefix };
         let f = |field: &str| format!("{p}.{field}");
+        let u = &self.update;
+        if u.mode == UpdateMode::Rolling && u.max_surge == 0 && u.max_unavailable == 0 {
+            out.push(err(f("update"), "a rolling update needs max_surge or max_unavailable above 0"));
+        }
         if self.is_static() {
             crate::providers::static_machines::problems(self, &f, &mut out);
         } else {

@@ -335,6 +335,7 @@ async fn apply(
         }
         rec.paused = c.value.paused.clone();
         rec.breaker = c.value.breaker.clone();
+        rec.rollout = crate::rollout::changed(&c.value, &rec.config, ctx.now());
         rec.provider_changed = crate::providers::changed(&ctx.providers, &c.value, &rec.config, ctx.now());
         if c.value.orphaned.is_some() {
             tracing::warn!(config = %prefix, file = path, "the Config file is back: deletion cancelled");

@@ -46,11 +46,12 @@ impl Listed {
 
 impl ConfigRecord {
     /// The one rule for "is this VM still wanted": a static pool wants the indexes of its listed
-    /// hostnames, any other pool those below the current amount.
+    /// hostnames, any other pool those below the current amount (plus `max_surge` more while a
+    /// rolling update goes on).
     pub fn wants(&self, index: u32) -> bool {
         match self.config.is_static() {
             true => self.listed.slots.contains_key(&index),
-            false => index < self.current_amount,
+            false => index < self.slots(),
         }
     }
 
@@ -58,8 +59,14 @@ impl ConfigRecord {
     pub fn wanted(&self) -> Vec<u32> {
         match self.config.is_static() {
             true => self.listed.slots.keys().copied().collect(),
-            false => (0..self.current_amount).collect(),
+            false => (0..self.slots()).collect(),
         }
+    }
+
+    /// The indexes a pool with an amount wants: the amount, and the surge of a rollout.
+    fn slots(&self) -> u32 {
+        let surge = if self.rollout.is_some() { self.config.update.max_surge } else { 0 };
+        self.current_amount.saturating_add(surge)
     }
 
     /// Brings a static pool's slots and amount in line with its list, given the record it

@@ -85,6 +85,7 @@ async fn admit_and_write(
             verified,
             paused: cur.as_ref().and_then(|c| c.value.paused.clone()),
             breaker: cur.as_ref().map(|c| c.value.breaker.clone()).unwrap_or_default(),
+            rollout: cur.as_ref().and_then(|c| crate::rollout::changed(&c.value, &config, now)),
             provider_changed: cur
                 .as_ref()
                 .and_then(|c| crate::providers::changed(&ctx.providers, &c.value, &config, now)),

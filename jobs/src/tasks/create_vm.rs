@@ -36,13 +36,8 @@ pub async fn run(ctx: &Ctx, t: CreateVm) -> Result<Next, TaskError> {
     };
     // Up to 10 % more lifetime, so a pool's instances are not all replaced at once.
     let extra = if c.lifetime.0 >= 10 { rand::rng().random_range(0..c.lifetime.0 / 10) } else { 0 };
-    let mut attributes = c.attributes.clone();
     let zone = crate::zones::pick(ctx, c, index).await?;
-    attributes.zone = zone.clone();
-    attributes.machine_type = attributes.machine_type.replace("{{.Zone}}", &zone);
-    for d in &mut attributes.disk {
-        d.kind = d.kind.replace("{{.Zone}}", &zone);
-    }
+    let attributes = c.attributes_in(&zone);
     let vm = Vm {
         id: t.id.clone(),
         config: prefix.to_owned(),

@@ -4,7 +4,8 @@
 //! later, re-reading the Config, so a lowered amount or a restored file stops creation at once.
 //! It pushes `drain_vm` for VMs past the amount at once; the draining itself is `drain_vm`'s.
 //! While the Config is paused ([`Ctx::paused`]) it creates nothing (it still drains). While its
-//! provider changes, it drains the old provider's VMs a few at a time (`providers::switch_step`).
+//! provider changes, it drains the old provider's VMs a few at a time (`providers::switch_step`);
+//! while a rolling update goes on, the VMs of older attributes (`rollout::step`).
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -56,7 +57,18 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
         }
         None => false,
     };
-    let done = if switching { Next::After(ctx.watch()) } else { Next::Done };
+    // A rolling update: VMs of older attributes go while enough bots stay connected.
+    // (Its last step clears the mark: the next look drains the surge.)
+    let rolling = match rec.rollout {
+        Some(_) => {
+            let mut ids: Vec<String> = existing.iter().cloned().collect();
+            ids.sort();
+            crate::rollout::step(ctx, &t.prefix, &ids).await?;
+            true
+        }
+        None => false,
+    };
+    let done = if switching || rolling { Next::After(ctx.watch()) } else { Next::Done };
     let missing: Vec<String> = rec
         .wanted()
         .into_iter()
