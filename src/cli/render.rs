@@ -95,6 +95,33 @@ pub(super) fn config(v: &Value) -> String {
     if !st["delete_at"].is_null() {
         out.push_str(&format!("  deleted at {}\n", s(&st["delete_at"])));
     }
+    let b = &st["breaker"];
+    if !b.is_null() {
+        out.push_str(&format!(
+            "  breaker open since {}: {} (canaries failed {}, next {})\n",
+            s(&b["since"]),
+            s(&b["reason"]),
+            s(&b["canaries"]),
+            s(&b["next_canary"])
+        ));
+    }
+    let r = &st["rollout"];
+    if !r.is_null() {
+        out.push_str(&format!(
+            "  rolling update since {}: {} updated, {} outdated\n",
+            s(&r["since"]),
+            s(&r["updated"]),
+            s(&r["outdated"])
+        ));
+    }
+    for z in st["zones"].as_array().into_iter().flatten() {
+        let backoff = if z["backoff"].is_null() {
+            "-".to_owned()
+        } else {
+            format!("until {}", s(&z["backoff"]["until"]))
+        };
+        out.push_str(&format!("  zone {} weight {} backoff {}\n", s(&z["zone"]), s(&z["weight"]), backoff));
+    }
     for e in st["errors"].as_array().into_iter().flatten().take(5) {
         out.push_str(&format!(
             "  error {} {} ({}): {}\n",

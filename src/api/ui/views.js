@@ -43,6 +43,7 @@ const gbViews = (() => {
     box.append(badge(st.state, kind));
     if (st.paused || st.paused_all) box.append(badge('paused', 'warn'));
     if (st.breaker) box.append(badge('breaker open', 'bad'));
+    if (st.rollout) box.append(badge(`rolling ${st.rollout.updated}/${st.rollout.updated + st.rollout.outdated}`, 'warn'));
     if (!st.verified) box.append(badge('unverified', 'warn'));
     return box;
   }
@@ -93,7 +94,7 @@ const gbViews = (() => {
       const deadHere = dead.byConfig[st.prefix] || 0;
       return [
         { f: 'prefix', sig: st.prefix, make: () => el('a', { href: `#/configs/${enc(st.prefix)}`, text: st.prefix }) },
-        { f: 'state', sig: `${st.state}|${!!(st.paused || st.paused_all)}|${st.verified}|${!!st.breaker}`, make: () => stateBadges(st),
+        { f: 'state', sig: `${st.state}|${!!(st.paused || st.paused_all)}|${st.verified}|${!!st.breaker}|${st.rollout ? st.rollout.updated + '/' + st.rollout.outdated : ''}`, make: () => stateBadges(st),
           title: st.paused ? `paused by ${st.paused.by}: ${st.paused.reason}` : undefined },
         { f: 'bar', sig: `${c.configured}|${c.created}|${c.connected}`, make: () => bar(c) },
         { f: 'configured', text: c.configured, cls: 'num' },
