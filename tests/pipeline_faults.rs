@@ -4,11 +4,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use gce_backend::app::{self, Role, RunOptions};
-use gce_backend::sim::{self};
 use gce_backend_jobs::cron;
 use gce_backend_jobs::tasks;
 use gce_backend_jobs::tasks::*;
@@ -16,7 +15,7 @@ use gce_backend_jobs::{Ctx, TaskError};
 use gce_backend_queues::testing::{RedisServer, eventually};
 use serde_json::json;
 
-use crate::pipeline::{Backend, DEPLOYMENT, Env, pool, settings, sim_config, temp_dir};
+use crate::pipeline::{Backend, DEPLOYMENT, Env, Procs, pool, settings, sim_config};
 
 const LIMIT: Duration = Duration::from_secs(90);
 
@@ -300,50 +299,11 @@ async fn every_handler_run_twice_in_a_row_and_twice_at_once_reaches_the_same_end
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_processes_on_one_redis_converge_without_two_inserts_for_one_hostname() {
-    gce_backend::adapters::install_crypto();
-    let redis = RedisServer::start();
-    let (addr, sim) = sim::spawn(sim_config()).await.unwrap();
-    let dir = temp_dir();
-    std::fs::write(dir.join("linux.yaml"), pool("linux", 4, "1d", "10m")).unwrap();
-    let settings_file = dir.join("service.toml");
-    let mut toml = format!("deployment = \"{DEPLOYMENT}\"\nconcurrency = 8\n[cron]\n");
-    for job in cron::names() {
-        toml.push_str(&format!("{job} = \"1s\"\n"));
-    }
-    toml.push_str("[timing]\nwatch = \"1s\"\nbot_grace = \"3s\"\nobservation_ttl = \"2s\"\nbackoff_base = \"1s\"\nbackoff_cap = \"2s\"\n");
-    std::fs::write(&settings_file, toml).unwrap();
-    let configs = dir.join("pools");
-    std::fs::create_dir_all(&configs).unwrap();
-    std::fs::rename(dir.join("linux.yaml"), configs.join("linux.yaml")).unwrap();
-    let spawn = || {
-        Command::new(env!("CARGO_BIN_EXE_gce-backend"))
-            .args(["run", "--quiet", "--redis", &redis.url(), "--namespace", DEPLOYMENT])
-            .args(["--listen", "127.0.0.1:0", "--root-url", "http://localhost"])
-            .args(["--gce-endpoint", &format!("http://{addr}")])
-            .arg("--configs")
-            .arg(&configs)
-            .arg("--settings")
-            .arg(&settings_file)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap()
-    };
-    let (mut a, mut b) = (spawn(), spawn());
-    let opts = RunOptions {
-        store: gce_backend::ops::RedisArgs { redis: Some(redis.url()), namespace: DEPLOYMENT.into() },
-        role: Role::Workers,
-        configs: configs.clone(),
-        settings: settings_file.clone(),
-        gce_endpoint: Some(format!("http://{addr}")),
-        swarming_endpoint: None,
-        real_gce: false,
-        certs_url: None,
-        quiet: true,
-        api: Default::default(),
-    };
-    let (ctx, _) = app::context(&opts, &settings()).await.unwrap();
+    let timing = "[timing]\nwatch = \"1s\"\nbot_grace = \"3s\"\nobservation_ttl = \"2s\"\nbackoff_base = \"1s\"\nbackoff_cap = \"2s\"\n";
+    let env = Procs::start(8, timing).await;
+    std::fs::write(env.configs.join("linux.yaml"), pool("linux", 4, "1d", "10m")).unwrap();
+    let (a, b) = (env.spawn(), env.spawn());
+    let (ctx, sim) = (env.ctx().await, env.sim.clone());
     eventually("two processes converge to 4", LIMIT, || async {
         let c = gce_backend_jobs::status::tally(&*ctx.store, "linux", ctx.now()).await.unwrap().0;
         (c.configured == 4 && c.created == 4 && c.connected == 4).then_some(())
@@ -358,11 +318,7 @@ async fn two_processes_on_one_redis_converge_without_two_inserts_for_one_hostnam
         assert_eq!(ids.len(), 1, "never two inserts with different requestIds for {}", i["name"]);
     }
     assert_eq!(state["instances"].as_array().unwrap().len(), 4);
-    for p in [&mut a, &mut b] {
-        let _ = Command::new("kill").args(["-TERM", &p.id().to_string()]).status();
-        assert!(p.wait().unwrap().success(), "graceful exit");
-    }
-    let _ = std::fs::remove_dir_all(&dir);
+    env.stop(&mut [a, b]);
 }
 
 // ---- cron ticks and the ListBots walk ----------------------------------------------------

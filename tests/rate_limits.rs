@@ -2,17 +2,13 @@
 //! (the inserts the simulator saw never exceed it), and a throttled project never holds up
 //! another.
 
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use gce_backend::app::{self, Role, RunOptions};
-use gce_backend::sim;
-use gce_backend_jobs::cron;
 use gce_backend_jobs::ports::rated::{ProjectRates, Rate};
-use gce_backend_queues::testing::{RedisServer, eventually};
+use gce_backend_queues::testing::eventually;
 use tokio::time::Instant;
 
-use crate::pipeline::{Backend, DEPLOYMENT, Env, pool, settings, sim_config, temp_dir};
+use crate::pipeline::{Backend, Env, Procs, pool, settings, sim_config};
 
 const RATE: f64 = 20.0;
 const BURST: usize = 20;
@@ -32,59 +28,22 @@ fn most_within(times: &[Instant], span: Duration) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_processes_never_insert_faster_than_their_projects_bucket() {
-    gce_backend::adapters::install_crypto();
-    let redis = RedisServer::start();
-    let (addr, sim) = sim::spawn(sim_config()).await.unwrap();
-    let dir = temp_dir();
-    let configs = dir.join("pools");
-    std::fs::create_dir_all(&configs).unwrap();
+    let limits = format!(
+        "[limits]\nexpand_batch = 1000\ncreating_per_config = 1000\n[rate_limits]\nmutate = {{rate = {RATE:.1}, burst = {BURST}}}\n"
+    );
+    let env = Procs::start(32, &limits).await;
     // 300 by default; GCE_BACKEND_RATE_VMS=2000 for the figure (about 100 s).
     let n: u32 = std::env::var("GCE_BACKEND_RATE_VMS").ok().and_then(|v| v.parse().ok()).unwrap_or(300);
-    std::fs::write(configs.join("big.yaml"), pool("big", n, "1d", "10m")).unwrap();
-    let settings_file = dir.join("service.toml");
-    let mut toml = format!("deployment = \"{DEPLOYMENT}\"\nconcurrency = 32\n[cron]\n");
-    for job in cron::names() {
-        toml.push_str(&format!("{job} = \"1s\"\n"));
-    }
-    toml.push_str("[limits]\nexpand_batch = 1000\ncreating_per_config = 1000\n");
-    toml.push_str(&format!("[rate_limits]\nmutate = {{rate = {RATE:.1}, burst = {BURST}}}\n"));
-    std::fs::write(&settings_file, toml).unwrap();
-    let spawn = || {
-        Command::new(env!("CARGO_BIN_EXE_gce-backend"))
-            .args(["run", "--quiet", "--redis", &redis.url(), "--namespace", DEPLOYMENT])
-            .args(["--listen", "127.0.0.1:0", "--root-url", "http://localhost"])
-            .args(["--gce-endpoint", &format!("http://{addr}")])
-            .arg("--configs")
-            .arg(&configs)
-            .arg("--settings")
-            .arg(&settings_file)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap()
-    };
-    let (mut a, mut b) = (spawn(), spawn());
-    let opts = RunOptions {
-        store: gce_backend::ops::RedisArgs { redis: Some(redis.url()), namespace: DEPLOYMENT.into() },
-        role: Role::Workers,
-        configs: configs.clone(),
-        settings: settings_file.clone(),
-        gce_endpoint: Some(format!("http://{addr}")),
-        swarming_endpoint: None,
-        real_gce: false,
-        certs_url: None,
-        quiet: true,
-        api: Default::default(),
-    };
-    let (ctx, _) = app::context(&opts, &settings()).await.unwrap();
+    std::fs::write(env.configs.join("big.yaml"), pool("big", n, "1d", "10m")).unwrap();
+    let (a, b) = (env.spawn(), env.spawn());
+    let ctx = env.ctx().await;
     let limit = Duration::from_secs(60 + (f64::from(n) / RATE) as u64);
     eventually("two processes create every instance", limit, || async {
         let c = gce_backend_jobs::status::tally(&*ctx.store, "big", ctx.now()).await.unwrap().0;
         (c.created == n).then_some(())
     })
     .await;
-    let mut times = sim.with(|w| w.insert_times.clone());
+    let mut times = env.sim.with(|w| w.insert_times.clone());
     times.sort();
     assert!(times.len() >= n as usize, "{} inserts", times.len());
     // A token bucket allows at most burst + rate × T calls in any window of T; the simulator
@@ -105,11 +64,7 @@ async fn two_processes_never_insert_faster_than_their_projects_bucket() {
         span.as_secs_f64(),
         most_within(&times, Duration::from_secs(1))
     );
-    for p in [&mut a, &mut b] {
-        let _ = Command::new("kill").args(["-TERM", &p.id().to_string()]).status();
-        assert!(p.wait().unwrap().success(), "graceful exit");
-    }
-    let _ = std::fs::remove_dir_all(&dir);
+    env.stop(&mut [a, b]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

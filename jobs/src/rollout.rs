@@ -4,8 +4,9 @@
 //! attributes), and each `expand_config` run retires VMs made from older attributes while at
 //! least `amount - max_unavailable` bots stay connected: drained like any other (the bot
 //! finishes its task, then the instance goes), each index made again from the new attributes.
-//! Outdated VMs whose bot is not connected go at once (they serve nothing). When none is left,
-//! the mark goes, and with it the surge. A change of the amount alone rolls nothing.
+//! Outdated VMs whose bot is not connected go at once (they serve nothing). When none is left and
+//! the amount is served by new VMs, the mark goes, and with it the surge. A change of the amount
+//! alone rolls nothing.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -52,7 +53,7 @@ pub async fn step(ctx: &Ctx, prefix: &str, ids: &[String]) -> Result<bool, TaskE
     let Some(cur) = ctx.store.config(prefix).await? else { return Ok(false) };
     let Some(mark) = cur.value.rollout.clone() else { return Ok(false) };
     let c = &cur.value.config;
-    let (mut healthy, mut updated) = (0u32, 0u32);
+    let (mut healthy, mut updated, mut updated_up, mut retiring) = (0u32, 0u32, 0u32, 0u32);
     let (mut serving, mut idle) = (Vec::new(), Vec::new());
     for id in ids {
         let Some(v) = ctx.store.vm(id).await? else { continue };
@@ -60,8 +61,12 @@ pub async fn step(ctx: &Ctx, prefix: &str, ids: &[String]) -> Result<bool, TaskE
         let up = vm.connected.is_some() && vm.fault.is_none() && !vm.drained;
         if !outdated(c, &vm) {
             updated += u32::from(!vm.drained);
+            // Those that stay once the surge goes.
+            updated_up += u32::from(up && vm.index < cur.value.current_amount);
             healthy += u32::from(up);
-        } else if !vm.drained {
+        } else if vm.drained {
+            retiring += 1;
+        } else {
             if up {
                 healthy += 1;
                 serving.push(vm);
@@ -72,7 +77,9 @@ pub async fn step(ctx: &Ctx, prefix: &str, ids: &[String]) -> Result<bool, TaskE
     }
     let outdated_left = u32::try_from(serving.len() + idle.len()).unwrap_or(u32::MAX);
     let progress = Rollout { updated, outdated: outdated_left, ..mark.clone() };
-    let done = outdated_left == 0;
+    // Done once every old VM is gone and the amount is served by new ones: only then may the
+    // surge go (before, its bots stand in for those still on their way).
+    let done = outdated_left == 0 && retiring == 0 && updated_up >= cur.value.current_amount;
     let rec = ConfigRecord { rollout: (!done).then_some(progress), ..cur.value.clone() };
     if rec != cur.value {
         if !ctx.store.put_config(&rec, Expect::Version(cur.version)).await? {
@@ -160,6 +167,41 @@ mod tests {
         assert_eq!((r.updated, r.outdated), (1, 2));
         expand(&ctx).await;
         assert_eq!(drained(&ctx, &["linux-1"]).await, Vec::<String>::new(), "one at a time");
+        // The last old VM on its way out and the first one's replacement not connected yet: the
+        // surge stays (its bot stands in for them).
+        let v0 = ctx.store.vm("linux-0").await.unwrap().unwrap();
+        ctx.store.delete_vm("linux-0", v0.version).await.unwrap();
+        ctx.seed_vm("linux-0", |v| {
+            created(ctx.now())(v);
+            v.attributes = c.attributes_in("z");
+        })
+        .await;
+        let v1 = ctx.store.vm("linux-1").await.unwrap().unwrap().value;
+        crate::tasks::drain_vm::drain(&ctx, &v1).await.unwrap();
+        expand(&ctx).await;
+        let r = ctx.store.config("linux").await.unwrap().unwrap().value.rollout;
+        assert_eq!(
+            r.map(|r| (r.updated, r.outdated)),
+            Some((2, 0)),
+            "not done before new VMs serve the amount"
+        );
+        // Old VMs all gone, two new ones up, but one of them is the surge: not done either.
+        let v1 = ctx.store.vm("linux-1").await.unwrap().unwrap();
+        ctx.store.delete_vm("linux-1", v1.version).await.unwrap();
+        ctx.seed_vm("linux-1", |v| {
+            created(ctx.now())(v);
+            v.attributes = c.attributes_in("z");
+        })
+        .await;
+        crate::tasks::update_vm(&ctx, "linux-0", |v| {
+            v.connected = Some(ctx.now());
+            true
+        })
+        .await
+        .unwrap();
+        expand(&ctx).await;
+        let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
+        assert!(rec.rollout.is_some(), "the surge serves for linux-1");
         // Both old VMs replaced by new ones: done, and the surge goes.
         for id in ["linux-0", "linux-1"] {
             let v = ctx.store.vm(id).await.unwrap().unwrap();
