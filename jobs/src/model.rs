@@ -8,8 +8,10 @@ use serde::{Deserialize, Serialize};
 use crate::config::{Attributes, Config};
 
 mod api;
+mod status;
 mod wanted;
 pub use api::{Change, Plan, PlanInput, UnknownState, VmState, VmView};
+pub use status::{ConfigState, ConfigStatus, FileError, ZoneStatus};
 pub use wanted::Listed;
 
 /// The `source` of a Config made over the operator API. File sources are file names, which
@@ -26,18 +28,6 @@ pub struct Pause {
     pub reason: String,
     /// Since when.
     pub at: DateTime<Utc>,
-}
-
-/// One zone of a multi-zone Config, as status shows it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct ZoneStatus {
-    /// The zone.
-    pub zone: String,
-    /// Its weight.
-    pub weight: u32,
-    /// Its backoff (quota, stockout), while active.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub backoff: Option<Backoff>,
 }
 
 /// A Config as stored: the operator's Config plus what the service tracks.
@@ -419,81 +409,6 @@ impl Counts {
             at: Some(at),
         }
     }
-}
-
-/// Where a Config stands in its life.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum ConfigState {
-    /// Imported and reconciled.
-    #[default]
-    Active,
-    /// Its file is gone; it is deleted at `delete_at` unless the file comes back.
-    Orphaned,
-    /// Deleted; its VMs are being drained.
-    Deleted,
-    /// Its record (or its VM index) does not decode; `corrupt` says why. Import rewrites it
-    /// from its file, or deletes it when the file is gone.
-    Corrupt,
-}
-
-/// The status of one Config: counts, the last 20 errors, the current backoff.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct ConfigStatus {
-    /// Prefix.
-    pub prefix: String,
-    /// Active, orphaned or deleted.
-    pub state: ConfigState,
-    /// The file it comes from, or `api` for a Config made over the API.
-    pub source: String,
-    /// Its revision (content hash of the file).
-    pub revision: String,
-    /// While `corrupt`: which record or key does not decode, and why.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub corrupt: Option<String>,
-    /// While orphaned: when it will be deleted and its VMs drained.
-    pub delete_at: Option<DateTime<Utc>>,
-    /// False while its zone and disk types could not be checked against Compute Engine.
-    pub verified: bool,
-    /// Counts.
-    pub counts: Counts,
-    /// Tasks of this Config that went to a dead set (each is also in `errors`).
-    pub dead_tasks: u64,
-    /// Failed task runs of this Config (retried or not).
-    pub task_failures: u64,
-    /// Newest first; a resolved error has `resolved` set.
-    pub errors: Vec<ErrorEntry>,
-    /// Backoff of its (project, zone), while active.
-    pub backoff: Option<Backoff>,
-    /// A multi-zone Config's zones: weight and active backoff of each.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub zones: Vec<ZoneStatus>,
-    /// Set while this Config is paused (who, why, since when).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub paused: Option<Pause>,
-    /// True while every Config is paused (the global pause).
-    #[serde(default)]
-    pub paused_all: bool,
-    /// Its rolling update, while one goes on (since when, VMs updated and outdated).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rollout: Option<crate::rollout::Rollout>,
-    /// Its circuit breaker, while open (no VM is replaced but a canary).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub breaker: Option<crate::breaker::Open>,
-}
-
-/// An error of a Config file that holds no Config (it cannot be read, parsed or validated, or
-/// it claims a prefix another file holds).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct FileError {
-    /// The file.
-    pub path: String,
-    /// The prefix it names, if it could be read.
-    pub prefix: String,
-    /// Since when.
-    pub since: DateTime<Utc>,
-    /// What is wrong.
-    pub message: String,
 }
 
 /// Names of the per-Config counters.

@@ -1,7 +1,6 @@
 //! Config: one pool of VMs, as operators write it (YAML or JSON), with its validation, durations
 //! and the amount schedule (LUCI `config.proto` fields, luci-gce.md §2.1–2.2 and §7.4).
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use chrono::{DateTime, Datelike, Duration as ChronoDuration, NaiveTime, TimeZone, Utc, Weekday};
@@ -168,187 +167,6 @@ pub struct Amount {
     pub change: Vec<Schedule>,
 }
 
-/// A disk.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Disk {
-    /// Source image: `global/images/X` or `projects/P/global/images/X`.
-    #[serde(default)]
-    pub image: String,
-    /// Size in GB.
-    #[serde(default)]
-    pub size: u64,
-    /// `zones/<zone>/diskTypes/<type>` (may use `{{.Zone}}`); empty for the default.
-    #[serde(default, rename = "type")]
-    pub kind: String,
-    /// `SCSI` or `NVME`.
-    #[serde(default)]
-    pub interface: String,
-    /// Hyperdisk only.
-    #[serde(default)]
-    pub provisioned_iops: Option<u64>,
-    /// Hyperdisk only.
-    #[serde(default)]
-    pub provisioned_throughput: Option<u64>,
-}
-
-/// A metadata item: exactly one of `from_text: "key:value"` or `from_file: "key:path"` (the path
-/// relative to the config file, read at import).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Metadata {
-    /// `key:value`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub from_text: Option<String>,
-    /// `key:path`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub from_file: Option<String>,
-}
-
-impl Metadata {
-    /// A `from_text` item.
-    pub fn text(s: impl Into<String>) -> Self {
-        Self { from_text: Some(s.into()), from_file: None }
-    }
-
-    /// `key` and `value` of a `from_text` item.
-    pub fn pair(&self) -> Option<(&str, &str)> {
-        self.from_text.as_deref().map(|s| s.split_once(':').unwrap_or((s, "")))
-    }
-}
-
-/// An access config of a network interface.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AccessConfig {
-    /// `ONE_TO_ONE_NAT`.
-    #[serde(default, rename = "type")]
-    pub kind: String,
-}
-
-/// A network interface.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NetworkInterface {
-    /// External addresses.
-    #[serde(default)]
-    pub access_config: Vec<AccessConfig>,
-    /// Network, e.g. `global/networks/default`.
-    #[serde(default)]
-    pub network: String,
-    /// Subnetwork.
-    #[serde(default)]
-    pub subnetwork: String,
-    /// `IPV4_ONLY` or `IPV4_IPV6`.
-    #[serde(default)]
-    pub stack_type: String,
-}
-
-/// A service account.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ServiceAccount {
-    /// Email (or `default`).
-    pub email: String,
-    /// OAuth scopes.
-    #[serde(default)]
-    pub scope: Vec<String>,
-}
-
-/// A node affinity of sole-tenant scheduling.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct NodeAffinity {
-    /// Label key.
-    pub key: String,
-    /// `IN` or `NOT_IN`.
-    pub operator: String,
-    /// Values.
-    #[serde(default)]
-    pub values: Vec<String>,
-}
-
-/// Scheduling options.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Scheduling {
-    /// Sole-tenant node affinities.
-    #[serde(default)]
-    pub node_affinity: Vec<NodeAffinity>,
-}
-
-/// The instance template (LUCI `config.VM`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Attributes {
-    /// Disks; the first is the boot disk.
-    #[serde(default)]
-    pub disk: Vec<Disk>,
-    /// Machine type; `{{.Zone}}` is replaced by the zone.
-    #[serde(default)]
-    pub machine_type: String,
-    /// Metadata items.
-    #[serde(default)]
-    pub metadata: Vec<Metadata>,
-    /// Minimum CPU platform.
-    #[serde(default)]
-    pub min_cpu_platform: String,
-    /// Network interfaces.
-    #[serde(default)]
-    pub network_interface: Vec<NetworkInterface>,
-    /// GCP project.
-    #[serde(default)]
-    pub project: String,
-    /// Service accounts.
-    #[serde(default)]
-    pub service_account: Vec<ServiceAccount>,
-    /// Network tags.
-    #[serde(default)]
-    pub tag: Vec<String>,
-    /// Zone.
-    #[serde(default)]
-    pub zone: String,
-    /// Scheduling.
-    #[serde(default)]
-    pub scheduling: Option<Scheduling>,
-    /// Labels.
-    #[serde(default)]
-    pub label: BTreeMap<String, String>,
-    /// Shielded VM: integrity monitoring off.
-    #[serde(default)]
-    pub disable_integrity_monitoring: bool,
-    /// Shielded VM: secure boot on.
-    #[serde(default)]
-    pub enable_secure_boot: bool,
-    /// Shielded VM: vTPM off.
-    #[serde(default)]
-    pub disable_vtpm: bool,
-    /// Confidential VM (implies terminate on maintenance).
-    #[serde(default)]
-    pub enable_confidential_compute: bool,
-    /// Terminate on host maintenance.
-    #[serde(default)]
-    pub terminate_on_maintenance: bool,
-    /// `SPOT` for Spot VMs (cheaper; Compute may preempt them at any time: the VM is then
-    /// replaced like any other whose instance stopped); empty or `STANDARD` otherwise.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub provisioning_model: String,
-    /// Legacy preemptible VMs (preempted at any time, at most after 24 h).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub preemptible: bool,
-    /// What Compute does with a preempted Spot or preemptible VM: `STOP` or `DELETE` (empty:
-    /// Compute's default, STOP).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub instance_termination_action: String,
-}
-
-impl Attributes {
-    /// True for Spot and preemptible instances.
-    pub fn preemptible(&self) -> bool {
-        self.preemptible || self.provisioning_model == "SPOT"
-    }
-}
-
 /// One pool of VMs.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -396,74 +214,6 @@ pub struct Config {
     #[serde(default, skip_serializing_if = "is_default")]
     pub update: Update,
 }
-
-/// How a change of instance attributes reaches the VMs made before it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum UpdateMode {
-    /// Replaced gradually now: up to `max_surge` extra VMs are made, and old ones retired while
-    /// at least `amount - max_unavailable` bots are connected.
-    #[default]
-    Rolling,
-    /// Replaced at their lifetime deadline (LUCI's behaviour).
-    OnLifetime,
-}
-
-/// A Config's update policy.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(default, deny_unknown_fields)]
-pub struct Update {
-    /// `rolling` (default) or `on_lifetime`.
-    pub mode: UpdateMode,
-    /// VMs made beyond the amount during a rollout.
-    pub max_surge: u32,
-    /// Connected bots the pool may fall below its amount by during a rollout.
-    pub max_unavailable: u32,
-}
-
-impl Default for Update {
-    fn default() -> Self {
-        Self { mode: UpdateMode::Rolling, max_surge: 1, max_unavailable: 0 }
-    }
-}
-
-/// A Config's circuit breaker: after `after` VMs in a row never connect, or die within `within`
-/// of connecting, no VM is replaced (the others keep working; deletions go on) but one canary
-/// at a time, with a backoff; the breaker closes when a canary connects.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(default, deny_unknown_fields)]
-pub struct Breaker {
-    /// Failed VMs in a row that open it (0: never).
-    pub after: u32,
-    /// A bot that dies this soon after connecting counts as a failure.
-    pub within: Secs,
-    /// First wait before a canary; doubles after each failed canary, up to an hour.
-    pub canary_after: Secs,
-}
-
-impl Default for Breaker {
-    fn default() -> Self {
-        Self { after: 5, within: Secs(600), canary_after: Secs(60) }
-    }
-}
-
-/// A zone of a multi-zone Config and its weight.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ZoneWeight {
-    /// The zone, e.g. `us-central1-b`.
-    pub zone: String,
-    /// Its share of new VMs, relative to the others' (default 1; 0: none while others have room).
-    #[serde(default = "one")]
-    pub weight: u32,
-}
-
-fn one() -> u32 {
-    1
-}
-
-/// Most zones of a multi-zone Config.
-pub const MAX_ZONES: usize = 16;
 
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {
     *v == T::default()
@@ -601,7 +351,11 @@ impl Amount {
     }
 }
 
+mod attributes;
+mod policy;
 mod validate;
+pub use attributes::*;
+pub use policy::*;
 pub use validate::{check_nesting, check_prefixes, prefixes_clash, validate_all};
 
 #[cfg(test)]

@@ -1,0 +1,74 @@
+//! A pool's policies beyond its size: its zones and their weights, its circuit breaker, and how
+//! a change of its instance attributes rolls out.
+
+use serde::{Deserialize, Serialize};
+
+use super::Secs;
+
+/// How a change of instance attributes reaches the VMs made before it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum UpdateMode {
+    /// Replaced gradually now: up to `max_surge` extra VMs are made, and old ones retired while
+    /// at least `amount - max_unavailable` bots are connected.
+    #[default]
+    Rolling,
+    /// Replaced at their lifetime deadline (LUCI's behaviour).
+    OnLifetime,
+}
+
+/// A Config's update policy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct Update {
+    /// `rolling` (default) or `on_lifetime`.
+    pub mode: UpdateMode,
+    /// VMs made beyond the amount during a rollout.
+    pub max_surge: u32,
+    /// Connected bots the pool may fall below its amount by during a rollout.
+    pub max_unavailable: u32,
+}
+
+impl Default for Update {
+    fn default() -> Self {
+        Self { mode: UpdateMode::Rolling, max_surge: 1, max_unavailable: 0 }
+    }
+}
+
+/// A Config's circuit breaker: after `after` VMs in a row never connect, or die within `within`
+/// of connecting, no VM is replaced (the others keep working; deletions go on) but one canary
+/// at a time, with a backoff; the breaker closes when a canary connects.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct Breaker {
+    /// Failed VMs in a row that open it (0: never).
+    pub after: u32,
+    /// A bot that dies this soon after connecting counts as a failure.
+    pub within: Secs,
+    /// First wait before a canary; doubles after each failed canary, up to an hour.
+    pub canary_after: Secs,
+}
+
+impl Default for Breaker {
+    fn default() -> Self {
+        Self { after: 5, within: Secs(600), canary_after: Secs(60) }
+    }
+}
+
+/// A zone of a multi-zone Config and its weight.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ZoneWeight {
+    /// The zone, e.g. `us-central1-b`.
+    pub zone: String,
+    /// Its share of new VMs, relative to the others' (default 1; 0: none while others have room).
+    #[serde(default = "one")]
+    pub weight: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// Most zones of a multi-zone Config.
+pub const MAX_ZONES: usize = 16;
