@@ -15,9 +15,12 @@ use crate::providers::Kind;
 pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
     let mut by_provider: BTreeMap<String, BTreeSet<(String, String)>> = BTreeMap::new();
     for c in ctx.store.configs().await? {
-        let a = c.value.config.attributes;
-        let id = ctx.providers.resolve(&c.value.config.provider).to_owned();
-        by_provider.entry(id).or_default().insert((a.project, a.zone));
+        let config = &c.value.config;
+        let id = ctx.providers.resolve(&config.provider).to_owned();
+        let places = by_provider.entry(id).or_default();
+        for zone in config.zone_names() {
+            places.insert((config.attributes.project.clone(), zone.to_owned()));
+        }
     }
     let mut tasks = Vec::new();
     let mut scanned = Vec::new();
@@ -44,4 +47,26 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
         }
     }
     Ok(pushed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn every_zone_of_a_multi_zone_config_is_scanned() {
+        let (ctx, _) = Ctx::test();
+        ctx.seed_config("linux", 1).await;
+        let cur = ctx.store.config("linux").await.unwrap().unwrap();
+        let mut rec = cur.value;
+        rec.config.attributes.zone.clear();
+        rec.config.zones =
+            ["a", "b"].iter().map(|z| crate::config::ZoneWeight { zone: (*z).into(), weight: 1 }).collect();
+        ctx.store.put_config(&rec, crate::ports::store::Expect::Version(cur.version)).await.unwrap();
+        run(&ctx).await.unwrap();
+        let mut zones: Vec<String> =
+            ctx.taken::<InspectInstances>().await.into_iter().map(|t| t.zone).collect();
+        zones.sort();
+        assert_eq!(zones, ["a", "b"]);
+    }
 }

@@ -152,27 +152,26 @@ pub async fn quarantine(ctx: &Ctx, id: &str, error: &str, version: Option<u64>) 
     // rather than drop a record whose instance was not looked for.
     let config = ctx.store.config(prefix).await?.map(|c| c.value.config);
     let mut found = None;
-    if let Some(c) = &config {
-        let a = &c.attributes;
+    // Its instance, in any zone of its Config (a static pool has none).
+    if let Some(c) = config.as_ref().filter(|c| !c.is_static()) {
         let filter = format!(
             "(labels.{} = \"{}\") (labels.{} = \"{id}\")",
             crate::config::labels::DEPLOYMENT,
             ctx.deployment,
             crate::config::labels::VM
         );
-        found = ctx
-            .compute
-            .list(&a.project, &a.zone, &filter, None)
-            .await?
-            .0
-            .into_iter()
-            .find(|i| i.belongs_to(id, &ctx.deployment));
+        for zone in c.zone_names() {
+            let listed = ctx.compute.list(&c.attributes.project, zone, &filter, None).await?.0;
+            if let Some(inst) = listed.into_iter().find(|i| i.belongs_to(id, &ctx.deployment)) {
+                found = Some((inst, zone.to_owned()));
+                break;
+            }
+        }
     }
     let message = match (&config, &found) {
-        (Some(c), Some(inst)) => {
+        (Some(c), Some((inst, zone))) => {
             let now = ctx.now();
-            let mut attributes = c.attributes.clone();
-            attributes.machine_type = attributes.machine_type.replace("{{.Zone}}", &c.attributes.zone);
+            let attributes = c.attributes_in(zone);
             let vm = Vm {
                 id: id.to_owned(),
                 config: prefix.to_owned(),
