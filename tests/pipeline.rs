@@ -281,16 +281,22 @@ impl Procs {
         Procs { redis, sim, addr, dir, configs, settings }
     }
 
-    /// A `gce-backend run` process on them (output dropped).
-    pub(crate) fn spawn(&self) -> std::process::Child {
-        std::process::Command::new(env!("CARGO_BIN_EXE_gce-backend"))
-            .args(["run", "--quiet", "--redis", &self.redis.url(), "--namespace", DEPLOYMENT])
-            .args(["--listen", "127.0.0.1:0", "--root-url", "http://localhost"])
+    /// `gce-backend run` on them (Redis, simulator, configs, settings), to add to.
+    pub(crate) fn command(&self) -> std::process::Command {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_gce-backend"));
+        c.args(["run", "--quiet", "--redis", &self.redis.url(), "--namespace", DEPLOYMENT])
             .args(["--gce-endpoint", &format!("http://{}", self.addr)])
             .arg("--configs")
             .arg(&self.configs)
             .arg("--settings")
-            .arg(&self.settings)
+            .arg(&self.settings);
+        c
+    }
+
+    /// A `gce-backend run` process on them (output dropped).
+    pub(crate) fn spawn(&self) -> std::process::Child {
+        self.command()
+            .args(["--listen", "127.0.0.1:0", "--root-url", "http://localhost"])
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())

@@ -1,7 +1,10 @@
 //! A rolling update on Redis and the simulator: a new image reaches a 20-VM pool with a surge of
 //! 2 without ever fewer than 20 connected bots, and ends with every VM on the new attributes.
 
+use std::cell::Cell;
 use std::time::Duration;
+
+use gce_backend_queues::testing::eventually;
 
 use crate::pipeline::{Backend, Env, pool, sim_config};
 
@@ -28,23 +31,21 @@ async fn a_new_image_rolls_out_with_a_surge_and_never_fewer_connected_bots_than_
     let env = Env::start(Backend::Redis, sim_config(), &[("roll", roll(OLD))], true).await;
     env.converged("roll", 20).await;
     env.write_pool("roll", &roll(NEW));
-    let started = tokio::time::Instant::now();
-    let (mut fewest, mut most, mut saw_rollout) = (usize::MAX, 0, false);
-    loop {
+    // Sampled at every look until the rollout is done.
+    let (fewest, most, saw_rollout) = (Cell::new(usize::MAX), Cell::new(0), Cell::new(false));
+    eventually("the rollout is done", Duration::from_secs(120), || async {
         let n = alive(&env);
-        fewest = fewest.min(n);
-        most = most.max(n);
+        fewest.set(fewest.get().min(n));
+        most.set(most.get().max(n));
         let rec = env.ctx.store.config("roll").await.unwrap().unwrap().value;
-        saw_rollout |= rec.rollout.is_some();
+        saw_rollout.set(saw_rollout.get() || rec.rollout.is_some());
         let vms = env.vms("roll").await;
         let all_new =
             vms.len() == 20 && vms.iter().all(|v| v.attributes.disk[0].image == NEW && v.connected.is_some());
-        if saw_rollout && rec.rollout.is_none() && all_new {
-            break;
-        }
-        assert!(started.elapsed() < Duration::from_secs(120), "rollout not done: {} VMs", vms.len());
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        (saw_rollout.get() && rec.rollout.is_none() && all_new).then_some(())
+    })
+    .await;
+    let (fewest, most) = (fewest.get(), most.get());
     assert!(fewest >= 20, "{fewest} connected bots at the fewest");
     assert!(most <= 22, "{most} connected bots at the most (amount + surge)");
     env.converged("roll", 20).await;

@@ -16,7 +16,6 @@ use serde::{Deserialize, Serialize};
 use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::model::{ConfigRecord, FaultKind, Pause, Vm};
-use crate::ports::store::Expect;
 use crate::tasks::{CreateVm, Next};
 
 /// Who holds a Config whose breaker is open (as a pause's `by`).
@@ -71,24 +70,14 @@ pub fn hold(rec: &ConfigRecord, vm_id: Option<&str>) -> Option<Pause> {
     Some(Pause { by: BY.into(), reason: open.reason.clone(), at: open.since })
 }
 
-/// Changes Config `prefix`'s record with `change` (false: leave it) and a compare-and-set.
-/// Returns the record as written, if written.
+/// Changes Config `prefix`'s record with `change` (false: leave it); the record, if written.
 async fn update(
     ctx: &Ctx,
     prefix: &str,
     change: impl Fn(&mut ConfigRecord) -> bool,
 ) -> Result<Option<ConfigRecord>, TaskError> {
-    for _ in 0..5 {
-        let Some(cur) = ctx.store.config(prefix).await? else { return Ok(None) };
-        let mut rec = cur.value;
-        if !change(&mut rec) {
-            return Ok(None);
-        }
-        if ctx.store.put_config(&rec, Expect::Version(cur.version)).await? {
-            return Ok(Some(rec));
-        }
-    }
-    Err(TaskError::Conflict(format!("cfg {prefix}")))
+    let found = crate::tasks::update_config(ctx, prefix, |rec| Ok::<_, TaskError>(change(rec))).await?;
+    Ok(found.filter(|(_, wrote)| *wrote).map(|(rec, _)| rec))
 }
 
 /// The wait before canary number `n + 1` (`n` failed).
@@ -253,6 +242,7 @@ pub async fn expand(ctx: &Ctx, rec: &ConfigRecord, missing: &[String]) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ports::store::Expect;
     use crate::tasks::{CreateVm, ExpandConfig};
     use crate::testing::created;
 

@@ -336,12 +336,12 @@ impl Ctx {
         }
     }
 
-    /// Whether making VM `vm_id` of `rec` is held: [`Ctx::paused`], or the Config's breaker is
-    /// open and `vm_id` is not its canary.
-    pub async fn held(&self, rec: &ConfigRecord, vm_id: &str) -> Result<Option<Pause>, TaskError> {
+    /// Whether making or replacing VMs of `rec` is held: [`Ctx::paused`], or the Config's breaker
+    /// is open (for any VM but its canary, when `vm_id` names one).
+    pub async fn held(&self, rec: &ConfigRecord, vm_id: Option<&str>) -> Result<Option<Pause>, TaskError> {
         match self.paused(rec).await? {
             Some(p) => Ok(Some(p)),
-            None => Ok(crate::breaker::hold(rec, Some(vm_id))),
+            None => Ok(crate::breaker::hold(rec, vm_id)),
         }
     }
 
@@ -350,10 +350,7 @@ impl Ctx {
     /// and repaired by `import_configs`).
     pub async fn paused_of(&self, prefix: &str) -> Result<Option<Pause>, TaskError> {
         match self.store.config(prefix).await {
-            Ok(Some(c)) => match self.paused(&c.value).await? {
-                Some(p) => Ok(Some(p)),
-                None => Ok(crate::breaker::hold(&c.value, None)),
-            },
+            Ok(Some(c)) => self.held(&c.value, None).await,
             Ok(None) => self.paused_given(None).await,
             Err(crate::ports::store::StoreError::Corrupt { .. }) => self.paused_given(None).await,
             Err(e) => Err(e.into()),

@@ -15,7 +15,7 @@ use crate::model::Vm;
 /// sequence), then the rest of the sequence.
 pub fn order(c: &Config, index: u32) -> Vec<&str> {
     if c.zones.is_empty() {
-        return vec![c.attributes.zone.as_str()];
+        return c.zone_names();
     }
     let seq = sequence(c);
     let start = index as usize % seq.len().max(1);

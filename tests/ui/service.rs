@@ -3,18 +3,14 @@
 //! private Redis, against an in-process simulator whose faults a test sets; the API as the admin.
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use gce_backend::sim::{self, Sim};
-use gce_backend_queues::testing::RedisServer;
 use serde_json::Value;
 
 use super::webdriver::{self, free_port};
 use crate::api::ADMIN;
-use crate::pipeline::{DEPLOYMENT, pool, sim_config, temp_dir};
-
-const BIN: &str = env!("CARGO_BIN_EXE_gce-backend");
+use crate::pipeline::{Procs, pool};
 
 /// `gce-backend run` as a process on its own Redis, against an in-process simulator.
 pub(crate) struct Service {
@@ -23,42 +19,27 @@ pub(crate) struct Service {
     sim_url: String,
     configs: PathBuf,
     dir: PathBuf,
-    _sim: Sim,
-    _redis: RedisServer,
+    /// Its Redis and simulator, kept while it runs.
+    _procs: Procs,
 }
 
 impl Service {
     /// Starts the service with fast cron and timings; `create_instance` gives up after two runs.
     pub(crate) async fn start() -> Service {
-        gce_backend::adapters::install_crypto();
-        let redis = RedisServer::start();
-        let (addr, sim) = sim::spawn(sim_config()).await.unwrap();
-        let dir = temp_dir();
-        let configs = dir.join("pools");
-        std::fs::create_dir_all(&configs).unwrap();
-        let settings = dir.join("service.toml");
-        let mut toml = format!("deployment = \"{DEPLOYMENT}\"\nconcurrency = 8\n[cron]\n");
-        for job in gce_backend_jobs::cron::names() {
-            toml.push_str(&format!("{job} = \"1s\"\n"));
-        }
-        toml.push_str(
+        let procs = Procs::start(
+            8,
             "[timing]\nwatch = \"1s\"\nbot_grace = \"3s\"\nobservation_ttl = \"2s\"\nbackoff_base = \"1s\"\n\
              backoff_cap = \"2s\"\n[queues.create_instance]\nmax_attempts = 2\nbackoff_base = \"300ms\"\n\
              backoff_cap = \"1s\"\n",
-        );
-        std::fs::write(&settings, toml).unwrap();
-        let tokens = crate::api::write_tokens(&dir);
+        )
+        .await;
+        let tokens = crate::api::write_tokens(&procs.dir);
         let port = free_port();
         let root = format!("http://127.0.0.1:{port}");
-        let log = std::fs::File::create(dir.join("service.log")).unwrap();
-        let child = Command::new(BIN)
-            .args(["run", "--quiet", "--redis", &redis.url(), "--namespace", DEPLOYMENT])
+        let log = std::fs::File::create(procs.dir.join("service.log")).unwrap();
+        let child = procs
+            .command()
             .args(["--listen", &format!("127.0.0.1:{port}"), "--root-url", &root])
-            .args(["--gce-endpoint", &format!("http://{addr}")])
-            .arg("--configs")
-            .arg(&configs)
-            .arg("--settings")
-            .arg(&settings)
             .arg("--tokens")
             .arg(&tokens)
             .stdin(Stdio::null())
@@ -66,15 +47,9 @@ impl Service {
             .stderr(log)
             .spawn()
             .unwrap();
-        let svc = Service {
-            child,
-            root,
-            sim_url: format!("http://{addr}"),
-            configs,
-            dir,
-            _sim: sim,
-            _redis: redis,
-        };
+        let (sim_url, configs, dir) =
+            (format!("http://{}", procs.addr), procs.configs.clone(), procs.dir.clone());
+        let svc = Service { child, root, sim_url, configs, dir, _procs: procs };
         let started = Instant::now();
         while reqwest::get(format!("{}/readyz", svc.root)).await.map(|r| r.status().as_u16()).ok()
             != Some(200)

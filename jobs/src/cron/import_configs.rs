@@ -299,8 +299,14 @@ async fn apply(
         ctx.resolved(&prefix, &[STAGE]).await?; // a file that had an error is fine again
         return Ok(Ok(0));
     }
-    if let Some(e) = crate::providers::static_machines::taken(ctx, &config).await? {
-        return Ok(Err(e));
+    // Read fresh: a file of this round may have taken a hostname already.
+    if config.is_static() {
+        let stored = ctx.store.configs().await?;
+        if let Some(e) =
+            crate::providers::static_machines::taken(&config, stored.iter().map(|c| &c.value.config))
+        {
+            return Ok(Err(e));
+        }
     }
     let verified = match ctx.validate(&config).await {
         Verdict::Valid => true,

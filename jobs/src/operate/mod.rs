@@ -15,7 +15,7 @@ use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::model::ConfigRecord;
 use crate::naming::parse_id;
-use crate::ports::store::{Expect, StoreError, VmIndex};
+use crate::ports::store::{StoreError, VmIndex};
 use crate::tasks::{CreateInstance, ExpandConfig, ManageBot};
 
 pub mod configs;
@@ -101,7 +101,10 @@ impl Admission {
 async fn admit(ctx: &Ctx, config: &Config, stored: Option<&ConfigRecord>) -> Result<Admission, TaskError> {
     let mut a = Admission { invalid: config.problems(), verified: true, ..Admission::default() };
     a.invalid.extend(config.check_limits(&ctx.limits).err());
-    a.invalid.extend(crate::providers::static_machines::taken(ctx, config).await?);
+    // Read once: for the machines of a static pool and for the prefix rule below.
+    let configs = ctx.store.configs().await?;
+    a.invalid
+        .extend(crate::providers::static_machines::taken(config, configs.iter().map(|c| &c.value.config)));
     if a.invalid.is_empty() {
         match ctx.validate(config).await {
             Verdict::Valid => {}
@@ -120,8 +123,7 @@ async fn admit(ctx: &Ctx, config: &Config, stored: Option<&ConfigRecord>) -> Res
         ));
         return Ok(a);
     }
-    let mut others: Vec<String> =
-        ctx.store.configs().await?.into_iter().map(|c| c.value.config.prefix).collect();
+    let mut others: Vec<String> = configs.into_iter().map(|c| c.value.config.prefix).collect();
     others.extend(ctx.store.corrupt_configs().await?.into_iter().map(|c| c.key));
     if others.iter().any(|o| prefixes_clash(prefix, o)) {
         a.conflict = Some(format!(
@@ -132,26 +134,15 @@ async fn admit(ctx: &Ctx, config: &Config, stored: Option<&ConfigRecord>) -> Res
 }
 
 /// Changes the Config `prefix` with `change` (given the record and now; false leaves it
-/// alone) and a compare-and-set, re-reading on a lost race. Returns the record as written (or
-/// as found) and whether it was written.
+/// alone) and a compare-and-set (`tasks::update_config`). Returns the record as written (or as
+/// found) and whether it was written.
 async fn update_config(
     ctx: &Ctx,
     prefix: &str,
     change: impl Fn(&mut ConfigRecord, DateTime<Utc>) -> Result<bool, OpError>,
 ) -> Result<(ConfigRecord, bool), OpError> {
-    for _ in 0..TRIES {
-        let Some(cur) = ctx.store.config(prefix).await? else {
-            return Err(OpError::NotFound(format!("Config {prefix}")));
-        };
-        let mut rec = cur.value;
-        if !change(&mut rec, ctx.now())? {
-            return Ok((rec, false));
-        }
-        if ctx.store.put_config(&rec, Expect::Version(cur.version)).await? {
-            return Ok((rec, true));
-        }
-    }
-    Err(TaskError::Conflict(format!("cfg {prefix}")).into())
+    let found = crate::tasks::update_config(ctx, prefix, |rec| change(rec, ctx.now())).await?;
+    found.ok_or_else(|| OpError::NotFound(format!("Config {prefix}")))
 }
 
 /// Pushes what makes Configs converge after a pause is lifted: `expand_config` for `only` (every

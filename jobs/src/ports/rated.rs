@@ -39,6 +39,9 @@ pub enum Class {
 }
 
 impl Class {
+    /// Every class.
+    pub const ALL: [Class; 3] = [Class::Mutate, Class::Read, Class::Operations];
+
     /// Its name (settings, metrics, bucket keys).
     pub fn name(self) -> &'static str {
         match self {
@@ -98,22 +101,17 @@ impl RateLimits {
 
     /// Checks the values.
     pub fn validate(&self) -> Result<(), String> {
-        let all = [("", self.mutate, "mutate"), ("", self.read, "read"), ("", self.operations, "operations")];
-        let over = self.projects.iter().flat_map(|(p, r)| {
-            [
-                (p.as_str(), r.mutate, "mutate"),
-                (p.as_str(), r.read, "read"),
-                (p.as_str(), r.operations, "operations"),
-            ]
-            .into_iter()
-            .filter_map(|(p, r, c)| r.map(|r| (p, r, c)))
-        });
-        for (project, r, class) in all.into_iter().chain(over) {
-            if !(r.rate >= 0.0 && r.rate.is_finite()) || (r.rate > 0.0 && r.burst == 0) {
-                let at = if project.is_empty() { String::new() } else { format!("projects.{project}.") };
-                return Err(format!(
-                    "rate_limits.{at}{class}: rate must be 0 (no limit) or positive, with a burst of at least 1"
-                ));
+        // The defaults (no project is named ""), then each project's rates.
+        for project in std::iter::once("").chain(self.projects.keys().map(String::as_str)) {
+            for class in Class::ALL {
+                let r = self.of(project, class);
+                if !(r.rate >= 0.0 && r.rate.is_finite()) || (r.rate > 0.0 && r.burst == 0) {
+                    let at = if project.is_empty() { String::new() } else { format!("projects.{project}.") };
+                    return Err(format!(
+                        "rate_limits.{at}{}: rate must be 0 (no limit) or positive, with a burst of at least 1",
+                        class.name()
+                    ));
+                }
             }
         }
         Ok(())

@@ -321,17 +321,21 @@ async fn move_zone(ctx: &Ctx, vm: &Vm) -> Result<Next, TaskError> {
     Ok(Next::Done)
 }
 
+/// An insert of `vm` that no operation holds (refused outright, or never sent): the VM counts as
+/// not sent, so the next try is a new send and passes the checks of one (still wanted, not
+/// paused).
+async fn unsent(ctx: &Ctx, vm: &Vm) -> Result<(), TaskError> {
+    update_vm(ctx, &vm.id, |v| {
+        v.hostname == vm.hostname && v.instance.is_none() && v.insert_sent.take().is_some()
+    })
+    .await
+    .map(drop)
+}
+
 async fn failed(ctx: &Ctx, vm: &Vm, e: ComputeError, op: &str) -> Result<Next, TaskError> {
     if let (ComputeKind::Throttled, Some(wait)) = (e.kind, e.retry_after) {
-        // Not sent (the project's rate limit): no error, no attempt; the insert goes when a
-        // token is there, and until then the VM counts as not sent.
-        update_vm(ctx, &vm.id, |v| {
-            v.hostname == vm.hostname
-                && v.instance.is_none()
-                && v.operation.is_empty()
-                && v.insert_sent.take().is_some()
-        })
-        .await?;
+        // Not sent (the project's rate limit): no error, no attempt; it goes when a token is there.
+        unsent(ctx, vm).await?;
         return Ok(Next::After(wait));
     }
     ctx.telemetry.instance_op(vm, "insert", e.kind.as_str(), &e.code);
@@ -339,12 +343,7 @@ async fn failed(ctx: &Ctx, vm: &Vm, e: ComputeError, op: &str) -> Result<Next, T
     match e.kind {
         ComputeKind::Quota | ComputeKind::Stockout => {
             if op.is_empty() {
-                // Refused outright: no operation holds this requestId, so the next try is a new
-                // send and passes the checks of one (still wanted, not paused).
-                update_vm(ctx, &vm.id, |v| {
-                    v.hostname == vm.hostname && v.instance.is_none() && v.insert_sent.take().is_some()
-                })
-                .await?;
+                unsent(ctx, vm).await?; // refused outright
             }
             let wait = backoff::hit(ctx, &Scope::zone(vm), &e.code).await?;
             // A multi-zone Config: made again at once in a zone that has room.

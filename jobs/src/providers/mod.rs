@@ -228,8 +228,6 @@ impl Entry {
 pub struct Providers {
     by_id: BTreeMap<String, Entry>,
     default: String,
-    /// The declared type of each id.
-    kinds: BTreeMap<String, Kind>,
 }
 
 impl std::fmt::Debug for Providers {
@@ -264,7 +262,6 @@ impl Providers {
             };
             by_id.insert(id.clone(), Entry::new(provider));
         }
-        let kinds = declared.iter().map(|(id, d)| (id.clone(), d.kind)).collect();
         let gce: Vec<&String> =
             declared.iter().filter(|(_, d)| d.kind == Kind::Gce).map(|(id, _)| id).collect();
         let default = match gce.as_slice() {
@@ -272,20 +269,19 @@ impl Providers {
             _ if declared.contains_key(DEFAULT_ID) => DEFAULT_ID.to_owned(),
             _ => String::new(), // every Config must name its provider
         };
-        Ok(Self { by_id, default, kinds })
+        Ok(Self { by_id, default })
     }
 
     /// These providers and `provider` as `id` (replacing one of that id): a type of provider
     /// that is not declared through settings (tests, embedders).
     pub fn with(mut self, id: &str, provider: Arc<dyn Provider>) -> Self {
-        self.kinds.insert(id.to_owned(), provider.kind());
         self.by_id.insert(id.to_owned(), Entry::new(provider));
         self
     }
 
     /// The type of provider `id` (empty: the default), if declared.
     pub fn kind(&self, id: &str) -> Option<Kind> {
-        self.kinds.get(self.resolve(id)).copied()
+        self.by_id.get(self.resolve(id)).map(|e| e.provider.kind())
     }
 
     /// The declared ids, sorted.
@@ -314,7 +310,7 @@ impl Providers {
             )
         } else if !self.by_id.contains_key(id) {
             format!("provider {id:?} is not declared in the settings (declared: {})", self.ids().join(", "))
-        } else if let Some(kind) = self.kinds.get(id).filter(|k| k.lists_machines() != config.is_static()) {
+        } else if let Some(kind) = self.kind(id).filter(|k| k.lists_machines() != config.is_static()) {
             let (field, rule) = match kind.lists_machines() {
                 true => (
                     "provider",

@@ -69,22 +69,18 @@ pub fn problems(config: &Config, f: &dyn Fn(&str) -> String, out: &mut Vec<Confi
 }
 
 /// The rule across Configs: a machine belongs to one pool. The first hostname of `config` that
-/// another stored Config lists (`None`: none).
-pub async fn taken(ctx: &Ctx, config: &Config) -> Result<Option<ConfigError>, TaskError> {
-    let Some(list) = config.machines.as_ref().filter(|l| !l.is_empty()) else { return Ok(None) };
-    for other in ctx.store.configs().await? {
-        let o = &other.value.config;
-        if o.prefix == config.prefix {
-            continue;
-        }
+/// one of `others` (the stored Configs; its own prefix is skipped) lists (`None`: none).
+pub fn taken<'a>(config: &Config, others: impl IntoIterator<Item = &'a Config>) -> Option<ConfigError> {
+    let list = config.machines.as_ref().filter(|l| !l.is_empty())?;
+    for o in others.into_iter().filter(|o| o.prefix != config.prefix) {
         let theirs: std::collections::HashSet<&str> =
             o.machines.iter().flatten().map(String::as_str).collect();
         if let Some((i, h)) = list.iter().enumerate().find(|(_, h)| theirs.contains(h.as_str())) {
             let rule = format!("{h} is listed by Config {} too: a machine belongs to one pool", o.prefix);
-            return Ok(Some(ConfigError { field: format!("{}.machines[{i}]", config.prefix), rule }));
+            return Some(ConfigError { field: format!("{}.machines[{i}]", config.prefix), rule });
         }
     }
-    Ok(None)
+    None
 }
 
 /// A lowercase DNS hostname.

@@ -45,7 +45,7 @@ pub async fn run(ctx: &Ctx, t: CreateInstance) -> Result<Next, TaskError> {
             let unsent = |v: &Vm| v.insert_sent.is_none();
             return crate::tasks::drop_uncreated(ctx, &vm.id, unsent).await.map(|()| Next::Done);
         };
-        if ctx.held(&cfg.value, &vm.id).await?.is_some() {
+        if ctx.held(&cfg.value, Some(&vm.id)).await?.is_some() {
             return Ok(Next::Done);
         }
     }
@@ -76,7 +76,7 @@ pub async fn created(ctx: &Ctx, cur: Versioned<Vm>, placed: Placed) -> Result<()
             }
         }
         backoff::clear_for(ctx, vm).await?;
-        let what = machine(ctx, vm);
+        let what = if is_static(ctx, vm) { "static machine" } else { "instance" };
         tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), "{what} created");
         ctx.resolved(&vm.config, &[STAGE]).await?;
         // Its bot cannot be there yet: the first look comes soon after boot.
@@ -86,13 +86,10 @@ pub async fn created(ctx: &Ctx, cur: Versioned<Vm>, placed: Placed) -> Result<()
     Ok(())
 }
 
-/// What a VM's machine is called in logs: an instance, or a static machine (which is only
-/// recorded and released, never made or deleted).
-pub fn machine(ctx: &Ctx, vm: &Vm) -> &'static str {
-    match ctx.providers.kind(&vm.provider) {
-        Some(crate::providers::Kind::Static) => "static machine",
-        _ => "instance",
-    }
+/// True when a VM's machine is a static one (only recorded and released, never made or
+/// deleted): logs call it so.
+pub fn is_static(ctx: &Ctx, vm: &Vm) -> bool {
+    ctx.providers.kind(&vm.provider) == Some(crate::providers::Kind::Static)
 }
 
 /// Drops this incarnation's record (it has no instance), so a new hostname follows.

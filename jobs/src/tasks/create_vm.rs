@@ -26,7 +26,7 @@ pub async fn run(ctx: &Ctx, t: CreateVm) -> Result<Next, TaskError> {
     }
     let (prefix, index) = parse_id(&t.id).ok_or_else(|| TaskError::Invalid(format!("VM id {:?}", t.id)))?;
     let Some(cfg) = ctx.store.config(prefix).await? else { return Ok(Next::Done) };
-    if !cfg.value.wants(index) || ctx.held(&cfg.value, &t.id).await?.is_some() {
+    if !cfg.value.wants(index) || ctx.held(&cfg.value, Some(&t.id)).await?.is_some() {
         return Ok(Next::Done); // resuming a paused Config expands it again
     }
     let c = &cfg.value.config;

@@ -54,9 +54,9 @@ pub async fn run(ctx: &Ctx, t: DestroyInstance) -> Result<Next, TaskError> {
     if next != Next::Done {
         return Ok(next);
     }
-    let done = match crate::tasks::create_instance::machine(ctx, &vm) {
-        "instance" => "instance destroyed",
-        _ => "static machine released (left running)",
+    let done = match crate::tasks::create_instance::is_static(ctx, &vm) {
+        true => "static machine released (left running)",
+        false => "instance destroyed",
     };
     tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), "{done}");
     ctx.resolved(&vm.config, &["destroy_instance"]).await?;

@@ -7,7 +7,7 @@
 //! provider changes, it drains the old provider's VMs a few at a time (`providers::switch_step`);
 //! while a rolling update goes on, the VMs of older attributes (`rollout::step`).
 
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use crate::tasks::{CreateVm, DrainVm};
@@ -37,32 +37,27 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
             return Err(TaskError::Conflict(t.prefix));
         }
     }
-    let existing: HashSet<String> =
+    // Sorted: the steps below drain in this order.
+    let existing: BTreeSet<String> =
         ctx.store.vm_ids(VmIndex::OfConfig(t.prefix.clone())).await?.into_iter().collect();
+    let ids: Vec<String> = existing.iter().cloned().collect();
     // Shrinking: the surplus is drained at once rather than at the next drain_vms tick.
-    let mut surplus: Vec<DrainVm> = existing
+    let surplus: Vec<DrainVm> = ids
         .iter()
         .filter(|id| crate::naming::parse_id(id).is_none_or(|(_, i)| !rec.wants(i)))
         .map(|id| DrainVm { id: id.clone() })
         .collect();
-    surplus.sort_by(|a, b| a.id.cmp(&b.id));
     ctx.push_many(&surplus).await?;
     // A change of provider: the old provider's VMs go a few at a time (each deletion pushes
     // this task again; meanwhile, look again).
     let switching = match rec.provider_changed {
-        Some(_) => {
-            let mut ids: Vec<String> = existing.iter().cloned().collect();
-            ids.sort();
-            crate::providers::switch_step(ctx, &t.prefix, &ids).await?
-        }
+        Some(_) => crate::providers::switch_step(ctx, &t.prefix, &ids).await?,
         None => false,
     };
     // A rolling update: VMs of older attributes go while enough bots stay connected.
     // (Its last step clears the mark: the next look drains the surge.)
     let rolling = match rec.rollout {
         Some(_) => {
-            let mut ids: Vec<String> = existing.iter().cloned().collect();
-            ids.sort();
             crate::rollout::step(ctx, &t.prefix, &ids).await?;
             true
         }

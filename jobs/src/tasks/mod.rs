@@ -219,6 +219,29 @@ pub async fn drop_uncreated(ctx: &Ctx, id: &str, only: impl Fn(&Vm) -> bool) -> 
     Ok(())
 }
 
+/// Applies `change` to the Config record `prefix` with a compare-and-set, re-reading on a lost
+/// race (a few times, then a Conflict). `change` returns false to leave it alone, or an error to
+/// refuse. Returns the record as written (or as found) and whether this call wrote it; `None`
+/// when there is no such Config.
+pub async fn update_config<E: From<TaskError>>(
+    ctx: &Ctx,
+    prefix: &str,
+    change: impl Fn(&mut crate::model::ConfigRecord) -> Result<bool, E>,
+) -> Result<Option<(crate::model::ConfigRecord, bool)>, E> {
+    for _ in 0..5 {
+        let Some(cur) = ctx.store.config(prefix).await.map_err(TaskError::from)? else { return Ok(None) };
+        let mut rec = cur.value;
+        if !change(&mut rec)? {
+            return Ok(Some((rec, false)));
+        }
+        let expect = crate::ports::store::Expect::Version(cur.version);
+        if ctx.store.put_config(&rec, expect).await.map_err(TaskError::from)? {
+            return Ok(Some((rec, true)));
+        }
+    }
+    Err(TaskError::Conflict(format!("cfg {prefix}")).into())
+}
+
 /// Applies `change` to the VM `id` with a compare-and-set, re-reading on a lost race. `change`
 /// returns false to leave the record alone. Returns the VM as written (or as found), `None` if
 /// it is gone.
