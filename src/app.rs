@@ -202,7 +202,8 @@ pub async fn context(
     let telemetry = gce_backend_jobs::telemetry::Telemetry::default();
     let compute = gce_backend_jobs::ports::guarded::GuardedCompute::new(Arc::new(compute), iso, &telemetry);
     // Rate limits outside the guard: a call held back holds no slot of its project's.
-    let compute = RatedCompute::new(Arc::new(compute), buckets, settings.rate_limits.clone(), &telemetry);
+    let compute =
+        RatedCompute::new(Arc::new(compute), buckets.clone(), settings.rate_limits.clone(), &telemetry);
     let bots = gce_backend_jobs::ports::guarded::GuardedBots::new(Arc::new(bots), iso, &telemetry);
     let policies: HashMap<String, gce_backend_queues::Policy> = settings.queues.clone().into_iter().collect();
     let clock: Arc<dyn gce_backend_jobs::ports::clock::Clock> = Arc::new(SystemClock);
@@ -212,6 +213,7 @@ pub async fn context(
         store,
         compute: Arc::new(compute),
         bots: Arc::new(bots),
+        buckets,
         clock,
         queues,
         timing: Arc::new(settings.timing.clone()),

@@ -36,6 +36,7 @@ fn api_seconds() -> Histogram {
 #[derive(Debug, Default)]
 struct Shared {
     configs: Vec<ConfigStatus>,
+    rate_limits: Vec<gce_backend_jobs::ports::rated::Level>,
     queues: Vec<(String, Counts)>,
     paused_all: bool,
 }
@@ -62,6 +63,7 @@ impl Collector for SharedCollector {
         let mut paused = Vec::new();
         let mut backoff = Vec::new();
         let mut zone_backoff = Vec::new();
+        let mut zone_vms = Vec::new();
         let mut breaker = Vec::new();
         let mut dead = Vec::new();
         for c in &s.configs {
@@ -83,6 +85,12 @@ impl Collector for SharedCollector {
             for z in &c.zones {
                 zone_backoff
                     .push((l(&[("config", &c.prefix), ("zone", &z.zone)]), i64::from(z.backoff.is_some())));
+                for (state, v) in [("vms", z.vms), ("connected", z.connected), ("draining", z.draining)] {
+                    zone_vms.push((
+                        l(&[("config", &c.prefix), ("zone", &z.zone), ("state", state)]),
+                        i64::from(v),
+                    ));
+                }
             }
             dead.push((l(&[("config", &c.prefix)]), c.dead_tasks));
         }
@@ -111,6 +119,12 @@ impl Collector for SharedCollector {
             "1 while a zone of a multi-zone Config backs off (its new VMs go to the other zones)",
             &zone_backoff,
         )?;
+        gauge(
+            &mut d,
+            "zone_vms",
+            "VMs of a multi-zone Config per zone: vms, connected, draining",
+            &zone_vms,
+        )?;
         let mut m = d.encode_descriptor(
             "config_dead_tasks",
             "Tasks of a Config that went to a dead set, ever (retries and purges do not lower it)",
@@ -125,6 +139,34 @@ impl Collector for SharedCollector {
             "paused_all",
             "1 while every Config is paused",
             &[(Vec::new(), i64::from(s.paused_all))],
+        )?;
+        let mut saturated = Vec::new();
+        let mut m = d.encode_descriptor(
+            "rate_limit_waits",
+            "Compute calls that found their project's bucket empty (they waited or were sent back), across every process",
+            None,
+            MetricType::Counter,
+        )?;
+        for b in &s.rate_limits {
+            let labels = l(&[("project", &b.project), ("class", &b.class)]);
+            ConstCounter::new(b.waits).encode(m.encode_family(&labels)?)?;
+            saturated.push((labels, i64::from(b.saturated)));
+        }
+        let mut m = d.encode_descriptor(
+            "rate_limit_rate",
+            "Compute calls per second a project's bucket allows now (halved after rateLimitExceeded, growing back)",
+            None,
+            MetricType::Gauge,
+        )?;
+        for b in &s.rate_limits {
+            let labels = l(&[("project", &b.project), ("class", &b.class)]);
+            ConstGauge::new(b.rate).encode(m.encode_family(&labels)?)?;
+        }
+        gauge(
+            &mut d,
+            "rate_limit_saturated",
+            "1 while calls found the bucket empty within the last minute",
+            &saturated,
         )?;
         let mut depth = Vec::new();
         for (q, c) in &s.queues {
@@ -201,12 +243,13 @@ impl Metrics {
         let ctx = &self.ctx;
         let grace = ctx.timing.config_delete_grace.chrono();
         // Live counts: the store's per-Config sums, O(1) per Config.
-        let report = gce_backend_jobs::status::report(&*ctx.store, &[], ctx.now(), grace, true).await;
-        let (configs, paused_all) = match report {
-            Ok(r) => (r.configs, r.paused.is_some()),
+        let report =
+            gce_backend_jobs::status::report(&*ctx.store, &*ctx.buckets, &[], ctx.now(), grace, true).await;
+        let (configs, paused_all, rate_limits) = match report {
+            Ok(r) => (r.configs, r.paused.is_some(), r.rate_limits),
             Err(e) => {
                 tracing::warn!(error = %e, "metrics: cannot read the Configs' status");
-                (Vec::new(), false)
+                (Vec::new(), false, Vec::new())
             }
         };
         let mut queues = Vec::new();
@@ -216,7 +259,7 @@ impl Metrics {
                 Err(e) => tracing::warn!(queue = name, error = %e, "metrics: cannot read the queue's counts"),
             }
         }
-        Shared { configs, queues, paused_all }
+        Shared { configs, rate_limits, queues, paused_all }
     }
 
     /// Records one API request: `method` is the API method's name.

@@ -52,7 +52,7 @@ pub async fn status(
             Usage(format!("no Config and no VMs with prefix {p:?} (known: {})", known.join(", "))).into()
         );
     }
-    let report = gce_backend_jobs::status::report(&db, only, chrono::Utc::now(), grace, live).await?;
+    let report = gce_backend_jobs::status::report(&db, &db, only, chrono::Utc::now(), grace, live).await?;
     out::json(&report);
     Ok(())
 }

@@ -64,6 +64,7 @@ pub(crate) fn settings() -> Settings {
         config_delete_grace: Secs(2),
         operation_poll: Secs(1),
         sweep: Secs(60),
+        fan_out_jitter: Secs(1),
     };
     s
 }

@@ -96,5 +96,30 @@ async fn a_throttled_project_never_holds_up_another() {
         "{text}"
     );
     assert!(!text.contains("project=\"proj\",class=\"mutate\""), "the other project was never held back");
+    // Status and the shared metrics show the saturated bucket (read from Redis), not the other.
+    let report = gce_backend_jobs::status::report(
+        &*env.ctx.store,
+        &*env.ctx.buckets,
+        &[],
+        env.ctx.now(),
+        chrono::Duration::zero(),
+        true,
+    )
+    .await
+    .unwrap();
+    let level = |p: &str| report.rate_limits.iter().find(|l| l.project == p && l.class == "mutate");
+    let b = level("slow").expect("slow's bucket");
+    assert!(b.saturated && b.waits > 0 && b.configured == 0.2 && b.burst == 1, "{b:?}");
+    assert!(level("proj").is_none(), "no limit set for proj: no bucket");
+    let shared = gce_backend::metrics::Metrics::new(env.ctx.clone(), true).render().await;
+    let line = |name: &str| {
+        shared
+            .lines()
+            .find(|l| l.starts_with(&format!("gce_backend_{name}{{project=\"slow\",class=\"mutate\"}}")))
+            .unwrap_or_else(|| panic!("{name} missing:\n{shared}"))
+            .to_owned()
+    };
+    assert!(line("rate_limit_saturated").ends_with(" 1"), "{shared}");
+    assert!(line("rate_limit_rate").ends_with(" 0.2"), "{}", line("rate_limit_rate"));
     env.stop().await;
 }

@@ -240,9 +240,16 @@ async fn corrupt(store: Arc<dyn Store>, plant: impl Fn(&str, &str)) {
     assert_eq!(store.vm("linux-1").await.unwrap().unwrap().value.hostname, "linux-1-abcd");
     assert_eq!(store.vm_version("linux-0").await.unwrap(), Some(1));
     // Status carries on for every Config.
-    let report = gce_backend_jobs::status::report(&*store, &[], ctx.now(), chrono::Duration::zero(), true)
-        .await
-        .unwrap();
+    let report = gce_backend_jobs::status::report(
+        &*store,
+        &*ctx.buckets,
+        &[],
+        ctx.now(),
+        chrono::Duration::zero(),
+        true,
+    )
+    .await
+    .unwrap();
     let states: Vec<(String, String)> = report
         .configs
         .iter()

@@ -2,10 +2,11 @@
 //! exact against a count of the records, on memory and Redis; VMs written before sums were kept
 //! are counted in once.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use gce_backend::adapters::redis_store::RedisStore;
-use gce_backend_jobs::model::{Counts, Fault, FaultKind};
+use gce_backend_jobs::model::{Counts, Fault, FaultKind, Sums};
 use gce_backend_jobs::ports::store::{Expect, Store, VmIndex};
 use gce_backend_jobs::status::tally;
 use gce_backend_jobs::store::memory::MemoryStore;
@@ -38,6 +39,27 @@ async fn by_records(
     c
 }
 
+/// The per-zone sums by reading every VM record (what the zone sums must equal; zones left at
+/// zero dropped).
+async fn zones_by_records(store: &dyn Store, prefix: &str) -> BTreeMap<String, Sums> {
+    let mut out: BTreeMap<String, Sums> = BTreeMap::new();
+    for id in store.vm_ids(VmIndex::OfConfig(prefix.into())).await.unwrap() {
+        let vm = store.vm(&id).await.unwrap().unwrap().value;
+        let sums = out.entry(vm.zone().to_owned()).or_default();
+        for (i, s) in sums.iter_mut().enumerate() {
+            *s += i64::from(vm.counted() >> i & 1);
+        }
+    }
+    out
+}
+
+/// A store's zone sums, zones left at zero dropped.
+async fn zone_sums(store: &dyn Store, prefix: &str) -> BTreeMap<String, Sums> {
+    let mut z = store.zone_sums(prefix).await.unwrap();
+    z.retain(|_, s| s.iter().any(|n| *n != 0));
+    z
+}
+
 async fn sums_follow_every_write(store: Arc<dyn Store>) {
     let ctx = Ctx { store: store.clone(), ..Ctx::test().0 };
     let now = ctx.now();
@@ -48,21 +70,25 @@ async fn sums_follow_every_write(store: Arc<dyn Store>) {
             let (counts, left) = tally(&*ctx.store, "linux", now).await.unwrap();
             assert!(left);
             assert_eq!(counts, by_records(&*ctx.store, "linux", 6, now).await, "{what}");
-            counts
+            let zones = zones_by_records(&*ctx.store, "linux").await;
+            assert_eq!(zone_sums(&*ctx.store, "linux").await, zones, "{what}: per zone");
+            (counts, zones)
         }
     };
     ctx.seed_vm("linux-0", created(now)).await;
-    ctx.seed_vm("linux-1", |_| {}).await;
+    ctx.seed_vm("linux-1", |v| v.attributes.zone = "b".into()).await;
     ctx.seed_vm("linux-2", |v| {
         created(now)(v);
         v.connected = Some(now);
     })
     .await;
-    let c = check("seeded").await;
+    let (c, zones) = check("seeded").await;
     assert_eq!((c.created, c.running, c.connected), (2, 2, 1));
+    assert_eq!((zones["z"][0], zones["z"][3], zones["b"][0]), (2, 1, 1), "{zones:?}");
     // Every kind of change, each one a compare-and-set write.
     write_vm(&ctx, "linux-1", |v| {
         created(now)(v);
+        v.attributes.zone = "c".into(); // a record that changes zone moves its part
         true
     })
     .await
@@ -80,8 +106,9 @@ async fn sums_follow_every_write(store: Arc<dyn Store>) {
     })
     .await
     .unwrap();
-    let c = check("changed").await;
+    let (c, zones) = check("changed").await;
     assert_eq!((c.created, c.running, c.connected, c.draining, c.dead, c.unhealthy), (3, 2, 0, 1, 1, 1));
+    assert_eq!(zones.keys().collect::<Vec<_>>(), ["c", "z"]);
     // A write that loses its compare-and-set changes nothing.
     let stale = ctx.store.vm("linux-1").await.unwrap().unwrap();
     let mut gone = stale.value.clone();
@@ -93,9 +120,10 @@ async fn sums_follow_every_write(store: Arc<dyn Store>) {
         let v = ctx.store.vm_version(id).await.unwrap().unwrap();
         assert!(ctx.store.delete_vm(id, v).await.unwrap());
     }
-    let c = check("deleted").await;
+    let (c, _) = check("deleted").await;
     assert_eq!((c.created, c.running, c.draining, c.dead, c.unhealthy), (0, 0, 0, 0, 0));
     assert_eq!(ctx.store.sums("linux").await.unwrap().unwrap(), [0; 7]);
+    assert!(zone_sums(&*ctx.store, "linux").await.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -138,6 +166,30 @@ async fn vms_written_before_sums_are_counted_in_once() {
         assert_eq!((counts.created, counts.running), (2, 2));
     }
     assert_eq!(store.sums("linux").await.unwrap().unwrap()[0], 2, "two VMs, each once");
+    assert_eq!(zone_sums(&*store, "linux").await, zones_by_records(&*store, "linux").await);
+    // Entries of the older format (bits, no zone; no zone sums) move into their zone at their
+    // next write.
+    for id in ["linux-0", "linux-1"] {
+        let bits = store.vm(id).await.unwrap().unwrap().value.counted();
+        let _: () =
+            redis::cmd("HSET").arg("{test:db}:vm:counted").arg(id).arg(bits).query(&mut conn).unwrap();
+    }
+    for i in 0..7 {
+        let _: () =
+            redis::cmd("HDEL").arg("{test:db}:sums:linux").arg(format!("z/{i}")).query(&mut conn).unwrap();
+    }
+    assert!(zone_sums(&*store, "linux").await.is_empty());
+    write_vm(&ctx, "linux-0", |v| {
+        v.connected = Some(now);
+        true
+    })
+    .await
+    .unwrap();
+    let vm0 = store.vm("linux-0").await.unwrap().unwrap().value;
+    let z = zone_sums(&*store, "linux").await;
+    assert_eq!((z["z"][0], z["z"][3]), (1, 1), "linux-0 moved in, connected: {z:?}");
+    assert_eq!(vm0.counted().count_ones(), z["z"].iter().sum::<i64>() as u32);
+    assert_eq!(store.sums("linux").await.unwrap().unwrap()[0], 2, "the totals unchanged");
 }
 
 /// A tally costs the same Redis commands at 10 and at 1 000 VMs.

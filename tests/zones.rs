@@ -1,5 +1,6 @@
-//! Multi-zone Configs on Redis and the simulator: VMs spread over the zones by weight, and a
-//! stockout in one zone moves creation to the others at once (not after its backoff).
+//! Multi-zone Configs on Redis and the simulator: VMs spread over the zones by weight, a stockout
+//! in one zone moves creation to the others at once (not after its backoff), and new VMs go to
+//! the zone with the most headroom.
 
 use std::collections::BTreeMap;
 
@@ -73,5 +74,24 @@ async fn vms_spread_by_weight_and_a_stockout_moves_creation_to_the_other_zone_at
     env.converged("even", 4).await;
     let zones = by_zone(&env, "even");
     assert_eq!(zones, BTreeMap::from([("us-central1-a".to_owned(), 2), ("us-central1-b".to_owned(), 2)]));
+
+    // New VMs go where the headroom is: "moved" (3:1, all 4 in b) grows to 8, and zone a, with
+    // room for 6, gets all 4 new ones (b already holds more than its share of 2).
+    env.write_pool("moved", &spread("moved", 8, 3, 1));
+    env.converged("moved", 8).await;
+    let zones = by_zone(&env, "moved");
+    assert_eq!(zones, BTreeMap::from([("us-central1-a".to_owned(), 4), ("us-central1-b".to_owned(), 4)]));
+    let st = gce_backend_jobs::status::status(
+        &*env.ctx.store,
+        "moved",
+        env.ctx.now(),
+        chrono::Duration::zero(),
+        true,
+    )
+    .await
+    .unwrap();
+    let counted: Vec<(&str, u32, u32)> =
+        st.zones.iter().map(|z| (z.zone.as_str(), z.vms, z.connected)).collect();
+    assert_eq!(counted, [("us-central1-a", 4, 4), ("us-central1-b", 4, 4)], "status counts per zone");
     env.stop().await;
 }

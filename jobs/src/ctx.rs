@@ -49,6 +49,10 @@ pub struct Timing {
     /// Every VM's `manage_bot` runs at least once this long (the `manage_bots` sweep, spread
     /// evenly), besides the runs its changes, its deadline and its timeout bring.
     pub sweep: Secs,
+    /// The tasks of a scanning cron job (`inspect_instances`, `audit_instances`,
+    /// `inspect_swarming`, `report_quota`) are spread over this much time after its tick, so
+    /// the scans of many projects, zones and servers do not all call at once (0: no spread).
+    pub fan_out_jitter: Secs,
 }
 
 impl Default for Timing {
@@ -65,6 +69,7 @@ impl Default for Timing {
             operation_poll: Secs(5),
             config_delete_grace: Secs(900),
             sweep: Secs(4 * 3600),
+            fan_out_jitter: Secs(5),
         }
     }
 }
@@ -147,6 +152,8 @@ pub struct Ctx {
     pub compute: Arc<dyn Compute>,
     /// Swarming.
     pub bots: Arc<dyn Bots>,
+    /// The rate-limit buckets Compute calls take from (read here for status).
+    pub buckets: Arc<dyn crate::ports::rated::Buckets>,
     /// Time.
     pub clock: Arc<dyn Clock>,
     /// Queues.
@@ -225,11 +232,39 @@ impl Ctx {
 
     /// Pushes many tasks of one queue; returns how many added work.
     pub async fn push_many<T: Task>(&self, tasks: &[T]) -> Result<usize, TaskError> {
+        self.push_group(&tasks.iter().collect::<Vec<_>>(), When::Now).await
+    }
+
+    /// Pushes `tasks` (of one queue) at `when`, a thousand per call; returns how many added work.
+    async fn push_group<T: Task>(&self, tasks: &[&T], when: When) -> Result<usize, TaskError> {
         let q = self.queues.get(T::QUEUE);
         let mut added = 0;
         for chunk in tasks.chunks(1000) {
-            let out = q.push_many(chunk.iter().map(|t| (t.key(), t)), When::Now).await?;
+            let out = q.push_many(chunk.iter().map(|t| (t.key(), *t)), when).await?;
             added += out.iter().filter(|o| o.added()).count();
+        }
+        Ok(added)
+    }
+
+    /// Pushes a scanning cron job's tasks spread over `timing.fan_out_jitter`: each task at a
+    /// random one of ten steps across it (the first at once); returns how many added work.
+    pub async fn push_spread<T: Task>(&self, tasks: &[T]) -> Result<usize, TaskError> {
+        const STEPS: u64 = 10;
+        let over = self.timing.fan_out_jitter.0.saturating_mul(1000);
+        if over == 0 || tasks.len() < 2 {
+            return self.push_many(tasks).await;
+        }
+        let mut steps: Vec<Vec<&T>> = (0..STEPS).map(|_| Vec::new()).collect();
+        for t in tasks {
+            steps[rand::random_range(0..STEPS) as usize].push(t);
+        }
+        let mut added = 0;
+        for (i, step) in steps.iter().enumerate().filter(|(_, s)| !s.is_empty()) {
+            let when = match i as u64 * over / STEPS {
+                0 => When::Now,
+                ms => When::After(Duration::from_millis(ms)),
+            };
+            added += self.push_group(step, when).await?;
         }
         Ok(added)
     }

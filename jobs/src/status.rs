@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::TaskError;
 use crate::model::{ConfigState, ConfigStatus, Counts, FileError, Pause, Sums, ZoneStatus, counters};
+use crate::ports::rated::{Buckets, Level};
 use crate::ports::store::{Store, StoreError, VmIndex};
 
 /// Every prefix with a Config or with VMs left (of a removed Config), sorted.
@@ -96,9 +97,21 @@ pub async fn status(
             Some(b) => Some(b),
             None => store.backoff(&a.project, &a.zone).await?.filter(|b| b.until > now),
         };
+        let sums = match rec.config.zones.is_empty() {
+            true => Default::default(),
+            false => store.zone_sums(prefix).await?,
+        };
         for z in &rec.config.zones {
             let backoff = store.backoff(&a.project, &z.zone).await?.filter(|b| b.until > now);
-            st.zones.push(ZoneStatus { zone: z.zone.clone(), weight: z.weight, backoff });
+            let n = sums.get(&z.zone).map(|s| Counts::from_sums(0, s, now)).unwrap_or_default();
+            st.zones.push(ZoneStatus {
+                zone: z.zone.clone(),
+                weight: z.weight,
+                vms: sums.get(&z.zone).map_or(0, |s| s[0].clamp(0, i64::from(u32::MAX)) as u32),
+                connected: n.connected,
+                draining: n.draining,
+                backoff,
+            });
         }
         st.state = if rec.orphaned.is_some() { ConfigState::Orphaned } else { ConfigState::Active };
         st.delete_at = rec.delete_at.or(rec.orphaned.map(|t| t + grace));
@@ -113,7 +126,7 @@ pub async fn status(
 }
 
 /// Everything `gce-backend status` prints.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Report {
     /// One entry per Config (and per prefix with VMs left).
     pub configs: Vec<ConfigStatus>,
@@ -122,11 +135,30 @@ pub struct Report {
     /// The global pause (every Config), while set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused: Option<Pause>,
+    /// The rate-limit buckets used within the last hour (per project and class of Compute
+    /// calls): the rate now and how often calls found no token; `saturated` while one did within
+    /// the last minute.
+    #[serde(default)]
+    pub rate_limits: Vec<Level>,
 }
 
-/// The status of `only` (every prefix when empty) and the file errors.
+/// How long after a call found no token its bucket is shown as saturated.
+const SATURATED_FOR: chrono::Duration = chrono::Duration::minutes(1);
+
+/// The rate-limit buckets now, each marked saturated while a call found it empty within the last
+/// minute.
+pub async fn rate_levels(buckets: &dyn Buckets, now: DateTime<Utc>) -> Result<Vec<Level>, TaskError> {
+    let mut levels = buckets.levels().await?;
+    for l in &mut levels {
+        l.saturated = l.last_wait.is_some_and(|t| now - t < SATURATED_FOR);
+    }
+    Ok(levels)
+}
+
+/// The status of `only` (every prefix when empty), the file errors and the rate-limit buckets.
 pub async fn report(
     store: &dyn Store,
+    buckets: &dyn Buckets,
     only: &[String],
     now: DateTime<Utc>,
     grace: chrono::Duration,
@@ -149,5 +181,6 @@ pub async fn report(
         }
     }
     let paused = crate::ctx::global_pause(store).await?;
-    Ok(Report { configs, files: store.file_errors().await?, paused })
+    let rate_limits = rate_levels(buckets, now).await?;
+    Ok(Report { configs, files: store.file_errors().await?, paused, rate_limits })
 }

@@ -254,6 +254,7 @@ impl Ctx {
             store: fakes.store.clone(),
             compute: fakes.compute.clone(),
             bots: fakes.bots.clone(),
+            buckets: Arc::new(crate::ports::rated::MemoryBuckets::default()),
             clock: fakes.clock.clone(),
             queues,
             timing: Arc::new(Timing::default()),
@@ -299,6 +300,14 @@ impl Ctx {
             out.extend(got.into_iter().map(|l| serde_json::from_str(&l.payload).expect("payload")));
         }
         out
+    }
+
+    /// The keys of every task of `T`'s queue, due (taken) or waiting for its time, sorted.
+    pub async fn keys<T: Task>(&self) -> Vec<String> {
+        let mut keys: Vec<String> = self.taken::<T>().await.iter().map(Task::key).collect();
+        keys.extend(self.delayed::<T>().await);
+        keys.sort();
+        keys
     }
 
     /// The keys of `T`'s tasks that wait for their time (pushed with a delay), soonest first.

@@ -1,85 +1,125 @@
-//! Where a multi-zone Config's new VM goes, in one place. Each index has a zone in a sequence
-//! that spreads indexes by weight (weights 2 and 1: a, b, a, a, b, a, …), so a pool fills its
-//! zones by weight with no count to read; a zone backed off for quota or stockout is skipped for
-//! the next one in the sequence that is not, so creation moves to the other zones at once. A VM
-//! keeps its zone for its incarnation; one not yet sent to Compute whose zone gets backed off
-//! is made again elsewhere ([`elsewhere`]).
+//! Where a multi-zone Config's new VMs go, in one place: each to the zone with the most
+//! headroom by weight (its weight's share of the VMs the Config wants, less the VMs it holds
+//! that are not draining, read from the store's per-zone sums). A zone backed off for quota or
+//! stockout is skipped, so creation moves to the other zones at once; zones of weight 0 are
+//! used only while every weighted zone backs off. `expand_config` places a whole batch at once
+//! ([`place_batch`]: each placement counts for the next), so `create_vm` tasks running together
+//! do not all read the same counts; a VM keeps its zone for its incarnation, and one not yet sent
+//! to Compute whose zone gets backed off is made again elsewhere ([`elsewhere`]).
 
-use crate::backoff::Scope;
+use std::collections::BTreeMap;
+
 use crate::config::Config;
 use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::model::Vm;
+use crate::model::{ConfigRecord, Sums, Vm};
 
-/// The zones of `c` in the order index `index` tries them: its own first (by the weighted
-/// sequence), then the rest of the sequence.
-pub fn order(c: &Config, index: u32) -> Vec<&str> {
-    if c.zones.is_empty() {
-        return c.zone_names();
+/// A zone as placement sees it: its weight, the VMs it holds, whether it backs off.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Room<'a> {
+    /// The zone.
+    pub zone: &'a str,
+    /// Its weight.
+    pub weight: u32,
+    /// Its VMs that are not draining (placed ones included, as they are placed).
+    pub vms: i64,
+    /// True while it backs off.
+    pub backed_off: bool,
+}
+
+/// The zones of `n` new VMs of a Config that wants `wanted` VMs over `rooms`: one at a time to
+/// the zone with the most headroom (`wanted × weight / Σ weights − vms`; ties to the first
+/// listed), each placement counting for the next. Zones that back off are skipped; weight-0 zones
+/// (by fewest VMs) are used only while every weighted zone backs off; when every zone backs off,
+/// the one with the most headroom (where the VM waits for its backoff).
+pub fn place<'a>(rooms: &mut [Room<'a>], wanted: usize, n: usize) -> Vec<&'a str> {
+    let total: i64 = rooms.iter().map(|r| i64::from(r.weight)).sum::<i64>().max(1);
+    let wanted = wanted as i64;
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        // Scaled by Σ weights so the comparison stays in integers.
+        let headroom = |r: &Room<'_>| wanted * i64::from(r.weight) - r.vms * total;
+        let tier = |r: &Room<'_>| match (r.backed_off, r.weight) {
+            (false, 1..) => 0,
+            (false, 0) => 1,
+            (true, _) => 2,
+        };
+        let best = (0..rooms.len()).min_by_key(|&i| (tier(&rooms[i]), -headroom(&rooms[i]), i));
+        let Some(best) = best else { break };
+        rooms[best].vms += 1;
+        out.push(rooms[best].zone);
     }
-    let seq = sequence(c);
-    let start = index as usize % seq.len().max(1);
-    let mut out: Vec<&str> = Vec::with_capacity(c.zones.len());
-    for z in seq[start..].iter().chain(&seq[..start]) {
-        if !out.contains(z) {
-            out.push(z);
-        }
-    }
-    // Zones of weight 0 come last: only when every other one is backed off.
-    out.extend(c.zones.iter().map(|z| z.zone.as_str()).filter(|z| !seq.contains(z)));
     out
 }
 
-/// One cycle of the smooth weighted round robin over the zones (length: the sum of weights,
-/// capped so a cycle stays small).
-fn sequence(c: &Config) -> Vec<&str> {
-    let weights: Vec<i64> = c.zones.iter().map(|z| i64::from(z.weight.min(1000))).collect();
-    let total: i64 = weights.iter().sum();
-    let mut current = vec![0i64; weights.len()];
-    let mut out = Vec::with_capacity(total as usize);
-    for _ in 0..total {
-        for (cur, w) in current.iter_mut().zip(&weights) {
-            *cur += w;
-        }
-        let best = (0..weights.len()).max_by_key(|&i| (current[i], std::cmp::Reverse(i))).unwrap_or(0);
-        current[best] -= total;
-        out.push(c.zones[best].zone.as_str());
-    }
-    out
-}
-
-/// The zone of a new VM of `c` with index `index`: the first of its [`order`] not backed off
-/// (all backed off: its own, where it waits for the backoff).
-pub async fn pick(ctx: &Ctx, c: &Config, index: u32) -> Result<String, TaskError> {
-    let order = order(c, index);
-    if order.len() == 1 {
-        return Ok(order[0].to_owned());
-    }
+/// The rooms of `c`'s zones now: VMs per zone from the store's zone sums, backoffs.
+async fn rooms<'a>(ctx: &Ctx, c: &'a Config) -> Result<Vec<Room<'a>>, TaskError> {
+    let sums: BTreeMap<String, Sums> = ctx.store.zone_sums(&c.prefix).await?;
     let project = c.attributes.project.as_str();
-    let scopes: Vec<(&str, &str)> = order.iter().map(|z| (project, *z)).collect();
+    let scopes: Vec<(&str, &str)> = c.zones.iter().map(|z| (project, z.zone.as_str())).collect();
     let now = ctx.now();
-    let found = ctx.store.backoffs(&scopes).await?;
-    let free = order.iter().zip(found).find(|(_, b)| b.as_ref().is_none_or(|b| b.until <= now));
-    Ok(free.map_or(order[0], |(z, _)| *z).to_owned())
+    let backoffs = ctx.store.backoffs(&scopes).await?;
+    Ok(c.zones
+        .iter()
+        .zip(backoffs)
+        .map(|(z, b)| Room {
+            zone: &z.zone,
+            weight: z.weight,
+            vms: sums.get(&z.zone).map_or(0, |s| (s[0] - s[4]).max(0)),
+            backed_off: b.is_some_and(|b| b.until > now),
+        })
+        .collect())
+}
+
+/// Places the VMs `ids` `expand_config` is about to create for `rec` and records where (one
+/// decision for the batch); nothing for a Config with one zone.
+pub async fn place_batch(ctx: &Ctx, rec: &ConfigRecord, ids: &[String]) -> Result<(), TaskError> {
+    let c = &rec.config;
+    if c.zones.len() < 2 || ids.is_empty() {
+        return Ok(());
+    }
+    let mut rooms = rooms(ctx, c).await?;
+    let zones = place(&mut rooms, rec.wanted_len(), ids.len());
+    let placed: Vec<(String, String)> =
+        ids.iter().cloned().zip(zones.into_iter().map(str::to_owned)).collect();
+    Ok(ctx.store.set_placements(&c.prefix, &placed).await?)
+}
+
+/// The zone of new VM `id` of `rec`: where `expand_config` placed it, unless that zone has backed
+/// off since (or it was not placed: then by the same rule, now).
+pub async fn pick(ctx: &Ctx, rec: &ConfigRecord, id: &str) -> Result<String, TaskError> {
+    let c = &rec.config;
+    if c.zones.len() < 2 {
+        return Ok(c.zone_names()[0].to_owned());
+    }
+    let placed = ctx.store.take_placement(&c.prefix, id).await?;
+    let mut rooms = rooms(ctx, c).await?;
+    if let Some(r) = rooms.iter().find(|r| Some(r.zone) == placed.as_deref() && !r.backed_off) {
+        return Ok(r.zone.to_owned());
+    }
+    Ok(place(&mut rooms, rec.wanted_len(), 1)[0].to_owned())
 }
 
 /// True when `vm` (no instance; the caller knows no insert of it is in flight) is better made
-/// again in another zone: its Config has several zones, its own is backed off and another is not.
+/// again in another zone: its Config has several zones, its own backs off and another does not.
 pub async fn elsewhere(ctx: &Ctx, vm: &Vm) -> Result<bool, TaskError> {
     if vm.instance.is_some() {
         return Ok(false);
     }
     let Some(cfg) = ctx.store.config(&vm.config).await? else { return Ok(false) };
     let c = &cfg.value.config;
-    if c.zones.len() < 2 || crate::backoff::active(ctx, &Scope::zone(vm)).await?.is_none() {
+    if c.zones.len() < 2 {
         return Ok(false);
     }
-    Ok(pick(ctx, c, vm.index).await? != vm.zone())
+    let rooms = rooms(ctx, c).await?;
+    let own_backs_off = rooms.iter().any(|r| r.zone == vm.zone() && r.backed_off);
+    Ok(own_backs_off && rooms.iter().any(|r| r.zone != vm.zone() && !r.backed_off))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backoff::Scope;
     use crate::config::ZoneWeight;
 
     fn multi(weights: &[(&str, u32)]) -> Config {
@@ -89,43 +129,72 @@ mod tests {
         c
     }
 
+    fn room(zone: &str, weight: u32, vms: i64, backed_off: bool) -> Room<'_> {
+        Room { zone, weight, vms, backed_off }
+    }
+
     #[test]
-    fn indexes_spread_over_the_zones_by_weight() {
-        let c = multi(&[("a", 2), ("b", 1)]);
-        let firsts: Vec<&str> = (0..6).map(|i| order(&c, i)[0]).collect();
-        assert_eq!(firsts, ["a", "b", "a", "a", "b", "a"]);
-        assert_eq!(order(&c, 1), ["b", "a"]);
-        let c = multi(&[("a", 1), ("b", 0), ("c", 1)]);
-        assert_eq!(order(&c, 0), ["a", "c", "b"], "weight 0 last");
-        assert!(c.problems().is_empty(), "{:?}", c.problems());
-        assert_eq!(order(&crate::testing::config("linux", 1), 7), ["z"], "one zone");
+    fn each_new_vm_goes_to_the_zone_with_the_most_headroom_by_weight() {
+        // An empty pool of 6 over weights 2:1 fills to 4 and 2.
+        let mut rooms = [room("a", 2, 0, false), room("b", 1, 0, false)];
+        let zones = place(&mut rooms, 6, 6);
+        assert_eq!(zones, ["a", "a", "a", "b", "a", "b"]);
+        assert_eq!((rooms[0].vms, rooms[1].vms), (4, 2));
+        // Holes are filled where they are, whatever the index: b lost two VMs.
+        let mut rooms = [room("a", 2, 4, false), room("b", 1, 0, false)];
+        assert_eq!(place(&mut rooms, 6, 2), ["b", "b"]);
+        // A zone over its share (after a stockout elsewhere) gets nothing until the other catches
+        // up; then both grow by weight.
+        let mut rooms = [room("a", 1, 0, false), room("b", 1, 4, false)];
+        assert_eq!(place(&mut rooms, 6, 4), ["a", "a", "a", "a"]);
+        let mut rooms = [room("a", 1, 3, false), room("b", 1, 3, false)];
+        assert_eq!(place(&mut rooms, 8, 2), ["a", "b"], "ties to the first listed");
+    }
+
+    #[test]
+    fn backed_off_zones_are_skipped_and_weight_0_zones_are_the_last_resort() {
+        let mut rooms = [room("a", 2, 0, true), room("b", 1, 3, false)];
+        assert_eq!(place(&mut rooms, 6, 3), ["b", "b", "b"], "a backs off: b, past its share");
+        let mut rooms = [room("a", 1, 0, true), room("spare", 0, 1, false), room("c", 0, 0, false)];
+        assert_eq!(place(&mut rooms, 4, 3), ["c", "spare", "c"], "weight 0, fewest VMs first");
+        let mut rooms = [room("a", 1, 0, false), room("spare", 0, 0, false)];
+        assert_eq!(place(&mut rooms, 2, 3), ["a", "a", "a"], "never while a weighted zone is up");
+        let mut rooms = [room("a", 1, 2, true), room("b", 1, 0, true)];
+        assert_eq!(place(&mut rooms, 4, 1), ["b"], "all back off: most headroom, it waits there");
+        assert!(place(&mut [], 4, 2).is_empty());
     }
 
     #[tokio::test]
-    async fn a_backed_off_zone_is_skipped_for_the_next_and_a_vm_waiting_there_moves() {
+    async fn a_batch_is_placed_at_once_and_a_placement_in_a_zone_backed_off_since_is_not_kept() {
         let (ctx, _) = Ctx::test();
-        let c = multi(&[("a", 1), ("b", 1)]);
-        assert_eq!(pick(&ctx, &c, 0).await.unwrap(), "a");
-        crate::backoff::hit(&ctx, &Scope("p".into(), "a".into()), "ZONE_RESOURCE_POOL_EXHAUSTED")
+        ctx.seed_config("linux", 4).await;
+        let r = ctx.store.config("linux").await.unwrap().unwrap();
+        let rec = ConfigRecord { config: multi(&[("a", 1), ("b", 1)]), ..r.value };
+        ctx.store.put_config(&rec, crate::ports::store::Expect::Version(r.version)).await.unwrap();
+        ctx.seed_vm("linux-0", |v| v.attributes.zone = "a".into()).await;
+        let ids: Vec<String> = (1..4).map(|i| format!("linux-{i}")).collect();
+        place_batch(&ctx, &rec, &ids).await.unwrap();
+        let mut picked = Vec::new();
+        for id in &ids {
+            picked.push(pick(&ctx, &rec, id).await.unwrap());
+        }
+        assert_eq!(picked, ["b", "a", "b"], "one decision for the batch: 2 and 2");
+        // Taken once: a second pick decides again, from the counts (one VM in a, none in b).
+        assert_eq!(pick(&ctx, &rec, "linux-1").await.unwrap(), "b");
+        place_batch(&ctx, &rec, &ids[..1]).await.unwrap();
+        crate::backoff::hit(&ctx, &Scope("p".into(), "b".into()), "ZONE_RESOURCE_POOL_EXHAUSTED")
             .await
             .unwrap();
-        assert_eq!(pick(&ctx, &c, 0).await.unwrap(), "b");
-        assert_eq!(pick(&ctx, &c, 1).await.unwrap(), "b");
-        crate::backoff::hit(&ctx, &Scope("p".into(), "b".into()), "QUOTA_EXCEEDED").await.unwrap();
-        assert_eq!(pick(&ctx, &c, 0).await.unwrap(), "a", "all backed off: its own");
-        crate::backoff::clear(&ctx, &Scope("p".into(), "b".into())).await.unwrap();
-
-        let mut rec = ctx.store.config("linux").await.unwrap();
-        assert!(rec.is_none());
-        ctx.seed_config("linux", 2).await;
-        rec = ctx.store.config("linux").await.unwrap();
-        let mut r = rec.unwrap();
-        r.value.config = c;
-        ctx.store.put_config(&r.value, crate::ports::store::Expect::Version(r.version)).await.unwrap();
-        let waiting = ctx.seed_vm("linux-0", |v| v.attributes.zone = "a".into()).await;
-        assert!(elsewhere(&ctx, &waiting).await.unwrap(), "a is backed off, b is not");
-        let in_b = ctx.seed_vm("linux-1", |v| v.attributes.zone = "b".into()).await;
-        assert!(!elsewhere(&ctx, &in_b).await.unwrap());
+        assert_eq!(pick(&ctx, &rec, "linux-1").await.unwrap(), "a", "b backs off since");
+        let waiting = ctx.seed_vm("linux-2", |v| v.attributes.zone = "b".into()).await;
+        assert!(elsewhere(&ctx, &waiting).await.unwrap(), "b backs off, a does not");
+        let in_a = ctx.seed_vm("linux-3", |v| v.attributes.zone = "a".into()).await;
+        assert!(!elsewhere(&ctx, &in_a).await.unwrap());
+        crate::backoff::hit(&ctx, &Scope("p".into(), "a".into()), "QUOTA_EXCEEDED").await.unwrap();
+        assert!(!elsewhere(&ctx, &waiting).await.unwrap(), "nowhere better");
+        let one = crate::testing::config("linux", 1);
+        let one = ConfigRecord { config: one, ..rec.clone() };
+        assert_eq!(pick(&ctx, &one, "linux-0").await.unwrap(), "z", "one zone");
     }
 
     #[tokio::test]

@@ -120,7 +120,15 @@ pub(super) fn config(v: &Value) -> String {
         } else {
             format!("until {}", s(&z["backoff"]["until"]))
         };
-        out.push_str(&format!("  zone {} weight {} backoff {}\n", s(&z["zone"]), s(&z["weight"]), backoff));
+        out.push_str(&format!(
+            "  zone {} weight {}  vms {}  connected {}  draining {}  backoff {}\n",
+            s(&z["zone"]),
+            s(&z["weight"]),
+            s(&z["vms"]),
+            s(&z["connected"]),
+            s(&z["draining"]),
+            backoff
+        ));
     }
     for e in st["errors"].as_array().into_iter().flatten().take(5) {
         out.push_str(&format!(

@@ -182,6 +182,7 @@ async fn files_and_the_api_never_overwrite_each_other() {
     let report = eventually("the file's error is reported", LIMIT, || async {
         let r = gce_backend_jobs::status::report(
             &*env.ctx.store,
+            &*env.ctx.buckets,
             &[],
             env.ctx.now(),
             chrono::Duration::zero(),

@@ -1,4 +1,5 @@
-//! `audit_instances`: every zone of every Config's project → `audit_instances`.
+//! `audit_instances`: every zone of every Config's project → `audit_instances` (spread over
+//! `timing.fan_out_jitter`).
 
 use crate::tasks::AuditInstances;
 
@@ -16,5 +17,5 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
             Err(e) => tracing::warn!(project, error = %e, "cannot list zones; project not audited this time"),
         }
     }
-    ctx.push_many(&tasks).await
+    ctx.push_spread(&tasks).await
 }

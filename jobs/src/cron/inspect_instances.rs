@@ -1,7 +1,7 @@
 //! `inspect_instances`: the periodic scan of every provider's machines, between its
 //! `scan_prepare` and `scan_cleanup`: every (project, zone) of a Compute Engine Config →
-//! `inspect_instances`. A provider whose `scan_prepare` fails is left out of this scan (logged);
-//! the others go on.
+//! `inspect_instances`, spread over `timing.fan_out_jitter`. A provider whose `scan_prepare`
+//! fails is left out of this scan (logged); the others go on.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -40,7 +40,7 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
             Err(e) => tracing::warn!(provider = %id, error = %e, "provider not scanned this time"),
         }
     }
-    let pushed = ctx.push_many(&tasks).await?;
+    let pushed = ctx.push_spread(&tasks).await?;
     for p in scanned {
         if let Err(e) = p.scan_cleanup(ctx).await {
             tracing::warn!(provider = ?p, error = %e, "provider scan cleanup failed");
@@ -63,10 +63,7 @@ mod tests {
         rec.config.zones =
             ["a", "b"].iter().map(|z| crate::config::ZoneWeight { zone: (*z).into(), weight: 1 }).collect();
         ctx.store.put_config(&rec, crate::ports::store::Expect::Version(cur.version)).await.unwrap();
-        run(&ctx).await.unwrap();
-        let mut zones: Vec<String> =
-            ctx.taken::<InspectInstances>().await.into_iter().map(|t| t.zone).collect();
-        zones.sort();
-        assert_eq!(zones, ["a", "b"]);
+        assert_eq!(run(&ctx).await.unwrap(), 2);
+        assert_eq!(ctx.keys::<InspectInstances>().await, ["p/a", "p/b"]);
     }
 }

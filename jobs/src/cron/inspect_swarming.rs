@@ -1,4 +1,5 @@
-//! `inspect_swarming`: every Swarming server of a Config → `inspect_swarming` (one ListBots walk).
+//! `inspect_swarming`: every Swarming server of a Config → `inspect_swarming` (one ListBots walk;
+//! spread over `timing.fan_out_jitter`).
 
 use crate::tasks::InspectSwarming;
 
@@ -9,5 +10,5 @@ use crate::error::TaskError;
 pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
     let tasks: Vec<InspectSwarming> =
         super::servers(ctx).await?.into_iter().map(|server| InspectSwarming { server }).collect();
-    ctx.push_many(&tasks).await
+    ctx.push_spread(&tasks).await
 }

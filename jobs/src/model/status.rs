@@ -13,6 +13,15 @@ pub struct ZoneStatus {
     pub zone: String,
     /// Its weight.
     pub weight: u32,
+    /// The Config's VMs in it (draining ones too), counted now.
+    #[serde(default)]
+    pub vms: u32,
+    /// Those whose bot is connected.
+    #[serde(default)]
+    pub connected: u32,
+    /// Those draining.
+    #[serde(default)]
+    pub draining: u32,
     /// Its backoff (quota, stockout), while active.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backoff: Option<Backoff>,
@@ -62,7 +71,7 @@ pub struct ConfigStatus {
     pub errors: Vec<ErrorEntry>,
     /// Backoff of its (project, zone), while active.
     pub backoff: Option<Backoff>,
-    /// A multi-zone Config's zones: weight and active backoff of each.
+    /// A multi-zone Config's zones: weight, VMs, connected bots and active backoff of each.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub zones: Vec<ZoneStatus>,
     /// Set while this Config is paused (who, why, since when).

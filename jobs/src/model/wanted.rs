@@ -63,6 +63,14 @@ impl ConfigRecord {
         }
     }
 
+    /// How many VMs it wants (as many as [`ConfigRecord::wanted`] lists).
+    pub fn wanted_len(&self) -> usize {
+        match self.config.is_static() {
+            true => self.listed.slots.len(),
+            false => self.slots() as usize,
+        }
+    }
+
     /// The indexes a pool with an amount wants: the amount, and the surge of a rollout.
     fn slots(&self) -> u32 {
         let surge = if self.rollout.is_some() { self.config.update.max_surge } else { 0 };

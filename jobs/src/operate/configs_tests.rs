@@ -200,7 +200,9 @@ async fn the_global_pause_holds_every_config_until_lifted() {
     }
     assert!(ctx.taken::<CreateVm>().await.is_empty());
     let report =
-        crate::status::report(&*ctx.store, &[], ctx.now(), chrono::Duration::zero(), false).await.unwrap();
+        crate::status::report(&*ctx.store, &*ctx.buckets, &[], ctx.now(), chrono::Duration::zero(), false)
+            .await
+            .unwrap();
     assert_eq!(report.paused, Some(p));
     assert!(report.configs.iter().all(|c| c.paused_all && c.paused.is_none()));
     // A paused Config stays paused when the global pause is lifted.

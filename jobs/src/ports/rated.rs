@@ -126,10 +126,57 @@ pub trait Buckets: Send + Sync + std::fmt::Debug {
     async fn take(&self, key: &str, rate: Rate) -> Result<Duration, StoreError>;
     /// Compute said its rate limit was exceeded: halve the bucket's rate.
     async fn slow(&self, key: &str, rate: Rate) -> Result<(), StoreError>;
+    /// Every bucket used within the last hour.
+    async fn levels(&self) -> Result<Vec<Level>, StoreError>;
 }
 
-/// A bucket's state: tokens, when it was last filled (ms), its rate now.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// A bucket as operators see it (what `status` and `/metrics` show of its saturation).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Level {
+    /// The project.
+    #[serde(default)]
+    pub project: String,
+    /// The class of calls (`mutate`, `read`, `operations`).
+    #[serde(default)]
+    pub class: String,
+    /// Calls per second set (`[rate_limits]`).
+    pub configured: f64,
+    /// Most tokens saved up.
+    pub burst: u32,
+    /// Calls per second now: lower than `configured` after a `rateLimitExceeded`, growing back.
+    pub rate: f64,
+    /// Tokens left at its last call.
+    pub tokens: f64,
+    /// Calls that found no token (they waited, or their task was sent back for later).
+    pub waits: u64,
+    /// When a call last found no token.
+    pub last_wait: Option<chrono::DateTime<chrono::Utc>>,
+    /// `rateLimitExceeded` answers that halved its rate.
+    pub slowed: u64,
+    /// When the last one came.
+    pub last_slowed: Option<chrono::DateTime<chrono::Utc>>,
+    /// True while calls found no token within the last minute (set by `status`).
+    #[serde(default)]
+    pub saturated: bool,
+}
+
+impl Level {
+    /// A level read from `key` (`project/class`).
+    pub fn of_key(key: &str, mut level: Level) -> Level {
+        let (project, class) = key.rsplit_once('/').unwrap_or((key, ""));
+        (level.project, level.class) = (project.to_owned(), class.to_owned());
+        level
+    }
+}
+
+/// A time in ms since the epoch (0: never).
+fn at(ms: u64) -> Option<chrono::DateTime<chrono::Utc>> {
+    (ms > 0).then(|| chrono::DateTime::from_timestamp_millis(ms as i64)).flatten()
+}
+
+/// A bucket's state: tokens, when it was last filled (ms), its rate now, and how often (and
+/// when last, in ms) a call found it empty or Compute slowed it.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Bucket {
     /// Tokens saved.
     pub tokens: f64,
@@ -137,6 +184,14 @@ pub struct Bucket {
     pub at_ms: u64,
     /// The rate now (at most the configured one).
     pub rate: f64,
+    /// Calls that found no token.
+    pub waits: u64,
+    /// When the last one did, in ms.
+    pub waited_ms: u64,
+    /// Times it was slowed.
+    pub slowed: u64,
+    /// When last, in ms.
+    pub slowed_ms: u64,
 }
 
 impl Bucket {
@@ -146,27 +201,44 @@ impl Bucket {
     /// one. Returns the new state and the wait (zero: taken).
     pub fn step(prev: Option<Bucket>, now_ms: u64, cfg: Rate, slow: bool) -> (Bucket, Duration) {
         let burst = f64::from(cfg.burst);
-        let b = prev.unwrap_or(Bucket { tokens: burst, at_ms: now_ms, rate: cfg.rate });
+        let b = prev.unwrap_or(Bucket { tokens: burst, at_ms: now_ms, rate: cfg.rate, ..Bucket::default() });
         let dt = now_ms.saturating_sub(b.at_ms) as f64 / 1000.0;
         let rate = (b.rate + cfg.rate / 20.0 * dt).min(cfg.rate);
-        let mut next = Bucket { tokens: (b.tokens + rate * dt).min(burst), at_ms: now_ms, rate };
+        let mut next = Bucket { tokens: (b.tokens + rate * dt).min(burst), at_ms: now_ms, rate, ..b };
         if slow {
             next.rate = (rate / 2.0).max(cfg.rate / 20.0);
             next.tokens = next.tokens.min(0.0);
+            (next.slowed, next.slowed_ms) = (next.slowed + 1, now_ms);
             return (next, Duration::ZERO);
         }
         if next.tokens >= 1.0 {
             next.tokens -= 1.0;
             return (next, Duration::ZERO);
         }
+        (next.waits, next.waited_ms) = (next.waits + 1, now_ms);
         let wait_ms = ((1.0 - next.tokens) * 1000.0 / next.rate).ceil().max(1.0);
         (next, Duration::from_millis(wait_ms as u64))
+    }
+
+    /// What operators see of it, set to `cfg`.
+    pub fn level(&self, cfg: Rate) -> Level {
+        Level {
+            configured: cfg.rate,
+            burst: cfg.burst,
+            rate: self.rate,
+            tokens: self.tokens,
+            waits: self.waits,
+            last_wait: at(self.waited_ms),
+            slowed: self.slowed,
+            last_slowed: at(self.slowed_ms),
+            ..Level::default()
+        }
     }
 }
 
 /// In-process buckets (the embedded default, tests).
 #[derive(Debug, Default)]
-pub struct MemoryBuckets(std::sync::Mutex<std::collections::HashMap<String, Bucket>>);
+pub struct MemoryBuckets(std::sync::Mutex<BTreeMap<String, (Bucket, Rate)>>);
 
 impl MemoryBuckets {
     fn step(&self, key: &str, cfg: Rate, slow: bool) -> Duration {
@@ -174,8 +246,8 @@ impl MemoryBuckets {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as u64);
         let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let (b, wait) = Bucket::step(m.get(key).copied(), now_ms, cfg, slow);
-        m.insert(key.to_owned(), b);
+        let (b, wait) = Bucket::step(m.get(key).map(|(b, _)| *b), now_ms, cfg, slow);
+        m.insert(key.to_owned(), (b, cfg));
         wait
     }
 }
@@ -188,6 +260,10 @@ impl Buckets for MemoryBuckets {
     async fn slow(&self, key: &str, rate: Rate) -> Result<(), StoreError> {
         self.step(key, rate, true);
         Ok(())
+    }
+    async fn levels(&self) -> Result<Vec<Level>, StoreError> {
+        let m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(m.iter().map(|(k, (b, cfg))| Level::of_key(k, b.level(*cfg))).collect())
     }
 }
 
@@ -315,11 +391,15 @@ mod tests {
         assert_eq!((b.tokens, w), (0.0, Duration::ZERO), "the burst of 2");
         let (b, w) = Bucket::step(Some(b), 0, R, false);
         assert_eq!(w, Duration::from_millis(100), "then one per 1/rate");
+        assert_eq!((b.waits, b.waited_ms, b.slowed), (1, 0, 0), "a call found it empty");
         let (b, w) = Bucket::step(Some(b), 100, R, false);
         assert_eq!(w, Duration::ZERO);
         // 403 rateLimitExceeded: half the rate, nothing saved.
         let (b, _) = Bucket::step(Some(b), 100, R, true);
         assert_eq!(b.rate, 5.0);
+        let level = b.level(R);
+        assert_eq!((level.slowed, level.waits, level.configured, level.rate), (1, 1, 10.0, 5.0));
+        assert_eq!(level.last_slowed.map(|t| t.timestamp_millis()), Some(100));
         let (b, w) = Bucket::step(Some(b), 100, R, false);
         assert_eq!(w, Duration::from_millis(200), "a token per 1/(rate/2)");
         // It grows back: a twentieth of the rate per second, up to the rate.

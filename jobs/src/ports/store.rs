@@ -1,6 +1,8 @@
 //! The datastore port: Config, VM and status records with compare-and-set, and the indexes each
 //! cron job reads (VMs without an instance, VMs with one, VMs of a Config, VM by hostname).
 
+use std::collections::BTreeMap;
+
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
@@ -153,12 +155,20 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// kept are counted in ([`Store::count_in`]) and [`Store::sums_complete`] says so
     /// (`status::tally` does both, once per Config).
     async fn sums(&self, prefix: &str) -> Result<Option<Sums>, StoreError>;
+    /// A Config's sums per zone (the same sums, of its VMs in each zone), kept with
+    /// [`Store::sums`]; a zone none of its VMs is in may be missing or all zero.
+    async fn zone_sums(&self, prefix: &str) -> Result<BTreeMap<String, Sums>, StoreError>;
+    /// Records where `expand_config` placed the VMs it is about to create (VM id → zone), so
+    /// `create_vm` tasks running at once do not all choose from the same counts.
+    async fn set_placements(&self, prefix: &str, placed: &[(String, String)]) -> Result<(), StoreError>;
+    /// Takes (reads and forgets) the zone recorded for VM `id` of Config `prefix`.
+    async fn take_placement(&self, prefix: &str, id: &str) -> Result<Option<String>, StoreError>;
     /// Counts in a VM written before sums were kept: nothing if it is already counted, gone, or
     /// written again since `vm.version`.
     async fn count_in(&self, vm: &Versioned<Vm>) -> Result<(), StoreError>;
     /// Marks a Config's sums as covering every one of its VMs.
     async fn sums_complete(&self, prefix: &str) -> Result<(), StoreError>;
-    /// Drops a Config's status (errors, counts, counters, sums).
+    /// Drops a Config's status (errors, counts, counters, sums, placements).
     async fn drop_status(&self, prefix: &str) -> Result<(), StoreError>;
     /// The backoff of a (project, zone).
     async fn backoff(&self, project: &str, zone: &str) -> Result<Option<Backoff>, StoreError>;

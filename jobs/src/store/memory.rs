@@ -36,10 +36,14 @@ struct State {
     bots: HashMap<String, Observed>,
     errors: HashMap<String, Vec<ErrorEntry>>,
     counts: HashMap<String, Counts>,
-    /// What each VM adds to its Config's sums, as last written.
-    counted: HashMap<String, u8>,
+    /// What each VM adds to its Config's sums, as last written, and its zone.
+    counted: HashMap<String, (u8, String)>,
     /// Per Config: the sums, and whether they cover every VM.
     sums: HashMap<String, (Sums, bool)>,
+    /// Per Config: the sums per zone.
+    zone_sums: HashMap<String, BTreeMap<String, Sums>>,
+    /// Per Config: VM id → zone placed by `expand_config`.
+    placements: HashMap<String, HashMap<String, String>>,
     counters: HashMap<(String, String), u64>,
     file_errors: Vec<FileError>,
     /// Records planted as undecodable (tests): key → why; the version and indexes stay, as a
@@ -131,6 +135,15 @@ fn holds<T>(current: Option<&Versioned<T>>, expect: Expect) -> bool {
 }
 
 impl State {
+    /// Adds `sign` × what a VM counts (`bits`, in `zone`) to its Config's sums and zone sums.
+    fn count(&mut self, config: &str, (bits, zone): &(u8, String), sign: i64) {
+        add(&mut self.sums.entry(config.to_owned()).or_default().0, *bits, sign);
+        if !zone.is_empty() {
+            let z = self.zone_sums.entry(config.to_owned()).or_default();
+            add(z.entry(zone.clone()).or_insert([0; SUMS]), *bits, sign);
+        }
+    }
+
     fn unindex(&mut self, vm: &Vm) {
         self.uncreated.remove(&vm.id);
         self.created.remove(&vm.id);
@@ -232,11 +245,13 @@ impl Store for MemoryStore {
             s.deadlines.insert(vm.id.clone(), d);
         }
         let version = cur.map_or(1, |c| c.version + 1);
-        let bits = vm.counted();
-        let old = s.counted.insert(vm.id.clone(), bits).unwrap_or(0);
-        let sums = &mut s.sums.entry(vm.config.clone()).or_default().0;
-        add(sums, old, -1);
-        add(sums, bits, 1);
+        let old = s.counted.remove(&vm.id);
+        if let Some(old) = &old {
+            s.count(&vm.config, old, -1);
+        }
+        let new = (vm.counted(), vm.zone().to_owned());
+        s.count(&vm.config, &new, 1);
+        s.counted.insert(vm.id.clone(), new);
         s.vms.insert(vm.id.clone(), Versioned { value: vm.clone(), version });
         s.corrupt_vms.remove(&vm.id);
         Ok(true)
@@ -247,8 +262,8 @@ impl Store for MemoryStore {
         let Some(cur) = s.vms.get(id).cloned().filter(|v| v.version == version) else { return Ok(false) };
         s.unindex(&cur.value);
         s.bots.remove(&cur.value.hostname);
-        if let Some(bits) = s.counted.remove(id) {
-            add(&mut s.sums.entry(cur.value.config.clone()).or_default().0, bits, -1);
+        if let Some(old) = s.counted.remove(id) {
+            s.count(&cur.value.config, &old, -1);
         }
         s.vms.remove(id);
         s.corrupt_vms.remove(id);
@@ -371,10 +386,23 @@ impl Store for MemoryStore {
         if !current || s.counted.contains_key(&vm.value.id) {
             return Ok(());
         }
-        let bits = vm.value.counted();
-        s.counted.insert(vm.value.id.clone(), bits);
-        add(&mut s.sums.entry(vm.value.config.clone()).or_default().0, bits, 1);
+        let new = (vm.value.counted(), vm.value.zone().to_owned());
+        s.count(&vm.value.config, &new, 1);
+        s.counted.insert(vm.value.id.clone(), new);
         Ok(())
+    }
+
+    async fn zone_sums(&self, prefix: &str) -> Result<BTreeMap<String, Sums>, StoreError> {
+        Ok(self.lock().zone_sums.get(prefix).cloned().unwrap_or_default())
+    }
+
+    async fn set_placements(&self, prefix: &str, placed: &[(String, String)]) -> Result<(), StoreError> {
+        self.lock().placements.entry(prefix.to_owned()).or_default().extend(placed.iter().cloned());
+        Ok(())
+    }
+
+    async fn take_placement(&self, prefix: &str, id: &str) -> Result<Option<String>, StoreError> {
+        Ok(self.lock().placements.get_mut(prefix).and_then(|p| p.remove(id)))
     }
 
     async fn sums_complete(&self, prefix: &str) -> Result<(), StoreError> {
@@ -386,6 +414,8 @@ impl Store for MemoryStore {
         let mut s = self.lock();
         s.counts.remove(prefix);
         s.sums.remove(prefix);
+        s.zone_sums.remove(prefix);
+        s.placements.remove(prefix);
         s.errors.remove(prefix);
         s.counters.retain(|(p, _), _| p != prefix);
         Ok(())

@@ -36,7 +36,7 @@ pub async fn run(ctx: &Ctx, t: CreateVm) -> Result<Next, TaskError> {
     };
     // Up to 10 % more lifetime, so a pool's instances are not all replaced at once.
     let extra = if c.lifetime.0 >= 10 { rand::rng().random_range(0..c.lifetime.0 / 10) } else { 0 };
-    let zone = crate::zones::pick(ctx, c, index).await?;
+    let zone = crate::zones::pick(ctx, &cfg.value, &t.id).await?;
     let attributes = c.attributes_in(&zone);
     let vm = Vm {
         id: t.id.clone(),

@@ -1,6 +1,7 @@
 //! `expand_config`: brings a Config's amount up to date and pushes `create_vm` for missing VM
 //! ids, in bounded batches: at most `limits.expand_batch` per run, and only while fewer than
-//! `limits.creating_per_config` of its VMs wait for an instance. It then looks again a second
+//! `limits.creating_per_config` of its VMs wait for an instance; a multi-zone Config's batch is
+//! placed in its zones at once (`zones::place_batch`). It then looks again a second
 //! later, re-reading the Config, so a lowered amount or a restored file stops creation at once.
 //! It pushes `drain_vm` for VMs past the amount at once; the draining itself is `drain_vm`'s.
 //! While the Config is paused ([`Ctx::paused`]) it creates nothing (it still drains). While its
@@ -87,6 +88,7 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
     let room =
         (limits.creating_per_config as usize).saturating_sub(creating).min(limits.expand_batch as usize);
     let batch: Vec<CreateVm> = missing.iter().take(room).map(|id| CreateVm { id: id.clone() }).collect();
+    crate::zones::place_batch(ctx, &rec, &missing[..batch.len()]).await?;
     ctx.push_many(&batch).await?;
     if missing.len() > batch.len() {
         tracing::debug!(config = %t.prefix, pushed = batch.len(), left = missing.len() - batch.len(), "expanding in batches");

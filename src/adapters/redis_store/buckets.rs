@@ -1,19 +1,22 @@
 //! The rate-limit token buckets in Redis, one hash per (project, class) under the deployment's
-//! hash tag, changed by one script that mirrors `Bucket::step` (jobs/src/ports/rated.rs) with
-//! Redis's own clock, so every process shares one bucket and one time.
+//! hash tag (`bucket:<project>/<class>`, listed in the set `buckets`), changed by one script that
+//! mirrors `Bucket::step` (jobs/src/ports/rated.rs) with Redis's own clock, so every process
+//! shares one bucket and one time.
 
+use std::collections::HashMap;
 use std::sync::LazyLock;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use gce_backend_jobs::ports::rated::{Buckets, Rate};
+use gce_backend_jobs::ports::rated::{Bucket, Buckets, Level, Rate};
 use gce_backend_jobs::ports::store::StoreError;
-use redis::Script;
+use redis::{AsyncCommands, Script};
 
 use super::RedisStore;
 use super::conn::err;
 
-/// KEYS[1]: the bucket; ARGV: rate, burst, "take" or "slow". Returns the wait in ms (0: taken).
+/// KEYS[1]: the bucket, KEYS[2]: the set of buckets; ARGV: rate, burst, "take" or "slow", the
+/// bucket's name. Returns the wait in ms (0: taken).
 static STEP: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r#"
@@ -29,13 +32,19 @@ local wait = 0
 if ARGV[3] == 'slow' then
   rate = math.max(cfg / 20, rate / 2)
   tokens = math.min(tokens, 0)
+  redis.call('HINCRBY', KEYS[1], 'slowed', 1)
+  redis.call('HSET', KEYS[1], 'slowed_at', now)
 elseif tokens >= 1 then
   tokens = tokens - 1
 else
   wait = math.max(1, math.ceil((1 - tokens) * 1000 / rate))
+  redis.call('HINCRBY', KEYS[1], 'waits', 1)
+  redis.call('HSET', KEYS[1], 'waited_at', now)
 end
-redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now), 'rate', tostring(rate))
+redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now), 'rate', tostring(rate),
+  'cfg', ARGV[1], 'burst', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], 3600000)
+redis.call('SADD', KEYS[2], ARGV[4])
 return wait
 "#,
     )
@@ -45,9 +54,11 @@ impl RedisStore {
     async fn step(&self, key: &str, rate: Rate, op: &str) -> Result<Duration, StoreError> {
         let ms: u64 = STEP
             .key(self.k(&format!("bucket:{key}")))
+            .key(self.k("buckets"))
             .arg(rate.rate)
             .arg(rate.burst)
             .arg(op)
+            .arg(key)
             .invoke_async(&mut self.c())
             .await
             .map_err(err)?;
@@ -63,5 +74,35 @@ impl Buckets for RedisStore {
 
     async fn slow(&self, key: &str, rate: Rate) -> Result<(), StoreError> {
         self.step(key, rate, "slow").await.map(drop)
+    }
+
+    async fn levels(&self) -> Result<Vec<Level>, StoreError> {
+        let names: Vec<String> = self.c().smembers(self.k("buckets")).await.map_err(err)?;
+        let mut pipe = redis::pipe();
+        for n in &names {
+            pipe.hgetall(self.k(&format!("bucket:{n}")));
+        }
+        let all: Vec<HashMap<String, String>> = pipe.query_async(&mut self.c()).await.map_err(err)?;
+        let mut out = Vec::new();
+        for (name, h) in names.iter().zip(all) {
+            if h.is_empty() {
+                // Unused for an hour: its bucket expired.
+                let _: () = self.c().srem(self.k("buckets"), name).await.map_err(err)?;
+                continue;
+            }
+            let f = |k: &str| h.get(k).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+            let b = Bucket {
+                tokens: f("tokens"),
+                at_ms: f("at") as u64,
+                rate: f("rate"),
+                waits: f("waits") as u64,
+                waited_ms: f("waited_at") as u64,
+                slowed: f("slowed") as u64,
+                slowed_ms: f("slowed_at") as u64,
+            };
+            out.push(Level::of_key(name, b.level(Rate { rate: f("cfg"), burst: f("burst") as u32 })));
+        }
+        out.sort_by(|a, b| (&a.project, &a.class).cmp(&(&b.project, &b.class)));
+        Ok(out)
     }
 }

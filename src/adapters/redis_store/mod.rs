@@ -12,15 +12,17 @@
 //! | `bots` | HASH | hostname → last bot observation |
 //! | `err:<prefix>` | LIST | the Config's last 20 errors, newest first |
 //! | `counts`, `backoff` | HASH | prefix → counts; `project/zone` → backoff |
-//! | `vm:counted` | HASH | VM id → what it adds to its Config's sums (bits of `Vm::counted`) |
-//! | `sums:<prefix>` | HASH | a Config's sums, field `i` per bit; `complete` once they cover every VM |
+//! | `vm:counted` | HASH | VM id → what it adds to its Config's sums (`bits@zone`, bits of `Vm::counted`) |
+//! | `sums:<prefix>` | HASH | a Config's sums, field `i` per bit, `<zone>/i` per zone; `complete` once they cover every VM |
+//! | `place:<prefix>` | HASH | VM id → zone `expand_config` placed it in, until `create_vm` takes it |
 //! | `counters:<prefix>` | HASH | a Config's counters: dead_tasks, task_failures |
 //! | `files` | STRING | errors of Config files that hold no Config (JSON list) |
 //! | `claim:<key>` | STRING | a claimed cron tick, or the Config admission claim (expires) |
 //! | `mark:<space>` | HASH | key → first-seen time |
 //! | `pause` | STRING | the global pause (JSON), while set |
+//! | `bucket:<project>/<class>`, `buckets` | HASH, SET | a rate-limit token bucket (expires after an hour unused); their names |
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -120,7 +122,7 @@ impl Store for RedisStore {
         }
         inv.arg(&vm.id).arg(expect(e)).arg(json(vm)?).arg(&vm.hostname);
         inv.arg(if vm.instance.is_none() { "0" } else { "1" }).arg(&vm.config);
-        inv.arg(vm.counted()).arg(SUMS);
+        inv.arg(tally(vm)).arg(SUMS);
         inv.arg(vm.deadline().map_or(String::new(), |d| d.timestamp_millis().to_string()));
         let v: u64 = inv.invoke_async(&mut self.c()).await.map_err(err)?;
         Ok(v > 0)
@@ -311,9 +313,41 @@ impl Store for RedisStore {
         let v = &vm.value;
         let mut inv = self.put[5].prepare_invoke();
         inv.key(self.k("vm:ver")).key(self.k("vm:counted")).key(self.k(&format!("sums:{}", v.config)));
-        inv.arg(&v.id).arg(vm.version).arg(v.counted()).arg(SUMS);
+        inv.arg(&v.id).arg(vm.version).arg(tally(v)).arg(SUMS);
         let _: u64 = inv.invoke_async(&mut self.c()).await.map_err(err)?;
         Ok(())
+    }
+
+    async fn zone_sums(&self, prefix: &str) -> Result<BTreeMap<String, Sums>, StoreError> {
+        let key = self.k(&format!("sums:{prefix}"));
+        let raw: HashMap<String, i64> = self.c().hgetall(&key).await.map_err(err)?;
+        let mut out: BTreeMap<String, Sums> = BTreeMap::new();
+        for (field, v) in raw {
+            let Some((zone, i)) = field.rsplit_once('/') else { continue };
+            if let Ok(i @ 0..SUMS) = i.parse::<usize>() {
+                out.entry(zone.to_owned()).or_insert([0; SUMS])[i] = v;
+            }
+        }
+        Ok(out)
+    }
+
+    async fn set_placements(&self, prefix: &str, placed: &[(String, String)]) -> Result<(), StoreError> {
+        if placed.is_empty() {
+            return Ok(());
+        }
+        self.c().hset_multiple(self.k(&format!("place:{prefix}")), placed).await.map_err(err)
+    }
+
+    async fn take_placement(&self, prefix: &str, id: &str) -> Result<Option<String>, StoreError> {
+        let key = self.k(&format!("place:{prefix}"));
+        let (zone, _): (Option<String>, u64) = redis::pipe()
+            .atomic()
+            .hget(&key, id)
+            .hdel(&key, id)
+            .query_async(&mut self.c())
+            .await
+            .map_err(err)?;
+        Ok(zone)
     }
 
     async fn sums_complete(&self, prefix: &str) -> Result<(), StoreError> {
@@ -323,6 +357,7 @@ impl Store for RedisStore {
     async fn drop_status(&self, prefix: &str) -> Result<(), StoreError> {
         let _: () = redis::pipe()
             .del(self.k(&format!("sums:{prefix}")))
+            .del(self.k(&format!("place:{prefix}")))
             .hdel(self.k("counts"), prefix)
             .del(self.k(&format!("counters:{prefix}")))
             .del(self.k(&format!("err:{prefix}")))
@@ -420,5 +455,14 @@ impl Store for RedisStore {
             Some(p) => self.c().set(self.k("pause"), json(p)?).await.map_err(err),
             None => self.c().del(self.k("pause")).await.map_err(err),
         }
+    }
+}
+
+/// What a VM adds to its Config's sums, as the scripts read it: `bits@zone` (`bits` without a
+/// zone).
+fn tally(vm: &Vm) -> String {
+    match vm.zone() {
+        "" => vm.counted().to_string(),
+        zone => format!("{}@{zone}", vm.counted()),
     }
 }

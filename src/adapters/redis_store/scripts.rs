@@ -16,15 +16,27 @@ redis.call('HSET', KEYS[2], ARGV[1], v)
 }
 
 /// `move(key, old, new, n)`: moves the sums hash `key` from counting `old` to counting `new`
-/// (bits of what a VM adds to its Config's counts, `Vm::counted`; `n` of them): one HINCRBY per
-/// bit that differs.
+/// (what a VM adds to its Config's sums, `bits[@zone]`: bits of `Vm::counted`, `n` of them, and
+/// its zone): one HINCRBY per bit that differs on field `i`, and on field `<zone>/i` per zone.
 macro_rules! move_bits {
     () => {
         r"
+local function parse(s)
+  local b, z = string.match(s, '^(%d+)@?(.*)$')
+  return tonumber(b) or 0, z or ''
+end
 local function move(key, old, new, n)
+  local ob, oz = parse(old)
+  local nb, nz = parse(new)
   for i = 0, n - 1 do
-    local a, b = math.floor(old / 2 ^ i) % 2, math.floor(new / 2 ^ i) % 2
+    local a, b = math.floor(ob / 2 ^ i) % 2, math.floor(nb / 2 ^ i) % 2
     if a ~= b then redis.call('HINCRBY', key, i, b - a) end
+    if oz == nz then
+      if a ~= b and oz ~= '' then redis.call('HINCRBY', key, oz .. '/' .. i, b - a) end
+    else
+      if a == 1 and oz ~= '' then redis.call('HINCRBY', key, oz .. '/' .. i, -1) end
+      if b == 1 and nz ~= '' then redis.call('HINCRBY', key, nz .. '/' .. i, 1) end
+    end
   end
 end
 "
@@ -43,12 +55,13 @@ return 1";
 
 /// CAS write of a VM with its indexes and its Config's sums. KEYS vm, ver, uncreated, created,
 /// host, cfgs, cfg set, counted, sums, deadlines; ARGV id, expected version, JSON, hostname,
-/// created (1/0), prefix, what it counts (bits), how many sums, deadline (ms, '' without one).
+/// created (1/0), prefix, what it counts (`bits[@zone]`), how many sums, deadline (ms, '' without
+/// one).
 pub(super) const PUT_VM: &str = concat!(
     move_bits!(),
     cas_write!(),
     r"
-local old, new, n = tonumber(redis.call('HGET', KEYS[8], ARGV[1]) or '0'), tonumber(ARGV[7]), tonumber(ARGV[8])
+local old, new, n = redis.call('HGET', KEYS[8], ARGV[1]) or '0', ARGV[7], tonumber(ARGV[8])
 if old ~= new then
   move(KEYS[9], old, new, n)
   redis.call('HSET', KEYS[8], ARGV[1], new)
@@ -72,7 +85,7 @@ pub(super) const DELETE_VM: &str = concat!(
     move_bits!(),
     r"
 if (redis.call('HGET', KEYS[2], ARGV[1]) or '0') ~= ARGV[2] then return 0 end
-move(KEYS[10], tonumber(redis.call('HGET', KEYS[9], ARGV[1]) or '0'), 0, tonumber(ARGV[5]))
+move(KEYS[10], redis.call('HGET', KEYS[9], ARGV[1]) or '0', '0', tonumber(ARGV[5]))
 redis.call('HDEL', KEYS[9], ARGV[1])
 redis.call('HDEL', KEYS[1], ARGV[1]); redis.call('HDEL', KEYS[2], ARGV[1])
 redis.call('SREM', KEYS[3], ARGV[1]); redis.call('SREM', KEYS[4], ARGV[1])
@@ -93,13 +106,13 @@ return 1"
 );
 
 /// Counts in a VM written before sums were kept, unless counted already or written since.
-/// KEYS ver, counted, sums; ARGV id, version, what it counts (bits), how many sums.
+/// KEYS ver, counted, sums; ARGV id, version, what it counts (`bits[@zone]`), how many sums.
 pub(super) const COUNT_IN: &str = concat!(
     move_bits!(),
     r"
 if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
 if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return 0 end
-move(KEYS[3], 0, tonumber(ARGV[3]), tonumber(ARGV[4]))
+move(KEYS[3], '0', ARGV[3], tonumber(ARGV[4]))
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
 return 1"
 );

@@ -154,6 +154,15 @@ const gbViews = (() => {
     return got;
   }
 
+  // One line per zone of a multi-zone Config (weight, VMs, connected, backoff); else its zone.
+  function zoneFacts(st, a) {
+    if (!(st.zones || []).length) return [['zone', a.zone]];
+    return st.zones.map((z) => [`zone ${z.zone}`,
+      `weight ${z.weight} · ${z.vms} VMs · ${z.connected} connected` +
+      (z.draining ? ` · ${z.draining} draining` : '') +
+      (z.backoff ? ` · backs off until ${hms(new Date(z.backoff.until))} (${z.backoff.reason})` : '')]);
+  }
+
   function facts(entry) {
     const c = entry.config;
     const st = entry.status;
@@ -161,7 +170,7 @@ const gbViews = (() => {
     const list = [
       ['source', st.source], ['revision', st.revision],
       ['amount', `${entry.amount} (min ${c.amount.min}, max ${c.amount.max})`],
-      ['project', a.project], ['zone', a.zone], ['machine type', (a.machine_type || '').split('/').pop()],
+      ['project', a.project], ...zoneFacts(st, a), ['machine type', (a.machine_type || '').split('/').pop()],
       ['lifetime', secs(c.lifetime)], ['timeout', secs(c.timeout)],
       ['swarming', c.swarming], ['owner', (c.owner || []).join(', ') || '(admins only)'],
       ['task failures', st.task_failures], ['dead tasks', st.dead_tasks],
