@@ -10,7 +10,7 @@ use crate::pipeline::{Backend, Env, settings, sim_config};
 use gce_backend_jobs::config::Secs;
 
 /// A pool of `amount` VMs over us-central1-a (weight `wa`) and us-central1-b (weight `wb`).
-fn spread(prefix: &str, amount: u32, wa: u32, wb: u32) -> String {
+pub(crate) fn spread(prefix: &str, amount: u32, wa: u32, wb: u32) -> String {
     format!(
         r#"prefix: {prefix}
 amount: {{min: {amount}, max: {amount}}}

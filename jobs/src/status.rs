@@ -138,7 +138,7 @@ pub struct Report {
     /// The rate-limit buckets used within the last hour (per project and class of Compute
     /// calls): the rate now and how often calls found no token; `saturated` while one did within
     /// the last minute.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rate_limits: Vec<Level>,
 }
 

@@ -154,6 +154,29 @@ async fn the_dashboard_follows_a_config_live_and_retries_a_dead_task() {
     wait_cell(&b, "data-config", "linux", "connected", "3").await;
     still_same_page(&b).await;
 
+    // A multi-zone Config's page shows each zone's weight, VMs and connected bots (2:1 of 3).
+    svc.write_yaml("zoned", &crate::zones::spread("zoned", 3, 2, 1));
+    b.js("location.hash = '#/configs/zoned';", json!([])).await;
+    let zones = b
+        .wait(
+            "the zones of zoned, converged",
+            "const f = [...document.querySelectorAll('#config-facts dt')] \
+               .filter(d => d.textContent.startsWith('zone ')) \
+               .map(d => d.textContent + ': ' + d.nextElementSibling.textContent); \
+             const n = f.map(t => /(\\d+) VMs? · \\1 connected/.exec(t)); \
+             return f.length === 2 && n.every(m => m) && Number(n[0][1]) + Number(n[1][1]) === 3 && f;",
+            json!([]),
+        )
+        .await;
+    assert_eq!(
+        zones,
+        json!([
+            "zone us-central1-a: weight 2 · 2 VMs · 2 connected",
+            "zone us-central1-b: weight 1 · 1 VM · 1 connected"
+        ]),
+    );
+    b.js("location.hash = '#/';", json!([])).await;
+
     // Its page: three VMs, each bot connected.
     b.click_on("tr[data-config=\"linux\"] [data-field=\"prefix\"] a").await;
     b.wait(

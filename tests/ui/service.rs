@@ -66,11 +66,16 @@ impl Service {
 
     /// Writes (or replaces) a Config file, owned by the groups `owner`.
     pub(crate) fn write_pool(&self, prefix: &str, amount: u32, owner: &[&str]) {
-        let tmp = self.dir.join(format!("{prefix}.yaml.tmp"));
         let mut yaml = pool(prefix, amount, "1d", "10m");
         if !owner.is_empty() {
             yaml.push_str(&format!("owner: [{}]\n", owner.join(", ")));
         }
+        self.write_yaml(prefix, &yaml);
+    }
+
+    /// Writes (or replaces) Config file `prefix.yaml` with `yaml`, at once (a rename).
+    pub(crate) fn write_yaml(&self, prefix: &str, yaml: &str) {
+        let tmp = self.dir.join(format!("{prefix}.yaml.tmp"));
         std::fs::write(&tmp, yaml).unwrap();
         std::fs::rename(&tmp, self.configs.join(format!("{prefix}.yaml"))).unwrap();
     }

@@ -78,6 +78,9 @@ impl Buckets for RedisStore {
 
     async fn levels(&self) -> Result<Vec<Level>, StoreError> {
         let names: Vec<String> = self.c().smembers(self.k("buckets")).await.map_err(err)?;
+        if names.is_empty() {
+            return Ok(Vec::new()); // (an empty pipeline is an error)
+        }
         let mut pipe = redis::pipe();
         for n in &names {
             pipe.hgetall(self.k(&format!("bucket:{n}")));

@@ -158,7 +158,7 @@ const gbViews = (() => {
   function zoneFacts(st, a) {
     if (!(st.zones || []).length) return [['zone', a.zone]];
     return st.zones.map((z) => [`zone ${z.zone}`,
-      `weight ${z.weight} · ${z.vms} VMs · ${z.connected} connected` +
+      `weight ${z.weight} · ${z.vms} VM${z.vms === 1 ? '' : 's'} · ${z.connected} connected` +
       (z.draining ? ` · ${z.draining} draining` : '') +
       (z.backoff ? ` · backs off until ${hms(new Date(z.backoff.until))} (${z.backoff.reason})` : '')]);
   }
