@@ -79,16 +79,7 @@ async fn one_bad_record_of_each_kind_never_stalls_the_others() {
     .await;
     env.converged("mac", 2).await;
     env.converged("linux", 2).await;
-    let report = gce_backend_jobs::status::report(
-        &*env.ctx.store,
-        &*env.ctx.buckets,
-        &[],
-        env.ctx.now(),
-        chrono::Duration::zero(),
-        true,
-    )
-    .await
-    .unwrap();
+    let report = env.report(true).await;
     let prefixes: Vec<&str> = report.configs.iter().map(|c| c.prefix.as_str()).collect();
     assert!(
         prefixes.contains(&"linux") && prefixes.contains(&"mac") && prefixes.contains(&"ghost"),

@@ -21,17 +21,7 @@ async fn a_never_connecting_image_opens_the_breaker_and_a_fixed_one_closes_it() 
     let env = Env::start(Backend::Redis, sim_config(), &[], true).await;
     env.faults(json!({"broken_images": [BROKEN]})).await;
     env.write_pool("web", &web(BROKEN));
-    let status = || async {
-        gce_backend_jobs::status::status(
-            &*env.ctx.store,
-            "web",
-            env.ctx.now(),
-            chrono::Duration::zero(),
-            true,
-        )
-        .await
-        .unwrap()
-    };
+    let status = || async { env.status("web", true).await };
     let limit = Duration::from_secs(60);
     let open = eventually("the breaker opens", limit, || async { status().await.breaker }).await;
     assert!(open.reason.contains("3 VMs in a row failed"), "{}", open.reason);

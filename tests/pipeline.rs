@@ -169,6 +169,20 @@ impl Env {
     }
 
     /// Waits until the counts of `prefix` are (configured, created, connected), no VM draining.
+    /// `prefix`'s status now: its counts live (`live`) or as `count_vms` last wrote them.
+    pub(crate) async fn status(&self, prefix: &str, live: bool) -> gce_backend_jobs::model::ConfigStatus {
+        let (store, now) = (&*self.ctx.store, self.ctx.now());
+        gce_backend_jobs::status::status(store, prefix, now, chrono::Duration::zero(), live).await.unwrap()
+    }
+
+    /// What `gce-backend status` prints: counts live (`live`) or as `count_vms` last wrote them.
+    pub(crate) async fn report(&self, live: bool) -> gce_backend_jobs::status::Report {
+        let (store, buckets, now) = (&*self.ctx.store, &*self.ctx.buckets, self.ctx.now());
+        gce_backend_jobs::status::report(store, buckets, &[], now, chrono::Duration::zero(), live)
+            .await
+            .unwrap()
+    }
+
     pub(crate) async fn converged(&self, prefix: &str, n: u32) {
         eventually(&format!("{prefix} converges to {n}"), LIMIT, || async {
             let c = self.counts(prefix).await;

@@ -79,15 +79,7 @@ async fn a_throttled_project_never_holds_up_another() {
     // 10 inserts at 0.2/s take 45 s: the other project was not held up by them.
     let c = env.counts("slowp").await;
     assert!(c.created < 10, "slowp: {c:?}");
-    let st = gce_backend_jobs::status::status(
-        &*env.ctx.store,
-        "slowp",
-        env.ctx.now(),
-        chrono::Duration::zero(),
-        true,
-    )
-    .await
-    .unwrap();
+    let st = env.status("slowp", true).await;
     assert_eq!((st.task_failures, st.dead_tasks), (0, 0), "held back, not failed: {:?}", st.errors);
     let text = env.ctx.telemetry.text();
     assert!(
@@ -97,16 +89,7 @@ async fn a_throttled_project_never_holds_up_another() {
     );
     assert!(!text.contains("project=\"proj\",class=\"mutate\""), "the other project was never held back");
     // Status and the shared metrics show the saturated bucket (read from Redis), not the other.
-    let report = gce_backend_jobs::status::report(
-        &*env.ctx.store,
-        &*env.ctx.buckets,
-        &[],
-        env.ctx.now(),
-        chrono::Duration::zero(),
-        true,
-    )
-    .await
-    .unwrap();
+    let report = env.report(true).await;
     let level = |p: &str| report.rate_limits.iter().find(|l| l.project == p && l.class == "mutate");
     let b = level("slow").expect("slow's bucket");
     assert!(b.saturated && b.waits > 0 && b.configured == 0.2 && b.burst == 1, "{b:?}");

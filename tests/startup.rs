@@ -97,15 +97,7 @@ async fn a_task_that_dies_is_counted_on_its_config_and_a_missing_disk_type_is_re
     env.faults(json!({"errors": {"swarming.GetBot": denied, "swarming.ListBots": denied}})).await;
     env.write_pool("linux", &pool("linux", 1, "1d", "10m"));
     let st = eventually("manage_bot's task dies and its Config says so", Duration::from_secs(60), || async {
-        let st = gce_backend_jobs::status::status(
-            &*env.ctx.store,
-            "linux",
-            env.ctx.now(),
-            chrono::Duration::zero(),
-            false,
-        )
-        .await
-        .unwrap();
+        let st = env.status("linux", false).await;
         (st.dead_tasks >= 1).then_some(st)
     })
     .await;

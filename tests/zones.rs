@@ -51,15 +51,7 @@ async fn vms_spread_by_weight_and_a_stockout_moves_creation_to_the_other_zone_at
     env.converged("moved", 4).await;
     let zones = by_zone(&env, "moved");
     assert_eq!(zones, BTreeMap::from([("us-central1-b".to_owned(), 4)]), "all in b");
-    let st = gce_backend_jobs::status::status(
-        &*env.ctx.store,
-        "moved",
-        env.ctx.now(),
-        chrono::Duration::zero(),
-        true,
-    )
-    .await
-    .unwrap();
+    let st = env.status("moved", true).await;
     let backed: Vec<(&str, bool)> = st.zones.iter().map(|z| (z.zone.as_str(), z.backoff.is_some())).collect();
     assert_eq!(backed, [("us-central1-a", true), ("us-central1-b", false)], "status per zone");
     for vm in env.vms("moved").await {
@@ -81,15 +73,7 @@ async fn vms_spread_by_weight_and_a_stockout_moves_creation_to_the_other_zone_at
     env.converged("moved", 8).await;
     let zones = by_zone(&env, "moved");
     assert_eq!(zones, BTreeMap::from([("us-central1-a".to_owned(), 4), ("us-central1-b".to_owned(), 4)]));
-    let st = gce_backend_jobs::status::status(
-        &*env.ctx.store,
-        "moved",
-        env.ctx.now(),
-        chrono::Duration::zero(),
-        true,
-    )
-    .await
-    .unwrap();
+    let st = env.status("moved", true).await;
     let counted: Vec<(&str, u32, u32)> =
         st.zones.iter().map(|z| (z.zone.as_str(), z.vms, z.connected)).collect();
     assert_eq!(counted, [("us-central1-a", 4, 4), ("us-central1-b", 4, 4)], "status counts per zone");

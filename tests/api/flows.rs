@@ -180,16 +180,7 @@ async fn files_and_the_api_never_overwrite_each_other() {
     env.converged("web", 1).await;
     env.write_pool("web", &crate::pipeline::pool("web", 3, "1d", "10m"));
     let report = eventually("the file's error is reported", LIMIT, || async {
-        let r = gce_backend_jobs::status::report(
-            &*env.ctx.store,
-            &*env.ctx.buckets,
-            &[],
-            env.ctx.now(),
-            chrono::Duration::zero(),
-            false,
-        )
-        .await
-        .unwrap();
+        let r = env.report(false).await;
         r.files.iter().any(|f| f.path.ends_with("web.yaml")).then_some(r)
     })
     .await;
