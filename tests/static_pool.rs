@@ -70,6 +70,13 @@ async fn a_static_pool_is_watched_and_a_removed_busy_machine_finishes_its_task_f
     }
     let calls = env.sim.with(|w| w.calls.clone());
     assert!(calls.keys().all(|m| !m.starts_with("compute.instances.")), "no instance call: {calls:?}");
+    let text = env.ctx.telemetry.text();
+    assert!(
+        !text
+            .lines()
+            .any(|l| l.starts_with("gce_backend_instance_operations_total{") && l.contains("config=\"lab\"")),
+        "a static machine is recorded and released, never counted as inserted or deleted:\n{text}"
+    );
 
     // Adding or removing machines any other way than the list is refused, and changes nothing.
     let root = serve(env.ctx.clone()).await;

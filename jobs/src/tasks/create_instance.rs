@@ -68,15 +68,17 @@ pub async fn created(ctx: &Ctx, cur: Versioned<Vm>, placed: Placed) -> Result<()
         written.as_ref().filter(|(v, _)| v.value.url() == Some(placed.url.as_str()))
     {
         let vm = v;
-        // Only the run that recorded the instance counts it (another may have recorded it first).
-        if *wrote {
+        let fixed = is_static(ctx, vm);
+        // Only the run that recorded the instance counts it (another may have recorded it first);
+        // a static machine is recorded, not inserted.
+        if *wrote && !fixed {
             ctx.telemetry.instance_op(vm, "insert", "ok", "");
             if let Some(sent) = v.insert_sent {
                 ctx.telemetry.lifecycle(vm, Stage::InsertToCreated, sent, ctx.now());
             }
         }
         backoff::clear_for(ctx, vm).await?;
-        let what = if is_static(ctx, vm) { "static machine" } else { "instance" };
+        let what = if fixed { "static machine" } else { "instance" };
         tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), "{what} created");
         ctx.resolved(&vm.config, &[STAGE]).await?;
         // Its bot cannot be there yet: the first look comes soon after boot.

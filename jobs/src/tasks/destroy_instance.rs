@@ -54,16 +54,14 @@ pub async fn run(ctx: &Ctx, t: DestroyInstance) -> Result<Next, TaskError> {
     if next != Next::Done {
         return Ok(next);
     }
-    let done = match crate::tasks::create_instance::is_static(ctx, &vm) {
-        true => "static machine released (left running)",
-        false => "instance destroyed",
-    };
+    let fixed = crate::tasks::create_instance::is_static(ctx, &vm);
+    let done = if fixed { "static machine released (left running)" } else { "instance destroyed" };
     tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), "{done}");
     ctx.resolved(&vm.config, &["destroy_instance"]).await?;
     let pushed = ctx.push(&DeleteBot { id: vm.id.clone(), hostname: vm.hostname.clone() }).await?;
     // Counted once per instance: a run again before `delete_bot` (a retry, a duplicate task)
-    // finds its DeleteBot already there.
-    if pushed.added() {
+    // finds its DeleteBot already there. A static machine is released, not deleted.
+    if pushed.added() && !fixed {
         ctx.telemetry.instance_op(&vm, "delete", "ok", "");
         if let Some(placed) = &vm.instance {
             ctx.telemetry.lifecycle(&vm, Stage::Lifetime, placed.created, ctx.now());
