@@ -72,6 +72,7 @@ pub struct Telemetry {
     quota_limit: Family<Labels, Gauge<f64, AtomicU64>>,
     calls: Family<Labels, Counter>,
     throttled: Family<Labels, Counter>,
+    registrations: Family<Labels, Counter>,
     call_seconds: Histograms,
     cron_runs: Family<Labels, Counter>,
     cron_pushed: Family<Labels, Counter>,
@@ -91,6 +92,7 @@ impl Default for Telemetry {
             quota_limit: Family::default(),
             calls: Family::default(),
             throttled: Family::default(),
+            registrations: Family::default(),
             call_seconds: Family::new_with_constructor(call),
             cron_runs: Family::default(),
             cron_pushed: Family::default(),
@@ -154,6 +156,11 @@ impl Telemetry {
             "Compute calls held back by their project's rate limit (settings [rate_limits]), by project and class",
             self.throttled.clone(),
         );
+        r.register(
+            "registrations",
+            "VM registrations by result: ok, or why one was refused (the reason the caller is never told)",
+            self.registrations.clone(),
+        );
         r.register("cron_runs", "Cron job runs by job and result (ok, error)", self.cron_runs.clone());
         r.register("cron_pushed_tasks", "Tasks added by cron job runs, by job", self.cron_pushed.clone());
         r.register("cron_run_seconds", "How long a cron job run took, by job", self.cron_seconds.clone());
@@ -214,6 +221,11 @@ impl Telemetry {
     /// A Compute call of `class` to `project` was held back by the project's rate limit.
     pub fn throttled(&self, project: &str, class: &'static str) {
         self.throttled.get_or_create(&labels(&[("project", project), ("class", class)])).inc();
+    }
+
+    /// A registration ended: `result` is `ok` or the reason it was refused.
+    pub fn registration(&self, result: &'static str) {
+        self.registrations.get_or_create(&labels(&[("result", result)])).inc();
     }
 
     /// A run of cron job `job` ended at `at` after `secs`, adding `pushed` tasks, or failed.

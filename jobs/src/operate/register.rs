@@ -40,8 +40,15 @@ pub struct Registration {
     pub expires: DateTime<Utc>,
 }
 
-/// Registers the machine `input.proof` proves to be, for `audience` (this service's root URL).
+/// Registers the machine `input.proof` proves to be, for `audience` (this service's root URL);
+/// counts the result (`registrations{result}`: ok, or why it was refused).
 pub async fn register(ctx: &Ctx, input: &RegisterInput, audience: &str) -> Result<Registration, Refused> {
+    let out = attempt(ctx, input, audience).await;
+    ctx.telemetry.registration(out.as_ref().map_or_else(|r| r.0, |_| "ok"));
+    out
+}
+
+async fn attempt(ctx: &Ctx, input: &RegisterInput, audience: &str) -> Result<Registration, Refused> {
     let provider = ctx.providers.get(ctx, &input.provider).await.map_err(|_| Refused("no such provider"))?;
     let proven = provider.identify(ctx, &input.proof, audience).await?;
     let hostname = proven.vm.value.hostname.clone();
