@@ -18,6 +18,8 @@ mod operator_safety;
 mod pipeline;
 /// The pipeline under faults: (vi)–(x).
 mod pipeline_faults;
+/// `gce-backend run` processes on one private Redis and simulator.
+mod procs;
 /// Worker processes on Redis: kill -9 mid-run, SIGTERM shutdown.
 mod queue_processes;
 /// Rate limits per Compute project: shared by processes, never holding up another project.

@@ -168,7 +168,6 @@ impl Env {
         gce_backend_jobs::status::tally(&*self.ctx.store, prefix, self.ctx.now()).await.unwrap().0
     }
 
-    /// Waits until the counts of `prefix` are (configured, created, connected), no VM draining.
     /// `prefix`'s status now: its counts live (`live`) or as `count_vms` last wrote them.
     pub(crate) async fn status(&self, prefix: &str, live: bool) -> gce_backend_jobs::model::ConfigStatus {
         let (store, now) = (&*self.ctx.store, self.ctx.now());
@@ -183,6 +182,7 @@ impl Env {
             .unwrap()
     }
 
+    /// Waits until `prefix` has `n` VMs, all created and connected, none draining.
     pub(crate) async fn converged(&self, prefix: &str, n: u32) {
         eventually(&format!("{prefix} converges to {n}"), LIMIT, || async {
             let c = self.counts(prefix).await;
@@ -261,89 +261,6 @@ impl Env {
     pub(crate) async fn stop(mut self) {
         if let Some(app) = self.app.take() {
             app.stop().await;
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// A private Redis, the simulator, and a directory with `pools/` and a settings file whose cron
-/// jobs run every second: for tests that run `gce-backend run` processes on one Redis.
-pub(crate) struct Procs {
-    pub(crate) redis: RedisServer,
-    pub(crate) sim: Sim,
-    pub(crate) addr: std::net::SocketAddr,
-    pub(crate) dir: PathBuf,
-    pub(crate) configs: PathBuf,
-    pub(crate) settings: PathBuf,
-}
-
-impl Procs {
-    /// Starts them; `toml` is added to the settings (after `[cron]`: start it with a table).
-    pub(crate) async fn start(concurrency: usize, toml: &str) -> Procs {
-        gce_backend::adapters::install_crypto();
-        let redis = RedisServer::start();
-        let (addr, sim) = sim::spawn(sim_config()).await.unwrap();
-        let dir = temp_dir();
-        let configs = dir.join("pools");
-        std::fs::create_dir_all(&configs).unwrap();
-        let settings = dir.join("service.toml");
-        let mut text = format!("deployment = \"{DEPLOYMENT}\"\nconcurrency = {concurrency}\n[cron]\n");
-        for job in gce_backend_jobs::cron::names() {
-            text.push_str(&format!("{job} = \"1s\"\n"));
-        }
-        text.push_str(toml);
-        std::fs::write(&settings, text).unwrap();
-        Procs { redis, sim, addr, dir, configs, settings }
-    }
-
-    /// `gce-backend run` on them (Redis, simulator, configs, settings), to add to.
-    pub(crate) fn command(&self) -> std::process::Command {
-        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_gce-backend"));
-        c.args(["run", "--quiet", "--redis", &self.redis.url(), "--namespace", DEPLOYMENT])
-            .args(["--gce-endpoint", &format!("http://{}", self.addr)])
-            .arg("--configs")
-            .arg(&self.configs)
-            .arg("--settings")
-            .arg(&self.settings);
-        c
-    }
-
-    /// A `gce-backend run` process on them (output dropped).
-    pub(crate) fn spawn(&self) -> std::process::Child {
-        self.command()
-            .args(["--listen", "127.0.0.1:0", "--root-url", "http://localhost"])
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap()
-    }
-
-    /// A context on the same Redis and simulator (no workers), to read what the processes did.
-    pub(crate) async fn ctx(&self) -> Ctx {
-        let opts = RunOptions {
-            store: gce_backend::ops::RedisArgs {
-                redis: Some(self.redis.url()),
-                namespace: DEPLOYMENT.into(),
-            },
-            role: Role::Workers,
-            configs: self.configs.clone(),
-            settings: self.settings.clone(),
-            gce_endpoint: Some(format!("http://{}", self.addr)),
-            swarming_endpoint: None,
-            real_gce: false,
-            certs_url: None,
-            quiet: true,
-            api: Default::default(),
-        };
-        app::context(&opts, &settings()).await.unwrap().0
-    }
-
-    /// Stops `procs` with SIGTERM (each must exit cleanly) and removes the directory.
-    pub(crate) fn stop(self, procs: &mut [std::process::Child]) {
-        for p in procs {
-            let _ = std::process::Command::new("kill").args(["-TERM", &p.id().to_string()]).status();
-            assert!(p.wait().unwrap().success(), "graceful exit");
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }

@@ -15,7 +15,8 @@ use gce_backend_jobs::{Ctx, TaskError};
 use gce_backend_queues::testing::{RedisServer, eventually};
 use serde_json::json;
 
-use crate::pipeline::{Backend, DEPLOYMENT, Env, Procs, pool, settings, sim_config};
+use crate::pipeline::{Backend, DEPLOYMENT, Env, pool, settings, sim_config};
+use crate::procs::Procs;
 
 const LIMIT: Duration = Duration::from_secs(90);
 

@@ -1,14 +1,14 @@
 //! The read model operators see (`gce-backend status`, progress lines): per-Config counts from
-//! the VM records, errors, backoff, life state, source and pauses, and the errors of Config
-//! files.
+//! the VM records (and per zone), errors, backoff, life state, source and pauses, the errors of
+//! Config files, and the rate-limit buckets' saturation.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::error::TaskError;
-use crate::model::{ConfigState, ConfigStatus, Counts, FileError, Pause, Sums, ZoneStatus, counters};
+use crate::model::{ConfigState, ConfigStatus, Counts, FileError, Pause, SUMS, Sums, ZoneStatus, counters};
 use crate::ports::rated::{Buckets, Level};
 use crate::ports::store::{Store, StoreError, VmIndex};
 
@@ -55,6 +55,30 @@ pub async fn sums(store: &dyn Store, prefix: &str) -> Result<Sums, TaskError> {
     Ok(store.sums(prefix).await?.unwrap_or_default())
 }
 
+/// A Config's sums per zone (zones with a name), O(1). When they disagree with its totals (VMs
+/// counted before zone sums were kept, or written by a build that keeps none), they are counted
+/// again from its VMs first, once.
+pub async fn zone_sums(store: &dyn Store, prefix: &str) -> Result<BTreeMap<String, Sums>, TaskError> {
+    let mut recounted = false;
+    loop {
+        let Some((totals, mut zones)) = store.zone_sums(prefix).await? else {
+            sums(store, prefix).await?; // counts in VMs written before sums were kept
+            match store.zone_sums(prefix).await? {
+                Some(_) => continue,
+                None => return Ok(BTreeMap::new()),
+            }
+        };
+        let agree = (0..SUMS).all(|i| zones.values().map(|z| z[i]).sum::<i64>() == totals[i]);
+        if agree || recounted {
+            zones.remove("");
+            return Ok(zones);
+        }
+        tracing::info!(config = prefix, "zone sums disagree with the totals: counted again");
+        store.recount_zones(prefix).await?;
+        recounted = true;
+    }
+}
+
 /// A Config's status: the counts last written by `count_vms` (or `live` ones counted now), its
 /// last errors (newest first), the backoff of its (project, zone) while active, its state
 /// (`grace`: the orphan grace, to say when an orphaned Config goes), source and pauses.
@@ -99,7 +123,7 @@ pub async fn status(
         };
         let sums = match rec.config.zones.is_empty() {
             true => Default::default(),
-            false => store.zone_sums(prefix).await?,
+            false => zone_sums(store, prefix).await?,
         };
         for z in &rec.config.zones {
             let backoff = store.backoff(&a.project, &z.zone).await?.filter(|b| b.until > now);

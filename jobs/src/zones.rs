@@ -54,7 +54,7 @@ pub fn place<'a>(rooms: &mut [Room<'a>], wanted: usize, n: usize) -> Vec<&'a str
 
 /// The rooms of `c`'s zones now: VMs per zone from the store's zone sums, backoffs.
 async fn rooms<'a>(ctx: &Ctx, c: &'a Config) -> Result<Vec<Room<'a>>, TaskError> {
-    let sums: BTreeMap<String, Sums> = ctx.store.zone_sums(&c.prefix).await?;
+    let sums: BTreeMap<String, Sums> = crate::status::zone_sums(&*ctx.store, &c.prefix).await?;
     let project = c.attributes.project.as_str();
     let scopes: Vec<(&str, &str)> = c.zones.iter().map(|z| (project, z.zone.as_str())).collect();
     let now = ctx.now();
@@ -86,7 +86,10 @@ pub async fn place_batch(ctx: &Ctx, rec: &ConfigRecord, ids: &[String]) -> Resul
 }
 
 /// The zone of new VM `id` of `rec`: where `expand_config` placed it, unless that zone has backed
-/// off since (or it was not placed: then by the same rule, now).
+/// off since (or it was not placed: then by the same rule, now). The placement is taken as it is
+/// read: a run that fails after it decides again, from the counts. (VMs whose placed zone backs
+/// off all decide from the same counts, so they may go to one zone together; the next batch
+/// evens it out.)
 pub async fn pick(ctx: &Ctx, rec: &ConfigRecord, id: &str) -> Result<String, TaskError> {
     let c = &rec.config;
     if c.zones.len() < 2 {

@@ -10,7 +10,8 @@ use serde_json::Value;
 
 use super::webdriver::{self, free_port};
 use crate::api::ADMIN;
-use crate::pipeline::{Procs, pool};
+use crate::pipeline::pool;
+use crate::procs::Procs;
 
 /// `gce-backend run` as a process on its own Redis, against an in-process simulator.
 pub(crate) struct Service {

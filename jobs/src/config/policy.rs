@@ -61,7 +61,8 @@ impl Default for Breaker {
 pub struct ZoneWeight {
     /// The zone, e.g. `us-central1-b`.
     pub zone: String,
-    /// Its share of new VMs, relative to the others' (default 1; 0: none while others have room).
+    /// Its share of new VMs, relative to the others' (default 1, at most 1000; 0: new VMs only
+    /// while every weighted zone backs off).
     #[serde(default = "one")]
     pub weight: u32,
 }

@@ -193,3 +193,25 @@ fn spot_and_preemptible_rules() {
     c.attributes.instance_termination_action = "STOP".into();
     assert!(c.validate().unwrap_err().rule.contains("SPOT or preemptible"));
 }
+
+#[test]
+fn zone_lists_need_a_weighted_zone_distinct_names_and_bounded_weights() {
+    use crate::config::ZoneWeight;
+    let zoned = |zones: &[(&str, u32)]| {
+        let mut c = cfg();
+        c.attributes.zone.clear();
+        c.zones = zones.iter().map(|(z, w)| ZoneWeight { zone: (*z).into(), weight: *w }).collect();
+        c.problems().into_iter().map(|e| format!("{}: {}", e.field, e.rule)).collect::<Vec<_>>()
+    };
+    assert!(zoned(&[("us-central1-a", 2), ("us-central1-b", 0)]).is_empty());
+    assert!(zoned(&[("us-central1-a", 1000)]).is_empty());
+    assert_eq!(zoned(&[("us-central1-a", 0)]), ["linux.zones: at least one zone needs a weight above 0"]);
+    assert_eq!(
+        zoned(&[("us-central1-a", 1), ("us-central1-a", 1)]),
+        ["linux.zones[1].zone: is listed twice"]
+    );
+    assert_eq!(
+        zoned(&[("us-central1-a", 4_000_000_000)]),
+        ["linux.zones[0].weight: 4000000000; at most 1000"]
+    );
+}

@@ -116,6 +116,8 @@ impl Config {
         if !self.attributes.zone.is_empty() {
             out.push(err(f("attributes.zone"), "a multi-zone pool names its zones in zones only: remove it"));
         }
+        /// Weights are shares: 1000 tells apart any split a pool can make.
+        const MAX_WEIGHT: u32 = 1000;
         if self.zones.len() > MAX_ZONES {
             out.push(err(f("zones"), format!("{} zones; at most {MAX_ZONES}", self.zones.len())));
         }
@@ -131,6 +133,12 @@ impl Config {
                 ));
             } else if !seen.insert(z.zone.as_str()) {
                 out.push(err(f(&format!("zones[{i}].zone")), "is listed twice"));
+            }
+            if z.weight > MAX_WEIGHT {
+                out.push(err(
+                    f(&format!("zones[{i}].weight")),
+                    format!("{}; at most {MAX_WEIGHT}", z.weight),
+                ));
             }
         }
     }

@@ -147,7 +147,8 @@ pub struct Level {
     pub rate: f64,
     /// Tokens left at its last call.
     pub tokens: f64,
-    /// Calls that found no token (they waited, or their task was sent back for later).
+    /// Takes that found no token: a call that waited counts once per wait, a call sent back
+    /// for later once more each time it comes back and finds none.
     pub waits: u64,
     /// When a call last found no token.
     pub last_wait: Option<chrono::DateTime<chrono::Utc>>,
@@ -236,17 +237,19 @@ impl Bucket {
     }
 }
 
+/// Milliseconds since the epoch, by this process's clock.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
 /// In-process buckets (the embedded default, tests).
 #[derive(Debug, Default)]
 pub struct MemoryBuckets(std::sync::Mutex<BTreeMap<String, (Bucket, Rate)>>);
 
 impl MemoryBuckets {
     fn step(&self, key: &str, cfg: Rate, slow: bool) -> Duration {
-        let now_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64);
         let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let (b, wait) = Bucket::step(m.get(key).map(|(b, _)| *b), now_ms, cfg, slow);
+        let (b, wait) = Bucket::step(m.get(key).map(|(b, _)| *b), now_ms(), cfg, slow);
         m.insert(key.to_owned(), (b, cfg));
         wait
     }
@@ -262,7 +265,10 @@ impl Buckets for MemoryBuckets {
         Ok(())
     }
     async fn levels(&self) -> Result<Vec<Level>, StoreError> {
-        let m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        // As in Redis, a bucket unused for an hour is gone.
+        let hour_ago = now_ms().saturating_sub(3_600_000);
+        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        m.retain(|_, (b, _)| b.at_ms >= hour_ago);
         Ok(m.iter().map(|(k, (b, cfg))| Level::of_key(k, b.level(*cfg))).collect())
     }
 }

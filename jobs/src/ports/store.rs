@@ -155,16 +155,22 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// kept are counted in ([`Store::count_in`]) and [`Store::sums_complete`] says so
     /// (`status::tally` does both, once per Config).
     async fn sums(&self, prefix: &str) -> Result<Option<Sums>, StoreError>;
-    /// A Config's sums per zone (the same sums, of its VMs in each zone), kept with
-    /// [`Store::sums`]; a zone none of its VMs is in may be missing or all zero.
-    async fn zone_sums(&self, prefix: &str) -> Result<BTreeMap<String, Sums>, StoreError>;
+    /// A Config's sums and, read with them, its sums per zone (the same sums over its VMs in each
+    /// zone, zone `""` for VMs without one), kept with them; `None` while [`Store::sums`] is.
+    /// A zone none of its VMs is in may be missing or all zero. They disagree with the totals
+    /// only after VMs were written by a build that keeps no zone sums: `status::zone_sums` then
+    /// has them counted again ([`Store::recount_zones`]).
+    async fn zone_sums(&self, prefix: &str) -> Result<Option<(Sums, BTreeMap<String, Sums>)>, StoreError>;
+    /// Counts a Config's zone sums again from its VMs (O(its VMs), at once).
+    async fn recount_zones(&self, prefix: &str) -> Result<(), StoreError>;
     /// Records where `expand_config` placed the VMs it is about to create (VM id → zone), so
     /// `create_vm` tasks running at once do not all choose from the same counts.
     async fn set_placements(&self, prefix: &str, placed: &[(String, String)]) -> Result<(), StoreError>;
-    /// Takes (reads and forgets) the zone recorded for VM `id` of Config `prefix`.
+    /// Takes (reads and forgets) the zone recorded for VM `id` of Config `prefix`. Placements not
+    /// taken (their VM was not made after all) are forgotten after a few minutes.
     async fn take_placement(&self, prefix: &str, id: &str) -> Result<Option<String>, StoreError>;
-    /// Counts in a VM written before sums were kept: nothing if it is already counted, gone, or
-    /// written again since `vm.version`.
+    /// Counts in a VM written before sums (or zone sums) were kept: nothing if it is already
+    /// counted, gone, or written again since `vm.version`.
     async fn count_in(&self, vm: &Versioned<Vm>) -> Result<(), StoreError>;
     /// Marks a Config's sums as covering every one of its VMs.
     async fn sums_complete(&self, prefix: &str) -> Result<(), StoreError>;

@@ -42,8 +42,8 @@ struct State {
     sums: HashMap<String, (Sums, bool)>,
     /// Per Config: the sums per zone.
     zone_sums: HashMap<String, BTreeMap<String, Sums>>,
-    /// Per Config: VM id → zone placed by `expand_config`.
-    placements: HashMap<String, HashMap<String, String>>,
+    /// Per Config: VM id → zone placed by `expand_config`, until when it is kept.
+    placements: HashMap<String, HashMap<String, (String, Instant)>>,
     counters: HashMap<(String, String), u64>,
     file_errors: Vec<FileError>,
     /// Records planted as undecodable (tests): key → why; the version and indexes stay, as a
@@ -135,13 +135,12 @@ fn holds<T>(current: Option<&Versioned<T>>, expect: Expect) -> bool {
 }
 
 impl State {
-    /// Adds `sign` × what a VM counts (`bits`, in `zone`) to its Config's sums and zone sums.
+    /// Adds `sign` × what a VM counts (`bits`, in `zone`: `""` for none) to its Config's sums and
+    /// zone sums.
     fn count(&mut self, config: &str, (bits, zone): &(u8, String), sign: i64) {
         add(&mut self.sums.entry(config.to_owned()).or_default().0, *bits, sign);
-        if !zone.is_empty() {
-            let z = self.zone_sums.entry(config.to_owned()).or_default();
-            add(z.entry(zone.clone()).or_insert([0; SUMS]), *bits, sign);
-        }
+        let z = self.zone_sums.entry(config.to_owned()).or_default();
+        add(z.entry(zone.clone()).or_insert([0; SUMS]), *bits, sign);
     }
 
     fn unindex(&mut self, vm: &Vm) {
@@ -392,17 +391,38 @@ impl Store for MemoryStore {
         Ok(())
     }
 
-    async fn zone_sums(&self, prefix: &str) -> Result<BTreeMap<String, Sums>, StoreError> {
-        Ok(self.lock().zone_sums.get(prefix).cloned().unwrap_or_default())
+    async fn zone_sums(&self, prefix: &str) -> Result<Option<(Sums, BTreeMap<String, Sums>)>, StoreError> {
+        let s = self.lock();
+        let Some((totals, true)) = s.sums.get(prefix) else { return Ok(None) };
+        Ok(Some((*totals, s.zone_sums.get(prefix).cloned().unwrap_or_default())))
+    }
+
+    async fn recount_zones(&self, prefix: &str) -> Result<(), StoreError> {
+        // Kept with every write here, as in Redis: counting again gives the same sums.
+        let mut s = self.lock();
+        let mut zones: BTreeMap<String, Sums> = BTreeMap::new();
+        for id in s.by_config.get(prefix).into_iter().flatten() {
+            if let Some((bits, zone)) = s.counted.get(id) {
+                add(zones.entry(zone.clone()).or_insert([0; SUMS]), *bits, 1);
+            }
+        }
+        s.zone_sums.insert(prefix.to_owned(), zones);
+        Ok(())
     }
 
     async fn set_placements(&self, prefix: &str, placed: &[(String, String)]) -> Result<(), StoreError> {
-        self.lock().placements.entry(prefix.to_owned()).or_default().extend(placed.iter().cloned());
+        // Kept as long as in Redis (ten minutes).
+        let until = Instant::now() + Duration::from_secs(600);
+        let mut s = self.lock();
+        let p = s.placements.entry(prefix.to_owned()).or_default();
+        p.retain(|_, (_, t)| *t > Instant::now());
+        p.extend(placed.iter().map(|(id, zone)| (id.clone(), (zone.clone(), until))));
         Ok(())
     }
 
     async fn take_placement(&self, prefix: &str, id: &str) -> Result<Option<String>, StoreError> {
-        Ok(self.lock().placements.get_mut(prefix).and_then(|p| p.remove(id)))
+        let taken = self.lock().placements.get_mut(prefix).and_then(|p| p.remove(id));
+        Ok(taken.filter(|(_, t)| *t > Instant::now()).map(|(zone, _)| zone))
     }
 
     async fn sums_complete(&self, prefix: &str) -> Result<(), StoreError> {

@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::RedisStore;
-use super::scripts::{COUNT_IN, DELETE, DELETE_VM, PUT, PUT_VM, RESOLVE};
+use super::scripts::{COUNT_IN, DELETE, DELETE_VM, PUT, PUT_VM, RECOUNT_ZONES, RESOLVE};
 
 pub(super) fn err(e: redis::RedisError) -> StoreError {
     match e.code() {
@@ -59,6 +59,7 @@ impl RedisStore {
             Script::new(DELETE_VM),
             Script::new(RESOLVE),
             Script::new(COUNT_IN),
+            Script::new(RECOUNT_ZONES),
         ];
         Ok(Self { conn, ns: namespace.to_owned(), put: std::sync::Arc::new(put) })
     }
@@ -71,7 +72,7 @@ impl RedisStore {
         self.conn.clone()
     }
 
-    pub(super) fn vm_keys(&self, prefix: &str) -> [String; 11] {
+    pub(super) fn vm_keys(&self, prefix: &str) -> [String; 12] {
         [
             self.k("vm"),
             self.k("vm:ver"),
@@ -84,6 +85,7 @@ impl RedisStore {
             self.k("vm:counted"),
             self.k(&format!("sums:{prefix}")),
             self.k("vm:deadline"),
+            self.k("vm:zoned"),
         ]
     }
 

@@ -12,9 +12,9 @@
 //! | `bots` | HASH | hostname → last bot observation |
 //! | `err:<prefix>` | LIST | the Config's last 20 errors, newest first |
 //! | `counts`, `backoff` | HASH | prefix → counts; `project/zone` → backoff |
-//! | `vm:counted` | HASH | VM id → what it adds to its Config's sums (`bits@zone`, bits of `Vm::counted`) |
+//! | `vm:counted`, `vm:zoned` | HASH | VM id → what it adds to its Config's sums (bits of `Vm::counted`), and to its zone's (`bits@zone`) |
 //! | `sums:<prefix>` | HASH | a Config's sums, field `i` per bit, `<zone>/i` per zone; `complete` once they cover every VM |
-//! | `place:<prefix>` | HASH | VM id → zone `expand_config` placed it in, until `create_vm` takes it |
+//! | `place:<prefix>` | HASH | VM id → zone `expand_config` placed it in, until `create_vm` takes it (expires after 10 minutes) |
 //! | `counters:<prefix>` | HASH | a Config's counters: dead_tasks, task_failures |
 //! | `files` | STRING | errors of Config files that hold no Config (JSON list) |
 //! | `claim:<key>` | STRING | a claimed cron tick, or the Config admission claim (expires) |
@@ -43,7 +43,7 @@ use conn::{err, err_at, expect, json, lenient};
 pub struct RedisStore {
     conn: redis::aio::ConnectionManager,
     ns: String,
-    put: std::sync::Arc<[Script; 6]>,
+    put: std::sync::Arc<[Script; 7]>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -122,8 +122,9 @@ impl Store for RedisStore {
         }
         inv.arg(&vm.id).arg(expect(e)).arg(json(vm)?).arg(&vm.hostname);
         inv.arg(if vm.instance.is_none() { "0" } else { "1" }).arg(&vm.config);
-        inv.arg(tally(vm)).arg(SUMS);
+        inv.arg(vm.counted()).arg(SUMS);
         inv.arg(vm.deadline().map_or(String::new(), |d| d.timestamp_millis().to_string()));
+        inv.arg(zoned(vm));
         let v: u64 = inv.invoke_async(&mut self.c()).await.map_err(err)?;
         Ok(v > 0)
     }
@@ -297,45 +298,68 @@ impl Store for RedisStore {
     }
 
     async fn sums(&self, prefix: &str) -> Result<Option<Sums>, StoreError> {
-        let key = self.k(&format!("sums:{prefix}"));
-        let raw: HashMap<String, i64> = self.c().hgetall(&key).await.map_err(err)?;
-        if !raw.contains_key("complete") {
-            return Ok(None);
-        }
-        let mut sums = [0; SUMS];
-        for (i, s) in sums.iter_mut().enumerate() {
-            *s = raw.get(&i.to_string()).copied().unwrap_or(0);
-        }
-        Ok(Some(sums))
+        Ok(self.zone_sums(prefix).await?.map(|(totals, _)| totals))
     }
 
     async fn count_in(&self, vm: &Versioned<Vm>) -> Result<(), StoreError> {
         let v = &vm.value;
         let mut inv = self.put[5].prepare_invoke();
         inv.key(self.k("vm:ver")).key(self.k("vm:counted")).key(self.k(&format!("sums:{}", v.config)));
-        inv.arg(&v.id).arg(vm.version).arg(tally(v)).arg(SUMS);
+        inv.key(self.k("vm:zoned"));
+        inv.arg(&v.id).arg(vm.version).arg(v.counted()).arg(SUMS).arg(zoned(v));
         let _: u64 = inv.invoke_async(&mut self.c()).await.map_err(err)?;
         Ok(())
     }
 
-    async fn zone_sums(&self, prefix: &str) -> Result<BTreeMap<String, Sums>, StoreError> {
+    async fn zone_sums(&self, prefix: &str) -> Result<Option<(Sums, BTreeMap<String, Sums>)>, StoreError> {
         let key = self.k(&format!("sums:{prefix}"));
         let raw: HashMap<String, i64> = self.c().hgetall(&key).await.map_err(err)?;
-        let mut out: BTreeMap<String, Sums> = BTreeMap::new();
+        if !raw.contains_key("complete") {
+            return Ok(None);
+        }
+        let mut totals = [0; SUMS];
+        let mut zones: BTreeMap<String, Sums> = BTreeMap::new();
         for (field, v) in raw {
-            let Some((zone, i)) = field.rsplit_once('/') else { continue };
-            if let Ok(i @ 0..SUMS) = i.parse::<usize>() {
-                out.entry(zone.to_owned()).or_insert([0; SUMS])[i] = v;
+            let (zone, i) = match field.rsplit_once('/') {
+                Some((zone, i)) => (Some(zone), i),
+                None => (None, field.as_str()),
+            };
+            let Ok(i @ 0..SUMS) = i.parse::<usize>() else { continue };
+            match zone {
+                Some(z) => zones.entry(z.to_owned()).or_insert([0; SUMS])[i] = v,
+                None => totals[i] = v,
             }
         }
-        Ok(out)
+        Ok(Some((totals, zones)))
+    }
+
+    async fn recount_zones(&self, prefix: &str) -> Result<(), StoreError> {
+        let keys = self.vm_keys(prefix);
+        // vm, cfg set, counted, zoned, sums.
+        let mut inv = self.put[6].prepare_invoke();
+        for i in [0, 6, 8, 11, 9] {
+            inv.key(&keys[i]);
+        }
+        let _: u64 = inv.arg(SUMS).invoke_async(&mut self.c()).await.map_err(err)?;
+        Ok(())
     }
 
     async fn set_placements(&self, prefix: &str, placed: &[(String, String)]) -> Result<(), StoreError> {
         if placed.is_empty() {
             return Ok(());
         }
-        self.c().hset_multiple(self.k(&format!("place:{prefix}")), placed).await.map_err(err)
+        // Forgotten after a while: a placement whose VM was not made after all (the Config was
+        // paused, shrunk, or the VM made otherwise) is not kept for its next incarnation.
+        let key = self.k(&format!("place:{prefix}"));
+        redis::pipe()
+            .atomic()
+            .hset_multiple(&key, placed)
+            .ignore()
+            .pexpire(&key, PLACEMENTS_KEPT_MS)
+            .ignore()
+            .query_async(&mut self.c())
+            .await
+            .map_err(err)
     }
 
     async fn take_placement(&self, prefix: &str, id: &str) -> Result<Option<String>, StoreError> {
@@ -458,11 +482,11 @@ impl Store for RedisStore {
     }
 }
 
-/// What a VM adds to its Config's sums, as the scripts read it: `bits@zone` (`bits` without a
-/// zone).
-fn tally(vm: &Vm) -> String {
-    match vm.zone() {
-        "" => vm.counted().to_string(),
-        zone => format!("{}@{zone}", vm.counted()),
-    }
+/// What a VM adds to its Config's zone sums, as the scripts read it: `bits@zone` (zone '' for a
+/// VM without one).
+fn zoned(vm: &Vm) -> String {
+    format!("{}@{}", vm.counted(), vm.zone())
 }
+
+/// How long placements not taken are kept (ms).
+const PLACEMENTS_KEPT_MS: i64 = 10 * 60 * 1000;

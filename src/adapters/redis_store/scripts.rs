@@ -1,5 +1,6 @@
 //! The Lua scripts of the Redis store: compare-and-set writes and deletes of records and VMs
-//! with their indexes and their Configs' sums, and resolving a Config's errors.
+//! with their indexes and their Configs' sums (totals and per zone), and resolving a Config's
+//! errors.
 
 /// The compare-and-set of every write: KEYS[1] records, KEYS[2] versions; ARGV[1] field,
 /// ARGV[2] expected version ('' = absent), ARGV[3] JSON. Leaves the new version in `v`.
@@ -15,29 +16,28 @@ redis.call('HSET', KEYS[2], ARGV[1], v)
     };
 }
 
-/// `move(key, old, new, n)`: moves the sums hash `key` from counting `old` to counting `new`
-/// (what a VM adds to its Config's sums, `bits[@zone]`: bits of `Vm::counted`, `n` of them, and
-/// its zone): one HINCRBY per bit that differs on field `i`, and on field `<zone>/i` per zone.
-macro_rules! move_bits {
+/// `shift(key, op, ob, np, nb, n)`: moves the sums hash `key` from counting bits `ob` under
+/// field prefix `op` to counting bits `nb` under `np` (bits of `Vm::counted`, `n` of them): one
+/// HINCRBY per field that changes. A Config's totals are fields `i` (prefix ''), its zone sums
+/// fields `<zone>/i`. `zoned(s)` reads a `vm:zoned` entry (`bits@zone`; none: nothing counted).
+macro_rules! shift {
     () => {
         r"
-local function parse(s)
-  local b, z = string.match(s, '^(%d+)@?(.*)$')
-  return tonumber(b) or 0, z or ''
-end
-local function move(key, old, new, n)
-  local ob, oz = parse(old)
-  local nb, nz = parse(new)
+local function shift(key, op, ob, np, nb, n)
   for i = 0, n - 1 do
     local a, b = math.floor(ob / 2 ^ i) % 2, math.floor(nb / 2 ^ i) % 2
-    if a ~= b then redis.call('HINCRBY', key, i, b - a) end
-    if oz == nz then
-      if a ~= b and oz ~= '' then redis.call('HINCRBY', key, oz .. '/' .. i, b - a) end
+    if op == np then
+      if a ~= b then redis.call('HINCRBY', key, np .. i, b - a) end
     else
-      if a == 1 and oz ~= '' then redis.call('HINCRBY', key, oz .. '/' .. i, -1) end
-      if b == 1 and nz ~= '' then redis.call('HINCRBY', key, nz .. '/' .. i, 1) end
+      if a == 1 then redis.call('HINCRBY', key, op .. i, -1) end
+      if b == 1 then redis.call('HINCRBY', key, np .. i, 1) end
     end
   end
+end
+local function zoned(s)
+  if not s then return 0, '/' end
+  local b, z = string.match(s, '^(%d+)@(.*)$')
+  return tonumber(b) or 0, (z or '') .. '/'
 end
 "
     };
@@ -54,17 +54,27 @@ redis.call('HDEL', KEYS[2], ARGV[1])
 return 1";
 
 /// CAS write of a VM with its indexes and its Config's sums. KEYS vm, ver, uncreated, created,
-/// host, cfgs, cfg set, counted, sums, deadlines; ARGV id, expected version, JSON, hostname,
-/// created (1/0), prefix, what it counts (`bits[@zone]`), how many sums, deadline (ms, '' without
-/// one).
+/// host, cfgs, cfg set, counted, sums, deadlines, zoned; ARGV id, expected version, JSON,
+/// hostname, created (1/0), prefix, what it counts (bits), how many sums, deadline (ms, '' without
+/// one), what it counts in its zone (`bits@zone`). `vm:counted` holds bits only, as builds before
+/// zone sums wrote it, so such a build still runs against the same Redis (the zone sums it leaves
+/// behind are counted again: `RECOUNT_ZONES`).
 pub(super) const PUT_VM: &str = concat!(
-    move_bits!(),
+    shift!(),
     cas_write!(),
     r"
-local old, new, n = redis.call('HGET', KEYS[8], ARGV[1]) or '0', ARGV[7], tonumber(ARGV[8])
+local n = tonumber(ARGV[8])
+local old, new = tonumber(redis.call('HGET', KEYS[8], ARGV[1]) or '0'), tonumber(ARGV[7])
 if old ~= new then
-  move(KEYS[9], old, new, n)
+  shift(KEYS[9], '', old, '', new, n)
   redis.call('HSET', KEYS[8], ARGV[1], new)
+end
+local zo = redis.call('HGET', KEYS[11], ARGV[1])
+if zo ~= ARGV[10] then
+  local ob, op = zoned(zo or nil)
+  local nb, np = zoned(ARGV[10])
+  shift(KEYS[9], op, ob, np, nb, n)
+  redis.call('HSET', KEYS[11], ARGV[1], ARGV[10])
 end
 if ARGV[5] == '1' then
   redis.call('SREM', KEYS[3], ARGV[1]); redis.call('SADD', KEYS[4], ARGV[1])
@@ -79,14 +89,21 @@ return v"
 );
 
 /// CAS delete of a VM with its indexes, bot observation and its part of its Config's sums. KEYS
-/// vm, ver, uncreated, created, host, cfgs, cfg set, bots, counted, sums, deadlines; ARGV id,
-/// version, hostname, prefix, how many sums.
+/// vm, ver, uncreated, created, host, cfgs, cfg set, bots, counted, sums, deadlines, zoned; ARGV
+/// id, version, hostname, prefix, how many sums.
 pub(super) const DELETE_VM: &str = concat!(
-    move_bits!(),
+    shift!(),
     r"
 if (redis.call('HGET', KEYS[2], ARGV[1]) or '0') ~= ARGV[2] then return 0 end
-move(KEYS[10], redis.call('HGET', KEYS[9], ARGV[1]) or '0', '0', tonumber(ARGV[5]))
+local n = tonumber(ARGV[5])
+shift(KEYS[10], '', tonumber(redis.call('HGET', KEYS[9], ARGV[1]) or '0'), '', 0, n)
 redis.call('HDEL', KEYS[9], ARGV[1])
+local zo = redis.call('HGET', KEYS[12], ARGV[1])
+if zo then
+  local ob, op = zoned(zo)
+  shift(KEYS[10], op, ob, op, 0, n)
+  redis.call('HDEL', KEYS[12], ARGV[1])
+end
 redis.call('HDEL', KEYS[1], ARGV[1]); redis.call('HDEL', KEYS[2], ARGV[1])
 redis.call('SREM', KEYS[3], ARGV[1]); redis.call('SREM', KEYS[4], ARGV[1])
 redis.call('SREM', KEYS[7], ARGV[1])
@@ -105,15 +122,48 @@ redis.call('HDEL', KEYS[8], ARGV[3])
 return 1"
 );
 
-/// Counts in a VM written before sums were kept, unless counted already or written since.
-/// KEYS ver, counted, sums; ARGV id, version, what it counts (`bits[@zone]`), how many sums.
+/// Counts in a VM written before sums (or zone sums) were kept, unless counted already or written
+/// since. KEYS ver, counted, sums, zoned; ARGV id, version, what it counts (bits), how many sums,
+/// what it counts in its zone (`bits@zone`).
 pub(super) const COUNT_IN: &str = concat!(
-    move_bits!(),
+    shift!(),
     r"
 if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
-if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return 0 end
-move(KEYS[3], '0', ARGV[3], tonumber(ARGV[4]))
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+local n = tonumber(ARGV[4])
+if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 0 then
+  shift(KEYS[3], '', 0, '', tonumber(ARGV[3]), n)
+  redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+end
+if redis.call('HEXISTS', KEYS[4], ARGV[1]) == 0 then
+  local nb, np = zoned(ARGV[5])
+  shift(KEYS[3], np, 0, np, nb, n)
+  redis.call('HSET', KEYS[4], ARGV[1], ARGV[5])
+end
+return 1"
+);
+
+/// Counts a Config's zone sums again from its VMs, when they disagree with its totals (VMs counted
+/// before zone sums were kept, or written by a build that keeps none): every `<zone>/i` field
+/// dropped, then each VM of the Config counted in its zone (read from its record; a record that
+/// does not decode, in zone '') with the bits its totals count. KEYS vm, cfg set, counted,
+/// zoned, sums; ARGV how many sums. O(VMs of the Config), atomic.
+pub(super) const RECOUNT_ZONES: &str = concat!(
+    shift!(),
+    r"
+local n = tonumber(ARGV[1])
+for _, f in ipairs(redis.call('HKEYS', KEYS[5])) do
+  if string.find(f, '/', 1, true) then redis.call('HDEL', KEYS[5], f) end
+end
+for _, id in ipairs(redis.call('SMEMBERS', KEYS[2])) do
+  local bits = tonumber(redis.call('HGET', KEYS[3], id) or '0')
+  local zone = ''
+  local ok, v = pcall(cjson.decode, redis.call('HGET', KEYS[1], id) or '')
+  if ok and type(v) == 'table' and type(v.attributes) == 'table' and type(v.attributes.zone) == 'string' then
+    zone = v.attributes.zone
+  end
+  shift(KEYS[5], zone .. '/', 0, zone .. '/', bits, n)
+  redis.call('HSET', KEYS[4], id, bits .. '@' .. zone)
+end
 return 1"
 );
 
