@@ -12,6 +12,7 @@
 pub mod adapters;
 pub mod api;
 pub mod app;
+pub mod backends;
 pub mod cli;
 pub mod command;
 pub mod demo;

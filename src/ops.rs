@@ -42,7 +42,7 @@ pub async fn status(
     grace: chrono::Duration,
 ) -> anyhow::Result<()> {
     let url = args.url("status")?;
-    let db = crate::app::redis_store(url, &args.namespace)
+    let db = crate::backends::redis_store(url, &args.namespace)
         .await
         .map_err(|e| anyhow::anyhow!("Redis at {url} is not reachable: {e}"))?;
     // Listed once: here when prefixes are named (to refuse unknown ones), else by the report.
@@ -119,10 +119,10 @@ fn queue(engine: &Arc<dyn Engine>, name: &str) -> Result<Queue, Usage> {
 /// `gce-backend queue …`.
 pub async fn queue_op(args: &RedisArgs, name: Option<&str>, op: QueueOp) -> anyhow::Result<()> {
     let url = args.url("queue commands")?;
-    let engine: Arc<dyn Engine> = match crate::app::redis_engine(url, &args.namespace).await {
+    let engine: Arc<dyn Engine> = match crate::backends::redis_engine(url, &args.namespace).await {
         Ok(e) => Arc::new(e),
-        Err(crate::app::ConnectError::Retry(e)) => anyhow::bail!("Redis at {url} is not reachable: {e}"),
-        Err(crate::app::ConnectError::Fatal(e)) => return Err(e),
+        Err(crate::backends::ConnectError::Retry(e)) => anyhow::bail!("Redis at {url} is not reachable: {e}"),
+        Err(crate::backends::ConnectError::Fatal(e)) => return Err(e),
     };
     if let QueueOp::List = op {
         let mut all = serde_json::Map::new();

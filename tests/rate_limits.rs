@@ -104,6 +104,8 @@ async fn a_throttled_project_never_holds_up_another() {
             .to_owned()
     };
     assert!(line("rate_limit_saturated").ends_with(" 1"), "{shared}");
+    let waits: u64 = line("rate_limit_waits_total").rsplit_once(' ').unwrap().1.parse().unwrap();
+    assert!(waits >= b.waits, "the shared count of takes that found no token (read later): {waits}");
     assert!(line("rate_limit_rate").ends_with(" 0.2"), "{}", line("rate_limit_rate"));
     env.stop().await;
 }

@@ -77,5 +77,11 @@ async fn vms_spread_by_weight_and_a_stockout_moves_creation_to_the_other_zone_at
     let counted: Vec<(&str, u32, u32)> =
         st.zones.iter().map(|z| (z.zone.as_str(), z.vms, z.connected)).collect();
     assert_eq!(counted, [("us-central1-a", 4, 4), ("us-central1-b", 4, 4)], "status counts per zone");
+    let shared = gce_backend::metrics::Metrics::new(env.ctx.clone(), true).render().await;
+    for zone in ["us-central1-a", "us-central1-b"] {
+        let series =
+            format!("gce_backend_zone_vms{{config=\"moved\",zone=\"{zone}\",state=\"connected\"}} 4");
+        assert!(shared.lines().any(|l| l == series), "{series} in\n{shared}");
+    }
     env.stop().await;
 }
