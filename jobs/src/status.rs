@@ -125,8 +125,8 @@ pub async fn status(
             true => Default::default(),
             false => zone_sums(store, prefix).await?,
         };
-        for z in &rec.config.zones {
-            let backoff = store.backoff(&a.project, &z.zone).await?.filter(|b| b.until > now);
+        let backoffs = crate::zones::backoffs(store, &rec.config, now).await?;
+        for (z, backoff) in rec.config.zones.iter().zip(backoffs) {
             let n = sums.get(&z.zone).map(|s| Counts::from_sums(0, s, now)).unwrap_or_default();
             st.zones.push(ZoneStatus {
                 zone: z.zone.clone(),

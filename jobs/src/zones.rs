@@ -9,10 +9,13 @@
 
 use std::collections::BTreeMap;
 
+use chrono::{DateTime, Utc};
+
 use crate::config::Config;
 use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::model::{ConfigRecord, Sums, Vm};
+use crate::model::{Backoff, ConfigRecord, Sums, Vm};
+use crate::ports::store::Store;
 
 /// A zone as placement sees it: its weight, the VMs it holds, whether it backs off.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,13 +55,21 @@ pub fn place<'a>(rooms: &mut [Room<'a>], wanted: usize, n: usize) -> Vec<&'a str
     out
 }
 
+/// The active backoff of each of `c`'s zones, in its order (one read).
+pub async fn backoffs(
+    store: &dyn Store,
+    c: &Config,
+    now: DateTime<Utc>,
+) -> Result<Vec<Option<Backoff>>, TaskError> {
+    let project = c.attributes.project.as_str();
+    let scopes: Vec<(&str, &str)> = c.zones.iter().map(|z| (project, z.zone.as_str())).collect();
+    Ok(store.backoffs(&scopes).await?.into_iter().map(|b| b.filter(|b| b.until > now)).collect())
+}
+
 /// The rooms of `c`'s zones now: VMs per zone from the store's zone sums, backoffs.
 async fn rooms<'a>(ctx: &Ctx, c: &'a Config) -> Result<Vec<Room<'a>>, TaskError> {
     let sums: BTreeMap<String, Sums> = crate::status::zone_sums(&*ctx.store, &c.prefix).await?;
-    let project = c.attributes.project.as_str();
-    let scopes: Vec<(&str, &str)> = c.zones.iter().map(|z| (project, z.zone.as_str())).collect();
-    let now = ctx.now();
-    let backoffs = ctx.store.backoffs(&scopes).await?;
+    let backoffs = backoffs(&*ctx.store, c, ctx.now()).await?;
     Ok(c.zones
         .iter()
         .zip(backoffs)
@@ -66,7 +77,7 @@ async fn rooms<'a>(ctx: &Ctx, c: &'a Config) -> Result<Vec<Room<'a>>, TaskError>
             zone: &z.zone,
             weight: z.weight,
             vms: sums.get(&z.zone).map_or(0, |s| (s[0] - s[4]).max(0)),
-            backed_off: b.is_some_and(|b| b.until > now),
+            backed_off: b.is_some(),
         })
         .collect())
 }
@@ -114,9 +125,10 @@ pub async fn elsewhere(ctx: &Ctx, vm: &Vm) -> Result<bool, TaskError> {
     if c.zones.len() < 2 {
         return Ok(false);
     }
-    let rooms = rooms(ctx, c).await?;
-    let own_backs_off = rooms.iter().any(|r| r.zone == vm.zone() && r.backed_off);
-    Ok(own_backs_off && rooms.iter().any(|r| r.zone != vm.zone() && !r.backed_off))
+    let backoffs = backoffs(&*ctx.store, c, ctx.now()).await?;
+    let mut zones = c.zones.iter().zip(&backoffs);
+    let own_backs_off = zones.clone().any(|(z, b)| z.zone == vm.zone() && b.is_some());
+    Ok(own_backs_off && zones.any(|(z, b)| z.zone != vm.zone() && b.is_none()))
 }
 
 #[cfg(test)]

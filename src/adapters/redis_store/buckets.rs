@@ -89,7 +89,8 @@ impl Buckets for RedisStore {
         let mut out = Vec::new();
         for (name, h) in names.iter().zip(all) {
             if h.is_empty() {
-                // Unused for an hour: its bucket expired.
+                // Unused for an hour: its bucket expired. (A call that takes from it at this
+                // moment adds its name back at its next take.)
                 let _: () = self.c().srem(self.k("buckets"), name).await.map_err(err)?;
                 continue;
             }
