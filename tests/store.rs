@@ -142,7 +142,9 @@ async fn contract(store: Arc<dyn Store>) {
         reason: "QUOTA_EXCEEDED".into(),
     };
     store.set_backoff("p", "z", Some(&b)).await.unwrap();
-    assert_eq!(store.backoff("p", "z").await.unwrap(), Some(b));
+    assert_eq!(store.backoff("p", "z").await.unwrap(), Some(b.clone()));
+    assert_eq!(store.backoffs(&[("p", "y"), ("p", "z")]).await.unwrap(), [None, Some(b)], "in order");
+    assert!(store.backoffs(&[]).await.unwrap().is_empty(), "none asked, none read");
     store.set_backoff("p", "z", None).await.unwrap();
     assert!(store.backoff("p", "z").await.unwrap().is_none());
     let counts = gce_backend_jobs::model::Counts {

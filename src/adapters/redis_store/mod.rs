@@ -406,6 +406,9 @@ impl Store for RedisStore {
     }
 
     async fn backoffs(&self, scopes: &[(&str, &str)]) -> Result<Vec<Option<Backoff>>, StoreError> {
+        if scopes.is_empty() {
+            return Ok(Vec::new()); // (HMGET needs a field)
+        }
         let fields: Vec<String> = scopes.iter().map(|(p, z)| format!("{p}/{z}")).collect();
         let raw: Vec<Option<String>> = redis::cmd("HMGET")
             .arg(self.k("backoff"))
