@@ -28,7 +28,10 @@ fn text(o: &Output) -> (String, String) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operator_uses_the_cli_on_the_api() {
     let env = Env::start(Backend::Redis, sim_config(), &[], true).await;
-    let file = env.dir.join("web.yaml");
+    // Outside the configs directory (the service's own), or the file would be imported too,
+    // racing the apply.
+    let files = crate::pipeline::temp_dir();
+    let file = files.join("web.yaml");
     let yaml = crate::pipeline::pool("web", 1, "1d", "10m")
         .replace("amount: {min: 1, max: 1}", "amount: {min: 1, max: 4}");
     std::fs::write(&file, format!("{yaml}owner: [infra]\n")).unwrap();
@@ -69,7 +72,7 @@ async fn an_operator_uses_the_cli_on_the_api() {
     let o = Command::new(BIN).args(["configs", "list"]).env_remove("GCE_BACKEND_ROOT_URL").output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o).1.contains("no root URL"), "{:?}", text(&o));
-    let bad = env.dir.join("bad.yaml");
+    let bad = files.join("bad.yaml");
     std::fs::write(&bad, "prefix: Bad\n").unwrap();
     let o = cli(&env, WRITER, &["configs", "apply", "-f", bad.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1), "{:?}", text(&o));
@@ -79,4 +82,5 @@ async fn an_operator_uses_the_cli_on_the_api() {
         (env.vms("web").await.len() == 3).then_some(())
     })
     .await;
+    let _ = std::fs::remove_dir_all(&files);
 }
