@@ -192,9 +192,8 @@ async fn proven_since(
     let Some(since) = since else { return Ok(false) };
     for id in ctx.store.vm_ids(crate::ports::store::VmIndex::OfConfig(prefix.to_owned())).await? {
         if let Some(v) = ctx.store.vm(&id).await?
+            && v.value.serving()
             && v.value.connected.is_some_and(|c| c >= since && c <= lived)
-            && v.value.fault.is_none()
-            && !v.value.drained
         {
             return Ok(true);
         }

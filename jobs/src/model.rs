@@ -246,6 +246,11 @@ impl Vm {
         self.connected.is_some() && self.instance.is_some() && self.fault.is_none()
     }
 
+    /// True while it serves and stays: healthy and connected, and not being drained.
+    pub fn serving(&self) -> bool {
+        self.healthy_connected() && !self.drained
+    }
+
     /// What it adds to its Config's counts: bit `i` set adds one to count `i` of [`Sums`] (the
     /// one rule; the stores keep the per-Config sums in step with every VM write and delete).
     pub fn counted(&self) -> u8 {

@@ -58,7 +58,7 @@ pub async fn step(ctx: &Ctx, prefix: &str, ids: &[String]) -> Result<bool, TaskE
     for id in ids {
         let Some(v) = ctx.store.vm(id).await? else { continue };
         let vm = v.value;
-        let up = vm.connected.is_some() && vm.fault.is_none() && !vm.drained;
+        let up = vm.serving();
         if !outdated(c, &vm) {
             updated += u32::from(!vm.drained);
             // Those that stay once the surge goes.
@@ -122,18 +122,14 @@ mod tests {
         crate::tasks::expand_config::run(ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
     }
 
-    fn drained(ctx: &Ctx, ids: &[&str]) -> impl std::future::Future<Output = Vec<String>> {
-        let ids: Vec<String> = ids.iter().map(|s| (*s).to_owned()).collect();
-        let store = ctx.store.clone();
-        async move {
-            let mut out = Vec::new();
-            for id in ids {
-                if store.vm(&id).await.unwrap().is_some_and(|v| v.value.drained) {
-                    out.push(id);
-                }
+    async fn drained(ctx: &Ctx, ids: &[&str]) -> Vec<String> {
+        let mut out = Vec::new();
+        for id in ids {
+            if ctx.store.vm(id).await.unwrap().is_some_and(|v| v.value.drained) {
+                out.push((*id).to_owned());
             }
-            out
         }
+        out
     }
 
     #[tokio::test]

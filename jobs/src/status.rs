@@ -59,24 +59,19 @@ pub async fn sums(store: &dyn Store, prefix: &str) -> Result<Sums, TaskError> {
 /// counted before zone sums were kept, or written by a build that keeps none), they are counted
 /// again from its VMs first, once.
 pub async fn zone_sums(store: &dyn Store, prefix: &str) -> Result<BTreeMap<String, Sums>, TaskError> {
-    let mut recounted = false;
-    loop {
-        let Some((totals, mut zones)) = store.zone_sums(prefix).await? else {
-            sums(store, prefix).await?; // counts in VMs written before sums were kept
-            match store.zone_sums(prefix).await? {
-                Some(_) => continue,
-                None => return Ok(BTreeMap::new()),
-            }
-        };
-        let agree = (0..SUMS).all(|i| zones.values().map(|z| z[i]).sum::<i64>() == totals[i]);
-        if agree || recounted {
-            zones.remove("");
-            return Ok(zones);
-        }
+    let mut read = store.zone_sums(prefix).await?;
+    if read.is_none() {
+        sums(store, prefix).await?; // counts in VMs written before sums were kept
+        read = store.zone_sums(prefix).await?;
+    }
+    let Some((totals, mut zones)) = read else { return Ok(BTreeMap::new()) };
+    if (0..SUMS).any(|i| zones.values().map(|z| z[i]).sum::<i64>() != totals[i]) {
         tracing::info!(config = prefix, "zone sums disagree with the totals: counted again");
         store.recount_zones(prefix).await?;
-        recounted = true;
+        zones = store.zone_sums(prefix).await?.map(|(_, z)| z).unwrap_or_default();
     }
+    zones.remove("");
+    Ok(zones)
 }
 
 /// A Config's status: the counts last written by `count_vms` (or `live` ones counted now), its

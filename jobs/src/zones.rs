@@ -66,10 +66,14 @@ pub async fn backoffs(
     Ok(store.backoffs(&scopes).await?.into_iter().map(|b| b.filter(|b| b.until > now)).collect())
 }
 
-/// The rooms of `c`'s zones now: VMs per zone from the store's zone sums, backoffs.
-async fn rooms<'a>(ctx: &Ctx, c: &'a Config) -> Result<Vec<Room<'a>>, TaskError> {
+/// The rooms of `c`'s zones now: VMs per zone from the store's zone sums, and `backoffs` (as
+/// [`backoffs`] read them).
+async fn rooms<'a>(
+    ctx: &Ctx,
+    c: &'a Config,
+    backoffs: Vec<Option<Backoff>>,
+) -> Result<Vec<Room<'a>>, TaskError> {
     let sums: BTreeMap<String, Sums> = crate::status::zone_sums(&*ctx.store, &c.prefix).await?;
-    let backoffs = backoffs(&*ctx.store, c, ctx.now()).await?;
     Ok(c.zones
         .iter()
         .zip(backoffs)
@@ -89,7 +93,7 @@ pub async fn place_batch(ctx: &Ctx, rec: &ConfigRecord, ids: &[String]) -> Resul
     if c.zones.len() < 2 || ids.is_empty() {
         return Ok(());
     }
-    let mut rooms = rooms(ctx, c).await?;
+    let mut rooms = rooms(ctx, c, backoffs(&*ctx.store, c, ctx.now()).await?).await?;
     let zones = place(&mut rooms, rec.wanted_len(), ids.len());
     let placed: Vec<(String, String)> =
         ids.iter().cloned().zip(zones.into_iter().map(str::to_owned)).collect();
@@ -107,10 +111,14 @@ pub async fn pick(ctx: &Ctx, rec: &ConfigRecord, id: &str) -> Result<String, Tas
         return Ok(c.zone_names()[0].to_owned());
     }
     let placed = ctx.store.take_placement(&c.prefix, id).await?;
-    let mut rooms = rooms(ctx, c).await?;
-    if let Some(r) = rooms.iter().find(|r| Some(r.zone) == placed.as_deref() && !r.backed_off) {
-        return Ok(r.zone.to_owned());
+    let backoffs = backoffs(&*ctx.store, c, ctx.now()).await?;
+    // Placed in a zone that does not back off: no count to read.
+    if let Some(placed) = placed
+        && c.zones.iter().zip(&backoffs).any(|(z, b)| z.zone == placed && b.is_none())
+    {
+        return Ok(placed);
     }
+    let mut rooms = rooms(ctx, c, backoffs).await?;
     Ok(place(&mut rooms, rec.wanted_len(), 1)[0].to_owned())
 }
 

@@ -330,19 +330,13 @@ async fn apply(
         orphaned: None,
         delete_at: None,
         verified,
-        paused: None,
-        provider_changed: None,
         ..Default::default()
     };
-    rec.relist(cur.map(|c| &c.value));
+    rec.succeed(cur.map(|c| &c.value), &ctx.providers, ctx.now());
     if let Some(c) = cur {
         if !rec.config.is_static() {
             rec.current_amount = amount_after(&c.value, &rec.config, ctx.now());
         }
-        rec.paused = c.value.paused.clone();
-        rec.breaker = c.value.breaker.clone();
-        rec.rollout = crate::rollout::changed(&c.value, &rec.config, ctx.now());
-        rec.provider_changed = crate::providers::changed(&ctx.providers, &c.value, &rec.config, ctx.now());
         if c.value.orphaned.is_some() {
             tracing::warn!(config = %prefix, file = path, "the Config file is back: deletion cancelled");
         }

@@ -1,6 +1,7 @@
-//! Which VMs a Config wants: the indexes below its amount, or, for a static pool, the indexes
-//! its listed hostnames hold ([`Listed`]), kept in line with the list by every writer of a new
-//! Config ([`ConfigRecord::relist`]).
+//! Which VMs a Config wants: the indexes below its amount (and a rollout's surge), or, for a
+//! static pool, the indexes its listed hostnames hold ([`Listed`]), kept in line with the list by
+//! every writer of a new revision ([`ConfigRecord::succeed`]), which also carries over the state
+//! a record keeps across revisions.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -77,8 +78,27 @@ impl ConfigRecord {
         self.current_amount.saturating_add(surge)
     }
 
+    /// Carries over from `old` (the record this one replaces; `None`: a new Config) what a
+    /// Config keeps across revisions: its pause and breaker, a rolling update (one starts when
+    /// the instance attributes change), a change of provider, and a static pool's slots. Every
+    /// writer of a new revision (an import, the API) calls it.
+    pub fn succeed(
+        &mut self,
+        old: Option<&ConfigRecord>,
+        providers: &crate::providers::Providers,
+        now: DateTime<Utc>,
+    ) {
+        if let Some(o) = old {
+            self.paused = o.paused.clone();
+            self.breaker = o.breaker.clone();
+            self.rollout = crate::rollout::changed(o, &self.config, now);
+            self.provider_changed = crate::providers::changed(providers, o, &self.config, now);
+        }
+        self.relist(old);
+    }
+
     /// Brings a static pool's slots and amount in line with its list, given the record it
-    /// replaces (`old`; `None`: a new Config). Every writer of a new Config calls it.
+    /// replaces (`old`; `None`: a new Config).
     pub fn relist(&mut self, old: Option<&ConfigRecord>) {
         let prev = old.map(|o| o.listed.clone()).unwrap_or_default();
         self.listed = match &self.config.machines {

@@ -83,15 +83,9 @@ async fn admit_and_write(
             orphaned: None,
             delete_at: None,
             verified,
-            paused: cur.as_ref().and_then(|c| c.value.paused.clone()),
-            breaker: cur.as_ref().map(|c| c.value.breaker.clone()).unwrap_or_default(),
-            rollout: cur.as_ref().and_then(|c| crate::rollout::changed(&c.value, &config, now)),
-            provider_changed: cur
-                .as_ref()
-                .and_then(|c| crate::providers::changed(&ctx.providers, &c.value, &config, now)),
             ..Default::default()
         };
-        rec.relist(cur.as_ref().map(|c| &c.value));
+        rec.succeed(cur.as_ref().map(|c| &c.value), &ctx.providers, now);
         let written = match &cur {
             Some(c) if c.value == rec => true, // as asked already: nothing to write
             _ => {

@@ -71,7 +71,7 @@ if old ~= new then
 end
 local zo = redis.call('HGET', KEYS[11], ARGV[1])
 if zo ~= ARGV[10] then
-  local ob, op = zoned(zo or nil)
+  local ob, op = zoned(zo)
   local nb, np = zoned(ARGV[10])
   shift(KEYS[9], op, ob, np, nb, n)
   redis.call('HSET', KEYS[11], ARGV[1], ARGV[10])
