@@ -247,11 +247,7 @@ mod tests {
 
     async fn setup(after: u32) -> (Ctx, crate::testing::Fakes) {
         let (ctx, f) = Ctx::test();
-        ctx.seed_config("linux", 3).await;
-        let cur = ctx.store.config("linux").await.unwrap().unwrap();
-        let mut rec = cur.value;
-        rec.config.breaker.after = after;
-        ctx.store.put_config(&rec, Expect::Version(cur.version)).await.unwrap();
+        ctx.seed_config_with("linux", 3, |c| c.breaker.after = after).await;
         (ctx, f)
     }
 

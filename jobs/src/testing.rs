@@ -317,6 +317,14 @@ impl Ctx {
     }
 }
 
+/// `c` over `zones` (zone, weight) instead of its one zone.
+pub fn zoned(mut c: crate::config::Config, zones: &[(&str, u32)]) -> crate::config::Config {
+    c.attributes.zone.clear();
+    c.zones =
+        zones.iter().map(|(z, w)| crate::config::ZoneWeight { zone: (*z).into(), weight: *w }).collect();
+    c
+}
+
 /// A valid Config for tests: `amount` VMs, lifetime 1d, timeout 10m.
 pub fn config(prefix: &str, amount: u32) -> crate::config::Config {
     let yaml = format!(
@@ -332,13 +340,34 @@ pub fn config(prefix: &str, amount: u32) -> crate::config::Config {
 impl Ctx {
     /// Stores a Config with `amount` VMs wanted.
     pub async fn seed_config(&self, prefix: &str, amount: u32) {
-        self.seed_config_from(prefix, amount, &format!("{prefix}.yaml")).await;
+        self.seed_config_with(prefix, amount, |_| {}).await;
+    }
+
+    /// [`Ctx::seed_config`] with `change` made to its Config first; returns the record written.
+    pub async fn seed_config_with(
+        &self,
+        prefix: &str,
+        amount: u32,
+        change: impl FnOnce(&mut crate::config::Config),
+    ) -> crate::model::ConfigRecord {
+        let mut c = config(prefix, amount);
+        change(&mut c);
+        self.seed_record(c, amount, &format!("{prefix}.yaml")).await
     }
 
     /// [`Ctx::seed_config`] with another `source` (e.g. [`crate::model::API_SOURCE`]).
     pub async fn seed_config_from(&self, prefix: &str, amount: u32, source: &str) {
+        self.seed_record(config(prefix, amount), amount, source).await;
+    }
+
+    async fn seed_record(
+        &self,
+        c: crate::config::Config,
+        amount: u32,
+        source: &str,
+    ) -> crate::model::ConfigRecord {
         let rec = crate::model::ConfigRecord {
-            config: config(prefix, amount),
+            config: c,
             revision: "r1".into(),
             current_amount: amount,
             source: source.to_owned(),
@@ -350,6 +379,7 @@ impl Ctx {
             ..Default::default()
         };
         assert!(self.store.put_config(&rec, crate::ports::store::Expect::Absent).await.expect("store"));
+        rec
     }
 
     /// Stores a VM of Config `prefix` (hostname `<id>-abcd`), changed by `f`.

@@ -146,10 +146,7 @@ mod tests {
     use crate::config::ZoneWeight;
 
     fn multi(weights: &[(&str, u32)]) -> Config {
-        let mut c = crate::testing::config("linux", 1);
-        c.attributes.zone.clear();
-        c.zones = weights.iter().map(|(z, w)| ZoneWeight { zone: (*z).into(), weight: *w }).collect();
-        c
+        crate::testing::zoned(crate::testing::config("linux", 1), weights)
     }
 
     fn room(zone: &str, weight: u32, vms: i64, backed_off: bool) -> Room<'_> {
@@ -190,10 +187,7 @@ mod tests {
     #[tokio::test]
     async fn a_batch_is_placed_at_once_and_a_placement_in_a_zone_backed_off_since_is_not_kept() {
         let (ctx, _) = Ctx::test();
-        ctx.seed_config("linux", 4).await;
-        let r = ctx.store.config("linux").await.unwrap().unwrap();
-        let rec = ConfigRecord { config: multi(&[("a", 1), ("b", 1)]), ..r.value };
-        ctx.store.put_config(&rec, crate::ports::store::Expect::Version(r.version)).await.unwrap();
+        let rec = ctx.seed_config_with("linux", 4, |c| *c = multi(&[("a", 1), ("b", 1)])).await;
         ctx.seed_vm("linux-0", |v| v.attributes.zone = "a".into()).await;
         let ids: Vec<String> = (1..4).map(|i| format!("linux-{i}")).collect();
         place_batch(&ctx, &rec, &ids).await.unwrap();
@@ -225,10 +219,7 @@ mod tests {
         use crate::ports::compute::ComputeError;
         use crate::tasks::{CreateInstance, CreateVm, ExpandConfig};
         let (ctx, f) = Ctx::test();
-        ctx.seed_config("linux", 2).await;
-        let r = ctx.store.config("linux").await.unwrap().unwrap();
-        let rec = crate::model::ConfigRecord { config: multi(&[("a", 1), ("b", 1)]), ..r.value };
-        ctx.store.put_config(&rec, crate::ports::store::Expect::Version(r.version)).await.unwrap();
+        ctx.seed_config_with("linux", 2, |c| *c = multi(&[("a", 1), ("b", 1)])).await;
         crate::tasks::create_vm::run(&ctx, CreateVm { id: "linux-0".into() }).await.unwrap();
         let vm = ctx.store.vm("linux-0").await.unwrap().unwrap().value;
         assert_eq!((vm.zone(), vm.attributes.machine_type.as_str()), ("a", "zones/a/machineTypes/e2-small"));

@@ -198,9 +198,7 @@ fn spot_and_preemptible_rules() {
 fn zone_lists_need_a_weighted_zone_distinct_names_and_bounded_weights() {
     use crate::config::ZoneWeight;
     let zoned = |zones: &[(&str, u32)]| {
-        let mut c = cfg();
-        c.attributes.zone.clear();
-        c.zones = zones.iter().map(|(z, w)| ZoneWeight { zone: (*z).into(), weight: *w }).collect();
+        let c = crate::testing::zoned(cfg(), zones);
         c.problems().into_iter().map(|e| format!("{}: {}", e.field, e.rule)).collect::<Vec<_>>()
     };
     assert!(zoned(&[("us-central1-a", 2), ("us-central1-b", 0)]).is_empty());

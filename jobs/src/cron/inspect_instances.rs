@@ -56,13 +56,8 @@ mod tests {
     #[tokio::test]
     async fn every_zone_of_a_multi_zone_config_is_scanned() {
         let (ctx, _) = Ctx::test();
-        ctx.seed_config("linux", 1).await;
-        let cur = ctx.store.config("linux").await.unwrap().unwrap();
-        let mut rec = cur.value;
-        rec.config.attributes.zone.clear();
-        rec.config.zones =
-            ["a", "b"].iter().map(|z| crate::config::ZoneWeight { zone: (*z).into(), weight: 1 }).collect();
-        ctx.store.put_config(&rec, crate::ports::store::Expect::Version(cur.version)).await.unwrap();
+        ctx.seed_config_with("linux", 1, |c| *c = crate::testing::zoned(c.clone(), &[("a", 1), ("b", 1)]))
+            .await;
         assert_eq!(run(&ctx).await.unwrap(), 2);
         assert_eq!(ctx.keys::<InspectInstances>().await, ["p/a", "p/b"]);
     }

@@ -24,12 +24,8 @@ mod tests {
         ctx.timing =
             std::sync::Arc::new(crate::ctx::Timing { fan_out_jitter: Secs(jitter), ..Default::default() });
         for i in 0..200 {
-            let prefix = format!("p{i}");
-            ctx.seed_config(&prefix, 1).await;
-            let cur = ctx.store.config(&prefix).await.unwrap().unwrap();
-            let mut rec = cur.value;
-            rec.config.attributes.project = format!("project-{i:03}");
-            ctx.store.put_config(&rec, crate::ports::store::Expect::Version(cur.version)).await.unwrap();
+            ctx.seed_config_with(&format!("p{i}"), 1, |c| c.attributes.project = format!("project-{i:03}"))
+                .await;
         }
         let started = chrono::Utc::now();
         assert_eq!(run(&ctx).await.unwrap(), 200);
