@@ -241,7 +241,6 @@ pub async fn expand(ctx: &Ctx, rec: &ConfigRecord, missing: &[String]) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ports::store::Expect;
     use crate::tasks::{CreateVm, ExpandConfig};
     use crate::testing::created;
 

@@ -143,7 +143,6 @@ pub async fn elsewhere(ctx: &Ctx, vm: &Vm) -> Result<bool, TaskError> {
 mod tests {
     use super::*;
     use crate::backoff::Scope;
-    use crate::config::ZoneWeight;
 
     fn multi(weights: &[(&str, u32)]) -> Config {
         crate::testing::zoned(crate::testing::config("linux", 1), weights)

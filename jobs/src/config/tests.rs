@@ -196,7 +196,6 @@ fn spot_and_preemptible_rules() {
 
 #[test]
 fn zone_lists_need_a_weighted_zone_distinct_names_and_bounded_weights() {
-    use crate::config::ZoneWeight;
     let zoned = |zones: &[(&str, u32)]| {
         let c = crate::testing::zoned(cfg(), zones);
         c.problems().into_iter().map(|e| format!("{}: {}", e.field, e.rule)).collect::<Vec<_>>()
