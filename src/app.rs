@@ -100,11 +100,13 @@ pub struct ApiArgs {
     /// --redis, the listen address in the embedded default.
     #[arg(long, env = "GCE_BACKEND_ROOT_URL")]
     pub root_url: Option<String>,
-    /// The API's tokens: a TOML file of `[[token]]` entries (name, sha256, role, groups); see
-    /// `gce-backend token`. The embedded default makes an admin token when none is given.
+    /// The API's tokens: a TOML file of `[[token]]` entries (name, sha256, role, groups,
+    /// expires); see `gce-backend token`. Read again when it changes and on SIGHUP. The embedded
+    /// default makes an admin token when none is given.
     #[arg(long, env = "GCE_BACKEND_TOKENS_FILE")]
     pub tokens: Option<PathBuf>,
-    /// The same TOML given inline (for secrets injected as environment variables).
+    /// The same TOML given inline (for secrets injected as environment variables; read once: a
+    /// change needs a restart).
     #[arg(long, env = "GCE_BACKEND_TOKENS", hide_env_values = true, conflicts_with = "tokens")]
     pub tokens_toml: Option<String>,
     /// Also serve `/metrics` here: for `--role workers|cron`, which have no API listener (the API
@@ -188,8 +190,14 @@ pub async fn context(
         (None, Some(endpoint)) => format!("{}/oauth2/v3/certs", endpoint.trim_end_matches('/')),
         (None, None) => crate::adapters::keys::GOOGLE_CERTS.to_owned(),
     };
+    for (what, url) in [("--certs-url", Some(&certs)), ("--gce-endpoint", gce.as_ref())] {
+        if let Some(url) = url {
+            crate::adapters::swarming::check_endpoint(what, url).map_err(crate::ops::Usage)?;
+        }
+    }
     let compute = Gce::connect(gce.as_deref()).await.map_err(anyhow::Error::msg)?;
-    let bots = Swarming::new(swarming.as_deref()).map_err(anyhow::Error::msg)?;
+    let trust = Arc::new(settings.trust().map_err(anyhow::Error::msg)?);
+    let bots = Swarming::new(swarming.as_deref(), trust.clone()).map_err(anyhow::Error::msg)?;
     let iso = &settings.isolation;
     let telemetry = gce_backend_jobs::telemetry::Telemetry::default();
     let compute = gce_backend_jobs::ports::guarded::GuardedCompute::new(Arc::new(compute), iso, &telemetry);
@@ -210,6 +218,7 @@ pub async fn context(
         queues,
         timing: Arc::new(settings.timing.clone()),
         limits: Arc::new(settings.limits.clone()),
+        trust,
         catalog: Arc::new(gce_backend_jobs::catalog::Catalog::new()),
         providers: Arc::new(Providers::new(&settings.providers).map_err(anyhow::Error::msg)?),
         keys: Arc::new(crate::adapters::keys::HttpKeys::new(&certs)),
@@ -256,38 +265,22 @@ pub async fn start(opts: &RunOptions, settings: Settings) -> anyhow::Result<App>
             .as_deref()
             .map_or_else(|| format!("http://{addr}"), |r| r.trim_end_matches('/').to_owned());
         api = Some((addr, root.clone()));
-        let server = crate::api::Api::new(ctx.clone(), &root, tokens);
+        let tokens = crate::api::auth::LiveTokens::from(tokens);
+        if let Some(path) = &opts.api.tokens {
+            let watch = crate::watch::tokens(tokens.clone(), path.clone(), stopped.clone());
+            tasks.push(watch.context("watching the tokens file for SIGHUP")?);
+        }
+        let server = crate::api::Api::new(ctx.clone(), &root, tokens).with_http(&settings.http);
         metrics = Some(server.metrics.clone());
-        let mut stopped = stopped.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut deadline = stopped.clone();
-            let signal = async move {
-                let _ = stopped.wait_for(|s| *s).await;
-            };
-            // Open connections get a few seconds to finish once stopping; then they are dropped.
-            let cutoff = async move {
-                let _ = deadline.wait_for(|s| *s).await;
-                tokio::time::sleep(Duration::from_secs(5)).await;
-            };
-            tokio::select! {
-                r = crate::api::serve(server, listener, signal) => {
-                    if let Err(e) = r {
-                        tracing::error!(error = %e, "the API stopped");
-                    }
-                }
-                () = cutoff => tracing::warn!("the API's open connections were dropped at shutdown"),
-            }
-        }));
+        let serve = crate::api::serve(server, listener, stopping(stopped.clone()));
+        tasks.push(tokio::spawn(cut_off("the API", stopped.clone(), serve)));
     }
     if let Some(listener) = metrics_listener {
         tracing::info!("metrics on http://{}/metrics", listener.local_addr()?);
         // Without the API, only this process's own measurements: the shared state is the API's.
         let m = metrics.unwrap_or_else(|| Arc::new(crate::metrics::Metrics::new(ctx.clone(), false)));
-        let mut stopped = stopped.clone();
-        let signal = async move {
-            let _ = stopped.wait_for(|s| *s).await;
-        };
-        tasks.push(tokio::spawn(crate::metrics::serve(m, listener, signal)));
+        let serve = crate::metrics::serve(m, listener, settings.http.clone(), stopping(stopped.clone()));
+        tasks.push(tokio::spawn(cut_off("the metrics listener", stopped.clone(), serve)));
     }
     if opts.role.workers() {
         let monitor = workers::register_pipeline(
@@ -322,6 +315,28 @@ pub async fn start(opts: &RunOptions, settings: Settings) -> anyhow::Result<App>
         tasks.push(tokio::spawn(progress(ctx.clone(), stopped)));
     }
     Ok(App { ctx, sim, api, demo_token, tasks, stop, scheduler })
+}
+
+/// Resolves once the process is stopping.
+async fn stopping(mut stopped: tokio::sync::watch::Receiver<bool>) {
+    let _ = stopped.wait_for(|s| *s).await;
+}
+
+/// Runs a listener's `serve` (told to stop by [`stopping`]) to its end, but at most 5 s past
+/// the process stopping: connections still open then are dropped.
+async fn cut_off(
+    what: &'static str,
+    stopped: tokio::sync::watch::Receiver<bool>,
+    serve: impl Future<Output = ()>,
+) {
+    let cutoff = async move {
+        stopping(stopped).await;
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    };
+    tokio::select! {
+        () = serve => {}
+        () = cutoff => tracing::warn!("{what}: open connections were dropped at shutdown"),
+    }
 }
 
 /// The API's tokens: from `--tokens`, or a fresh admin token in the embedded default.

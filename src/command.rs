@@ -79,6 +79,9 @@ enum Command {
         allow_remote: bool,
         #[command(flatten)]
         config: Box<crate::sim::SimConfig>,
+        /// How long a client may take and how many are served at once.
+        #[command(flatten)]
+        limits: crate::sim::listener::Limits,
     },
     /// Print the status of Configs (state, counts, last 20 errors, backoff) and the errors of
     /// Config files, as JSON.
@@ -103,6 +106,10 @@ enum Command {
         /// A group it belongs to (matched against Configs' `owner`); repeat for more.
         #[arg(long = "group")]
         groups: Vec<String>,
+        /// When it stops being accepted: an RFC 3339 time with an offset (e.g.
+        /// 2027-01-31T00:00:00Z); never without.
+        #[arg(long, value_parser = expiry)]
+        expires: Option<chrono::DateTime<chrono::Utc>>,
     },
     /// Configs over the API: list, get, apply -f FILE, delete, amount, pause, resume, plan.
     Configs {
@@ -148,6 +155,17 @@ enum Command {
         #[command(subcommand)]
         op: QueueOp,
     },
+}
+
+/// `--expires`: an RFC 3339 time with an offset, still to come.
+fn expiry(s: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
+    let at = chrono::DateTime::parse_from_rfc3339(s)
+        .map_err(|e| format!("{e} (an RFC 3339 time with an offset, e.g. 2027-01-31T00:00:00Z)"))?
+        .to_utc();
+    if at <= chrono::Utc::now() {
+        return Err("already past".into());
+    }
+    Ok(at)
 }
 
 async fn engine(store: &RedisArgs) -> anyhow::Result<Arc<dyn Engine>> {
@@ -197,9 +215,10 @@ async fn main_(cli: Cli) -> anyhow::Result<()> {
             let lease = Duration::from_millis(lease_ms);
             demo::run(engine, demo::Options { role, tasks, task_ms, concurrency, lease }).await
         }
-        Command::Sim { listen, allow_remote, config } => {
+        Command::Sim { listen, allow_remote, config, limits } => {
             crate::sim::check_listen(listen, allow_remote).map_err(anyhow::Error::msg)?;
             config.validate().map_err(anyhow::Error::msg)?;
+            limits.validate().map_err(anyhow::Error::msg)?;
             let listener = tokio::net::TcpListener::bind(listen)
                 .await
                 .with_context(|| format!("listening on {listen}"))?;
@@ -211,7 +230,7 @@ async fn main_(cli: Cli) -> anyhow::Result<()> {
             ));
             let sim = crate::sim::Sim::new(*config);
             tokio::select! {
-                r = crate::sim::serve(listener, sim) => r.context("serving")?,
+                () = crate::sim::serve(listener, sim, limits) => {}
                 r = crate::workers::shutdown_signal() => r?,
             }
             Ok(())
@@ -221,8 +240,9 @@ async fn main_(cli: Cli) -> anyhow::Result<()> {
             let grace = gce_backend_jobs::Timing::default().config_delete_grace.chrono();
             ops::status(&store, &prefixes, live, grace).await
         }
-        Command::Token { name, role, groups } => {
-            let (token, entry) = crate::api::auth::new_token(&name, role, groups);
+        Command::Token { name, role, groups, expires } => {
+            let (token, mut entry) = crate::api::auth::new_token(&name, role, groups);
+            entry.expires = expires;
             let file = crate::api::auth::TokenFile { token: vec![entry] };
             out::line(&format!(
                 "# token for {name} (give it to its holder; only its hash is kept):\n# {token}"

@@ -207,6 +207,7 @@ pub struct Metrics {
     shared: Option<Arc<Mutex<Shared>>>,
     requests: Family<Labels, Counter>,
     request_seconds: Histograms,
+    throttled: Family<Labels, Counter>,
 }
 
 impl Metrics {
@@ -218,12 +219,18 @@ impl Metrics {
         let request_seconds: Histograms = Family::new_with_constructor(api_seconds);
         registry.register("api_requests", "API requests by method and HTTP status", requests.clone());
         registry.register("api_request_seconds", "API request latency by method", request_seconds.clone());
+        let throttled = Family::<Labels, Counter>::default();
+        registry.register(
+            "http_throttled",
+            "Requests answered 429 by listener (api, metrics) and by the rate that refused them: token, address, health (checks per address), register (per address)",
+            throttled.clone(),
+        );
         let shared = shared.then(|| {
             let s = Arc::new(Mutex::new(Shared::default()));
             registry.register_collector(Box::new(SharedCollector(s.clone())));
             s
         });
-        Self { registry, ctx, shared, requests, request_seconds }
+        Self { registry, ctx, shared, requests, request_seconds, throttled }
     }
 
     /// Reads the shared state (if this process reports it), then encodes everything.
@@ -262,6 +269,11 @@ impl Metrics {
         Shared { configs, rate_limits, queues, paused_all }
     }
 
+    /// Where the listeners count the requests they throttle.
+    pub fn throttled(&self) -> Family<Labels, Counter> {
+        self.throttled.clone()
+    }
+
     /// Records one API request: `method` is the API method's name.
     pub fn request(&self, method: &str, status: u16, secs: f64) {
         let m = method.to_owned();
@@ -288,19 +300,21 @@ pub async fn measure(
 }
 
 /// Serves `/metrics`, `/healthz` and `/readyz` on `listener` (`--metrics-listen`, for processes
-/// without the API) until `stop` resolves.
+/// without the API) as `http` says, until `stop` resolves.
 pub async fn serve(
     m: Arc<Metrics>,
     listener: tokio::net::TcpListener,
+    http: crate::api::listen::Http,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) {
+    use crate::api::listen::{Throttle, limit};
     use axum::routing::get;
+    let throttle = Arc::new(Throttle::new("metrics", &http, None, m.throttled()));
     let app = axum::Router::new()
         .route("/metrics", get(serve_metrics))
         .route("/healthz", get(crate::api::healthz))
         .route("/readyz", get(|State(m): State<Arc<Metrics>>| async move { crate::api::ready(&m.ctx).await }))
-        .with_state(m);
-    if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(stop).await {
-        tracing::error!(error = %e, "the metrics listener stopped");
-    }
+        .with_state(m)
+        .layer(axum::middleware::from_fn_with_state(throttle, limit));
+    gce_backend_sim::listener::serve(listener, app, http.limits(), stop).await
 }

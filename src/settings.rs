@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use gce_backend_jobs::config::{SwarmingServers, Tenant, Trust};
 use gce_backend_jobs::ports::guard::Isolation;
 use gce_backend_jobs::{Limits, Timing};
 use gce_backend_queues::Policy;
@@ -36,6 +37,15 @@ pub struct Settings {
     /// Compute Engine provider, `gce`). A Config names its provider (default: the one of type
     /// `gce`).
     pub providers: BTreeMap<String, gce_backend_jobs::providers::Declared>,
+    /// What every listener (the API's, `--metrics-listen`) allows a client (`[http]`):
+    /// timeouts, a connection cap, request rates per token and per address.
+    pub http: crate::api::listen::Http,
+    /// The Swarming servers Configs may name (`[swarming] servers`); no other is ever called.
+    pub swarming: SwarmingServers,
+    /// What each owner group's Configs may use (`[tenants.<group>]`: prefixes, projects,
+    /// service accounts, max_vms); `[tenants."*"]` is the tenant of Configs whose groups have
+    /// none. Default: one open tenant.
+    pub tenants: BTreeMap<String, Tenant>,
 }
 
 impl Default for Settings {
@@ -50,6 +60,9 @@ impl Default for Settings {
             queues: BTreeMap::new(),
             concurrency: 64,
             providers: BTreeMap::new(),
+            http: Default::default(),
+            swarming: SwarmingServers::default(),
+            tenants: gce_backend_jobs::config::trust::default_tenants(),
         }
     }
 }
@@ -86,6 +99,11 @@ pub fn schedule(spec: &str) -> Result<(String, u64), String> {
 }
 
 impl Settings {
+    /// The servers and tenants Configs are checked against.
+    pub fn trust(&self) -> Result<Trust, String> {
+        Trust::new(&self.swarming, &self.tenants)
+    }
+
     /// Reads `path`, or takes the defaults when `None`.
     pub fn load(path: Option<&Path>) -> Result<Self, String> {
         let mut settings = match path {
@@ -133,6 +151,8 @@ impl Settings {
             return Err("concurrency: must be at least 1".into());
         }
         gce_backend_jobs::providers::Providers::new(&self.providers)?;
+        self.http.validate()?;
+        self.trust()?;
         let label_ok = |s: &str| {
             s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_')
         };
@@ -179,6 +199,21 @@ mod tests {
         assert!(e.contains("kind"), "{e}");
         let bad: Settings = toml::from_str("[providers.East]\ntype = \"gce\"").unwrap();
         assert!(bad.validate().unwrap_err().contains("providers.East"));
+    }
+
+    #[test]
+    fn servers_and_tenants_are_checked_at_load() {
+        let s: Settings = toml::from_str("[swarming]\nservers = [\"https://s.example.com/path\"]").unwrap();
+        assert!(s.validate().unwrap_err().contains("swarming.servers[0]"));
+        let s: Settings =
+            toml::from_str("[tenants.a]\nprefixes = [\"web*\"]\n[tenants.b]\nprefixes = [\"web-b-*\"]")
+                .unwrap();
+        assert!(s.validate().unwrap_err().contains("overlap"));
+        assert!(toml::from_str::<Settings>("[tenants.a]\nprefix = [\"a-*\"]").is_err(), "unknown key");
+        // Left out: the example server and one open tenant.
+        let t = Settings::default().trust().unwrap();
+        assert!(t.server("https://swarm.example.com").is_ok());
+        assert!(t.server("https://chromium-swarm.appspot.com").is_err());
     }
 
     #[test]

@@ -68,7 +68,7 @@ async fn one_bad_record_of_each_kind_never_stalls_the_others() {
     let victim = env.vms("mac").await[0].hostname.clone();
     let r = reqwest::Client::new()
         .post(format!("{}/sim/preempt", env.sim_url))
-        .json(&json!({"project": "proj", "zone": "us-central1-b", "name": victim}))
+        .json(&json!({"project": "my-proj", "zone": "us-central1-b", "name": victim}))
         .send()
         .await
         .unwrap();

@@ -85,7 +85,7 @@ async fn one_scrape_shows_fleet_lifecycle_queues_calls_cron_and_api_with_bounded
     // The fleet gauges read the store's sums at the scrape; the cron's own counters come with
     // its first tick (every second here, later on a loaded machine): wait for both.
     let (ct, text) = eventually("3 connected and a count_vms tick", Duration::from_secs(30), || async {
-        let (ct, text) = scrape(&api, Some(crate::api::READER)).await;
+        let (ct, text) = scrape(&api, Some(crate::api::METRICS)).await;
         let s = parse(&text);
         let ticked = [("job", "count_vms"), ("result", "ok")];
         (value(&s, "gce_backend_fleet_vms", &[("config", "metrics"), ("state", "connected")]) == Some(3.0)

@@ -163,7 +163,7 @@ async fn a_preempted_instance_is_replaced_at_once_without_waiting_for_the_timeou
     let victim = env.vms("linux").await.into_iter().find(|v| v.id == "linux-0").unwrap();
     let r = reqwest::Client::new()
         .post(format!("{}/sim/preempt", env.sim_url))
-        .json(&json!({"project": "proj", "zone": "us-central1-b", "name": victim.hostname}))
+        .json(&json!({"project": "my-proj", "zone": "us-central1-b", "name": victim.hostname}))
         .send()
         .await
         .unwrap();

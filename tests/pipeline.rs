@@ -33,7 +33,7 @@ pub(crate) fn pool(prefix: &str, amount: u32, lifetime: &str, timeout: &str) -> 
         r#"prefix: {prefix}
 amount: {{min: {amount}, max: {amount}}}
 attributes:
-  project: proj
+  project: my-proj
   zone: us-central1-b
   machine_type: "zones/{{{{.Zone}}}}/machineTypes/e2-standard-2"
   disk: [{{image: projects/debian-cloud/global/images/debian-12, size: 10, type: "zones/{{{{.Zone}}}}/diskTypes/pd-ssd"}}]
@@ -66,6 +66,9 @@ pub(crate) fn settings() -> Settings {
         sweep: Secs(60),
         fan_out_jitter: Secs(1),
     };
+    // The example server, and the misbehaving ones of `bad_input`.
+    s.swarming.servers =
+        ["swarm.example.com", "hang.example.com", "bad.example.com"].map(|h| format!("https://{h}")).into();
     s
 }
 

@@ -54,7 +54,7 @@ async fn exhausted_quota_keeps_names_shows_quota_exceeded_and_converges_once_fre
     .await;
     // A success in the zone clears its backoff, the starved VM's next try sets it again.
     let b = eventually("the zone is backed off", LIMIT, || async {
-        env.ctx.store.backoff("proj", "us-central1-b").await.unwrap()
+        env.ctx.store.backoff("my-proj", "us-central1-b").await.unwrap()
     })
     .await;
     assert_eq!(b.reason, "QUOTA_EXCEEDED");
@@ -107,7 +107,7 @@ async fn exhausted_quota_keeps_names_shows_quota_exceeded_and_converges_once_fre
     env.converged("linux", 3).await;
     assert!(env.instances("linux").contains_key(&starved), "the same name got its instance");
     assert!(
-        env.ctx.store.backoff("proj", "us-central1-b").await.unwrap().is_none(),
+        env.ctx.store.backoff("my-proj", "us-central1-b").await.unwrap().is_none(),
         "backoff cleared on success"
     );
     env.stop().await;
@@ -125,7 +125,7 @@ async fn a_leaked_instance_with_our_label_is_deleted_and_a_foreign_one_is_untouc
         let body = json!({"name": name, "machineType": "zones/us-central1-b/machineTypes/e2-small", "labels": labels,
             "metadata": {"items": [{"key": "swarming-server", "value": "https://swarm.example.com"}]},
             "networkInterfaces": [{"network": "global/networks/default"}]});
-        http.post(format!("{}/compute/v1/projects/proj/zones/us-central1-b/instances", env.sim_url))
+        http.post(format!("{}/compute/v1/projects/my-proj/zones/us-central1-b/instances", env.sim_url))
             .json(&body)
             .send()
     };
@@ -234,7 +234,7 @@ async fn every_handler_run_twice_in_a_row_and_twice_at_once_reaches_the_same_end
     four_times(|| {
         tasks::audit_instances::run(
             ctx,
-            AuditInstances { project: "proj".into(), zone: "us-central1-b".into() },
+            AuditInstances { project: "my-proj".into(), zone: "us-central1-b".into() },
         )
     })
     .await;

@@ -72,9 +72,14 @@ async fn two_processes_never_insert_faster_than_their_projects_bucket() {
 async fn a_throttled_project_never_holds_up_another() {
     let mut s = settings();
     let slow = Rate { rate: 0.2, burst: 1 };
-    s.rate_limits.projects.insert("slow".into(), ProjectRates { mutate: Some(slow), ..Default::default() });
+    s.rate_limits
+        .projects
+        .insert("slow-proj".into(), ProjectRates { mutate: Some(slow), ..Default::default() });
     let env = Env::start_with(Backend::Redis, sim_config(), &[], true, s).await;
-    env.write_pool("slowp", &pool("slowp", 10, "1d", "10m").replace("project: proj", "project: slow"));
+    env.write_pool(
+        "slowp",
+        &pool("slowp", 10, "1d", "10m").replace("project: my-proj", "project: slow-proj"),
+    );
     env.write_pool("fastp", &pool("fastp", 10, "1d", "10m"));
     env.converged("fastp", 10).await;
     // 10 inserts at 0.2/s take 45 s: the other project was not held up by them.
@@ -85,21 +90,22 @@ async fn a_throttled_project_never_holds_up_another() {
     let text = env.ctx.telemetry.text();
     assert!(
         text.lines()
-            .any(|l| l.starts_with("gce_backend_compute_throttled_total{project=\"slow\",class=\"mutate\"}")),
+            .any(|l| l
+                .starts_with("gce_backend_compute_throttled_total{project=\"slow-proj\",class=\"mutate\"}")),
         "{text}"
     );
-    assert!(!text.contains("project=\"proj\",class=\"mutate\""), "the other project was never held back");
+    assert!(!text.contains("project=\"my-proj\",class=\"mutate\""), "the other project was never held back");
     // Status and the shared metrics show the saturated bucket (read from Redis), not the other.
     let report = env.report(true).await;
     let level = |p: &str| report.rate_limits.iter().find(|l| l.project == p && l.class == "mutate");
-    let b = level("slow").expect("slow's bucket");
+    let b = level("slow-proj").expect("slow's bucket");
     assert!(b.saturated && b.waits > 0 && b.configured == 0.2 && b.burst == 1, "{b:?}");
-    assert!(level("proj").is_none(), "no limit set for proj: no bucket");
+    assert!(level("my-proj").is_none(), "no limit set for my-proj: no bucket");
     let shared = gce_backend::metrics::Metrics::new(env.ctx.clone(), true).render().await;
     let line = |name: &str| {
         shared
             .lines()
-            .find(|l| l.starts_with(&format!("gce_backend_{name}{{project=\"slow\",class=\"mutate\"}}")))
+            .find(|l| l.starts_with(&format!("gce_backend_{name}{{project=\"slow-proj\",class=\"mutate\"}}")))
             .unwrap_or_else(|| panic!("{name} missing:\n{shared}"))
             .to_owned()
     };

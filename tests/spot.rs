@@ -18,7 +18,7 @@ async fn preempting_a_third_of_a_spot_pool_converges_with_no_zone_backoff() {
     assert!(env.sim.with(|w| w.instances.values().all(|i| i.spot)), "inserted as Spot instances");
     // Compute preempts three of them.
     for vm in first.iter().take(3) {
-        let body = json!({"project": "proj", "zone": vm.zone(), "name": vm.hostname});
+        let body = json!({"project": "my-proj", "zone": vm.zone(), "name": vm.hostname});
         let r = reqwest::Client::new()
             .post(format!("{}/sim/preempt", env.sim_url))
             .json(&body)
@@ -39,7 +39,7 @@ async fn preempting_a_third_of_a_spot_pool_converges_with_no_zone_backoff() {
     for h in &preempted {
         assert_eq!(bots[h]["deleted"], true, "{h}'s bot deleted");
     }
-    assert!(env.ctx.store.backoff("proj", "us-central1-b").await.unwrap().is_none(), "no zone backoff");
+    assert!(env.ctx.store.backoff("my-proj", "us-central1-b").await.unwrap().is_none(), "no zone backoff");
     let text = env.ctx.telemetry.text();
     let counted: f64 = text
         .lines()

@@ -193,8 +193,15 @@ async fn contract(store: Arc<dyn Store>) {
     assert!(store.claim("cron:x:60", Duration::from_secs(60)).await.unwrap());
     assert!(!store.claim("cron:x:60", Duration::from_secs(60)).await.unwrap());
     assert!(store.claim("cron:x:120", Duration::from_secs(60)).await.unwrap());
-    store.release("cron:x:60").await.unwrap();
-    assert!(store.claim("cron:x:60", Duration::from_secs(60)).await.unwrap(), "released early");
+    // Leases: taken by one holder, renewed by it, refused to another, released by it only.
+    assert!(store.lease("adm", "a", Duration::from_secs(60)).await.unwrap());
+    assert!(store.lease("adm", "a", Duration::from_secs(60)).await.unwrap(), "renewed");
+    assert!(!store.lease("adm", "b", Duration::from_secs(60)).await.unwrap());
+    store.release("adm", "b").await.unwrap();
+    assert!(!store.lease("adm", "b", Duration::from_secs(60)).await.unwrap(), "not b's to release");
+    store.release("adm", "a").await.unwrap();
+    assert!(store.lease("adm", "b", Duration::from_secs(60)).await.unwrap(), "released early");
+    assert!(!store.claim("adm", Duration::from_secs(60)).await.unwrap(), "a lease is a claim too");
     assert_eq!(store.mark("leak", "p/z/a", t).await.unwrap(), t);
     assert_eq!(
         store.mark("leak", "p/z/a", t + chrono::Duration::hours(1)).await.unwrap(),

@@ -16,7 +16,7 @@ pub(crate) fn spread(prefix: &str, amount: u32, wa: u32, wb: u32) -> String {
 amount: {{min: {amount}, max: {amount}}}
 zones: [{{zone: us-central1-a, weight: {wa}}}, {{zone: us-central1-b, weight: {wb}}}]
 attributes:
-  project: proj
+  project: my-proj
   machine_type: "zones/{{{{.Zone}}}}/machineTypes/e2-standard-2"
   disk: [{{image: projects/debian-cloud/global/images/debian-12, size: 10, type: "zones/{{{{.Zone}}}}/diskTypes/pd-ssd"}}]
   network_interface: [{{network: global/networks/default}}]
@@ -61,7 +61,7 @@ async fn vms_spread_by_weight_and_a_stockout_moves_creation_to_the_other_zone_at
     // With capacity everywhere, a pool fills its zones by weight. (Zone a's backoff is the
     // project's: lifted here, as its end would.)
     env.faults(json!({"stockout_zones": []})).await;
-    env.ctx.store.set_backoff("proj", "us-central1-a", None).await.unwrap();
+    env.ctx.store.set_backoff("my-proj", "us-central1-a", None).await.unwrap();
     env.write_pool("even", &pools[0].1);
     env.converged("even", 4).await;
     let zones = by_zone(&env, "even");

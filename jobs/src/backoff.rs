@@ -69,7 +69,7 @@ pub async fn hit(ctx: &Ctx, scope: &Scope, reason: &str) -> Result<Duration, Tas
     let b = Backoff {
         project: scope.0.clone(),
         zone: scope.1.clone(),
-        until: now + chrono::Duration::seconds(secs as i64),
+        until: now + crate::config::Secs(secs).chrono(),
         failures,
         reason: reason.to_owned(),
     };

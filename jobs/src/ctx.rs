@@ -138,8 +138,11 @@ impl Queues {
 /// The claim that makes Config admission (the across-Configs prefix rule, then the write) one
 /// at a time across processes, so two clashing prefixes cannot both be admitted.
 pub(crate) const ADMISSION: &str = "config-admission";
-/// Longest the admission claim is held (a holder that dies frees it after this).
-const ADMISSION_HOLD: Duration = Duration::from_secs(60);
+/// How long the admission lease lasts unless renewed: a holder that dies (kill -9, a lost
+/// network) stops blocking admissions after this.
+const ADMISSION_LEASE: Duration = Duration::from_secs(3);
+/// How often a holder renews it while it works.
+const ADMISSION_RENEW: Duration = Duration::from_secs(1);
 /// Longest a caller waits for it.
 const ADMISSION_WAIT: Duration = Duration::from_secs(10);
 
@@ -162,6 +165,9 @@ pub struct Ctx {
     pub timing: Arc<Timing>,
     /// Guard rails.
     pub limits: Arc<Limits>,
+    /// What the settings let Configs name: Swarming servers, and each tenant's prefixes,
+    /// projects, service accounts and VMs.
+    pub trust: Arc<crate::config::Trust>,
     /// What Compute Engine offers per project (zones, disk types), cached.
     pub catalog: Arc<crate::catalog::Catalog>,
     /// Where machines come from: the declared providers.
@@ -190,15 +196,19 @@ impl Ctx {
         }
     }
 
-    /// Runs `f` holding the admission claim: the Config writes that may add a prefix (an API
-    /// apply, a file's new Config) check the across-Configs rule and write under it.
+    /// Runs `f` holding the admission lease: the Config writes that may add a prefix (an API
+    /// apply, a file's new Config) check the across-Configs rule and write under it. The lease
+    /// is renewed while `f` runs; should a renewal find it lost (this process stalled past
+    /// the lease and another took it), `f` is dropped before it writes more and the caller
+    /// gets a Conflict to try again.
     pub async fn admitting<T, E: From<TaskError>>(
         &self,
         f: impl AsyncFnOnce() -> Result<T, E>,
     ) -> Result<T, E> {
+        let holder = format!("{:032x}", rand::random::<u128>());
         let step = Duration::from_millis(20);
         let mut waited = Duration::ZERO;
-        while !self.store.claim(ADMISSION, ADMISSION_HOLD).await.map_err(TaskError::from)? {
+        while !self.store.lease(ADMISSION, &holder, ADMISSION_LEASE).await.map_err(TaskError::from)? {
             if waited >= ADMISSION_WAIT {
                 return Err(TaskError::Conflict(
                     "config admission (another apply or import holds it)".into(),
@@ -209,9 +219,20 @@ impl Ctx {
             tokio::time::sleep(step).await;
             waited += step;
         }
-        let out = f().await;
-        // A release that fails is covered by the hold's expiry.
-        let _ = self.store.release(ADMISSION).await;
+        let renew = async {
+            loop {
+                tokio::time::sleep(ADMISSION_RENEW).await;
+                if !matches!(self.store.lease(ADMISSION, &holder, ADMISSION_LEASE).await, Ok(true)) {
+                    return;
+                }
+            }
+        };
+        let out = tokio::select! {
+            out = f() => out,
+            () = renew => Err(TaskError::Conflict("config admission: the lease was lost; try again".into()).into()),
+        };
+        // A release that fails is covered by the lease's expiry.
+        let _ = self.store.release(ADMISSION, &holder).await;
         out
     }
 

@@ -198,7 +198,7 @@ impl Vm {
         self.instance
             .as_ref()
             .filter(|_| self.lifetime > 0)
-            .map(|i| i.created + chrono::Duration::seconds(self.lifetime as i64))
+            .map(|i| i.created + crate::config::Secs(self.lifetime).chrono())
     }
 
     /// Its instance's selfLink, if it has one.

@@ -259,6 +259,7 @@ impl Ctx {
             queues,
             timing: Arc::new(Timing::default()),
             limits: Arc::new(crate::ctx::Limits::default()),
+            trust: Arc::new(crate::config::Trust::default()),
             catalog: Arc::new(crate::catalog::Catalog::new()),
             providers: Arc::new(crate::providers::Providers::default()),
             keys: fakes.keys.clone(),
@@ -328,7 +329,7 @@ pub fn zoned(mut c: crate::config::Config, zones: &[(&str, u32)]) -> crate::conf
 /// A valid Config for tests: `amount` VMs, lifetime 1d, timeout 10m.
 pub fn config(prefix: &str, amount: u32) -> crate::config::Config {
     let yaml = format!(
-        "prefix: {prefix}\namount: {{min: {amount}, max: {amount}}}\nattributes:\n  project: p\n  zone: z\n  \
+        "prefix: {prefix}\namount: {{min: {amount}, max: {amount}}}\nattributes:\n  project: test-project\n  zone: z\n  \
          machine_type: \"zones/{{{{.Zone}}}}/machineTypes/e2-small\"\n  disk: [{{image: global/images/x, size: 10}}]\n  \
          network_interface: [{{network: global/networks/default}}]\nlifetime: 1d\ntimeout: 10m\nswarming: https://swarm.example.com\n"
     );

@@ -198,7 +198,7 @@ mod tests {
         // Taken once: a second pick decides again, from the counts (one VM in a, none in b).
         assert_eq!(pick(&ctx, &rec, "linux-1").await.unwrap(), "b");
         place_batch(&ctx, &rec, &ids[..1]).await.unwrap();
-        crate::backoff::hit(&ctx, &Scope("p".into(), "b".into()), "ZONE_RESOURCE_POOL_EXHAUSTED")
+        crate::backoff::hit(&ctx, &Scope("test-project".into(), "b".into()), "ZONE_RESOURCE_POOL_EXHAUSTED")
             .await
             .unwrap();
         assert_eq!(pick(&ctx, &rec, "linux-1").await.unwrap(), "a", "b backs off since");
@@ -206,7 +206,7 @@ mod tests {
         assert!(elsewhere(&ctx, &waiting).await.unwrap(), "b backs off, a does not");
         let in_a = ctx.seed_vm("linux-3", |v| v.attributes.zone = "a".into()).await;
         assert!(!elsewhere(&ctx, &in_a).await.unwrap());
-        crate::backoff::hit(&ctx, &Scope("p".into(), "a".into()), "QUOTA_EXCEEDED").await.unwrap();
+        crate::backoff::hit(&ctx, &Scope("test-project".into(), "a".into()), "QUOTA_EXCEEDED").await.unwrap();
         assert!(!elsewhere(&ctx, &waiting).await.unwrap(), "nowhere better");
         let one = crate::testing::config("linux", 1);
         let one = ConfigRecord { config: one, ..rec.clone() };
@@ -231,7 +231,9 @@ mod tests {
         assert_eq!(next, crate::tasks::Next::Done, "no wait for the backoff");
         assert!(ctx.store.vm("linux-0").await.unwrap().is_none(), "dropped: it had no instance");
         assert_eq!(ctx.taken::<ExpandConfig>().await.len(), 1, "made again at once");
-        assert!(crate::backoff::active(&ctx, &Scope("p".into(), "a".into())).await.unwrap().is_some());
+        assert!(
+            crate::backoff::active(&ctx, &Scope("test-project".into(), "a".into())).await.unwrap().is_some()
+        );
         crate::tasks::create_vm::run(&ctx, CreateVm { id: "linux-0".into() }).await.unwrap();
         let again = ctx.store.vm("linux-0").await.unwrap().unwrap().value;
         assert_eq!(again.zone(), "b");

@@ -2,6 +2,8 @@
 //! pRPC (`swarming.rs`) and an admin API under `/sim/` (`admin.rs`), over a simulated world
 //! (`world/`, typed state only) with faults (`config.rs`). Each route file encodes its answers.
 //!
+//! Its HTTP server (`listener.rs`) is the one every listener of the service runs too.
+//!
 //! Every request first advances the world to the current time, then may be delayed or failed
 //! by the faults in force (drawn from the seeded generator), then is answered and counted by
 //! method and status.
@@ -12,6 +14,7 @@ pub mod config;
 pub mod filter;
 pub mod gce;
 pub mod identity;
+pub mod listener;
 pub mod swarming;
 pub mod world;
 
@@ -87,10 +90,10 @@ pub fn router(sim: Sim) -> Router {
         .with_state(sim)
 }
 
-/// Serves `sim` on `listener` until the process ends.
-pub async fn serve(listener: TcpListener, sim: Sim) -> std::io::Result<()> {
+/// Serves `sim` on `listener` within `limits` until the process ends.
+pub async fn serve(listener: TcpListener, sim: Sim, limits: crate::listener::Limits) {
     tokio::spawn(agent::registrar(sim.clone()));
-    axum::serve(listener, router(sim)).await
+    crate::listener::serve(listener, router(sim), limits, std::future::pending()).await
 }
 
 /// Starts a simulator on a free loopback port (tests, the embedded default); returns its address.
@@ -99,11 +102,7 @@ pub async fn spawn(cfg: SimConfig) -> std::io::Result<(SocketAddr, Sim)> {
     let addr = listener.local_addr()?;
     let sim = Sim::new(cfg);
     let served = sim.clone();
-    tokio::spawn(async move {
-        if let Err(e) = serve(listener, served).await {
-            tracing::error!(error = %e, "simulator stopped");
-        }
-    });
+    tokio::spawn(serve(listener, served, crate::listener::Limits::default()));
     Ok((addr, sim))
 }
 

@@ -95,6 +95,28 @@ impl Gce {
     }
 }
 
+/// Every value that goes into a request's path is one plain segment (`[a-z0-9._:-]`, no `.` or
+/// `..`): the client puts it in the path as it is, so `a%2Fb` would reach Compute as `a/b`.
+/// Configs are checked at admission; this guards records written before, or by hand.
+fn segments(values: &[&str]) -> Result<(), ComputeError> {
+    for v in values {
+        let plain = !v.is_empty()
+            && v.len() <= 128
+            && *v != "."
+            && *v != ".."
+            && v.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._:-".contains(&b));
+        if !plain {
+            let shown: String = v.chars().take(64).collect();
+            return Err(ComputeError::from_http(
+                Some(400),
+                "invalid",
+                &format!("{shown:?} is not a resource name"),
+            ));
+        }
+    }
+    Ok(())
+}
+
 #[async_trait]
 impl Compute for Gce {
     async fn insert(
@@ -104,6 +126,7 @@ impl Compute for Gce {
         request_id: &str,
         spec: &InstanceSpec,
     ) -> Result<Operation, ComputeError> {
+        segments(&[project, zone])?;
         let body: model::Instance = serde_json::from_value(super::gce_resource::resource(spec))
             .map_err(|e| ComputeError::from_http(Some(400), "invalid", &format!("instance body: {e}")))?;
         let op = self
@@ -125,6 +148,7 @@ impl Compute for Gce {
         zone: &str,
         op: &str,
     ) -> Result<Option<Operation>, ComputeError> {
+        segments(&[project, zone, op])?;
         match self.operations.get().set_project(project).set_zone(zone).set_operation(op).send().await {
             Ok(op) => Ok(Some(operation(op))),
             Err(e) if e.http_status_code() == Some(404) => Ok(None),
@@ -133,6 +157,7 @@ impl Compute for Gce {
     }
 
     async fn get(&self, project: &str, zone: &str, name: &str) -> Result<Option<Instance>, ComputeError> {
+        segments(&[project, zone, name])?;
         match self.instances.get().set_project(project).set_zone(zone).set_instance(name).send().await {
             Ok(i) => Ok(Some(instance(i))),
             Err(e) if e.http_status_code() == Some(404) => Ok(None),
@@ -147,6 +172,7 @@ impl Compute for Gce {
         name: &str,
         request_id: &str,
     ) -> Result<Option<Operation>, ComputeError> {
+        segments(&[project, zone, name])?;
         let call = self
             .instances
             .delete()
@@ -168,6 +194,7 @@ impl Compute for Gce {
         filter: &str,
         page: Option<String>,
     ) -> Result<(Vec<Instance>, Option<String>), ComputeError> {
+        segments(&[project, zone])?;
         let mut call = self.instances.list().set_project(project).set_zone(zone).set_filter(filter);
         if let Some(p) = page {
             call = call.set_page_token(p);
@@ -178,11 +205,13 @@ impl Compute for Gce {
     }
 
     async fn zones(&self, project: &str) -> Result<Vec<String>, ComputeError> {
+        segments(&[project])?;
         let list = self.zones.list().set_project(project).send().await.map_err(error)?;
         Ok(list.items.into_iter().filter_map(|z| z.name).collect())
     }
 
     async fn disk_types(&self, project: &str, zone: &str) -> Result<Vec<String>, ComputeError> {
+        segments(&[project, zone])?;
         let mut names = Vec::new();
         let mut page: Option<String> = None;
         loop {
@@ -200,6 +229,7 @@ impl Compute for Gce {
     }
 
     async fn quotas(&self, project: &str) -> Result<Vec<Quota>, ComputeError> {
+        segments(&[project])?;
         let list = self.regions.list().set_project(project).send().await.map_err(error)?;
         Ok(list
             .items
@@ -214,5 +244,18 @@ impl Compute for Gce {
                 })
             })
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::segments;
+
+    #[test]
+    fn only_plain_segments_reach_a_request_path() {
+        assert!(segments(&["google.com:chromecompute", "us-central1-b", "linux-0-abcd"]).is_ok());
+        for bad in ["a%2Fb", "a/b", "..", "", "x?alt=json", "A", "x\u{202e}"] {
+            assert!(segments(&["my-proj", bad]).is_err(), "{bad:?}");
+        }
     }
 }

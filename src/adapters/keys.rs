@@ -42,7 +42,11 @@ impl HttpKeys {
         super::install_crypto();
         Self {
             url: url.to_owned(),
-            http: reqwest::Client::new(),
+            // Redirects are not followed: the keys come from the URL given, or not at all.
+            http: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .unwrap_or_default(),
             state: std::sync::Mutex::default(),
             fetching: Mutex::new(()),
         }

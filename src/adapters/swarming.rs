@@ -1,11 +1,14 @@
 //! `Bots` over Swarming's pRPC (`swarming.v2.Bots`, JSON encoding).
 //!
-//! The endpoint of a server comes from a template: `https://{host}` for real Swarming (with
-//! OAuth headers from Application Default Credentials), or the simulator's
-//! `http://127.0.0.1:<port>/swarming/{host}` (no credentials).
+//! Only the servers the settings list (`[swarming] servers`) are called: any other is refused
+//! before a request is made, whatever a record names. Real Swarming is called at the server's
+//! origin with OAuth headers from Application Default Credentials (over https only); the
+//! simulator through an endpoint template such as `http://127.0.0.1:<port>/swarming/{host}`
+//! (no credentials). Redirects are never followed.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use gce_backend_jobs::config::Trust;
 use gce_backend_jobs::model::Bot;
 use gce_backend_jobs::ports::bots::{BotError, BotErrorKind, BotEvent, Bots};
 use serde::Deserialize;
@@ -19,8 +22,11 @@ const PAGE: u32 = 1000;
 #[derive(Debug, Clone)]
 pub struct Swarming {
     http: reqwest::Client,
-    template: String,
+    /// The simulator's endpoint template (`{host}` stands for `host[:port]`); none: the real
+    /// server at its origin.
+    template: Option<String>,
     credentials: Option<google_cloud_auth::credentials::Credentials>,
+    trust: std::sync::Arc<Trust>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -57,33 +63,63 @@ fn code_of_status(status: u16) -> u16 {
     }
 }
 
+/// An endpoint the operator gives (a flag): an http(s) URL with no user, query or fragment.
+pub fn check_endpoint(what: &str, url: &str) -> Result<(), String> {
+    let rest = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://"));
+    let authority = rest.map(|r| r.split('/').next().unwrap_or_default());
+    match authority {
+        None => Err(format!("{what} {url:?}: must be an http:// or https:// URL")),
+        Some(a) if a.is_empty() || a.contains('@') => {
+            Err(format!("{what} {url:?}: must name a host, without a user or password"))
+        }
+        Some(_) if url.contains(['?', '#']) || url.chars().any(|c| c.is_whitespace() || c.is_control()) => {
+            Err(format!("{what} {url:?}: must have no query, fragment or spaces"))
+        }
+        Some(_) => Ok(()),
+    }
+}
+
 impl Swarming {
-    /// A client; `template` maps a server host into a base URL (`{host}` is replaced).
-    pub fn new(template: Option<&str>) -> Result<Self, String> {
+    /// A client calling the servers `trust` lists; `template` maps a server's `host[:port]`
+    /// into a base URL (`{host}` is replaced); without one, real Swarming with Application
+    /// Default Credentials.
+    pub fn new(template: Option<&str>, trust: std::sync::Arc<Trust>) -> Result<Self, String> {
         super::install_crypto();
         let http = reqwest::Client::builder()
             .timeout(std::time::Duration::from_secs(30))
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| format!("http client: {e}"))?;
-        let (template, credentials) = match template {
-            Some(t) => (t.to_owned(), None),
-            None => {
-                let creds = google_cloud_auth::credentials::Builder::default()
+        let credentials = match template {
+            Some(_) => None,
+            None => Some(
+                google_cloud_auth::credentials::Builder::default()
                     .build()
-                    .map_err(|e| format!("Swarming credentials: {e}"))?;
-                ("https://{host}".to_owned(), Some(creds))
-            }
+                    .map_err(|e| format!("Swarming credentials: {e}"))?,
+            ),
         };
-        if !template.contains("{host}") {
-            return Err(format!("Swarming endpoint template {template:?} must contain {{host}}"));
+        if let Some(t) = template {
+            check_endpoint("Swarming endpoint template", &t.replace("{host}", "h"))?;
+            if !t.contains("{host}") {
+                return Err(format!("Swarming endpoint template {t:?} must contain {{host}}"));
+            }
         }
-        Ok(Self { http, template, credentials })
+        Ok(Self { http, template: template.map(str::to_owned), credentials, trust })
     }
 
-    fn url(&self, server: &str, method: &str) -> String {
-        let host =
-            server.trim().trim_start_matches("https://").trim_start_matches("http://").trim_end_matches('/');
-        format!("{}/prpc/swarming.v2.Bots/{method}", self.template.replace("{host}", host))
+    /// The URL of `method` on `server`, if the settings list it (the host is a checked DNS name:
+    /// nothing in it can change the path).
+    fn url(&self, server: &str, method: &str) -> Result<(String, bool), BotError> {
+        let origin = self.trust.server(server).map_err(|e| BotError::new(BotErrorKind::Denied, e))?;
+        let base = match &self.template {
+            Some(t) => {
+                let host =
+                    origin.port.map_or_else(|| origin.host.clone(), |p| format!("{}:{p}", origin.host));
+                t.replace("{host}", &host)
+            }
+            None => origin.to_string(),
+        };
+        Ok((format!("{base}/prpc/swarming.v2.Bots/{method}"), origin.scheme == "https"))
     }
 
     async fn call<T: DeserializeOwned>(
@@ -93,13 +129,14 @@ impl Swarming {
         body: Value,
     ) -> Result<T, BotError> {
         let unavailable = |e: String| BotError::new(BotErrorKind::Unavailable, e);
+        let (url, secure) = self.url(server, method)?;
         let mut req = self
             .http
-            .post(self.url(server, method))
+            .post(url)
             .header("content-type", "application/json")
             .header("accept", "application/json")
             .body(body.to_string());
-        if let Some(c) = &self.credentials {
+        if let Some(c) = self.credentials.as_ref().filter(|_| secure) {
             match c.headers(http::Extensions::new()).await {
                 Ok(google_cloud_auth::credentials::CacheableResource::New { data, .. }) => {
                     req = req.headers(data)
@@ -188,6 +225,74 @@ impl Bots for Swarming {
             Ok(_) => Ok(true),
             Err(e) if e.is_not_found() => Ok(false),
             Err(e) => Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use gce_backend_jobs::config::{SwarmingServers, Trust};
+
+    use super::*;
+
+    /// A local server counting its requests; it answers a bot page, or a redirect to `to`.
+    async fn server(hits: Arc<AtomicUsize>, to: Option<String>) -> String {
+        let app = axum::Router::new().fallback(move || {
+            let (hits, to) = (hits.clone(), to.clone());
+            async move {
+                hits.fetch_add(1, Ordering::SeqCst);
+                match to {
+                    Some(to) => axum::response::Response::builder()
+                        .status(307)
+                        .header("location", format!("{to}/prpc/swarming.v2.Bots/ListBots"))
+                        .body(axum::body::Body::empty())
+                        .unwrap(),
+                    None => axum::response::Response::builder()
+                        .header("x-prpc-grpc-code", "0")
+                        .body(axum::body::Body::from(r#"{"items": [{"botId": "linux-0-abcd"}]}"#))
+                        .unwrap(),
+                }
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        url
+    }
+
+    #[tokio::test]
+    async fn only_listed_servers_are_called_and_redirects_are_not_followed() {
+        let (attacker_hits, good_hits, redirect_hits) = Default::default();
+        let attacker = server(Arc::clone(&attacker_hits), None).await;
+        let good = server(Arc::clone(&good_hits), None).await;
+        let redirecting = server(Arc::clone(&redirect_hits), Some(attacker.clone())).await;
+        let listed = SwarmingServers { servers: vec![good.clone(), redirecting.clone()] };
+        let trust = Arc::new(Trust::new(&listed, &BTreeMap::new()).unwrap());
+        let bots = Swarming::new(Some("http://{host}"), trust).unwrap();
+        let (page, _) = bots.list(&good, None).await.unwrap();
+        assert_eq!(page[0].id, "linux-0-abcd");
+        assert_eq!(good_hits.load(Ordering::SeqCst), 1);
+        let host = attacker.trim_start_matches("http://");
+        for server in [attacker.clone(), format!("http://evil.example@{host}/p?q="), format!("{attacker}/")] {
+            let e = bots.list(&server, None).await.unwrap_err();
+            assert_eq!(e.kind, BotErrorKind::Denied, "{server}: {e}");
+        }
+        assert!(bots.list(&redirecting, None).await.is_err(), "a redirect is an error, not followed");
+        assert_eq!(redirect_hits.load(Ordering::SeqCst), 1);
+        assert_eq!(attacker_hits.load(Ordering::SeqCst), 0, "nothing reached the unlisted server");
+    }
+
+    #[test]
+    fn endpoints_given_on_the_command_line_are_urls_without_users_or_queries() {
+        assert!(check_endpoint("--certs-url", "https://www.googleapis.com/oauth2/v3/certs").is_ok());
+        for bad in
+            ["ftp://x", "https://u:p@x/certs", "https://x/certs?token=1", "https:///certs", "http://x/a b"]
+        {
+            assert!(check_endpoint("--certs-url", bad).is_err(), "{bad}");
         }
     }
 }

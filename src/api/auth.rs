@@ -1,22 +1,28 @@
 //! Bearer tokens: how they are kept (SHA-256 hashes in a TOML secrets file or environment
-//! variable), the roles they carry, and the one rule for who may read or change a Config.
+//! variable, each with an optional expiry), the set in force (swapped whole when the file is read
+//! again), the roles they carry, and the one rule for who may read or change a Config.
 
+use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::{Arc, RwLock};
 
 use axum::extract::{Request, State};
 use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use chrono::{DateTime, Utc};
 use gce_backend_jobs::config::Config;
+use gce_backend_jobs::ports::clock::Clock;
 use rand::Rng;
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::error::ApiError;
 
-/// What a token may do; each role includes the ones before it.
+/// What a token may do: reader, writer and admin each include the ones before; `metrics` stands
+/// beside them (`/metrics` only, which admin also may read). [`Role::grants`] is the rule.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema, clap::ValueEnum,
 )]
@@ -26,6 +32,8 @@ pub enum Role {
     /// tokens file naming it is refused).
     #[value(skip)]
     Anyone,
+    /// Read `ROOT/metrics` and nothing else (for a scraper that comes through the API's port).
+    Metrics,
     /// Read Configs (of its groups, or without owner), VMs and queues.
     Reader,
     /// Also change the Configs its groups own, recycle their VMs, retry dead tasks.
@@ -38,10 +46,22 @@ impl fmt::Display for Role {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Role::Anyone => "anyone",
+            Role::Metrics => "metrics",
             Role::Reader => "reader",
             Role::Writer => "writer",
             Role::Admin => "admin",
         })
+    }
+}
+
+impl Role {
+    /// Whether a token of this role may call what needs `need`.
+    pub fn grants(self, need: Role) -> bool {
+        match need {
+            Role::Anyone => true,
+            Role::Metrics => matches!(self, Role::Metrics | Role::Admin),
+            _ => self != Role::Metrics && self >= need,
+        }
     }
 }
 
@@ -58,6 +78,29 @@ pub struct TokenEntry {
     /// Its groups, matched against a Config's `owner`.
     #[serde(default)]
     pub groups: Vec<String>,
+    /// When it stops being accepted (RFC 3339 with an offset, as a string or a TOML date-time);
+    /// never without.
+    #[serde(default, deserialize_with = "rfc3339", skip_serializing_if = "Option::is_none")]
+    pub expires: Option<DateTime<Utc>>,
+}
+
+/// `expires`: an RFC 3339 time with an offset, quoted or as a TOML date-time.
+fn rfc3339<'de, D: Deserializer<'de>>(d: D) -> Result<Option<DateTime<Utc>>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum When {
+        Text(String),
+        Toml(toml::value::Datetime),
+    }
+    let text = match When::deserialize(d)? {
+        When::Text(t) => t,
+        When::Toml(t) => t.to_string(),
+    };
+    DateTime::parse_from_rfc3339(&text).map(|t| Some(t.to_utc())).map_err(|e| {
+        serde::de::Error::custom(format!(
+            "expires {text:?}: {e} (an RFC 3339 time with an offset, e.g. 2027-01-31T00:00:00Z)"
+        ))
+    })
 }
 
 /// The secrets file: `[[token]]` tables.
@@ -71,7 +114,31 @@ pub struct TokenFile {
 
 /// The tokens the API accepts.
 #[derive(Debug, Clone, Default)]
-pub struct Tokens(Vec<([u8; 32], Caller)>);
+pub struct Tokens(Vec<Held>);
+
+/// One accepted token: its hash, who it stands for, and until when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Held {
+    hash: [u8; 32],
+    caller: Caller,
+    expires: Option<DateTime<Utc>>,
+}
+
+/// Why a presented token is not accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// No token of that hash.
+    #[error("unknown token")]
+    Unknown,
+    /// Known, but past its expiry.
+    #[error("token {name:?} expired at {}", at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))]
+    Expired {
+        /// The token's name.
+        name: String,
+        /// Its expiry.
+        at: DateTime<Utc>,
+    },
+}
 
 /// Who is calling.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,27 +156,35 @@ fn digest(token: &str) -> [u8; 32] {
 }
 
 impl Tokens {
-    /// Parses the TOML secrets text (`[[token]]` tables with name, sha256, role, groups).
+    /// Parses the TOML secrets text (`[[token]]` tables with name, sha256, role, groups,
+    /// expires). Errors name `origin`, the line and the rule, never a value of the file.
     pub fn parse(text: &str, origin: &str) -> Result<Self, String> {
-        let file: TokenFile = toml::from_str(text).map_err(|e| format!("{origin}: {e}"))?;
+        let file: TokenFile = toml::from_str(text).map_err(|e| {
+            let line = e.span().map_or(0, |s| text[..s.start.min(text.len())].lines().count().max(1));
+            format!("{origin}: line {line}: {}", e.message())
+        })?;
         let mut out = Tokens::default();
         for t in file.token {
             let hash = decode_hex(&t.sha256)
                 .ok_or_else(|| format!("{origin}: token {:?}: sha256 must be 64 hex digits", t.name))?;
             if t.role == Role::Anyone {
-                return Err(format!("{origin}: token {:?}: role must be reader, writer or admin", t.name));
+                return Err(format!(
+                    "{origin}: token {:?}: role must be metrics, reader, writer or admin",
+                    t.name
+                ));
             }
-            if out.0.iter().any(|(h, c)| *h == hash || c.name == t.name) {
+            if out.0.iter().any(|h| h.hash == hash || h.caller.name == t.name) {
                 return Err(format!("{origin}: token {:?} is listed twice (same name or hash)", t.name));
             }
-            out.0.push((hash, Caller { name: t.name, role: t.role, groups: t.groups }));
+            let caller = Caller { name: t.name, role: t.role, groups: t.groups };
+            out.0.push(Held { hash, caller, expires: t.expires });
         }
         Ok(out)
     }
 
     /// One token (for the embedded default, which makes an admin token per run).
     pub fn single(token: &str, caller: Caller) -> Self {
-        Tokens(vec![(digest(token), caller)])
+        Tokens(vec![Held { hash: digest(token), caller, expires: None }])
     }
 
     /// True when no token is configured (every authenticated call then answers 401).
@@ -117,16 +192,77 @@ impl Tokens {
         self.0.is_empty()
     }
 
-    /// The caller a presented token stands for (hashes compared in constant time).
-    pub fn caller(&self, token: &str) -> Option<&Caller> {
+    /// The caller a presented token stands for at `now` (hashes compared in constant time).
+    pub fn check(&self, token: &str, now: DateTime<Utc>) -> Result<&Caller, Refusal> {
         let d = digest(token);
         let mut found = None;
-        for (h, c) in &self.0 {
-            if bool::from(h.ct_eq(&d)) {
-                found = Some(c);
+        for h in &self.0 {
+            if bool::from(h.hash.ct_eq(&d)) {
+                found = Some(h);
             }
         }
-        found
+        let held = found.ok_or(Refusal::Unknown)?;
+        match held.expires {
+            Some(at) if at <= now => Err(Refusal::Expired { name: held.caller.name.clone(), at }),
+            _ => Ok(&held.caller),
+        }
+    }
+
+    /// What `new` changes, by token name.
+    pub fn changes(&self, new: &Tokens) -> Changes {
+        let by_name = |t: &Tokens| -> BTreeMap<String, Held> {
+            t.0.iter().map(|h| (h.caller.name.clone(), h.clone())).collect()
+        };
+        let (old, new) = (by_name(self), by_name(new));
+        let mut c = Changes::default();
+        for (name, h) in &new {
+            match old.get(name) {
+                None => c.added.push(name.clone()),
+                Some(o) if o != h => c.changed.push(name.clone()),
+                Some(_) => {}
+            }
+        }
+        c.removed = old.keys().filter(|n| !new.contains_key(*n)).cloned().collect();
+        c
+    }
+}
+
+/// What a reload changed: token names (never a secret or a hash), each list sorted.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Changes {
+    /// Tokens that were not there.
+    pub added: Vec<String>,
+    /// Tokens no longer there.
+    pub removed: Vec<String>,
+    /// Tokens whose hash, role, groups or expiry changed.
+    pub changed: Vec<String>,
+}
+
+/// The tokens in force, shared by every route: swapped whole when the tokens file is read again
+/// (a call sees the old set or the new one, never a mix).
+#[derive(Debug, Clone, Default)]
+pub struct LiveTokens(Arc<RwLock<Arc<Tokens>>>);
+
+impl From<Tokens> for LiveTokens {
+    fn from(t: Tokens) -> Self {
+        LiveTokens(Arc::new(RwLock::new(Arc::new(t))))
+    }
+}
+
+impl LiveTokens {
+    /// The set in force now.
+    pub fn current(&self) -> Arc<Tokens> {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Replaces the set with `text` parsed (from `origin`) and says what changed; a text that
+    /// does not parse changes nothing (the error names `origin` and the rule, never a value).
+    pub fn reload(&self, text: &str, origin: &str) -> Result<Changes, String> {
+        let new = Tokens::parse(text, origin)?;
+        let mut slot = self.0.write().unwrap_or_else(|e| e.into_inner());
+        let changes = slot.changes(&new);
+        *slot = Arc::new(new);
+        Ok(changes)
     }
 }
 
@@ -152,13 +288,15 @@ pub fn new_token(name: &str, role: Role, groups: Vec<String>) -> (String, TokenE
     let bytes: [u8; 24] = rand::rng().random();
     let token = format!("gbt_{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>());
     let sha256 = hash(&token);
-    (token, TokenEntry { name: name.to_owned(), sha256, role, groups })
+    (token, TokenEntry { name: name.to_owned(), sha256, role, groups, expires: None })
 }
 
 impl Caller {
-    /// May read `config`: admins always; others when it has no owner or they share a group.
+    /// May read `config`: admins always; readers and writers when it has no owner or they
+    /// share a group (a metrics token never).
     pub fn may_read(&self, config: &Config) -> bool {
-        self.role == Role::Admin || config.owner.is_empty() || self.in_owner(config)
+        self.role == Role::Admin
+            || (self.role.grants(Role::Reader) && (config.owner.is_empty() || self.in_owner(config)))
     }
 
     /// May change `config`: admins always; writers in one of its owner groups (a Config without
@@ -176,34 +314,41 @@ impl Caller {
 #[derive(Debug, Clone, Copy)]
 pub struct Needs(pub Role);
 
-/// Authenticates the bearer token and checks the route's role: 401 without a valid token, 403
-/// with too little a role. The caller is left in the request's extensions.
-pub async fn require(
-    State((tokens, needs)): State<(std::sync::Arc<Tokens>, Needs)>,
-    mut req: Request,
-    next: Next,
-) -> Response {
-    if needs.0 == Role::Anyone {
-        return next.run(req).await;
-    }
-    let presented = req
-        .headers()
+/// What [`require`] checks against: the tokens in force, the clock their expiry is read on, and
+/// the route's role.
+pub type Gate = (LiveTokens, Arc<dyn Clock>, Needs);
+
+/// The bearer token a request presents (`Authorization: Bearer …`), if any.
+pub fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
+    headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.split_once(' '))
         .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-        .map(|(_, token)| token.trim());
-    let Some(token) = presented else {
+        .map(|(_, token)| token.trim())
+}
+
+/// Authenticates the bearer token and checks the route's role: 401 without a valid token (or
+/// with an expired one, named), 403 with a role that does not grant the route's. The caller is
+/// left in the request's extensions.
+pub async fn require(State((tokens, clock, needs)): State<Gate>, mut req: Request, next: Next) -> Response {
+    if needs.0 == Role::Anyone {
+        return next.run(req).await;
+    }
+    let Some(token) = bearer(req.headers()) else {
         return ApiError::new(
             axum::http::StatusCode::UNAUTHORIZED,
             "a bearer token is required (Authorization: Bearer …)",
         )
         .into_response();
     };
-    let Some(caller) = tokens.caller(token).cloned() else {
-        return ApiError::new(axum::http::StatusCode::UNAUTHORIZED, "unknown token").into_response();
+    let caller = match tokens.current().check(token, clock.now()) {
+        Ok(c) => c.clone(),
+        Err(refused) => {
+            return ApiError::new(axum::http::StatusCode::UNAUTHORIZED, refused.to_string()).into_response();
+        }
     };
-    if caller.role < needs.0 {
+    if !caller.role.grants(needs.0) {
         return ApiError::forbidden(format!(
             "this method needs the {} role; token {:?} has {}",
             needs.0, caller.name, caller.role
@@ -215,42 +360,5 @@ pub async fn require(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tokens_are_kept_hashed_and_found_by_the_token() {
-        let (token, entry) = new_token("alice", Role::Writer, vec!["infra".into()]);
-        let text = toml::to_string(&TokenFile { token: vec![entry.clone()] }).unwrap();
-        assert!(!text.contains(&token), "the file never holds the token");
-        let tokens = Tokens::parse(&text, "tokens.toml").unwrap();
-        assert_eq!(tokens.caller(&token).map(|c| c.name.as_str()), Some("alice"));
-        assert!(tokens.caller("gbt_wrong").is_none());
-        let twice = format!("{text}\n{text}");
-        assert!(Tokens::parse(&twice, "t").unwrap_err().contains("twice"));
-        let bad = text.replace(&entry.sha256, "abc");
-        assert!(Tokens::parse(&bad, "t").unwrap_err().contains("64 hex"));
-        assert!(Tokens::parse("[[token]]\nname='x'\nsha256='00'\nrole='root'\n", "t").is_err());
-        let anyone = text.replace("role = \"writer\"", "role = \"anyone\"");
-        assert!(Tokens::parse(&anyone, "t").unwrap_err().contains("reader, writer or admin"), "{anyone}");
-    }
-
-    #[test]
-    fn owners_decide_who_reads_and_writes_a_config() {
-        let mut c = Config { owner: vec!["infra".into()], ..Config::default() };
-        let who = |role, g: &[&str]| Caller {
-            name: "x".into(),
-            role,
-            groups: g.iter().map(|s| (*s).into()).collect(),
-        };
-        assert!(who(Role::Reader, &["infra"]).may_read(&c));
-        assert!(!who(Role::Reader, &["web"]).may_read(&c));
-        assert!(!who(Role::Reader, &["infra"]).may_write(&c));
-        assert!(who(Role::Writer, &["infra"]).may_write(&c));
-        assert!(!who(Role::Writer, &["web"]).may_write(&c));
-        assert!(who(Role::Admin, &[]).may_write(&c));
-        c.owner.clear();
-        assert!(who(Role::Reader, &[]).may_read(&c));
-        assert!(!who(Role::Writer, &["infra"]).may_write(&c), "no owner: admins only");
-    }
-}
+#[path = "auth_tests.rs"]
+mod tests;

@@ -26,7 +26,7 @@ pub const REQUEST_ID_HEADER: &str = "x-request-id";
 pub struct ErrorBody {
     /// Stable code: `InvalidInput`, `AuthenticationFailed`, `InsufficientRole`,
     /// `ResourceNotFound`, `RequestConflict`, `MethodNotAllowed`, `PayloadTooLarge`,
-    /// `Unavailable`, `InternalError`.
+    /// `TooManyRequests` (with `Retry-After`), `Unavailable`, `InternalError`.
     pub code: String,
     /// What went wrong, for a person.
     pub message: String,
@@ -91,6 +91,7 @@ fn code(status: StatusCode) -> &'static str {
         405 => "MethodNotAllowed",
         409 => "RequestConflict",
         413 => "PayloadTooLarge",
+        429 => "TooManyRequests",
         408 | 503 | 504 => "Unavailable",
         _ => "InternalError",
     }

@@ -1,19 +1,20 @@
 //! The operator's HTTP API (axum): Configs, VMs and queues under `ROOT/api/gce-backend/v1`,
 //! the references and schemas that describe it (seed 002), health checks, `/metrics`, and the
-//! server.
+//! server (the shared hardened listener, with the rates of `listen.rs`).
 
 pub mod auth;
 mod configs;
 pub mod error;
+pub mod listen;
 pub mod methods;
 mod queues;
 pub mod reference;
 pub mod register;
+pub mod summary;
 pub mod types;
 mod ui;
 mod vms;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,7 +28,7 @@ use gce_backend_jobs::Ctx;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use auth::{Needs, Tokens};
+use auth::{LiveTokens, Needs};
 use error::ApiError;
 use reference::Urls;
 
@@ -45,16 +46,37 @@ pub struct Api {
     pub ctx: Ctx,
     /// Where the API says it lives.
     pub urls: Urls,
-    tokens: Arc<Tokens>,
+    tokens: LiveTokens,
     /// `/metrics`: this process's, and the shared state read from the store.
     pub metrics: Arc<Metrics>,
+    /// What its listener allows a client (`[http]`), and the rates it enforces.
+    http: listen::Http,
+    throttle: Arc<listen::Throttle>,
+    /// Registrations refused, logged by reason once a minute.
+    refusals: Arc<summary::Summary>,
 }
 
 impl Api {
-    /// The API over `ctx`, stating URLs under `root`, accepting `tokens`.
-    pub fn new(ctx: Ctx, root: &str, tokens: Tokens) -> Self {
+    /// The API over `ctx`, stating URLs under `root`, accepting `tokens` (a fixed set, or
+    /// [`LiveTokens`] that a reload swaps).
+    pub fn new(ctx: Ctx, root: &str, tokens: impl Into<LiveTokens>) -> Self {
         let metrics = Arc::new(Metrics::new(ctx.clone(), true));
-        Api { ctx, urls: Urls::new(root), tokens: Arc::new(tokens), metrics }
+        let http = listen::Http::default();
+        let throttle = Arc::new(Self::throttle(&http, &metrics));
+        let refusals = summary::Summary::new("registration refused");
+        Api { ctx, urls: Urls::new(root), tokens: tokens.into(), metrics, http, throttle, refusals }
+    }
+
+    /// The same API with the `[http]` settings `http` (the default ones otherwise).
+    pub fn with_http(mut self, http: &listen::Http) -> Self {
+        self.throttle = Arc::new(Self::throttle(http, &self.metrics));
+        self.http = http.clone();
+        self
+    }
+
+    fn throttle(http: &listen::Http, metrics: &Metrics) -> listen::Throttle {
+        let register = format!("/api/{}/{}/register", reference::SERVICE, reference::VERSION);
+        listen::Throttle::new("api", http, Some(register), metrics.throttled())
     }
 }
 
@@ -107,14 +129,12 @@ fn doc(v: Option<serde_json::Value>) -> Response {
 
 /// The whole router: API methods behind their role checks, public references and health.
 pub fn router(api: Api) -> Router {
-    let tokens = api.tokens.clone();
+    let gate = |role| (api.tokens.clone(), api.ctx.clock.clone(), Needs(role));
     let metrics = api.metrics.clone();
     let methods = methods::routes(|m, r| {
-        r.route_layer(axum::middleware::from_fn_with_state((tokens.clone(), Needs(m.role)), auth::require))
-            .route_layer(axum::middleware::from_fn_with_state(
-                (metrics.clone(), m.name),
-                crate::metrics::measure,
-            ))
+        r.route_layer(axum::middleware::from_fn_with_state(gate(m.role), auth::require)).route_layer(
+            axum::middleware::from_fn_with_state((metrics.clone(), m.name), crate::metrics::measure),
+        )
     });
     let api_root = format!("/api/{}/{}", reference::SERVICE, reference::VERSION);
     Router::new()
@@ -148,16 +168,13 @@ pub fn router(api: Api) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .merge(ui::routes())
-        // Any valid token (it names Configs, projects and zones); `--metrics-listen` serves
-        // the same without one, on a port meant for the scraper only.
+        // A metrics or admin token only (it names every Config, project and zone, and why
+        // registrations were refused); `--metrics-listen` serves the same without one, on a port
+        // meant for the scraper only.
         .route(
             "/metrics",
-            get(|State(a): State<Api>| crate::metrics::serve_metrics(State(a.metrics))).route_layer(
-                axum::middleware::from_fn_with_state(
-                    (tokens.clone(), Needs(auth::Role::Reader)),
-                    auth::require,
-                ),
-            ),
+            get(|State(a): State<Api>| crate::metrics::serve_metrics(State(a.metrics)))
+                .route_layer(axum::middleware::from_fn_with_state(gate(auth::Role::Metrics), auth::require)),
         )
         .fallback(|| async {
             ApiError::new(StatusCode::NOT_FOUND, "no such route (see ROOT/references/manifest.json)")
@@ -169,6 +186,8 @@ pub fn router(api: Api) -> Router {
             CALL_TIMEOUT,
         ))
         .layer(tower_http::catch_panic::CatchPanicLayer::custom(error::panicked))
+        // Inside `errors`: a 429 has a request id; before everything else: it costs nothing more.
+        .layer(axum::middleware::from_fn_with_state(api.throttle.clone(), listen::limit))
         .layer(axum::middleware::from_fn(error::errors))
         .with_state(api)
 }
@@ -201,12 +220,13 @@ pub async fn ready(ctx: &Ctx) -> Out<Ready> {
     }
 }
 
-/// Serves `api` on `listener` until `shutdown` resolves.
+/// Serves `api` on `listener` within its `[http]` limits until `shutdown` resolves; then lets
+/// the calls in flight finish (see [`gce_backend_sim::listener::serve`]).
 pub async fn serve(
     api: Api,
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    let app = router(api).into_make_service_with_connect_info::<SocketAddr>();
-    axum::serve(listener, app).with_graceful_shutdown(shutdown).await
+) {
+    let limits = api.http.limits();
+    gce_backend_sim::listener::serve(listener, router(api), limits, shutdown).await
 }

@@ -168,7 +168,9 @@ pub fn base_schema(urls: &Urls, file: &str) -> Option<Value> {
                         "query": {"type": "array", "items": {"type": "string"}},
                         "input": {"type": "string"},
                         "output": {"type": "string"},
-                        "role": {"enum": ["reader", "writer", "admin"]},
+                        // The least role of a method (`anyone`: no token; `metrics` is a token's
+                        // role, for ROOT/metrics, no method's).
+                        "role": {"enum": ["anyone", "reader", "writer", "admin"]},
                     },
                     "additionalProperties": false,
                 }},
@@ -327,5 +329,12 @@ mod tests {
         }
         assert_eq!(r["entries"].as_array().unwrap().len(), METHODS.len());
         assert!(base_schema(&urls, "nope.json").is_none());
+        // The reference and the manifest are what their own schemas say.
+        for (doc, file) in [(r, "api-reference.json"), (manifest(&urls), "api-manifest.json")] {
+            let schema = jsonschema::validator_for(&base_schema(&urls, file).unwrap()).unwrap();
+            if let Err(e) = schema.validate(&doc) {
+                panic!("{file}: {e}");
+            }
+        }
     }
 }

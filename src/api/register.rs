@@ -1,12 +1,15 @@
 //! `register`: a VM registers with its identity proof. No token: the proof is the credential,
 //! and every refusal, a body that does not parse included, is the same 403. Its reason goes to
 //! our log only: at WARN once the proof's signature held (a real instance of ours was refused),
-//! at DEBUG before (anyone may send garbage; it must not flood the log).
+//! at DEBUG before (anyone may send garbage); summarised by reason (the first at once, then one
+//! line a minute with the count), so a flood of refusals cannot flood the log. Calls are limited
+//! per client address (`[http] register_per_address`, in `listen.rs`).
 
 use axum::body::Bytes;
 use axum::extract::State;
 use gce_backend_jobs::operate::register::{RegisterInput, Registration, register as registered};
 use gce_backend_jobs::providers::identity::Refused;
+use tracing::Level;
 
 use super::error::ApiError;
 use super::{Api, Out, ok};
@@ -23,12 +26,9 @@ pub(super) async fn register(State(api): State<Api>, body: Bytes) -> Out<Registr
     };
     match outcome {
         Ok(r) => ok(r),
-        Err(why) if why.after_signature() => {
-            tracing::warn!(reason = why.0, "registration refused");
-            Err(ApiError::forbidden(REFUSED))
-        }
         Err(why) => {
-            tracing::debug!(reason = why.0, "registration refused");
+            let level = if why.after_signature() { Level::WARN } else { Level::DEBUG };
+            api.refusals.note(why.0, level, String::new);
             Err(ApiError::forbidden(REFUSED))
         }
     }

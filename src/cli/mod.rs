@@ -187,9 +187,12 @@ async fn every_page(
     }
 }
 
-/// Reads a Config file as the importer does (`from_file` metadata resolved).
+/// Reads a Config file as the importer does (`from_file` metadata resolved, from the file's
+/// directory only).
 fn config_file(path: &std::path::Path) -> anyhow::Result<Value> {
-    let (config, _) = gce_backend_jobs::cron::import_configs::load(path).map_err(|e| usage(e.to_string()))?;
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    let (config, _) =
+        gce_backend_jobs::cron::import_configs::load(path, dir).map_err(|e| usage(e.to_string()))?;
     Ok(serde_json::to_value(config)?)
 }
 

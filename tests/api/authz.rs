@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 use super::{ADMIN, Client, TOKENS, config};
 use crate::pipeline::{Backend, Env, sim_config};
 use gce_backend::api::auth::Role;
+use gce_backend::api::auth::Role::{Admin, Metrics};
 use gce_backend::api::methods::METHODS;
 
 /// What a call must meet.
@@ -31,7 +32,9 @@ fn expect(method: &str, need: Role, caller: Option<(Role, &[&str])>, owner: &str
         return Expect::Forbidden; // whoever asks: the proof sent here is no proof
     }
     let Some((role, groups)) = caller else { return Expect::Unauthenticated };
-    if role < need {
+    // A metrics token calls no method; readers, writers and admins each may what the ones
+    // before them may.
+    if role == Role::Metrics || role < need {
         return Expect::Forbidden;
     }
     let admin = role == Role::Admin;
@@ -113,7 +116,31 @@ async fn every_method_answers_each_role_and_owner_as_the_rules_say() {
             }
         }
     }
-    assert_eq!(checked, METHODS.len() * 2 * 7);
+    assert_eq!(checked, METHODS.len() * 2 * (2 + TOKENS.len()));
+    assert!(TOKENS.iter().any(|t| t.2 == Role::Metrics), "a metrics token is in the matrix");
+    // ROOT/metrics: a metrics or an admin token only.
+    let http = reqwest::Client::new();
+    let mut scrapes: Vec<(Option<&str>, u16)> = vec![(None, 401), (Some("gbt_unknown"), 401)];
+    scrapes.extend(
+        TOKENS
+            .iter()
+            .map(|(t, _, role, _)| (Some(*t), if matches!(role, Metrics | Admin) { 200 } else { 403 })),
+    );
+    for (token, want) in scrapes {
+        let mut req = http.get(format!("{}/metrics", api.root));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        let res = req.send().await.unwrap();
+        let status = res.status().as_u16();
+        let body = res.text().await.unwrap();
+        assert_eq!(status, want, "/metrics as {token:?}: {body}");
+        match want {
+            200 => assert!(body.contains("gce_backend_"), "{body}"),
+            403 => assert!(body.contains("needs the metrics role"), "{body}"),
+            _ => {}
+        }
+    }
     // Tasks belong to the Config their key names: others' are left out of lists and hidden.
     let q = env.ctx.queues.get("manage_bot");
     let pushed =

@@ -19,8 +19,15 @@ mod errors;
 mod flows;
 /// Random bodies, routes and queries never give a 5xx.
 mod fuzz;
+/// The listener's limits: rates per token and address (429), `register`'s, its refusals
+/// logged once a minute, `[http]` timeouts.
+mod listen;
 /// A VM registers with its identity token.
 mod register;
+/// Tokens that end: expiry, the tokens file read again on a change and on SIGHUP.
+mod tokens;
+/// Teams in their box: servers, files, projects, durations, tenants.
+mod trust;
 
 /// The tests' tokens: (token, name, role, groups).
 pub(crate) const TOKENS: &[(&str, &str, Role, &[&str])] = &[
@@ -29,38 +36,58 @@ pub(crate) const TOKENS: &[(&str, &str, Role, &[&str])] = &[
     ("gbt_writer_web", "writer-web", Role::Writer, &["web"]),
     ("gbt_reader_infra", "reader-infra", Role::Reader, &["infra"]),
     ("gbt_reader_web", "reader-web", Role::Reader, &["web"]),
+    ("gbt_metrics", "scraper", Role::Metrics, &["infra"]),
 ];
 pub(crate) const ADMIN: &str = "gbt_admin";
+pub(crate) const METRICS: &str = "gbt_metrics";
 pub(crate) const WRITER: &str = "gbt_writer_infra";
 pub(crate) const READER: &str = "gbt_reader_infra";
 
+/// The tokens file entry of `token`.
+pub(crate) fn entry(token: &str, name: &str, role: Role, groups: &[&str]) -> TokenEntry {
+    TokenEntry {
+        name: name.into(),
+        sha256: gce_backend::api::auth::hash(token),
+        role,
+        groups: groups.iter().map(|g| (*g).into()).collect(),
+        expires: None,
+    }
+}
+
+/// The text of a tokens file of [`TOKENS`] and `more`.
+pub(crate) fn tokens_text(more: Vec<TokenEntry>) -> String {
+    let mut token: Vec<TokenEntry> = TOKENS.iter().map(|(t, n, r, g)| entry(t, n, *r, g)).collect();
+    token.extend(more);
+    toml::to_string(&TokenFile { token }).unwrap()
+}
+
 /// Writes the tokens file into `dir`; returns its path.
 pub(crate) fn write_tokens(dir: &Path) -> PathBuf {
-    let token = TOKENS
-        .iter()
-        .map(|(t, name, role, groups)| TokenEntry {
-            name: (*name).into(),
-            sha256: gce_backend::api::auth::hash(t),
-            role: *role,
-            groups: groups.iter().map(|g| (*g).into()).collect(),
-        })
-        .collect();
     let path = dir.join("tokens.toml");
-    std::fs::write(&path, toml::to_string(&TokenFile { token }).unwrap()).unwrap();
+    std::fs::write(&path, tokens_text(Vec::new())).unwrap();
     path
 }
 
 /// Serves the API alone over `ctx` (nothing else runs); returns its base URL.
 pub(crate) async fn serve(ctx: Ctx) -> String {
+    serve_with(ctx, &gce_backend::api::listen::Http::default()).await.0
+}
+
+/// [`serve`] with the `[http]` settings `http`; also returns its metrics.
+pub(crate) async fn serve_with(
+    ctx: Ctx,
+    http: &gce_backend::api::listen::Http,
+) -> (String, std::sync::Arc<gce_backend::metrics::Metrics>) {
     let dir = crate::pipeline::temp_dir();
     let tokens =
         gce_backend::api::auth::Tokens::parse(&std::fs::read_to_string(write_tokens(&dir)).unwrap(), "t")
             .unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    let api = gce_backend::api::Api::new(ctx, &url, tokens);
+    let api = gce_backend::api::Api::new(ctx, &url, tokens).with_http(http);
+    let metrics = api.metrics.clone();
     tokio::spawn(gce_backend::api::serve(api, listener, std::future::pending()));
-    url
+    (url, metrics)
 }
 
 /// A Config body (JSON) for `prefix`, owned by `owner`, `min`..`max` VMs.

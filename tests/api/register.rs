@@ -23,6 +23,37 @@ async fn mint(env: &Env, vm: &gce_backend_jobs::model::Vm, name: &str, audience:
     Some(res.json::<Value>().await.unwrap()["token"].as_str().unwrap().to_owned())
 }
 
+/// Proofs made from the genuine `token` of a VM not registered yet (its claims kept): alg none,
+/// HS256 keyed with the published public key, another key id, another issuer (signed with the
+/// published key), another hostname.
+async fn forgeries(env: &Env, token: &str) -> Vec<(&'static str, String)> {
+    use base64::Engine as _;
+    use gce_backend::sim::identity::{KEY, KID, jwk, sign};
+    use jsonwebtoken::{Algorithm, EncodingKey, Header};
+    let b64 = |v: &Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
+    let claims: Value = jsonwebtoken::dangerous::insecure_decode_claims(token).unwrap();
+    let body = token.split('.').nth(1).unwrap();
+    let public: Value =
+        reqwest::get(format!("{}/oauth2/v3/certs", env.sim_url)).await.unwrap().json().await.unwrap();
+    assert_eq!(public["keys"][0], jwk(KEY, KID).unwrap(), "the published key");
+    let hs256 = Header { kid: Some(KID.into()), ..Header::new(Algorithm::HS256) };
+    let secret = EncodingKey::from_secret(public["keys"][0].to_string().as_bytes());
+    let changed = |k: &str, v: &str| {
+        let mut c = claims.clone();
+        c[k] = json!(v);
+        c
+    };
+    let mut other_host = claims.clone();
+    other_host["google"]["compute_engine"]["instance_name"] = json!("reg-9-zzzz");
+    vec![
+        ("alg none", format!("{}.{body}.", b64(&json!({"alg": "none", "kid": KID})))),
+        ("HS256 keyed with the public key", jsonwebtoken::encode(&hs256, &claims, &secret).unwrap()),
+        ("another key id", sign(&claims, "another-kid", KEY).unwrap()),
+        ("another issuer", sign(&changed("iss", "https://evil.example.com"), KID, KEY).unwrap()),
+        ("another hostname", sign(&other_host, KID, KEY).unwrap()),
+    ]
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_vm_registers_once_with_its_identity_token_and_every_bad_proof_gets_one_403() {
     let env = Env::start(Backend::Redis, sim_config(), &[("reg", pool("reg", 2, "1d", "10m"))], true).await;
@@ -53,6 +84,9 @@ async fn a_vm_registers_once_with_its_identity_token_and_every_bad_proof_gets_on
     ];
     let forged = token.split('.').take(2).collect::<Vec<_>>().join(".") + ".c2lnbmF0dXJl";
     bad.push(("forged signature", forged));
+    // Made from a genuine token of reg-1, which is not registered: only the forgery refuses it.
+    let genuine = mint(&env, &other, &other.hostname, &root).await.unwrap();
+    bad.extend(forgeries(&env, &genuine).await);
     let mut answers = Vec::new();
     for (what, proof) in bad {
         let (status, v) = api.call(None, "register", &[], Some(json!({"proof": proof}))).await;
@@ -75,6 +109,12 @@ async fn a_vm_registers_once_with_its_identity_token_and_every_bad_proof_gets_on
     answers.dedup();
     assert_eq!(answers, [(json!("InsufficientRole"), json!("registration refused"))], "one answer for all");
     assert!(env.ctx.store.vm("reg-1").await.unwrap().unwrap().value.registered.is_none());
+    // Each refused for its own reason, counted (and never told to the caller).
+    let counted = env.ctx.telemetry.text();
+    for (reason, n) in [("not RS256", 2), ("unknown key id", 1), ("issuer", 1), ("no VM of that name", 1)] {
+        let line = format!("gce_backend_registrations_total{{result=\"{reason}\"}} {n}");
+        assert!(counted.lines().any(|l| l == line), "{line} in\n{counted}");
+    }
     // The simulator mints only for live instances.
     assert!(mint(&env, &vm, "reg-9-zzzz", &root).await.is_none());
 }

@@ -50,10 +50,14 @@ impl Secs {
         Ok(Secs(n.saturating_mul(mult)))
     }
 
-    /// As a chrono duration.
+    /// As a chrono duration, at most [`Secs::LONGEST`] (so that a time plus it never overflows).
     pub fn chrono(self) -> ChronoDuration {
-        ChronoDuration::seconds(self.0.min(i64::MAX as u64 / 1000) as i64)
+        ChronoDuration::seconds(self.0.min(Self::LONGEST.0) as i64)
     }
+
+    /// The longest duration any arithmetic takes: 1 000 years (a stored record written before
+    /// the bounds were checked may hold more).
+    pub const LONGEST: Secs = Secs(1_000 * 365 * 86_400);
 }
 
 impl<'de> Deserialize<'de> for Secs {
@@ -353,10 +357,12 @@ impl Amount {
 
 mod attributes;
 mod policy;
+pub mod trust;
 mod validate;
 pub use attributes::*;
 pub use policy::*;
-pub use validate::{check_nesting, check_prefixes, prefixes_clash, validate_all};
+pub use trust::{Origin, SwarmingServers, Tenant, Trust};
+pub use validate::{bounds, check_nesting, check_prefixes, prefixes_clash, valid_project, validate_all};
 
 #[cfg(test)]
 mod tests;

@@ -6,7 +6,7 @@ pub(crate) const YAML: &str = r#"
 prefix: linux
 amount: {min: 2, max: 5, change: [{start: {day: MONDAY, time: "9:00", location: America/Los_Angeles}, length: 10h, min: 4, max: 5}]}
 attributes:
-  project: proj
+  project: my-project
   zone: us-central1-b
   machine_type: "zones/{{.Zone}}/machineTypes/e2-small"
   disk: [{image: projects/debian-cloud/global/images/debian-12, size: 10, type: "zones/{{.Zone}}/diskTypes/pd-ssd"}]
@@ -211,4 +211,91 @@ fn zone_lists_need_a_weighted_zone_distinct_names_and_bounded_weights() {
         zoned(&[("us-central1-a", 4_000_000_000)]),
         ["linux.zones[0].weight: 4000000000; at most 1000"]
     );
+}
+
+#[test]
+fn project_ids_follow_gcps_rule_and_paths_hold_no_path_tricks() {
+    use super::valid_project;
+    for ok in ["my-project", "google.com:chromecompute", "abcdef", "a23456789012345678901234567890"] {
+        assert!(valid_project(ok), "{ok}");
+    }
+    for bad in [
+        "proj",
+        "../../x",
+        "a%2Fb",
+        "My-Project",
+        "ab-cdef-",
+        "1abcdef",
+        "x".repeat(2000).as_str(),
+        "my-pro\u{202e}ject",
+        ":my-project",
+        "com:my-project",
+        "a31234567890123456789012345678901",
+    ] {
+        assert!(!valid_project(bad), "{bad}");
+    }
+    let mut c = crate::testing::config("linux", 1);
+    c.attributes.project = "a%2Fb".into();
+    c.attributes.machine_type = "zones/{{.Zone}}/machineTypes/../../x".into();
+    c.attributes.disk[0].image = "global/images/x?alt=media".into();
+    c.attributes.network_interface[0].network = "global/networks/%2e%2e".into();
+    c.attributes.service_account =
+        vec![super::ServiceAccount { email: "evil@x/y".into(), scope: vec!["ftp://x".into()] }];
+    c.attributes.tag = vec!["Bad Tag".into()];
+    let fields: Vec<String> = c.problems().into_iter().map(|e| e.field).collect();
+    assert_eq!(
+        fields,
+        [
+            "linux.attributes.machine_type",
+            "linux.attributes.disk[0].image",
+            "linux.attributes.network_interface[0].network",
+            "linux.attributes.service_account[0].email",
+            "linux.attributes.service_account[0].scope[0]",
+            "linux.attributes.tag[0]",
+            "linux.attributes.project",
+        ]
+    );
+}
+
+#[test]
+fn every_duration_and_count_has_a_range() {
+    let base = serde_yaml::to_string(&crate::testing::config("linux", 1)).unwrap();
+    for (from, to, field) in [
+        ("lifetime: 86400", "lifetime: 10000000000mo", "linux.lifetime"),
+        ("lifetime: 86400", "lifetime: 18446744073709551615", "linux.lifetime"),
+        ("timeout: 600", "timeout: 2d", "linux.timeout"),
+    ] {
+        let c = Config::parse(&base.replace(from, to), "t").unwrap();
+        let e = c.validate().unwrap_err();
+        assert_eq!(e.field, field, "{to}: {e}");
+        // Whatever is stored, time arithmetic never overflows.
+        let _ = chrono::Utc::now() + c.lifetime.chrono() + c.timeout.chrono();
+    }
+    let mut c = crate::testing::config("linux", 1);
+    c.breaker.after = 5000;
+    c.breaker.within = Secs(90 * 86_400);
+    c.update.max_surge = 1_000_000;
+    c.attributes.disk[0].size = 1 << 40;
+    let fields: Vec<String> = c.problems().into_iter().map(|e| e.field).collect();
+    assert_eq!(
+        fields,
+        [
+            "linux.attributes.disk[0].size",
+            "linux.breaker.within",
+            "linux.breaker.after",
+            "linux.update.max_surge"
+        ]
+    );
+}
+
+#[test]
+fn a_swarming_server_is_an_origin() {
+    let mut c = crate::testing::config("linux", 1);
+    for (url, why) in
+        [("http://evil.example@127.0.0.1:19999/p?q=", "user"), ("https://s.example.com/x", "path")]
+    {
+        c.swarming = url.into();
+        let e = c.validate().unwrap_err();
+        assert!(e.field == "linux.swarming" && e.rule.contains(why), "{e}");
+    }
 }

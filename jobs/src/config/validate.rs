@@ -3,6 +3,28 @@
 
 use super::*;
 
+/// A parser's message without the values it quotes (`invalid type: string "…"`): an error
+/// names where and why, never what a file holds.
+fn redact(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut quoted = false;
+    for c in message.chars() {
+        match (c, quoted) {
+            ('"', false) => {
+                out.push_str("\"…");
+                quoted = true;
+            }
+            ('"', true) => {
+                out.push('"');
+                quoted = false;
+            }
+            (_, true) => {}
+            (c, false) => out.push(c),
+        }
+    }
+    out
+}
+
 /// Checks the depth of `[`/`{` nesting outside quoted strings, before a parser sees the text
 /// (parsing deep nesting costs more than linear time).
 pub fn check_nesting(text: &str, origin: &str) -> Result<(), ConfigError> {
@@ -44,7 +66,8 @@ pub fn check_nesting(text: &str, origin: &str) -> Result<(), ConfigError> {
 impl Config {
     /// Parses a YAML (or JSON, a subset of YAML) document; unknown fields are errors.
     pub fn parse(text: &str, origin: &str) -> Result<Self, ConfigError> {
-        let c: Config = serde_yaml::from_str(text).map_err(|e| err(origin, format!("cannot parse: {e}")))?;
+        let c: Config = serde_yaml::from_str(text)
+            .map_err(|e| err(origin, format!("cannot parse: {}", redact(&e.to_string()))))?;
         if c == Config::default() {
             return Err(err(origin, "is empty (no field is set): a Config file needs at least a prefix"));
         }
@@ -53,10 +76,7 @@ impl Config {
 
     /// Checks the service's limits (settings `[limits]`).
     pub fn check_limits(&self, limits: &crate::ctx::Limits) -> Result<(), ConfigError> {
-        let ceiling = match &self.machines {
-            Some(list) => u32::try_from(list.len()).unwrap_or(u32::MAX),
-            None => self.amount.ceiling().max(self.amount.min),
-        };
+        let ceiling = super::trust::most_vms(self);
         if ceiling > limits.max_amount {
             return Err(err(
                 format!("{}.amount", self.prefix),
@@ -103,12 +123,39 @@ impl Config {
         if self.lifetime.0 == 0 && !self.is_static() {
             out.push(err(f("lifetime"), "is required and must be non-zero"));
         }
+        self.check_bounds(&f, &mut out);
         if self.swarming.is_empty() {
             out.push(err(f("swarming"), "is required"));
-        } else if !(self.swarming.starts_with("https://") || self.swarming.starts_with("http://")) {
-            out.push(err(f("swarming"), "must be an https:// URL"));
+        } else if let Err(e) = super::Origin::parse(&self.swarming) {
+            out.push(err(f("swarming"), e));
         }
         out
+    }
+
+    /// Every duration and count within its documented range ([`bounds`]), so no later sum or
+    /// conversion can overflow.
+    fn check_bounds(&self, f: &dyn Fn(&str) -> String, out: &mut Vec<ConfigError>) {
+        let durations = [
+            ("lifetime", self.lifetime, bounds::LIFETIME),
+            ("timeout", self.timeout, bounds::TIMEOUT),
+            ("breaker.within", self.breaker.within, bounds::BREAKER_WAIT),
+            ("breaker.canary_after", self.breaker.canary_after, bounds::BREAKER_WAIT),
+        ];
+        for (field, value, max) in durations {
+            if value > max {
+                out.push(err(f(field), format!("{value} is above the most allowed, {max} ({})", days(max))));
+            }
+        }
+        let counts = [
+            ("breaker.after", self.breaker.after, bounds::BREAKER_AFTER),
+            ("update.max_surge", self.update.max_surge, bounds::SURGE),
+            ("update.max_unavailable", self.update.max_unavailable, bounds::SURGE),
+        ];
+        for (field, value, max) in counts {
+            if value > max {
+                out.push(err(f(field), format!("{value}; at most {max}")));
+            }
+        }
     }
 
     /// The rules of a multi-zone pool's `zones`.
@@ -237,6 +284,51 @@ impl Config {
         if v.machine_type.is_empty() {
             out.push(err(f("attributes.machine_type"), "is required"));
         }
+        let mut paths = vec![("attributes.machine_type".to_owned(), &v.machine_type)];
+        for (i, d) in v.disk.iter().enumerate() {
+            paths.push((format!("attributes.disk[{i}].image"), &d.image));
+            paths.push((format!("attributes.disk[{i}].type"), &d.kind));
+            if d.size > bounds::DISK_GB {
+                out.push(err(
+                    f(&format!("attributes.disk[{i}].size")),
+                    format!("{} GB; at most {}", d.size, bounds::DISK_GB),
+                ));
+            }
+        }
+        for (i, n) in v.network_interface.iter().enumerate() {
+            paths.push((format!("attributes.network_interface[{i}].network"), &n.network));
+            paths.push((format!("attributes.network_interface[{i}].subnetwork"), &n.subnetwork));
+        }
+        for (field, value) in paths {
+            if let Err(why) = resource_path(value) {
+                out.push(err(f(&field), why));
+            }
+        }
+        for (i, sa) in v.service_account.iter().enumerate() {
+            let field = f(&format!("attributes.service_account[{i}]"));
+            if sa.email != "default" && !valid_email(&sa.email) {
+                out.push(err(format!("{field}.email"), "must be default or an account's email address"));
+            }
+            for (j, scope) in sa.scope.iter().enumerate() {
+                let ok = scope.strip_prefix("https://www.googleapis.com/auth/").is_some_and(|s| {
+                    !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+                });
+                if !ok {
+                    out.push(err(
+                        format!("{field}.scope[{j}]"),
+                        "must be https://www.googleapis.com/auth/<scope>",
+                    ));
+                }
+            }
+        }
+        for (i, t) in v.tag.iter().enumerate() {
+            if !valid_gce_name(t) {
+                out.push(err(
+                    f(&format!("attributes.tag[{i}]")),
+                    "must match [a-z]([-a-z0-9]*[a-z0-9])?, at most 63",
+                ));
+            }
+        }
         if v.metadata.len() > MAX_METADATA_ITEMS {
             out.push(err(
                 f("attributes.metadata"),
@@ -260,7 +352,15 @@ impl Config {
                 out.push(err(&field, format!("value above {MAX_METADATA_VALUE} bytes")));
             }
             match (&m.from_text, &m.from_file) {
-                (Some(s), None) | (None, Some(s)) if s.contains(':') => {}
+                (Some(s), None) | (None, Some(s)) if s.contains(':') => {
+                    let key = s.split_once(':').map_or("", |(k, _)| k);
+                    let ok = !key.is_empty()
+                        && key.len() <= 128
+                        && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+                    if !ok {
+                        out.push(err(&field, "the key must be 1-128 characters of [A-Za-z0-9_-]"));
+                    }
+                }
                 (Some(_), None) | (None, Some(_)) => {
                     out.push(err(&field, "must be key:value (from_file: key:path)"));
                 }
@@ -272,6 +372,14 @@ impl Config {
         }
         if v.project.is_empty() {
             out.push(err(f("attributes.project"), "is required"));
+        } else if !valid_project(&v.project) {
+            out.push(err(
+                f("attributes.project"),
+                format!(
+                    "{:?} is not a GCP project id: 6-30 characters of [a-z0-9-] starting with a letter, optionally after a domain (example.com:my-project)",
+                    v.project.chars().take(64).collect::<String>()
+                ),
+            ));
         }
         if !self.zones.is_empty() {
             self.check_zones(f, out);
@@ -316,6 +424,79 @@ impl Config {
                 }
             }
         }
+    }
+}
+
+/// The ranges of a Config's durations and counts (beyond them a Config is refused).
+pub mod bounds {
+    use super::Secs;
+
+    /// Longest `lifetime`: a year.
+    pub const LIFETIME: Secs = Secs(365 * 86_400);
+    /// Longest `timeout`: a day.
+    pub const TIMEOUT: Secs = Secs(86_400);
+    /// Longest `breaker.within` and `breaker.canary_after`: a day.
+    pub const BREAKER_WAIT: Secs = Secs(86_400);
+    /// Most `breaker.after`.
+    pub const BREAKER_AFTER: u32 = 1_000;
+    /// Most `update.max_surge` and `update.max_unavailable`.
+    pub const SURGE: u32 = 10_000;
+    /// Largest disk, in GB (Compute Engine's largest persistent disk).
+    pub const DISK_GB: u64 = 65_536;
+}
+
+fn days(s: Secs) -> String {
+    match s.0 % 86_400 {
+        0 => format!("{}d", s.0 / 86_400),
+        _ => format!("{}s", s.0),
+    }
+}
+
+/// A GCP project id: 6-30 characters of `[a-z0-9-]`, starting with a letter and not ending in
+/// `-`, optionally after a domain and a colon (`google.com:chromecompute`).
+pub fn valid_project(project: &str) -> bool {
+    let (domain, id) = match project.split_once(':') {
+        Some((d, id)) => (Some(d), id),
+        None => (None, project),
+    };
+    let domain_ok = domain.is_none_or(|d| {
+        d.len() <= 63
+            && d.contains('.')
+            && d.split('.').all(|l| {
+                !l.is_empty()
+                    && !l.starts_with('-')
+                    && !l.ends_with('-')
+                    && l.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            })
+    });
+    domain_ok && (6..=30).contains(&id.len()) && valid_gce_name(id)
+}
+
+/// A Compute resource path or URL as a Config names it (`zones/{{.Zone}}/machineTypes/x`,
+/// `projects/p/global/images/family/f`, `https://www.googleapis.com/compute/v1/...`): no
+/// characters that would change a request's path (`..`, `%`, `?`, `#`, spaces, non-ASCII).
+fn resource_path(value: &str) -> Result<(), String> {
+    let bad = value.chars().find(|c| !(c.is_ascii_alphanumeric() || "-_./{}:".contains(*c)));
+    if let Some(c) = bad {
+        return Err(format!("must not hold {c:?}: letters, digits and - _ . / {{ }} : only"));
+    }
+    if value.split('/').any(|seg| seg == ".." || seg == ".") {
+        return Err("must not hold . or .. segments".into());
+    }
+    Ok(())
+}
+
+/// An email address as service accounts have them: `name@domain`, ASCII, no spaces.
+fn valid_email(email: &str) -> bool {
+    match email.split_once('@') {
+        Some((name, domain)) => {
+            !name.is_empty()
+                && email.len() <= 254
+                && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._+-".contains(&b))
+                && domain.contains('.')
+                && domain.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-.".contains(&b))
+        }
+        None => false,
     }
 }
 

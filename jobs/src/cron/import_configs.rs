@@ -82,13 +82,30 @@ static PARSED: LazyLock<Mutex<HashMap<PathBuf, Parsed>>> = LazyLock::new(Mutex::
 /// Longest one round may spend reading and parsing the files.
 const READ_LIMIT: Duration = Duration::from_secs(30);
 
+/// The real path of `path` if it stays under `root` (through `..` or a symbolic link, it may
+/// not leave it).
+fn confined(root: &Path, path: &Path) -> Result<PathBuf, String> {
+    let root = root.canonicalize().map_err(|e| format!("configs directory {}: {e}", root.display()))?;
+    let real = path.canonicalize().map_err(|e| format!("cannot read: {e}"))?;
+    if !real.starts_with(&root) {
+        return Err(format!(
+            "leaves the directory {} (through .. or a symbolic link): files are read from it only",
+            root.display()
+        ));
+    }
+    Ok(real)
+}
+
 /// Reads one Config file, resolving `from_file` metadata; returns the Config and its revision.
 /// Files over [`MAX_FILE_BYTES`] or nested deeper than [`config::MAX_NESTING`] are refused
-/// before they are parsed.
-pub fn load(path: &Path) -> Result<(Config, String), ConfigError> {
+/// before they are parsed. The file, and every file its `from_file` items name (relative to its
+/// directory), must be regular files under `root` (the configs directory): an absolute path, a
+/// `..` or a symbolic link that leaves it is refused, and no error says what a file holds.
+pub fn load(path: &Path, root: &Path) -> Result<(Config, String), ConfigError> {
     let origin = path.display().to_string();
     let fail = |rule: String| ConfigError { field: origin.clone(), rule };
-    let text = read_capped(path, MAX_FILE_BYTES).map_err(fail)?;
+    let real = confined(root, path).map_err(fail)?;
+    let text = read_capped(&real, MAX_FILE_BYTES).map_err(fail)?;
     let mut h = fnv(text.as_bytes(), FNV_START);
     let cached = PARSED.lock().unwrap_or_else(|e| e.into_inner()).get(path).cloned();
     let parsed = match cached {
@@ -110,11 +127,15 @@ pub fn load(path: &Path) -> Result<(Config, String), ConfigError> {
     for (i, m) in c.attributes.metadata.iter_mut().enumerate() {
         if let Some(spec) = m.from_file.clone() {
             let (key, file) = spec.split_once(':').unwrap_or((spec.as_str(), ""));
-            let field = format!("{}.attributes.metadata[{i}]", c.prefix);
+            let field = format!("{}.attributes.metadata[{i}].from_file", c.prefix);
+            let fail = |e: String| ConfigError { field: field.clone(), rule: format!("{file:?}: {e}") };
+            if file.is_empty() || Path::new(file).is_absolute() {
+                return Err(fail("must be a path relative to the Config file's directory".into()));
+            }
+            let real = confined(root, &dir.join(file)).map_err(fail)?;
             // Counted while read, so no number of from_file items reads more than Compute allows.
             let room = config::MAX_METADATA_BYTES.saturating_sub(read).min(config::MAX_METADATA_VALUE);
-            let content = read_capped(&dir.join(file), room as u64)
-                .map_err(|e| ConfigError { field, rule: format!("from_file {file}: {e}") })?;
+            let content = read_capped(&real, room as u64).map_err(fail)?;
             read += content.len();
             h = fnv(content.as_bytes(), h);
             *m = Metadata::text(format!("{key}:{content}"));
@@ -156,7 +177,7 @@ fn read_files(dir: &Path, limits: &crate::ctx::Limits, names: Vec<String>) -> BT
             let shown = path.display().to_string();
             // The path is said once, by whoever reports the error.
             let text = |e: ConfigError| if e.field == shown { e.rule } else { e.to_string() };
-            let read = match load(&path) {
+            let read = match load(&path, dir) {
                 Ok((c, rev)) => match c.validate().and_then(|()| c.check_limits(limits)) {
                     Ok(()) => Ok((c, rev)),
                     Err(e) => Err((c.prefix, text(e))),
@@ -217,9 +238,24 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
     let owners = stored.iter().map(|(p, c)| (p.clone(), source_name(&c.value.source))).collect();
     let mut plan = plan(&files, &owners);
     let mut pushed = 0;
+    // The Configs a tenant's sum is taken over: the stored ones, or what this round applied.
+    let mut applied: BTreeMap<String, Config> = BTreeMap::new();
     for (prefix, (name, config, revision)) in std::mem::take(&mut plan.accept) {
-        match apply(ctx, stored.get(&prefix), &name, config, revision).await? {
-            Ok(added) => pushed += added,
+        // The settings' trust, at every import: a Config stored under older settings shows it.
+        let others = stored
+            .iter()
+            .filter(|(p, _)| !applied.contains_key(*p))
+            .map(|(_, c)| &c.value.config)
+            .chain(applied.values());
+        if let Some(e) = ctx.trust.problems(&config, others).into_iter().next() {
+            plan.rejects.push((name, prefix, e.to_string()));
+            continue;
+        }
+        match apply(ctx, stored.get(&prefix), &name, config.clone(), revision).await? {
+            Ok(added) => {
+                pushed += added;
+                applied.insert(prefix, config);
+            }
             Err(e) => plan.rejects.push((name, prefix, e.to_string())),
         }
     }
@@ -469,3 +505,7 @@ async fn delete(ctx: &Ctx, cur: &Versioned<ConfigRecord>, why: &str) -> Result<u
 #[cfg(test)]
 #[path = "import_configs_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "import_configs_hostile_tests.rs"]
+mod hostile_tests;

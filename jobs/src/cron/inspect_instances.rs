@@ -59,6 +59,6 @@ mod tests {
         ctx.seed_config_with("linux", 1, |c| *c = crate::testing::zoned(c.clone(), &[("a", 1), ("b", 1)]))
             .await;
         assert_eq!(run(&ctx).await.unwrap(), 2);
-        assert_eq!(ctx.keys::<InspectInstances>().await, ["p/a", "p/b"]);
+        assert_eq!(ctx.keys::<InspectInstances>().await, ["test-project/a", "test-project/b"]);
     }
 }

@@ -275,7 +275,9 @@ async fn a_creation_or_a_replacement_never_overwrites_what_it_did_not_see() {
 async fn admission_is_one_at_a_time_so_two_clashing_prefixes_are_never_both_stored() {
     let (ctx, _) = Ctx::test();
     // Another process holds the admission claim and stores `linux` under it.
-    assert!(ctx.store.claim(crate::ctx::ADMISSION, std::time::Duration::from_secs(60)).await.unwrap());
+    assert!(
+        ctx.store.lease(crate::ctx::ADMISSION, "other", std::time::Duration::from_secs(60)).await.unwrap()
+    );
     let waiting = tokio::spawn({
         let ctx = ctx.clone();
         async move { apply(&ctx, config("linux-a", 1), "alice").await }
@@ -284,7 +286,7 @@ async fn admission_is_one_at_a_time_so_two_clashing_prefixes_are_never_both_stor
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     assert!(!waiting.is_finished(), "the apply waits for the claim");
     ctx.seed_config_from("linux", 1, crate::model::API_SOURCE).await; // as another process would
-    ctx.store.release(crate::ctx::ADMISSION).await.unwrap();
+    ctx.store.release(crate::ctx::ADMISSION, "other").await.unwrap();
     match waiting.await.unwrap() {
         Err(OpError::Conflict(why)) => assert!(why.contains("one is a prefix of the other"), "{why}"),
         other => panic!("{other:?}"),
@@ -292,5 +294,49 @@ async fn admission_is_one_at_a_time_so_two_clashing_prefixes_are_never_both_stor
     assert!(ctx.store.config("linux-a").await.unwrap().is_none());
     // The claim is given back after each apply.
     apply(&ctx, config("mac", 1), "alice").await.unwrap();
-    assert!(ctx.store.claim(crate::ctx::ADMISSION, std::time::Duration::from_secs(1)).await.unwrap());
+    assert!(ctx.store.lease(crate::ctx::ADMISSION, "next", std::time::Duration::from_secs(1)).await.unwrap());
+}
+
+#[tokio::test]
+async fn a_from_file_item_over_the_api_is_refused_saying_why() {
+    let (ctx, _) = Ctx::test();
+    let mut c = config("linux", 1);
+    c.attributes
+        .metadata
+        .push(crate::config::Metadata { from_text: None, from_file: Some("k:/etc/passwd".into()) });
+    match apply(&ctx, c, "alice").await {
+        Err(OpError::Invalid(got)) => {
+            assert_eq!(got.len(), 1, "{got:?}");
+            assert_eq!(got[0].field, "linux.attributes.metadata[0].from_file");
+            assert!(got[0].rule.contains("reads no files"), "{}", got[0]);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(ctx.store.config("linux").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn a_lease_left_by_a_dead_process_stops_blocking_within_seconds() {
+    let (ctx, _) = Ctx::test();
+    // A process died holding the lease (kill -9 mid-apply): nobody renews it.
+    assert!(ctx.store.lease(crate::ctx::ADMISSION, "dead", std::time::Duration::from_secs(3)).await.unwrap());
+    // The caller waits at most 10 s: admitted only if the lease ends before (a 60 s claim
+    // answered a Conflict here).
+    apply(&ctx, config("linux", 1), "alice").await.expect("admitted once the dead holder's lease ends");
+    assert!(ctx.store.config("linux").await.unwrap().is_some());
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_lease_is_renewed_while_an_admission_runs() {
+    let (ctx, _) = Ctx::test();
+    let held = ctx.admitting(async || -> Result<bool, TaskError> {
+        // Longer than the lease: only renewal keeps others out.
+        tokio::time::sleep(std::time::Duration::from_secs(10)).await;
+        Ok(ctx.store.lease(crate::ctx::ADMISSION, "other", std::time::Duration::from_secs(3)).await?)
+    });
+    assert!(!held.await.unwrap(), "still held after 10 s");
+    assert!(
+        ctx.store.lease(crate::ctx::ADMISSION, "other", std::time::Duration::from_secs(3)).await.unwrap(),
+        "released"
+    );
 }

@@ -101,8 +101,13 @@ impl Admission {
 async fn admit(ctx: &Ctx, config: &Config, stored: Option<&ConfigRecord>) -> Result<Admission, TaskError> {
     let mut a = Admission { invalid: config.problems(), verified: true, ..Admission::default() };
     a.invalid.extend(config.check_limits(&ctx.limits).err());
-    // Read once: for the machines of a static pool and for the prefix rule below.
+    a.invalid.extend(no_files(config));
+    // Read once: for the machines of a static pool, the tenant's sum and the prefix rule below.
     let configs = ctx.store.configs().await?;
+    // A field already found wrong (a malformed server) is said once.
+    let trust = ctx.trust.problems(config, configs.iter().map(|c| &c.value.config));
+    let said: Vec<String> = a.invalid.iter().map(|e| e.field.clone()).collect();
+    a.invalid.extend(trust.into_iter().filter(|e| !said.contains(&e.field)));
     a.invalid
         .extend(crate::providers::static_machines::taken(config, configs.iter().map(|c| &c.value.config)));
     if a.invalid.is_empty() {
@@ -131,6 +136,16 @@ async fn admit(ctx: &Ctx, config: &Config, stored: Option<&ConfigRecord>) -> Res
         ));
     }
     Ok(a)
+}
+
+/// The API has no files: a `from_file` item is refused, saying so (never dropped unseen).
+fn no_files(config: &Config) -> impl Iterator<Item = ConfigError> + '_ {
+    config.attributes.metadata.iter().enumerate().filter(|(_, m)| m.from_file.is_some()).map(|(i, _)| {
+        ConfigError {
+            field: format!("{}.attributes.metadata[{i}].from_file", config.prefix),
+            rule: "the API reads no files: send the value as from_text (`gce-backend configs apply -f FILE` reads a file's from_file items for you)".into(),
+        }
+    })
 }
 
 /// Changes the Config `prefix` with `change` (given the record and now; false leaves it

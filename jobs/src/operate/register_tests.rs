@@ -23,7 +23,7 @@ fn token(ctx: &Ctx, name: &str, id: &str, aud: &str, ttl: i64, pem: &str) -> Reg
     let claims = json!({
         "iss": "https://accounts.google.com", "aud": aud, "sub": "1", "iat": now, "exp": now + ttl,
         "google": {"compute_engine": {
-            "instance_id": id, "instance_name": name, "zone": "z", "project_id": "p",
+            "instance_id": id, "instance_name": name, "zone": "z", "project_id": "test-project",
         }},
     });
     RegisterInput { proof: sign(&claims, KID, pem).unwrap(), provider: String::new() }

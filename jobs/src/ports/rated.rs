@@ -27,6 +27,16 @@ pub struct Rate {
     pub burst: u32,
 }
 
+impl Rate {
+    /// 0 (no limit), or a positive rate with a burst of at least 1.
+    pub fn validate(&self) -> Result<(), &'static str> {
+        if !(self.rate >= 0.0 && self.rate.is_finite()) || (self.rate > 0.0 && self.burst == 0) {
+            return Err("rate must be 0 (no limit) or positive, with a burst of at least 1");
+        }
+        Ok(())
+    }
+}
+
 /// The classes of Compute calls, each with its own bucket per project.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Class {
@@ -104,13 +114,9 @@ impl RateLimits {
         // The defaults (no project is named ""), then each project's rates.
         for project in std::iter::once("").chain(self.projects.keys().map(String::as_str)) {
             for class in Class::ALL {
-                let r = self.of(project, class);
-                if !(r.rate >= 0.0 && r.rate.is_finite()) || (r.rate > 0.0 && r.burst == 0) {
+                if let Err(e) = self.of(project, class).validate() {
                     let at = if project.is_empty() { String::new() } else { format!("projects.{project}.") };
-                    return Err(format!(
-                        "rate_limits.{at}{}: rate must be 0 (no limit) or positive, with a burst of at least 1",
-                        class.name()
-                    ));
+                    return Err(format!("rate_limits.{at}{}: {e}", class.name()));
                 }
             }
         }

@@ -197,8 +197,12 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     }
     /// True for the first caller only, for `ttl` (cron ticks run once across processes).
     async fn claim(&self, key: &str, ttl: std::time::Duration) -> Result<bool, StoreError>;
-    /// Gives a claim up before its `ttl` (a claim used as a short lock).
-    async fn release(&self, key: &str) -> Result<(), StoreError>;
+    /// Takes `key` for `holder` for `ttl`, or renews it when `holder` has it already; false
+    /// while another holds it (a lease: a holder that dies stops holding it after `ttl`).
+    async fn lease(&self, key: &str, holder: &str, ttl: std::time::Duration) -> Result<bool, StoreError>;
+    /// Gives a lease up, if `holder` still has it (a late release never frees the next
+    /// holder's).
+    async fn release(&self, key: &str, holder: &str) -> Result<(), StoreError>;
     /// Marks `key` in `space` as seen at `now` unless already marked; returns the first mark's
     /// time (two-phase cleanups: act only on what stays marked for a grace period).
     async fn mark(&self, space: &str, key: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, StoreError>;

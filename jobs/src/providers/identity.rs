@@ -1,14 +1,16 @@
 //! Compute Engine instance identity tokens: the proof a VM sends when it registers. A token is
 //! a JWT signed by Google (RS256) whose `format=full` claims name the instance (id, name, zone,
 //! project). [`verify`] checks the signature against Google's published keys ([`keys_from_jwks`]),
-//! the issuer, the audience and the time, and returns who the instance says it is. Every refusal
-//! is one [`Refused`] whose reason is for our logs and tests only: callers answer one generic
-//! 403 (seed 000: no hint of which part was wrong).
+//! the issuer, the audience and the time, and returns who the instance says it is. The JWT's
+//! decoding and its signature are the `jsonwebtoken` crate's; the rules (RS256 only, a published
+//! key of 2048 bits or more, Google's issuer, our audience, times from the Clock with a minute of
+//! skew, at most an hour long) are here. Every refusal is one [`Refused`] whose reason is for our
+//! logs and tests only: callers answer one generic 403 (seed 000: no hint of which part was
+//! wrong).
 
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use chrono::{DateTime, Utc};
-use ring::signature::{RSA_PKCS1_2048_8192_SHA256, RsaPublicKeyComponents};
+use jsonwebtoken::errors::ErrorKind;
+use jsonwebtoken::{Algorithm, DecodingKey, DecodingKeyKind, Validation};
 use serde::Deserialize;
 
 /// Largest token looked at (a Compute Engine token is about 1 KiB).
@@ -19,16 +21,16 @@ const SKEW_SECS: i64 = 60;
 const MAX_LIFETIME_SECS: i64 = 3600;
 /// Issuers of Google identity tokens.
 const ISSUERS: [&str; 2] = ["https://accounts.google.com", "accounts.google.com"];
+/// Shortest RSA modulus trusted (bits).
+const MIN_RSA_BITS: usize = 2048;
 
 /// One RSA public key of the issuer, by key id.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Key {
     /// Key id (`kid` in the token's header).
     pub kid: String,
-    /// Modulus, big-endian.
-    pub n: Vec<u8>,
-    /// Public exponent, big-endian.
-    pub e: Vec<u8>,
+    /// The public key.
+    pub key: DecodingKey,
 }
 
 /// Who a verified token says the instance is.
@@ -69,7 +71,7 @@ impl Refused {
 }
 
 /// Reads Google's JSON Web Key Set (`https://www.googleapis.com/oauth2/v3/certs`): its RSA
-/// keys; other key types are skipped.
+/// keys; other key types, and RSA keys shorter than 2048 bits, are skipped.
 pub fn keys_from_jwks(json: &[u8]) -> Result<Vec<Key>, String> {
     #[derive(Deserialize)]
     struct Jwks {
@@ -88,18 +90,20 @@ pub fn keys_from_jwks(json: &[u8]) -> Result<Vec<Key>, String> {
     let set: Jwks = serde_json::from_slice(json).map_err(|e| format!("not a JSON Web Key Set: {e}"))?;
     let mut keys = Vec::new();
     for k in set.keys.into_iter().filter(|k| k.kty == "RSA") {
-        let n = B64.decode(k.n.trim_end_matches('=')).map_err(|e| format!("key {}: n: {e}", k.kid))?;
-        let e = B64.decode(k.e.trim_end_matches('=')).map_err(|e| format!("key {}: e: {e}", k.kid))?;
-        keys.push(Key { kid: k.kid, n, e });
+        let key = DecodingKey::from_rsa_components(k.n.trim_end_matches('='), k.e.trim_end_matches('='))
+            .map_err(|e| format!("key {}: n or e: {e}", k.kid))?;
+        if rsa_bits(&key) >= MIN_RSA_BITS {
+            keys.push(Key { kid: k.kid, key });
+        }
     }
     Ok(keys)
 }
 
-#[derive(Deserialize)]
-struct Header {
-    alg: String,
-    #[serde(default)]
-    kid: String,
+/// The length of an RSA key's modulus in bits (0 for another kind of key).
+fn rsa_bits(key: &DecodingKey) -> usize {
+    let DecodingKeyKind::RsaModulusExponent { n, .. } = key.kind() else { return 0 };
+    let n = &n[n.iter().take_while(|b| **b == 0).count()..];
+    n.first().map_or(0, |top| n.len() * 8 - top.leading_zeros() as usize)
 }
 
 #[derive(Deserialize)]
@@ -124,9 +128,16 @@ struct ComputeEngine {
     project_id: String,
 }
 
-fn part<T: serde::de::DeserializeOwned>(b64: &str) -> Result<T, Refused> {
-    let raw = B64.decode(b64).map_err(|_| Refused("not base64url"))?;
-    serde_json::from_slice(&raw).map_err(|_| Refused("claims or header do not decode"))
+/// The reason for a refusal the library found (format, algorithm, signature).
+fn reason(e: &jsonwebtoken::errors::Error) -> Refused {
+    Refused(match e.kind() {
+        ErrorKind::Base64(_) => "not base64url",
+        // A header naming an algorithm the library does not know (`none`) does not decode.
+        ErrorKind::Json(j) if j.to_string().starts_with("unknown variant") => "not RS256",
+        ErrorKind::InvalidAlgorithm => "not RS256",
+        ErrorKind::InvalidSignature => "bad signature",
+        _ => "claims or header do not decode",
+    })
 }
 
 /// Verifies `token` (RS256 by one of `keys`, from Google, for `audience`, valid at `now`).
@@ -134,21 +145,28 @@ pub fn verify(token: &str, keys: &[Key], audience: &str, now: DateTime<Utc>) -> 
     if token.len() > MAX_TOKEN {
         return Err(Refused("too long"));
     }
-    let mut it = token.split('.');
-    let (Some(h), Some(c), Some(s), None) = (it.next(), it.next(), it.next(), it.next()) else {
+    if token.split('.').count() != 3 {
         return Err(Refused("not three parts"));
-    };
-    let header: Header = part(h)?;
-    if header.alg != "RS256" {
+    }
+    let header = jsonwebtoken::decode_header(token).map_err(|e| reason(&e))?;
+    if header.alg != Algorithm::RS256 {
         return Err(Refused("not RS256"));
     }
-    let key = keys.iter().find(|k| k.kid == header.kid).ok_or(Refused("unknown key id"))?;
-    let sig = B64.decode(s).map_err(|_| Refused("signature is not base64url"))?;
-    let signed = &token[..h.len() + 1 + c.len()];
-    RsaPublicKeyComponents { n: &key.n, e: &key.e }
-        .verify(&RSA_PKCS1_2048_8192_SHA256, signed.as_bytes(), &sig)
-        .map_err(|_| Refused("bad signature"))?;
-    let claims: Claims = part(c)?;
+    let kid = header.kid.unwrap_or_default();
+    let key = keys.iter().find(|k| k.kid == kid).ok_or(Refused("unknown key id"))?;
+    // The library checks the algorithm again and the signature, and decodes the claims; the
+    // claims' rules are below (the time from our Clock, not the library's).
+    let mut signed = Validation::new(Algorithm::RS256);
+    signed.required_spec_claims.clear();
+    (signed.validate_exp, signed.validate_aud) = (false, false);
+    let claims = match jsonwebtoken::decode::<Claims>(token, &key.key, &signed) {
+        Ok(t) => t.claims,
+        // The header decoded above, and the claims are decoded only under a good signature.
+        Err(e) if matches!(e.kind(), ErrorKind::Base64(_)) => {
+            return Err(Refused("signature is not base64url"));
+        }
+        Err(e) => return Err(reason(&e)),
+    };
     if !ISSUERS.contains(&claims.iss.as_str()) {
         return Err(Refused("issuer"));
     }
@@ -178,6 +196,8 @@ pub fn verify(token: &str, keys: &[Key], audience: &str, now: DateTime<Utc>) -> 
 
 #[cfg(test)]
 mod tests {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
     use chrono::TimeZone;
     use serde_json::json;
 
@@ -203,7 +223,9 @@ mod tests {
     }
 
     fn keys() -> Vec<Key> {
-        let set = json!({"keys": [jwk(A, "a").unwrap(), {"kty": "EC", "kid": "x"}]});
+        // Besides key a: an EC key, and an RSA key of 1024 bits (never trusted).
+        let weak = json!({"kty": "RSA", "kid": "weak", "n": B64.encode([0xc5; 128]), "e": "AQAB"});
+        let set = json!({"keys": [jwk(A, "a").unwrap(), {"kty": "EC", "kid": "x"}, weak]});
         keys_from_jwks(set.to_string().as_bytes()).unwrap()
     }
 
@@ -219,7 +241,8 @@ mod tests {
             ("4242", "linux-0-abcd", "us-central1-b", "p")
         );
         assert_eq!(id.expires, exp);
-        assert_eq!(keys().len(), 1, "the EC key is skipped");
+        assert_eq!(keys().iter().map(|k| k.kid.as_str()).collect::<Vec<_>>(), ["a"], "EC and weak skipped");
+        assert!(keys_from_jwks(br#"{"keys": [{"kty": "RSA", "kid": "k", "n": "!", "e": "AQAB"}]}"#).is_err());
     }
 
     #[test]
@@ -245,10 +268,31 @@ mod tests {
         let parts: Vec<&str> = good.split('.').collect();
         let swapped = B64.encode(claims("https://other.example.com", ok_exp).to_string());
         assert_eq!(refused(&format!("{}.{swapped}.{}", parts[0], parts[2])), "bad signature");
-        // alg none, garbage, too long.
+        // alg none; HS256 keyed with the public key (its published JWK, or its modulus).
         let none = B64.encode(json!({"alg": "none", "kid": "a"}).to_string());
         assert_eq!(refused(&format!("{none}.{}.", parts[1])), "not RS256");
+        let public = jwk(A, "a").unwrap();
+        let n = B64.decode(public["n"].as_str().unwrap()).unwrap();
+        for secret in [public.to_string().into_bytes(), n] {
+            let header =
+                jsonwebtoken::Header { kid: Some("a".into()), ..jsonwebtoken::Header::new(Algorithm::HS256) };
+            let key = jsonwebtoken::EncodingKey::from_secret(&secret);
+            let hs256 = jsonwebtoken::encode(&header, &claims(AUD, ok_exp), &key).unwrap();
+            assert_eq!(refused(&hs256), "not RS256");
+        }
+        // Another RSA algorithm with the right key, and a token naming no key.
+        let rs512 = format!(
+            "{}.{}.{}",
+            B64.encode(json!({"alg": "RS512", "kid": "a"}).to_string()),
+            parts[1],
+            parts[2]
+        );
+        assert_eq!(refused(&rs512), "not RS256");
+        let no_kid = format!("{}.{}.{}", B64.encode(json!({"alg": "RS256"}).to_string()), parts[1], parts[2]);
+        assert_eq!(refused(&no_kid), "unknown key id");
+        // Garbage, too long.
         assert_eq!(refused("a.b"), "not three parts");
+        assert_eq!(refused(&format!("{}.{}.!!", parts[0], parts[1])), "signature is not base64url");
         assert_eq!(refused(&"x".repeat(MAX_TOKEN + 1)), "too long");
         // Longer-lived than Google's, or without its issue time.
         let mut long = claims(AUD, ok_exp);

@@ -53,7 +53,7 @@ struct State {
     /// Index keys planted with the wrong type (tests).
     broken_indexes: BTreeSet<String>,
     backoffs: HashMap<(String, String), Backoff>,
-    claims: HashMap<String, Instant>,
+    claims: HashMap<String, (String, Instant)>,
     marks: HashMap<String, HashMap<String, DateTime<Utc>>>,
     pause: Option<Pause>,
     /// The global pause planted as undecodable (tests).
@@ -458,16 +458,32 @@ impl Store for MemoryStore {
     async fn claim(&self, key: &str, ttl: Duration) -> Result<bool, StoreError> {
         let mut s = self.lock();
         let now = Instant::now();
-        s.claims.retain(|_, until| *until > now);
+        s.claims.retain(|_, (_, until)| *until > now);
         if s.claims.contains_key(key) {
             return Ok(false);
         }
-        s.claims.insert(key.to_owned(), now + ttl);
+        s.claims.insert(key.to_owned(), (String::new(), now + ttl));
         Ok(true)
     }
 
-    async fn release(&self, key: &str) -> Result<(), StoreError> {
-        self.lock().claims.remove(key);
+    async fn lease(&self, key: &str, holder: &str, ttl: Duration) -> Result<bool, StoreError> {
+        let mut s = self.lock();
+        let now = Instant::now();
+        s.claims.retain(|_, (_, until)| *until > now);
+        match s.claims.get(key) {
+            Some((h, _)) if h != holder => Ok(false),
+            _ => {
+                s.claims.insert(key.to_owned(), (holder.to_owned(), now + ttl));
+                Ok(true)
+            }
+        }
+    }
+
+    async fn release(&self, key: &str, holder: &str) -> Result<(), StoreError> {
+        let mut s = self.lock();
+        if s.claims.get(key).is_some_and(|(h, _)| h == holder) {
+            s.claims.remove(key);
+        }
         Ok(())
     }
 

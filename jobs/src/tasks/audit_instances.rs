@@ -85,10 +85,10 @@ mod tests {
             let i = FakeCompute::instance(name, &[(labels::DEPLOYMENT, deployment)]);
             f.compute.instances.lock().unwrap().insert(name.to_owned(), i);
         }
-        let t = || AuditInstances { project: "p".into(), zone: "z".into() };
+        let t = || AuditInstances { project: "test-project".into(), zone: "z".into() };
         run(&ctx, t()).await.unwrap();
         let marks: Vec<String> = ctx.store.marks(LEAKS).await.unwrap().into_iter().map(|(k, _)| k).collect();
-        assert_eq!(marks, ["p/z/linux-7-lost"], "only ours, and only without a VM");
+        assert_eq!(marks, ["test-project/z/linux-7-lost"], "only ours, and only without a VM");
         assert!(!f.compute.calls().iter().any(|c| c.starts_with("delete")), "not before the grace");
         f.clock.advance(ctx.timing.leak_grace.chrono() + chrono::Duration::seconds(1));
         run(&ctx, t()).await.unwrap();
@@ -106,7 +106,7 @@ mod tests {
         let (ctx, f) = Ctx::test();
         let i = FakeCompute::instance("linux-0-abcd", &[(labels::DEPLOYMENT, "test")]);
         f.compute.instances.lock().unwrap().insert(i.name.clone(), i);
-        let t = || AuditInstances { project: "p".into(), zone: "z".into() };
+        let t = || AuditInstances { project: "test-project".into(), zone: "z".into() };
         run(&ctx, t()).await.unwrap();
         assert_eq!(ctx.store.marks(LEAKS).await.unwrap().len(), 1);
         ctx.seed_vm("linux-0", created(ctx.now())).await; // adopted after a 409, say

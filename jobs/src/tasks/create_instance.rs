@@ -230,7 +230,7 @@ mod tests {
         );
         let vm = ctx.store.vm("linux-0").await.unwrap().unwrap().value;
         assert_eq!((vm.hostname.as_str(), vm.insert_attempt, vm.url()), ("linux-0-abcd", 1, None));
-        let b = ctx.store.backoff("p", "z").await.unwrap().unwrap();
+        let b = ctx.store.backoff("test-project", "z").await.unwrap().unwrap();
         assert_eq!((b.reason.as_str(), b.failures), ("QUOTA_EXCEEDED", 1));
         assert_eq!(ctx.store.errors("linux").await.unwrap()[0].code, "QUOTA_EXCEEDED");
         let quota = r#"gce_backend_instance_operations_total{config="linux",zone="z",op="insert",result="quota",code="QUOTA_EXCEEDED"} 1"#;
@@ -248,7 +248,7 @@ mod tests {
         );
         let once = r#"gce_backend_vm_lifecycle_seconds_count{config="linux",stage="change_to_insert"} 1"#;
         assert!(ctx.telemetry.text().lines().any(|l| l == once), "a re-send is not another change");
-        assert!(ctx.store.backoff("p", "z").await.unwrap().is_none(), "success clears the backoff");
+        assert!(ctx.store.backoff("test-project", "z").await.unwrap().is_none(), "success clears the backoff");
     }
 
     #[tokio::test]
@@ -266,7 +266,7 @@ mod tests {
             let op = op_error("ZONE_RESOURCE_POOL_EXHAUSTED", 503);
             follow(&ctx, vm, op).await.unwrap();
         }
-        let b = ctx.store.backoff("p", "z").await.unwrap().unwrap();
+        let b = ctx.store.backoff("test-project", "z").await.unwrap().unwrap();
         assert_eq!(
             (b.failures, b.reason.as_str()),
             (1, "ZONE_RESOURCE_POOL_EXHAUSTED"),

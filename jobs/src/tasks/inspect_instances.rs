@@ -63,7 +63,7 @@ mod tests {
             i.status = status.into();
             f.compute.instances.lock().unwrap().insert(name.clone(), i);
         }
-        let t = InspectInstances { project: "p".into(), zone: "z".into() };
+        let t = InspectInstances { project: "test-project".into(), zone: "z".into() };
         run(&ctx, t.clone()).await.unwrap();
         assert_eq!(ctx.taken::<DestroyInstance>().await, [DestroyInstance::of(&down).unwrap()]);
         let got = ctx.store.vm(&down.id).await.unwrap().unwrap().value;

@@ -112,7 +112,7 @@ async fn bot_of(ctx: &Ctx, vm: &Vm, now: DateTime<Utc>) -> Result<Option<Bot>, T
 /// of a VM being retired (drained, past its deadline, asked to terminate), since it can no longer
 /// run a termination task.
 fn destroyable(bot: &Bot, vm: &Vm, now: DateTime<Utc>, paused: bool) -> bool {
-    let dead_too_long = bot.last_seen.is_some_and(|t| t + chrono::Duration::seconds(vm.timeout as i64) < now);
+    let dead_too_long = bot.last_seen.is_some_and(|t| t + crate::config::Secs(vm.timeout).chrono() < now);
     bot.deleted
         || (bot.is_dead && (!bot.termination_task_id.is_empty() || dead_too_long || vm.retiring(now, paused)))
 }
@@ -128,7 +128,7 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<Next, TaskError> {
     let now = ctx.now();
     // Whether the VM is still wanted is decided elsewhere (expand_config, drain_vm): here it is
     // only read, as `drained`.
-    let past = |secs: u64| secs > 0 && created + chrono::Duration::seconds(secs as i64) < now;
+    let past = |secs: u64| secs > 0 && created + crate::config::Secs(secs).chrono() < now;
     let grace = ctx.timing.bot_grace.chrono();
     let provider = ctx.providers.get(ctx, &vm.provider).await?;
     let lasting = provider.machines_outlive_vms();
@@ -203,7 +203,7 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<Next, TaskError> {
     if bot.is_dead && !bot.deleted {
         // Dead, not for long enough yet: look again once the timeout has passed (nothing else
         // would bring this VM back: its observation no longer changes).
-        let until = bot.last_seen.map(|t| t + chrono::Duration::seconds(vm.timeout as i64 + 1) - now);
+        let until = bot.last_seen.map(|t| t + crate::config::Secs(vm.timeout.saturating_add(1)).chrono() - now);
         return Ok(Next::After(until.and_then(|d| d.to_std().ok()).unwrap_or_else(|| ctx.watch())));
     }
     if vm.terminate_sent.is_some() {

@@ -441,8 +441,24 @@ impl Store for RedisStore {
         Ok(set.is_some())
     }
 
-    async fn release(&self, key: &str) -> Result<(), StoreError> {
-        redis::cmd("DEL").arg(self.k(&format!("claim:{key}"))).query_async(&mut self.c()).await.map_err(err)
+    async fn lease(&self, key: &str, holder: &str, ttl: Duration) -> Result<bool, StoreError> {
+        let taken: i64 = scripts::LEASE
+            .key(self.k(&format!("claim:{key}")))
+            .arg(holder)
+            .arg(ttl.as_millis().max(1) as u64)
+            .invoke_async(&mut self.c())
+            .await
+            .map_err(err)?;
+        Ok(taken == 1)
+    }
+
+    async fn release(&self, key: &str, holder: &str) -> Result<(), StoreError> {
+        scripts::RELEASE
+            .key(self.k(&format!("claim:{key}")))
+            .arg(holder)
+            .invoke_async(&mut self.c())
+            .await
+            .map_err(err)
     }
 
     async fn mark(&self, space: &str, key: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, StoreError> {

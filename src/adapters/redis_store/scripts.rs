@@ -1,6 +1,6 @@
 //! The Lua scripts of the Redis store: compare-and-set writes and deletes of records and VMs
 //! with their indexes and their Configs' sums (totals and per zone), and resolving a Config's
-//! errors.
+//! errors, and leases.
 
 /// The compare-and-set of every write: KEYS[1] records, KEYS[2] versions; ARGV[1] field,
 /// ARGV[2] expected version ('' = absent), ARGV[3] JSON. Leaves the new version in `v`.
@@ -181,3 +181,26 @@ for i, raw in ipairs(list) do
   end
 end
 return 0";
+
+/// KEYS[1]: a lease; ARGV: the holder, the time to live in ms. Takes it when free, renews it
+/// when the holder has it; 1 when held by the holder now.
+pub(super) static LEASE: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
+    redis::Script::new(
+        r"
+local v = redis.call('GET', KEYS[1])
+if v == false or v == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
+return 0",
+    )
+});
+
+/// KEYS[1]: a lease; ARGV[1]: the holder. Deletes it only while the holder has it.
+pub(super) static RELEASE: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
+    redis::Script::new(
+        r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 0",
+    )
+});

@@ -1,0 +1,251 @@
+//! The HTTP/1 server every listener runs, shared: the simulator's, and the service's API and
+//! metrics listeners (the service calls it from here, since this crate cannot depend on the
+//! service's). It holds no client longer than it must:
+//!
+//! * a request's head must arrive within `header_read_timeout` of the connection waiting for it
+//!   (opened, or its previous answer sent: hyper starts the clock then), so a client that sends
+//!   nothing, one that trickles header lines, and an idle keep-alive connection are all closed
+//!   after it;
+//! * a connection on which no byte moves either way for `idle_timeout` is closed whatever it is
+//!   doing (a client that stopped sending its body or reading its answer);
+//! * at most `max_connections` are served at once: further ones wait in the kernel's accept
+//!   queue, unaccepted (no descriptor of ours), until one closes.
+//!
+//! Handlers see the client's address as `ConnectInfo<SocketAddr>`. Request rates are the
+//! caller's business (the service's limits per token and address sit in its router).
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::{Pin, pin};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::Router;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tower_service::Service;
+
+/// What a listener allows its clients (flags of `gce-backend sim`; the service's `[http]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::Args)]
+pub struct Limits {
+    /// A request's head must arrive within this (ms) of the connection waiting for it (opened,
+    /// or its previous answer sent), else the connection is closed: an idle keep-alive
+    /// connection is closed after it too.
+    #[arg(long, default_value_t = Limits::DEFAULT.header_read_timeout_ms)]
+    pub header_read_timeout_ms: u64,
+    /// A connection on which no byte moves either way for this long (ms) is closed.
+    #[arg(long, default_value_t = Limits::DEFAULT.idle_timeout_ms)]
+    pub idle_timeout_ms: u64,
+    /// Connections served at once; more wait unaccepted until one closes.
+    #[arg(long, default_value_t = Limits::DEFAULT.max_connections)]
+    pub max_connections: usize,
+}
+
+impl Limits {
+    /// 10 s for a request's head, 60 s without a byte moving, 1 024 connections.
+    pub const DEFAULT: Limits =
+        Limits { header_read_timeout_ms: 10_000, idle_timeout_ms: 60_000, max_connections: 1024 };
+
+    /// Checks the ranges: timeouts of 1 ms to 10 minutes (head) or 1 hour (idle), 1 to 65 536
+    /// connections. The message names the field.
+    pub fn validate(&self) -> Result<(), String> {
+        if !(1..=600_000).contains(&self.header_read_timeout_ms) {
+            return Err("header_read_timeout: must be from 1 ms to 10 minutes".into());
+        }
+        if !(1..=3_600_000).contains(&self.idle_timeout_ms) {
+            return Err("idle_timeout: must be from 1 ms to 1 hour".into());
+        }
+        if !(1..=65_536).contains(&self.max_connections) {
+            return Err("max_connections: must be from 1 to 65536".into());
+        }
+        Ok(())
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+/// Serves `app` on `listener` within `limits` until `shutdown` resolves; then accepts no more,
+/// lets each connection finish the request it is serving (idle ones close at once), and
+/// returns when all have closed. Dropping the future drops every connection.
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    limits: Limits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
+    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let mut make = app.into_make_service_with_connect_info::<SocketAddr>();
+    let (stop, stopping) = watch::channel(false);
+    let mut connections = JoinSet::new();
+    let mut shutdown = pin!(shutdown);
+    loop {
+        while connections.try_join_next().is_some() {}
+        let permit = tokio::select! {
+            p = slots.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break, // never closed
+            },
+            () = &mut shutdown => break,
+        };
+        let (stream, addr) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(c) => c,
+                Err(e) if is_connection_error(&e) => continue,
+                Err(e) => {
+                    // Out of descriptors, or memory: wait a moment rather than spin.
+                    tracing::error!(error = %e, "cannot accept a connection; trying again in 1s");
+                    tokio::select! {
+                        () = tokio::time::sleep(Duration::from_secs(1)) => continue,
+                        () = &mut shutdown => break,
+                    }
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let Ok(service) = make.call(addr).await;
+        let service = TowerToHyperService::new(service);
+        connections.spawn(connection(stream, service, limits, stopping.clone(), permit));
+    }
+    drop(listener);
+    let _ = stop.send(true);
+    while connections.join_next().await.is_some() {}
+}
+
+fn is_connection_error(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::*;
+    matches!(e.kind(), ConnectionRefused | ConnectionAborted | ConnectionReset)
+}
+
+/// Serves one connection until it closes, its limits close it, or shutdown lets it end.
+async fn connection<S>(
+    stream: TcpStream,
+    service: S,
+    limits: Limits,
+    mut stopping: watch::Receiver<bool>,
+    _slot: OwnedSemaphorePermit,
+) where
+    S: hyper::service::Service<
+            hyper::Request<hyper::body::Incoming>,
+            Response = axum::response::Response,
+            Error = std::convert::Infallible,
+        > + Send
+        + 'static,
+    S::Future: Send + 'static,
+{
+    let moved = Arc::new(Moved::new());
+    let io = TokioIo::new(Watched { inner: stream, moved: moved.clone() });
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new()).header_read_timeout(Duration::from_millis(limits.header_read_timeout_ms));
+    let mut conn = pin!(http.serve_connection(io, service));
+    let idle = Duration::from_millis(limits.idle_timeout_ms);
+    let mut draining = false;
+    loop {
+        tokio::select! {
+            // An error here is the client's (gone, or too slow): nothing to report.
+            _ = conn.as_mut() => return,
+            _ = stopping.wait_for(|s| *s), if !draining => {
+                draining = true;
+                conn.as_mut().graceful_shutdown();
+            }
+            () = tokio::time::sleep_until(moved.last() + idle) => {
+                if moved.last() + idle <= Instant::now() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// When a byte last moved on a connection.
+struct Moved {
+    since: Instant,
+    ms: AtomicU64,
+}
+
+impl Moved {
+    fn new() -> Self {
+        Moved { since: Instant::now(), ms: AtomicU64::new(0) }
+    }
+
+    fn now(&self) {
+        self.ms.store(self.since.elapsed().as_millis() as u64, Ordering::Relaxed);
+    }
+
+    fn last(&self) -> Instant {
+        self.since + Duration::from_millis(self.ms.load(Ordering::Relaxed))
+    }
+}
+
+/// A stream that notes when bytes move.
+struct Watched {
+    inner: TcpStream,
+    moved: Arc<Moved>,
+}
+
+impl AsyncRead for Watched {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.moved.now();
+        }
+        r
+    }
+}
+
+impl AsyncWrite for Watched {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
+            self.moved.now();
+        }
+        r
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
+            self.moved.now();
+        }
+        r
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+#[path = "listener_tests.rs"]
+mod tests;
