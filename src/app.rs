@@ -192,7 +192,7 @@ pub async fn context(
     };
     for (what, url) in [("--certs-url", Some(&certs)), ("--gce-endpoint", gce.as_ref())] {
         if let Some(url) = url {
-            crate::adapters::swarming::check_endpoint(what, url).map_err(crate::ops::Usage)?;
+            gce_backend_jobs::config::check_endpoint(what, url).map_err(crate::ops::Usage)?;
         }
     }
     let compute = Gce::connect(gce.as_deref()).await.map_err(anyhow::Error::msg)?;
@@ -221,7 +221,7 @@ pub async fn context(
         trust,
         catalog: Arc::new(gce_backend_jobs::catalog::Catalog::new()),
         providers: Arc::new(Providers::new(&settings.providers).map_err(anyhow::Error::msg)?),
-        keys: Arc::new(crate::adapters::keys::HttpKeys::new(&certs)),
+        keys: Arc::new(crate::adapters::keys::HttpKeys::new(&certs).map_err(anyhow::Error::msg)?),
         deployment: settings.deployment.clone(),
         configs_dir: opts.configs.clone(),
         telemetry,
@@ -279,7 +279,8 @@ pub async fn start(opts: &RunOptions, settings: Settings) -> anyhow::Result<App>
         tracing::info!("metrics on http://{}/metrics", listener.local_addr()?);
         // Without the API, only this process's own measurements: the shared state is the API's.
         let m = metrics.unwrap_or_else(|| Arc::new(crate::metrics::Metrics::new(ctx.clone(), false)));
-        let serve = crate::metrics::serve(m, listener, settings.http.clone(), stopping(stopped.clone()));
+        let (http, stop) = (settings.http.clone(), stopping(stopped.clone()));
+        let serve = crate::api::serve_metrics_listener(m, ctx.clone(), listener, http, stop);
         tasks.push(tokio::spawn(cut_off("the metrics listener", stopped.clone(), serve)));
     }
     if opts.role.workers() {
@@ -383,12 +384,8 @@ async fn listen(opts: &RunOptions) -> anyhow::Result<tokio::net::TcpListener> {
             "--root-url (or GCE_BACKEND_ROOT_URL) is required with --redis: the API states its URLs under it";
         return Err(crate::ops::Usage(msg.into()).into());
     }
-    if let Some(root) = &a.root_url
-        && !(root.starts_with("http://") || root.starts_with("https://"))
-    {
-        return Err(
-            crate::ops::Usage(format!("--root-url {root}: must be an http:// or https:// URL")).into()
-        );
+    if let Some(root) = &a.root_url {
+        gce_backend_jobs::config::check_endpoint("--root-url", root).map_err(crate::ops::Usage)?;
     }
     bind("--listen", a.listen, a.allow_remote).await
 }

@@ -79,7 +79,8 @@ enum Command {
         allow_remote: bool,
         #[command(flatten)]
         config: Box<crate::sim::SimConfig>,
-        /// How long a client may take and how many are served at once.
+        /// How long a client may take, and how many connections are served at once (in all,
+        /// and from one client address: no cap by default).
         #[command(flatten)]
         limits: crate::sim::listener::Limits,
     },

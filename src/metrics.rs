@@ -222,7 +222,7 @@ impl Metrics {
         let throttled = Family::<Labels, Counter>::default();
         registry.register(
             "http_throttled",
-            "Requests answered 429 by listener (api, metrics) and by the rate that refused them: token, address, health (checks per address), register (per address)",
+            "Requests answered 429 by listener (api, metrics) and by the rate that refused them: token, address, health (checks per address), register (per address); and connections closed at once for their address's cap (by=connections)",
             throttled.clone(),
         );
         let shared = shared.then(|| {
@@ -297,24 +297,4 @@ pub async fn measure(
     let res = next.run(req).await;
     m.request(name, res.status().as_u16(), started.elapsed().as_secs_f64());
     res
-}
-
-/// Serves `/metrics`, `/healthz` and `/readyz` on `listener` (`--metrics-listen`, for processes
-/// without the API) as `http` says, until `stop` resolves.
-pub async fn serve(
-    m: Arc<Metrics>,
-    listener: tokio::net::TcpListener,
-    http: crate::api::listen::Http,
-    stop: impl std::future::Future<Output = ()> + Send + 'static,
-) {
-    use crate::api::listen::{Throttle, limit};
-    use axum::routing::get;
-    let throttle = Arc::new(Throttle::new("metrics", &http, None, m.throttled()));
-    let app = axum::Router::new()
-        .route("/metrics", get(serve_metrics))
-        .route("/healthz", get(crate::api::healthz))
-        .route("/readyz", get(|State(m): State<Arc<Metrics>>| async move { crate::api::ready(&m.ctx).await }))
-        .with_state(m)
-        .layer(axum::middleware::from_fn_with_state(throttle, limit));
-    gce_backend_sim::listener::serve(listener, app, http.limits(), stop).await
 }

@@ -1,12 +1,14 @@
-//! Service settings (`config/service.toml`): the deployment name, cron schedules, timings and
-//! queue policies. Every key is optional (a cron job left out keeps the default 60 s); unknown
-//! keys are errors.
+//! Service settings (`config/service.toml`): the deployment name, cron schedules, timings,
+//! queue policies and what the listeners allow a client. Every key is optional (a cron job left
+//! out keeps the default 60 s); unknown keys are errors.
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::time::Duration;
 
-use gce_backend_jobs::config::{SwarmingServers, Tenant, Trust};
+use gce_backend_jobs::config::{Secs, SwarmingServers, Tenant, Trust};
 use gce_backend_jobs::ports::guard::Isolation;
+use gce_backend_jobs::ports::rated::Rate;
 use gce_backend_jobs::{Limits, Timing};
 use gce_backend_queues::Policy;
 use serde::Deserialize;
@@ -38,8 +40,8 @@ pub struct Settings {
     /// `gce`).
     pub providers: BTreeMap<String, gce_backend_jobs::providers::Declared>,
     /// What every listener (the API's, `--metrics-listen`) allows a client (`[http]`):
-    /// timeouts, a connection cap, request rates per token and per address.
-    pub http: crate::api::listen::Http,
+    /// timeouts, connection caps, request rates per token and per address.
+    pub http: Http,
     /// The Swarming servers Configs may name (`[swarming] servers`); no other is ever called.
     pub swarming: SwarmingServers,
     /// What each owner group's Configs may use (`[tenants.<group>]`: prefixes, projects,
@@ -64,6 +66,80 @@ impl Default for Settings {
             swarming: SwarmingServers::default(),
             tenants: gce_backend_jobs::config::trust::default_tenants(),
         }
+    }
+}
+
+/// Longest an API call may take before it answers 503 (a listener's `idle_timeout` exceeds it).
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// `[http]`: what every listener of the service allows a client.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Http {
+    /// A request's head must arrive within this of the connection waiting for it (opened, or
+    /// its previous answer sent), else the connection is closed: a silent, trickling or idle
+    /// keep-alive connection lasts this long. 1 s to 10 minutes.
+    pub header_read_timeout: Secs,
+    /// A connection on which no byte moves either way for this long is closed (a client that
+    /// stopped sending its body or reading its answer). Above [`CALL_TIMEOUT`] (31 s) to 1 hour.
+    pub idle_timeout: Secs,
+    /// Connections each listener serves at once; more wait unaccepted. 1 to 65 536.
+    pub max_connections: usize,
+    /// Connections each listener serves at once from one client address (an IPv6 address by
+    /// its /64); one more is closed at once. 0 (no cap) to 65 536.
+    pub max_connections_per_address: usize,
+    /// Requests per valid bearer token (on the API's listener).
+    pub per_token: Rate,
+    /// Requests per client address (health checks and `register` have their own buckets).
+    pub per_address: Rate,
+    /// `register` calls per client address.
+    pub register_per_address: Rate,
+}
+
+impl Default for Http {
+    fn default() -> Self {
+        let d = gce_backend_sim::listener::Limits::DEFAULT;
+        Http {
+            header_read_timeout: Secs(d.header_read_timeout_ms / 1000),
+            idle_timeout: Secs(d.idle_timeout_ms / 1000),
+            max_connections: d.max_connections,
+            max_connections_per_address: 64,
+            per_token: Rate { rate: 50.0, burst: 500 },
+            per_address: Rate { rate: 100.0, burst: 1000 },
+            register_per_address: Rate { rate: 2.0, burst: 20 },
+        }
+    }
+}
+
+impl Http {
+    /// The server's limits.
+    pub fn limits(&self) -> gce_backend_sim::listener::Limits {
+        gce_backend_sim::listener::Limits {
+            header_read_timeout_ms: self.header_read_timeout.0.saturating_mul(1000),
+            idle_timeout_ms: self.idle_timeout.0.saturating_mul(1000),
+            max_connections: self.max_connections,
+            max_connections_per_address: self.max_connections_per_address,
+        }
+    }
+
+    /// Checks the ranges; the message names the key.
+    pub fn validate(&self) -> Result<(), String> {
+        let least = CALL_TIMEOUT.as_secs() + 1;
+        if !(least..=3600).contains(&self.idle_timeout.0) {
+            return Err(format!(
+                "http.idle_timeout: must be from {least} s (more than {} s, the longest a call may take) to 1 hour",
+                CALL_TIMEOUT.as_secs()
+            ));
+        }
+        self.limits().validate().map_err(|e| format!("http.{e}"))?;
+        for (key, r) in [
+            ("per_token", self.per_token),
+            ("per_address", self.per_address),
+            ("register_per_address", self.register_per_address),
+        ] {
+            r.validate().map_err(|e| format!("http.{key}: {e}"))?;
+        }
+        Ok(())
     }
 }
 
@@ -214,6 +290,37 @@ mod tests {
         let t = Settings::default().trust().unwrap();
         assert!(t.server("https://swarm.example.com").is_ok());
         assert!(t.server("https://chromium-swarm.appspot.com").is_err());
+    }
+
+    #[test]
+    fn the_shipped_http_table_states_the_defaults() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/service.toml");
+        assert_eq!(Settings::load(Some(&path)).unwrap().http, Http::default());
+    }
+
+    #[test]
+    fn the_http_settings_are_checked_and_name_the_key() {
+        Http::default().validate().unwrap();
+        let err = |h: Http| h.validate().unwrap_err();
+        assert!(
+            err(Http { header_read_timeout: Secs(0), ..Http::default() })
+                .starts_with("http.header_read_timeout")
+        );
+        let bad = Http { register_per_address: Rate { rate: -1.0, burst: 1 }, ..Http::default() };
+        assert!(err(bad).starts_with("http.register_per_address"));
+        assert!(err(Http { max_connections: 0, ..Http::default() }).starts_with("http.max_connections"));
+        let bad = Http { max_connections_per_address: 65_537, ..Http::default() };
+        assert!(err(bad).starts_with("http.max_connections_per_address"));
+        Http { max_connections_per_address: 0, ..Http::default() }.validate().unwrap();
+        // A connection idle for as long as a call may take is not cut off under it.
+        for short in [0, 1, 30] {
+            let e = err(Http { idle_timeout: Secs(short), ..Http::default() });
+            assert!(e.starts_with("http.idle_timeout") && e.contains("31 s"), "{e}");
+        }
+        Http { idle_timeout: Secs(31), ..Http::default() }.validate().unwrap();
+        assert!(err(Http { idle_timeout: Secs(3601), ..Http::default() }).starts_with("http.idle_timeout"));
+        let e = toml::from_str::<Settings>("[http]\nidle_timeout = \"30s\"").unwrap().validate().unwrap_err();
+        assert!(e.starts_with("http.idle_timeout"), "{e}");
     }
 
     #[test]

@@ -33,7 +33,7 @@ fn run_refuses_a_missing_settings_file_or_configs_directory_naming_the_path() {
 }
 
 /// Sends each line of `r` to the returned channel.
-fn lines(r: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
+pub(crate) fn lines(r: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         for l in BufReader::new(r).lines().map_while(Result::ok) {
@@ -45,7 +45,8 @@ fn lines(r: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
     rx
 }
 
-fn wait_for(rx: &mpsc::Receiver<String>, what: &str) -> String {
+/// The first line of `rx` containing `what` (60 s at most).
+pub(crate) fn wait_for(rx: &mpsc::Receiver<String>, what: &str) -> String {
     loop {
         match rx.recv_timeout(Duration::from_secs(60)) {
             Ok(l) if l.contains(what) => return l,

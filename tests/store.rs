@@ -7,7 +7,7 @@ use std::time::Duration;
 use chrono::{TimeZone, Utc};
 use gce_backend::adapters::redis_store::RedisStore;
 use gce_backend_jobs::model::{Backoff, ConfigRecord, ErrorEntry, KEEP_ERRORS, Observed, Pause, Placed};
-use gce_backend_jobs::ports::store::{Expect, Store, VmIndex};
+use gce_backend_jobs::ports::store::{Expect, Fence, Store, VmIndex};
 use gce_backend_jobs::store::memory::MemoryStore;
 use gce_backend_jobs::testing::config;
 use gce_backend_jobs::{Ctx, model::Bot};
@@ -202,6 +202,13 @@ async fn contract(store: Arc<dyn Store>) {
     store.release("adm", "a").await.unwrap();
     assert!(store.lease("adm", "b", Duration::from_secs(60)).await.unwrap(), "released early");
     assert!(!store.claim("adm", Duration::from_secs(60)).await.unwrap(), "a lease is a claim too");
+    // A Config write fenced by a lease lands only while its holder holds it.
+    let fenced = ConfigRecord { config: config("fenced", 1), ..Default::default() };
+    let fence = |holder: &str| Fence { key: "adm".into(), holder: holder.into() };
+    assert!(!store.put_config_fenced(&fenced, Expect::Absent, &fence("a")).await.unwrap(), "not a's now");
+    assert!(store.config("fenced").await.unwrap().is_none());
+    assert!(store.put_config_fenced(&fenced, Expect::Absent, &fence("b")).await.unwrap());
+    assert_eq!(store.config("fenced").await.unwrap().unwrap().version, 1);
     assert_eq!(store.mark("leak", "p/z/a", t).await.unwrap(), t);
     assert_eq!(
         store.mark("leak", "p/z/a", t + chrono::Duration::hours(1)).await.unwrap(),

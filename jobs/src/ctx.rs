@@ -16,7 +16,7 @@ use crate::model::{ConfigRecord, ErrorEntry, Pause};
 use crate::ports::bots::Bots;
 use crate::ports::clock::Clock;
 use crate::ports::compute::Compute;
-use crate::ports::store::Store;
+use crate::ports::store::{Fence, Store};
 
 /// Timings of the reconcile logic (all overridable in the service settings file).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -197,18 +197,18 @@ impl Ctx {
     }
 
     /// Runs `f` holding the admission lease: the Config writes that may add a prefix (an API
-    /// apply, a file's new Config) check the across-Configs rule and write under it. The lease
-    /// is renewed while `f` runs; should a renewal find it lost (this process stalled past
-    /// the lease and another took it), `f` is dropped before it writes more and the caller
-    /// gets a Conflict to try again.
+    /// apply, a file's new Config) check the across-Configs rules and write under it, each
+    /// write fenced by the lease ([`Store::put_config_fenced`]). The lease is renewed while `f`
+    /// runs; should this process stall past it and another take it, `f`'s write finds the fence
+    /// gone and writes nothing (it is never cancelled halfway).
     pub async fn admitting<T, E: From<TaskError>>(
         &self,
-        f: impl AsyncFnOnce() -> Result<T, E>,
+        f: impl AsyncFnOnce(&Fence) -> Result<T, E>,
     ) -> Result<T, E> {
-        let holder = format!("{:032x}", rand::random::<u128>());
+        let fence = Fence { key: ADMISSION.to_owned(), holder: format!("{:032x}", rand::random::<u128>()) };
         let step = Duration::from_millis(20);
         let mut waited = Duration::ZERO;
-        while !self.store.lease(ADMISSION, &holder, ADMISSION_LEASE).await.map_err(TaskError::from)? {
+        while !self.store.lease(ADMISSION, &fence.holder, ADMISSION_LEASE).await.map_err(TaskError::from)? {
             if waited >= ADMISSION_WAIT {
                 return Err(TaskError::Conflict(
                     "config admission (another apply or import holds it)".into(),
@@ -219,20 +219,19 @@ impl Ctx {
             tokio::time::sleep(step).await;
             waited += step;
         }
-        let renew = async {
-            loop {
-                tokio::time::sleep(ADMISSION_RENEW).await;
-                if !matches!(self.store.lease(ADMISSION, &holder, ADMISSION_LEASE).await, Ok(true)) {
-                    return;
+        let work = f(&fence);
+        let mut work = std::pin::pin!(work);
+        let out = loop {
+            tokio::select! {
+                out = &mut work => break out,
+                () = tokio::time::sleep(ADMISSION_RENEW) => {
+                    // A renewal that fails leaves the fence to refuse the write.
+                    let _ = self.store.lease(ADMISSION, &fence.holder, ADMISSION_LEASE).await;
                 }
             }
         };
-        let out = tokio::select! {
-            out = f() => out,
-            () = renew => Err(TaskError::Conflict("config admission: the lease was lost; try again".into()).into()),
-        };
         // A release that fails is covered by the lease's expiry.
-        let _ = self.store.release(ADMISSION, &holder).await;
+        let _ = self.store.release(ADMISSION, &fence.holder).await;
         out
     }
 

@@ -9,16 +9,20 @@
 //! * a connection on which no byte moves either way for `idle_timeout` is closed whatever it is
 //!   doing (a client that stopped sending its body or reading its answer);
 //! * at most `max_connections` are served at once: further ones wait in the kernel's accept
-//!   queue, unaccepted (no descriptor of ours), until one closes.
+//!   queue, unaccepted (no descriptor of ours), until one closes;
+//! * at most `max_connections_per_address` of them come from one client (an IPv4 address, or
+//!   an IPv6 /64: [`client`]); one more is closed as soon as it is accepted, so one client
+//!   cannot hold every slot.
 //!
 //! Handlers see the client's address as `ConnectInfo<SocketAddr>`. Request rates are the
 //! caller's business (the service's limits per token and address sit in its router).
 
+use std::collections::HashMap;
 use std::future::Future;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::pin::{Pin, pin};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -46,15 +50,25 @@ pub struct Limits {
     /// Connections served at once; more wait unaccepted until one closes.
     #[arg(long, default_value_t = Limits::DEFAULT.max_connections)]
     pub max_connections: usize,
+    /// Connections served at once from one client address (an IPv6 address by its /64); one
+    /// more is closed at once. 0: no cap (the simulator's default: its clients are the
+    /// service's processes, usually all on one address).
+    #[arg(long, default_value_t = Limits::DEFAULT.max_connections_per_address)]
+    pub max_connections_per_address: usize,
 }
 
 impl Limits {
-    /// 10 s for a request's head, 60 s without a byte moving, 1 024 connections.
-    pub const DEFAULT: Limits =
-        Limits { header_read_timeout_ms: 10_000, idle_timeout_ms: 60_000, max_connections: 1024 };
+    /// 10 s for a request's head, 60 s without a byte moving, 1 024 connections, no cap per
+    /// address (the service's `[http]` sets one).
+    pub const DEFAULT: Limits = Limits {
+        header_read_timeout_ms: 10_000,
+        idle_timeout_ms: 60_000,
+        max_connections: 1024,
+        max_connections_per_address: 0,
+    };
 
     /// Checks the ranges: timeouts of 1 ms to 10 minutes (head) or 1 hour (idle), 1 to 65 536
-    /// connections. The message names the field.
+    /// connections, 0 (no cap) to 65 536 per address. The message names the field.
     pub fn validate(&self) -> Result<(), String> {
         if !(1..=600_000).contains(&self.header_read_timeout_ms) {
             return Err("header_read_timeout: must be from 1 ms to 10 minutes".into());
@@ -64,6 +78,9 @@ impl Limits {
         }
         if !(1..=65_536).contains(&self.max_connections) {
             return Err("max_connections: must be from 1 to 65536".into());
+        }
+        if self.max_connections_per_address > 65_536 {
+            return Err("max_connections_per_address: must be from 0 (no cap) to 65536".into());
         }
         Ok(())
     }
@@ -75,6 +92,18 @@ impl Default for Limits {
     }
 }
 
+/// The address a client is limited by (connections here, request rates in the service): its
+/// IPv4 address (an IPv4-mapped IPv6 one as IPv4), or its IPv6 /64 (one host's share).
+pub fn client(addr: IpAddr) -> IpAddr {
+    match addr.to_canonical() {
+        IpAddr::V6(v6) => IpAddr::V6(Ipv6Addr::from(v6.to_bits() & !u128::from(u64::MAX))),
+        v4 => v4,
+    }
+}
+
+/// Told the peer of each connection closed at once for being over its address's cap.
+pub type Refused = Arc<dyn Fn(SocketAddr) + Send + Sync>;
+
 /// Serves `app` on `listener` within `limits` until `shutdown` resolves; then accepts no more,
 /// lets each connection finish the request it is serving (idle ones close at once), and
 /// returns when all have closed. Dropping the future drops every connection.
@@ -84,7 +113,19 @@ pub async fn serve(
     limits: Limits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) {
+    serve_reporting(listener, app, limits, Arc::new(|_| {}), shutdown).await
+}
+
+/// [`serve`], telling `refused` of each connection closed for being over its address's cap.
+pub async fn serve_reporting(
+    listener: TcpListener,
+    app: Router,
+    limits: Limits,
+    refused: Refused,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let per_address = PerAddress::new(limits.max_connections_per_address);
     let mut make = app.into_make_service_with_connect_info::<SocketAddr>();
     let (stop, stopping) = watch::channel(false);
     let mut connections = JoinSet::new();
@@ -113,9 +154,15 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
+        let Some(held) = per_address.open(addr.ip()) else {
+            // Closed at once (with its slot): this client holds its share already.
+            drop((stream, permit));
+            refused(addr);
+            continue;
+        };
         let Ok(service) = make.call(addr).await;
         let service = TowerToHyperService::new(service);
-        connections.spawn(connection(stream, service, limits, stopping.clone(), permit));
+        connections.spawn(connection(stream, service, limits, stopping.clone(), (permit, held)));
     }
     drop(listener);
     let _ = stop.send(true);
@@ -133,7 +180,7 @@ async fn connection<S>(
     service: S,
     limits: Limits,
     mut stopping: watch::Receiver<bool>,
-    _slot: OwnedSemaphorePermit,
+    _slot: (OwnedSemaphorePermit, Held),
 ) where
     S: hyper::service::Service<
             hyper::Request<hyper::body::Incoming>,
@@ -161,6 +208,53 @@ async fn connection<S>(
             () = tokio::time::sleep_until(moved.last() + idle) => {
                 if moved.last() + idle <= Instant::now() {
                     return;
+                }
+            }
+        }
+    }
+}
+
+/// Connections open per client ([`client`]), capped (0: no cap). Holds an entry only while
+/// that client has a connection open, so it is no larger than the connections served.
+#[derive(Clone)]
+struct PerAddress {
+    cap: usize,
+    open: Arc<Mutex<HashMap<IpAddr, usize>>>,
+}
+
+impl PerAddress {
+    fn new(cap: usize) -> Self {
+        PerAddress { cap, open: Arc::default() }
+    }
+
+    /// One more connection from `ip`, held until the [`Held`] is dropped; `None` when `ip`'s
+    /// client has `cap` open already.
+    fn open(&self, ip: IpAddr) -> Option<Held> {
+        if self.cap == 0 {
+            return Some(Held(None));
+        }
+        let key = client(ip);
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let n = open.entry(key).or_insert(0);
+        if *n >= self.cap {
+            return None;
+        }
+        *n += 1;
+        Some(Held(Some((self.clone(), key))))
+    }
+}
+
+/// A connection counted against its client's cap, until dropped.
+struct Held(Option<(PerAddress, IpAddr)>);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if let Some((per, key)) = self.0.take() {
+            let mut open = per.open.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(n) = open.get_mut(&key) {
+                *n -= 1;
+                if *n == 0 {
+                    open.remove(&key);
                 }
             }
         }

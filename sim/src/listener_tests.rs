@@ -1,9 +1,12 @@
-//! Tests of the shared listener, over real sockets on loopback with short limits: a trickled
-//! head, a silent connection, an idle keep-alive connection and a stalled body are each closed;
-//! connections over the cap wait; shutdown lets a request in flight finish.
+//! Tests of the shared listener, over real sockets on loopback with limits of a second or
+//! two: a trickled head, a silent connection, an idle keep-alive connection and a stalled body
+//! are each closed; a connection that keeps sending requests is not; connections over the cap
+//! wait, and over the cap per address are closed at once; shutdown lets a request in flight
+//! finish. Each asserts what happens within a generous bound (20 s), never a race of a few
+//! hundred milliseconds.
 
-use std::net::SocketAddr;
-use std::sync::Arc;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
@@ -14,11 +17,14 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, oneshot};
 use tokio::task::JoinHandle;
 
-use super::{Limits, serve};
+use super::{Limits, client, serve_reporting};
+
+/// Longest any test waits for what must happen.
+const BOUND: Duration = Duration::from_secs(20);
 
 /// `/` answers the client's address; `/echo` its body; `/slow` says it started, then answers
-/// 300 ms later.
-fn app(started: Arc<Notify>) -> Router {
+/// once released.
+fn app(started: Arc<Notify>, release: Arc<Notify>) -> Router {
     Router::new()
         .route("/", get(|ConnectInfo(a): ConnectInfo<SocketAddr>| async move { a.to_string() }))
         .route("/echo", post(|body: String| async move { body }))
@@ -26,7 +32,7 @@ fn app(started: Arc<Notify>) -> Router {
             "/slow",
             get(move || async move {
                 started.notify_one();
-                tokio::time::sleep(Duration::from_millis(300)).await;
+                release.notified().await;
                 "done"
             }),
         )
@@ -37,27 +43,50 @@ struct Server {
     stop: oneshot::Sender<()>,
     task: JoinHandle<()>,
     started: Arc<Notify>,
+    release: Arc<Notify>,
+    /// The peers of connections closed for their address's cap.
+    refused: Arc<Mutex<Vec<SocketAddr>>>,
 }
 
-async fn start(header_read_timeout_ms: u64, idle_timeout_ms: u64, max_connections: usize) -> Server {
-    let limits = Limits { header_read_timeout_ms, idle_timeout_ms, max_connections };
+async fn start(limits: Limits) -> Server {
     limits.validate().unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
-    let started = Arc::new(Notify::new());
-    let task = tokio::spawn(serve(listener, app(started.clone()), limits, async {
-        let _ = stopped.await;
-    }));
-    Server { addr, stop, task, started }
+    let (started, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let refused = Arc::new(Mutex::new(Vec::new()));
+    let told = refused.clone();
+    let task = tokio::spawn(serve_reporting(
+        listener,
+        app(started.clone(), release.clone()),
+        limits,
+        Arc::new(move |a| told.lock().unwrap().push(a)),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    Server { addr, stop, task, started, release, refused }
 }
+
+/// Limits with a head timeout and an idle timeout (ms), 16 connections, no cap per address.
+fn timeouts(header_read_timeout_ms: u64, idle_timeout_ms: u64) -> Limits {
+    Limits { header_read_timeout_ms, idle_timeout_ms, max_connections: 16, max_connections_per_address: 0 }
+}
+
+/// No timeout that a test could meet.
+const PATIENT: Limits = Limits {
+    header_read_timeout_ms: 600_000,
+    idle_timeout_ms: 600_000,
+    max_connections: 16,
+    max_connections_per_address: 0,
+};
 
 fn get_request(path: &str) -> String {
     format!("GET {path} HTTP/1.1\r\nHost: test\r\n\r\n")
 }
 
 /// Reads until the server closes the connection; what it sent meanwhile. Panics when it is
-/// still open after 10 s.
+/// still open after [`BOUND`].
 async fn until_closed(c: &mut TcpStream) -> String {
     let mut got = Vec::new();
     let read = async {
@@ -69,7 +98,7 @@ async fn until_closed(c: &mut TcpStream) -> String {
             }
         }
     };
-    let closed = tokio::time::timeout(Duration::from_secs(10), read).await.is_ok();
+    let closed = tokio::time::timeout(BOUND, read).await.is_ok();
     let text = String::from_utf8_lossy(&got).into_owned();
     assert!(closed, "the server kept the connection open; it sent: {text:?}");
     text
@@ -80,9 +109,9 @@ async fn answer(c: &mut TcpStream) -> String {
     let mut got = Vec::new();
     let mut buf = [0u8; 4096];
     loop {
-        let n = tokio::time::timeout(Duration::from_secs(10), c.read(&mut buf))
+        let n = tokio::time::timeout(BOUND, c.read(&mut buf))
             .await
-            .expect("an answer within 10 s")
+            .expect("an answer within the bound")
             .unwrap_or(0);
         assert!(n > 0, "closed before a whole answer: {:?}", String::from_utf8_lossy(&got));
         got.extend_from_slice(&buf[..n]);
@@ -103,54 +132,59 @@ async fn answer(c: &mut TcpStream) -> String {
 
 #[tokio::test]
 async fn a_client_trickling_its_header_lines_is_cut_off() {
-    let s = start(500, 60_000, 16).await;
+    let s = start(timeouts(1_000, 600_000)).await;
     let mut c = TcpStream::connect(s.addr).await.unwrap();
     c.write_all(b"GET / HTTP/1.1\r\nHost: test\r\n").await.unwrap();
     let (mut read, mut write) = c.into_split();
-    // One more header line every 100 ms, for up to 10 s: the head never ends.
+    // One more header line every 100 ms, for longer than the bound: the head never ends, and
+    // the client never stops sending before the server gives up on it.
     let trickle = tokio::spawn(async move {
-        for i in 0..100 {
+        loop {
             tokio::time::sleep(Duration::from_millis(100)).await;
-            if write.write_all(format!("X-Line-{i}: x\r\n").as_bytes()).await.is_err() {
-                return true;
+            if write.write_all(b"X-Line: x\r\n").await.is_err() {
+                return;
             }
         }
-        false
     });
     let mut got = Vec::new();
-    let closed = tokio::time::timeout(Duration::from_secs(10), read.read_to_end(&mut got)).await.is_ok();
-    assert!(closed, "a head trickled for 10 s was still being read");
-    assert!(got.is_empty(), "nothing is answered: {:?}", String::from_utf8_lossy(&got));
+    let closed = tokio::time::timeout(BOUND, read.read_to_end(&mut got)).await.is_ok();
     trickle.abort();
+    assert!(closed, "a head still trickling was being read after {BOUND:?}");
+    assert!(got.is_empty(), "nothing is answered: {:?}", String::from_utf8_lossy(&got));
 }
 
 #[tokio::test]
 async fn a_connection_that_sends_nothing_is_closed() {
-    let s = start(500, 60_000, 16).await;
+    let s = start(timeouts(1_000, 600_000)).await;
     let mut c = TcpStream::connect(s.addr).await.unwrap();
     assert_eq!(until_closed(&mut c).await, "");
 }
 
 #[tokio::test]
 async fn a_kept_alive_connection_serves_requests_and_is_closed_when_none_follows() {
-    let s = start(500, 60_000, 16).await;
+    let s = start(timeouts(2_000, 600_000)).await;
     let mut c = TcpStream::connect(s.addr).await.unwrap();
-    // Requests 200 ms apart, for longer than the header timeout: each is answered on the same
-    // connection, with the client's address.
-    for _ in 0..5 {
+    // Requests one after another (each sent as soon as the previous is answered, a 2 s head
+    // timeout to spare between them), for twice the head timeout: every one is answered on
+    // this connection, with the client's address.
+    let since = tokio::time::Instant::now();
+    let mut served = 0;
+    while since.elapsed() < Duration::from_secs(4) {
         c.write_all(get_request("/").as_bytes()).await.unwrap();
         let a = answer(&mut c).await;
         assert!(a.starts_with("HTTP/1.1 200"), "{a}");
         assert!(a.ends_with(&c.local_addr().unwrap().to_string()), "ConnectInfo is the client's: {a}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        served += 1;
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    assert!(served > 1, "one connection served {served} requests");
     // Then nothing: hyper starts the head's clock as soon as it waits for the next request.
     assert_eq!(until_closed(&mut c).await, "");
 }
 
 #[tokio::test]
 async fn a_stalled_body_is_closed_by_the_idle_timeout() {
-    let s = start(60_000, 500, 16).await;
+    let s = start(timeouts(600_000, 1_000)).await;
     let mut c = TcpStream::connect(s.addr).await.unwrap();
     let post = |body: &str| format!("POST /echo HTTP/1.1\r\nHost: test\r\nContent-Length: 10\r\n\r\n{body}");
     c.write_all(post("0123456789").as_bytes()).await.unwrap();
@@ -161,29 +195,87 @@ async fn a_stalled_body_is_closed_by_the_idle_timeout() {
     assert_eq!(until_closed(&mut c).await, "");
 }
 
-#[tokio::test]
-async fn connections_over_the_cap_wait_until_one_closes() {
-    let s = start(60_000, 60_000, 2).await;
+/// Two connections, each served a request and kept open (idle).
+async fn hold_two(addr: SocketAddr) -> Vec<TcpStream> {
     let mut held = Vec::new();
     for _ in 0..2 {
-        let mut c = TcpStream::connect(s.addr).await.unwrap();
+        let mut c = TcpStream::connect(addr).await.unwrap();
         c.write_all(get_request("/").as_bytes()).await.unwrap();
         assert!(answer(&mut c).await.starts_with("HTTP/1.1 200"));
-        held.push(c); // kept alive, idle
+        held.push(c);
     }
+    held
+}
+
+#[tokio::test]
+async fn connections_over_the_cap_wait_until_one_closes() {
+    let s = start(Limits { max_connections: 2, ..PATIENT }).await;
+    let mut held = hold_two(s.addr).await;
     let mut third = TcpStream::connect(s.addr).await.unwrap();
     third.write_all(get_request("/").as_bytes()).await.unwrap();
+    // Not served while two hold the cap (nothing else could close them: no timeout is near):
+    // a broken cap would answer within milliseconds; 2 s is a wide margin for it to show.
     let mut buf = [0u8; 64];
-    let early = tokio::time::timeout(Duration::from_millis(500), third.read(&mut buf)).await;
+    let early = tokio::time::timeout(Duration::from_secs(2), third.read(&mut buf)).await;
     assert!(early.is_err(), "a third connection was served while two held the cap: {early:?}");
     drop(held.pop());
     let a = answer(&mut third).await;
     assert!(a.starts_with("HTTP/1.1 200"), "served once a slot is free: {a}");
+    assert!(s.refused.lock().unwrap().is_empty(), "waiting is not refusing");
+}
+
+#[tokio::test]
+async fn a_connection_over_its_address_cap_is_closed_at_once_and_counted() {
+    let s = start(Limits { max_connections: 16, max_connections_per_address: 2, ..PATIENT }).await;
+    let mut held = hold_two(s.addr).await;
+    // A third from the same address, with a request: closed unanswered, though slots are free
+    // and no timeout is near.
+    let mut third = TcpStream::connect(s.addr).await.unwrap();
+    let from = third.local_addr().unwrap();
+    let _ = third.write_all(get_request("/").as_bytes()).await;
+    assert_eq!(until_closed(&mut third).await, "");
+    assert_eq!(*s.refused.lock().unwrap(), [from], "the refusal reported");
+    // The two held are still served.
+    for c in &mut held {
+        c.write_all(get_request("/").as_bytes()).await.unwrap();
+        assert!(answer(c).await.starts_with("HTTP/1.1 200"));
+    }
+    // Another client (a loopback address of its own, where the system has one) is served.
+    let other = tokio::net::TcpSocket::new_v4().unwrap();
+    if other.bind("127.0.0.2:0".parse().unwrap()).is_ok() {
+        let mut c = other.connect(s.addr).await.unwrap();
+        c.write_all(get_request("/").as_bytes()).await.unwrap();
+        let a = answer(&mut c).await;
+        assert!(a.starts_with("HTTP/1.1 200") && a.contains("127.0.0.2:"), "{a}");
+    }
+    // Once one of the two closes, the address may open another.
+    drop(held.pop());
+    let since = tokio::time::Instant::now();
+    loop {
+        assert!(since.elapsed() < BOUND, "the closed connection's share was never given back");
+        let mut c = TcpStream::connect(s.addr).await.unwrap();
+        let _ = c.write_all(b"GET / HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n").await;
+        let mut got = Vec::new();
+        let _ = tokio::time::timeout(BOUND, c.read_to_end(&mut got)).await;
+        if got.starts_with(b"HTTP/1.1 200") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[test]
+fn ipv6_clients_count_by_their_64_and_mapped_ipv4_as_ipv4() {
+    let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+    assert_eq!(client(ip("2001:db8:1:2:aaaa::1")), client(ip("2001:db8:1:2:bbbb::9")));
+    assert_ne!(client(ip("2001:db8:1:2::1")), client(ip("2001:db8:1:3::1")));
+    assert_eq!(client(ip("::ffff:10.0.0.7")), ip("10.0.0.7"));
+    assert_ne!(client(ip("10.0.0.7")), client(ip("10.0.0.8")));
 }
 
 #[tokio::test]
 async fn shutdown_lets_a_request_in_flight_finish_closes_idle_connections_and_returns() {
-    let s = start(60_000, 60_000, 16).await;
+    let s = start(PATIENT).await;
     let mut idle = TcpStream::connect(s.addr).await.unwrap();
     idle.write_all(get_request("/").as_bytes()).await.unwrap();
     assert!(answer(&mut idle).await.starts_with("HTTP/1.1 200"));
@@ -191,11 +283,17 @@ async fn shutdown_lets_a_request_in_flight_finish_closes_idle_connections_and_re
     busy.write_all(get_request("/slow").as_bytes()).await.unwrap();
     s.started.notified().await;
     s.stop.send(()).unwrap();
+    // The idle one is closed, and the listener too, while `/slow` is still in flight.
+    assert_eq!(until_closed(&mut idle).await, "");
+    let since = tokio::time::Instant::now();
+    while TcpStream::connect(s.addr).await.is_ok() {
+        assert!(since.elapsed() < BOUND, "still listening after shutdown");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    s.release.notify_one();
     let a = answer(&mut busy).await;
     assert!(a.starts_with("HTTP/1.1 200") && a.ends_with("done"), "{a}");
-    assert_eq!(until_closed(&mut idle).await, "");
-    tokio::time::timeout(Duration::from_secs(10), s.task).await.expect("serve returned").unwrap();
-    assert!(TcpStream::connect(s.addr).await.is_err(), "no longer listening");
+    tokio::time::timeout(BOUND, s.task).await.expect("serve returned").unwrap();
 }
 
 #[test]
@@ -207,4 +305,7 @@ fn limits_are_checked() {
     assert!(bad.validate().unwrap_err().starts_with("idle_timeout"));
     let bad = Limits { max_connections: 0, ..Limits::DEFAULT };
     assert!(bad.validate().unwrap_err().starts_with("max_connections"));
+    let bad = Limits { max_connections_per_address: 65_537, ..Limits::DEFAULT };
+    assert!(bad.validate().unwrap_err().starts_with("max_connections_per_address"));
+    Limits { max_connections_per_address: 0, ..Limits::DEFAULT }.validate().unwrap();
 }

@@ -37,19 +37,15 @@ struct Cache {
 }
 
 impl HttpKeys {
-    /// Keys from `url`, fetched when first asked for.
-    pub fn new(url: &str) -> Self {
+    /// Keys from `url`, fetched when first asked for (redirects are not followed: the keys come
+    /// from the URL given, or not at all).
+    pub fn new(url: &str) -> Result<Self, String> {
         super::install_crypto();
-        Self {
-            url: url.to_owned(),
-            // Redirects are not followed: the keys come from the URL given, or not at all.
-            http: reqwest::Client::builder()
-                .redirect(reqwest::redirect::Policy::none())
-                .build()
-                .unwrap_or_default(),
-            state: std::sync::Mutex::default(),
-            fetching: Mutex::new(()),
-        }
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| format!("http client for the identity keys: {e}"))?;
+        Ok(Self { url: url.to_owned(), http, state: std::sync::Mutex::default(), fetching: Mutex::new(()) })
     }
 
     fn cache(&self) -> std::sync::MutexGuard<'_, Cache> {
@@ -149,7 +145,7 @@ mod tests {
     async fn keys_are_fetched_once_kept_and_asked_again_at_most_once_a_minute() {
         let (hits, down) =
             (Arc::new(AtomicUsize::new(0)), Arc::new(std::sync::atomic::AtomicBool::new(true)));
-        let keys = Arc::new(HttpKeys::new(&server(hits.clone(), down.clone()).await));
+        let keys = Arc::new(HttpKeys::new(&server(hits.clone(), down.clone()).await).unwrap());
         // Down at start: one fetch for many callers at once, then none for a minute.
         let tries: Vec<_> = (0..20)
             .map(|_| {
@@ -185,7 +181,7 @@ mod tests {
     async fn callers_that_come_while_the_first_fetch_runs_wait_for_it() {
         let (hits, down) =
             (Arc::new(AtomicUsize::new(0)), Arc::new(std::sync::atomic::AtomicBool::new(false)));
-        let keys = Arc::new(HttpKeys::new(&server(hits.clone(), down).await));
+        let keys = Arc::new(HttpKeys::new(&server(hits.clone(), down).await).unwrap());
         let first = tokio::spawn({
             let keys = keys.clone();
             async move { keys.keys(false).await }
@@ -202,5 +198,22 @@ mod tests {
             assert_eq!(o.await.unwrap().unwrap().len(), 1, "got the keys the first one fetched");
         }
         assert_eq!(hits.load(Ordering::SeqCst), 1);
+    }
+
+    #[tokio::test]
+    async fn a_redirect_from_the_certs_url_is_not_followed() {
+        let (hits, down) =
+            (Arc::new(AtomicUsize::new(0)), Arc::new(std::sync::atomic::AtomicBool::new(false)));
+        let elsewhere = server(hits.clone(), down).await;
+        let app = axum::Router::new().fallback(move || {
+            let to = elsewhere.clone();
+            async move { axum::response::Redirect::temporary(&to) }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/certs", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let keys = HttpKeys::new(&url).unwrap();
+        assert!(keys.keys(true).await.is_err(), "a redirect is no key set");
+        assert_eq!(hits.load(Ordering::SeqCst), 0, "the redirect's target was never asked");
     }
 }

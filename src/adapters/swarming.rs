@@ -8,7 +8,7 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use gce_backend_jobs::config::Trust;
+use gce_backend_jobs::config::{Trust, check_endpoint};
 use gce_backend_jobs::model::Bot;
 use gce_backend_jobs::ports::bots::{BotError, BotErrorKind, BotEvent, Bots};
 use serde::Deserialize;
@@ -60,22 +60,6 @@ fn code_of_status(status: u16) -> u16 {
         403 => 7,
         503 => 14,
         _ => 13,
-    }
-}
-
-/// An endpoint the operator gives (a flag): an http(s) URL with no user, query or fragment.
-pub fn check_endpoint(what: &str, url: &str) -> Result<(), String> {
-    let rest = url.strip_prefix("https://").or_else(|| url.strip_prefix("http://"));
-    let authority = rest.map(|r| r.split('/').next().unwrap_or_default());
-    match authority {
-        None => Err(format!("{what} {url:?}: must be an http:// or https:// URL")),
-        Some(a) if a.is_empty() || a.contains('@') => {
-            Err(format!("{what} {url:?}: must name a host, without a user or password"))
-        }
-        Some(_) if url.contains(['?', '#']) || url.chars().any(|c| c.is_whitespace() || c.is_control()) => {
-            Err(format!("{what} {url:?}: must have no query, fragment or spaces"))
-        }
-        Some(_) => Ok(()),
     }
 }
 

@@ -318,6 +318,11 @@ pub struct Needs(pub Role);
 /// the route's role.
 pub type Gate = (LiveTokens, Arc<dyn Clock>, Needs);
 
+/// A request's bearer token as the listener's rates checked it (against the same tokens in
+/// force, on the same clock), left in the request so [`require`] does not check it again.
+#[derive(Debug, Clone)]
+pub struct Checked(pub Result<Caller, Refusal>);
+
 /// The bearer token a request presents (`Authorization: Bearer …`), if any.
 pub fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
     headers
@@ -328,13 +333,14 @@ pub fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
         .map(|(_, token)| token.trim())
 }
 
-/// Authenticates the bearer token and checks the route's role: 401 without a valid token (or
-/// with an expired one, named), 403 with a role that does not grant the route's. The caller is
-/// left in the request's extensions.
+/// Authenticates the bearer token (or takes the listener's [`Checked`] outcome) and checks the
+/// route's role: 401 without a valid token (or with an expired one, named), 403 with a role
+/// that does not grant the route's. The caller is left in the request's extensions.
 pub async fn require(State((tokens, clock, needs)): State<Gate>, mut req: Request, next: Next) -> Response {
     if needs.0 == Role::Anyone {
         return next.run(req).await;
     }
+    let checked = req.extensions_mut().remove::<Checked>();
     let Some(token) = bearer(req.headers()) else {
         return ApiError::new(
             axum::http::StatusCode::UNAUTHORIZED,
@@ -342,8 +348,12 @@ pub async fn require(State((tokens, clock, needs)): State<Gate>, mut req: Reques
         )
         .into_response();
     };
-    let caller = match tokens.current().check(token, clock.now()) {
-        Ok(c) => c.clone(),
+    let checked = match checked {
+        Some(Checked(checked)) => checked,
+        None => tokens.current().check(token, clock.now()).cloned(),
+    };
+    let caller = match checked {
+        Ok(c) => c,
         Err(refused) => {
             return ApiError::new(axum::http::StatusCode::UNAUTHORIZED, refused.to_string()).into_response();
         }

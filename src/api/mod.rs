@@ -1,6 +1,7 @@
 //! The operator's HTTP API (axum): Configs, VMs and queues under `ROOT/api/gce-backend/v1`,
 //! the references and schemas that describe it (seed 002), health checks, `/metrics`, and the
-//! server (the shared hardened listener, with the rates of `listen.rs`).
+//! servers (the shared hardened listener, with the rates of `listen.rs`): the API's, and
+//! `--metrics-listen`'s.
 
 pub mod auth;
 mod configs;
@@ -33,11 +34,10 @@ use error::ApiError;
 use reference::Urls;
 
 use crate::metrics::Metrics;
+use crate::settings::{CALL_TIMEOUT, Http};
 
 /// Largest request body (bytes).
 pub const MAX_BODY: usize = 1 << 20;
-/// Longest a call may take before it answers 503.
-const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What handlers share.
 #[derive(Clone)]
@@ -50,7 +50,7 @@ pub struct Api {
     /// `/metrics`: this process's, and the shared state read from the store.
     pub metrics: Arc<Metrics>,
     /// What its listener allows a client (`[http]`), and the rates it enforces.
-    http: listen::Http,
+    http: Http,
     throttle: Arc<listen::Throttle>,
     /// Registrations refused, logged by reason once a minute.
     refusals: Arc<summary::Summary>,
@@ -61,22 +61,25 @@ impl Api {
     /// [`LiveTokens`] that a reload swaps).
     pub fn new(ctx: Ctx, root: &str, tokens: impl Into<LiveTokens>) -> Self {
         let metrics = Arc::new(Metrics::new(ctx.clone(), true));
-        let http = listen::Http::default();
-        let throttle = Arc::new(Self::throttle(&http, &metrics));
+        let tokens = tokens.into();
+        let http = Http::default();
+        let throttle = Arc::new(Self::throttle(&http, &ctx, &tokens, &metrics));
         let refusals = summary::Summary::new("registration refused");
-        Api { ctx, urls: Urls::new(root), tokens: tokens.into(), metrics, http, throttle, refusals }
+        Api { ctx, urls: Urls::new(root), tokens, metrics, http, throttle, refusals }
     }
 
     /// The same API with the `[http]` settings `http` (the default ones otherwise).
-    pub fn with_http(mut self, http: &listen::Http) -> Self {
-        self.throttle = Arc::new(Self::throttle(http, &self.metrics));
+    pub fn with_http(mut self, http: &Http) -> Self {
+        self.throttle = Arc::new(Self::throttle(http, &self.ctx, &self.tokens, &self.metrics));
         self.http = http.clone();
         self
     }
 
-    fn throttle(http: &listen::Http, metrics: &Metrics) -> listen::Throttle {
+    /// The API listener's rates: a bucket per valid token of `tokens`, on the context's clock.
+    fn throttle(http: &Http, ctx: &Ctx, tokens: &LiveTokens, metrics: &Metrics) -> listen::Throttle {
         let register = format!("/api/{}/{}/register", reference::SERVICE, reference::VERSION);
-        listen::Throttle::new("api", http, Some(register), metrics.throttled())
+        let (tokens, clock) = (Some(tokens.clone()), ctx.clock.clone());
+        listen::Throttle::new("api", http, Some(register), tokens, clock, metrics.throttled())
     }
 }
 
@@ -227,6 +230,34 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) {
-    let limits = api.http.limits();
-    gce_backend_sim::listener::serve(listener, router(api), limits, shutdown).await
+    let (limits, refused) = (api.http.limits(), api.throttle.reporter());
+    gce_backend_sim::listener::serve_reporting(listener, router(api), limits, refused, shutdown).await
+}
+
+/// Serves `/metrics`, `/healthz` and `/readyz` of `ctx` on `listener` (`--metrics-listen`, for
+/// processes without the API) as `http` says, until `stop` resolves. No tokens: its rates are
+/// per address only.
+pub async fn serve_metrics_listener(
+    m: Arc<Metrics>,
+    ctx: Ctx,
+    listener: tokio::net::TcpListener,
+    http: Http,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) {
+    let throttle =
+        Arc::new(listen::Throttle::new("metrics", &http, None, None, ctx.clock.clone(), m.throttled()));
+    let app = Router::new()
+        .route("/metrics", get(crate::metrics::serve_metrics))
+        .route("/healthz", get(healthz))
+        .route(
+            "/readyz",
+            get(move || {
+                let ctx = ctx.clone();
+                async move { ready(&ctx).await }
+            }),
+        )
+        .with_state(m)
+        .layer(axum::middleware::from_fn_with_state(throttle.clone(), listen::limit));
+    let refused = throttle.reporter();
+    gce_backend_sim::listener::serve_reporting(listener, app, http.limits(), refused, stop).await
 }

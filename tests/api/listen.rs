@@ -1,16 +1,21 @@
-//! The API's listener against one pushy client (rates set low through `[http]`): past its rate
+//! The API's listener against one pushy client (rates set low through `[http]`, on a clock
+//! that moves only when a test says, so nothing depends on the machine's speed): past its rate
 //! a token, or an address, gets 429 with `Retry-After` in the API's error shape, counted in
-//! `/metrics`, while other tokens and the address's health checks still answer; `register` has
-//! its own rate per address; a flood of validly signed proofs for unknown VMs writes one log
-//! line, not one per refusal; the simulator's agents register each from an address of its own,
-//! as VMs do; and `[http]`'s header timeout reaches the listener `run` starts.
+//! `/metrics`, while other tokens and the address's health checks still answer; a token that
+//! does not authenticate has no rate of its own; `register` has its own rate per address; a
+//! connection over the cap per address is closed at once and counted; a flood of validly signed
+//! proofs for unknown VMs writes one log line, not one per refusal; the simulator's agents
+//! register each from an address of its own, as VMs do; and `[http]`'s header timeout reaches
+//! the listener `run` starts.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use gce_backend::api::listen::Http;
+use gce_backend::settings::Http;
+use gce_backend_jobs::Ctx;
 use gce_backend_jobs::config::Secs;
+use gce_backend_jobs::ports::clock::ManualClock;
 use gce_backend_jobs::ports::rated::Rate;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -20,9 +25,17 @@ use crate::pipeline::{Backend, Env, pool, settings, sim_config};
 
 const V1: &str = "/api/gce-backend/v1";
 
-/// A limit of `burst` requests, then one every 5 s.
+/// A limit of `burst` requests, then one a second (of the test's clock).
 fn slow(burst: u32) -> Rate {
-    Rate { rate: 0.2, burst }
+    Rate { rate: 1.0, burst }
+}
+
+/// `env`'s context on a clock that stands still until the test moves it.
+fn frozen(env: &Env) -> (Ctx, Arc<ManualClock>) {
+    let clock = Arc::new(ManualClock::at(chrono::Utc::now()));
+    let mut ctx = env.ctx.clone();
+    ctx.clock = clock.clone();
+    (ctx, clock)
 }
 
 /// Status, `Retry-After` and JSON body of `req`'s answer.
@@ -35,7 +48,7 @@ async fn send(req: reqwest::RequestBuilder) -> (u16, Option<u64>, Value) {
     if status == 429 {
         assert_eq!(body["code"], "TooManyRequests", "{body}");
         assert_eq!(body["requestId"].as_str(), id.as_deref(), "the API's error shape: {body}");
-        assert!(retry.is_some_and(|s| (1..=5).contains(&s)), "Retry-After in whole seconds: {retry:?}");
+        assert_eq!(retry, Some(1), "Retry-After in whole seconds: one token a second");
     }
     (status, retry, body)
 }
@@ -49,7 +62,8 @@ fn throttled(metrics: &str, by: &str) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_past_its_rate_gets_429_with_retry_after_and_other_tokens_do_not() {
     let env = Env::start(Backend::Memory, sim_config(), &[], false).await;
-    let (root, _) = serve_with(env.ctx.clone(), &Http { per_token: slow(3), ..Http::default() }).await;
+    let (ctx, clock) = frozen(&env);
+    let (root, _) = serve_with(ctx, &Http { per_token: slow(3), ..Http::default() }).await;
     let api = Client::new(&root).await;
     for _ in 0..3 {
         api.ok(READER, "listConfigs", &[], None).await;
@@ -61,17 +75,43 @@ async fn a_token_past_its_rate_gets_429_with_retry_after_and_other_tokens_do_not
     assert!(body["message"].as_str().unwrap().contains("with this token"), "{body}");
     // The same address, another token: answered.
     api.ok(WRITER, "listConfigs", &[], None).await;
+    // A second later, one more.
+    clock.advance(chrono::Duration::seconds(1));
+    assert_eq!(send(http.get(&configs).bearer_auth(READER)).await.0, 200);
+    assert_eq!(send(http.get(&configs).bearer_auth(READER)).await.0, 429);
     let metrics = http.get(format!("{root}/metrics")).bearer_auth(ADMIN).send().await.unwrap();
     let metrics = metrics.text().await.unwrap();
-    assert_eq!(throttled(&metrics, "token"), 1, "{metrics}");
+    assert_eq!(throttled(&metrics, "token"), 2, "{metrics}");
     assert_eq!(throttled(&metrics, "address"), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_that_does_not_authenticate_has_no_rate_of_its_own() {
+    let env = Env::start(Backend::Memory, sim_config(), &[], false).await;
+    let (ctx, _) = frozen(&env);
+    let (root, metrics) = serve_with(ctx, &Http { per_token: slow(2), ..Http::default() }).await;
+    let http = reqwest::Client::new();
+    let configs = format!("{root}{V1}/configs");
+    // The same guess again and again, and new guesses: 401 each, never throttled as a token
+    // (nor given a bucket a flood of guesses could fill).
+    for i in 0..6 {
+        let guess = if i % 2 == 0 { "gbt_guess".to_owned() } else { format!("gbt_guess_{i}") };
+        let (status, _, body) = send(http.get(&configs).bearer_auth(guess)).await;
+        assert_eq!(status, 401, "{body}");
+    }
+    // The valid token's own bucket is untouched by them.
+    for _ in 0..2 {
+        assert_eq!(send(http.get(&configs).bearer_auth(READER)).await.0, 200);
+    }
+    assert_eq!(send(http.get(&configs).bearer_auth(READER)).await.0, 429);
+    assert_eq!(throttled(&metrics.render().await, "token"), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_address_past_its_rate_gets_429_whatever_its_token_and_its_health_checks_still_answer() {
     let env = Env::start(Backend::Memory, sim_config(), &[], false).await;
-    let (root, metrics) =
-        serve_with(env.ctx.clone(), &Http { per_address: slow(5), ..Http::default() }).await;
+    let (ctx, _) = frozen(&env);
+    let (root, metrics) = serve_with(ctx, &Http { per_address: slow(5), ..Http::default() }).await;
     let http = reqwest::Client::new();
     let manifest = format!("{root}/references/manifest.json");
     for _ in 0..5 {
@@ -95,8 +135,9 @@ async fn an_address_past_its_rate_gets_429_whatever_its_token_and_its_health_che
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn register_has_its_own_stricter_rate_per_address() {
     let env = Env::start(Backend::Memory, sim_config(), &[], false).await;
+    let (ctx, _) = frozen(&env);
     let limits = Http { register_per_address: slow(4), ..Http::default() };
-    let (root, metrics) = serve_with(env.ctx.clone(), &limits).await;
+    let (root, metrics) = serve_with(ctx, &limits).await;
     let http = reqwest::Client::new();
     let register = format!("{root}{V1}/register");
     for _ in 0..4 {
@@ -109,6 +150,42 @@ async fn register_has_its_own_stricter_rate_per_address() {
     // The rest of the API, from the same address, is not held back by it.
     assert_eq!(send(http.get(format!("{root}/references/manifest.json"))).await.0, 200);
     assert_eq!(throttled(&metrics.render().await, "register"), 1);
+}
+
+/// Reads one answer's head from `c` (within 20 s).
+async fn head(c: &mut tokio::net::TcpStream) -> String {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = tokio::time::timeout(Duration::from_secs(20), c.read(&mut buf)).await.unwrap().unwrap();
+        assert!(n > 0, "closed before an answer");
+        got.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_over_the_cap_per_address_is_closed_at_once_and_counted() {
+    let env = Env::start(Backend::Memory, sim_config(), &[], false).await;
+    let (root, metrics) =
+        serve_with(env.ctx.clone(), &Http { max_connections_per_address: 2, ..Http::default() }).await;
+    let addr = root.trim_start_matches("http://").to_owned();
+    // Two silent connections (the header timeout is 10 s away), then a third with a request.
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        held.push(tokio::net::TcpStream::connect(&addr).await.unwrap());
+    }
+    let mut third = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let _ = third.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await;
+    let mut got = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(20), third.read_to_end(&mut got)).await;
+    assert!(closed.is_ok() && got.is_empty(), "the third was served: {:?}", String::from_utf8_lossy(&got));
+    // The two held are served still.
+    for c in &mut held {
+        c.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+        assert!(head(c).await.starts_with("HTTP/1.1 200"));
+    }
+    assert_eq!(throttled(&metrics.render().await, "connections"), 1);
 }
 
 /// Log lines written on this thread (the test's runtime is single-threaded: its server too).

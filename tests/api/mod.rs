@@ -70,13 +70,13 @@ pub(crate) fn write_tokens(dir: &Path) -> PathBuf {
 
 /// Serves the API alone over `ctx` (nothing else runs); returns its base URL.
 pub(crate) async fn serve(ctx: Ctx) -> String {
-    serve_with(ctx, &gce_backend::api::listen::Http::default()).await.0
+    serve_with(ctx, &gce_backend::settings::Http::default()).await.0
 }
 
 /// [`serve`] with the `[http]` settings `http`; also returns its metrics.
 pub(crate) async fn serve_with(
     ctx: Ctx,
-    http: &gce_backend::api::listen::Http,
+    http: &gce_backend::settings::Http,
 ) -> (String, std::sync::Arc<gce_backend::metrics::Metrics>) {
     let dir = crate::pipeline::temp_dir();
     let tokens =

@@ -2,9 +2,7 @@
 //! seconds, one added is accepted, an expired one is refused by name; `gce-backend run` reads the
 //! file again on SIGHUP (and is not ended by it).
 
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::Duration;
 
 use gce_backend::api::auth::{Role, TokenEntry, TokenFile};
@@ -13,6 +11,7 @@ use serde_json::Value;
 
 use super::{ADMIN, READER, TOKENS, entry, tokens_text};
 use crate::pipeline::{Backend, Env, sim_config};
+use crate::startup::{lines, wait_for};
 
 /// `GET path` on `api` with `token`: the status and the body (JSON when it is).
 async fn get(api: &str, path: &str, token: &str) -> (u16, Value) {
@@ -71,30 +70,6 @@ async fn tokens_removed_added_or_expired_in_the_file_take_effect_while_the_servi
     until(&api, "gbt_new", 401, "the new token is gone again").await;
     assert_eq!(get(&api, WHOAMI, READER).await.0, 200, "reader-infra is back");
     env.stop().await;
-}
-
-/// Sends each line of `r` to the returned channel.
-fn lines(r: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for l in BufReader::new(r).lines().map_while(Result::ok) {
-            if tx.send(l).is_err() {
-                return;
-            }
-        }
-    });
-    rx
-}
-
-/// The first line of `rx` containing `what` (60 s at most).
-fn wait_for(rx: &mpsc::Receiver<String>, what: &str) -> String {
-    loop {
-        match rx.recv_timeout(Duration::from_secs(60)) {
-            Ok(l) if l.contains(what) => return l,
-            Ok(_) => {}
-            Err(e) => panic!("no line with {what:?}: {e}"),
-        }
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

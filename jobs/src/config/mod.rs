@@ -276,22 +276,6 @@ fn index_digits(max: u32) -> usize {
     max.saturating_sub(1).to_string().len()
 }
 
-/// A valid Compute Engine resource name: `[a-z]([-a-z0-9]*[a-z0-9])?`, at most 63 characters.
-pub fn valid_gce_name(name: &str) -> bool {
-    let b = name.as_bytes();
-    !b.is_empty()
-        && b.len() <= 63
-        && b[0].is_ascii_lowercase()
-        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-        && b[b.len() - 1] != b'-'
-}
-
-fn valid_label(s: &str, key: bool) -> bool {
-    s.len() <= 63
-        && (!key || s.as_bytes().first().is_some_and(u8::is_ascii_lowercase))
-        && s.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-' || c == b'_')
-}
-
 impl Schedule {
     fn start_time(&self) -> Result<NaiveTime, String> {
         let (h, m) = self.start.time.split_once(':').ok_or("time must be H:MM")?;
@@ -356,13 +340,15 @@ impl Amount {
 }
 
 mod attributes;
+pub mod names;
 mod policy;
 pub mod trust;
 mod validate;
 pub use attributes::*;
+pub use names::{bounds, check_endpoint, prefixes_clash, valid_gce_name, valid_host, valid_project};
 pub use policy::*;
 pub use trust::{Origin, SwarmingServers, Tenant, Trust};
-pub use validate::{bounds, check_nesting, check_prefixes, prefixes_clash, valid_project, validate_all};
+pub use validate::{SWARMING_SERVER_KEY, check_nesting, check_prefixes, validate_all};
 
 #[cfg(test)]
 mod tests;

@@ -7,7 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::{Config, ConfigError, err, prefixes_clash};
+use super::names::{prefixes_clash, valid_host};
+use super::{Config, ConfigError, err};
 
 /// The tenant of Configs whose owner groups have none of their own.
 pub const OPEN_TENANT: &str = "*";
@@ -141,19 +142,6 @@ impl Origin {
     }
 }
 
-/// A lower-case DNS name (or dotted IPv4 address): labels of `[a-z0-9-]`, 1-63 each, 253 in all.
-fn valid_host(host: &str) -> bool {
-    !host.is_empty()
-        && host.len() <= 253
-        && host.split('.').all(|l| {
-            !l.is_empty()
-                && l.len() <= 63
-                && !l.starts_with('-')
-                && !l.ends_with('-')
-                && l.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        })
-}
-
 /// True when `value` fits `pattern` (exact, `prefix*`, or `*`).
 pub fn fits(pattern: &str, value: &str) -> bool {
     match pattern.strip_suffix('*') {
@@ -263,14 +251,21 @@ impl Trust {
 
     /// The tenant a Config belongs to: the one its owner groups name, else the open one.
     pub fn tenant_of<'a>(&'a self, c: &Config) -> Result<(&'a str, &'a Tenant), String> {
-        let named: BTreeSet<&str> = c
+        let (named, none): (BTreeSet<&str>, BTreeSet<&str>) = c
             .owner
             .iter()
             .map(String::as_str)
-            .filter(|g| *g != OPEN_TENANT && self.tenants.contains_key(*g))
-            .collect();
+            .partition(|g| *g != OPEN_TENANT && self.tenants.contains_key(*g));
         let name = match named.len() {
             0 => OPEN_TENANT,
+            // A group of no tenant beside a tenant's would let its writers into that tenant's box.
+            1 if !none.is_empty() => {
+                let (t, rest) = (named.first().copied().unwrap_or_default(), Vec::from_iter(none));
+                return Err(format!(
+                    "owner groups {} have no tenant beside tenant {t}'s: a Config's owners are of one tenant",
+                    rest.join(", ")
+                ));
+            }
             1 => named.into_iter().next().unwrap_or(OPEN_TENANT),
             _ => {
                 let list: Vec<&str> = named.into_iter().collect();
@@ -290,11 +285,28 @@ impl Trust {
         }
     }
 
+    /// Why a static machine `host` of tenant `name`'s Config is another's, if it is: it lies in
+    /// another tenant's namespace, or is named like the VMs of another Config (whose bots the
+    /// service would then terminate and delete).
+    fn whose(&self, host: &str, name: &str, others: &[&Config]) -> Option<String> {
+        let namespace = self.tenants.iter().filter(|(n, _)| n.as_str() != name).find_map(|(other, t)| {
+            t.prefixes.iter().find(|pat| pat.as_str() != "*" && fits(pat, host)).map(|pat| (other, pat))
+        });
+        if let Some((other, pat)) = namespace {
+            return Some(format!("lies in tenant {other}'s namespace {pat}"));
+        }
+        others
+            .iter()
+            .find(|o| !o.is_static() && host.starts_with(&format!("{}-", o.prefix)))
+            .map(|o| format!("is named like the VMs of Config {}", o.prefix))
+    }
+
     /// Every rule of the settings `c` breaks, each naming its field: its Swarming server is
     /// listed, and its tenant allows its prefix (and no other tenant's namespace holds it), its
     /// project, its service accounts and its VMs together with `others` (the stored Configs; the
     /// one of the same prefix is left out).
     pub fn problems<'c>(&self, c: &Config, others: impl IntoIterator<Item = &'c Config>) -> Vec<ConfigError> {
+        let others: Vec<&Config> = others.into_iter().filter(|o| o.prefix != c.prefix).collect();
         let p = &c.prefix;
         let f = |field: &str| format!("{p}.{field}");
         let mut out = Vec::new();
@@ -323,6 +335,11 @@ impl Trust {
                 format!("lies in (or would block) tenant {other}'s namespace {pat}: pick a prefix of tenant {name}'s"),
             ));
         }
+        for (i, h) in c.machines.iter().flatten().enumerate() {
+            if let Some(why) = self.whose(h, name, &others) {
+                out.push(err(f(&format!("machines[{i}]")), format!("{h}: {why}")));
+            }
+        }
         if !c.is_static() {
             let project = &c.attributes.project;
             if !project.is_empty() && !tenant.projects.iter().any(|pat| fits(pat, project)) {
@@ -350,8 +367,8 @@ impl Trust {
         if let Some(max) = tenant.max_vms {
             let mine = most_vms(c);
             let theirs: u64 = others
-                .into_iter()
-                .filter(|o| o.prefix != *p && self.tenant_of(o).is_ok_and(|(n, _)| n == name))
+                .iter()
+                .filter(|o| self.tenant_of(o).is_ok_and(|(n, _)| n == name))
                 .map(|o| u64::from(most_vms(o)))
                 .sum();
             if theirs + u64::from(mine) > u64::from(max) {

@@ -1,6 +1,7 @@
 //! Config validation: every rule of one Config, the rules across Configs, and the nesting check
 //! run before a parser sees a file.
 
+use super::names::{days, resource_path, valid_email, valid_label};
 use super::*;
 
 /// A parser's message without the values it quotes (`invalid type: string "…"`): an error
@@ -24,6 +25,9 @@ fn redact(message: &str) -> String {
     }
     out
 }
+
+/// The metadata key the service sets on every instance: the Config's `swarming`.
+pub const SWARMING_SERVER_KEY: &str = "swarming-server";
 
 /// Checks the depth of `[`/`{` nesting outside quoted strings, before a parser sees the text
 /// (parsing deep nesting costs more than linear time).
@@ -359,6 +363,8 @@ impl Config {
                         && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
                     if !ok {
                         out.push(err(&field, "the key must be 1-128 characters of [A-Za-z0-9_-]"));
+                    } else if key == SWARMING_SERVER_KEY {
+                        out.push(err(&field, format!("{key} is set by the service (from swarming)")));
                     }
                 }
                 (Some(_), None) | (None, Some(_)) => {
@@ -427,91 +433,12 @@ impl Config {
     }
 }
 
-/// The ranges of a Config's durations and counts (beyond them a Config is refused).
-pub mod bounds {
-    use super::Secs;
-
-    /// Longest `lifetime`: a year.
-    pub const LIFETIME: Secs = Secs(365 * 86_400);
-    /// Longest `timeout`: a day.
-    pub const TIMEOUT: Secs = Secs(86_400);
-    /// Longest `breaker.within` and `breaker.canary_after`: a day.
-    pub const BREAKER_WAIT: Secs = Secs(86_400);
-    /// Most `breaker.after`.
-    pub const BREAKER_AFTER: u32 = 1_000;
-    /// Most `update.max_surge` and `update.max_unavailable`.
-    pub const SURGE: u32 = 10_000;
-    /// Largest disk, in GB (Compute Engine's largest persistent disk).
-    pub const DISK_GB: u64 = 65_536;
-}
-
-fn days(s: Secs) -> String {
-    match s.0 % 86_400 {
-        0 => format!("{}d", s.0 / 86_400),
-        _ => format!("{}s", s.0),
-    }
-}
-
-/// A GCP project id: 6-30 characters of `[a-z0-9-]`, starting with a letter and not ending in
-/// `-`, optionally after a domain and a colon (`google.com:chromecompute`).
-pub fn valid_project(project: &str) -> bool {
-    let (domain, id) = match project.split_once(':') {
-        Some((d, id)) => (Some(d), id),
-        None => (None, project),
-    };
-    let domain_ok = domain.is_none_or(|d| {
-        d.len() <= 63
-            && d.contains('.')
-            && d.split('.').all(|l| {
-                !l.is_empty()
-                    && !l.starts_with('-')
-                    && !l.ends_with('-')
-                    && l.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-            })
-    });
-    domain_ok && (6..=30).contains(&id.len()) && valid_gce_name(id)
-}
-
-/// A Compute resource path or URL as a Config names it (`zones/{{.Zone}}/machineTypes/x`,
-/// `projects/p/global/images/family/f`, `https://www.googleapis.com/compute/v1/...`): no
-/// characters that would change a request's path (`..`, `%`, `?`, `#`, spaces, non-ASCII).
-fn resource_path(value: &str) -> Result<(), String> {
-    let bad = value.chars().find(|c| !(c.is_ascii_alphanumeric() || "-_./{}:".contains(*c)));
-    if let Some(c) = bad {
-        return Err(format!("must not hold {c:?}: letters, digits and - _ . / {{ }} : only"));
-    }
-    if value.split('/').any(|seg| seg == ".." || seg == ".") {
-        return Err("must not hold . or .. segments".into());
-    }
-    Ok(())
-}
-
-/// An email address as service accounts have them: `name@domain`, ASCII, no spaces.
-fn valid_email(email: &str) -> bool {
-    match email.split_once('@') {
-        Some((name, domain)) => {
-            !name.is_empty()
-                && email.len() <= 254
-                && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._+-".contains(&b))
-                && domain.contains('.')
-                && domain.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-.".contains(&b))
-        }
-        None => false,
-    }
-}
-
 /// Validates a set of Configs together: each one, and no prefix a prefix of another.
 pub fn validate_all(configs: &[Config]) -> Result<(), ConfigError> {
     for c in configs {
         c.validate()?;
     }
     check_prefixes(configs)
-}
-
-/// The rule across Configs for two different prefixes: they clash when one is a prefix of the
-/// other (VM ids and hostnames of one would be read as the other's).
-pub fn prefixes_clash(a: &str, b: &str) -> bool {
-    a != b && (a.starts_with(b) || b.starts_with(a))
 }
 
 /// The rule across Configs: no prefix is a prefix of another (nor equal to it).

@@ -20,129 +20,30 @@
 //!   pause, unless it changes the amount bounds (min, max or windows): the amount then restarts
 //!   from the new bounds.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::path::{Path, PathBuf};
-use std::sync::{LazyLock, Mutex};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 use std::time::Duration;
 
 use crate::tasks::{DrainVm, ExpandConfig};
 
 use crate::catalog::Verdict;
-use crate::config::{self, Config, ConfigError, MAX_FILE_BYTES, Metadata};
+use crate::config::{self, Config, ConfigError};
 use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::model::{ConfigRecord, FileError};
 use crate::naming::parse_id;
-use crate::ports::store::{Expect, Versioned, VmIndex};
+use crate::ports::store::{Expect, Fence, Versioned, VmIndex};
 
+pub mod files;
 pub mod ownership;
+pub use files::load;
+pub(crate) use files::{FNV_START, fnv};
 pub use ownership::{Plan, Read, plan};
 
 const STAGE: &str = "import_configs";
 
-/// The FNV-1a offset basis: where a hash with [`fnv`] starts.
-pub(crate) const FNV_START: u64 = 0xcbf2_9ce4_8422_2325;
-
-/// FNV-1a, 64 bits: a stable content hash (a Config's revision).
-pub(crate) fn fnv(bytes: &[u8], mut h: u64) -> u64 {
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x100_0000_01b3);
-    }
-    h
-}
-
-/// Reads a regular file of at most `max` bytes (a FIFO, a device or a link to one is refused, and
-/// nothing past `max` is read).
-fn read_capped(path: &Path, max: u64) -> Result<String, String> {
-    use std::io::Read as _;
-    // Looked at before it is opened: opening a FIFO would block.
-    let meta = std::fs::metadata(path).map_err(|e| format!("cannot read: {e}"))?;
-    if !meta.is_file() {
-        return Err("is not a regular file".into());
-    }
-    if meta.len() > max {
-        return Err(format!("is {} bytes; at most {max} are read", meta.len()));
-    }
-    let file = std::fs::File::open(path).map_err(|e| format!("cannot read: {e}"))?;
-    let mut text = String::new();
-    file.take(max + 1).read_to_string(&mut text).map_err(|e| format!("cannot read: {e}"))?;
-    if text.len() as u64 > max {
-        return Err(format!("is over {max} bytes; at most {max} are read"));
-    }
-    Ok(text)
-}
-
-/// A parsed Config file: the hash of its text, the outcome, and how often it was parsed.
-type Parsed = (u64, Result<Config, ConfigError>, u32);
-
-/// Parsed Config files of this process by path: an unchanged file is not parsed again.
-static PARSED: LazyLock<Mutex<HashMap<PathBuf, Parsed>>> = LazyLock::new(Mutex::default);
-
 /// Longest one round may spend reading and parsing the files.
 const READ_LIMIT: Duration = Duration::from_secs(30);
-
-/// The real path of `path` if it stays under `root` (through `..` or a symbolic link, it may
-/// not leave it).
-fn confined(root: &Path, path: &Path) -> Result<PathBuf, String> {
-    let root = root.canonicalize().map_err(|e| format!("configs directory {}: {e}", root.display()))?;
-    let real = path.canonicalize().map_err(|e| format!("cannot read: {e}"))?;
-    if !real.starts_with(&root) {
-        return Err(format!(
-            "leaves the directory {} (through .. or a symbolic link): files are read from it only",
-            root.display()
-        ));
-    }
-    Ok(real)
-}
-
-/// Reads one Config file, resolving `from_file` metadata; returns the Config and its revision.
-/// Files over [`MAX_FILE_BYTES`] or nested deeper than [`config::MAX_NESTING`] are refused
-/// before they are parsed. The file, and every file its `from_file` items name (relative to its
-/// directory), must be regular files under `root` (the configs directory): an absolute path, a
-/// `..` or a symbolic link that leaves it is refused, and no error says what a file holds.
-pub fn load(path: &Path, root: &Path) -> Result<(Config, String), ConfigError> {
-    let origin = path.display().to_string();
-    let fail = |rule: String| ConfigError { field: origin.clone(), rule };
-    let real = confined(root, path).map_err(fail)?;
-    let text = read_capped(&real, MAX_FILE_BYTES).map_err(fail)?;
-    let mut h = fnv(text.as_bytes(), FNV_START);
-    let cached = PARSED.lock().unwrap_or_else(|e| e.into_inner()).get(path).cloned();
-    let parsed = match cached {
-        Some((ph, parsed, _)) if ph == h => parsed,
-        other => {
-            let parsed = config::check_nesting(&text, &origin).and_then(|()| Config::parse(&text, &origin));
-            let n = other.map_or(1, |(_, _, n)| n + 1);
-            PARSED.lock().unwrap_or_else(|e| e.into_inner()).insert(path.to_owned(), (h, parsed.clone(), n));
-            parsed
-        }
-    };
-    let mut c = parsed?;
-    let dir = path.parent().unwrap_or(Path::new("."));
-    if c.attributes.metadata.len() > config::MAX_METADATA_ITEMS {
-        let rule = format!("{} items; at most {}", c.attributes.metadata.len(), config::MAX_METADATA_ITEMS);
-        return Err(ConfigError { field: format!("{}.attributes.metadata", c.prefix), rule });
-    }
-    let mut read = 0;
-    for (i, m) in c.attributes.metadata.iter_mut().enumerate() {
-        if let Some(spec) = m.from_file.clone() {
-            let (key, file) = spec.split_once(':').unwrap_or((spec.as_str(), ""));
-            let field = format!("{}.attributes.metadata[{i}].from_file", c.prefix);
-            let fail = |e: String| ConfigError { field: field.clone(), rule: format!("{file:?}: {e}") };
-            if file.is_empty() || Path::new(file).is_absolute() {
-                return Err(fail("must be a path relative to the Config file's directory".into()));
-            }
-            let real = confined(root, &dir.join(file)).map_err(fail)?;
-            // Counted while read, so no number of from_file items reads more than Compute allows.
-            let room = config::MAX_METADATA_BYTES.saturating_sub(read).min(config::MAX_METADATA_VALUE);
-            let content = read_capped(&real, room as u64).map_err(fail)?;
-            read += content.len();
-            h = fnv(content.as_bytes(), h);
-            *m = Metadata::text(format!("{key}:{content}"));
-        }
-    }
-    Ok((c, format!("{h:016x}")))
-}
 
 /// Lists the names of the Config files of `dir`, sorted. Every name ends `.yaml`, `.yml` or
 /// `.json`, so none is ever [`API_SOURCE`](crate::model::API_SOURCE) (the source of Configs made over the API).
@@ -307,17 +208,28 @@ async fn verify_api_config(ctx: &Ctx, cur: &Versioned<ConfigRecord>) -> Result<(
     }
 }
 
-/// Writes the record of a new prefix unless a stored Config's prefix clashes with it.
-async fn new_prefix(ctx: &Ctx, rec: &ConfigRecord) -> Result<Result<bool, ConfigError>, TaskError> {
+/// Writes a changed Config's record under the admission lease (`expect`: what it replaces),
+/// checked again against the Configs stored now (one may have come over the API since the
+/// round read them): a new prefix must clash with none, and its tenant's rules must hold.
+async fn admit(
+    ctx: &Ctx,
+    rec: &ConfigRecord,
+    expect: Expect,
+    fence: &Fence,
+) -> Result<Result<bool, ConfigError>, TaskError> {
     let prefix = &rec.config.prefix;
     let stored = ctx.store.configs().await?;
-    if let Some(other) =
-        stored.iter().map(|c| &c.value.config.prefix).find(|o| config::prefixes_clash(prefix, o))
-    {
+    let clash = stored.iter().map(|c| &c.value.config.prefix).find(|o| config::prefixes_clash(prefix, o));
+    if let (Expect::Absent, Some(other)) = (expect, clash) {
         let rule = format!("prefix {prefix:?} and the stored Config {other:?}: one is a prefix of the other");
         return Ok(Err(ConfigError { field: format!("{prefix}.prefix"), rule }));
     }
-    Ok(Ok(ctx.store.put_config(rec, Expect::Absent).await?))
+    if let Some(e) =
+        ctx.trust.problems(&rec.config, stored.iter().map(|c| &c.value.config)).into_iter().next()
+    {
+        return Ok(Err(e));
+    }
+    Ok(Ok(ctx.store.put_config_fenced(rec, expect, fence).await?))
 }
 
 /// Writes an accepted Config if it changed (or its file came back, or it is not yet checked
@@ -380,14 +292,10 @@ async fn apply(
             tracing::warn!(config = %prefix, from = %c.value.source, to = path, "the Config moved to another file");
         }
     }
-    let written = match cur {
-        Some(c) => ctx.store.put_config(&rec, Expect::Version(c.version)).await?,
-        // A new prefix: the rule across Configs is checked again under the admission claim,
-        // against the Configs stored now (one may have come over the API since the plan).
-        None => match ctx.admitting(async || new_prefix(ctx, &rec).await).await? {
-            Ok(written) => written,
-            Err(e) => return Ok(Err(e)),
-        },
+    let expect = cur.map_or(Expect::Absent, |c| Expect::Version(c.version));
+    let written = match ctx.admitting(async |fence| admit(ctx, &rec, expect, fence).await).await? {
+        Ok(written) => written,
+        Err(e) => return Ok(Err(e)),
     };
     if !written {
         return Ok(Ok(0)); // changed under us: the next round sees it

@@ -1,6 +1,7 @@
 //! Files that try to reach beyond the configs directory, and Configs that reach beyond their
 //! tenant: refused at import with the field named, never echoing what a file holds.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::*;
@@ -38,14 +39,18 @@ async fn from_file_stays_in_the_configs_directory_and_no_error_echoes_a_file() {
     std::os::unix::fs::symlink(&secret, dir.join("link.txt")).unwrap();
     std::fs::write(dir.join("ok.txt"), "#!/bin/sh\necho hi").unwrap();
     std::fs::create_dir_all(dir.join("sub")).unwrap();
+    // A second name for a file (here in the directory; it could be one made for a file outside).
+    std::fs::write(dir.join("h.txt"), "x").unwrap();
+    std::fs::hard_link(dir.join("h.txt"), dir.join("hard.txt")).unwrap();
     let cases = [
-        ("up", "pw:../secret.txt", "leaves the directory"),
-        ("deep", "pw:../../../../../../etc/passwd", "leaves the directory"),
+        ("up", "pw:../secret.txt", "leaves the configs directory"),
+        ("deep", "pw:../../../../../../etc/passwd", "leaves the configs directory"),
         ("abs", &format!("k:{}", secret.display()) as &str, "relative to the Config file's directory"),
         ("env", "k:/proc/self/environ", "relative to the Config file's directory"),
-        ("sym", "k:link.txt", "leaves the directory"),
+        ("sym", "k:link.txt", "leaves the configs directory"),
         ("dir", "k:sub", "not a regular file"),
         ("none", "k:", "relative to the Config file's directory"),
+        ("hard", "k:hard.txt", "hard links"),
     ];
     for (prefix, spec, _) in &cases {
         let mut c = config(prefix, 1);
@@ -68,7 +73,7 @@ async fn from_file_stays_in_the_configs_directory_and_no_error_echoes_a_file() {
         );
         assert!(ctx.store.config(prefix).await.unwrap().is_none(), "{prefix} stored");
     }
-    assert!(error_of(&ctx, "leak.yaml").await.contains("leaves the directory"));
+    assert!(error_of(&ctx, "leak.yaml").await.contains("leaves the configs directory"));
     let all = format!("{:?}", ctx.store.file_errors().await.unwrap());
     assert!(!all.contains("TOPSECRET") && !all.contains("root:"), "{all}");
     let stored = ctx.store.config("good").await.unwrap().expect("a file inside the directory is read");

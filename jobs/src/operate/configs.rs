@@ -5,7 +5,7 @@ use crate::config::Config;
 use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::model::{API_SOURCE, ConfigRecord, Pause};
-use crate::ports::store::{Expect, StoreError, VmIndex};
+use crate::ports::store::{Expect, Fence, StoreError, VmIndex};
 use crate::tasks::ExpandConfig;
 
 use super::{Actor, OpError, STAGE, TRIES, admit, update_config, wake};
@@ -48,7 +48,7 @@ pub async fn apply_expecting(
     by: Actor<'_>,
     must: Must,
 ) -> Result<(ConfigRecord, bool), OpError> {
-    ctx.admitting(async || admit_and_write(ctx, config, by, must).await).await
+    ctx.admitting(async |fence| admit_and_write(ctx, config, by, must, fence).await).await
 }
 
 async fn admit_and_write(
@@ -56,6 +56,7 @@ async fn admit_and_write(
     config: Config,
     by: Actor<'_>,
     must: Must,
+    fence: &Fence,
 ) -> Result<(ConfigRecord, bool), OpError> {
     let prefix = config.prefix.clone();
     for _ in 0..TRIES {
@@ -90,7 +91,7 @@ async fn admit_and_write(
             Some(c) if c.value == rec => true, // as asked already: nothing to write
             _ => {
                 let expect = cur.as_ref().map_or(Expect::Absent, |c| Expect::Version(c.version));
-                ctx.store.put_config(&rec, expect).await?
+                ctx.store.put_config_fenced(&rec, expect, fence).await?
             }
         };
         if !written {

@@ -315,7 +315,7 @@ async fn a_from_file_item_over_the_api_is_refused_saying_why() {
     assert!(ctx.store.config("linux").await.unwrap().is_none());
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_lease_left_by_a_dead_process_stops_blocking_within_seconds() {
     let (ctx, _) = Ctx::test();
     // A process died holding the lease (kill -9 mid-apply): nobody renews it.
@@ -329,7 +329,7 @@ async fn a_lease_left_by_a_dead_process_stops_blocking_within_seconds() {
 #[tokio::test(start_paused = true)]
 async fn the_lease_is_renewed_while_an_admission_runs() {
     let (ctx, _) = Ctx::test();
-    let held = ctx.admitting(async || -> Result<bool, TaskError> {
+    let held = ctx.admitting(async |_| -> Result<bool, TaskError> {
         // Longer than the lease: only renewal keeps others out.
         tokio::time::sleep(std::time::Duration::from_secs(10)).await;
         Ok(ctx.store.lease(crate::ctx::ADMISSION, "other", std::time::Duration::from_secs(3)).await?)
@@ -339,4 +339,23 @@ async fn the_lease_is_renewed_while_an_admission_runs() {
         ctx.store.lease(crate::ctx::ADMISSION, "other", std::time::Duration::from_secs(3)).await.unwrap(),
         "released"
     );
+}
+
+#[tokio::test]
+async fn a_write_whose_lease_was_taken_over_lands_nowhere() {
+    let (ctx, _) = Ctx::test();
+    let rec = crate::model::ConfigRecord { config: config("linux", 1), ..Default::default() };
+    let wrote = ctx
+        .admitting(async |fence| -> Result<bool, TaskError> {
+            // This holder stalled past its lease, and another process took it.
+            ctx.store.release(crate::ctx::ADMISSION, &fence.holder).await?;
+            assert!(
+                ctx.store.lease(crate::ctx::ADMISSION, "next", std::time::Duration::from_secs(60)).await?
+            );
+            Ok(ctx.store.put_config_fenced(&rec, crate::ports::store::Expect::Absent, fence).await?)
+        })
+        .await
+        .unwrap();
+    assert!(!wrote, "the fence refused the late write");
+    assert!(ctx.store.config("linux").await.unwrap().is_none());
 }

@@ -140,3 +140,15 @@ async fn registering_brings_a_later_look_at_the_bot_forward() {
     register(&ctx, &token(&ctx, "linux-0-abcd", "id-linux-0-abcd", AUD, 3600, KEY), AUD).await.unwrap();
     assert_eq!(ctx.taken::<ManageBot>().await, [ManageBot { id: "linux-0".into() }], "now");
 }
+
+#[tokio::test]
+async fn a_vm_whose_record_names_an_unlisted_server_is_told_nothing() {
+    let (ctx, _) = setup().await;
+    // Written before the settings listed servers (or by hand): the attacker's server.
+    let mut vm = ctx.store.vm("linux-0").await.unwrap().unwrap();
+    vm.value.swarming = "http://127.0.0.1:19999".into();
+    assert!(ctx.store.put_vm(&vm.value, Expect::Version(vm.version)).await.unwrap());
+    let input = token(&ctx, "linux-0-abcd", "id-linux-0-abcd", AUD, 3600, KEY);
+    assert_eq!(register(&ctx, &input, AUD).await.unwrap_err(), Refused("server not listed"));
+    assert_eq!(ctx.store.vm("linux-0").await.unwrap().unwrap().value.registered, None);
+}

@@ -59,6 +59,16 @@ pub struct Versioned<T> {
     pub version: u64,
 }
 
+/// A lease a write must still hold when it lands ([`Store::lease`]): the fence that keeps a
+/// holder that stalled past its lease from writing after the next holder took it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fence {
+    /// The lease's key.
+    pub key: String,
+    /// Who must hold it.
+    pub holder: String,
+}
+
 /// What a write expects to find.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Expect {
@@ -94,6 +104,13 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Writes a Config if `expect` holds (a corrupt record is replaced when its version is
     /// named); false when it did not.
     async fn put_config(&self, rec: &ConfigRecord, expect: Expect) -> Result<bool, StoreError>;
+    /// [`Store::put_config`] only while `fence`'s holder holds its lease (false otherwise).
+    async fn put_config_fenced(
+        &self,
+        rec: &ConfigRecord,
+        expect: Expect,
+        fence: &Fence,
+    ) -> Result<bool, StoreError>;
     /// Deletes a Config at `version`.
     async fn delete_config(&self, prefix: &str, version: u64) -> Result<bool, StoreError>;
     /// One VM; [`StoreError::Corrupt`] when its record does not decode.

@@ -50,7 +50,7 @@ pub fn instance_spec(vm: &Vm, deployment: &str) -> InstanceSpec {
     let a = &vm.attributes;
     let mut metadata: Vec<(String, String)> =
         a.metadata.iter().filter_map(Metadata::pair).map(|(k, v)| (k.to_owned(), v.to_owned())).collect();
-    metadata.push(("swarming-server".into(), vm.swarming.clone()));
+    metadata.push((crate::config::SWARMING_SERVER_KEY.into(), vm.swarming.clone()));
     let mut labels = a.label.clone();
     labels.insert(labels::DEPLOYMENT.into(), deployment.into());
     labels.insert(labels::CONFIG.into(), vm.config.clone());

@@ -89,7 +89,8 @@ pub fn keys_from_jwks(json: &[u8]) -> Result<Vec<Key>, String> {
     }
     let set: Jwks = serde_json::from_slice(json).map_err(|e| format!("not a JSON Web Key Set: {e}"))?;
     let mut keys = Vec::new();
-    for k in set.keys.into_iter().filter(|k| k.kty == "RSA") {
+    // A key with no id could only match a token naming none: skipped, as keys of other types.
+    for k in set.keys.into_iter().filter(|k| k.kty == "RSA" && !k.kid.is_empty()) {
         let key = DecodingKey::from_rsa_components(k.n.trim_end_matches('='), k.e.trim_end_matches('='))
             .map_err(|e| format!("key {}: n or e: {e}", k.kid))?;
         if rsa_bits(&key) >= MIN_RSA_BITS {
@@ -225,7 +226,9 @@ mod tests {
     fn keys() -> Vec<Key> {
         // Besides key a: an EC key, and an RSA key of 1024 bits (never trusted).
         let weak = json!({"kty": "RSA", "kid": "weak", "n": B64.encode([0xc5; 128]), "e": "AQAB"});
-        let set = json!({"keys": [jwk(A, "a").unwrap(), {"kty": "EC", "kid": "x"}, weak]});
+        let mut no_kid = jwk(A, "a").unwrap();
+        no_kid["kid"] = json!("");
+        let set = json!({"keys": [jwk(A, "a").unwrap(), {"kty": "EC", "kid": "x"}, weak, no_kid]});
         keys_from_jwks(set.to_string().as_bytes()).unwrap()
     }
 
@@ -241,7 +244,11 @@ mod tests {
             ("4242", "linux-0-abcd", "us-central1-b", "p")
         );
         assert_eq!(id.expires, exp);
-        assert_eq!(keys().iter().map(|k| k.kid.as_str()).collect::<Vec<_>>(), ["a"], "EC and weak skipped");
+        assert_eq!(
+            keys().iter().map(|k| k.kid.as_str()).collect::<Vec<_>>(),
+            ["a"],
+            "EC, weak and unnamed skipped"
+        );
         assert!(keys_from_jwks(br#"{"keys": [{"kty": "RSA", "kid": "k", "n": "!", "e": "AQAB"}]}"#).is_err());
     }
 

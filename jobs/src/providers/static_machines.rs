@@ -55,7 +55,7 @@ pub fn problems(config: &Config, f: &dyn Fn(&str) -> String, out: &mut Vec<Confi
     let mut seen = std::collections::HashSet::new();
     for (i, h) in config.machines.iter().flatten().enumerate() {
         let field = f(&format!("machines[{i}]"));
-        if !valid_hostname(h) {
+        if !crate::config::valid_host(h) {
             out.push(err(field, "must be a lowercase hostname: labels of a-z, 0-9 and '-', dot-separated, at most 253 characters"));
         } else if crate::naming::vm_id_of(h).is_some() {
             out.push(err(
@@ -81,18 +81,6 @@ pub fn taken<'a>(config: &Config, others: impl IntoIterator<Item = &'a Config>) 
         }
     }
     None
-}
-
-/// A lowercase DNS hostname.
-fn valid_hostname(h: &str) -> bool {
-    h.len() <= 253
-        && h.split('.').all(|l| {
-            !l.is_empty()
-                && l.len() <= 63
-                && !l.starts_with('-')
-                && !l.ends_with('-')
-                && l.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
-        })
 }
 
 /// The guard of a static VM's incarnation: the machine is the same from one to the next, so its

@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use crate::model::{
     Backoff, ConfigRecord, Counts, ErrorEntry, FileError, KEEP_ERRORS, Observed, Pause, SUMS, Sums, Vm,
 };
-use crate::ports::store::{CorruptRecord, Expect, Store, StoreError, Versioned, VmIndex};
+use crate::ports::store::{CorruptRecord, Expect, Fence, Store, StoreError, Versioned, VmIndex};
 
 /// Adds `sign` × the counts of `bits` to `sums`.
 fn add(sums: &mut Sums, bits: u8, sign: i64) {
@@ -193,6 +193,25 @@ impl Store for MemoryStore {
         let mut s = self.lock();
         let cur = s.configs.get(&rec.config.prefix);
         if !holds(cur, expect) {
+            return Ok(false);
+        }
+        let version = cur.map_or(1, |c| c.version + 1);
+        s.configs.insert(rec.config.prefix.clone(), Versioned { value: rec.clone(), version });
+        s.corrupt_configs.remove(&rec.config.prefix);
+        Ok(true)
+    }
+
+    async fn put_config_fenced(
+        &self,
+        rec: &ConfigRecord,
+        expect: Expect,
+        fence: &Fence,
+    ) -> Result<bool, StoreError> {
+        let mut s = self.lock();
+        let held =
+            s.claims.get(&fence.key).is_some_and(|(h, until)| *h == fence.holder && *until > Instant::now());
+        let cur = s.configs.get(&rec.config.prefix);
+        if !held || !holds(cur, expect) {
             return Ok(false);
         }
         let version = cur.map_or(1, |c| c.version + 1);

@@ -48,6 +48,12 @@ pub async fn run(ctx: &Ctx, t: CreateInstance) -> Result<Next, TaskError> {
         if ctx.held(&cfg.value, Some(&vm.id)).await?.is_some() {
             return Ok(Next::Done);
         }
+        // No machine is told of a server the settings do not list (a record from before them).
+        if let Err(why) = ctx.trust.server(&vm.swarming) {
+            let msg = format!("VM {} not made: its Swarming {why}", vm.id);
+            ctx.record_once(&vm.config, STAGE, "untrusted", &msg).await?;
+            return Ok(Next::Done);
+        }
     }
     ctx.providers.get(ctx, &vm.provider).await?.create(ctx, cur).await
 }
@@ -123,6 +129,17 @@ mod tests {
         let (ctx, f) = Ctx::test();
         run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap();
         assert!(f.compute.calls().is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_vm_whose_record_names_an_unlisted_server_is_not_made() {
+        let (ctx, f) = Ctx::test();
+        ctx.seed_config("linux", 3).await;
+        ctx.seed_vm("linux-0", |v| v.swarming = "http://127.0.0.1:19999".into()).await;
+        run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap();
+        assert!(f.compute.calls().is_empty(), "no instance is told of the server");
+        let e = &ctx.store.errors("linux").await.unwrap()[0];
+        assert!(e.code == "untrusted" && e.message.contains("not listed"), "{e:?}");
     }
 
     #[tokio::test]

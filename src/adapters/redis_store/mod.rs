@@ -30,7 +30,7 @@ use chrono::{DateTime, Utc};
 use gce_backend_jobs::model::{
     Backoff, ConfigRecord, Counts, ErrorEntry, FileError, KEEP_ERRORS, Observed, Pause, SUMS, Sums, Vm,
 };
-use gce_backend_jobs::ports::store::{CorruptRecord, Expect, Store, StoreError, Versioned, VmIndex};
+use gce_backend_jobs::ports::store::{CorruptRecord, Expect, Fence, Store, StoreError, Versioned, VmIndex};
 use redis::{AsyncCommands, Script};
 
 mod buckets;
@@ -92,6 +92,26 @@ impl Store for RedisStore {
             .arg(&rec.config.prefix)
             .arg(expect(e))
             .arg(json(rec)?)
+            .invoke_async(&mut self.c())
+            .await
+            .map_err(err)?;
+        Ok(v > 0)
+    }
+
+    async fn put_config_fenced(
+        &self,
+        rec: &ConfigRecord,
+        e: Expect,
+        fence: &Fence,
+    ) -> Result<bool, StoreError> {
+        let v: u64 = scripts::PUT_FENCED
+            .key(self.k("cfg"))
+            .key(self.k("cfg:ver"))
+            .key(self.k(&format!("claim:{}", fence.key)))
+            .arg(&rec.config.prefix)
+            .arg(expect(e))
+            .arg(json(rec)?)
+            .arg(&fence.holder)
             .invoke_async(&mut self.c())
             .await
             .map_err(err)?;

@@ -196,6 +196,15 @@ return 0",
     )
 });
 
+/// [`PUT`] of a Config only while a lease is held: KEYS[3] the lease, ARGV[4] its holder.
+pub(super) static PUT_FENCED: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
+    redis::Script::new(concat!(
+        "if redis.call('GET', KEYS[3]) ~= ARGV[4] then return 0 end\n",
+        cas_write!(),
+        "return v"
+    ))
+});
+
 /// KEYS[1]: a lease; ARGV[1]: the holder. Deletes it only while the holder has it.
 pub(super) static RELEASE: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
     redis::Script::new(

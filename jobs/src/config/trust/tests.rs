@@ -142,3 +142,25 @@ fn settings_refuse_overlapping_namespaces_and_no_tenant_means_refused() {
     // The default: the example server and one open tenant.
     assert!(Trust::default().problems(&config("linux", &["web"], "p-123456", 1), []).is_empty());
 }
+
+#[test]
+fn a_group_of_no_tenant_cannot_ride_along_with_a_tenants_group() {
+    let t = trust(&["https://swarm.example.com"], TEAMS).unwrap();
+    // A writer of `x` (no tenant) naming team-a as a co-owner would get team-a's box.
+    let e = t.problems(&config("team-a-x", &["x", "team-a"], "team-a-prod", 1), []);
+    assert_eq!(fields(e.clone()), ["team-a-x.owner"]);
+    assert!(e[0].rule.contains("have no tenant beside tenant team-a's"), "{}", e[0]);
+}
+
+#[test]
+fn a_static_pool_lists_no_machine_of_another_tenant_or_another_configs_vms() {
+    let t = trust(&["https://swarm.example.com"], TEAMS).unwrap();
+    let web = config("linux", &[], "p-123456", 2);
+    let mut lab = config("team-a-lab", &["team-a"], "team-a-prod", 0);
+    lab.machines =
+        Some(vec!["mac-01".into(), "web-0-abcd".into(), "linux-3-wxyz".into(), "team-a-m2".into()]);
+    let e = t.problems(&lab, [&web]);
+    assert_eq!(fields(e.clone()), ["team-a-lab.machines[1]", "team-a-lab.machines[2]"], "{e:?}");
+    assert!(e[0].rule.contains("tenant team-b's namespace web-*"), "{}", e[0]);
+    assert!(e[1].rule.contains("named like the VMs of Config linux"), "{}", e[1]);
+}
