@@ -246,6 +246,14 @@ impl Throttle {
         let message = format!("too many requests {}: try again in {secs}s", by.what());
         let mut res = ApiError::new(StatusCode::TOO_MANY_REQUESTS, message).into_response();
         res.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        // Its body is left unread, so the connection cannot carry another request: say so, or
+        // a client would send its next request on a connection about to close.
+        let h = req.headers();
+        if h.get(header::CONTENT_LENGTH).is_some_and(|v| v != "0")
+            || h.contains_key(header::TRANSFER_ENCODING)
+        {
+            res.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
         res
     }
 
@@ -289,6 +297,18 @@ mod tests {
 
     fn throttle(http: Http) -> Throttle {
         api(http, &clock())
+    }
+
+    #[test]
+    fn a_refused_request_with_a_body_says_its_connection_closes() {
+        let t = throttle(Http::default());
+        let with_body =
+            Request::builder().uri("/x").header("content-length", "5").body(Body::from("hello")).unwrap();
+        let res = t.refuse(By::Register, Duration::from_secs(1), &with_body);
+        assert_eq!(res.headers().get(header::CONNECTION).map(|v| v.to_str().unwrap()), Some("close"));
+        let without = Request::builder().uri("/x").body(Body::empty()).unwrap();
+        let res = t.refuse(By::Address, Duration::from_secs(1), &without);
+        assert!(res.headers().get(header::CONNECTION).is_none(), "a GET keeps its connection");
     }
 
     /// A request for `path` from `from`, with `token` as its bearer.

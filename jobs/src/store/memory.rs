@@ -135,6 +135,18 @@ fn holds<T>(current: Option<&Versioned<T>>, expect: Expect) -> bool {
 }
 
 impl State {
+    /// Writes a Config record if `expect` holds (a corrupt one of its prefix is replaced).
+    fn put_config(&mut self, rec: &ConfigRecord, expect: Expect) -> bool {
+        let cur = self.configs.get(&rec.config.prefix);
+        if !holds(cur, expect) {
+            return false;
+        }
+        let version = cur.map_or(1, |c| c.version + 1);
+        self.configs.insert(rec.config.prefix.clone(), Versioned { value: rec.clone(), version });
+        self.corrupt_configs.remove(&rec.config.prefix);
+        true
+    }
+
     /// Adds `sign` × what a VM counts (`bits`, in `zone`: `""` for none) to its Config's sums and
     /// zone sums.
     fn count(&mut self, config: &str, (bits, zone): &(u8, String), sign: i64) {
@@ -190,34 +202,19 @@ impl Store for MemoryStore {
     }
 
     async fn put_config(&self, rec: &ConfigRecord, expect: Expect) -> Result<bool, StoreError> {
-        let mut s = self.lock();
-        let cur = s.configs.get(&rec.config.prefix);
-        if !holds(cur, expect) {
-            return Ok(false);
-        }
-        let version = cur.map_or(1, |c| c.version + 1);
-        s.configs.insert(rec.config.prefix.clone(), Versioned { value: rec.clone(), version });
-        s.corrupt_configs.remove(&rec.config.prefix);
-        Ok(true)
+        Ok(self.lock().put_config(rec, expect))
     }
 
     async fn put_config_fenced(
         &self,
         rec: &ConfigRecord,
-        expect: Expect,
+        e: Expect,
         fence: &Fence,
     ) -> Result<bool, StoreError> {
         let mut s = self.lock();
         let held =
             s.claims.get(&fence.key).is_some_and(|(h, until)| *h == fence.holder && *until > Instant::now());
-        let cur = s.configs.get(&rec.config.prefix);
-        if !held || !holds(cur, expect) {
-            return Ok(false);
-        }
-        let version = cur.map_or(1, |c| c.version + 1);
-        s.configs.insert(rec.config.prefix.clone(), Versioned { value: rec.clone(), version });
-        s.corrupt_configs.remove(&rec.config.prefix);
-        Ok(true)
+        Ok(held && s.put_config(rec, e))
     }
 
     async fn delete_config(&self, prefix: &str, version: u64) -> Result<bool, StoreError> {
