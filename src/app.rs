@@ -253,6 +253,7 @@ pub async fn start(opts: &RunOptions, settings: Settings) -> anyhow::Result<App>
         None => None,
     };
     let (ctx, sim) = context(opts, &settings).await?;
+    warn_unlisted(&ctx).await;
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let mut tasks = Vec::new();
     let mut api = None;
@@ -337,6 +338,21 @@ async fn cut_off(
     tokio::select! {
         () = serve => {}
         () = cutoff => tracing::warn!("{what}: open connections were dropped at shutdown"),
+    }
+}
+
+/// Says at start, loudly, which Swarming servers stored Configs name that the settings do not
+/// list (an upgrade from before `[swarming] servers`, or a server dropped from the list): such a
+/// Config's bots are not asked about and its VMs not made until the list names the server.
+async fn warn_unlisted(ctx: &Ctx) {
+    let Ok(configs) = ctx.store.configs().await else { return };
+    let unlisted: std::collections::BTreeSet<&str> = configs
+        .iter()
+        .map(|c| c.value.config.swarming.as_str())
+        .filter(|s| ctx.trust.server(s).is_err())
+        .collect();
+    if !unlisted.is_empty() {
+        tracing::error!(servers = ?unlisted, "stored Configs name Swarming servers the settings do not list: none is called and those Configs' VMs are neither made nor looked after until [swarming] servers lists them");
     }
 }
 

@@ -185,3 +185,34 @@ fn json_logs_are_one_object_per_line_with_the_lifecycle_fields() {
     assert_eq!(created["level"], "INFO");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_says_which_stored_configs_name_a_server_the_settings_do_not_list() {
+    use gce_backend_jobs::ports::store::{Expect, Store};
+    let (addr, _sim) = gce_backend::sim::spawn(sim_config()).await.unwrap();
+    let redis = RedisServer::start();
+    // Stored by a build before `[swarming] servers` (or with another list).
+    let store =
+        gce_backend::adapters::redis_store::RedisStore::connect(&redis.url(), "unlisted").await.unwrap();
+    let mut config = gce_backend_jobs::config::Config::parse(&pool("linux", 1, "1d", "10m"), "t").unwrap();
+    config.swarming = "https://chromium-swarm.appspot.com".into();
+    let rec = gce_backend_jobs::model::ConfigRecord { config, ..Default::default() };
+    assert!(store.put_config(&rec, Expect::Absent).await.unwrap());
+    let dir = crate::pipeline::temp_dir();
+    let mut child = Command::new(BIN)
+        .args(["run", "--quiet", "--redis", &redis.url(), "--namespace", "unlisted", "--role", "workers"])
+        .args(["--gce-endpoint", &format!("http://{addr}"), "--settings", &settings_file()])
+        .arg("--configs")
+        .arg(&dir)
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = lines(child.stderr.take().unwrap());
+    let line = wait_for(&err, "do not list");
+    assert!(line.contains("ERROR") && line.contains("https://chromium-swarm.appspot.com"), "{line}");
+    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}
