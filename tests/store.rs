@@ -199,7 +199,13 @@ async fn contract(store: Arc<dyn Store>) {
     assert!(!store.lease("adm", "b", Duration::from_secs(60)).await.unwrap());
     store.release("adm", "b").await.unwrap();
     assert!(!store.lease("adm", "b", Duration::from_secs(60)).await.unwrap(), "not b's to release");
+    assert!(store.renew("adm", "a", Duration::from_secs(60)).await.unwrap());
+    assert!(!store.renew("adm", "b", Duration::from_secs(60)).await.unwrap(), "not b's to renew");
     store.release("adm", "a").await.unwrap();
+    assert!(
+        !store.renew("adm", "a", Duration::from_secs(60)).await.unwrap(),
+        "a lapsed lease is not taken back"
+    );
     assert!(store.lease("adm", "b", Duration::from_secs(60)).await.unwrap(), "released early");
     assert!(!store.claim("adm", Duration::from_secs(60)).await.unwrap(), "a lease is a claim too");
     // A Config write fenced by a lease lands only while its holder holds it.

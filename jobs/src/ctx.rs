@@ -140,7 +140,7 @@ impl Queues {
 pub(crate) const ADMISSION: &str = "config-admission";
 /// How long the admission lease lasts unless renewed: a holder that dies (kill -9, a lost
 /// network) stops blocking admissions after this.
-const ADMISSION_LEASE: Duration = Duration::from_secs(3);
+pub(crate) const ADMISSION_LEASE: Duration = Duration::from_secs(3);
 /// How often a holder renews it while it works.
 const ADMISSION_RENEW: Duration = Duration::from_secs(1);
 /// Longest a caller waits for it.
@@ -225,8 +225,9 @@ impl Ctx {
             tokio::select! {
                 out = &mut work => break out,
                 () = tokio::time::sleep(ADMISSION_RENEW) => {
-                    // A renewal that fails leaves the fence to refuse the write.
-                    let _ = self.store.lease(ADMISSION, &fence.holder, ADMISSION_LEASE).await;
+                    // Renewed only while held: a lapsed lease stays lapsed, and the fence then
+                    // refuses the write.
+                    let _ = self.store.renew(ADMISSION, &fence.holder, ADMISSION_LEASE).await;
                 }
             }
         };

@@ -68,6 +68,7 @@ async fn tenants_keep_their_namespaces_projects_accounts_and_share() {
         prefixes: prefixes.iter().map(|p| (*p).to_owned()).collect(),
         projects: vec!["my-proj".into()],
         service_accounts: vec!["default".into()],
+        machines: Vec::new(),
         max_vms,
     };
     let tenants = BTreeMap::from([

@@ -39,6 +39,8 @@ pub struct Tenant {
     pub projects: Vec<String>,
     /// Service account emails its VMs may run as (`default` is the project's default account).
     pub service_accounts: Vec<String>,
+    /// Hostnames of the existing machines its static pools may list (`machines`).
+    pub machines: Vec<String>,
     /// Most VMs its Configs may ask for together (each counted at its largest amount, weekly
     /// windows included); none: only the service's `max_amount` per Config.
     pub max_vms: Option<u32>,
@@ -48,14 +50,26 @@ impl Tenant {
     /// A tenant that may use anything (the shipped settings' one tenant).
     pub fn open() -> Self {
         let any = vec!["*".to_owned()];
-        Self { prefixes: any.clone(), projects: any.clone(), service_accounts: any, max_vms: None }
+        Self {
+            prefixes: any.clone(),
+            projects: any.clone(),
+            service_accounts: any.clone(),
+            machines: any,
+            max_vms: None,
+        }
     }
 }
 
 impl Default for Tenant {
     /// Nothing allowed until listed.
     fn default() -> Self {
-        Self { prefixes: Vec::new(), projects: Vec::new(), service_accounts: Vec::new(), max_vms: None }
+        Self {
+            prefixes: Vec::new(),
+            projects: Vec::new(),
+            service_accounts: Vec::new(),
+            machines: Vec::new(),
+            max_vms: None,
+        }
     }
 }
 
@@ -180,6 +194,47 @@ pub fn most_vms(c: &Config) -> u32 {
     }
 }
 
+/// Google's public image projects: an image from one of them is no other team's.
+pub const PUBLIC_IMAGE_PROJECTS: &[&str] = &[
+    "centos-cloud",
+    "cos-cloud",
+    "debian-cloud",
+    "fedora-coreos-cloud",
+    "opensuse-cloud",
+    "rhel-cloud",
+    "rhel-sap-cloud",
+    "rocky-linux-cloud",
+    "suse-cloud",
+    "suse-sap-cloud",
+    "ubuntu-os-cloud",
+    "ubuntu-os-pro-cloud",
+    "windows-cloud",
+    "windows-sql-cloud",
+];
+
+/// The resource paths of a Config's instance template, by field.
+fn resources(c: &Config) -> Vec<(String, &str)> {
+    let a = &c.attributes;
+    let mut out = vec![("attributes.machine_type".to_owned(), a.machine_type.as_str())];
+    for (i, d) in a.disk.iter().enumerate() {
+        out.push((format!("attributes.disk[{i}].image"), &d.image));
+        out.push((format!("attributes.disk[{i}].type"), &d.kind));
+    }
+    for (i, n) in a.network_interface.iter().enumerate() {
+        out.push((format!("attributes.network_interface[{i}].network"), &n.network));
+        out.push((format!("attributes.network_interface[{i}].subnetwork"), &n.subnetwork));
+    }
+    out
+}
+
+/// The project a resource path names (`…projects/<p>/…`), if it names one (a path without one
+/// is in the VM's own project).
+fn referenced_project(path: &str) -> Option<&str> {
+    let mut segments = path.split('/');
+    segments.find(|s| *s == "projects")?;
+    segments.next().filter(|p| !p.is_empty())
+}
+
 impl Trust {
     /// Checks the settings' servers and tenants: every server an origin, every pattern well
     /// formed, and no two tenants' namespaces overlapping.
@@ -209,7 +264,12 @@ impl Trust {
                     ));
                 }
             }
-            for (field, list) in [("projects", &t.projects), ("service_accounts", &t.service_accounts)] {
+            let lists = [
+                ("projects", &t.projects),
+                ("service_accounts", &t.service_accounts),
+                ("machines", &t.machines),
+            ];
+            for (field, list) in lists {
                 if let Some(p) = list.iter().find(|p| p.is_empty() || p.trim_end_matches('*').contains('*')) {
                     return Err(format!("tenants.{name}.{field}: {p:?}: exact, or ending in *"));
                 }
@@ -285,20 +345,17 @@ impl Trust {
         }
     }
 
-    /// Why a static machine `host` of tenant `name`'s Config is another's, if it is: it lies in
-    /// another tenant's namespace, or is named like the VMs of another Config (whose bots the
-    /// service would then terminate and delete).
-    fn whose(&self, host: &str, name: &str, others: &[&Config]) -> Option<String> {
-        let namespace = self.tenants.iter().filter(|(n, _)| n.as_str() != name).find_map(|(other, t)| {
-            t.prefixes.iter().find(|pat| pat.as_str() != "*" && fits(pat, host)).map(|pat| (other, pat))
-        });
-        if let Some((other, pat)) = namespace {
-            return Some(format!("lies in tenant {other}'s namespace {pat}"));
+    /// Why tenant `name` may not list the static machine `host`, if it may not: it fits none of
+    /// the tenant's `machines`, or lies in another tenant's namespace (their bots would be
+    /// terminated and deleted).
+    fn not_its_machine(&self, host: &str, name: &str, tenant: &Tenant) -> Option<String> {
+        if !tenant.machines.iter().any(|pat| fits(pat, host)) {
+            return Some(format!("tenant {name} may not list it (machines: {})", tenant.machines.join(", ")));
         }
-        others
-            .iter()
-            .find(|o| !o.is_static() && host.starts_with(&format!("{}-", o.prefix)))
-            .map(|o| format!("is named like the VMs of Config {}", o.prefix))
+        self.tenants.iter().filter(|(n, _)| n.as_str() != name).find_map(|(other, t)| {
+            let pat = t.prefixes.iter().find(|pat| pat.as_str() != "*" && fits(pat, host))?;
+            Some(format!("lies in tenant {other}'s namespace {pat}"))
+        })
     }
 
     /// Every rule of the settings `c` breaks, each naming its field: its Swarming server is
@@ -336,7 +393,7 @@ impl Trust {
             ));
         }
         for (i, h) in c.machines.iter().flatten().enumerate() {
-            if let Some(why) = self.whose(h, name, &others) {
+            if let Some(why) = self.not_its_machine(h, name, tenant) {
                 out.push(err(f(&format!("machines[{i}]")), format!("{h}: {why}")));
             }
         }
@@ -350,6 +407,19 @@ impl Trust {
                         tenant.projects.join(", ")
                     ),
                 ));
+            }
+            // The resources a VM is made from: in the tenant's projects (an image may also come
+            // from a public image project): no other team's network, image or machine type.
+            for (field, path) in resources(c) {
+                let image = field.ends_with(".image");
+                let allowed = |p: &str| {
+                    tenant.projects.iter().any(|pat| fits(pat, p))
+                        || (image && PUBLIC_IMAGE_PROJECTS.contains(&p))
+                };
+                let theirs = referenced_project(path).filter(|p| !allowed(p));
+                if let Some(p) = theirs {
+                    out.push(err(f(&field), format!("names project {p}, which tenant {name} may not use")));
+                }
             }
             for (i, sa) in c.attributes.service_account.iter().enumerate() {
                 if !tenant.service_accounts.iter().any(|pat| fits(pat, &sa.email)) {

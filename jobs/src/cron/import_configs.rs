@@ -293,9 +293,16 @@ async fn apply(
         }
     }
     let expect = cur.map_or(Expect::Absent, |c| Expect::Version(c.version));
-    let written = match ctx.admitting(async |fence| admit(ctx, &rec, expect, fence).await).await? {
-        Ok(written) => written,
-        Err(e) => return Ok(Err(e)),
+    let written = match ctx.admitting(async |fence| admit(ctx, &rec, expect, fence).await).await {
+        Ok(Ok(written)) => written,
+        Ok(Err(e)) => return Ok(Err(e)),
+        // The lease is busy (an API apply asks Compute under it): this file waits for the next
+        // round; the others of this one go on.
+        Err(TaskError::Conflict(why)) => {
+            tracing::debug!(config = %prefix, file = path, why, "admission busy: the next round applies it");
+            return Ok(Ok(0));
+        }
+        Err(e) => return Err(e),
     };
     if !written {
         return Ok(Ok(0)); // changed under us: the next round sees it

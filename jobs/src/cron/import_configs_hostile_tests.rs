@@ -117,6 +117,7 @@ async fn a_file_outside_its_tenants_box_is_refused_and_a_good_one_of_the_tenant_
             prefixes: vec!["team-a-*".into()],
             projects: vec!["test-project".into()],
             service_accounts: vec!["*".into()],
+            machines: Vec::new(),
             max_vms: Some(3),
         },
     )]);

@@ -95,7 +95,14 @@ async fn admit_and_write(
             }
         };
         if !written {
-            continue; // changed under us: read again
+            // The record changed under us (read again), or the lease lapsed (the fence holds
+            // for every try: say so at once).
+            if !ctx.store.renew(&fence.key, &fence.holder, crate::ctx::ADMISSION_LEASE).await? {
+                return Err(OpError::Conflict(
+                    "the admission lease lapsed (the store was slow): try again".into(),
+                ));
+            }
+            continue;
         }
         match &cur {
             None => {

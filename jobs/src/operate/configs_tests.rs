@@ -359,3 +359,23 @@ async fn a_write_whose_lease_was_taken_over_lands_nowhere() {
     assert!(!wrote, "the fence refused the late write");
     assert!(ctx.store.config("linux").await.unwrap().is_none());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_lapsed_lease_is_not_taken_back_by_its_renewal_so_the_late_write_lands_nowhere() {
+    let (ctx, _) = Ctx::test();
+    let rec = crate::model::ConfigRecord { config: config("linux", 1), ..Default::default() };
+    let wrote = ctx
+        .admitting(async |fence| -> Result<bool, TaskError> {
+            // This holder stalls: its lease lapses, another process holds it and gives it back.
+            ctx.store.release(crate::ctx::ADMISSION, &fence.holder).await?;
+            assert!(ctx.store.lease(crate::ctx::ADMISSION, "next", std::time::Duration::from_secs(3)).await?);
+            ctx.store.release(crate::ctx::ADMISSION, "next").await?;
+            // Renewal ticks come and go while it still works.
+            tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+            Ok(ctx.store.put_config_fenced(&rec, crate::ports::store::Expect::Absent, fence).await?)
+        })
+        .await
+        .unwrap();
+    assert!(!wrote, "the renewal did not take the free lease back: the fence refused the write");
+    assert!(ctx.store.config("linux").await.unwrap().is_none());
+}

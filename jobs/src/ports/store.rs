@@ -217,6 +217,9 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Takes `key` for `holder` for `ttl`, or renews it when `holder` has it already; false
     /// while another holds it (a lease: a holder that dies stops holding it after `ttl`).
     async fn lease(&self, key: &str, holder: &str, ttl: std::time::Duration) -> Result<bool, StoreError>;
+    /// Extends `holder`'s lease by `ttl` if it still has it; false once it lapsed (a lapsed
+    /// lease is never taken back this way, even when free: another may have held it since).
+    async fn renew(&self, key: &str, holder: &str, ttl: std::time::Duration) -> Result<bool, StoreError>;
     /// Gives a lease up, if `holder` still has it (a late release never frees the next
     /// holder's).
     async fn release(&self, key: &str, holder: &str) -> Result<(), StoreError>;

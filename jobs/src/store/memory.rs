@@ -495,6 +495,18 @@ impl Store for MemoryStore {
         }
     }
 
+    async fn renew(&self, key: &str, holder: &str, ttl: Duration) -> Result<bool, StoreError> {
+        let mut s = self.lock();
+        let now = Instant::now();
+        match s.claims.get_mut(key) {
+            Some((h, until)) if *h == holder && *until > now => {
+                *until = now + ttl;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
     async fn release(&self, key: &str, holder: &str) -> Result<(), StoreError> {
         let mut s = self.lock();
         if s.claims.get(key).is_some_and(|(h, _)| h == holder) {

@@ -472,6 +472,17 @@ impl Store for RedisStore {
         Ok(taken == 1)
     }
 
+    async fn renew(&self, key: &str, holder: &str, ttl: Duration) -> Result<bool, StoreError> {
+        let renewed: i64 = scripts::RENEW
+            .key(self.k(&format!("claim:{key}")))
+            .arg(holder)
+            .arg(ttl.as_millis().max(1) as u64)
+            .invoke_async(&mut self.c())
+            .await
+            .map_err(err)?;
+        Ok(renewed == 1)
+    }
+
     async fn release(&self, key: &str, holder: &str) -> Result<(), StoreError> {
         scripts::RELEASE
             .key(self.k(&format!("claim:{key}")))

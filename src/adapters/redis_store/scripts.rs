@@ -205,6 +205,19 @@ pub(super) static PUT_FENCED: std::sync::LazyLock<redis::Script> = std::sync::La
     ))
 });
 
+/// KEYS[1]: a lease; ARGV: the holder, the time to live in ms. Extends it only while the holder
+/// has it (never takes a lapsed one back); 1 when extended.
+pub(super) static RENEW: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
+    redis::Script::new(
+        r"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0",
+    )
+});
+
 /// KEYS[1]: a lease; ARGV[1]: the holder. Deletes it only while the holder has it.
 pub(super) static RELEASE: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
     redis::Script::new(

@@ -153,14 +153,43 @@ fn a_group_of_no_tenant_cannot_ride_along_with_a_tenants_group() {
 }
 
 #[test]
-fn a_static_pool_lists_no_machine_of_another_tenant_or_another_configs_vms() {
-    let t = trust(&["https://swarm.example.com"], TEAMS).unwrap();
-    let web = config("linux", &[], "p-123456", 2);
+fn a_static_pool_lists_only_its_tenants_machines_and_none_in_another_namespace() {
+    let t = trust(
+        &["https://swarm.example.com"],
+        &TEAMS.replace("max_vms = 10", "max_vms = 10\nmachines = [\"*\"]"),
+    )
+    .unwrap();
     let mut lab = config("team-a-lab", &["team-a"], "team-a-prod", 0);
-    lab.machines =
-        Some(vec!["mac-01".into(), "web-0-abcd".into(), "linux-3-wxyz".into(), "team-a-m2".into()]);
-    let e = t.problems(&lab, [&web]);
-    assert_eq!(fields(e.clone()), ["team-a-lab.machines[1]", "team-a-lab.machines[2]"], "{e:?}");
+    lab.machines = Some(vec!["mac-01".into(), "web-0-abcd".into(), "linux-3-wxyz".into()]);
+    let e = t.problems(&lab, []);
+    assert_eq!(fields(e.clone()), ["team-a-lab.machines[1]"], "{e:?}");
     assert!(e[0].rule.contains("tenant team-b's namespace web-*"), "{}", e[0]);
-    assert!(e[1].rule.contains("named like the VMs of Config linux"), "{}", e[1]);
+    // A tenant lists no machines unless its settings say which.
+    let mut b = config("web-lab", &["team-b"], "p-123456", 0);
+    b.machines = Some(vec!["mac-01".into()]);
+    let e = t.problems(&b, []);
+    assert_eq!(fields(e.clone()), ["web-lab.machines[0]"]);
+    assert!(e[0].rule.contains("tenant team-b may not list it"), "{}", e[0]);
+}
+
+#[test]
+fn the_resources_a_vm_is_made_from_are_in_its_tenants_projects() {
+    let t = trust(&["https://swarm.example.com"], TEAMS).unwrap();
+    let mut c = config("team-a-ci", &["team-a"], "team-a-ci-7", 1);
+    c.attributes.disk[0].image = "projects/debian-cloud/global/images/family/debian-12".into();
+    c.attributes.network_interface[0].network = "projects/team-a-prod/global/networks/shared".into();
+    assert!(t.problems(&c, []).is_empty(), "public images and its own projects");
+    c.attributes.disk[0].image = "projects/team-b-prod/global/images/private".into();
+    c.attributes.network_interface[0].subnetwork = "projects/team-b-prod/regions/r/subnetworks/s".into();
+    c.attributes.machine_type =
+        "https://www.googleapis.com/compute/v1/projects/team-b-prod/zones/z/machineTypes/x".into();
+    let fields = fields(t.problems(&c, []));
+    assert_eq!(
+        fields,
+        [
+            "team-a-ci.attributes.machine_type",
+            "team-a-ci.attributes.disk[0].image",
+            "team-a-ci.attributes.network_interface[0].subnetwork"
+        ]
+    );
 }

@@ -24,6 +24,22 @@ pub(crate) fn fnv(bytes: &[u8], mut h: u64) -> u64 {
 const LEAVES: &str =
     "leaves the configs directory (through .. or a symbolic link): files are read from it only";
 
+/// `path` with its `.` and `..` resolved as written (no link followed).
+fn lexically(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir if matches!(out.components().next_back(), Some(Component::Normal(_))) => {
+                out.pop();
+            }
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// Reads `path` if it is a regular file of one name under `root`, of at most `max` bytes
 /// (nothing past `max` is read). Refused before opening when its resolved path leaves `root`;
 /// then checked again on the open file (its descriptor's path and metadata), so a link swapped
@@ -31,6 +47,11 @@ const LEAVES: &str =
 pub(super) fn read_confined(root: &Path, path: &Path, max: u64) -> Result<String, String> {
     use std::io::Read as _;
     use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
+    // `..` out of the directory is refused before the filesystem is asked anything, so the
+    // answer never tells whether a file out there exists.
+    if !lexically(path).starts_with(lexically(root)) {
+        return Err(LEAVES.into());
+    }
     let root = root.canonicalize().map_err(|e| format!("the configs directory: {e}"))?;
     let real = path.canonicalize().map_err(|e| format!("cannot read: {e}"))?;
     if !real.starts_with(&root) {
