@@ -49,11 +49,13 @@ pub enum TaskError {
 }
 
 impl TaskError {
-    /// When a call was not sent because its project's rate limit is used up: how long until a
-    /// token is there (the task is looked at again then; not a failure, no attempt counted).
+    /// When a call was held back, not sent — its project's rate limit is used up, or the
+    /// breaker of its project or server is open: how long until it may go (the task is looked
+    /// at again then; not a failure, no attempt counted).
     pub fn throttled(&self) -> Option<std::time::Duration> {
         match self {
-            TaskError::Compute(e) if e.kind == Kind::Throttled => e.retry_after,
+            TaskError::Compute(e) => e.retry_after,
+            TaskError::Bots(e) => e.retry_after,
             _ => None,
         }
     }

@@ -53,17 +53,24 @@ pub struct BotError {
     pub kind: BotErrorKind,
     /// Message (with the gRPC code the server answered, when it did).
     pub message: String,
+    /// Not sent: the server's breaker is open for this much longer (the task is held back until
+    /// then, not failed).
+    pub retry_after: Option<std::time::Duration>,
 }
 
 impl BotError {
     /// The error for gRPC status `code`.
     pub fn grpc(code: u16, message: impl std::fmt::Display) -> Self {
-        Self { kind: BotErrorKind::from_grpc(code), message: format!("code {code}: {message}") }
+        Self {
+            kind: BotErrorKind::from_grpc(code),
+            message: format!("code {code}: {message}"),
+            retry_after: None,
+        }
     }
 
     /// An error of `kind` with no server answer behind it (no connection, a timeout, …).
     pub fn new(kind: BotErrorKind, message: impl Into<String>) -> Self {
-        Self { kind, message: message.into() }
+        Self { kind, message: message.into(), retry_after: None }
     }
 
     /// NOT_FOUND.

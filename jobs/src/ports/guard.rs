@@ -80,6 +80,17 @@ pub enum Refused {
     Timeout(Duration),
 }
 
+impl Refused {
+    /// How long until the breaker lets a call try again, when it is open: a task refused so is
+    /// held back until then (not a failure, no attempt spent).
+    pub fn wait(&self) -> Option<Duration> {
+        match self {
+            Refused::Open(left, _) => Some(*left),
+            Refused::Busy(_) | Refused::Timeout(_) => None,
+        }
+    }
+}
+
 impl std::fmt::Display for Refused {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -163,21 +174,30 @@ impl Guard {
     }
 
     /// Counts a timeout (opening the breaker at `trip_after` in a row) or an answer (closing it).
+    /// Each change of state is logged once: the calls that were in flight when it opened time
+    /// out too, but neither count again nor reopen it.
     fn settle(&self, key: &str, outage: bool) {
         let mut states = self.lock();
         let Some(s) = states.get_mut(key) else { return };
+        let now = Instant::now();
         if !outage {
+            if s.opened > 0 {
+                tracing::info!(remote = key, "circuit closed: calls go through again");
+            }
             s.outages = 0;
             s.opened = 0;
             s.open_until = None;
             return;
         }
+        if s.open_until.is_some_and(|u| u > now) {
+            return;
+        }
         s.outages += 1;
         if s.outages >= self.trip_after {
             let open = self.open_base.saturating_mul(1 << s.opened.min(16)).min(self.open_cap);
-            s.open_until = Some(Instant::now() + open);
+            s.open_until = Some(now + open);
             s.opened += 1;
-            tracing::warn!(remote = key, outages = s.outages, open_for = ?open, "circuit open: calls paused");
+            tracing::warn!(remote = key, outages = s.outages, open_for = ?open, times = s.opened, "circuit open: calls paused");
         }
     }
 
@@ -224,6 +244,29 @@ mod tests {
         let r = g.call("hang", Duration::from_secs(10), async { Ok::<_, ()>(1) }).await;
         assert_eq!(r, Ok(1));
         assert!(g.open_for("hang").is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_calls_in_flight_when_it_opens_open_it_once() {
+        let g = std::sync::Arc::new(guard(10));
+        let calls: Vec<_> = (0..10)
+            .map(|_| {
+                let g = g.clone();
+                tokio::spawn(async move {
+                    g.call("hang", Duration::from_secs(1), std::future::pending::<Result<(), ()>>()).await
+                })
+            })
+            .collect();
+        for c in calls {
+            assert!(matches!(c.await.unwrap(), Err(Err(Refused::Timeout(_)))));
+        }
+        let s = g.lock();
+        assert_eq!((s["hang"].opened, s["hang"].outages), (1, 2), "opened once, by the first two");
+        drop(s);
+        let open = g.open_for("hang").unwrap();
+        assert_eq!(open, Duration::from_secs(10), "the first opening's wait, not doubled by the others");
+        let r = g.call("hang", Duration::from_secs(1), async { Ok::<_, ()>(1) }).await;
+        assert_eq!(r.unwrap_err().unwrap_err().wait(), Some(open), "a refused call says how long to wait");
     }
 
     #[tokio::test(start_paused = true)]

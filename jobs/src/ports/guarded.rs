@@ -87,7 +87,8 @@ impl GuardedBots {
             Ok(e) => e,
             Err(r) => {
                 self.telemetry.call("swarming", method, refusal(&r), None);
-                BotError::new(BotErrorKind::Unavailable, format!("swarming server {server}: {r}"))
+                let e = BotError::new(BotErrorKind::Unavailable, format!("swarming server {server}: {r}"));
+                BotError { retry_after: r.wait(), ..e }
             }
         })
     }
@@ -160,7 +161,7 @@ impl GuardedCompute {
                         "unavailable".into()
                     },
                     message: format!("project {project}: {r}"),
-                    retry_after: None,
+                    retry_after: r.wait(),
                 }
             }
         })
@@ -266,6 +267,9 @@ mod tests {
         }
         let e = bots.get(hang, "b").await.unwrap_err();
         assert!(e.kind == BotErrorKind::Unavailable && e.message.contains("circuit open"), "{e}");
+        // Held back until the breaker lets a call through, not failed.
+        let held = crate::error::TaskError::from(e.clone()).throttled();
+        assert!(held.is_some() && held == e.retry_after, "{e:?}");
         assert_eq!(
             bots.get("https://swarm.example.com", "b").await.unwrap(),
             None,
