@@ -32,6 +32,26 @@ fn run_refuses_a_missing_settings_file_or_configs_directory_naming_the_path() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Starts `gce-backend` with `args`, the shipped settings and the configs directory `configs`
+/// (`RUST_LOG` unset); returns the process and its standard output and error, line by line.
+pub(crate) fn spawn_run(
+    args: &[&str],
+    configs: &std::path::Path,
+) -> (std::process::Child, mpsc::Receiver<String>, mpsc::Receiver<String>) {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .args(["--settings", &settings_file()])
+        .arg("--configs")
+        .arg(configs)
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (out, err) = (lines(child.stdout.take().unwrap()), lines(child.stderr.take().unwrap()));
+    (child, out, err)
+}
+
 /// Sends each line of `r` to the returned channel.
 pub(crate) fn lines(r: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
     let (tx, rx) = mpsc::channel();
@@ -63,18 +83,10 @@ async fn run_waits_for_redis_at_start_and_carries_on_when_it_comes() {
     std::fs::write(dir.join("linux.yaml"), pool("linux", 1, "1d", "10m")).unwrap();
     let mut redis = RedisServer::start();
     redis.kill();
-    let mut child = Command::new(BIN)
-        .args(["run", "--quiet", "--redis", &redis.url(), "--namespace", "startup"])
-        .args(["--listen", "127.0.0.1:0", "--root-url", "http://localhost"])
-        .args(["--gce-endpoint", &format!("http://{addr}"), "--settings", &settings_file()])
-        .arg("--configs")
-        .arg(&dir)
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (out, err) = (lines(child.stdout.take().unwrap()), lines(child.stderr.take().unwrap()));
+    let (gce, url) = (format!("http://{addr}"), redis.url());
+    let args = ["run", "--quiet", "--redis", &url, "--namespace", "startup", "--listen", "127.0.0.1:0"];
+    let (mut child, out, err) =
+        spawn_run(&[&args[..], &["--root-url", "http://localhost", "--gce-endpoint", &gce]].concat(), &dir);
     let warn = wait_for(&err, "Redis is not reachable");
     assert!(warn.contains("WARN") && warn.contains(&redis.url()) && warn.contains("retry_in"), "{warn}");
     assert!(!warn.contains('\u{1b}'), "no colours off a terminal: {warn:?}");
@@ -151,17 +163,8 @@ fn the_api_refuses_a_public_address_without_allow_remote_and_redis_without_a_roo
 fn json_logs_are_one_object_per_line_with_the_lifecycle_fields() {
     let dir = crate::pipeline::temp_dir();
     std::fs::write(dir.join("linux.yaml"), pool("linux", 1, "1d", "10m")).unwrap();
-    let mut child = Command::new(BIN)
-        .args(["--log-format", "json", "run", "--quiet", "--listen", "127.0.0.1:0"])
-        .args(["--settings", &settings_file()])
-        .arg("--configs")
-        .arg(&dir)
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let err = lines(child.stderr.take().unwrap());
+    let (mut child, _out, err) =
+        spawn_run(&["--log-format", "json", "run", "--quiet", "--listen", "127.0.0.1:0"], &dir);
     let mut seen = Vec::new();
     let created = loop {
         let line = err.recv_timeout(Duration::from_secs(60)).expect("a log line");
@@ -199,17 +202,20 @@ async fn run_says_which_stored_configs_name_a_server_the_settings_do_not_list() 
     let rec = gce_backend_jobs::model::ConfigRecord { config, ..Default::default() };
     assert!(store.put_config(&rec, Expect::Absent).await.unwrap());
     let dir = crate::pipeline::temp_dir();
-    let mut child = Command::new(BIN)
-        .args(["run", "--quiet", "--redis", &redis.url(), "--namespace", "unlisted", "--role", "workers"])
-        .args(["--gce-endpoint", &format!("http://{addr}"), "--settings", &settings_file()])
-        .arg("--configs")
-        .arg(&dir)
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let err = lines(child.stderr.take().unwrap());
+    let (gce, url) = (format!("http://{addr}"), redis.url());
+    let args = [
+        "run",
+        "--quiet",
+        "--redis",
+        &url,
+        "--namespace",
+        "unlisted",
+        "--role",
+        "workers",
+        "--gce-endpoint",
+        &gce,
+    ];
+    let (mut child, _out, err) = spawn_run(&args, &dir);
     let line = wait_for(&err, "do not list");
     assert!(line.contains("ERROR") && line.contains("https://chromium-swarm.appspot.com"), "{line}");
     let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();

@@ -2,7 +2,7 @@
 //! seconds, one added is accepted, an expired one is refused by name; `gce-backend run` reads the
 //! file again on SIGHUP (and is not ended by it).
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use gce_backend::api::auth::{Role, TokenEntry, TokenFile};
@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::{ADMIN, READER, TOKENS, entry, tokens_text};
 use crate::pipeline::{Backend, Env, sim_config};
-use crate::startup::{lines, wait_for};
+use crate::startup::{spawn_run, wait_for};
 
 /// `GET path` on `api` with `token`: the status and the body (JSON when it is).
 async fn get(api: &str, path: &str, token: &str) -> (u16, Value) {
@@ -78,20 +78,18 @@ async fn sighup_reads_the_tokens_file_again_and_a_broken_file_keeps_the_tokens_i
     let configs = dir.join("pools");
     std::fs::create_dir_all(&configs).unwrap();
     let path = super::write_tokens(&dir);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_gce-backend"))
-        .args(["run", "--quiet", "--listen", "127.0.0.1:0", "--root-url", "http://localhost"])
-        .arg("--settings")
-        .arg(format!("{}/config/service.toml", env!("CARGO_MANIFEST_DIR")))
-        .arg("--configs")
-        .arg(&configs)
-        .arg("--tokens")
-        .arg(&path)
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (out, err) = (lines(child.stdout.take().unwrap()), lines(child.stderr.take().unwrap()));
+    let path_arg = path.display().to_string();
+    let args = [
+        "run",
+        "--quiet",
+        "--listen",
+        "127.0.0.1:0",
+        "--root-url",
+        "http://localhost",
+        "--tokens",
+        &path_arg,
+    ];
+    let (mut child, out, err) = spawn_run(&args, &configs);
     let listening = wait_for(&out, "listening on ");
     let addr = listening.split("listening on ").nth(1).unwrap().trim_end_matches(')').to_owned();
     let api = format!("http://{addr}");

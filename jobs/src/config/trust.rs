@@ -29,8 +29,9 @@ impl Default for SwarmingServers {
 }
 
 /// What the Configs of one tenant (an owner group) may use. Patterns are exact, or end in `*`
-/// (anything starting with what comes before it); `*` alone allows anything.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// (anything starting with what comes before it); `*` alone allows anything. The default allows
+/// nothing until listed.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Tenant {
     /// Prefixes its Configs may take (its namespace), e.g. `team-a-*`.
@@ -55,19 +56,6 @@ impl Tenant {
             projects: any.clone(),
             service_accounts: any.clone(),
             machines: any,
-            max_vms: None,
-        }
-    }
-}
-
-impl Default for Tenant {
-    /// Nothing allowed until listed.
-    fn default() -> Self {
-        Self {
-            prefixes: Vec::new(),
-            projects: Vec::new(),
-            service_accounts: Vec::new(),
-            machines: Vec::new(),
             max_vms: None,
         }
     }
@@ -290,11 +278,6 @@ impl Trust {
             }
         }
         Ok(Self { servers, tenants: tenants.clone() })
-    }
-
-    /// The origins Configs may name.
-    pub fn servers(&self) -> &[Origin] {
-        &self.servers
     }
 
     /// The listed origin of a server URL, or why it may not be called.

@@ -135,6 +135,11 @@ fn holds<T>(current: Option<&Versioned<T>>, expect: Expect) -> bool {
 }
 
 impl State {
+    /// Whether `holder` holds the lease `key` now.
+    fn holds_lease(&self, key: &str, holder: &str) -> bool {
+        self.claims.get(key).is_some_and(|(h, until)| h == holder && *until > Instant::now())
+    }
+
     /// Writes a Config record if `expect` holds (a corrupt one of its prefix is replaced).
     fn put_config(&mut self, rec: &ConfigRecord, expect: Expect) -> bool {
         let cur = self.configs.get(&rec.config.prefix);
@@ -212,9 +217,7 @@ impl Store for MemoryStore {
         fence: &Fence,
     ) -> Result<bool, StoreError> {
         let mut s = self.lock();
-        let held =
-            s.claims.get(&fence.key).is_some_and(|(h, until)| *h == fence.holder && *until > Instant::now());
-        Ok(held && s.put_config(rec, e))
+        Ok(s.holds_lease(&fence.key, &fence.holder) && s.put_config(rec, e))
     }
 
     async fn delete_config(&self, prefix: &str, version: u64) -> Result<bool, StoreError> {
@@ -497,14 +500,11 @@ impl Store for MemoryStore {
 
     async fn renew(&self, key: &str, holder: &str, ttl: Duration) -> Result<bool, StoreError> {
         let mut s = self.lock();
-        let now = Instant::now();
-        match s.claims.get_mut(key) {
-            Some((h, until)) if *h == holder && *until > now => {
-                *until = now + ttl;
-                Ok(true)
-            }
-            _ => Ok(false),
+        let held = s.holds_lease(key, holder);
+        if held {
+            s.claims.insert(key.to_owned(), (holder.to_owned(), Instant::now() + ttl));
         }
+        Ok(held)
     }
 
     async fn release(&self, key: &str, holder: &str) -> Result<(), StoreError> {

@@ -52,6 +52,47 @@ impl std::fmt::Debug for RedisStore {
     }
 }
 
+impl RedisStore {
+    /// The compare-and-set write of a Config record, fenced by a lease when `fence` is given.
+    async fn write_config(
+        &self,
+        rec: &ConfigRecord,
+        e: Expect,
+        fence: Option<&Fence>,
+    ) -> Result<bool, StoreError> {
+        let script = if fence.is_some() { &*scripts::PUT_FENCED } else { &self.put[0] };
+        let mut call = script.key(self.k("cfg"));
+        call.key(self.k("cfg:ver"));
+        if let Some(f) = fence {
+            call.key(self.k(&format!("claim:{}", f.key)));
+        }
+        call.arg(&rec.config.prefix).arg(expect(e)).arg(json(rec)?);
+        if let Some(f) = fence {
+            call.arg(&f.holder);
+        }
+        let v: u64 = call.invoke_async(&mut self.c()).await.map_err(err)?;
+        Ok(v > 0)
+    }
+
+    /// Takes or renews (as `script` does) the lease `key` for `holder` for `ttl`.
+    async fn lease_step(
+        &self,
+        script: &Script,
+        key: &str,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<bool, StoreError> {
+        let done: i64 = script
+            .key(self.k(&format!("claim:{key}")))
+            .arg(holder)
+            .arg(ttl.as_millis().max(1) as u64)
+            .invoke_async(&mut self.c())
+            .await
+            .map_err(err)?;
+        Ok(done == 1)
+    }
+}
+
 #[async_trait]
 impl Store for RedisStore {
     async fn config(&self, prefix: &str) -> Result<Option<Versioned<ConfigRecord>>, StoreError> {
@@ -86,16 +127,7 @@ impl Store for RedisStore {
     }
 
     async fn put_config(&self, rec: &ConfigRecord, e: Expect) -> Result<bool, StoreError> {
-        let v: u64 = self.put[0]
-            .key(self.k("cfg"))
-            .key(self.k("cfg:ver"))
-            .arg(&rec.config.prefix)
-            .arg(expect(e))
-            .arg(json(rec)?)
-            .invoke_async(&mut self.c())
-            .await
-            .map_err(err)?;
-        Ok(v > 0)
+        self.write_config(rec, e, None).await
     }
 
     async fn put_config_fenced(
@@ -104,18 +136,7 @@ impl Store for RedisStore {
         e: Expect,
         fence: &Fence,
     ) -> Result<bool, StoreError> {
-        let v: u64 = scripts::PUT_FENCED
-            .key(self.k("cfg"))
-            .key(self.k("cfg:ver"))
-            .key(self.k(&format!("claim:{}", fence.key)))
-            .arg(&rec.config.prefix)
-            .arg(expect(e))
-            .arg(json(rec)?)
-            .arg(&fence.holder)
-            .invoke_async(&mut self.c())
-            .await
-            .map_err(err)?;
-        Ok(v > 0)
+        self.write_config(rec, e, Some(fence)).await
     }
 
     async fn delete_config(&self, prefix: &str, version: u64) -> Result<bool, StoreError> {
@@ -462,25 +483,11 @@ impl Store for RedisStore {
     }
 
     async fn lease(&self, key: &str, holder: &str, ttl: Duration) -> Result<bool, StoreError> {
-        let taken: i64 = scripts::LEASE
-            .key(self.k(&format!("claim:{key}")))
-            .arg(holder)
-            .arg(ttl.as_millis().max(1) as u64)
-            .invoke_async(&mut self.c())
-            .await
-            .map_err(err)?;
-        Ok(taken == 1)
+        self.lease_step(&scripts::LEASE, key, holder, ttl).await
     }
 
     async fn renew(&self, key: &str, holder: &str, ttl: Duration) -> Result<bool, StoreError> {
-        let renewed: i64 = scripts::RENEW
-            .key(self.k(&format!("claim:{key}")))
-            .arg(holder)
-            .arg(ttl.as_millis().max(1) as u64)
-            .invoke_async(&mut self.c())
-            .await
-            .map_err(err)?;
-        Ok(renewed == 1)
+        self.lease_step(&scripts::RENEW, key, holder, ttl).await
     }
 
     async fn release(&self, key: &str, holder: &str) -> Result<(), StoreError> {
