@@ -4,14 +4,15 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use gce_backend_jobs::ports::store::{Expect, StoreError, Versioned};
+use gce_backend_jobs::model::ConfigRecord;
+use gce_backend_jobs::ports::store::{Expect, Fence, StoreError, Versioned};
 use redis::Script;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::RedisStore;
 use super::scripts::{COUNT_IN, DELETE, DELETE_VM, PUT, PUT_VM, RECOUNT_ZONES, RESOLVE};
+use super::{RedisStore, scripts};
 
 pub(super) fn err(e: redis::RedisError) -> StoreError {
     match e.code() {
@@ -41,6 +42,45 @@ pub(super) fn lenient<T: DeserializeOwned>(what: &str, s: &str) -> Option<T> {
 }
 
 impl RedisStore {
+    /// The compare-and-set write of a Config record, fenced by a lease when `fence` is given.
+    pub(super) async fn write_config(
+        &self,
+        rec: &ConfigRecord,
+        e: Expect,
+        fence: Option<&Fence>,
+    ) -> Result<bool, StoreError> {
+        let script = if fence.is_some() { &*scripts::PUT_FENCED } else { &self.put[0] };
+        let mut call = script.key(self.k("cfg"));
+        call.key(self.k("cfg:ver"));
+        if let Some(f) = fence {
+            call.key(self.k(&format!("claim:{}", f.key)));
+        }
+        call.arg(&rec.config.prefix).arg(expect(e)).arg(json(rec)?);
+        if let Some(f) = fence {
+            call.arg(&f.holder);
+        }
+        let v: u64 = call.invoke_async(&mut self.c()).await.map_err(err)?;
+        Ok(v > 0)
+    }
+
+    /// Takes or renews (as `script` does) the lease `key` for `holder` for `ttl`.
+    pub(super) async fn lease_step(
+        &self,
+        script: &Script,
+        key: &str,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<bool, StoreError> {
+        let done: i64 = script
+            .key(self.k(&format!("claim:{key}")))
+            .arg(holder)
+            .arg(ttl.as_millis().max(1) as u64)
+            .invoke_async(&mut self.c())
+            .await
+            .map_err(err)?;
+        Ok(done == 1)
+    }
+
     /// Connects to `url` for deployment `namespace`.
     pub async fn connect(url: &str, namespace: &str) -> Result<Self, StoreError> {
         let client = redis::Client::open(url).map_err(|e| StoreError::Unavailable(e.to_string()))?;

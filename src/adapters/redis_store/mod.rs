@@ -52,47 +52,6 @@ impl std::fmt::Debug for RedisStore {
     }
 }
 
-impl RedisStore {
-    /// The compare-and-set write of a Config record, fenced by a lease when `fence` is given.
-    async fn write_config(
-        &self,
-        rec: &ConfigRecord,
-        e: Expect,
-        fence: Option<&Fence>,
-    ) -> Result<bool, StoreError> {
-        let script = if fence.is_some() { &*scripts::PUT_FENCED } else { &self.put[0] };
-        let mut call = script.key(self.k("cfg"));
-        call.key(self.k("cfg:ver"));
-        if let Some(f) = fence {
-            call.key(self.k(&format!("claim:{}", f.key)));
-        }
-        call.arg(&rec.config.prefix).arg(expect(e)).arg(json(rec)?);
-        if let Some(f) = fence {
-            call.arg(&f.holder);
-        }
-        let v: u64 = call.invoke_async(&mut self.c()).await.map_err(err)?;
-        Ok(v > 0)
-    }
-
-    /// Takes or renews (as `script` does) the lease `key` for `holder` for `ttl`.
-    async fn lease_step(
-        &self,
-        script: &Script,
-        key: &str,
-        holder: &str,
-        ttl: Duration,
-    ) -> Result<bool, StoreError> {
-        let done: i64 = script
-            .key(self.k(&format!("claim:{key}")))
-            .arg(holder)
-            .arg(ttl.as_millis().max(1) as u64)
-            .invoke_async(&mut self.c())
-            .await
-            .map_err(err)?;
-        Ok(done == 1)
-    }
-}
-
 #[async_trait]
 impl Store for RedisStore {
     async fn config(&self, prefix: &str) -> Result<Option<Versioned<ConfigRecord>>, StoreError> {
