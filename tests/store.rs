@@ -313,12 +313,16 @@ async fn corrupt(store: Arc<dyn Store>, plant: impl Fn(&str, &str)) {
     assert_eq!(store.vm_ids(VmIndex::OfConfig("linux".into())).await.unwrap(), ["linux-1"]);
     let hosts = store.vms_by_hostname(&["linux-0-abcd".into(), "linux-1-abcd".into()]).await.unwrap();
     assert_eq!(hosts, [None, Some("linux-1".into())], "its hostname no longer maps to it");
-    // A VM index key of the wrong type is an error of that Config only.
+    // A VM index key of the wrong type is an error of that Config only, being healed.
     plant("index", "linux");
     assert!(matches!(
         store.vm_ids(VmIndex::OfConfig("linux".into())).await,
-        Err(gce_backend_jobs::ports::store::StoreError::Corrupt { .. })
+        Err(gce_backend_jobs::ports::store::StoreError::Healing { .. })
     ));
+    assert_eq!(
+        store.heal_requests().await.unwrap(),
+        [gce_backend_jobs::ports::store::Scope::Config("linux".into())]
+    );
     assert!(store.vm_ids(VmIndex::OfConfig("mac".into())).await.unwrap().is_empty());
     // A global pause that does not decode is reported (and read as a pause by the service),
     // and replaced by the next one set.

@@ -48,14 +48,19 @@ pub enum TaskError {
     },
 }
 
+/// How long a task that met an index being rebuilt waits before it looks again.
+pub const HEALING_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 impl TaskError {
-    /// When a call was held back, not sent — its project's rate limit is used up, or the
-    /// breaker of its project or server is open: how long until it may go (the task is looked
+    /// When a call was held back, not sent — its project's rate limit is used up, the breaker
+    /// of its project or server is open, or an index it reads is being rebuilt: how long until it may go (the task is looked
     /// at again then; not a failure, no attempt counted).
     pub fn throttled(&self) -> Option<std::time::Duration> {
         match self {
             TaskError::Compute(e) => e.retry_after,
             TaskError::Bots(e) => e.retry_after,
+            // A derived key being rebuilt: the next count_vms tick rebuilds it.
+            TaskError::Store(crate::ports::store::StoreError::Healing { .. }) => Some(HEALING_WAIT),
             _ => None,
         }
     }

@@ -12,6 +12,7 @@
 //! * [`ctx`]: the context handlers get; [`error`]: their error and its classification.
 //! * [`status`]: the read model operators see (counts, errors, state, file errors).
 //! * [`breaker`]: a Config's circuit breaker (failed VMs in a row stop replacement; canaries).
+//! * [`heal`]: rebuilding indexes and sums from the VM records when they are unusable or wrong.
 //! * [`backoff`]: backoffs of a (project, zone) or a Config after failures to create.
 //! * [`catalog`]: what Compute Engine offers a project (zones, disk types), to check Configs.
 //! * [`providers`]: where machines come from (the contract, Compute Engine, static machines).
@@ -27,6 +28,7 @@ pub mod config;
 pub mod cron;
 pub mod ctx;
 pub mod error;
+pub mod heal;
 pub mod model;
 pub mod naming;
 pub mod operate;

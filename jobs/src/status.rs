@@ -183,19 +183,33 @@ pub async fn report(
     grace: chrono::Duration,
     live: bool,
 ) -> Result<Report, TaskError> {
-    let all = prefixes(store).await?;
+    let all = match prefixes(store).await {
+        Err(TaskError::Store(StoreError::Healing { .. })) => {
+            let mut p: Vec<String> =
+                store.configs().await?.into_iter().map(|c| c.value.config.prefix).collect();
+            p.sort();
+            p // (those with VMs only are back once their index is rebuilt)
+        }
+        other => other?,
+    };
     let wanted = if only.is_empty() { all } else { only.to_vec() };
     let mut configs = Vec::new();
     for p in wanted {
         match status(store, &p, now, grace, live).await {
             Ok(st) => configs.push(st),
             // One broken entity does not hide the others.
-            Err(TaskError::Store(StoreError::Corrupt { key, error, .. })) => configs.push(ConfigStatus {
-                prefix: p,
-                state: ConfigState::Corrupt,
-                corrupt: Some(format!("{key}: {error}")),
-                ..ConfigStatus::default()
-            }),
+            Err(TaskError::Store(e @ (StoreError::Corrupt { .. } | StoreError::Healing { .. }))) => {
+                let why = match e {
+                    StoreError::Corrupt { key, error, .. } => format!("{key}: {error}"),
+                    other => other.to_string().trim_start_matches("store: ").to_owned(),
+                };
+                configs.push(ConfigStatus {
+                    prefix: p,
+                    state: ConfigState::Corrupt,
+                    corrupt: Some(why),
+                    ..ConfigStatus::default()
+                })
+            }
             Err(e) => return Err(e),
         }
     }

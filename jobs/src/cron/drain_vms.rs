@@ -1,6 +1,7 @@
 //! `drain_vms`: VMs whose index is past their Config's amount, or whose Config is gone →
 //! `drain_vm`. The index is read from the VM id, so no VM record is read. A Config whose record
-//! or VM index cannot be read is reported (WARN, its status) and skipped; the others go on.
+//! or VM index cannot be read is reported (WARN, its status) and skipped; the others go on (a VM
+//! index of the wrong type is rebuilt: `heal`).
 
 use crate::tasks::DrainVm;
 
@@ -12,13 +13,19 @@ use crate::ports::store::{StoreError, VmIndex};
 /// Runs once.
 pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
     let mut tasks = Vec::new();
-    for prefix in ctx.store.vm_configs().await? {
+    let read = ctx.store.vm_configs().await;
+    let Some(prefixes) = crate::heal::or_skip(ctx, "drain_vms", None, read).await? else { return Ok(0) };
+    for prefix in prefixes {
         let listed = async {
             let config = ctx.store.config(&prefix).await?.map(|c| c.value);
             Ok::<_, StoreError>((config, ctx.store.vm_ids(VmIndex::OfConfig(prefix.clone())).await?))
         };
         let (config, ids) = match listed.await {
             Ok(v) => v,
+            e @ Err(StoreError::Healing { .. }) => {
+                crate::heal::or_skip(ctx, "drain_vms", Some(&prefix), e).await?;
+                continue;
+            }
             Err(StoreError::Corrupt { key, error, .. }) => {
                 let msg = format!("cannot read {key} ({error}): its VMs are not drained this round");
                 ctx.record_once(&prefix, "drain_vms", "corrupt", &msg).await?;
@@ -53,7 +60,7 @@ mod tests {
         run(&ctx).await.unwrap();
         assert_eq!(ctx.taken::<DrainVm>().await, [DrainVm { id: "mac-1".into() }]);
         let e = &ctx.store.errors("linux").await.unwrap()[0];
-        assert_eq!((e.stage.as_str(), e.code.as_str()), ("drain_vms", "corrupt"));
+        assert_eq!((e.stage.as_str(), e.code.as_str()), ("index", "unreadable"));
         run(&ctx).await.unwrap();
         assert_eq!(ctx.store.errors("linux").await.unwrap().len(), 1, "reported once while it lasts");
     }

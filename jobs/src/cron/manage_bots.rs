@@ -2,7 +2,8 @@
 //! a slow sweep of every VM with an instance, each once per `timing.sweep`, spread evenly over
 //! it (the safety net: a VM's bot is otherwise looked at when its observation changes, when its
 //! deadline or timeout is due, or when something asks). Cost per tick: the due VMs and a
-//! `1/(sweep/tick)` slice of the fleet, whatever its size.
+//! `1/(sweep/tick)` slice of the fleet, whatever its size. An index it cannot read (being rebuilt:
+//! `heal`) skips its part this tick; the other part goes on.
 
 use std::collections::BTreeSet;
 
@@ -37,9 +38,11 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
             .filter(|c| c.value.paused.is_some())
             .map(|c| c.value.config.prefix)
             .collect();
-        let due = ctx.store.vm_ids(VmIndex::DueBy(now)).await?;
+        let due = crate::heal::or_skip(ctx, "manage_bots", None, ctx.store.vm_ids(VmIndex::DueBy(now)).await)
+            .await?;
         ids.extend(
             due.into_iter()
+                .flatten()
                 .filter(|id| crate::naming::parse_id(id).is_none_or(|(prefix, _)| !paused.contains(prefix))),
         );
     }
@@ -47,8 +50,9 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
     let period = ctx.timing.sweep.0.max(60) as i64 * 1000;
     let last = ctx.store.marks(SWEEP).await?.into_iter().find(|(k, _)| k == "manage_bots").map(|(_, t)| t);
     if let Some(from) = last {
-        let swept = ctx.store.vm_ids(VmIndex::Created).await?;
-        ids.extend(swept.into_iter().filter(|id| in_window(place(id, period), from, now, period)));
+        let swept =
+            crate::heal::or_skip(ctx, "manage_bots", None, ctx.store.vm_ids(VmIndex::Created).await).await?;
+        ids.extend(swept.into_iter().flatten().filter(|id| in_window(place(id, period), from, now, period)));
     }
     ctx.store.unmark(SWEEP, "manage_bots").await?;
     ctx.store.mark(SWEEP, "manage_bots", now).await?;
@@ -73,12 +77,15 @@ fn in_window(p: i64, from: DateTime<Utc>, to: DateTime<Utc>, period: i64) -> boo
 }
 
 /// Once per store: VMs written by a build without the deadline index are written again as they
-/// are, which indexes them.
+/// are, which indexes them. (Not while the index of VMs with an instance is being rebuilt: the
+/// next tick does it.)
 async fn index_older_vms(ctx: &Ctx) -> Result<(), TaskError> {
     if ctx.store.marks(MIGRATIONS).await?.iter().any(|(k, _)| k == DEADLINES) {
         return Ok(());
     }
-    for id in ctx.store.vm_ids(VmIndex::Created).await? {
+    let read = ctx.store.vm_ids(VmIndex::Created).await;
+    let Some(created) = crate::heal::or_skip(ctx, "manage_bots", None, read).await? else { return Ok(()) };
+    for id in created {
         if let Some(cur) = ctx.vm(&id).await? {
             // Written since (indexed then) if the version moved on: nothing to do.
             ctx.store.put_vm(&cur.value, Expect::Version(cur.version)).await?;

@@ -25,6 +25,14 @@ pub enum StoreError {
         /// The version of the record, read with it (a repair names it in its compare-and-set).
         version: Option<u64>,
     },
+    /// A derived key (an index or a Config's sums) holds the wrong type: it is flagged and
+    /// rebuilt from the VM records shortly ([`Store::rebuild`]); the caller waits for that (a
+    /// task is looked at again without spending an attempt; a cron job skips what it needs).
+    #[error("store: index {key} cannot be read (wrong type): being rebuilt from the VM records")]
+    Healing {
+        /// The key (`vm:cfg:linux`, `vm:deadline`, `sums:linux`).
+        key: String,
+    },
 }
 
 impl StoreError {
@@ -67,6 +75,47 @@ pub struct Fence {
     pub key: String,
     /// Who must hold it.
     pub holder: String,
+}
+
+/// Which derived keys a rebuild covers.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Scope {
+    /// One Config's: its VM index and sums, and its VMs' entries in the shared indexes.
+    Config(String),
+    /// Every derived key: the shared indexes (VMs with and without an instance, by hostname, by
+    /// deadline, what each VM counts, prefixes with VMs) and every Config's.
+    All,
+}
+
+impl std::fmt::Display for Scope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Scope::Config(p) => write!(f, "Config {p}"),
+            Scope::All => f.write_str("every index"),
+        }
+    }
+}
+
+/// What a rebuild found and did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rebuilt {
+    /// Keys that held the wrong type, dropped and built again.
+    pub replaced: Vec<String>,
+    /// VM records read.
+    pub vms: usize,
+    /// Index entries added or corrected (records whose entries were missing or wrong).
+    pub fixed: usize,
+    /// Entries removed that named a VM without a record.
+    pub stale: usize,
+    /// Configs whose sums disagreed with their VMs (counted again).
+    pub recounted: Vec<String>,
+}
+
+impl Rebuilt {
+    /// Whether the rebuild changed anything (the keys disagreed with the records).
+    pub fn changed(&self) -> bool {
+        !self.replaced.is_empty() || self.fixed > 0 || self.stale > 0 || !self.recounted.is_empty()
+    }
 }
 
 /// What a write expects to find.
@@ -235,4 +284,19 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn global_pause(&self) -> Result<Option<Pause>, StoreError>;
     /// Sets (`Some`) or lifts (`None`) the global pause.
     async fn set_global_pause(&self, pause: Option<&Pause>) -> Result<(), StoreError>;
+    /// What needs a rebuild: scopes flagged by a write or a read that met a derived key of the
+    /// wrong type (a write leaves such a key alone and does the rest), and [`Scope::All`] while
+    /// a shared index holds the wrong type or the shared indexes disagree in size with the VM
+    /// records. Cheap: a few O(1) reads.
+    async fn heal_requests(&self) -> Result<Vec<Scope>, StoreError>;
+    /// Whether a Config's derived keys look sound, cheaply: of the right type, and its VM index
+    /// as large as its sums say (both are written in one transaction, so they only disagree
+    /// after a bad write from outside).
+    async fn derived_sound(&self, prefix: &str) -> Result<bool, StoreError>;
+    /// Rebuilds the derived keys of `scope` from the VM records and clears its flag: a key of
+    /// the wrong type is dropped and built again, missing or wrong entries are written, entries
+    /// naming no VM removed, sums counted again. Fenced: an entry is written only while its VM
+    /// is at the version it was computed from, and a VM written meanwhile keeps the entries its
+    /// own write made, so a rebuild racing writes loses none of them.
+    async fn rebuild(&self, scope: &Scope) -> Result<Rebuilt, StoreError>;
 }

@@ -29,6 +29,25 @@ pub(super) fn err_at(key: &str) -> impl Fn(redis::RedisError) -> StoreError + '_
     }
 }
 
+/// A read of a derived key (`part`, under the deployment's tag) that failed: WRONGTYPE becomes
+/// [`StoreError::Healing`], and the key's scope is flagged for a rebuild (best effort: the next
+/// heal check finds a shared key of the wrong type by itself).
+pub(super) async fn derived(store: &RedisStore, part: &str, e: redis::RedisError) -> StoreError {
+    if e.code() != Some("WRONGTYPE") {
+        return StoreError::Unavailable(e.to_string());
+    }
+    let scope = match part.strip_prefix("vm:cfg:").or_else(|| part.strip_prefix("sums:")) {
+        Some(prefix) => format!("cfg:{prefix}"),
+        None => "*".to_owned(),
+    };
+    let heal = store.k("heal");
+    let flagged: Result<(), _> = redis::pipe().sadd(&heal, &scope).query_async(&mut store.c()).await;
+    if let Err(e) = flagged {
+        tracing::debug!(key = part, error = %e, "could not flag the key for a rebuild");
+    }
+    StoreError::Healing { key: part.to_owned() }
+}
+
 pub(super) fn json<T: Serialize>(v: &T) -> Result<String, StoreError> {
     serde_json::to_string(v).map_err(|e| StoreError::Unavailable(format!("cannot encode: {e}")))
 }
@@ -112,7 +131,9 @@ impl RedisStore {
         self.conn.clone()
     }
 
-    pub(super) fn vm_keys(&self, prefix: &str) -> [String; 12] {
+    /// The keys every VM write touches, in the order of the scripts' KEYS; the last is the heal
+    /// set.
+    pub(super) fn vm_keys(&self, prefix: &str) -> [String; 13] {
         [
             self.k("vm"),
             self.k("vm:ver"),
@@ -126,6 +147,7 @@ impl RedisStore {
             self.k(&format!("sums:{prefix}")),
             self.k("vm:deadline"),
             self.k("vm:zoned"),
+            self.k("heal"),
         ]
     }
 

@@ -21,6 +21,7 @@
 //! | `mark:<space>` | HASH | key → first-seen time |
 //! | `pause` | STRING | the global pause (JSON), while set |
 //! | `bucket:<project>/<class>`, `buckets` | HASH, SET | a rate-limit token bucket (expires after an hour unused); their names |
+//! | `heal` | SET | scopes whose derived keys need a rebuild (`cfg:<prefix>`, `*`: every one), see `heal.rs` |
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
@@ -30,13 +31,16 @@ use chrono::{DateTime, Utc};
 use gce_backend_jobs::model::{
     Backoff, ConfigRecord, Counts, ErrorEntry, FileError, KEEP_ERRORS, Observed, Pause, SUMS, Sums, Vm,
 };
-use gce_backend_jobs::ports::store::{CorruptRecord, Expect, Fence, Store, StoreError, Versioned, VmIndex};
+use gce_backend_jobs::ports::store::{
+    CorruptRecord, Expect, Fence, Rebuilt, Scope, Store, StoreError, Versioned, VmIndex,
+};
 use redis::{AsyncCommands, Script};
 
 mod buckets;
 mod conn;
+mod heal;
 mod scripts;
-use conn::{err, err_at, expect, json, lenient};
+use conn::{derived, err, err_at, expect, json, lenient};
 
 /// The Redis store of one deployment.
 #[derive(Clone)]
@@ -118,6 +122,7 @@ impl Store for RedisStore {
         let keys = self.vm_keys(&vm.config);
         let mut inv = self.put[2].prepare_invoke();
         for k in keys[..7].iter().chain(&keys[8..]) {
+            // (every key but the bot observations)
             inv.key(k);
         }
         inv.arg(&vm.id).arg(expect(e)).arg(json(vm)?).arg(&vm.hostname);
@@ -155,42 +160,49 @@ impl Store for RedisStore {
     }
 
     async fn vm_ids(&self, index: VmIndex) -> Result<Vec<String>, StoreError> {
-        let key = match index {
-            VmIndex::Uncreated => self.k("vm:uncreated"),
-            VmIndex::Created => self.k("vm:created"),
-            VmIndex::OfConfig(p) => self.k(&format!("vm:cfg:{p}")),
+        let part = match index {
+            VmIndex::Uncreated => "vm:uncreated".to_owned(),
+            VmIndex::Created => "vm:created".to_owned(),
+            VmIndex::OfConfig(p) => format!("vm:cfg:{p}"),
             VmIndex::DueBy(t) => {
-                let key = self.k("vm:deadline");
-                let ids: Vec<String> = redis::cmd("ZRANGEBYSCORE")
-                    .arg(&key)
+                let read: Result<Vec<String>, _> = redis::cmd("ZRANGEBYSCORE")
+                    .arg(self.k("vm:deadline"))
                     .arg("-inf")
                     .arg(t.timestamp_millis())
                     .query_async(&mut self.c())
-                    .await
-                    .map_err(err_at(&key))?;
-                return Ok(ids);
+                    .await;
+                return match read {
+                    Ok(ids) => Ok(ids),
+                    Err(e) => Err(derived(self, "vm:deadline", e).await),
+                };
             }
         };
-        let mut ids: Vec<String> = self.c().smembers(&key).await.map_err(err_at(&key))?;
-        ids.sort();
-        Ok(ids)
+        let read: Result<Vec<String>, _> = self.c().smembers(self.k(&part)).await;
+        match read {
+            Ok(mut ids) => {
+                ids.sort();
+                Ok(ids)
+            }
+            Err(e) => Err(derived(self, &part, e).await),
+        }
     }
 
     async fn vms_by_hostname(&self, hostnames: &[String]) -> Result<Vec<Option<String>>, StoreError> {
         if hostnames.is_empty() {
             return Ok(Vec::new());
         }
-        redis::cmd("HMGET")
-            .arg(self.k("vm:host"))
-            .arg(hostnames)
-            .query_async(&mut self.c())
-            .await
-            .map_err(err)
+        let read = redis::cmd("HMGET").arg(self.k("vm:host")).arg(hostnames).query_async(&mut self.c()).await;
+        match read {
+            Ok(ids) => Ok(ids),
+            Err(e) => Err(derived(self, "vm:host", e).await),
+        }
     }
 
     async fn vm_configs(&self) -> Result<Vec<String>, StoreError> {
-        let key = self.k("vm:cfgs");
-        self.c().smembers(&key).await.map_err(err_at(&key))
+        match self.c().smembers(self.k("vm:cfgs")).await {
+            Ok(p) => Ok(p),
+            Err(e) => Err(derived(self, "vm:cfgs", e).await),
+        }
     }
 
     async fn put_bots(&self, bots: &[Observed]) -> Result<(), StoreError> {
@@ -305,15 +317,19 @@ impl Store for RedisStore {
         let v = &vm.value;
         let mut inv = self.put[5].prepare_invoke();
         inv.key(self.k("vm:ver")).key(self.k("vm:counted")).key(self.k(&format!("sums:{}", v.config)));
-        inv.key(self.k("vm:zoned"));
+        inv.key(self.k("vm:zoned")).key(self.k("heal"));
         inv.arg(&v.id).arg(vm.version).arg(v.counted()).arg(SUMS).arg(zoned(v));
+        inv.arg(format!("cfg:{}", v.config));
         let _: u64 = inv.invoke_async(&mut self.c()).await.map_err(err)?;
         Ok(())
     }
 
     async fn zone_sums(&self, prefix: &str) -> Result<Option<(Sums, BTreeMap<String, Sums>)>, StoreError> {
-        let key = self.k(&format!("sums:{prefix}"));
-        let raw: HashMap<String, i64> = self.c().hgetall(&key).await.map_err(err)?;
+        let part = format!("sums:{prefix}");
+        let raw: HashMap<String, i64> = match self.c().hgetall(self.k(&part)).await {
+            Ok(raw) => raw,
+            Err(e) => return Err(derived(self, &part, e).await),
+        };
         if !raw.contains_key("complete") {
             return Ok(None);
         }
@@ -335,12 +351,13 @@ impl Store for RedisStore {
 
     async fn recount_zones(&self, prefix: &str) -> Result<(), StoreError> {
         let keys = self.vm_keys(prefix);
-        // vm, cfg set, counted, zoned, sums.
+        // vm, cfg set, counted, zoned, sums, heal.
         let mut inv = self.put[6].prepare_invoke();
-        for i in [0, 6, 8, 11, 9] {
+        for i in [0, 6, 8, 11, 9, 12] {
             inv.key(&keys[i]);
         }
-        let _: u64 = inv.arg(SUMS).invoke_async(&mut self.c()).await.map_err(err)?;
+        inv.arg(SUMS).arg(format!("cfg:{prefix}"));
+        let _: u64 = inv.invoke_async(&mut self.c()).await.map_err(err)?;
         Ok(())
     }
 
@@ -495,6 +512,18 @@ impl Store for RedisStore {
             Some(p) => self.c().set(self.k("pause"), json(p)?).await.map_err(err),
             None => self.c().del(self.k("pause")).await.map_err(err),
         }
+    }
+
+    async fn heal_requests(&self) -> Result<Vec<Scope>, StoreError> {
+        self.heal_scopes().await
+    }
+
+    async fn derived_sound(&self, prefix: &str) -> Result<bool, StoreError> {
+        self.sound(prefix).await
+    }
+
+    async fn rebuild(&self, scope: &Scope) -> Result<Rebuilt, StoreError> {
+        self.rebuild_scope(scope).await
     }
 }
 

@@ -1,6 +1,6 @@
 //! The Lua scripts of the Redis store: compare-and-set writes and deletes of records and VMs
-//! with their indexes and their Configs' sums (totals and per zone), and resolving a Config's
-//! errors, and leases.
+//! with their indexes and their Configs' sums (totals and per zone), resolving a Config's errors,
+//! and leases. (The rebuild of derived keys has its own: `heal.rs`.)
 
 /// The compare-and-set of every write: KEYS[1] records, KEYS[2] versions; ARGV[1] field,
 /// ARGV[2] expected version ('' = absent), ARGV[3] JSON. Leaves the new version in `v`.
@@ -43,6 +43,27 @@ end
     };
 }
 
+/// `usable(k, t, scope)`: whether key `k` holds type `t` (or nothing); a derived key of another
+/// type is left alone and `scope` (`cfg:<prefix>`, or `*` for a shared index) flagged in the
+/// heal set, the last of KEYS, for a rebuild (`heal.rs`), so a write still does the rest.
+macro_rules! guard {
+    () => {
+        r"
+local function flag(scope)
+  local heal = KEYS[#KEYS]
+  if redis.call('TYPE', heal).ok ~= 'set' then redis.call('DEL', heal) end
+  redis.call('SADD', heal, scope)
+end
+local function usable(k, t, scope)
+  local have = redis.call('TYPE', k).ok
+  if have == t or have == 'none' then return true end
+  flag(scope)
+  return false
+end
+"
+    };
+}
+
 /// CAS write of a record.
 pub(super) const PUT: &str = concat!(cas_write!(), "return v");
 
@@ -54,81 +75,114 @@ redis.call('HDEL', KEYS[2], ARGV[1])
 return 1";
 
 /// CAS write of a VM with its indexes and its Config's sums. KEYS vm, ver, uncreated, created,
-/// host, cfgs, cfg set, counted, sums, deadlines, zoned; ARGV id, expected version, JSON,
+/// host, cfgs, cfg set, counted, sums, deadlines, zoned, heal; ARGV id, expected version, JSON,
 /// hostname, created (1/0), prefix, what it counts (bits), how many sums, deadline (ms, '' without
 /// one), what it counts in its zone (`bits@zone`). `vm:counted` holds bits only, as builds before
 /// zone sums wrote it, so such a build still runs against the same Redis (the zone sums it leaves
-/// behind are counted again: `RECOUNT_ZONES`).
+/// behind are counted again: `RECOUNT_ZONES`). A derived key of the wrong type is skipped and
+/// flagged (`guard`): the record is written all the same.
 pub(super) const PUT_VM: &str = concat!(
     shift!(),
+    guard!(),
     cas_write!(),
     r"
+local cs = 'cfg:' .. ARGV[6]
 local n = tonumber(ARGV[8])
-local old, new = tonumber(redis.call('HGET', KEYS[8], ARGV[1]) or '0'), tonumber(ARGV[7])
-if old ~= new then
-  shift(KEYS[9], '', old, '', new, n)
-  redis.call('HSET', KEYS[8], ARGV[1], new)
+local sums = usable(KEYS[9], 'hash', cs)
+if usable(KEYS[8], 'hash', '*') then
+  local old, new = tonumber(redis.call('HGET', KEYS[8], ARGV[1]) or '0'), tonumber(ARGV[7])
+  if old ~= new then
+    if sums then shift(KEYS[9], '', old, '', new, n) end
+    redis.call('HSET', KEYS[8], ARGV[1], new)
+  end
 end
-local zo = redis.call('HGET', KEYS[11], ARGV[1])
-if zo ~= ARGV[10] then
-  local ob, op = zoned(zo)
-  local nb, np = zoned(ARGV[10])
-  shift(KEYS[9], op, ob, np, nb, n)
-  redis.call('HSET', KEYS[11], ARGV[1], ARGV[10])
+if usable(KEYS[11], 'hash', '*') then
+  local zo = redis.call('HGET', KEYS[11], ARGV[1])
+  if zo ~= ARGV[10] then
+    local ob, op = zoned(zo)
+    local nb, np = zoned(ARGV[10])
+    if sums then shift(KEYS[9], op, ob, np, nb, n) end
+    redis.call('HSET', KEYS[11], ARGV[1], ARGV[10])
+  end
 end
-if ARGV[5] == '1' then
-  redis.call('SREM', KEYS[3], ARGV[1]); redis.call('SADD', KEYS[4], ARGV[1])
-else
-  redis.call('SREM', KEYS[4], ARGV[1]); redis.call('SADD', KEYS[3], ARGV[1])
+local made = ARGV[5] == '1'
+if usable(KEYS[3], 'set', '*') then
+  if made then redis.call('SREM', KEYS[3], ARGV[1]) else redis.call('SADD', KEYS[3], ARGV[1]) end
 end
-redis.call('HSET', KEYS[5], ARGV[4], ARGV[1])
-redis.call('SADD', KEYS[7], ARGV[1])
-redis.call('SADD', KEYS[6], ARGV[6])
-if ARGV[9] == '' then redis.call('ZREM', KEYS[10], ARGV[1]) else redis.call('ZADD', KEYS[10], ARGV[9], ARGV[1]) end
+if usable(KEYS[4], 'set', '*') then
+  if made then redis.call('SADD', KEYS[4], ARGV[1]) else redis.call('SREM', KEYS[4], ARGV[1]) end
+end
+if usable(KEYS[5], 'hash', '*') then redis.call('HSET', KEYS[5], ARGV[4], ARGV[1]) end
+if usable(KEYS[7], 'set', cs) then redis.call('SADD', KEYS[7], ARGV[1]) end
+if usable(KEYS[6], 'set', '*') then redis.call('SADD', KEYS[6], ARGV[6]) end
+if usable(KEYS[10], 'zset', '*') then
+  if ARGV[9] == '' then redis.call('ZREM', KEYS[10], ARGV[1]) else redis.call('ZADD', KEYS[10], ARGV[9], ARGV[1]) end
+end
 return v"
 );
 
 /// CAS delete of a VM with its indexes, bot observation and its part of its Config's sums. KEYS
-/// vm, ver, uncreated, created, host, cfgs, cfg set, bots, counted, sums, deadlines, zoned; ARGV
-/// id, version, hostname, prefix, how many sums.
+/// vm, ver, uncreated, created, host, cfgs, cfg set, bots, counted, sums, deadlines, zoned, heal;
+/// ARGV id, version, hostname, prefix, how many sums. A derived key of the wrong type is skipped
+/// and flagged (`guard`).
 pub(super) const DELETE_VM: &str = concat!(
     shift!(),
+    guard!(),
     r"
 if (redis.call('HGET', KEYS[2], ARGV[1]) or '0') ~= ARGV[2] then return 0 end
+local cs = 'cfg:' .. ARGV[4]
 local n = tonumber(ARGV[5])
-shift(KEYS[10], '', tonumber(redis.call('HGET', KEYS[9], ARGV[1]) or '0'), '', 0, n)
-redis.call('HDEL', KEYS[9], ARGV[1])
-local zo = redis.call('HGET', KEYS[12], ARGV[1])
-if zo then
-  local ob, op = zoned(zo)
-  shift(KEYS[10], op, ob, op, 0, n)
-  redis.call('HDEL', KEYS[12], ARGV[1])
+local sums = usable(KEYS[10], 'hash', cs)
+if usable(KEYS[9], 'hash', '*') then
+  if sums then shift(KEYS[10], '', tonumber(redis.call('HGET', KEYS[9], ARGV[1]) or '0'), '', 0, n) end
+  redis.call('HDEL', KEYS[9], ARGV[1])
+end
+if usable(KEYS[12], 'hash', '*') then
+  local zo = redis.call('HGET', KEYS[12], ARGV[1])
+  if zo then
+    local ob, op = zoned(zo)
+    if sums then shift(KEYS[10], op, ob, op, 0, n) end
+    redis.call('HDEL', KEYS[12], ARGV[1])
+  end
 end
 redis.call('HDEL', KEYS[1], ARGV[1]); redis.call('HDEL', KEYS[2], ARGV[1])
-redis.call('SREM', KEYS[3], ARGV[1]); redis.call('SREM', KEYS[4], ARGV[1])
-redis.call('SREM', KEYS[7], ARGV[1])
-redis.call('ZREM', KEYS[11], ARGV[1])
-if redis.call('SCARD', KEYS[7]) == 0 then redis.call('SREM', KEYS[6], ARGV[4]) end
+if usable(KEYS[3], 'set', '*') then redis.call('SREM', KEYS[3], ARGV[1]) end
+if usable(KEYS[4], 'set', '*') then redis.call('SREM', KEYS[4], ARGV[1]) end
+if usable(KEYS[11], 'zset', '*') then redis.call('ZREM', KEYS[11], ARGV[1]) end
+if usable(KEYS[7], 'set', cs) then
+  redis.call('SREM', KEYS[7], ARGV[1])
+  if redis.call('SCARD', KEYS[7]) == 0 and usable(KEYS[6], 'set', '*') then redis.call('SREM', KEYS[6], ARGV[4]) end
+end
+local host, bots = usable(KEYS[5], 'hash', '*'), usable(KEYS[8], 'hash', '*')
 if ARGV[3] == '' then
   -- A corrupt record: its hostname is unknown, so find its entries (rare: one scan).
-  local all = redis.call('HGETALL', KEYS[5])
-  for i = 1, #all, 2 do
-    if all[i + 1] == ARGV[1] then redis.call('HDEL', KEYS[5], all[i]); redis.call('HDEL', KEYS[8], all[i]) end
+  if host then
+    local all = redis.call('HGETALL', KEYS[5])
+    for i = 1, #all, 2 do
+      if all[i + 1] == ARGV[1] then
+        redis.call('HDEL', KEYS[5], all[i])
+        if bots then redis.call('HDEL', KEYS[8], all[i]) end
+      end
+    end
   end
-elseif redis.call('HGET', KEYS[5], ARGV[3]) == ARGV[1] then
-  redis.call('HDEL', KEYS[5], ARGV[3])
+else
+  if host and redis.call('HGET', KEYS[5], ARGV[3]) == ARGV[1] then redis.call('HDEL', KEYS[5], ARGV[3]) end
+  if bots then redis.call('HDEL', KEYS[8], ARGV[3]) end
 end
-redis.call('HDEL', KEYS[8], ARGV[3])
 return 1"
 );
 
 /// Counts in a VM written before sums (or zone sums) were kept, unless counted already or written
-/// since. KEYS ver, counted, sums, zoned; ARGV id, version, what it counts (bits), how many sums,
-/// what it counts in its zone (`bits@zone`).
+/// since. KEYS ver, counted, sums, zoned, heal; ARGV id, version, what it counts (bits), how many
+/// sums, what it counts in its zone (`bits@zone`), the Config's heal scope (`cfg:<prefix>`).
+/// Nothing is counted while a key holds the wrong type (flagged: the rebuild counts it).
 pub(super) const COUNT_IN: &str = concat!(
     shift!(),
+    guard!(),
     r"
 if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
+local sums, counted, zoned_ok = usable(KEYS[3], 'hash', ARGV[6]), usable(KEYS[2], 'hash', '*'), usable(KEYS[4], 'hash', '*')
+if not (sums and counted and zoned_ok) then return 0 end
 local n = tonumber(ARGV[4])
 if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 0 then
   shift(KEYS[3], '', 0, '', tonumber(ARGV[3]), n)
@@ -146,10 +200,15 @@ return 1"
 /// before zone sums were kept, or written by a build that keeps none): every `<zone>/i` field
 /// dropped, then each VM of the Config counted in its zone (read from its record; a record that
 /// does not decode, in zone '') with the bits its totals count. KEYS vm, cfg set, counted,
-/// zoned, sums; ARGV how many sums. O(VMs of the Config), atomic.
+/// zoned, sums, heal; ARGV how many sums, the Config's heal scope. O(VMs of the Config), atomic;
+/// nothing while a key holds the wrong type (flagged: the rebuild counts them all).
 pub(super) const RECOUNT_ZONES: &str = concat!(
     shift!(),
+    guard!(),
     r"
+local a, b = usable(KEYS[2], 'set', ARGV[2]), usable(KEYS[5], 'hash', ARGV[2])
+local c, d = usable(KEYS[3], 'hash', '*'), usable(KEYS[4], 'hash', '*')
+if not (a and b and c and d) then return 0 end
 local n = tonumber(ARGV[1])
 for _, f in ipairs(redis.call('HKEYS', KEYS[5])) do
   if string.find(f, '/', 1, true) then redis.call('HDEL', KEYS[5], f) end

@@ -12,7 +12,11 @@ use tokio::time::Instant;
 use crate::model::{
     Backoff, ConfigRecord, Counts, ErrorEntry, FileError, KEEP_ERRORS, Observed, Pause, SUMS, Sums, Vm,
 };
-use crate::ports::store::{CorruptRecord, Expect, Fence, Store, StoreError, Versioned, VmIndex};
+use crate::ports::store::{
+    CorruptRecord, Expect, Fence, Rebuilt, Scope, Store, StoreError, Versioned, VmIndex,
+};
+
+mod heal;
 
 /// Adds `sign` × the counts of `bits` to `sums`.
 fn add(sums: &mut Sums, bits: u8, sign: i64) {
@@ -50,8 +54,9 @@ struct State {
     /// raw overwrite in Redis leaves them.
     corrupt_configs: BTreeMap<String, String>,
     corrupt_vms: BTreeMap<String, String>,
-    /// Index keys planted with the wrong type (tests).
-    broken_indexes: BTreeSet<String>,
+    /// Derived keys planted with the wrong type (tests): `vm:cfg:<prefix>`, `sums:<prefix>`,
+    /// `vm:deadline`, …; their reads fail until a rebuild (`heal.rs`).
+    broken: BTreeSet<String>,
     backoffs: HashMap<(String, String), Backoff>,
     claims: HashMap<String, (String, Instant)>,
     marks: HashMap<String, HashMap<String, DateTime<Utc>>>,
@@ -99,7 +104,7 @@ impl MemoryStore {
     /// Makes the VM index of a Config a key of the wrong type.
     #[cfg(any(test, feature = "testing"))]
     pub fn plant_broken_index(&self, prefix: &str) {
-        self.lock().broken_indexes.insert(prefix.to_owned());
+        self.plant_broken_key(&format!("vm:cfg:{prefix}"));
     }
 
     /// Empties the deadline index, as VMs written by a build without it left it (tests).
@@ -291,18 +296,19 @@ impl Store for MemoryStore {
     async fn vm_ids(&self, index: VmIndex) -> Result<Vec<String>, StoreError> {
         let s = self.lock();
         Ok(match index {
-            VmIndex::Uncreated => s.uncreated.iter().cloned().collect(),
-            VmIndex::Created => s.created.iter().cloned().collect(),
+            VmIndex::Uncreated => {
+                s.healing("vm:uncreated").map(|()| s.uncreated.iter().cloned().collect())?
+            }
+            VmIndex::Created => s.healing("vm:created").map(|()| s.created.iter().cloned().collect())?,
             VmIndex::DueBy(t) => {
+                s.healing("vm:deadline")?;
                 let mut due: Vec<(&DateTime<Utc>, &String)> =
                     s.deadlines.iter().filter(|(_, d)| **d <= t).map(|(id, d)| (d, id)).collect();
                 due.sort();
                 return Ok(due.into_iter().map(|(_, id)| id.clone()).collect());
             }
-            VmIndex::OfConfig(p) if s.broken_indexes.contains(&p) => {
-                return Err(StoreError::corrupt(format!("vm:cfg:{p}"), "WRONGTYPE"));
-            }
             VmIndex::OfConfig(p) => {
+                s.healing(&format!("vm:cfg:{p}"))?;
                 s.by_config.get(&p).map(|v| v.iter().cloned().collect()).unwrap_or_default()
             }
         })
@@ -310,11 +316,14 @@ impl Store for MemoryStore {
 
     async fn vms_by_hostname(&self, hostnames: &[String]) -> Result<Vec<Option<String>>, StoreError> {
         let s = self.lock();
+        s.healing("vm:host")?;
         Ok(hostnames.iter().map(|h| s.by_host.get(h).cloned()).collect())
     }
 
     async fn vm_configs(&self) -> Result<Vec<String>, StoreError> {
-        Ok(self.lock().by_config.iter().filter(|(_, v)| !v.is_empty()).map(|(k, _)| k.clone()).collect())
+        let s = self.lock();
+        s.healing("vm:cfgs")?;
+        Ok(s.by_config.iter().filter(|(_, v)| !v.is_empty()).map(|(k, _)| k.clone()).collect())
     }
 
     async fn put_bots(&self, bots: &[Observed]) -> Result<(), StoreError> {
@@ -395,7 +404,9 @@ impl Store for MemoryStore {
     }
 
     async fn sums(&self, prefix: &str) -> Result<Option<Sums>, StoreError> {
-        Ok(self.lock().sums.get(prefix).filter(|(_, complete)| *complete).map(|(s, _)| *s))
+        let s = self.lock();
+        s.healing(&format!("sums:{prefix}"))?;
+        Ok(s.sums.get(prefix).filter(|(_, complete)| *complete).map(|(s, _)| *s))
     }
 
     async fn count_in(&self, vm: &Versioned<Vm>) -> Result<(), StoreError> {
@@ -412,6 +423,7 @@ impl Store for MemoryStore {
 
     async fn zone_sums(&self, prefix: &str) -> Result<Option<(Sums, BTreeMap<String, Sums>)>, StoreError> {
         let s = self.lock();
+        s.healing(&format!("sums:{prefix}"))?;
         let Some((totals, true)) = s.sums.get(prefix) else { return Ok(None) };
         Ok(Some((*totals, s.zone_sums.get(prefix).cloned().unwrap_or_default())))
     }
@@ -548,5 +560,18 @@ impl Store for MemoryStore {
         s.pause = pause.cloned();
         s.corrupt_pause = false;
         Ok(())
+    }
+
+    async fn heal_requests(&self) -> Result<Vec<Scope>, StoreError> {
+        Ok(self.lock().heal_scopes())
+    }
+
+    async fn derived_sound(&self, prefix: &str) -> Result<bool, StoreError> {
+        let s = self.lock();
+        Ok(s.healing(&format!("vm:cfg:{prefix}")).and(s.healing(&format!("sums:{prefix}"))).is_ok())
+    }
+
+    async fn rebuild(&self, scope: &Scope) -> Result<Rebuilt, StoreError> {
+        Ok(self.lock().rebuild(scope))
     }
 }
