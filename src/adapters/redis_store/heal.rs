@@ -133,8 +133,8 @@ return records",
 
 /// KEYS vm:ver, vm:cfg:<prefix>, uncreated, created, deadlines, counted, zoned, sums:<prefix>,
 /// cfgs; ARGV prefix, how many sums. Drops the Config's members naming no record (and their
-/// shared entries), then counts its sums again from what each member counts. Returns {members
-/// dropped, 1 if the sums differed}.
+/// shared entries), then counts its sums again from what each member counts (none left: no sums,
+/// as for a Config never counted). Returns {members dropped, 1 if the sums differed}.
 static FINISH: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
@@ -171,9 +171,13 @@ for i = 1, #cur, 2 do
 end
 for f, v in pairs(fresh) do if not seen[f] then differ = 1 end end
 redis.call('DEL', KEYS[8])
-for f, v in pairs(fresh) do redis.call('HSET', KEYS[8], f, v) end
-redis.call('HSET', KEYS[8], 'complete', 1)
-if #live == 0 then redis.call('SREM', KEYS[9], ARGV[1]) else redis.call('SADD', KEYS[9], ARGV[1]) end
+if #live == 0 then
+  redis.call('SREM', KEYS[9], ARGV[1])
+else
+  for f, v in pairs(fresh) do redis.call('HSET', KEYS[8], f, v) end
+  redis.call('HSET', KEYS[8], 'complete', 1)
+  redis.call('SADD', KEYS[9], ARGV[1])
+end
 return {stale, differ}",
     )
 });
