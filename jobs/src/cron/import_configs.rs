@@ -113,7 +113,8 @@ async fn stored(
         // Its amount is unknown: keep every VM it has (the highest index + 1) until its file
         // is applied and expansion clamps it, so nothing is drained by mistake meanwhile.
         // (Not while its VM index cannot be read: `kept` would be 0 and drain them all.)
-        let Ok(ids) = ctx.store.vm_ids(VmIndex::OfConfig(c.key.clone())).await else { continue };
+        let read = ctx.store.vm_ids(VmIndex::OfConfig(c.key.clone())).await;
+        let Some(ids) = crate::heal::or_skip(ctx, STAGE, Some(&c.key), read).await? else { continue };
         let kept = ids.iter().filter_map(|id| parse_id(id)).map(|(_, i)| i + 1).max().unwrap_or(0);
         let value = ConfigRecord {
             config,
