@@ -12,17 +12,19 @@ use gce_backend_queues::testing::eventually;
 use crate::pipeline::pool;
 use crate::procs::Procs;
 
-/// How long Compute stays silent: long enough that, with calls counted as failures, the tasks
-/// behind them would spend their 5 attempts many times over (each breaker cycle below is at
-/// most 6 s: open for up to 4 s, then a 2 s timeout). `scripts/chaos --bad-input` runs 90 s.
+/// How long Compute stays silent: long enough that, were the timeouts of calls let through
+/// while the breaker is open counted as failures, the tasks behind them would spend their 5
+/// attempts (a breaker cycle below is 3 s: open for 1 s, then a 2 s timeout; the same test with
+/// them counted made dead tasks). `scripts/chaos --bad-input` runs 90 s.
 const OUTAGE: Duration = Duration::from_secs(45);
 
 /// Breaker and timings for a short test: Compute calls time out after 2 s, three in a row open
-/// the breaker for 1 s doubling to 4 s; the reconcile timings are the pipeline tests' ones.
+/// the breaker for 1 s (not doubling, so it is tried often); the reconcile timings are the
+/// pipeline tests' ones.
 const SETTINGS: &str = r#"[isolation]
 trip_after = 3
 open_base = "1s"
-open_cap = "4s"
+open_cap = "1s"
 compute_timeout = "2s"
 [timing]
 watch = "1s"
