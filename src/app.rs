@@ -225,6 +225,7 @@ pub async fn context(
         deployment: settings.deployment.clone(),
         configs_dir: opts.configs.clone(),
         telemetry,
+        episodes: Arc::default(),
     };
     // Each provider once, before work starts (a failure is logged; its calls try again).
     ctx.providers.setup_all(&ctx).await;

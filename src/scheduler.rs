@@ -3,7 +3,7 @@
 //! Redis; the fan-outs themselves are harmless when repeated.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use gce_backend_jobs::{Ctx, cron};
@@ -26,12 +26,39 @@ pub async fn tick(ctx: &Ctx, job: &str, period: u64) {
     }
 }
 
-/// Marks a job's tick over when dropped, however the tick ends.
-struct Done(Arc<AtomicBool>);
+/// A job's tick in this scheduler: whether one runs, and the ticks skipped meanwhile.
+#[derive(Default)]
+struct Running {
+    on: AtomicBool,
+    skipped: AtomicU32,
+}
+
+impl Running {
+    /// A tick is due: false (and counted) while the previous one still runs. The first tick a
+    /// slow run makes skip is a WARN, the next ones DEBUG: the fact is said once.
+    fn start(&self, job: &str) -> bool {
+        if !self.on.swap(true, Ordering::AcqRel) {
+            return true;
+        }
+        match self.skipped.fetch_add(1, Ordering::AcqRel) {
+            0 => tracing::warn!(job, "the previous tick of this job is still running: this one is skipped"),
+            _ => tracing::debug!(job, "the previous tick of this job is still running: this one is skipped"),
+        }
+        false
+    }
+}
+
+/// Marks a job's tick over when dropped, however the tick ends (saying how many ticks it made
+/// skip, if any).
+struct Done(Arc<Running>, String);
 
 impl Drop for Done {
     fn drop(&mut self) {
-        self.0.store(false, Ordering::Release);
+        let skipped = self.0.skipped.swap(0, Ordering::AcqRel);
+        if skipped > 0 {
+            tracing::info!(job = %self.1, skipped, "the slow tick of this job ended; the next ones run again");
+        }
+        self.0.on.store(false, Ordering::Release);
     }
 }
 
@@ -43,15 +70,14 @@ pub async fn start(ctx: Ctx, settings: &Settings) -> Result<JobScheduler, String
         let (c, n) = (ctx.clone(), name.clone());
         // One tick of a job at a time in this scheduler: a slow tick makes the next ones skip
         // instead of piling up.
-        let running = Arc::new(AtomicBool::new(false));
+        let running = Arc::new(Running::default());
         let job = Job::new_async(expr.as_str(), move |_, _| {
             let (ctx, name, running) = (c.clone(), n.clone(), running.clone());
             Box::pin(async move {
-                if running.swap(true, Ordering::AcqRel) {
-                    tracing::warn!(job = %name, "the previous tick of this job is still running: this one is skipped");
+                if !running.start(&name) {
                     return;
                 }
-                let _done = Done(running);
+                let _done = Done(running, name.clone());
                 tick(&ctx, &name, period).await;
             })
         })

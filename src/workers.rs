@@ -139,10 +139,14 @@ pub fn register_pipeline(
                         Ok(Next::Done) => Ok(Ran::Done),
                         // The same task, pending again (a push during the run merges into it).
                         Ok(Next::After(d)) => Ok(Ran::Again(d)),
-                        // A call its project's rate limit held back: looked at again when a
-                        // token is there (spread a little, so waiting tasks do not come back at
-                        // once); not a failure.
-                        Err(e) if let Some(d) = e.throttled() => Ok(Ran::Again(jittered(d))),
+                        // A call held back (its project's rate limit, or the open breaker of
+                        // its project or server): looked at again when it may go (spread a
+                        // little, so waiting tasks do not come back at once); not a failure, and
+                        // said at DEBUG only (the condition's own lines say it once).
+                        Err(e) if let Some(d) = e.throttled() => {
+                            tracing::debug!(error = %e, again_in = ?d, "task held back");
+                            Ok(Ran::Again(jittered(d)))
+                        }
                         Err(e) => Err(failed(&c, T::QUEUE, &key, e).await),
                     }
                 }

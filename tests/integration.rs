@@ -16,6 +16,8 @@ mod heal;
 mod metrics;
 /// Operator safety: Config mistakes, ownership, bounded fan-out, preemption, the queue CLI.
 mod operator_safety;
+/// A Compute outage: tasks held back, not failed; the outage said once in the log.
+mod outage;
 /// The reconcile pipeline end to end: (i)–(v) on Redis and embedded.
 mod pipeline;
 /// The pipeline under faults: (vi)–(x).

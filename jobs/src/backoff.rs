@@ -1,13 +1,17 @@
 //! Backoffs of a scope where creating instances fails for a while: a (project, zone) out of
 //! quota or capacity, or a Config whose instances Compute refuses as invalid. Exponential
 //! (`timing.backoff_base` doubling to `backoff_cap`), one step per wave of failures, cleared by a
-//! success. The one place these rules live.
+//! success. A task that meets one waits for its end (no attempt spent). Logged once per change
+//! of state: its start (WARN; a further step INFO), a summary of the tasks it held back every
+//! minute while it lasts, its end (INFO); a task held back is said at DEBUG. The one place these
+//! rules live.
 
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
 use crate::ctx::Ctx;
+use crate::episodes::Held;
 use crate::error::TaskError;
 use crate::model::{Backoff, Vm};
 
@@ -48,11 +52,34 @@ pub async fn active(ctx: &Ctx, scope: &Scope) -> Result<Option<Backoff>, TaskErr
     Ok(ctx.store.backoff(&scope.0, &scope.1).await?.filter(|b| b.until > now))
 }
 
-/// The longest time left among the active backoffs of a VM's zone and Config (one read).
+/// The longest time left among the active backoffs of a VM's zone and Config (one read); the
+/// task waits that long (counted for the backoff's summary, said at DEBUG).
 pub async fn wait_for(ctx: &Ctx, vm: &Vm) -> Result<Option<Duration>, TaskError> {
     let now = ctx.now();
     let found = ctx.store.backoffs(&Scope::of(vm).each_ref().map(Scope::pair)).await?;
-    Ok(found.iter().flatten().filter(|b| b.until > now).map(|b| left(b, now)).max())
+    let Some(b) = found.iter().flatten().filter(|b| b.until > now).max_by_key(|b| b.until) else {
+        return Ok(None);
+    };
+    let wait = left(b, now);
+    let (key, what) = named(&b.project, &b.zone);
+    let (project, zone, reason) = (&b.project, &b.zone, &b.reason);
+    match ctx.episodes.held(&key, tokio::time::Instant::now()) {
+        Held::Summary { held, over } => {
+            tracing::info!(project, zone, reason, left = ?wait, over = ?over, "{what} still backed off: {held} tasks held back")
+        }
+        Held::Began | Held::Quiet => {
+            tracing::debug!(config = %vm.config, vm = %vm.id, project, zone, reason, left = ?wait, "{what} backed off: the VM waits")
+        }
+    }
+    Ok(Some(wait))
+}
+
+/// The key of a backoff's episode and how logs name its scope.
+fn named(project: &str, zone: &str) -> (String, String) {
+    match project {
+        "" => (format!("backoff {zone}"), format!("Config {zone}")),
+        p => (format!("backoff {p}/{zone}"), format!("zone {p}/{zone}")),
+    }
 }
 
 /// A failure in `scope`: backs it off one step more, unless another failure of the same wave
@@ -74,6 +101,19 @@ pub async fn hit(ctx: &Ctx, scope: &Scope, reason: &str) -> Result<Duration, Tas
         reason: reason.to_owned(),
     };
     ctx.store.set_backoff(&scope.0, &scope.1, Some(&b)).await?;
+    let (_, what) = named(&scope.0, &scope.1);
+    let (project, zone) = scope.pair();
+    if failures == 1 {
+        tracing::warn!(
+            project,
+            zone,
+            reason,
+            secs,
+            "{what} backed off: no instance is made there until it ends"
+        );
+    } else {
+        tracing::info!(project, zone, reason, secs, failures, "{what} backed off again");
+    }
     Ok(Duration::from_secs(secs))
 }
 
@@ -82,7 +122,21 @@ pub async fn clear(ctx: &Ctx, scope: &Scope) -> Result<(), TaskError> {
     Ok(ctx.store.set_backoff(&scope.0, &scope.1, None).await?)
 }
 
-/// An instance of `vm` was made: the backoffs of its zone and its Config end (one write).
+/// An instance of `vm` was made: the backoffs of its zone and its Config end (one read; a
+/// write and a line each when there were any).
 pub async fn clear_for(ctx: &Ctx, vm: &Vm) -> Result<(), TaskError> {
-    Ok(ctx.store.clear_backoffs(&Scope::of(vm).each_ref().map(Scope::pair)).await?)
+    let scopes = Scope::of(vm);
+    let pairs = scopes.each_ref().map(Scope::pair);
+    let found = ctx.store.backoffs(&pairs).await?;
+    if found.iter().all(Option::is_none) {
+        return Ok(());
+    }
+    ctx.store.clear_backoffs(&pairs).await?;
+    for b in found.iter().flatten() {
+        let (key, what) = named(&b.project, &b.zone);
+        let held = ctx.episodes.end(&key, tokio::time::Instant::now()).map_or(0, |e| e.held);
+        let (project, zone) = (&b.project, &b.zone);
+        tracing::info!(project, zone, reason = %b.reason, held, "{what} backoff over: an instance was made");
+    }
+    Ok(())
 }

@@ -180,6 +180,9 @@ pub struct Ctx {
     pub configs_dir: std::path::PathBuf,
     /// Metrics.
     pub telemetry: crate::telemetry::Telemetry,
+    /// Conditions holding tasks back in this process (a backed-off zone, a Swarming server that
+    /// cannot be walked), each logged once per change of state with a periodic summary.
+    pub episodes: Arc<crate::episodes::Episodes>,
 }
 
 impl Ctx {
@@ -357,7 +360,8 @@ impl Ctx {
     }
 
     /// Records an error on a Config's status unless the newest one already says the same and
-    /// is not resolved (for a problem found again on every tick); it is logged at WARN either way.
+    /// is not resolved (for a problem found again on every tick): logged at WARN when recorded,
+    /// at DEBUG when found again (a fact is said once).
     pub async fn record_once(
         &self,
         prefix: &str,
@@ -369,7 +373,7 @@ impl Ctx {
         if newest.is_some_and(|e| {
             e.resolved.is_none() && e.stage == stage && e.code == code && e.message == message
         }) {
-            tracing::warn!(config = %prefix, stage = %stage, code = %code, "{message}");
+            tracing::debug!(config = %prefix, stage = %stage, code = %code, "{message}");
             return Ok(());
         }
         self.record(prefix, stage, code, message, "", "").await

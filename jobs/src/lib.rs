@@ -13,6 +13,8 @@
 //! * [`status`]: the read model operators see (counts, errors, state, file errors).
 //! * [`breaker`]: a Config's circuit breaker (failed VMs in a row stop replacement; canaries).
 //! * [`heal`]: rebuilding indexes and sums from the VM records when they are unusable or wrong.
+//! * [`episodes`]: a condition holding work back (open circuit, backed-off zone, …), logged
+//!   once per change of state with a periodic summary, not once per task.
 //! * [`backoff`]: backoffs of a (project, zone) or a Config after failures to create.
 //! * [`catalog`]: what Compute Engine offers a project (zones, disk types), to check Configs.
 //! * [`providers`]: where machines come from (the contract, Compute Engine, static machines).
@@ -27,6 +29,7 @@ pub mod catalog;
 pub mod config;
 pub mod cron;
 pub mod ctx;
+pub mod episodes;
 pub mod error;
 pub mod heal;
 pub mod model;

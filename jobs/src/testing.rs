@@ -266,6 +266,7 @@ impl Ctx {
             deployment: "test".into(),
             configs_dir: PathBuf::from("."),
             telemetry,
+            episodes: Arc::default(),
         };
         (ctx, fakes)
     }

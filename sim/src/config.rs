@@ -73,12 +73,14 @@ pub struct SimConfig {
     /// "bot_early_death_rate": 0..1, "bot_early_death_ms": ms, "spot_preempt_rate": 0..1,
     /// "spot_preempt_ms": ms, "stockout_zones": [zone], "broken_images": [image],
     /// "quotas": {"region" or "project/region": {"cpus": n, "instances": n}},
-    /// "swarming_servers": {HOST: "hang" or "malformed"}}. METHOD is `*` or
+    /// "swarming_servers": {HOST: "hang" or "malformed"}, "compute_hang": true}. METHOD is `*` or
     /// one of compute.instances.{insert,delete,get,list}, compute.zoneOperations.{get,wait},
     /// compute.zones.list, compute.diskTypes.list, compute.regions.list,
     /// swarming.{GetBot,ListBots,ListBotEvents,TerminateBot,DeleteBot}. A Swarming server HOST
     /// (e.g. swarm.example.com) set to "hang" takes every pRPC call and never answers (10
     /// minutes); "malformed" answers HTTP 200 with the pRPC headers and a body that is not JSON.
+    /// "compute_hang" makes Compute Engine silent: every Compute call is taken and not answered
+    /// until the fault is lifted (at most 10 minutes), as in an outage.
     #[arg(long, value_parser = parse_faults, default_value = "{}", verbatim_doc_comment)]
     pub faults: Faults,
 }
@@ -228,6 +230,10 @@ pub struct Faults {
     /// Broken Swarming servers by host (`swarm.example.com`).
     #[serde(default)]
     pub swarming_servers: BTreeMap<String, ServerFault>,
+    /// Compute Engine is silent: every Compute call waits, unanswered, until this is lifted (at
+    /// most 10 minutes), then is answered as usual.
+    #[serde(default)]
+    pub compute_hang: bool,
 }
 
 /// A change of faults: each field given replaces that field.
@@ -246,6 +252,7 @@ pub struct FaultsPatch {
     broken_images: Option<BTreeSet<String>>,
     quotas: Option<BTreeMap<String, QuotaLimits>>,
     swarming_servers: Option<BTreeMap<String, ServerFault>>,
+    compute_hang: Option<bool>,
 }
 
 impl Faults {
@@ -288,7 +295,8 @@ impl Faults {
             spot_preempt_ms,
             stockout_zones,
             broken_images,
-            quotas
+            quotas,
+            compute_hang
         );
         if let Some(m) = servers {
             next.swarming_servers = m;
@@ -347,6 +355,9 @@ impl Faults {
         out.extend(named("broken_images", &mut self.broken_images.iter()));
         out.extend(named("quotas", &mut self.quotas.keys()));
         out.extend(named("swarming_servers", &mut self.swarming_servers.keys()));
+        if self.compute_hang {
+            out.push("compute_hang".into());
+        }
         out
     }
 }
@@ -462,5 +473,16 @@ mod tests {
         assert_eq!(f.limits("p0", "us-central1", &cfg).cpus, 10.0);
         assert_eq!(f.limits("p0", "us-east1", &cfg).cpus, 4.0);
         assert_eq!(f.limits("p1", "us-east1", &cfg).instances, 1);
+    }
+
+    #[test]
+    fn compute_is_made_silent_and_back() {
+        let mut f = Faults::default();
+        f.apply(serde_json::from_str(r#"{"compute_hang": true}"#).unwrap()).unwrap();
+        assert!(f.compute_hang && f.active() == ["compute_hang"], "{:?}", f.active());
+        f.apply(serde_json::from_str(r#"{"never_boot_rate": 0.5}"#).unwrap()).unwrap();
+        assert!(f.compute_hang, "a patch without it leaves it");
+        f.apply(serde_json::from_str(r#"{"compute_hang": false}"#).unwrap()).unwrap();
+        assert!(!f.compute_hang && f.active() == ["never_boot_rate"]);
     }
 }

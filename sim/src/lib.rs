@@ -31,6 +31,10 @@ use config::ErrorFault;
 pub use config::{Faults, SimConfig};
 use world::World;
 
+/// How long a call to something broken to hang (a Swarming server, a silent Compute) waits
+/// unanswered at most: beyond any client timeout.
+pub(crate) const HANG: Duration = Duration::from_secs(600);
+
 /// Shared handle to the simulated world.
 #[derive(Debug, Clone)]
 pub struct Sim {
@@ -59,6 +63,12 @@ impl Sim {
     /// Applies the latency and error faults for `method`: returns the error to answer with, if
     /// the draw says this call fails.
     async fn enter(&self, method: &str) -> Option<ErrorFault> {
+        // Compute silent (faults `compute_hang`): the call waits, unanswered, until it is lifted.
+        let compute = method.starts_with("compute.");
+        let started = Instant::now();
+        while compute && self.with(|w| w.faults.compute_hang) && started.elapsed() < HANG {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         let (latency, fail) = self.with(|w| {
             let fail = w.faults.error_for(method).cloned().filter(|e| {
                 let rate = e.rate;

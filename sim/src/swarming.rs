@@ -17,14 +17,12 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use super::Sim;
 use super::config::ServerFault;
 use super::world::{Bot, BotEvent, BotView};
+use super::{HANG, Sim};
 
 /// Seconds after which Swarming calls a silent bot dead (reported in ListBots).
 const DEATH_TIMEOUT: i32 = 600;
-/// How long a `hang` server holds a call: far beyond any client's timeout.
-const HANG: std::time::Duration = std::time::Duration::from_secs(600);
 
 pub(super) fn routes() -> Router<Sim> {
     Router::new().route("/swarming/{server}/prpc/swarming.v2.Bots/{method}", post(dispatch))

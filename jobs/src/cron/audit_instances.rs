@@ -14,6 +14,10 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
             Ok(zones) => {
                 tasks.extend(zones.into_iter().map(|zone| AuditInstances { project: project.clone(), zone }))
             }
+            // Held back (the project's open breaker, its rate limit): said once by the breaker.
+            Err(e) if e.retry_after.is_some() => {
+                tracing::debug!(project, error = %e, "zones not listed now; project not audited this time")
+            }
             Err(e) => tracing::warn!(project, error = %e, "cannot list zones; project not audited this time"),
         }
     }

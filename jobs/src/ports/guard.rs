@@ -2,9 +2,14 @@
 //! Compute project goes through a [`Guard`] keyed by that server or project, which bounds the
 //! calls in flight to it (a hanging server holds at most that many worker slots; further calls
 //! fail fast), gives each call a timeout suited to its method, and opens a circuit breaker after
-//! `trip_after` timeouts in a row: while open, calls to that key fail at once, and it is tried
-//! again after a backoff that doubles up to a cap. Errors that come back quickly (5xx, malformed
-//! answers) do not trip it: they hold no worker for long, and the queue retries them.
+//! `trip_after` timeouts in a row. While open, calls to that key are not sent: they are held
+//! back ([`Refused::Open`], with how long until the breaker lets a call try again), and so are
+//! the calls in flight when it opened whose timeout is the outage itself. When the wait is over,
+//! one call probes (half-open) while the others stay held; its answer closes the breaker, its
+//! timeout opens it again for twice as long, up to a cap. Errors that come back quickly (5xx,
+//! malformed answers) do not trip it: they hold no worker for long, and the queue retries them.
+//! Logged once per change of state (the first opening at WARN, the rest at INFO), with a
+//! summary of the calls held back while it stays open ([`crate::episodes`]).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -16,6 +21,7 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 use crate::config::Secs;
+use crate::episodes::{Ended, Episodes, Held};
 
 /// Settings of the guards (settings `[isolation]`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -119,6 +125,7 @@ pub struct Guard {
     open_base: Duration,
     open_cap: Duration,
     states: Mutex<HashMap<String, State>>,
+    held: Episodes,
 }
 
 impl Guard {
@@ -130,6 +137,7 @@ impl Guard {
             open_base: Duration::from_secs(iso.open_base.0),
             open_cap: Duration::from_secs(iso.open_cap.0),
             states: Mutex::default(),
+            held: Episodes::default(),
         }
     }
 
@@ -145,7 +153,7 @@ impl Guard {
         timeout: Duration,
         call: impl Future<Output = Result<T, E>>,
     ) -> Result<T, Result<E, Refused>> {
-        let slots = {
+        let (slots, probe) = {
             let mut states = self.lock();
             let s = states.entry(key.to_owned()).or_insert_with(|| State {
                 slots: Arc::new(Semaphore::new(self.limit)),
@@ -154,51 +162,103 @@ impl Guard {
                 open_until: None,
             });
             let now = Instant::now();
-            if let Some(until) = s.open_until.filter(|u| *u > now) {
-                return Err(Err(Refused::Open(until - now, s.outages)));
+            match s.open_until {
+                Some(until) if until > now => {
+                    let open = Refused::Open(until - now, s.outages);
+                    drop(states);
+                    return Err(Err(self.hold(key, open, now)));
+                }
+                Some(_) => {
+                    // Half-open: this call probes; the others wait for its answer (at most its
+                    // slot wait and its timeout; a probe that never settles leaves it to another).
+                    s.open_until = Some(now + timeout * 2);
+                    tracing::info!(remote = key, "circuit half-open: one call probes");
+                    (s.slots.clone(), true)
+                }
+                None => (s.slots.clone(), false),
             }
-            s.slots.clone()
         };
         // Held until the call ends, however it ends.
-        let _slot = match tokio::time::timeout(timeout, slots.acquire_owned()).await {
+        let slot = tokio::time::timeout(timeout, slots.acquire_owned()).await;
+        // The breaker opened while it waited (or the probe found no slot): not sent.
+        if (!probe || slot.is_err())
+            && let Some(open) = self.open_now(key)
+        {
+            return Err(Err(self.hold(key, open, Instant::now())));
+        }
+        let _slot = match slot {
             Ok(Ok(permit)) => permit,
             _ => return Err(Err(Refused::Busy(self.limit))),
         };
         let result = tokio::time::timeout(timeout, call).await;
-        self.settle(key, result.is_err());
+        let held = self.settle(key, result.is_err(), probe);
         match result {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => Err(Ok(e)),
+            // The outage itself (the breaker is open): held back like the calls not sent.
+            Err(_) if let Some(open) = held => Err(Err(self.hold(key, open, Instant::now()))),
             Err(_) => Err(Err(Refused::Timeout(timeout))),
         }
     }
 
+    /// The refusal of the open breaker of `key`, while it is open.
+    fn open_now(&self, key: &str) -> Option<Refused> {
+        let now = Instant::now();
+        let states = self.lock();
+        let s = states.get(key)?;
+        s.open_until.filter(|u| *u > now).map(|u| Refused::Open(u - now, s.outages))
+    }
+
+    /// A call held back by the open breaker of `key`: counted, and summed up in the log every
+    /// minute while it stays open (one line, whatever the number of calls).
+    fn hold(&self, key: &str, open: Refused, now: Instant) -> Refused {
+        if let Held::Summary { held, over } = self.held.held(key, now) {
+            tracing::info!(remote = key, held, over = ?over, left = ?open.wait().unwrap_or_default(), "circuit still open: {held} calls held back");
+        }
+        open
+    }
+
     /// Counts a timeout (opening the breaker at `trip_after` in a row) or an answer (closing it).
-    /// Each change of state is logged once: the calls that were in flight when it opened time
-    /// out too, but neither count again nor reopen it.
-    fn settle(&self, key: &str, outage: bool) {
+    /// Each change of state is logged once: the first opening at WARN, a later one (the probe, or
+    /// a call in flight since before, got no answer) and the closing at INFO. Returns how long
+    /// the breaker stays open when this call's timeout is the outage itself: the breaker opened
+    /// before it ended (and no answer closed it since); the timeouts that open it are failures.
+    fn settle(&self, key: &str, outage: bool, probe: bool) -> Option<Refused> {
         let mut states = self.lock();
-        let Some(s) = states.get_mut(key) else { return };
+        let s = states.get_mut(key)?;
         let now = Instant::now();
         if !outage {
             if s.opened > 0 {
-                tracing::info!(remote = key, "circuit closed: calls go through again");
+                let ended = self.held.end(key, now).unwrap_or(Ended { held: 0, lasted: Duration::ZERO });
+                tracing::info!(remote = key, held = ended.held, lasted = ?ended.lasted, "circuit closed: calls go through again");
             }
             s.outages = 0;
             s.opened = 0;
             s.open_until = None;
-            return;
+            return None;
         }
-        if s.open_until.is_some_and(|u| u > now) {
-            return;
+        let open_now =
+            |s: &State| s.open_until.filter(|u| *u > now).map(|u| Refused::Open(u - now, s.outages));
+        if s.opened > 0
+            && !probe
+            && let Some(open) = open_now(s)
+        {
+            return Some(open);
         }
         s.outages += 1;
-        if s.outages >= self.trip_after {
-            let open = self.open_base.saturating_mul(1 << s.opened.min(16)).min(self.open_cap);
-            s.open_until = Some(now + open);
-            s.opened += 1;
-            tracing::warn!(remote = key, outages = s.outages, open_for = ?open, times = s.opened, "circuit open: calls paused");
+        if s.opened == 0 && s.outages < self.trip_after {
+            return None;
         }
+        let open = self.open_base.saturating_mul(1 << s.opened.min(16)).min(self.open_cap);
+        s.open_until = Some(now + open);
+        s.opened += 1;
+        if s.opened > 1 {
+            tracing::info!(remote = key, open_for = ?open, times = s.opened, "circuit still without an answer: open again");
+            return open_now(s);
+        }
+        self.held.begin(key, now);
+        tracing::warn!(remote = key, outages = s.outages, open_for = ?open, "circuit open: calls held back");
+        None
     }
 
     /// Whether the breaker of `key` is open now, and for how long still.
@@ -257,15 +317,53 @@ mod tests {
                 })
             })
             .collect();
+        let mut refused = Vec::new();
         for c in calls {
-            assert!(matches!(c.await.unwrap(), Err(Err(Refused::Timeout(_)))));
+            refused.push(c.await.unwrap().unwrap_err().unwrap_err());
         }
         let counts = g.lock().get("hang").map(|s| (s.opened, s.outages));
         assert_eq!(counts, Some((1, 2)), "opened once, by the first two");
         let open = g.open_for("hang").unwrap();
+        // The two that opened it failed; the others' timeouts are the outage itself: held back.
+        assert!(refused[..2].iter().all(|r| matches!(r, Refused::Timeout(_))), "{refused:?}");
+        assert!(refused[2..].iter().all(|r| r.wait() == Some(open)), "{refused:?}");
         assert_eq!(open, Duration::from_secs(10), "the first opening's wait, not doubled by the others");
         let r = g.call("hang", Duration::from_secs(1), async { Ok::<_, ()>(1) }).await;
         assert_eq!(r.unwrap_err().unwrap_err().wait(), Some(open), "a refused call says how long to wait");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn one_call_probes_and_its_timeout_opens_it_again_holding_its_task_back() {
+        let g = std::sync::Arc::new(guard(10));
+        let hang = || std::future::pending::<Result<(), ()>>();
+        for _ in 0..2 {
+            let _ = g.call("hang", Duration::from_secs(1), hang()).await;
+        }
+        let first = g.open_for("hang").unwrap();
+        tokio::time::advance(first + Duration::from_millis(1)).await;
+        let p = g.clone();
+        let probe = tokio::spawn(async move { p.call("hang", Duration::from_secs(1), hang()).await });
+        tokio::task::yield_now().await;
+        // While the probe is out, the others are held back, not sent.
+        let sent = std::sync::atomic::AtomicBool::new(false);
+        let other = g
+            .call("hang", Duration::from_secs(1), async {
+                sent.store(true, std::sync::atomic::Ordering::SeqCst);
+                Ok::<_, ()>(())
+            })
+            .await;
+        assert!(matches!(other, Err(Err(Refused::Open(..)))), "{other:?}");
+        assert!(!sent.load(std::sync::atomic::Ordering::SeqCst), "not sent while the probe is out");
+        // The probe's timeout is the outage itself: open again for twice as long, its task held.
+        let r = probe.await.unwrap().unwrap_err().unwrap_err();
+        let again = g.open_for("hang").unwrap();
+        assert_eq!((r.wait(), again), (Some(first * 2), first * 2), "{r:?}");
+        assert_eq!(g.lock().get("hang").map(|s| s.opened), Some(2));
+        // The next probe answers: closed, calls go through.
+        tokio::time::advance(again + Duration::from_millis(1)).await;
+        assert_eq!(g.call("hang", Duration::from_secs(1), async { Ok::<_, ()>(3) }).await, Ok(3));
+        assert_eq!(g.call("hang", Duration::from_secs(1), async { Ok::<_, ()>(4) }).await, Ok(4));
+        assert!(g.open_for("hang").is_none());
     }
 
     #[tokio::test(start_paused = true)]

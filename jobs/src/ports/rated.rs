@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::compute::{Compute, ComputeError, Instance, InstanceSpec, Kind, Operation, Quota};
 use super::store::StoreError;
+use crate::episodes::{Episodes, Held};
 use crate::telemetry::Telemetry;
 
 /// A rate: `rate` tokens per second, at most `burst` saved up (rate 0: no limit).
@@ -289,6 +290,7 @@ pub struct RatedCompute {
     buckets: Arc<dyn Buckets>,
     limits: RateLimits,
     telemetry: Telemetry,
+    held: Episodes,
 }
 
 impl RatedCompute {
@@ -299,7 +301,7 @@ impl RatedCompute {
         limits: RateLimits,
         t: &Telemetry,
     ) -> Self {
-        Self { inner, buckets, limits, telemetry: t.clone() }
+        Self { inner, buckets, limits, telemetry: t.clone(), held: Episodes::default() }
     }
 
     async fn run<T>(
@@ -323,7 +325,24 @@ impl RatedCompute {
                 }
                 Ok(w) => {
                     self.telemetry.throttled(project, class.name());
-                    return Err(ComputeError::throttled(project, class.name(), w));
+                    let class = class.name();
+                    // Said once when it first happens, then summed up every minute it goes on.
+                    match self.held.held(&key, tokio::time::Instant::now()) {
+                        Held::Began => {
+                            tracing::info!(
+                                project,
+                                class,
+                                "rate limit reached: calls held back until tokens come"
+                            )
+                        }
+                        Held::Summary { held, over } => {
+                            tracing::info!(project, class, over = ?over, "rate limit reached: {held} calls held back")
+                        }
+                        Held::Quiet => {
+                            tracing::debug!(project, class, wait = ?w, "call held back: rate limit")
+                        }
+                    }
+                    return Err(ComputeError::throttled(project, class, w));
                 }
                 Err(e) => {
                     // The shared buckets are away: calls go on (the store's own failures slow

@@ -8,6 +8,8 @@
 //! * Quota or stockout: keep the VM (no name churn), back off its (project, zone), record the
 //!   error on the Config's status, try again when the backoff ends.
 //! * Rate limits and 5xx: retry with the queue's backoff.
+//! * Held back, not sent (the project's rate limit used up, its breaker open): a wait, not a
+//!   failure; nothing is recorded, and the task is looked at again when the way is open.
 //! * Invalid request: record the error, drop the VM record (the next expansion builds it again
 //!   from the maybe fixed Config) and back the Config off.
 //! * Delete (`destroy-<hostname>`, then `-<attempt>`), followed the same way; 404 is done.
@@ -171,6 +173,9 @@ impl Provider for Gce {
                 match ctx.compute.delete(vm.project(), vm.zone(), &vm.hostname, &delete_request_id(&vm)).await
                 {
                     Ok(op) => op,
+                    // Held back (the project's rate limit, or its open breaker): a wait, not a
+                    // failure; nothing to record.
+                    Err(e) if e.retry_after.is_some() => return Err(e.into()),
                     Err(e) => {
                         ctx.telemetry.instance_op(&vm, "delete", e.kind.as_str(), &e.code);
                         ctx.record(&vm.config, "destroy_instance", &e.code, &e.message, vm.zone(), "")
@@ -337,6 +342,10 @@ async fn failed(ctx: &Ctx, vm: &Vm, e: ComputeError, op: &str) -> Result<Next, T
         // Not sent (the project's rate limit): no error, no attempt; it goes when a token is there.
         unsent(ctx, vm).await?;
         return Ok(Next::After(wait));
+    }
+    if e.retry_after.is_some() {
+        // Held back by the project's open breaker: a wait, not a failure (nothing to record).
+        return Err(e.into());
     }
     ctx.telemetry.instance_op(vm, "insert", e.kind.as_str(), &e.code);
     ctx.record(&vm.config, STAGE, &e.code, &e.message, vm.zone(), op).await?;

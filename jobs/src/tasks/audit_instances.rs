@@ -47,6 +47,8 @@ pub async fn run(ctx: &Ctx, t: AuditInstances) -> Result<Next, TaskError> {
                         ctx.telemetry.cleanup("leaked_instance", "deleted");
                         tracing::info!(project = %t.project, zone = %t.zone, instance = %name, "deleted a leaked instance")
                     }
+                    // Held back (rate limit, open breaker): the audit waits for the way to open.
+                    Err(e) if e.retry_after.is_some() => return Err(e.into()),
                     // One instance that cannot be deleted (protection, permissions) must not stop the audit.
                     Err(e) => {
                         tracing::warn!(project = %t.project, zone = %t.zone, instance = %name, error = %e, "cannot delete a leaked instance")

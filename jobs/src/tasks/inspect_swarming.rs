@@ -10,6 +10,7 @@ use std::collections::HashSet;
 use crate::tasks::ManageBot;
 
 use crate::ctx::Ctx;
+use crate::episodes::Held;
 use crate::error::TaskError;
 use crate::model::Observed;
 use crate::naming::{parse_id, vm_id_of};
@@ -47,7 +48,7 @@ pub async fn run(ctx: &Ctx, t: InspectSwarming) -> Result<Next, TaskError> {
                 for p in users(ctx, &t.server).await? {
                     ctx.record_once(&p, STAGE, "swarming_unavailable", &msg).await?;
                 }
-                return Err(e.into());
+                return cannot_walk(ctx, &t.server, e);
             }
         };
         let now = ctx.now();
@@ -89,6 +90,9 @@ pub async fn run(ctx: &Ctx, t: InspectSwarming) -> Result<Next, TaskError> {
             None => break,
         }
     }
+    if let Some(ended) = ctx.episodes.end(&episode(&t.server), tokio::time::Instant::now()) {
+        tracing::info!(server = %t.server, failed = ended.held, lasted = ?ended.lasted, "Swarming server walked again");
+    }
     let users = users(ctx, &t.server).await?;
     vanished(ctx, &listed, &users).await?;
     for p in users {
@@ -120,6 +124,31 @@ async fn vanished(ctx: &Ctx, listed: &HashSet<String>, users: &[String]) -> Resu
     }
     ctx.store.forget_bots(&forget).await?;
     ctx.push_many(&manage).await.map(drop)
+}
+
+/// The episode of a Swarming server that cannot be walked.
+fn episode(server: &str) -> String {
+    format!("walk {server}")
+}
+
+/// A walk of `server` failed with `e` (already on its Configs' status): said once when it
+/// starts, then summed up every minute while it lasts. Held back by the server's open breaker,
+/// the task waits for it; otherwise it is done (the cron walks again on its next tick), so a
+/// server that cannot be walked makes neither a WARN per walk nor dead tasks.
+fn cannot_walk(ctx: &Ctx, server: &str, e: crate::ports::bots::BotError) -> Result<Next, TaskError> {
+    match ctx.episodes.held(&episode(server), tokio::time::Instant::now()) {
+        Held::Began => {
+            tracing::warn!(server, error = %e, "Swarming server cannot be walked: its bots are not seen until it answers")
+        }
+        Held::Summary { held, over } => {
+            tracing::info!(server, error = %e, over = ?over, "Swarming server still cannot be walked: {held} walks failed")
+        }
+        Held::Quiet => tracing::debug!(server, error = %e, "Swarming server cannot be walked"),
+    }
+    match e.retry_after {
+        Some(_) => Err(e.into()),
+        None => Ok(Next::Done),
+    }
 }
 
 /// Prefixes of the Configs that use `server`.
