@@ -242,6 +242,10 @@ async fn every_derived_key_heals_from_the_records_and_writes_land_meanwhile() {
     let r = store.rebuild(&Scope::All).await.unwrap();
     assert!(!r.changed(), "{r:?}");
     assert_eq!(r.vms, vms.len());
+    // A record that does not decode is named (to be quarantined); its entries stay.
+    cmd(&mut conn, &["HSET", &t("vm"), "alpha-2", "{garbage"]);
+    let r = store.rebuild(&Scope::Config("alpha".into())).await.unwrap();
+    assert_eq!((r.changed(), r.corrupt), (false, vec!["alpha-2".to_owned()]));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,6 +8,7 @@
 use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::ports::store::{Scope, StoreError};
+use crate::tasks::ManageBot;
 
 /// The stage of the status entries this module writes and resolves.
 pub const STAGE: &str = "index";
@@ -19,7 +20,8 @@ const VERIFIED: &str = "verified";
 /// because a shared key is of the wrong type or disagrees in size with the records) and every
 /// Config whose own keys look unsound; and once per `timing.sweep`, everything, entry by entry
 /// (a rebuild that finds nothing wrong writes nothing), so keys missing or wrong without a sign
-/// in those checks are found within that period.
+/// in those checks are found within that period, and VM records that do not decode are
+/// quarantined.
 pub async fn check(ctx: &Ctx) -> Result<(), TaskError> {
     let mut scopes = ctx.store.heal_requests().await?;
     if !scopes.contains(&Scope::All) {
@@ -48,6 +50,11 @@ pub async fn check(ctx: &Ctx) -> Result<(), TaskError> {
 /// status, resolving the notes of cron jobs that skipped it meanwhile.
 async fn rebuild(ctx: &Ctx, scope: &Scope) -> Result<(), TaskError> {
     let r = ctx.store.rebuild(scope).await?;
+    if !r.corrupt.is_empty() {
+        // Their handler reads them, which quarantines each (see `tasks::quarantine`).
+        tracing::warn!(scope = %scope, vms = ?r.corrupt, "VM records that do not decode: quarantined");
+        ctx.push_many(&r.corrupt.iter().map(|id| ManageBot { id: id.clone() }).collect::<Vec<_>>()).await?;
+    }
     if !r.changed() {
         return Ok(());
     }

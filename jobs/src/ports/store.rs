@@ -109,6 +109,8 @@ pub struct Rebuilt {
     pub stale: usize,
     /// Configs whose sums disagreed with their VMs (counted again).
     pub recounted: Vec<String>,
+    /// VMs whose record does not decode (indexed as VMs without an instance; to be quarantined).
+    pub corrupt: Vec<String>,
 }
 
 impl Rebuilt {

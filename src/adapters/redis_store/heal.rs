@@ -283,7 +283,7 @@ impl RedisStore {
             let own = [(format!("vm:cfg:{prefix}"), "set"), (format!("sums:{prefix}"), "hash")];
             out.replaced.extend(self.drop_wrong(&own.each_ref().map(|(k, t)| (k.as_str(), *t))).await?);
             for chunk in by_config.get(&prefix).map_or(&[][..], Vec::as_slice).chunks(CHUNK) {
-                let (vms, fixed) = self.apply(&prefix, chunk).await?;
+                let (vms, fixed) = self.apply(&prefix, chunk, &mut out.corrupt).await?;
                 out.vms += vms;
                 out.fixed += fixed;
             }
@@ -364,8 +364,14 @@ impl RedisStore {
     }
 
     /// Writes the entries of `ids` (of Config `prefix`) still at the version read with their
-    /// records; returns (records read, records whose entries were wrong).
-    async fn apply(&self, prefix: &str, ids: &[String]) -> Result<(usize, usize), StoreError> {
+    /// records; returns (records read, records whose entries were wrong), adding to `corrupt`
+    /// the ids whose record does not decode.
+    async fn apply(
+        &self,
+        prefix: &str,
+        ids: &[String],
+        corrupt: &mut Vec<String>,
+    ) -> Result<(usize, usize), StoreError> {
         let (raw, vers): (Vec<Option<String>>, Vec<Option<String>>) = redis::pipe()
             .atomic()
             .cmd("HMGET")
@@ -403,6 +409,7 @@ impl RedisStore {
                     call.arg(&vm.hostname).arg(deadline).arg(vm.counted()).arg(super::zoned(&vm));
                 }
                 Err(_) => {
+                    corrupt.push(id.clone());
                     call.arg(id).arg(ver).arg("").arg("").arg("").arg("").arg("");
                 }
             }

@@ -58,6 +58,15 @@ impl State {
             Scope::All => self.vms.len(),
             Scope::Config(p) => self.by_config.get(p).map_or(0, |ids| ids.len()),
         };
-        Rebuilt { replaced, vms, ..Rebuilt::default() }
+        let corrupt = self
+            .corrupt_vms
+            .keys()
+            .filter(|id| match scope {
+                Scope::All => true,
+                Scope::Config(p) => crate::naming::parse_id(id).is_some_and(|(prefix, _)| prefix == p),
+            })
+            .cloned()
+            .collect();
+        Rebuilt { replaced, vms, corrupt, ..Rebuilt::default() }
     }
 }
