@@ -5,7 +5,6 @@
 
 use axum::Extension;
 use axum::extract::{Path, State};
-use gce_backend_jobs::naming;
 use gce_backend_jobs::tasks::QUEUES;
 use gce_backend_queues::{DeadSelection, Queue, TaskStatus};
 
@@ -36,10 +35,10 @@ fn offset(page: &Page) -> Result<usize, ApiError> {
     }
 }
 
-/// The Config a task works for, by its key: a VM id or a Config prefix (other keys, such as a
-/// project and zone, belong to no one Config).
-fn owner_of(key: &str) -> Option<&str> {
-    naming::parse_id(key).map(|(prefix, _)| prefix).or(Some(key).filter(|k| !k.contains('/')))
+/// The Config a task works for (the one rule, `tasks::config_of`: a prefix, a VM id or
+/// `<VM id>@<guard>`, by queue; a project, zone or server belongs to no one Config).
+fn owner_of(t: &TaskStatus) -> Option<String> {
+    gce_backend_jobs::tasks::config_of(&t.queue, &t.key)
 }
 
 /// The Config record a non-admin caller reaches a task through: readable, else hidden (404).
@@ -52,8 +51,8 @@ async fn through(
         return Ok(None);
     }
     let hidden = || ApiError::not_found(&format!("task {:?} in queue {}", t.task_id, t.queue));
-    let prefix = owner_of(&t.key).ok_or_else(hidden)?;
-    readable(api, caller, prefix).await.map(|r| Some(r.value)).map_err(|_| hidden())
+    let prefix = owner_of(t).ok_or_else(hidden)?;
+    readable(api, caller, &prefix).await.map(|r| Some(r.value)).map_err(|_| hidden())
 }
 
 /// One page: `tasks` read from `offset` (one more than `limit` if there are more), without the
@@ -72,7 +71,7 @@ async fn paged(
     let mut may: std::collections::HashMap<Option<String>, bool> = std::collections::HashMap::new();
     let mut seen = Vec::with_capacity(tasks.len());
     for t in tasks {
-        let owner = owner_of(&t.key).map(str::to_owned);
+        let owner = owner_of(&t);
         let ok = match may.get(&owner) {
             Some(ok) => *ok,
             None => {

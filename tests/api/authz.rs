@@ -157,6 +157,18 @@ async fn every_method_answers_each_role_and_owner_as_the_rules_say() {
             api.call(Some(token), "task", &[("queue", "manage_bot"), ("taskId", &id)], None).await;
         assert_eq!(status, if seen { 200 } else { 404 }, "{token}");
     }
+    // A guarded key (`<VM id>@<hostname>`) belongs to the VM's Config too: one rule decides.
+    let q = env.ctx.queues.get("terminate_bot");
+    let key = "infrapool-3@infrapool-3-ab12";
+    let payload = json!({"id": "infrapool-3", "hostname": "infrapool-3-ab12"});
+    let id = q.push(key, &payload, gce_backend_queues::When::Now).await.unwrap().task_id().to_owned();
+    for (token, seen) in [("gbt_reader_infra", true), ("gbt_reader_web", false)] {
+        let v = api.ok(token, "pendingTasks", &[("queue", "terminate_bot")], None).await;
+        assert_eq!(keys(&v).contains(&key.to_owned()), seen, "{token}: {v}");
+        let (status, _) =
+            api.call(Some(token), "task", &[("queue", "terminate_bot"), ("taskId", &id)], None).await;
+        assert_eq!(status, if seen { 200 } else { 404 }, "{token}");
+    }
     // A hidden Config reads exactly like a missing one.
     let (s1, hidden) = api.call(Some("gbt_reader_web"), "config", &[("prefix", "infrapool")], None).await;
     let (s2, missing) = api.call(Some("gbt_reader_web"), "config", &[("prefix", "nosuchpool")], None).await;
