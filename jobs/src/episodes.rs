@@ -87,11 +87,6 @@ impl Episodes {
         let e = self.lock().remove(key)?;
         Some(Ended { held: e.held, lasted: now.saturating_duration_since(e.since) })
     }
-
-    /// Whether condition `key` is on.
-    pub fn is_on(&self, key: &str) -> bool {
-        self.lock().contains_key(key)
-    }
 }
 
 #[cfg(test)]
@@ -113,7 +108,8 @@ mod tests {
         assert_eq!(e.held("zone p/a", t0 + s(125)), Held::Summary { held: 2, over: s(65) });
         assert_eq!(e.end("zone p/a", t0 + s(130)), Some(Ended { held: 104, lasted: s(130) }));
         assert_eq!(e.end("zone p/a", t0 + s(131)), None, "ended once");
-        assert!(!e.is_on("zone p/a") && e.is_on("zone p/b"));
+        assert_eq!(e.held("zone p/a", t0 + s(132)), Held::Began, "a new episode after the end");
+        assert_eq!(e.held("zone p/b", t0 + s(1)), Held::Quiet, "the other one goes on");
         assert!(e.begin("circuit p", t0) && !e.begin("circuit p", t0 + s(1)), "begun once");
         assert_eq!(e.held("circuit p", t0 + s(2)), Held::Quiet, "begun without a task: no second start");
     }

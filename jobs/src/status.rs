@@ -12,10 +12,16 @@ use crate::model::{ConfigState, ConfigStatus, Counts, FileError, Pause, SUMS, Su
 use crate::ports::rated::{Buckets, Level};
 use crate::ports::store::{Store, StoreError, VmIndex};
 
-/// Every prefix with a Config or with VMs left (of a removed Config), sorted.
+/// Every prefix with a Config or with VMs left (of a removed Config), sorted. While the list of
+/// prefixes with VMs is being rebuilt (`heal`), the Configs only: those with VMs only are back
+/// once it is.
 pub async fn prefixes(store: &dyn Store) -> Result<Vec<String>, TaskError> {
     let mut p: BTreeSet<String> = store.configs().await?.into_iter().map(|c| c.value.config.prefix).collect();
-    p.extend(store.vm_configs().await?);
+    match store.vm_configs().await {
+        Ok(with_vms) => p.extend(with_vms),
+        Err(StoreError::Healing { .. }) => {}
+        Err(e) => return Err(e.into()),
+    }
     Ok(p.into_iter().collect())
 }
 
@@ -183,15 +189,7 @@ pub async fn report(
     grace: chrono::Duration,
     live: bool,
 ) -> Result<Report, TaskError> {
-    let all = match prefixes(store).await {
-        Err(TaskError::Store(StoreError::Healing { .. })) => {
-            let mut p: Vec<String> =
-                store.configs().await?.into_iter().map(|c| c.value.config.prefix).collect();
-            p.sort();
-            p // (those with VMs only are back once their index is rebuilt)
-        }
-        other => other?,
-    };
+    let all = prefixes(store).await?;
     let wanted = if only.is_empty() { all } else { only.to_vec() };
     let mut configs = Vec::new();
     for p in wanted {
