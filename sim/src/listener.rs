@@ -341,5 +341,4 @@ impl AsyncWrite for Watched {
 }
 
 #[cfg(test)]
-#[path = "listener_tests.rs"]
 mod tests;

@@ -370,5 +370,4 @@ pub async fn require(State((tokens, clock, needs)): State<Gate>, mut req: Reques
 }
 
 #[cfg(test)]
-#[path = "auth_tests.rs"]
 mod tests;

@@ -420,9 +420,7 @@ async fn delete(ctx: &Ctx, cur: &Versioned<ConfigRecord>, why: &str) -> Result<u
 }
 
 #[cfg(test)]
-#[path = "import_configs_tests.rs"]
 mod tests;
 
 #[cfg(test)]
-#[path = "import_configs_hostile_tests.rs"]
 mod hostile_tests;

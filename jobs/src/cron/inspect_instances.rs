@@ -50,15 +50,4 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn every_zone_of_a_multi_zone_config_is_scanned() {
-        let (ctx, _) = Ctx::test();
-        ctx.seed_config_with("linux", 1, |c| *c = crate::testing::zoned(c.clone(), &[("a", 1), ("b", 1)]))
-            .await;
-        assert_eq!(run(&ctx).await.unwrap(), 2);
-        assert_eq!(ctx.keys::<InspectInstances>().await, ["test-project/a", "test-project/b"]);
-    }
-}
+mod tests;

@@ -237,5 +237,4 @@ pub async fn paused_all(ctx: &Ctx) -> Result<Option<Pause>, OpError> {
 }
 
 #[cfg(test)]
-#[path = "configs_tests.rs"]
 mod tests;

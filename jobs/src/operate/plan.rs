@@ -129,5 +129,4 @@ fn change(field: &str, from: Value, to: Value, applies_to: &str) -> Change {
 }
 
 #[cfg(test)]
-#[path = "plan_tests.rs"]
 mod tests;

@@ -90,5 +90,4 @@ async fn attempt(ctx: &Ctx, input: &RegisterInput, audience: &str) -> Result<Reg
 }
 
 #[cfg(test)]
-#[path = "register_tests.rs"]
 mod tests;

@@ -88,5 +88,4 @@ async fn view(ctx: &Ctx, vm: Vm) -> Result<VmView, TaskError> {
 }
 
 #[cfg(test)]
-#[path = "vms_tests.rs"]
 mod tests;

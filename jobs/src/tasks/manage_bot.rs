@@ -226,5 +226,4 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<Next, TaskError> {
 }
 
 #[cfg(test)]
-#[path = "manage_bot_tests.rs"]
 mod tests;

@@ -1,0 +1,108 @@
+//! Unit tests of `rollout.rs`.
+
+use super::*;
+use crate::tasks::{CreateVm, ExpandConfig};
+use crate::testing::created;
+
+fn up(now: DateTime<Utc>) -> impl FnOnce(&mut Vm) {
+    move |v| {
+        created(now)(v);
+        v.connected = Some(now);
+    }
+}
+
+async fn expand(ctx: &Ctx) {
+    crate::tasks::expand_config::run(ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
+}
+
+async fn drained(ctx: &Ctx, ids: &[&str]) -> Vec<String> {
+    let mut out = Vec::new();
+    for id in ids {
+        if ctx.store.vm(id).await.unwrap().is_some_and(|v| v.value.drained) {
+            out.push((*id).to_owned());
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_new_image_rolls_one_surge_vm_at_a_time_and_an_amount_change_rolls_nothing() {
+    let (ctx, _) = Ctx::test();
+    let mut c = crate::testing::config("linux", 2);
+    crate::operate::apply(&ctx, c.clone(), "t").await.unwrap();
+    for id in ["linux-0", "linux-1"] {
+        ctx.seed_vm(id, up(ctx.now())).await;
+    }
+    c.amount.max = 3;
+    crate::operate::apply(&ctx, c.clone(), "t").await.unwrap();
+    assert!(ctx.store.config("linux").await.unwrap().unwrap().value.rollout.is_none(), "amount only");
+    c.attributes.disk[0].image = "global/images/y".into();
+    crate::operate::apply(&ctx, c.clone(), "t").await.unwrap();
+    let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
+    assert!(rec.rollout.is_some() && rec.wants(2) && !rec.wants(3), "amount 2 plus a surge of 1");
+    ctx.finished::<ExpandConfig>().await;
+    expand(&ctx).await;
+    assert_eq!(ctx.finished::<CreateVm>().await, [CreateVm { id: "linux-2".into() }], "the surge");
+    assert!(drained(&ctx, &["linux-0", "linux-1"]).await.is_empty(), "none goes before it connects");
+    // The surge VM (new attributes) connects: one old VM may go.
+    ctx.seed_vm("linux-2", |v| {
+        up(ctx.now())(v);
+        v.attributes = c.attributes_in("z");
+    })
+    .await;
+    expand(&ctx).await;
+    assert_eq!(drained(&ctx, &["linux-0", "linux-1"]).await, ["linux-0"]);
+    let r = ctx.store.config("linux").await.unwrap().unwrap().value.rollout.unwrap();
+    assert_eq!((r.updated, r.outdated), (1, 2));
+    expand(&ctx).await;
+    assert_eq!(drained(&ctx, &["linux-1"]).await, Vec::<String>::new(), "one at a time");
+    // The last old VM on its way out and the first one's replacement not connected yet: the
+    // surge stays (its bot stands in for them).
+    let v0 = ctx.store.vm("linux-0").await.unwrap().unwrap();
+    ctx.store.delete_vm("linux-0", v0.version).await.unwrap();
+    ctx.seed_vm("linux-0", |v| {
+        created(ctx.now())(v);
+        v.attributes = c.attributes_in("z");
+    })
+    .await;
+    let v1 = ctx.store.vm("linux-1").await.unwrap().unwrap().value;
+    crate::tasks::drain_vm::drain(&ctx, &v1).await.unwrap();
+    expand(&ctx).await;
+    let r = ctx.store.config("linux").await.unwrap().unwrap().value.rollout;
+    assert_eq!(r.map(|r| (r.updated, r.outdated)), Some((2, 0)), "not done before new VMs serve the amount");
+    // Old VMs all gone, two new ones up, but one of them is the surge: not done either.
+    let v1 = ctx.store.vm("linux-1").await.unwrap().unwrap();
+    ctx.store.delete_vm("linux-1", v1.version).await.unwrap();
+    ctx.seed_vm("linux-1", |v| {
+        created(ctx.now())(v);
+        v.attributes = c.attributes_in("z");
+    })
+    .await;
+    crate::tasks::update_vm(&ctx, "linux-0", |v| {
+        v.connected = Some(ctx.now());
+        true
+    })
+    .await
+    .unwrap();
+    expand(&ctx).await;
+    let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
+    assert!(rec.rollout.is_some(), "the surge serves for linux-1");
+    // Both old VMs replaced by new ones: done, and the surge goes.
+    for id in ["linux-0", "linux-1"] {
+        let v = ctx.store.vm(id).await.unwrap().unwrap();
+        ctx.store.delete_vm(id, v.version).await.unwrap();
+        ctx.seed_vm(id, |v| {
+            up(ctx.now())(v);
+            v.attributes = c.attributes_in("z");
+        })
+        .await;
+    }
+    expand(&ctx).await;
+    assert!(ctx.store.config("linux").await.unwrap().unwrap().value.rollout.is_none());
+    ctx.finished::<crate::tasks::DrainVm>().await;
+    expand(&ctx).await;
+    assert_eq!(
+        ctx.finished::<crate::tasks::DrainVm>().await,
+        [crate::tasks::DrainVm { id: "linux-2".into() }]
+    );
+}

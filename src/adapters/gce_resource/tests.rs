@@ -1,0 +1,27 @@
+//! Unit tests of `adapters/gce_resource.rs`.
+
+use super::*;
+
+#[test]
+fn the_resource_has_the_spec_s_name_labels_metadata_disks_and_nics() {
+    let yaml = "prefix: linux\namount: {min: 1, max: 1}\nattributes:\n  project: p\n  zone: z\n  machine_type: zones/z/machineTypes/e2-small\n  disk: [{image: global/images/x, size: 10, type: zones/z/diskTypes/local-ssd}, {size: 20}]\n  network_interface: [{network: global/networks/default, access_config: [{type: ONE_TO_ONE_NAT}]}]\n  enable_secure_boot: true\nlifetime: 1d\nswarming: https://swarm.example.com\n";
+    let c = gce_backend_jobs::config::Config::parse(yaml, "t").unwrap();
+    let spec = InstanceSpec {
+        name: "linux-0-abcd".into(),
+        attributes: c.attributes,
+        metadata: vec![("swarming-server".into(), "https://swarm.example.com".into())],
+        labels: [("gce-backend".to_owned(), "prod".to_owned())].into(),
+    };
+    let r = resource(&spec);
+    assert_eq!(r["name"], "linux-0-abcd");
+    assert_eq!(r["labels"]["gce-backend"], "prod");
+    assert_eq!(r["machineType"], "zones/z/machineTypes/e2-small");
+    assert_eq!((r["disks"][0]["boot"].as_bool(), r["disks"][1]["boot"].as_bool()), (Some(true), Some(false)));
+    assert_eq!(r["disks"][0]["type"], "SCRATCH");
+    assert_eq!(r["disks"][1]["initializeParams"]["diskSizeGb"], "20");
+    assert_eq!(r["metadata"]["items"][0]["key"], "swarming-server");
+    assert_eq!(r["networkInterfaces"][0]["accessConfigs"][0]["type"], "ONE_TO_ONE_NAT");
+    assert_eq!(r["shieldedInstanceConfig"]["enableSecureBoot"], true);
+    let decoded: google_cloud_compute_v1::model::Instance = serde_json::from_value(r).unwrap();
+    assert_eq!(decoded.name.as_deref(), Some("linux-0-abcd"), "the official client reads it");
+}

@@ -1,0 +1,65 @@
+//! Unit tests of `adapters/swarming.rs`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use gce_backend_jobs::config::{SwarmingServers, Trust};
+
+use super::*;
+
+/// A local server counting its requests; it answers a bot page, or a redirect to `to`.
+async fn server(hits: Arc<AtomicUsize>, to: Option<String>) -> String {
+    let app = axum::Router::new().fallback(move || {
+        let (hits, to) = (hits.clone(), to.clone());
+        async move {
+            hits.fetch_add(1, Ordering::SeqCst);
+            match to {
+                Some(to) => axum::response::Response::builder()
+                    .status(307)
+                    .header("location", format!("{to}/prpc/swarming.v2.Bots/ListBots"))
+                    .body(axum::body::Body::empty())
+                    .unwrap(),
+                None => axum::response::Response::builder()
+                    .header("x-prpc-grpc-code", "0")
+                    .body(axum::body::Body::from(r#"{"items": [{"botId": "linux-0-abcd"}]}"#))
+                    .unwrap(),
+            }
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    url
+}
+
+#[tokio::test]
+async fn only_listed_servers_are_called_and_redirects_are_not_followed() {
+    let (attacker_hits, good_hits, redirect_hits) = Default::default();
+    let attacker = server(Arc::clone(&attacker_hits), None).await;
+    let good = server(Arc::clone(&good_hits), None).await;
+    let redirecting = server(Arc::clone(&redirect_hits), Some(attacker.clone())).await;
+    let listed = SwarmingServers { servers: vec![good.clone(), redirecting.clone()] };
+    let trust = Arc::new(Trust::new(&listed, &BTreeMap::new()).unwrap());
+    let bots = Swarming::new(Some("http://{host}"), trust).unwrap();
+    let (page, _) = bots.list(&good, None).await.unwrap();
+    assert_eq!(page[0].id, "linux-0-abcd");
+    assert_eq!(good_hits.load(Ordering::SeqCst), 1);
+    let host = attacker.trim_start_matches("http://");
+    for server in [attacker.clone(), format!("http://evil.example@{host}/p?q="), format!("{attacker}/")] {
+        let e = bots.list(&server, None).await.unwrap_err();
+        assert_eq!(e.kind, BotErrorKind::Denied, "{server}: {e}");
+    }
+    assert!(bots.list(&redirecting, None).await.is_err(), "a redirect is an error, not followed");
+    assert_eq!(redirect_hits.load(Ordering::SeqCst), 1);
+    assert_eq!(attacker_hits.load(Ordering::SeqCst), 0, "nothing reached the unlisted server");
+}
+
+#[test]
+fn endpoints_given_on_the_command_line_are_urls_without_users_or_queries() {
+    assert!(check_endpoint("--certs-url", "https://www.googleapis.com/oauth2/v3/certs").is_ok());
+    for bad in ["ftp://x", "https://u:p@x/certs", "https://x/certs?token=1", "https:///certs", "http://x/a b"]
+    {
+        assert!(check_endpoint("--certs-url", bad).is_err(), "{bad}");
+    }
+}

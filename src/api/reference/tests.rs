@@ -1,0 +1,74 @@
+//! Unit tests of `api/reference.rs`.
+
+use super::*;
+
+fn refs(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::Object(o) => {
+            if let Some(Value::String(r)) = o.get("$ref") {
+                out.push(r.clone());
+            }
+            o.values().for_each(|v| refs(v, out));
+        }
+        Value::Array(a) => a.iter().for_each(|v| refs(v, out)),
+        _ => {}
+    }
+}
+
+#[test]
+fn the_openapi_document_has_every_method_and_every_reference_resolves() {
+    let doc = openapi(&Urls::new("https://gce.example.com/"));
+    assert_eq!(doc["servers"][0]["url"], "https://gce.example.com/api/gce-backend/v1");
+    let mut ops = Vec::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (verb, op) in item.as_object().unwrap() {
+            ops.push(op["operationId"].as_str().unwrap().to_owned());
+            let m = METHODS.iter().find(|m| m.name == op["operationId"]).unwrap();
+            assert_eq!(
+                (path.as_str(), verb.as_str()),
+                (format!("/{}", m.axum_route().trim_start_matches('/')).as_str(), m.verb)
+            );
+        }
+    }
+    ops.sort();
+    let mut names: Vec<String> = METHODS.iter().map(|m| m.name.to_owned()).collect();
+    names.sort();
+    assert_eq!(ops, names);
+    let mut all = Vec::new();
+    refs(&doc, &mut all);
+    assert!(!all.is_empty());
+    for r in all {
+        let name = r.strip_prefix("#/components/schemas/").unwrap_or_else(|| panic!("{r}"));
+        assert!(doc["components"]["schemas"].get(name).is_some(), "{r} does not resolve");
+    }
+}
+
+#[test]
+fn the_reference_lists_every_method_with_schemas_that_are_served() {
+    let urls = Urls::new("http://x");
+    let r = api_reference(&urls);
+    assert_eq!(r["$schema"], "http://x/schemas/base/v1/api-reference.json");
+    assert_eq!(manifest(&urls)["references"][0], "http://x/references/gce-backend/v1/api.json");
+    let served = schemas();
+    for e in r["entries"].as_array().unwrap() {
+        for k in ["input", "output"] {
+            if let Some(f) = e[k].as_str() {
+                let file = f.strip_prefix("v1/").unwrap();
+                assert!(served.contains_key(file), "{f}");
+                assert_eq!(
+                    schema_doc(&urls, file).unwrap()["$id"],
+                    format!("http://x/schemas/gce-backend/v1/{file}")
+                );
+            }
+        }
+    }
+    assert_eq!(r["entries"].as_array().unwrap().len(), METHODS.len());
+    assert!(base_schema(&urls, "nope.json").is_none());
+    // The reference and the manifest are what their own schemas say.
+    for (doc, file) in [(r, "api-reference.json"), (manifest(&urls), "api-manifest.json")] {
+        let schema = jsonschema::validator_for(&base_schema(&urls, file).unwrap()).unwrap();
+        if let Err(e) = schema.validate(&doc) {
+            panic!("{file}: {e}");
+        }
+    }
+}

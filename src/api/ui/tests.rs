@@ -1,0 +1,13 @@
+//! Unit tests of `api/ui.rs`.
+
+use super::*;
+
+#[test]
+fn the_page_names_the_files_it_is_served_with() {
+    assert!(INDEX.contains("app.js") && INDEX.contains("style.css"));
+    assert!(LIB.contains("api/gce-backend/v1") && INDEX.contains("lib.js"));
+    assert!(VIEWS.contains("gbViews") && APP.contains("gbViews"));
+    let at = |f: &str| INDEX.find(&format!("<script src=\"{f}\"")).unwrap_or_else(|| panic!("{f}"));
+    assert!(at("lib.js") < at("views.js") && at("views.js") < at("app.js"), "scripts out of order");
+    assert!(!INDEX.contains("<script>"), "no inline script: the CSP allows only 'self'");
+}
