@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::Context;
 use gce_backend_jobs::ports::rated::RatedCompute;
 use gce_backend_jobs::providers::Providers;
-use gce_backend_jobs::{Ctx, Queues};
+use gce_backend_jobs::{Ctx, Env, Queues};
 
 use crate::adapters::SystemClock;
 use crate::adapters::gce::Gce;
@@ -208,8 +208,10 @@ pub async fn context(
     let policies: HashMap<String, gce_backend_queues::Policy> = settings.queues.clone().into_iter().collect();
     let clock: Arc<dyn gce_backend_jobs::ports::clock::Clock> = Arc::new(SystemClock);
     let hook = gce_backend_jobs::tasks::dead_hook(store.clone(), clock.clone());
-    let queues = Queues::new(engine, &policies)?.with_dead_hook(hook).with_metrics(&telemetry.queues);
-    let ctx = Ctx {
+    let queues = Queues::new(engine, gce_backend_jobs::tasks::QUEUES, &policies)?
+        .with_dead_hook(hook)
+        .with_metrics(&telemetry.queues);
+    let env = Env {
         store,
         compute: Arc::new(compute),
         bots: Arc::new(bots),
@@ -220,13 +222,14 @@ pub async fn context(
         limits: Arc::new(settings.limits.clone()),
         trust,
         catalog: Arc::new(gce_backend_jobs::catalog::Catalog::new()),
-        providers: Arc::new(Providers::new(&settings.providers).map_err(anyhow::Error::msg)?),
         keys: Arc::new(crate::adapters::keys::HttpKeys::new(&certs).map_err(anyhow::Error::msg)?),
         deployment: settings.deployment.clone(),
         configs_dir: opts.configs.clone(),
         telemetry,
         episodes: Arc::default(),
     };
+    let providers = Arc::new(Providers::new(&settings.providers).map_err(anyhow::Error::msg)?);
+    let ctx = Ctx { env, providers };
     // Each provider once, before work starts (a failure is logged; its calls try again).
     ctx.providers.setup_all(&ctx).await;
     Ok((ctx, sim))

@@ -81,7 +81,7 @@ pub async fn shutdown_signal() -> std::io::Result<()> {
     }
 }
 
-use gce_backend_jobs::tasks::Next;
+use gce_backend_jobs::work::Next;
 
 /// `d` plus up to a quarter more, at random.
 fn jittered(d: Duration) -> Duration {
@@ -101,7 +101,7 @@ async fn failed(
 ) -> BoxDynError {
     let class = e.class();
     tracing::warn!(class = ?class, error = %e, "task failed");
-    if let Some(prefix) = gce_backend_jobs::tasks::config_of(queue, key) {
+    if let Some(prefix) = gce_backend_jobs::work::config_of(queue, key) {
         let counted = ctx.store.bump(&prefix, gce_backend_jobs::model::counters::TASK_FAILURES).await;
         if let Err(err) = counted {
             tracing::debug!(error = %err, "cannot count the failure on the Config's status");

@@ -11,6 +11,7 @@ use gce_backend::app::{self, Role, RunOptions};
 use gce_backend_jobs::cron;
 use gce_backend_jobs::tasks;
 use gce_backend_jobs::tasks::*;
+use gce_backend_jobs::work::Next;
 use gce_backend_jobs::{Ctx, TaskError};
 use gce_backend_queues::testing::{RedisServer, eventually};
 use serde_json::json;

@@ -60,7 +60,7 @@ async fn contract(store: Arc<dyn Store>) {
 
     // VMs and their indexes.
     let (ctx, _) = Ctx::test();
-    let ctx = Ctx { store: store.clone(), ..ctx };
+    let ctx = ctx.with_store(store.clone());
     let vm = ctx.seed_vm("linux-0", |_| {}).await;
     ctx.seed_vm("linux-1", |_| {}).await;
     assert_eq!(store.vm_ids(VmIndex::Uncreated).await.unwrap(), ["linux-0", "linux-1"]);
@@ -344,7 +344,7 @@ async fn corrupt(store: Arc<dyn Store>, plant: impl Fn(&str, &str)) {
         store.global_pause().await,
         Err(gce_backend_jobs::ports::store::StoreError::Corrupt { .. })
     ));
-    let paused = gce_backend_jobs::ctx::global_pause(&*store).await.unwrap().expect("fails safe");
+    let paused = gce_backend_jobs::pause::global(&*store).await.unwrap().expect("fails safe");
     assert!(paused.reason.contains("does not decode"), "{paused:?}");
     store.set_global_pause(None).await.unwrap();
     assert_eq!(store.global_pause().await.unwrap(), None);
@@ -388,7 +388,7 @@ async fn corrupt_records_are_confined_to_their_entity_in_redis() {
 async fn a_vm_stored_in_the_flat_format_reads_with_its_instance() {
     let server = RedisServer::start();
     let store = RedisStore::connect(&server.url(), "test").await.unwrap();
-    let ctx = Ctx { store: Arc::new(store), ..Ctx::test().0 };
+    let ctx = Ctx::test().0.with_store(Arc::new(store));
     let mut vm = ctx.seed_vm("linux-0", |_| {}).await;
     let mut flat = serde_json::to_value(&vm).unwrap();
     flat["url"] = "https://compute/projects/p/zones/z/instances/linux-0-abcd".into();

@@ -11,7 +11,7 @@ use gce_backend_jobs::ports::store::{Expect, Store, VmIndex};
 use gce_backend_jobs::status::tally;
 use gce_backend_jobs::store::memory::MemoryStore;
 use gce_backend_jobs::testing::created;
-use gce_backend_jobs::{Ctx, tasks::write_vm};
+use gce_backend_jobs::{Ctx, writes::write_vm};
 use gce_backend_queues::testing::RedisServer;
 
 /// The counts by reading every VM record (what the sums must equal).
@@ -61,7 +61,7 @@ async fn zone_sums(store: &dyn Store, prefix: &str) -> BTreeMap<String, Sums> {
 }
 
 async fn sums_follow_every_write(store: Arc<dyn Store>) {
-    let ctx = Ctx { store: store.clone(), ..Ctx::test().0 };
+    let ctx = Ctx::test().0.with_store(store.clone());
     let now = ctx.now();
     ctx.seed_config("linux", 6).await;
     let check = |what: &'static str| {
@@ -144,7 +144,7 @@ async fn sums_follow_every_write_in_redis() {
 async fn vms_written_before_sums_are_counted_in_once() {
     let server = RedisServer::start();
     let store = Arc::new(RedisStore::connect(&server.url(), "test").await.unwrap());
-    let ctx = Ctx { store: store.clone(), ..Ctx::test().0 };
+    let ctx = Ctx::test().0.with_store(store.clone());
     let now = ctx.now();
     ctx.seed_config("linux", 3).await;
     ctx.seed_vm("linux-0", created(now)).await;
@@ -210,7 +210,7 @@ async fn vms_written_before_sums_are_counted_in_once() {
 async fn a_tally_costs_the_same_at_10_and_1000_vms() {
     let server = RedisServer::start();
     let store = Arc::new(RedisStore::connect(&server.url(), "test").await.unwrap());
-    let ctx = Ctx { store: store.clone(), ..Ctx::test().0 };
+    let ctx = Ctx::test().0.with_store(store.clone());
     let now = ctx.now();
     for (prefix, n) in [("small", 10), ("big", 1000)] {
         ctx.seed_config(prefix, n).await;

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use crate::ctx::Ctx;
+use crate::env::Env;
 use crate::episodes::Held;
 use crate::error::TaskError;
 use crate::model::{Backoff, Vm};
@@ -47,14 +47,14 @@ pub fn left(b: &Backoff, now: DateTime<Utc>) -> Duration {
 }
 
 /// The active backoff of `scope`, if any.
-pub async fn active(ctx: &Ctx, scope: &Scope) -> Result<Option<Backoff>, TaskError> {
+pub async fn active(ctx: &Env, scope: &Scope) -> Result<Option<Backoff>, TaskError> {
     let now = ctx.now();
     Ok(ctx.store.backoff(&scope.0, &scope.1).await?.filter(|b| b.until > now))
 }
 
 /// The longest time left among the active backoffs of a VM's zone and Config (one read); the
 /// task waits that long (counted for the backoff's summary, said at DEBUG).
-pub async fn wait_for(ctx: &Ctx, vm: &Vm) -> Result<Option<Duration>, TaskError> {
+pub async fn wait_for(ctx: &Env, vm: &Vm) -> Result<Option<Duration>, TaskError> {
     let now = ctx.now();
     let found = ctx.store.backoffs(&Scope::of(vm).each_ref().map(Scope::pair)).await?;
     let Some(b) = found.iter().flatten().filter(|b| b.until > now).max_by_key(|b| b.until) else {
@@ -84,7 +84,7 @@ fn named(project: &str, zone: &str) -> (String, String) {
 
 /// A failure in `scope`: backs it off one step more, unless another failure of the same wave
 /// already did. Returns how long until it may be tried again.
-pub async fn hit(ctx: &Ctx, scope: &Scope, reason: &str) -> Result<Duration, TaskError> {
+pub async fn hit(ctx: &Env, scope: &Scope, reason: &str) -> Result<Duration, TaskError> {
     let now = ctx.now();
     let prev = ctx.store.backoff(&scope.0, &scope.1).await?;
     if let Some(b) = prev.as_ref().filter(|b| b.until > now) {
@@ -118,13 +118,13 @@ pub async fn hit(ctx: &Ctx, scope: &Scope, reason: &str) -> Result<Duration, Tas
 }
 
 /// A success in `scope`: its backoff ends.
-pub async fn clear(ctx: &Ctx, scope: &Scope) -> Result<(), TaskError> {
+pub async fn clear(ctx: &Env, scope: &Scope) -> Result<(), TaskError> {
     Ok(ctx.store.set_backoff(&scope.0, &scope.1, None).await?)
 }
 
 /// An instance of `vm` was made: the backoffs of its zone and its Config end (one read; a
 /// write and a line each when there were any).
-pub async fn clear_for(ctx: &Ctx, vm: &Vm) -> Result<(), TaskError> {
+pub async fn clear_for(ctx: &Env, vm: &Vm) -> Result<(), TaskError> {
     let scopes = Scope::of(vm);
     let pairs = scopes.each_ref().map(Scope::pair);
     let found = ctx.store.backoffs(&pairs).await?;

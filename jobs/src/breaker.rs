@@ -11,72 +11,23 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
 
-use crate::ctx::Ctx;
+use crate::env::Env;
 use crate::error::TaskError;
-use crate::model::{ConfigRecord, FaultKind, Pause, Vm};
-use crate::tasks::{CreateVm, Next};
-
-/// Who holds a Config whose breaker is open (as a pause's `by`).
-pub const BY: &str = "breaker";
+use crate::model::breaker::{BY, Open};
+use crate::model::{ConfigRecord, FaultKind, Vm};
+use crate::work::{CreateVm, Next};
 
 /// Longest wait between canaries.
 const CANARY_CAP: Duration = Duration::from_secs(3600);
 
-/// The breaker's state on a Config record.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct BreakerState {
-    /// VMs that failed in a row.
-    #[serde(default)]
-    pub failed_in_a_row: u32,
-    /// When the first of them failed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub since: Option<DateTime<Utc>>,
-    /// Set while open.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub open: Option<Open>,
-}
-
-impl BreakerState {
-    /// Closed and no failure counted (nothing to store).
-    pub fn is_closed_clean(&self) -> bool {
-        self.failed_in_a_row == 0 && self.open.is_none()
-    }
-}
-
-/// An open breaker.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Open {
-    /// Since when.
-    pub since: DateTime<Utc>,
-    /// Why (the failures that opened it).
-    pub reason: String,
-    /// Canaries that failed since.
-    pub canaries: u32,
-    /// When the next canary may be made.
-    pub next_canary: DateTime<Utc>,
-    /// The canary on its way (its VM id), if any.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub canary: Option<String>,
-}
-
-/// The hold an open breaker puts on `rec` (as a pause by [`BY`]), unless `vm_id` is its canary.
-pub fn hold(rec: &ConfigRecord, vm_id: Option<&str>) -> Option<Pause> {
-    let open = rec.breaker.open.as_ref()?;
-    if vm_id.is_some() && open.canary.as_deref() == vm_id {
-        return None;
-    }
-    Some(Pause { by: BY.into(), reason: open.reason.clone(), at: open.since })
-}
-
 /// Changes Config `prefix`'s record with `change` (false: leave it); the record, if written.
 async fn update(
-    ctx: &Ctx,
+    ctx: &Env,
     prefix: &str,
     change: impl Fn(&mut ConfigRecord) -> bool,
 ) -> Result<Option<ConfigRecord>, TaskError> {
-    let found = crate::tasks::update_config(ctx, prefix, |rec| Ok::<_, TaskError>(change(rec))).await?;
+    let found = crate::writes::update_config(ctx, prefix, |rec| Ok::<_, TaskError>(change(rec))).await?;
     Ok(found.filter(|(_, wrote)| *wrote).map(|(rec, _)| rec))
 }
 
@@ -88,7 +39,7 @@ fn canary_wait(base: Duration, n: u32) -> chrono::Duration {
 
 /// `vm` got a fault of `kind`: counted when it is a failure (never connected; dead or down soon
 /// after connecting, a preemption aside). May open the breaker, or put the next canary off.
-pub async fn failed(ctx: &Ctx, vm: &Vm, kind: FaultKind) -> Result<(), TaskError> {
+pub async fn failed(ctx: &Env, vm: &Vm, kind: FaultKind) -> Result<(), TaskError> {
     let now = ctx.now();
     let Some(cfg) = ctx.store.config(&vm.config).await? else { return Ok(()) };
     let b = &cfg.value.config.breaker;
@@ -161,7 +112,7 @@ pub async fn failed(ctx: &Ctx, vm: &Vm, kind: FaultKind) -> Result<(), TaskError
 }
 
 /// `vm`'s bot connected: a canary's closes its Config's breaker.
-pub async fn connected(ctx: &Ctx, vm: &Vm) -> Result<(), TaskError> {
+pub async fn connected(ctx: &Env, vm: &Vm) -> Result<(), TaskError> {
     if !vm.canary {
         return Ok(());
     }
@@ -176,7 +127,7 @@ pub async fn connected(ctx: &Ctx, vm: &Vm) -> Result<(), TaskError> {
     if closed.is_some() {
         tracing::info!(config = %vm.config, vm = %vm.id, "breaker closed: a canary connected");
         ctx.resolved(&vm.config, &[BY]).await?;
-        crate::operate::wake(ctx, Some(&vm.config)).await?;
+        crate::pause::wake(ctx, Some(&vm.config)).await?;
     }
     Ok(())
 }
@@ -184,7 +135,7 @@ pub async fn connected(ctx: &Ctx, vm: &Vm) -> Result<(), TaskError> {
 /// Whether a VM of Config `prefix` connected at or after `since` and by `lived` (so it has lived
 /// `within`), and is still healthy. Reads the Config's VMs.
 async fn proven_since(
-    ctx: &Ctx,
+    ctx: &Env,
     prefix: &str,
     since: Option<DateTime<Utc>>,
     lived: DateTime<Utc>,
@@ -203,7 +154,7 @@ async fn proven_since(
 
 /// `expand_config` while the breaker of `rec` is open: makes the canary when it is due (the first
 /// of `missing`), and says when to look again.
-pub async fn expand(ctx: &Ctx, rec: &ConfigRecord, missing: &[String]) -> Result<Next, TaskError> {
+pub async fn expand(ctx: &Env, rec: &ConfigRecord, missing: &[String]) -> Result<Next, TaskError> {
     let Some(open) = &rec.breaker.open else { return Ok(Next::Done) };
     let now = ctx.now();
     if let Some(id) = &open.canary {

@@ -5,10 +5,10 @@
 //! needs it ([`or_skip`]) and does the rest. `count_vms`'s cron job runs the
 //! checks ([`check`]).
 
-use crate::ctx::Ctx;
+use crate::env::Env;
 use crate::error::TaskError;
 use crate::ports::store::{Scope, StoreError};
-use crate::tasks::ManageBot;
+use crate::work::ManageBot;
 
 /// The stage of the status entries this module writes and resolves.
 pub const STAGE: &str = "index";
@@ -22,7 +22,7 @@ const VERIFIED: &str = "verified";
 /// (a rebuild that finds nothing wrong writes nothing), so keys missing or wrong without a sign
 /// in those checks are found within that period, and VM records that do not decode are
 /// quarantined.
-pub async fn check(ctx: &Ctx) -> Result<(), TaskError> {
+pub async fn check(ctx: &Env) -> Result<(), TaskError> {
     let mut scopes = ctx.store.heal_requests().await?;
     if !scopes.contains(&Scope::All) {
         for c in ctx.store.configs().await? {
@@ -48,7 +48,7 @@ pub async fn check(ctx: &Ctx) -> Result<(), TaskError> {
 
 /// Rebuilds `scope`; when anything changed, logs it once (WARN) and notes it on the Config's
 /// status, resolving the notes of cron jobs that skipped it meanwhile.
-async fn rebuild(ctx: &Ctx, scope: &Scope) -> Result<(), TaskError> {
+async fn rebuild(ctx: &Env, scope: &Scope) -> Result<(), TaskError> {
     let r = ctx.store.rebuild(scope).await?;
     if !r.corrupt.is_empty() {
         // Their handler reads them, which quarantines each (see `tasks::quarantine`).
@@ -99,7 +99,7 @@ async fn rebuild(ctx: &Ctx, scope: &Scope) -> Result<(), TaskError> {
 /// on `prefix`'s status when it is one Config's, else at WARN), so the job skips what needs it and
 /// does the rest; other errors as they are.
 pub async fn or_skip<T>(
-    ctx: &Ctx,
+    ctx: &Env,
     job: &str,
     prefix: Option<&str>,
     read: Result<T, StoreError>,

@@ -29,12 +29,15 @@ pub mod catalog;
 pub mod config;
 pub mod cron;
 pub mod ctx;
+pub mod env;
 pub mod episodes;
 pub mod error;
 pub mod heal;
+pub mod lifecycle;
 pub mod model;
 pub mod naming;
 pub mod operate;
+pub mod pause;
 pub mod ports;
 pub mod providers;
 pub mod rollout;
@@ -44,7 +47,11 @@ pub mod tasks;
 pub mod telemetry;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod work;
+pub mod writes;
 pub mod zones;
 
-pub use ctx::{Ctx, Limits, Queues, Timing};
+pub use config::{Limits, Timing};
+pub use ctx::Ctx;
+pub use env::{Env, Queues};
 pub use error::{Class, TaskError};

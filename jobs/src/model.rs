@@ -8,6 +8,8 @@ use serde::{Deserialize, Serialize};
 use crate::config::{Attributes, Config};
 
 mod api;
+pub mod breaker;
+pub mod rollout;
 mod status;
 mod wanted;
 pub use api::{Change, Plan, PlanInput, UnknownState, VmState, VmView};
@@ -54,11 +56,11 @@ pub struct ConfigRecord {
     /// Compute could not be asked; the check is repeated on every import until it can).
     #[serde(default)]
     pub verified: bool,
-    /// Set while this Config is paused: no VM is created or replaced (see `Ctx::paused`).
+    /// Set while this Config is paused: no VM is created or replaced (see `Env::paused`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused: Option<Pause>,
     /// When its provider last changed, kept until no VM of another provider is left
-    /// (`expand_config` drains them a few at a time; see `providers::switch_step`).
+    /// (`expand_config` drains them a few at a time; see `expand_config`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider_changed: Option<DateTime<Utc>>,
     /// A static pool's slots: the VM index each listed hostname has (see [`Listed`]).
@@ -67,10 +69,10 @@ pub struct ConfigRecord {
     /// Set while a rolling update replaces VMs made from older instance attributes (see
     /// `rollout`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rollout: Option<crate::rollout::Rollout>,
+    pub rollout: Option<rollout::Rollout>,
     /// Its circuit breaker: failures in a row, and whether it is open (see `breaker`).
-    #[serde(default, skip_serializing_if = "crate::breaker::BreakerState::is_closed_clean")]
-    pub breaker: crate::breaker::BreakerState,
+    #[serde(default, skip_serializing_if = "breaker::BreakerState::is_closed_clean")]
+    pub breaker: breaker::BreakerState,
 }
 
 impl ConfigRecord {

@@ -8,48 +8,16 @@
 //! the amount is served by new VMs, the mark goes, and with it the surge. A change of the amount
 //! alone rolls nothing.
 
-use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
-
-use crate::config::{Config, UpdateMode};
-use crate::ctx::Ctx;
+use crate::env::Env;
 use crate::error::TaskError;
+use crate::model::rollout::{Rollout, outdated};
 use crate::model::{ConfigRecord, Vm};
 use crate::ports::store::Expect;
-
-/// A rolling update going on.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Rollout {
-    /// Since when.
-    pub since: DateTime<Utc>,
-    /// VMs made from the new attributes (at the last look).
-    pub updated: u32,
-    /// VMs made from older ones, not yet retired (at the last look).
-    pub outdated: u32,
-}
-
-/// True when `vm` was made from other instance attributes than `c` has now.
-pub fn outdated(c: &Config, vm: &Vm) -> bool {
-    !c.is_static() && (!c.zone_names().contains(&vm.zone()) || vm.attributes != c.attributes_in(vm.zone()))
-}
-
-/// The rollout mark of a Config record replacing `old` with `new`: a new one when the instance
-/// attributes (or zones) change and the update is rolling, else `old`'s (one going on goes on).
-pub fn changed(old: &ConfigRecord, new: &Config, now: DateTime<Utc>) -> Option<Rollout> {
-    let o = &old.config;
-    let other = o.attributes != new.attributes || o.zones != new.zones;
-    let rolling = new.update.mode == UpdateMode::Rolling && !new.is_static();
-    match (other && rolling && !old.revision.is_empty(), &old.rollout) {
-        (true, _) => Some(Rollout { since: now, updated: 0, outdated: 0 }),
-        (false, r) if rolling => r.clone(),
-        _ => None,
-    }
-}
 
 /// One step of Config `prefix`'s rollout (it is marked): retires what may go now, records the
 /// progress, and clears the mark when no outdated VM is left. `ids`: its VM ids as the caller
 /// read them. Returns whether the rollout goes on. Reads every VM record of the Config.
-pub async fn step(ctx: &Ctx, prefix: &str, ids: &[String]) -> Result<bool, TaskError> {
+pub async fn step(ctx: &Env, prefix: &str, ids: &[String]) -> Result<bool, TaskError> {
     let Some(cur) = ctx.store.config(prefix).await? else { return Ok(false) };
     let Some(mark) = cur.value.rollout.clone() else { return Ok(false) };
     let c = &cur.value.config;
@@ -100,7 +68,7 @@ pub async fn step(ctx: &Ctx, prefix: &str, ids: &[String]) -> Result<bool, TaskE
         tracing::info!(config = %prefix, retiring = chosen.len(), outdated = outdated_left, updated, healthy, "rolling update: retiring VMs made from older attributes");
     }
     for vm in &chosen {
-        crate::tasks::drain_vm::drain(ctx, vm).await?;
+        crate::lifecycle::drain(ctx, vm).await?;
     }
     Ok(true)
 }

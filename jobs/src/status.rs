@@ -102,7 +102,7 @@ pub async fn status(
         dead_tasks: store.counter(prefix, counters::DEAD_TASKS).await?,
         task_failures: store.counter(prefix, counters::TASK_FAILURES).await?,
         errors: store.errors(prefix).await?,
-        paused_all: crate::ctx::global_pause(store).await?.is_some(),
+        paused_all: crate::pause::global(store).await?.is_some(),
         ..ConfigStatus::default()
     };
     let config = match store.config(prefix).await {
@@ -211,7 +211,7 @@ pub async fn report(
             Err(e) => return Err(e),
         }
     }
-    let paused = crate::ctx::global_pause(store).await?;
+    let paused = crate::pause::global(store).await?;
     let rate_limits = rate_levels(buckets, now).await?;
     Ok(Report { configs, files: store.file_errors().await?, paused, rate_limits })
 }

@@ -10,7 +10,9 @@ use chrono::{DateTime, TimeZone, Utc};
 use gce_backend_queues::Task;
 use gce_backend_queues::{MemoryEngine, WorkerId};
 
-use crate::ctx::{Ctx, Queues, Timing};
+use crate::config::{Limits, Timing};
+use crate::ctx::Ctx;
+use crate::env::{Env, Queues};
 use crate::model::Bot;
 use crate::ports::bots::{BotError, BotEvent, Bots};
 use crate::ports::clock::ManualClock;
@@ -247,10 +249,10 @@ impl Ctx {
             keys: Arc::default(),
         };
         let telemetry = crate::telemetry::Telemetry::default();
-        let queues = Queues::new(Arc::new(MemoryEngine::new()), &HashMap::new())
+        let queues = Queues::new(Arc::new(MemoryEngine::new()), crate::tasks::QUEUES, &HashMap::new())
             .expect("queues")
             .with_metrics(&telemetry.queues);
-        let ctx = Ctx {
+        let env = Env {
             store: fakes.store.clone(),
             compute: fakes.compute.clone(),
             bots: fakes.bots.clone(),
@@ -258,17 +260,23 @@ impl Ctx {
             clock: fakes.clock.clone(),
             queues,
             timing: Arc::new(Timing::default()),
-            limits: Arc::new(crate::ctx::Limits::default()),
+            limits: Arc::new(Limits::default()),
             trust: Arc::new(crate::config::Trust::default()),
             catalog: Arc::new(crate::catalog::Catalog::new()),
-            providers: Arc::new(crate::providers::Providers::default()),
             keys: fakes.keys.clone(),
             deployment: "test".into(),
             configs_dir: PathBuf::from("."),
             telemetry,
             episodes: Arc::default(),
         };
+        let ctx = Ctx { env, providers: Arc::new(crate::providers::Providers::default()) };
         (ctx, fakes)
+    }
+
+    /// The same context on `store`.
+    pub fn with_store(mut self, store: Arc<dyn crate::ports::store::Store>) -> Self {
+        self.env.store = store;
+        self
     }
 
     /// Takes every task of `T`'s queue that is due now, in order.

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 
 use crate::config::Config;
-use crate::ctx::Ctx;
+use crate::env::Env;
 use crate::error::TaskError;
 use crate::model::{Backoff, ConfigRecord, Sums, Vm};
 use crate::ports::store::Store;
@@ -69,7 +69,7 @@ pub async fn backoffs(
 /// The rooms of `c`'s zones now: VMs per zone from the store's zone sums, and `backoffs` (as
 /// [`backoffs`] read them).
 async fn rooms<'a>(
-    ctx: &Ctx,
+    ctx: &Env,
     c: &'a Config,
     backoffs: Vec<Option<Backoff>>,
 ) -> Result<Vec<Room<'a>>, TaskError> {
@@ -88,7 +88,7 @@ async fn rooms<'a>(
 
 /// Places the VMs `ids` `expand_config` is about to create for `rec` and records where (one
 /// decision for the batch); nothing for a Config with one zone.
-pub async fn place_batch(ctx: &Ctx, rec: &ConfigRecord, ids: &[String]) -> Result<(), TaskError> {
+pub async fn place_batch(ctx: &Env, rec: &ConfigRecord, ids: &[String]) -> Result<(), TaskError> {
     let c = &rec.config;
     if c.zones.len() < 2 || ids.is_empty() {
         return Ok(());
@@ -105,7 +105,7 @@ pub async fn place_batch(ctx: &Ctx, rec: &ConfigRecord, ids: &[String]) -> Resul
 /// read: a run that fails after it decides again, from the counts. (VMs whose placed zone backs
 /// off all decide from the same counts, so they may go to one zone together; the next batch
 /// evens it out.)
-pub async fn pick(ctx: &Ctx, rec: &ConfigRecord, id: &str) -> Result<String, TaskError> {
+pub async fn pick(ctx: &Env, rec: &ConfigRecord, id: &str) -> Result<String, TaskError> {
     let c = &rec.config;
     if c.zones.len() < 2 {
         return Ok(c.zone_names()[0].to_owned());
@@ -124,7 +124,7 @@ pub async fn pick(ctx: &Ctx, rec: &ConfigRecord, id: &str) -> Result<String, Tas
 
 /// True when `vm` (no instance; the caller knows no insert of it is in flight) is better made
 /// again in another zone: its Config has several zones, its own backs off and another does not.
-pub async fn elsewhere(ctx: &Ctx, vm: &Vm) -> Result<bool, TaskError> {
+pub async fn elsewhere(ctx: &Env, vm: &Vm) -> Result<bool, TaskError> {
     if vm.instance.is_some() {
         return Ok(false);
     }

@@ -38,7 +38,7 @@ fn offset(page: &Page) -> Result<usize, ApiError> {
 /// The Config a task works for (the one rule, `tasks::config_of`: a prefix, a VM id or
 /// `<VM id>@<guard>`, by queue; a project, zone or server belongs to no one Config).
 fn owner_of(t: &TaskStatus) -> Option<String> {
-    gce_backend_jobs::tasks::config_of(&t.queue, &t.key)
+    gce_backend_jobs::work::config_of(&t.queue, &t.key)
 }
 
 /// The Config record a non-admin caller reaches a task through: readable, else hidden (404).

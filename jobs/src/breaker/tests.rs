@@ -1,8 +1,10 @@
 //! Unit tests of `breaker.rs`.
 
 use super::*;
-use crate::tasks::{CreateVm, ExpandConfig};
+use crate::ctx::Ctx;
+use crate::model::breaker::BreakerState;
 use crate::testing::created;
+use crate::work::{CreateVm, ExpandConfig};
 
 async fn setup(after: u32) -> (Ctx, crate::testing::Fakes) {
     let (ctx, f) = Ctx::test();

@@ -342,11 +342,13 @@ impl Amount {
 mod attributes;
 pub mod names;
 mod policy;
+mod settings;
 pub mod trust;
 mod validate;
 pub use attributes::*;
 pub use names::{bounds, check_endpoint, prefixes_clash, valid_gce_name, valid_host, valid_project};
 pub use policy::*;
+pub use settings::{Limits, Timing};
 pub use trust::{Origin, SwarmingServers, Tenant, Trust};
 pub use validate::{SWARMING_SERVER_KEY, check_nesting, check_prefixes, validate_all};
 

@@ -102,7 +102,7 @@ fn nesting_is_counted_outside_strings_and_comments() {
 
 #[test]
 fn amounts_above_the_limit_are_refused() {
-    let limits = crate::ctx::Limits { max_amount: 100, ..crate::ctx::Limits::default() };
+    let limits = crate::config::Limits { max_amount: 100, ..crate::config::Limits::default() };
     let mut c = cfg();
     c.check_limits(&limits).unwrap();
     c.amount.max = 10_000_000;

@@ -79,7 +79,7 @@ impl Config {
     }
 
     /// Checks the service's limits (settings `[limits]`).
-    pub fn check_limits(&self, limits: &crate::ctx::Limits) -> Result<(), ConfigError> {
+    pub fn check_limits(&self, limits: &crate::config::Limits) -> Result<(), ConfigError> {
         let ceiling = super::trust::most_vms(self);
         if ceiling > limits.max_amount {
             return Err(err(

@@ -1,7 +1,7 @@
 //! `audit_instances`: every zone of every Config's project → `audit_instances` (spread over
 //! `timing.fan_out_jitter`).
 
-use crate::tasks::AuditInstances;
+use crate::work::AuditInstances;
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;

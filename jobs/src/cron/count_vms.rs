@@ -2,7 +2,7 @@
 //! Config's with its records (`heal::check`), then
 //! every Config, and every prefix that still has VMs → `count_vms`.
 
-use crate::tasks::CountVms;
+use crate::work::CountVms;
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;

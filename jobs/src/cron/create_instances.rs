@@ -1,6 +1,6 @@
 //! `create_instances`: every VM without an instance → `create_instance`.
 
-use crate::tasks::CreateInstance;
+use crate::work::CreateInstance;
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;

@@ -1,6 +1,6 @@
 //! `delete_stale_bots`: every Swarming server of a Config → `delete_stale_bots`.
 
-use crate::tasks::DeleteStaleBots;
+use crate::work::DeleteStaleBots;
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;

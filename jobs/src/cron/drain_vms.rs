@@ -3,7 +3,7 @@
 //! or VM index cannot be read is reported (WARN, its status) and skipped; the others go on (a VM
 //! index of the wrong type is rebuilt: `heal`).
 
-use crate::tasks::DrainVm;
+use crate::work::DrainVm;
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;

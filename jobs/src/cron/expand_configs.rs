@@ -1,6 +1,6 @@
 //! `expand_configs`: every Config → `expand_config`.
 
-use crate::tasks::ExpandConfig;
+use crate::work::ExpandConfig;
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;

@@ -24,7 +24,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::Duration;
 
-use crate::tasks::{DrainVm, ExpandConfig};
+use crate::work::{DrainVm, ExpandConfig};
 
 use crate::catalog::Verdict;
 use crate::config::{self, Config, ConfigError};
@@ -70,7 +70,7 @@ async fn read_all(ctx: &Ctx, names: Vec<String>) -> Result<BTreeMap<String, Read
     }
 }
 
-fn read_files(dir: &Path, limits: &crate::ctx::Limits, names: Vec<String>) -> BTreeMap<String, Read> {
+fn read_files(dir: &Path, limits: &crate::config::Limits, names: Vec<String>) -> BTreeMap<String, Read> {
     names
         .into_iter()
         .map(|name| {

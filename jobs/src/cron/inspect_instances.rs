@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::tasks::InspectInstances;
+use crate::work::InspectInstances;
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;

@@ -1,7 +1,7 @@
 //! `inspect_swarming`: every Swarming server of a Config → `inspect_swarming` (one ListBots walk;
 //! spread over `timing.fan_out_jitter`).
 
-use crate::tasks::InspectSwarming;
+use crate::work::InspectSwarming;
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 
 use chrono::{DateTime, Utc};
 
-use crate::tasks::ManageBot;
+use crate::work::ManageBot;
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
@@ -29,7 +29,7 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
     let mut ids: BTreeSet<String> = BTreeSet::new();
     // Deadlines: not while paused (a paused Config keeps its healthy VMs past their deadline;
     // resuming looks at them).
-    if crate::ctx::global_pause(&*ctx.store).await?.is_none() {
+    if crate::pause::global(&*ctx.store).await?.is_none() {
         let paused: BTreeSet<String> = ctx
             .store
             .configs()

@@ -1,6 +1,6 @@
 //! `report_quota`: every Config's project → `report_quota` (spread over `timing.fan_out_jitter`).
 
-use crate::tasks::ReportQuota;
+use crate::work::ReportQuota;
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;

@@ -82,10 +82,10 @@ pub struct ConfigStatus {
     pub paused_all: bool,
     /// Its rolling update, while one goes on (since when, VMs updated and outdated).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rollout: Option<crate::rollout::Rollout>,
+    pub rollout: Option<crate::model::rollout::Rollout>,
     /// Its circuit breaker, while open (no VM is replaced but a canary).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub breaker: Option<crate::breaker::Open>,
+    pub breaker: Option<crate::model::breaker::Open>,
 }
 
 /// An error of a Config file that holds no Config (it cannot be read, parsed or validated, or

@@ -91,7 +91,7 @@ impl ConfigRecord {
         if let Some(o) = old {
             self.paused = o.paused.clone();
             self.breaker = o.breaker.clone();
-            self.rollout = crate::rollout::changed(o, &self.config, now);
+            self.rollout = crate::model::rollout::changed(o, &self.config, now);
             self.provider_changed = crate::providers::changed(providers, o, &self.config, now);
         }
         self.relist(old);

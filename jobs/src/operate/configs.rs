@@ -6,9 +6,11 @@ use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::model::{API_SOURCE, ConfigRecord, Pause};
 use crate::ports::store::{Expect, Fence, StoreError, VmIndex};
-use crate::tasks::ExpandConfig;
+use crate::work::ExpandConfig;
 
-use super::{Actor, OpError, STAGE, TRIES, admit, update_config, wake};
+use super::{Actor, OpError, STAGE, admit, update_config};
+use crate::pause::wake;
+use crate::writes::CAS_TRIES;
 
 /// The revision of a Config made over the API: the hash of its JSON, as a file's is of its text.
 fn revision_of(config: &Config) -> String {
@@ -59,7 +61,7 @@ async fn admit_and_write(
     fence: &Fence,
 ) -> Result<(ConfigRecord, bool), OpError> {
     let prefix = config.prefix.clone();
-    for _ in 0..TRIES {
+    for _ in 0..CAS_TRIES {
         let cur = ctx.store.config(&prefix).await?;
         match (must, &cur) {
             (Must::Absent, Some(_)) => {
@@ -97,7 +99,7 @@ async fn admit_and_write(
         if !written {
             // The record changed under us (read again), or the lease lapsed (the fence holds
             // for every try: say so at once).
-            if !ctx.store.renew(&fence.key, &fence.holder, crate::ctx::ADMISSION_LEASE).await? {
+            if !ctx.store.renew(&fence.key, &fence.holder, crate::env::ADMISSION_LEASE).await? {
                 return Err(OpError::Conflict(
                     "the admission lease lapsed (the store was slow): try again".into(),
                 ));
@@ -224,7 +226,7 @@ pub async fn pause_all(ctx: &Ctx, reason: &str, by: Actor<'_>) -> Result<Pause, 
 /// Lifts the global pause and pushes what makes every Config converge (a Config paused on its
 /// own stays paused).
 pub async fn resume_all(ctx: &Ctx, by: Actor<'_>) -> Result<(), OpError> {
-    if crate::ctx::global_pause(&*ctx.store).await?.is_some() {
+    if crate::pause::global(&*ctx.store).await?.is_some() {
         ctx.store.set_global_pause(None).await?;
         tracing::warn!(by = %by, "global pause lifted");
     }
@@ -233,7 +235,7 @@ pub async fn resume_all(ctx: &Ctx, by: Actor<'_>) -> Result<(), OpError> {
 
 /// The global pause, if set (a record that does not decode reads as a pause saying so).
 pub async fn paused_all(ctx: &Ctx) -> Result<Option<Pause>, OpError> {
-    Ok(crate::ctx::global_pause(&*ctx.store).await?)
+    Ok(crate::pause::global(&*ctx.store).await?)
 }
 
 #[cfg(test)]

@@ -15,8 +15,7 @@ use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::model::ConfigRecord;
 use crate::naming::parse_id;
-use crate::ports::store::{StoreError, VmIndex};
-use crate::tasks::{CreateInstance, ExpandConfig, ManageBot};
+use crate::ports::store::StoreError;
 
 pub mod configs;
 pub mod plan;
@@ -68,9 +67,6 @@ pub const MAX_PAGE: usize = 1000;
 
 /// The stage operations record on a Config's status under.
 const STAGE: &str = "api";
-
-/// Compare-and-set tries before a lost race is reported (as a transient error).
-const TRIES: usize = 5;
 
 /// What keeps a Config from being applied over the API, checked as a file's is.
 #[derive(Debug, Default)]
@@ -156,29 +152,8 @@ async fn update_config(
     prefix: &str,
     change: impl Fn(&mut ConfigRecord, DateTime<Utc>) -> Result<bool, OpError>,
 ) -> Result<(ConfigRecord, bool), OpError> {
-    let found = crate::tasks::update_config(ctx, prefix, |rec| change(rec, ctx.now())).await?;
+    let found = crate::writes::update_config(ctx, prefix, |rec| change(rec, ctx.now())).await?;
     found.ok_or_else(|| OpError::NotFound(format!("Config {prefix}")))
-}
-
-/// Pushes what makes Configs converge after a pause is lifted: `expand_config` for `only` (every
-/// Config when `None`), `create_instance` for their VMs that wait for an instance, and
-/// `manage_bot` for those that have one (a VM kept past its deadline is retired at once).
-pub(crate) async fn wake(ctx: &Ctx, only: Option<&str>) -> Result<(), TaskError> {
-    let prefixes: Vec<String> = match only {
-        Some(p) => vec![p.to_owned()],
-        None => ctx.store.configs().await?.into_iter().map(|c| c.value.config.prefix).collect(),
-    };
-    let expand: Vec<ExpandConfig> = prefixes.iter().map(|p| ExpandConfig { prefix: p.clone() }).collect();
-    ctx.push_many(&expand).await?;
-    let ids = async |index| -> Result<Vec<String>, TaskError> {
-        let all = ctx.store.vm_ids(index).await?.into_iter();
-        Ok(all.filter(|id| only.is_none_or(|p| parse_id(id).is_some_and(|(of, _)| of == p))).collect())
-    };
-    let waiting: Vec<CreateInstance> =
-        ids(VmIndex::Uncreated).await?.into_iter().map(|id| CreateInstance { id }).collect();
-    ctx.push_many(&waiting).await?;
-    let made: Vec<ManageBot> = ids(VmIndex::Created).await?.into_iter().map(|id| ManageBot { id }).collect();
-    ctx.push_many(&made).await.map(drop)
 }
 
 /// The order VMs are listed in: by index, ids that do not parse last.

@@ -38,7 +38,7 @@ pub async fn plan(ctx: &Ctx, prefix: &str, input: PlanInput) -> Result<Plan, OpE
         return Err(OpError::NotFound(format!("Config {prefix}")));
     };
     let current = cur.as_ref().map(|r| r.current_amount);
-    let paused = ctx.paused_given(cur.as_ref()).await?;
+    let paused = crate::pause::paused(ctx, cur.as_ref()).await?;
     if !problems.is_empty() {
         // It could not be applied: say why, and nothing about VMs (its amount rules may not even
         // be computable, and its size may be anything).

@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::ctx::Ctx;
 use crate::providers::identity::Refused;
-use crate::tasks::{ManageBot, write_vm_at};
+use crate::work::ManageBot;
+use crate::writes::write_vm_at;
 
 /// What a VM sends.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

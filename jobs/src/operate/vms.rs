@@ -5,7 +5,7 @@ use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::model::{Vm, VmState, VmView};
 use crate::ports::store::{StoreError, VmIndex};
-use crate::tasks::ExpandConfig;
+use crate::work::ExpandConfig;
 
 use super::{Actor, MAX_PAGE, OpError, by_index, order};
 
@@ -22,9 +22,7 @@ pub async fn recycle(ctx: &Ctx, vm_id: &str, by: Actor<'_>) -> Result<Vm, OpErro
     }
     // A VM never sent to Compute is dropped at once (expand_config makes it anew): answer with
     // the record as it was, drained.
-    let vm = crate::tasks::drain_vm::drain(ctx, &cur)
-        .await?
-        .unwrap_or_else(|| Vm { drained: true, ..cur.clone() });
+    let vm = crate::lifecycle::drain(ctx, &cur).await?.unwrap_or_else(|| Vm { drained: true, ..cur.clone() });
     if !cur.drained {
         tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), by = %by, "VM recycled over the API");
     }

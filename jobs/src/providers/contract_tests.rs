@@ -8,8 +8,11 @@ use std::sync::Arc;
 
 use super::*;
 use crate::catalog::Verdict;
-use crate::tasks::create_instance::{self, CreateInstance};
-use crate::tasks::destroy_instance::{self, DestroyInstance};
+use crate::ctx::Ctx;
+use crate::tasks::create_instance;
+use crate::tasks::destroy_instance;
+use crate::work::CreateInstance;
+use crate::work::DestroyInstance;
 
 fn both(ctx: &mut Ctx) {
     let declared = BTreeMap::from([
@@ -41,10 +44,10 @@ async fn contract(ctx: &Ctx, config: Config) -> Seen {
     let prefix = config.prefix.clone();
     assert_eq!(ctx.validate(&config).await, Verdict::Valid, "{prefix}");
     crate::operate::apply(ctx, config, "test").await.unwrap();
-    crate::tasks::expand_config::run(ctx, crate::tasks::ExpandConfig { prefix: prefix.clone() })
+    crate::tasks::expand_config::run(ctx, crate::work::ExpandConfig { prefix: prefix.clone() })
         .await
         .unwrap();
-    for t in ctx.finished::<crate::tasks::CreateVm>().await {
+    for t in ctx.finished::<crate::work::CreateVm>().await {
         crate::tasks::create_vm::run(ctx, t).await.unwrap();
     }
     let id = format!("{prefix}-0");
@@ -154,8 +157,8 @@ async fn a_machine_belongs_to_one_pool() {
 /// Makes the static pool `lab` of `machines` and records their machines.
 async fn made(ctx: &Ctx, machines: &[&str]) {
     crate::operate::apply(ctx, listed("lab", machines), "test").await.unwrap();
-    crate::tasks::expand_config::run(ctx, crate::tasks::ExpandConfig { prefix: "lab".into() }).await.unwrap();
-    for t in ctx.finished::<crate::tasks::CreateVm>().await {
+    crate::tasks::expand_config::run(ctx, crate::work::ExpandConfig { prefix: "lab".into() }).await.unwrap();
+    for t in ctx.finished::<crate::work::CreateVm>().await {
         crate::tasks::create_vm::run(ctx, t).await.unwrap();
     }
     for t in ctx.finished::<CreateInstance>().await {
@@ -166,7 +169,8 @@ async fn made(ctx: &Ctx, machines: &[&str]) {
 #[tokio::test]
 async fn a_static_machines_bot_from_before_its_vm_is_its_own_unless_swarming_deleted_it() {
     use crate::model::Bot;
-    use crate::tasks::manage_bot::{ManageBot, run as manage};
+    use crate::tasks::manage_bot::run as manage;
+    use crate::work::ManageBot;
     let (mut ctx, f) = Ctx::test();
     both(&mut ctx);
     let long_ago = ctx.now() - chrono::Duration::days(30);
@@ -192,7 +196,7 @@ async fn a_static_machines_bot_from_before_its_vm_is_its_own_unless_swarming_del
     f.clock.advance(chrono::Duration::days(400));
     f.bots.bots.lock().unwrap().get_mut("mac-1").unwrap().last_seen = Some(ctx.now());
     manage(&ctx, ManageBot { id: "lab-0".into() }).await.unwrap();
-    assert!(ctx.taken::<crate::tasks::TerminateBot>().await.is_empty());
+    assert!(ctx.taken::<crate::work::TerminateBot>().await.is_empty());
 }
 
 #[tokio::test]

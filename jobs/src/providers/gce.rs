@@ -19,16 +19,22 @@ use async_trait::async_trait;
 use crate::backoff::{self, Scope};
 use crate::catalog::Verdict;
 use crate::config::{Config, Metadata, labels};
-use crate::ctx::{Ctx, request_id};
+use crate::env::{Env, request_id};
 use crate::error::TaskError;
+use crate::lifecycle::{created, drop_vm};
 use crate::model::Vm;
 use crate::ports::compute::{ComputeError, InstanceSpec, Kind as ComputeKind, Operation};
 use crate::ports::store::Versioned;
 use crate::providers::identity::{self, Refused};
 use crate::providers::{Health, Kind, Proven, Provider};
-use crate::tasks::create_instance::{STAGE, created, drop_vm};
-use crate::tasks::{Next, update_vm, write_vm_at};
+use crate::work::CreateInstance;
+use gce_backend_queues::Task;
+
+/// The stage its errors are recorded under (its queue's, as the handler's).
+const STAGE: &str = CreateInstance::QUEUE;
 use crate::telemetry::Stage;
+use crate::work::Next;
+use crate::writes::{update_vm, write_vm_at};
 
 /// The Compute Engine provider (through the process's Compute port).
 #[derive(Debug, Clone, Copy, Default)]
@@ -86,16 +92,16 @@ impl Provider for Gce {
     }
 
     /// Nothing to make: instances carry our labels, and the project is the Config's.
-    async fn setup(&self, _ctx: &Ctx) -> Result<(), TaskError> {
+    async fn setup(&self, _ctx: &Env) -> Result<(), TaskError> {
         Ok(())
     }
 
     /// The zone and disk types exist in the project (asked once and cached by the catalog).
-    async fn validate(&self, ctx: &Ctx, config: &Config) -> Verdict {
+    async fn validate(&self, ctx: &Env, config: &Config) -> Verdict {
         ctx.catalog.check(&*ctx.compute, config, ctx.now()).await
     }
 
-    async fn create(&self, ctx: &Ctx, cur: Versioned<Vm>) -> Result<Next, TaskError> {
+    async fn create(&self, ctx: &Env, cur: Versioned<Vm>) -> Result<Next, TaskError> {
         let vm = &cur.value;
         if !vm.operation.is_empty() && vm.insert_sent.is_some() {
             // An insert in flight: where is it now? (Compute may have forgotten it: send it again.)
@@ -160,7 +166,7 @@ impl Provider for Gce {
         }
     }
 
-    async fn remove(&self, ctx: &Ctx, vm: Vm) -> Result<Next, TaskError> {
+    async fn remove(&self, ctx: &Env, vm: Vm) -> Result<Next, TaskError> {
         let now = ctx.now();
         // A delete in flight: where is it now? (Compute may have forgotten it: send it again.)
         let followed = match vm.operation.as_str() {
@@ -224,7 +230,7 @@ impl Provider for Gce {
     /// the instance's name, in its project and zone, whose instance has the token's instance
     /// id (as recorded; before it is recorded, as Compute states it, with our deployment's and
     /// this VM's labels), and that has not registered yet.
-    async fn identify(&self, ctx: &Ctx, proof: &str, audience: &str) -> Result<Proven, Refused> {
+    async fn identify(&self, ctx: &Env, proof: &str, audience: &str) -> Result<Proven, Refused> {
         let keys = ctx.keys.keys(false).await.map_err(|_| Refused("keys unavailable"))?;
         let id = match identity::verify(proof, &keys, audience, ctx.now()) {
             Err(Refused("unknown key id")) => {
@@ -258,7 +264,7 @@ impl Provider for Gce {
         Ok(Proven { vm, expires: id.expires, instance_id: id.instance_id })
     }
 
-    async fn check(&self, ctx: &Ctx, vm: &Vm) -> Result<Health, TaskError> {
+    async fn check(&self, ctx: &Env, vm: &Vm) -> Result<Health, TaskError> {
         Ok(match ctx.compute.get(vm.project(), vm.zone(), &vm.hostname).await? {
             Some(i) if !i.is_down() => Health::Up(i.status),
             Some(i) => Health::Down(i.status),
@@ -268,7 +274,7 @@ impl Provider for Gce {
 }
 
 /// Follows an insert's operation: looks again while it runs; records a failure or the instance.
-pub(crate) async fn follow(ctx: &Ctx, cur: Versioned<Vm>, op: Operation) -> Result<Next, TaskError> {
+pub(crate) async fn follow(ctx: &Env, cur: Versioned<Vm>, op: Operation) -> Result<Next, TaskError> {
     let vm = &cur.value;
     if !op.done {
         let sent = vm.insert_sent.unwrap_or_else(|| ctx.now());
@@ -289,7 +295,7 @@ pub(crate) async fn follow(ctx: &Ctx, cur: Versioned<Vm>, op: Operation) -> Resu
         return failed(ctx, vm, e, &op.name).await;
     }
     match ctx.compute.get(vm.project(), vm.zone(), &vm.hostname).await? {
-        Some(inst) => created(ctx, cur, inst.placed()).await.map(|()| Next::Done),
+        Some(inst) => created(ctx, cur, inst.placed(), false).await.map(|()| Next::Done),
         None => {
             let msg = format!("operation {} is DONE but instance {} is not found", op.name, vm.hostname);
             ctx.record(&vm.config, STAGE, "404", &msg, vm.zone(), &op.name).await?;
@@ -300,12 +306,12 @@ pub(crate) async fn follow(ctx: &Ctx, cur: Versioned<Vm>, op: Operation) -> Resu
 
 /// 409: the name exists. Ours (labels name this VM in this deployment): adopt it. Not ours: this
 /// hostname is taken, so drop the record and let the next expansion pick a new one.
-async fn adopt(ctx: &Ctx, cur: Versioned<Vm>, e: ComputeError) -> Result<Next, TaskError> {
+async fn adopt(ctx: &Env, cur: Versioned<Vm>, e: ComputeError) -> Result<Next, TaskError> {
     let vm = &cur.value;
     let inst = ctx.compute.get(vm.project(), vm.zone(), &vm.hostname).await?;
     match inst {
         Some(inst) if inst.belongs_to(&vm.id, &ctx.deployment) => {
-            created(ctx, cur, inst.placed()).await.map(|()| Next::Done)
+            created(ctx, cur, inst.placed(), false).await.map(|()| Next::Done)
         }
         Some(_) => {
             let msg = format!("{}: instance {} exists and is not ours", e.message, vm.hostname);
@@ -319,17 +325,17 @@ async fn adopt(ctx: &Ctx, cur: Versioned<Vm>, e: ComputeError) -> Result<Next, T
 
 /// Drops `vm` (no instance was made) and asks for its Config's expansion, so the VM is made
 /// again at once in another zone.
-async fn move_zone(ctx: &Ctx, vm: &Vm) -> Result<Next, TaskError> {
+async fn move_zone(ctx: &Env, vm: &Vm) -> Result<Next, TaskError> {
     tracing::info!(config = %vm.config, vm = %vm.id, zone = %vm.zone(), "zone backed off: the VM is made again in another zone");
     drop_vm(ctx, vm).await?;
-    ctx.push(&crate::tasks::ExpandConfig { prefix: vm.config.clone() }).await?;
+    ctx.push(&crate::work::ExpandConfig { prefix: vm.config.clone() }).await?;
     Ok(Next::Done)
 }
 
 /// An insert of `vm` that no operation holds (refused outright, or never sent): the VM counts as
 /// not sent, so the next try is a new send and passes the checks of one (still wanted, not
 /// paused).
-async fn unsent(ctx: &Ctx, vm: &Vm) -> Result<(), TaskError> {
+async fn unsent(ctx: &Env, vm: &Vm) -> Result<(), TaskError> {
     update_vm(ctx, &vm.id, |v| {
         v.hostname == vm.hostname && v.instance.is_none() && v.insert_sent.take().is_some()
     })
@@ -337,7 +343,7 @@ async fn unsent(ctx: &Ctx, vm: &Vm) -> Result<(), TaskError> {
     .map(drop)
 }
 
-async fn failed(ctx: &Ctx, vm: &Vm, e: ComputeError, op: &str) -> Result<Next, TaskError> {
+async fn failed(ctx: &Env, vm: &Vm, e: ComputeError, op: &str) -> Result<Next, TaskError> {
     if let (ComputeKind::Throttled, Some(wait)) = (e.kind, e.retry_after) {
         // Not sent (the project's rate limit): no error, no attempt; it goes when a token is there.
         unsent(ctx, vm).await?;

@@ -21,11 +21,11 @@ use tokio::sync::OnceCell;
 
 use crate::catalog::Verdict;
 use crate::config::{Config, ConfigError};
-use crate::ctx::Ctx;
+use crate::env::Env;
 use crate::error::TaskError;
 use crate::model::{ConfigRecord, Vm};
 use crate::ports::store::Versioned;
-use crate::tasks::Next;
+use crate::work::Next;
 
 /// What a provider says of a machine it made (asked when its bot looks dead or gone).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,40 +48,40 @@ pub trait Provider: Send + Sync + std::fmt::Debug {
     /// Called once per provider per process before any other method, again after it failed
     /// (the provider's other calls wait for it; other providers do not). Idempotent, and safe
     /// when many processes start at once.
-    async fn setup(&self, ctx: &Ctx) -> Result<(), TaskError>;
+    async fn setup(&self, ctx: &Env) -> Result<(), TaskError>;
 
     /// Its own rules for `config` (beyond the rules every Config follows): what the provider
     /// does not offer is [`Verdict::Invalid`] with the field named; [`Verdict::Unknown`] when
     /// it cannot tell now (the Config is stored unverified and checked again).
-    async fn validate(&self, ctx: &Ctx, config: &Config) -> Verdict;
+    async fn validate(&self, ctx: &Env, config: &Config) -> Verdict;
 
     /// One step towards `vm` having its machine, given the VM as read (it is wanted, not
     /// paused, and has no machine recorded yet: the handler checked). Records what it did on
     /// the VM with a compare-and-set; [`Next::After`] to look again.
-    async fn create(&self, ctx: &Ctx, vm: Versioned<Vm>) -> Result<Next, TaskError>;
+    async fn create(&self, ctx: &Env, vm: Versioned<Vm>) -> Result<Next, TaskError>;
 
     /// One step towards `vm`'s machine being gone, given the VM as read (its machine is the one
     /// the task named, and its removal has started). [`Next::Done`] once it is gone.
-    async fn remove(&self, ctx: &Ctx, vm: Vm) -> Result<Next, TaskError>;
+    async fn remove(&self, ctx: &Env, vm: Vm) -> Result<Next, TaskError>;
 
     /// Whether `vm`'s machine is up.
-    async fn check(&self, ctx: &Ctx, vm: &Vm) -> Result<Health, TaskError>;
+    async fn check(&self, ctx: &Env, vm: &Vm) -> Result<Health, TaskError>;
 
     /// Checks `proof` (what a machine sends to register; Compute Engine: an instance identity
     /// token for `audience`) and names the VM it proves to be: one of ours, its current
     /// incarnation, not registered yet. Every failure is one [`identity::Refused`], whose
     /// reason the caller keeps to itself. By default a provider takes no registration.
-    async fn identify(&self, _ctx: &Ctx, _proof: &str, _audience: &str) -> Result<Proven, identity::Refused> {
+    async fn identify(&self, _ctx: &Env, _proof: &str, _audience: &str) -> Result<Proven, identity::Refused> {
         Err(identity::Refused("this provider takes no registration"))
     }
 
     /// Called before a periodic scan of this provider's machines (`inspect_instances`).
-    async fn scan_prepare(&self, _ctx: &Ctx) -> Result<(), TaskError> {
+    async fn scan_prepare(&self, _ctx: &Env) -> Result<(), TaskError> {
         Ok(())
     }
 
     /// Called after that scan's tasks were pushed.
-    async fn scan_cleanup(&self, _ctx: &Ctx) -> Result<(), TaskError> {
+    async fn scan_cleanup(&self, _ctx: &Env) -> Result<(), TaskError> {
         Ok(())
     }
 
@@ -200,7 +200,7 @@ impl Entry {
 
     /// Runs the setup (bounded in time) and records how it went; logs only when that changes.
     /// Within [`SETUP_RETRY_SECS`] of a failure it fails at once with that failure.
-    async fn set_up(&self, ctx: &Ctx, id: &str) -> Result<(), TaskError> {
+    async fn set_up(&self, ctx: &Env, id: &str) -> Result<(), TaskError> {
         if let Some(e) = self.recent_failure(id, ctx.now()) {
             return Err(e);
         }
@@ -294,6 +294,12 @@ impl Providers {
         if named.is_empty() { &self.default } else { named }
     }
 
+    /// True when `vm`'s machine is a static one (only recorded and released, never made or
+    /// deleted): logs call it so.
+    pub fn is_static(&self, vm: &Vm) -> bool {
+        self.kind(&vm.provider) == Some(Kind::Static)
+    }
+
     /// The one rule for "is this VM still wanted by its Config": its index is below the
     /// current amount and its machine comes from the Config's provider.
     pub fn keeps(&self, rec: &ConfigRecord, vm: &Vm) -> bool {
@@ -335,7 +341,7 @@ impl Providers {
     }
 
     /// The provider with id `id` (empty: the default), set up in this process.
-    pub async fn get(&self, ctx: &Ctx, id: &str) -> Result<&Arc<dyn Provider>, TaskError> {
+    pub async fn get(&self, ctx: &Env, id: &str) -> Result<&Arc<dyn Provider>, TaskError> {
         let id = self.resolve(id);
         let Some(e) = self.by_id.get(id) else {
             let message = format!("not declared in the settings (declared: {})", self.ids().join(", "));
@@ -346,7 +352,7 @@ impl Providers {
     }
 
     /// Sets up every provider; a failure is logged and leaves the others working.
-    pub async fn setup_all(&self, ctx: &Ctx) {
+    pub async fn setup_all(&self, ctx: &Env) {
         for id in self.by_id.keys() {
             let _ = self.get(ctx, id).await;
         }
@@ -364,44 +370,6 @@ pub fn changed(
 ) -> Option<DateTime<Utc>> {
     let other = providers.resolve(&old.config.provider) != providers.resolve(&new.provider);
     if other || old.revision.is_empty() { Some(now) } else { old.provider_changed }
-}
-
-/// One step of a provider change of Config `prefix` (marked `provider_changed`): its VMs of
-/// another provider are drained a few at a time (at most a tenth of the amount, at least one,
-/// drained at once; each id is made again by the new provider once its old VM is gone), and the
-/// mark is cleared when none is left. `ids`: the Config's VM ids, as the caller read them.
-/// Returns whether the change is still going on (the caller looks again). Called only while the
-/// Config is marked; reads every VM record of the Config.
-pub async fn switch_step(ctx: &Ctx, prefix: &str, ids: &[String]) -> Result<bool, TaskError> {
-    let Some(cur) = ctx.store.config(prefix).await? else { return Ok(false) };
-    let Some(since) = cur.value.provider_changed else { return Ok(false) };
-    let to = ctx.providers.resolve(&cur.value.config.provider).to_owned();
-    let (mut waiting, mut in_flight) = (Vec::new(), 0usize);
-    for id in ids {
-        match ctx.store.vm(id).await? {
-            Some(v) if ctx.providers.resolve(&v.value.provider) != to.as_str() => match v.value.drained {
-                true => in_flight += 1,
-                false => waiting.push(crate::tasks::DrainVm { id: id.clone() }),
-            },
-            _ => {}
-        }
-    }
-    if waiting.is_empty() && in_flight == 0 {
-        let rec = ConfigRecord { provider_changed: None, ..cur.value };
-        let done = ctx.store.put_config(&rec, crate::ports::store::Expect::Version(cur.version)).await?;
-        if done {
-            let secs = (ctx.now() - since).num_seconds();
-            tracing::info!(config = %prefix, provider = %to, seconds = secs, "provider change done: every VM comes from the new provider");
-        }
-        return Ok(!done);
-    }
-    let budget = (cur.value.current_amount as usize / 10).max(1);
-    waiting.truncate(budget.saturating_sub(in_flight));
-    if !waiting.is_empty() {
-        tracing::info!(config = %prefix, provider = %to, draining = waiting.len(), in_flight, "provider change: draining VMs of the old provider");
-    }
-    ctx.push_many(&waiting).await?;
-    Ok(true)
 }
 
 #[cfg(test)]

@@ -9,12 +9,12 @@ use async_trait::async_trait;
 
 use crate::catalog::Verdict;
 use crate::config::{Config, ConfigError};
-use crate::ctx::Ctx;
+use crate::env::Env;
 use crate::error::TaskError;
 use crate::model::{Placed, Vm};
 use crate::ports::store::Versioned;
 use crate::providers::{Health, Kind, Provider};
-use crate::tasks::Next;
+use crate::work::Next;
 
 /// The static provider.
 #[derive(Debug, Clone, Copy, Default)]
@@ -96,17 +96,17 @@ impl Provider for Static {
     }
 
     /// Nothing to set up.
-    async fn setup(&self, _ctx: &Ctx) -> Result<(), TaskError> {
+    async fn setup(&self, _ctx: &Env) -> Result<(), TaskError> {
         Ok(())
     }
 
     /// Its rules are the Config's own (a list of hostnames): nothing to ask.
-    async fn validate(&self, _ctx: &Ctx, _config: &Config) -> Verdict {
+    async fn validate(&self, _ctx: &Env, _config: &Config) -> Verdict {
         Verdict::Valid
     }
 
     /// The machine exists: record it, and watch its bot.
-    async fn create(&self, ctx: &Ctx, cur: Versioned<Vm>) -> Result<Next, TaskError> {
+    async fn create(&self, ctx: &Env, cur: Versioned<Vm>) -> Result<Next, TaskError> {
         let placed = Placed {
             url: url(&cur.value),
             created: ctx.now(),
@@ -114,16 +114,16 @@ impl Provider for Static {
             internal_ip: String::new(),
             external_ip: String::new(),
         };
-        crate::tasks::create_instance::created(ctx, cur, placed).await.map(|()| Next::Done)
+        crate::lifecycle::created(ctx, cur, placed, true).await.map(|()| Next::Done)
     }
 
     /// The machine stays: only its bot goes (after this, `delete_bot`).
-    async fn remove(&self, _ctx: &Ctx, _vm: Vm) -> Result<Next, TaskError> {
+    async fn remove(&self, _ctx: &Env, _vm: Vm) -> Result<Next, TaskError> {
         Ok(Next::Done)
     }
 
     /// Nothing is known of the machine but its bot: up.
-    async fn check(&self, _ctx: &Ctx, _vm: &Vm) -> Result<Health, TaskError> {
+    async fn check(&self, _ctx: &Env, _vm: &Vm) -> Result<Health, TaskError> {
         Ok(Health::Up("LISTED".into()))
     }
 

@@ -9,9 +9,10 @@ use async_trait::async_trait;
 
 use super::*;
 use crate::catalog::Verdict;
+use crate::ctx::Ctx;
 use crate::ports::store::Expect;
-use crate::tasks::{CreateInstance, DrainVm};
 use crate::testing::created;
+use crate::work::{CreateInstance, DrainVm};
 
 /// A provider that counts its calls; its setup fails `fail_setup` times first.
 #[derive(Debug, Default)]
@@ -26,24 +27,24 @@ impl Provider for Counting {
     fn kind(&self) -> Kind {
         Kind::Gce
     }
-    async fn setup(&self, _ctx: &Ctx) -> Result<(), TaskError> {
+    async fn setup(&self, _ctx: &Env) -> Result<(), TaskError> {
         let n = self.setups.fetch_add(1, Ordering::SeqCst);
         if n < self.fail_setup {
             return Err(TaskError::Conflict("no network".into()));
         }
         Ok(())
     }
-    async fn validate(&self, _ctx: &Ctx, _config: &Config) -> Verdict {
+    async fn validate(&self, _ctx: &Env, _config: &Config) -> Verdict {
         Verdict::Valid
     }
-    async fn create(&self, _ctx: &Ctx, _vm: Versioned<Vm>) -> Result<Next, TaskError> {
+    async fn create(&self, _ctx: &Env, _vm: Versioned<Vm>) -> Result<Next, TaskError> {
         self.creates.fetch_add(1, Ordering::SeqCst);
         Ok(Next::Done)
     }
-    async fn remove(&self, _ctx: &Ctx, _vm: Vm) -> Result<Next, TaskError> {
+    async fn remove(&self, _ctx: &Env, _vm: Vm) -> Result<Next, TaskError> {
         Ok(Next::Done)
     }
-    async fn check(&self, _ctx: &Ctx, _vm: &Vm) -> Result<Health, TaskError> {
+    async fn check(&self, _ctx: &Env, _vm: &Vm) -> Result<Health, TaskError> {
         Ok(Health::Gone)
     }
 }
@@ -141,7 +142,8 @@ async fn create_instance_goes_to_the_vms_provider() {
 
 #[tokio::test]
 async fn a_provider_change_replaces_the_pool_a_tenth_at_a_time_and_ends() {
-    use crate::tasks::expand_config::{ExpandConfig, run as expand};
+    use crate::tasks::expand_config::run as expand;
+    use crate::work::ExpandConfig;
     let (mut ctx, _) = Ctx::test();
     ctx.providers = Arc::new(Providers::new(&declared(&["gce", "gce-b"])).unwrap());
     ctx.seed_config("linux", 20).await;
@@ -188,7 +190,7 @@ async fn a_provider_change_replaces_the_pool_a_tenth_at_a_time_and_ends() {
             }
         }
         let (next, drained) = step().await;
-        for t in ctx.finished::<crate::tasks::CreateVm>().await {
+        for t in ctx.finished::<crate::work::CreateVm>().await {
             crate::tasks::create_vm::run(&ctx, t).await.unwrap();
         }
         rounds += 1;

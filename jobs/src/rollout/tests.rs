@@ -1,8 +1,10 @@
 //! Unit tests of `rollout.rs`.
 
 use super::*;
-use crate::tasks::{CreateVm, ExpandConfig};
+use crate::ctx::Ctx;
 use crate::testing::created;
+use crate::work::{CreateVm, ExpandConfig};
+use chrono::{DateTime, Utc};
 
 fn up(now: DateTime<Utc>) -> impl FnOnce(&mut Vm) {
     move |v| {
@@ -66,7 +68,7 @@ async fn a_new_image_rolls_one_surge_vm_at_a_time_and_an_amount_change_rolls_not
     })
     .await;
     let v1 = ctx.store.vm("linux-1").await.unwrap().unwrap().value;
-    crate::tasks::drain_vm::drain(&ctx, &v1).await.unwrap();
+    crate::lifecycle::drain(&ctx, &v1).await.unwrap();
     expand(&ctx).await;
     let r = ctx.store.config("linux").await.unwrap().unwrap().value.rollout;
     assert_eq!(r.map(|r| (r.updated, r.outdated)), Some((2, 0)), "not done before new VMs serve the amount");
@@ -78,7 +80,7 @@ async fn a_new_image_rolls_one_surge_vm_at_a_time_and_an_amount_change_rolls_not
         v.attributes = c.attributes_in("z");
     })
     .await;
-    crate::tasks::update_vm(&ctx, "linux-0", |v| {
+    crate::writes::update_vm(&ctx, "linux-0", |v| {
         v.connected = Some(ctx.now());
         true
     })
@@ -99,10 +101,7 @@ async fn a_new_image_rolls_one_surge_vm_at_a_time_and_an_amount_change_rolls_not
     }
     expand(&ctx).await;
     assert!(ctx.store.config("linux").await.unwrap().unwrap().value.rollout.is_none());
-    ctx.finished::<crate::tasks::DrainVm>().await;
+    ctx.finished::<crate::work::DrainVm>().await;
     expand(&ctx).await;
-    assert_eq!(
-        ctx.finished::<crate::tasks::DrainVm>().await,
-        [crate::tasks::DrainVm { id: "linux-2".into() }]
-    );
+    assert_eq!(ctx.finished::<crate::work::DrainVm>().await, [crate::work::DrainVm { id: "linux-2".into() }]);
 }

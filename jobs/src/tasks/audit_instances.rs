@@ -5,17 +5,12 @@
 
 use std::collections::HashSet;
 
+use crate::work::{AuditInstances, Next};
 use crate::config::labels;
-use crate::ctx::{Ctx, request_id};
+use crate::ctx::Ctx;
+use crate::env::request_id;
 use crate::error::TaskError;
-use crate::tasks::Next;
 
-task!(
-    /// Find instances with our label that match no VM, in one project and zone.
-    AuditInstances, "audit_instances", { /// Project.
-    project, /// Zone.
-    zone }, |self| format!("{}/{}", self.project, self.zone)
-);
 
 /// Mark space of leak candidates (`<project>/<zone>/<name>`).
 pub const LEAKS: &str = "leak";

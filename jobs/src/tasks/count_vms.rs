@@ -2,16 +2,11 @@
 //! dead, unhealthy) into its status, from the store's per-Config sums (O(1)); drops the status of
 //! a Config that is gone and has no VM left.
 
+use crate::work::{CountVms, Next};
 use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::status::tally;
-use crate::tasks::Next;
 
-task!(
-    /// Count a Config's VMs.
-    CountVms, "count_vms", { /// Config prefix.
-    prefix }, |self| self.prefix.clone()
-);
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: CountVms) -> Result<Next, TaskError> {

@@ -3,21 +3,15 @@
 //! it does not exist, is still wanted and its Config is not paused, then pushes
 //! `create_instance` at once.
 
-use crate::tasks::CreateInstance;
 use rand::Rng;
 
+use crate::work::{CreateInstance, CreateVm, Next};
 use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::model::Vm;
 use crate::naming::{new_hostname, parse_id};
 use crate::ports::store::Expect;
-use crate::tasks::Next;
 
-task!(
-    /// Create one VM record.
-    CreateVm, "create_vm", { /// VM id.
-    id }, |self| self.id.clone()
-);
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: CreateVm) -> Result<Next, TaskError> {
@@ -26,7 +20,7 @@ pub async fn run(ctx: &Ctx, t: CreateVm) -> Result<Next, TaskError> {
     }
     let (prefix, index) = parse_id(&t.id).ok_or_else(|| TaskError::Invalid(format!("VM id {:?}", t.id)))?;
     let Some(cfg) = ctx.store.config(prefix).await? else { return Ok(Next::Done) };
-    if !cfg.value.wants(index) || ctx.held(&cfg.value, Some(&t.id)).await?.is_some() {
+    if !cfg.value.wants(index) || crate::pause::held(ctx, &cfg.value, Some(&t.id)).await?.is_some() {
         return Ok(Next::Done); // resuming a paused Config expands it again
     }
     let c = &cfg.value.config;

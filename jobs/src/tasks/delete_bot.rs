@@ -4,18 +4,11 @@
 //! and leaves it alone), and pushes `expand_config` so a replacement starts at once if still wanted, and
 //! `count_vms` so the Config's status follows (and goes with the last VM of a removed Config).
 
-use crate::tasks::{CountVms, ExpandConfig};
 
+use crate::work::{CountVms, DeleteBot, ExpandConfig, Next};
 use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::tasks::Next;
 
-task!(
-    /// Delete a VM's bot from Swarming, then the VM record.
-    DeleteBot, "delete_bot", { /// VM id.
-    id, /// The incarnation's hostname (guard).
-    hostname }, |self| format!("{}@{}", self.id, self.hostname)
-);
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: DeleteBot) -> Result<Next, TaskError> {

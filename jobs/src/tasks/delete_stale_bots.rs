@@ -1,16 +1,11 @@
 //! `delete_stale_bots`: deletes from one Swarming server the bots named like our hostnames that
 //! have had no VM for `stale_bot_grace` since `inspect_swarming` first saw them.
 
+use crate::work::{DeleteStaleBots, Next};
 use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::tasks::Next;
 use crate::tasks::inspect_swarming::STALE_BOTS;
 
-task!(
-    /// Delete bots named like ours that have no VM, on one Swarming server.
-    DeleteStaleBots, "delete_stale_bots", { /// Swarming server URL.
-    server }, |self| self.server.clone()
-);
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: DeleteStaleBots) -> Result<Next, TaskError> {

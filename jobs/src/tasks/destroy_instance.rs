@@ -3,27 +3,13 @@
 //! deterministic requestId, its operation recorded and followed, the task going back to its
 //! queue between looks), then pushes `delete_bot`.
 
-use crate::tasks::DeleteBot;
 
+use crate::work::{DeleteBot, DestroyInstance, Next};
 use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::tasks::Next;
-use crate::tasks::update_vm;
+use crate::writes::update_vm;
 use crate::telemetry::Stage;
 
-task!(
-    /// Delete a VM's instance.
-    DestroyInstance, "destroy_instance", { /// VM id.
-    id, /// The instance URL (guard).
-    url }, |self| format!("{}@{}", self.id, self.url)
-);
-
-impl DestroyInstance {
-    /// The task that deletes `vm`'s instance (none while it has none).
-    pub fn of(vm: &crate::model::Vm) -> Option<Self> {
-        vm.url().map(|url| DestroyInstance { id: vm.id.clone(), url: url.to_owned() })
-    }
-}
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: DestroyInstance) -> Result<Next, TaskError> {
@@ -54,7 +40,7 @@ pub async fn run(ctx: &Ctx, t: DestroyInstance) -> Result<Next, TaskError> {
     if next != Next::Done {
         return Ok(next);
     }
-    let fixed = crate::tasks::create_instance::is_static(ctx, &vm);
+    let fixed = ctx.providers.is_static(&vm);
     let done = if fixed { "static machine released (left running)" } else { "instance destroyed" };
     tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), "{done}");
     ctx.resolved(&vm.config, &["destroy_instance"]).await?;

@@ -5,24 +5,19 @@
 //! later, re-reading the Config, so a lowered amount or a restored file stops creation at once.
 //! It pushes `drain_vm` for VMs past the amount at once; the draining itself is `drain_vm`'s.
 //! While the Config is paused ([`Ctx::paused`]) it creates nothing (it still drains). While its
-//! provider changes, it drains the old provider's VMs a few at a time (`providers::switch_step`);
+//! provider changes, it drains the old provider's VMs a few at a time ([`switch_step`]);
 //! while a rolling update goes on, the VMs of older attributes (`rollout::step`).
 
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use crate::tasks::{CreateVm, DrainVm};
 
+use crate::work::{CreateVm, DrainVm, ExpandConfig, Next};
 use crate::ctx::Ctx;
+use crate::model::ConfigRecord;
 use crate::error::TaskError;
 use crate::ports::store::{Expect, VmIndex};
-use crate::tasks::Next;
 
-task!(
-    /// Create the missing VMs of a Config.
-    ExpandConfig, "expand_config", { /// Config prefix.
-    prefix }, |self| self.prefix.clone()
-);
 
 /// Pause between two batches.
 const BATCH_PAUSE: Duration = Duration::from_secs(1);
@@ -52,7 +47,7 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
     // A change of provider: the old provider's VMs go a few at a time (each deletion pushes
     // this task again; meanwhile, look again).
     let switching = match rec.provider_changed {
-        Some(_) => crate::providers::switch_step(ctx, &t.prefix, &ids).await?,
+        Some(_) => switch_step(ctx, &t.prefix, &ids).await?,
         None => false,
     };
     // A rolling update: VMs of older attributes go while enough bots stay connected.
@@ -74,10 +69,10 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
     if missing.is_empty() {
         return Ok(done);
     }
-    if rec.breaker.open.is_some() && ctx.paused(&rec).await?.is_none() {
+    if rec.breaker.open.is_some() && crate::pause::paused(ctx, Some(&rec)).await?.is_none() {
         return crate::breaker::expand(ctx, &rec, &missing).await; // a canary at a time
     }
-    if let Some(p) = ctx.paused(&rec).await? {
+    if let Some(p) = crate::pause::paused(ctx, Some(&rec)).await? {
         tracing::debug!(config = %t.prefix, missing = missing.len(), paused_by = %p.by, "paused: nothing is created");
         return Ok(done); // resuming pushes this task again
     }
@@ -96,6 +91,44 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
         return Ok(Next::After(if batch.is_empty() { ctx.watch() } else { BATCH_PAUSE }));
     }
     Ok(done)
+}
+
+/// One step of a provider change of Config `prefix` (marked `provider_changed`): its VMs of
+/// another provider are drained a few at a time (at most a tenth of the amount, at least one,
+/// drained at once; each id is made again by the new provider once its old VM is gone), and the
+/// mark is cleared when none is left. `ids`: the Config's VM ids, as the caller read them.
+/// Returns whether the change is still going on (the caller looks again). Called only while the
+/// Config is marked; reads every VM record of the Config.
+async fn switch_step(ctx: &Ctx, prefix: &str, ids: &[String]) -> Result<bool, TaskError> {
+    let Some(cur) = ctx.store.config(prefix).await? else { return Ok(false) };
+    let Some(since) = cur.value.provider_changed else { return Ok(false) };
+    let to = ctx.providers.resolve(&cur.value.config.provider).to_owned();
+    let (mut waiting, mut in_flight) = (Vec::new(), 0usize);
+    for id in ids {
+        match ctx.store.vm(id).await? {
+            Some(v) if ctx.providers.resolve(&v.value.provider) != to.as_str() => match v.value.drained {
+                true => in_flight += 1,
+                false => waiting.push(crate::work::DrainVm { id: id.clone() }),
+            },
+            _ => {}
+        }
+    }
+    if waiting.is_empty() && in_flight == 0 {
+        let rec = ConfigRecord { provider_changed: None, ..cur.value };
+        let done = ctx.store.put_config(&rec, crate::ports::store::Expect::Version(cur.version)).await?;
+        if done {
+            let secs = (ctx.now() - since).num_seconds();
+            tracing::info!(config = %prefix, provider = %to, seconds = secs, "provider change done: every VM comes from the new provider");
+        }
+        return Ok(!done);
+    }
+    let budget = (cur.value.current_amount as usize / 10).max(1);
+    waiting.truncate(budget.saturating_sub(in_flight));
+    if !waiting.is_empty() {
+        tracing::info!(config = %prefix, provider = %to, draining = waiting.len(), in_flight, "provider change: draining VMs of the old provider");
+    }
+    ctx.push_many(&waiting).await?;
+    Ok(true)
 }
 
 #[cfg(test)]

@@ -3,18 +3,12 @@
 //! current incarnation is replaced at once (`manage_bot::replace_down`): Swarming may take many
 //! minutes to call its bot dead, Compute says it now.
 
+use crate::work::{InspectInstances, Next};
 use crate::config::labels;
 use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::tasks::Next;
-use crate::tasks::manage_bot::replace_down;
+use crate::lifecycle::replace_down;
 
-task!(
-    /// Walk one project and zone's instances that are not running (stopped, preempted).
-    InspectInstances, "inspect_instances", { /// Project.
-    project, /// Zone.
-    zone }, |self| format!("{}/{}", self.project, self.zone)
-);
 
 const STAGE: &str = "inspect_instances";
 

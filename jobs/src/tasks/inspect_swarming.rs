@@ -7,20 +7,14 @@
 
 use std::collections::HashSet;
 
-use crate::tasks::ManageBot;
 
+use crate::work::{InspectSwarming, ManageBot, Next};
 use crate::ctx::Ctx;
 use crate::episodes::Held;
 use crate::error::TaskError;
 use crate::model::Observed;
 use crate::naming::{parse_id, vm_id_of};
-use crate::tasks::Next;
 
-task!(
-    /// Walk one Swarming server's bots.
-    InspectSwarming, "inspect_swarming", { /// Swarming server URL.
-    server }, |self| self.server.clone()
-);
 
 const STAGE: &str = "inspect_swarming";
 

@@ -15,81 +15,20 @@
 //!   The fault (bot dead, instance down, never connected) is recorded on the VM, so status
 //!   counts it at once, and on the Config's errors.
 
-use crate::tasks::{CountVms, DestroyInstance, TerminateBot};
 use chrono::{DateTime, Utc};
 
+use crate::work::{DestroyInstance, ManageBot, Next, TerminateBot};
 use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::model::{Bot, Fault, FaultKind, Observed, Vm};
-use crate::tasks::Next;
+use crate::model::{Bot, FaultKind, Observed, Vm};
 use crate::ports::store::Versioned;
+use crate::lifecycle::{fault, replace_down};
 use crate::providers::Health;
-use crate::tasks::{update_vm, write_vm_at};
+use crate::writes::{update_vm, write_vm_at};
 use crate::telemetry::Stage;
 
-task!(
-    /// Compare a VM's bot with its record and act on the difference.
-    ManageBot, "manage_bot", { /// VM id.
-    id }, |self| self.id.clone()
-);
 
 const STAGE: &str = "manage_bot";
-
-/// Records `kind` on the VM's incarnation (once per kind; a VM being retired on purpose gets
-/// none), with a WARN and a Config error, and asks for a recount so status follows at once.
-/// Returns whether this call recorded it (runs that race record it once).
-pub async fn fault(ctx: &Ctx, vm: &Vm, kind: FaultKind, detail: &str, stage: &str) -> Result<bool, TaskError> {
-    let now = ctx.now();
-    if vm.fault.as_ref().is_some_and(|f| f.kind == kind) {
-        return Ok(false);
-    }
-    if vm.retiring(now, ctx.paused_of(&vm.config).await?.is_some()) {
-        return Ok(false);
-    }
-    let written = crate::tasks::write_vm(ctx, &vm.id, |v| {
-        v.hostname == vm.hostname && v.fault.as_ref().is_none_or(|f| f.kind != kind) && {
-            v.fault = Some(Fault { kind, detail: detail.to_owned(), at: now });
-            true
-        }
-    })
-    .await?;
-    if !written.is_some_and(|(_, wrote)| wrote) {
-        return Ok(false);
-    }
-    tracing::warn!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), "{detail}");
-    let code = match kind {
-        FaultKind::BotDead => "bot_dead",
-        FaultKind::InstanceDown => "instance_down",
-        FaultKind::NeverConnected => "never_connected",
-    };
-    ctx.record(&vm.config, stage, code, &format!("{}: {detail}", vm.hostname), vm.zone(), "").await?;
-    ctx.push(&CountVms { prefix: vm.config.clone() }).await?;
-    crate::breaker::failed(ctx, vm, kind).await?;
-    Ok(true)
-}
-
-/// The one rule for an instance that is down (stopped, preempted, suspended) or gone: record
-/// it and destroy the instance now, so the VM is replaced without waiting for any timeout.
-pub async fn replace_down(ctx: &Ctx, vm: &Vm, status: Option<&str>, stage: &str) -> Result<(), TaskError> {
-    if vm.destroying.is_some() {
-        return Ok(()); // our own delete: destroy_instance and delete_bot finish it
-    }
-    // A Spot or preemptible instance that stops was preempted: a normal replacement (counted;
-    // no zone backoff).
-    let preempted = vm.attributes.preemptible();
-    let detail = match (status, preempted) {
-        (Some(s), true) => format!("instance {s} (preempted): replacing it now"),
-        (Some(s), false) => format!("instance {s}: replacing it now"),
-        (None, _) => "instance gone: replacing it now".to_owned(),
-    };
-    if fault(ctx, vm, FaultKind::InstanceDown, &detail, stage).await? && preempted && status.is_some() {
-        ctx.telemetry.instance_op(vm, "preempted", "ok", ""); // once per incarnation
-    }
-    match DestroyInstance::of(vm) {
-        Some(destroy) => ctx.push(&destroy).await.map(drop),
-        None => Ok(()),
-    }
-}
 
 /// The bot of `vm`, from a fresh observation or GetBot.
 async fn bot_of(ctx: &Ctx, vm: &Vm, now: DateTime<Utc>) -> Result<Option<Bot>, TaskError> {
@@ -195,7 +134,7 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<Next, TaskError> {
         ctx.resolved(&vm.config, &[STAGE]).await?;
     }
     // The pause matters only to a VM that would be retired (a dead bot, or past the deadline).
-    let paused = (bot.is_dead || past(vm.lifetime)) && ctx.paused_of(&vm.config).await?.is_some();
+    let paused = (bot.is_dead || past(vm.lifetime)) && crate::pause::held_of(ctx, &vm.config).await?.is_some();
     if destroyable(&bot, &vm, now, paused) {
         ctx.push(&destroy).await?;
         return Ok(Next::Done);

@@ -1,15 +1,10 @@
 //! `report_quota`: reads a project's regional quotas and reports them (the `quota_usage` and
 //! `quota_limit` gauges; a debug line each), warning when a quota is nearly used up.
 
+use crate::work::{Next, ReportQuota};
 use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::tasks::Next;
 
-task!(
-    /// Read a project's regional quotas.
-    ReportQuota, "report_quota", { /// Project.
-    project }, |self| self.project.clone()
-);
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: ReportQuota) -> Result<Next, TaskError> {

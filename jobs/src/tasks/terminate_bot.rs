@@ -1,19 +1,12 @@
 //! `terminate_bot`: asks Swarming to terminate a VM's bot after its current task, once per
 //! `terminate_again_after`, then watches it through `manage_bot`.
 
-use crate::tasks::ManageBot;
 
+use crate::work::{ManageBot, Next, TerminateBot};
 use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::tasks::Next;
-use crate::tasks::update_vm;
+use crate::writes::update_vm;
 
-task!(
-    /// Terminate a VM's bot gracefully (after its current task).
-    TerminateBot, "terminate_bot", { /// VM id.
-    id, /// The incarnation's hostname (guard).
-    hostname }, |self| format!("{}@{}", self.id, self.hostname)
-);
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: TerminateBot) -> Result<Next, TaskError> {

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::backoff::Scope;
+use crate::ctx::Ctx;
 
 fn multi(weights: &[(&str, u32)]) -> Config {
     crate::testing::zoned(crate::testing::config("linux", 1), weights)
@@ -75,7 +76,7 @@ async fn a_batch_is_placed_at_once_and_a_placement_in_a_zone_backed_off_since_is
 #[tokio::test]
 async fn a_stockout_in_one_zone_makes_the_vm_again_in_another_at_once() {
     use crate::ports::compute::ComputeError;
-    use crate::tasks::{CreateInstance, CreateVm, ExpandConfig};
+    use crate::work::{CreateInstance, CreateVm, ExpandConfig};
     let (ctx, f) = Ctx::test();
     ctx.seed_config_with("linux", 2, |c| *c = multi(&[("a", 1), ("b", 1)])).await;
     crate::tasks::create_vm::run(&ctx, CreateVm { id: "linux-0".into() }).await.unwrap();
@@ -86,7 +87,7 @@ async fn a_stockout_in_one_zone_makes_the_vm_again_in_another_at_once() {
     ctx.taken::<CreateInstance>().await;
     let next =
         crate::tasks::create_instance::run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap();
-    assert_eq!(next, crate::tasks::Next::Done, "no wait for the backoff");
+    assert_eq!(next, crate::work::Next::Done, "no wait for the backoff");
     assert!(ctx.store.vm("linux-0").await.unwrap().is_none(), "dropped: it had no instance");
     assert_eq!(ctx.taken::<ExpandConfig>().await.len(), 1, "made again at once");
     assert!(crate::backoff::active(&ctx, &Scope("test-project".into(), "a".into())).await.unwrap().is_some());

@@ -1,6 +1,6 @@
 //! Unit tests of `cron/drain_vms.rs`.
 
-use crate::tasks::DrainVm;
+use crate::work::DrainVm;
 
 use super::*;
 

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use crate::tasks::{DrainVm, ExpandConfig};
+use crate::work::{DrainVm, ExpandConfig};
 use chrono::Duration;
 
 use super::*;
@@ -439,7 +439,7 @@ async fn a_new_file_prefix_is_checked_again_under_the_admission_claim() {
     let (ctx, _, dir) = setup();
     write(&dir, "linux.yaml", &config("linux", 1));
     assert!(
-        ctx.store.lease(crate::ctx::ADMISSION, "other", std::time::Duration::from_secs(60)).await.unwrap()
+        ctx.store.lease(crate::env::ADMISSION, "other", std::time::Duration::from_secs(60)).await.unwrap()
     );
     let import = tokio::spawn({
         let ctx = ctx.clone();
@@ -450,7 +450,7 @@ async fn a_new_file_prefix_is_checked_again_under_the_admission_claim() {
     assert!(!import.is_finished(), "the import waits for the claim to write a new prefix");
     // Meanwhile a clashing Config came over the API (its apply held the claim).
     ctx.seed_config_from("linux-a", 1, crate::model::API_SOURCE).await;
-    ctx.store.release(crate::ctx::ADMISSION, "other").await.unwrap();
+    ctx.store.release(crate::env::ADMISSION, "other").await.unwrap();
     import.await.unwrap().unwrap();
     assert!(ctx.store.config("linux").await.unwrap().is_none(), "not admitted");
     let e = &ctx.store.file_errors().await.unwrap()[0];

@@ -8,7 +8,7 @@ use gce_backend_queues::Task;
 async fn pushed(jitter: u64) -> (Vec<String>, Vec<gce_backend_queues::TaskStatus>) {
     let (mut ctx, _) = Ctx::test();
     ctx.timing =
-        std::sync::Arc::new(crate::ctx::Timing { fan_out_jitter: Secs(jitter), ..Default::default() });
+        std::sync::Arc::new(crate::config::Timing { fan_out_jitter: Secs(jitter), ..Default::default() });
     for i in 0..200 {
         ctx.seed_config_with(&format!("p{i}"), 1, |c| c.attributes.project = format!("project-{i:03}")).await;
     }

@@ -4,8 +4,8 @@
 use super::*;
 use crate::model::{ConfigState, VmState};
 use crate::operate::plan;
-use crate::tasks::{CreateInstance, CreateVm, DrainVm, ExpandConfig};
 use crate::testing::config;
+use crate::work::{CreateInstance, CreateVm, DrainVm, ExpandConfig};
 
 /// A Config of `min` to `max` VMs.
 fn ranged(prefix: &str, min: u32, max: u32) -> Config {
@@ -177,8 +177,7 @@ async fn a_paused_config_creates_nothing_until_resumed_and_resume_pushes_expansi
     assert!(rec.paused.is_none() && record(&ctx, "linux").await.paused.is_none());
     assert_eq!(ctx.taken::<ExpandConfig>().await, [ExpandConfig { prefix: "linux".into() }]);
     assert_eq!(ctx.taken::<CreateInstance>().await, [CreateInstance { id: "linux-0".into() }]);
-    let looked: Vec<String> =
-        ctx.taken::<crate::tasks::ManageBot>().await.into_iter().map(|t| t.id).collect();
+    let looked: Vec<String> = ctx.taken::<crate::work::ManageBot>().await.into_iter().map(|t| t.id).collect();
     assert_eq!(looked, ["linux-1"], "a VM kept past its deadline is looked at again at once");
     crate::tasks::expand_config::run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
     assert_eq!(ctx.taken::<CreateVm>().await.len(), 1);
@@ -194,7 +193,7 @@ async fn the_global_pause_holds_every_config_until_lifted() {
     let p = pause_all(&ctx, "incident 42", "bob").await.unwrap();
     assert_eq!(pause_all(&ctx, "other", "carol").await.unwrap(), p, "the first pause stays");
     assert_eq!(paused_all(&ctx).await.unwrap(), Some(p.clone()));
-    assert_eq!(ctx.paused(&record(&ctx, "mac").await).await.unwrap(), Some(p.clone()));
+    assert_eq!(crate::pause::paused(&ctx, Some(&record(&ctx, "mac").await)).await.unwrap(), Some(p.clone()));
     for prefix in ["linux", "mac"] {
         crate::tasks::expand_config::run(&ctx, ExpandConfig { prefix: prefix.into() }).await.unwrap();
     }
@@ -212,13 +211,13 @@ async fn the_global_pause_holds_every_config_until_lifted() {
     let mut woken: Vec<String> = ctx.taken::<ExpandConfig>().await.into_iter().map(|t| t.prefix).collect();
     woken.sort();
     assert_eq!(woken, ["linux", "mac"]);
-    assert!(ctx.paused(&record(&ctx, "mac").await).await.unwrap().is_some());
-    assert!(ctx.paused(&record(&ctx, "linux").await).await.unwrap().is_none());
+    assert!(crate::pause::paused(&ctx, Some(&record(&ctx, "mac").await)).await.unwrap().is_some());
+    assert!(crate::pause::paused(&ctx, Some(&record(&ctx, "linux").await)).await.unwrap().is_none());
     // A pause record that does not decode counts as a pause, and is replaced by the next one.
     f.store.plant_corrupt_pause();
     let broken = paused_all(&ctx).await.unwrap().expect("fails safe");
     assert!(broken.reason.contains("does not decode"), "{broken:?}");
-    assert!(ctx.paused(&record(&ctx, "linux").await).await.unwrap().is_some());
+    assert!(crate::pause::paused(&ctx, Some(&record(&ctx, "linux").await)).await.unwrap().is_some());
     assert_eq!(pause_all(&ctx, "fixed", "bob").await.unwrap().reason, "fixed");
 }
 
@@ -276,7 +275,7 @@ async fn admission_is_one_at_a_time_so_two_clashing_prefixes_are_never_both_stor
     let (ctx, _) = Ctx::test();
     // Another process holds the admission claim and stores `linux` under it.
     assert!(
-        ctx.store.lease(crate::ctx::ADMISSION, "other", std::time::Duration::from_secs(60)).await.unwrap()
+        ctx.store.lease(crate::env::ADMISSION, "other", std::time::Duration::from_secs(60)).await.unwrap()
     );
     let waiting = tokio::spawn({
         let ctx = ctx.clone();
@@ -286,7 +285,7 @@ async fn admission_is_one_at_a_time_so_two_clashing_prefixes_are_never_both_stor
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     assert!(!waiting.is_finished(), "the apply waits for the claim");
     ctx.seed_config_from("linux", 1, crate::model::API_SOURCE).await; // as another process would
-    ctx.store.release(crate::ctx::ADMISSION, "other").await.unwrap();
+    ctx.store.release(crate::env::ADMISSION, "other").await.unwrap();
     match waiting.await.unwrap() {
         Err(OpError::Conflict(why)) => assert!(why.contains("one is a prefix of the other"), "{why}"),
         other => panic!("{other:?}"),
@@ -294,7 +293,7 @@ async fn admission_is_one_at_a_time_so_two_clashing_prefixes_are_never_both_stor
     assert!(ctx.store.config("linux-a").await.unwrap().is_none());
     // The claim is given back after each apply.
     apply(&ctx, config("mac", 1), "alice").await.unwrap();
-    assert!(ctx.store.lease(crate::ctx::ADMISSION, "next", std::time::Duration::from_secs(1)).await.unwrap());
+    assert!(ctx.store.lease(crate::env::ADMISSION, "next", std::time::Duration::from_secs(1)).await.unwrap());
 }
 
 #[tokio::test]
@@ -319,7 +318,7 @@ async fn a_from_file_item_over_the_api_is_refused_saying_why() {
 async fn a_lease_left_by_a_dead_process_stops_blocking_within_seconds() {
     let (ctx, _) = Ctx::test();
     // A process died holding the lease (kill -9 mid-apply): nobody renews it.
-    assert!(ctx.store.lease(crate::ctx::ADMISSION, "dead", std::time::Duration::from_secs(3)).await.unwrap());
+    assert!(ctx.store.lease(crate::env::ADMISSION, "dead", std::time::Duration::from_secs(3)).await.unwrap());
     // The caller waits at most 10 s: admitted only if the lease ends before (a 60 s claim
     // answered a Conflict here).
     apply(&ctx, config("linux", 1), "alice").await.expect("admitted once the dead holder's lease ends");
@@ -332,11 +331,11 @@ async fn the_lease_is_renewed_while_an_admission_runs() {
     let held = ctx.admitting(async |_| -> Result<bool, TaskError> {
         // Longer than the lease: only renewal keeps others out.
         tokio::time::sleep(std::time::Duration::from_secs(10)).await;
-        Ok(ctx.store.lease(crate::ctx::ADMISSION, "other", std::time::Duration::from_secs(3)).await?)
+        Ok(ctx.store.lease(crate::env::ADMISSION, "other", std::time::Duration::from_secs(3)).await?)
     });
     assert!(!held.await.unwrap(), "still held after 10 s");
     assert!(
-        ctx.store.lease(crate::ctx::ADMISSION, "other", std::time::Duration::from_secs(3)).await.unwrap(),
+        ctx.store.lease(crate::env::ADMISSION, "other", std::time::Duration::from_secs(3)).await.unwrap(),
         "released"
     );
 }
@@ -348,9 +347,9 @@ async fn a_write_whose_lease_was_taken_over_lands_nowhere() {
     let wrote = ctx
         .admitting(async |fence| -> Result<bool, TaskError> {
             // This holder stalled past its lease, and another process took it.
-            ctx.store.release(crate::ctx::ADMISSION, &fence.holder).await?;
+            ctx.store.release(crate::env::ADMISSION, &fence.holder).await?;
             assert!(
-                ctx.store.lease(crate::ctx::ADMISSION, "next", std::time::Duration::from_secs(60)).await?
+                ctx.store.lease(crate::env::ADMISSION, "next", std::time::Duration::from_secs(60)).await?
             );
             Ok(ctx.store.put_config_fenced(&rec, crate::ports::store::Expect::Absent, fence).await?)
         })
@@ -367,9 +366,9 @@ async fn a_lapsed_lease_is_not_taken_back_by_its_renewal_so_the_late_write_lands
     let wrote = ctx
         .admitting(async |fence| -> Result<bool, TaskError> {
             // This holder stalls: its lease lapses, another process holds it and gives it back.
-            ctx.store.release(crate::ctx::ADMISSION, &fence.holder).await?;
-            assert!(ctx.store.lease(crate::ctx::ADMISSION, "next", std::time::Duration::from_secs(3)).await?);
-            ctx.store.release(crate::ctx::ADMISSION, "next").await?;
+            ctx.store.release(crate::env::ADMISSION, &fence.holder).await?;
+            assert!(ctx.store.lease(crate::env::ADMISSION, "next", std::time::Duration::from_secs(3)).await?);
+            ctx.store.release(crate::env::ADMISSION, "next").await?;
             // Renewal ticks come and go while it still works.
             tokio::time::sleep(std::time::Duration::from_secs(5)).await;
             Ok(ctx.store.put_config_fenced(&rec, crate::ports::store::Expect::Absent, fence).await?)

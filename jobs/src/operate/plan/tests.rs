@@ -4,8 +4,8 @@
 use super::*;
 use crate::model::ConfigRecord;
 use crate::ports::store::Versioned;
-use crate::tasks::{CreateVm, DrainVm, ExpandConfig};
 use crate::testing::config;
+use crate::work::{CreateVm, DrainVm, ExpandConfig};
 
 /// A stored API Config `linux` of 1 to 12 VMs targeting `amount`, with VMs `0..vms`.
 async fn setup(amount: u32, vms: u32) -> Ctx {

@@ -4,8 +4,8 @@ use chrono::Duration;
 
 use super::*;
 use crate::model::{Bot, Observed};
-use crate::tasks::{ExpandConfig, ManageBot};
 use crate::testing::created;
+use crate::work::{ExpandConfig, ManageBot};
 
 #[tokio::test]
 async fn recycling_drains_a_vm_for_the_normal_path_and_a_new_incarnation_follows() {

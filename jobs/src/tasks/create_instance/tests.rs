@@ -1,11 +1,11 @@
 //! Unit tests of `tasks/create_instance.rs`.
 
-use crate::tasks::ManageBot;
+use crate::work::ManageBot;
 
 use super::*;
 use crate::config::labels;
 use crate::ports::compute::{ComputeError, Operation};
-use crate::ctx::request_id;
+use crate::env::request_id;
 use crate::providers::gce::{follow, instance_spec};
 use crate::testing::created as made;
 

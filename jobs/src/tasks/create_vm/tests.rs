@@ -1,6 +1,6 @@
 //! Unit tests of `tasks/create_vm.rs`.
 
-use crate::tasks::CreateInstance;
+use crate::work::CreateInstance;
 
 use super::*;
 

@@ -1,6 +1,6 @@
 //! Unit tests of `tasks/delete_bot.rs`.
 
-use crate::tasks::ExpandConfig;
+use crate::work::ExpandConfig;
 
 use super::*;
 use crate::testing::created;
@@ -12,7 +12,7 @@ async fn a_hostname_of_another_incarnation_does_nothing() {
     run(&ctx, DeleteBot { id: "linux-0".into(), hostname: "linux-0-zzzz".into() }).await.unwrap();
     // The same hostname on an incarnation whose machine is not being removed (a static
     // machine's next incarnation): left alone too.
-    crate::tasks::update_vm(&ctx, &vm.id, |v| {
+    crate::writes::update_vm(&ctx, &vm.id, |v| {
         v.destroying = None;
         true
     })

@@ -1,9 +1,9 @@
 //! Unit tests of `tasks/destroy_instance.rs`.
 
-use crate::tasks::DeleteBot;
+use crate::work::DeleteBot;
 
 use super::*;
-use crate::ctx::request_id;
+use crate::env::request_id;
 use crate::ports::compute::{ComputeError, Operation};
 use crate::testing::created;
 

@@ -1,6 +1,6 @@
 //! Unit tests of `tasks/drain_vm.rs`.
 
-use crate::tasks::ManageBot;
+use crate::work::ManageBot;
 
 use super::*;
 use crate::testing::created;

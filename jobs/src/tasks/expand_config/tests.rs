@@ -1,6 +1,6 @@
 //! Unit tests of `tasks/expand_config.rs`.
 
-use crate::tasks::{CreateVm, DrainVm};
+use crate::work::{CreateVm, DrainVm};
 
 use super::*;
 
@@ -19,7 +19,7 @@ async fn pushes_create_vm_for_missing_ids_only() {
 #[tokio::test]
 async fn a_large_amount_goes_out_in_batches_that_reread_the_config() {
     let (mut ctx, _) = Ctx::test();
-    ctx.limits = std::sync::Arc::new(crate::ctx::Limits {
+    ctx.limits = std::sync::Arc::new(crate::config::Limits {
         expand_batch: 4,
         creating_per_config: 6,
         ..Default::default()

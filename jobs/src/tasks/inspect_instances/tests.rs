@@ -1,6 +1,6 @@
 //! Unit tests of `tasks/inspect_instances.rs`.
 
-use crate::tasks::DestroyInstance;
+use crate::work::DestroyInstance;
 
 use super::*;
 use crate::model::FaultKind;

@@ -1,6 +1,6 @@
 //! Unit tests of `manage_bot`, shaped like its branches.
 
-use crate::tasks::{CountVms, DestroyInstance, TerminateBot};
+use crate::work::{CountVms, DestroyInstance, TerminateBot};
 use chrono::Duration as D;
 
 use super::*;
@@ -92,7 +92,7 @@ async fn past_the_deadline_the_bot_is_terminated_then_destroyed_on_bot_terminate
         ctx.taken::<TerminateBot>().await,
         [TerminateBot { id: vm.id.clone(), hostname: vm.hostname.clone() }]
     );
-    crate::tasks::update_vm(&ctx, &vm.id, |v| {
+    crate::writes::update_vm(&ctx, &vm.id, |v| {
         v.terminate_sent = Some(ctx.now());
         true
     })
@@ -108,7 +108,7 @@ async fn past_the_deadline_the_bot_is_terminated_then_destroyed_on_bot_terminate
 async fn a_lost_termination_is_sent_again_while_waiting_for_bot_terminate() {
     let (ctx, f, vm) = setup().await;
     f.bots.bots.lock().unwrap().insert(vm.hostname.clone(), bot(&vm.hostname, ctx.now()));
-    crate::tasks::update_vm(&ctx, &vm.id, |v| {
+    crate::writes::update_vm(&ctx, &vm.id, |v| {
         v.terminate_sent = Some(ctx.now());
         true
     })
@@ -172,9 +172,9 @@ async fn a_vm_past_its_configs_amount_is_only_read_as_drained_here() {
     rec.current_amount = 0;
     ctx.store.put_config(&rec, crate::ports::store::Expect::Version(cfg.version)).await.unwrap();
     run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
-    assert!(ctx.taken::<crate::tasks::DrainVm>().await.is_empty(), "no manage_bot → drain_vm bounce");
+    assert!(ctx.taken::<crate::work::DrainVm>().await.is_empty(), "no manage_bot → drain_vm bounce");
     assert!(ctx.taken::<TerminateBot>().await.is_empty(), "not drained yet: left running");
-    crate::tasks::update_vm(&ctx, &vm.id, |v| {
+    crate::writes::update_vm(&ctx, &vm.id, |v| {
         v.drained = true;
         true
     })
@@ -264,14 +264,14 @@ async fn paused_a_faulty_vm_is_destroyed_and_not_replaced() {
     let destroy = ctx.taken::<DestroyInstance>().await;
     assert_eq!(destroy.len(), 1, "cleaned up while paused");
     crate::tasks::destroy_instance::run(&ctx, destroy[0].clone()).await.unwrap();
-    for t in ctx.taken::<crate::tasks::DeleteBot>().await {
+    for t in ctx.taken::<crate::work::DeleteBot>().await {
         crate::tasks::delete_bot::run(&ctx, t).await.unwrap();
     }
     assert!(ctx.store.vm(&vm.id).await.unwrap().is_none(), "deleted");
-    for t in ctx.taken::<crate::tasks::ExpandConfig>().await {
+    for t in ctx.taken::<crate::work::ExpandConfig>().await {
         crate::tasks::expand_config::run(&ctx, t).await.unwrap();
     }
-    assert!(ctx.taken::<crate::tasks::CreateVm>().await.is_empty(), "no new incarnation while paused");
+    assert!(ctx.taken::<crate::work::CreateVm>().await.is_empty(), "no new incarnation while paused");
 }
 
 #[tokio::test]

@@ -1,0 +1,144 @@
+//! The steps of a VM's life that handlers and providers share: its machine made, a fault
+//! recorded (and the breaker told), a down instance replaced, the VM drained, an unsent
+//! incarnation dropped. Each is a compare-and-set on the VM record plus the follow-up it needs.
+
+use gce_backend_queues::{Task, When};
+
+use crate::env::Env;
+use crate::error::TaskError;
+use crate::model::{Fault, FaultKind, Placed, Vm};
+use crate::ports::store::Versioned;
+use crate::telemetry::Stage;
+use crate::work::{CountVms, CreateInstance, DestroyInstance, ManageBot};
+use crate::writes::{drop_uncreated, update_vm, write_vm, write_vm_at};
+
+/// Records `placed` as `cur`'s machine (once per incarnation), and starts watching its bot.
+/// `fixed`: a static machine (recorded, never inserted; logs call it so).
+pub async fn created(ctx: &Env, cur: Versioned<Vm>, placed: Placed, fixed: bool) -> Result<(), TaskError> {
+    let hostname = cur.value.hostname.clone();
+    let written = write_vm_at(ctx, cur, |v| {
+        if v.hostname != hostname || v.instance.is_some() {
+            return false;
+        }
+        v.instance = Some(placed.clone());
+        v.operation.clear();
+        true
+    })
+    .await?;
+    if let Some((Versioned { value: v, .. }, wrote)) =
+        written.as_ref().filter(|(v, _)| v.value.url() == Some(placed.url.as_str()))
+    {
+        let vm = v;
+        // Only the run that recorded the instance counts it (another may have recorded it first);
+        // a static machine is recorded, not inserted.
+        if *wrote && !fixed {
+            ctx.telemetry.instance_op(vm, "insert", "ok", "");
+            if let Some(sent) = v.insert_sent {
+                ctx.telemetry.lifecycle(vm, Stage::InsertToCreated, sent, ctx.now());
+            }
+        }
+        crate::backoff::clear_for(ctx, vm).await?;
+        let what = if fixed { "static machine" } else { "instance" };
+        tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), "{what} created");
+        ctx.resolved(&vm.config, &[CreateInstance::QUEUE]).await?;
+        // Its bot cannot be there yet: the first look comes soon after boot.
+        let first = ctx.look_again(chrono::Duration::zero());
+        ctx.push_at(&ManageBot { id: vm.id.clone() }, When::After(first)).await?;
+    }
+    Ok(())
+}
+
+/// Drops this incarnation's record (it has no instance), so a new hostname follows.
+pub async fn drop_vm(ctx: &Env, vm: &Vm) -> Result<(), TaskError> {
+    drop_uncreated(ctx, &vm.id, |v| v.hostname == vm.hostname).await
+}
+
+/// Marks the VM `cur` (as last read) drained and hands it to the step that retires it: one
+/// never sent to GCE is dropped at once, one with an instance goes to `manage_bot`, one being
+/// inserted to `create_instance` to finish first. Returns the VM as written (`None`: gone).
+/// Whether it should go is the caller's to decide (a shrink here, a recycle over the API).
+pub async fn drain(ctx: &Env, cur: &Vm) -> Result<Option<Vm>, TaskError> {
+    let Some(vm) = update_vm(ctx, &cur.id, |v| {
+        !v.drained && {
+            v.drained = true;
+            true
+        }
+    })
+    .await?
+    else {
+        return Ok(None);
+    };
+    if !cur.drained {
+        tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), "VM drained");
+    }
+    if vm.instance.is_some() {
+        ctx.push(&ManageBot { id: vm.id.clone() }).await?;
+    } else if vm.insert_sent.is_none() {
+        drop_uncreated(ctx, &vm.id, |v| v.insert_sent.is_none()).await?;
+    } else {
+        ctx.push(&CreateInstance { id: vm.id.clone() }).await?;
+    }
+    Ok(Some(vm))
+}
+
+/// Records `kind` on the VM's incarnation (once per kind; a VM being retired on purpose gets
+/// none), with a WARN and a Config error, and asks for a recount so status follows at once.
+/// Returns whether this call recorded it (runs that race record it once).
+pub async fn fault(
+    ctx: &Env,
+    vm: &Vm,
+    kind: FaultKind,
+    detail: &str,
+    stage: &str,
+) -> Result<bool, TaskError> {
+    let now = ctx.now();
+    if vm.fault.as_ref().is_some_and(|f| f.kind == kind) {
+        return Ok(false);
+    }
+    if vm.retiring(now, crate::pause::held_of(ctx, &vm.config).await?.is_some()) {
+        return Ok(false);
+    }
+    let written = write_vm(ctx, &vm.id, |v| {
+        v.hostname == vm.hostname && v.fault.as_ref().is_none_or(|f| f.kind != kind) && {
+            v.fault = Some(Fault { kind, detail: detail.to_owned(), at: now });
+            true
+        }
+    })
+    .await?;
+    if !written.is_some_and(|(_, wrote)| wrote) {
+        return Ok(false);
+    }
+    tracing::warn!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), "{detail}");
+    let code = match kind {
+        FaultKind::BotDead => "bot_dead",
+        FaultKind::InstanceDown => "instance_down",
+        FaultKind::NeverConnected => "never_connected",
+    };
+    ctx.record(&vm.config, stage, code, &format!("{}: {detail}", vm.hostname), vm.zone(), "").await?;
+    ctx.push(&CountVms { prefix: vm.config.clone() }).await?;
+    crate::breaker::failed(ctx, vm, kind).await?;
+    Ok(true)
+}
+
+/// The one rule for an instance that is down (stopped, preempted, suspended) or gone: record
+/// it and destroy the instance now, so the VM is replaced without waiting for any timeout.
+pub async fn replace_down(ctx: &Env, vm: &Vm, status: Option<&str>, stage: &str) -> Result<(), TaskError> {
+    if vm.destroying.is_some() {
+        return Ok(()); // our own delete: destroy_instance and delete_bot finish it
+    }
+    // A Spot or preemptible instance that stops was preempted: a normal replacement (counted;
+    // no zone backoff).
+    let preempted = vm.attributes.preemptible();
+    let detail = match (status, preempted) {
+        (Some(s), true) => format!("instance {s} (preempted): replacing it now"),
+        (Some(s), false) => format!("instance {s}: replacing it now"),
+        (None, _) => "instance gone: replacing it now".to_owned(),
+    };
+    if fault(ctx, vm, FaultKind::InstanceDown, &detail, stage).await? && preempted && status.is_some() {
+        ctx.telemetry.instance_op(vm, "preempted", "ok", ""); // once per incarnation
+    }
+    match DestroyInstance::of(vm) {
+        Some(destroy) => ctx.push(&destroy).await.map(drop),
+        None => Ok(()),
+    }
+}

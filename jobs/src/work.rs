@@ -1,0 +1,199 @@
+//! The work that travels on the queues: one payload type per queue (ids only), what a handler
+//! asks for after a run ([`Next`]), and which Config a task is about ([`config_of`]).
+//!
+//! Payloads outlive deploys in Redis: each is pinned by a golden test (`jobs/tests/wire.rs`), and
+//! a change here is a wire change. The handler of queue `x` is `tasks::x`, its payload the type
+//! named after it here.
+
+use gce_backend_queues::Task;
+use serde::{Deserialize, Serialize};
+
+/// What a handler asks for after a run: nothing more, or to look again after a while (the
+/// worker pushes the same task again, delayed; a pending operation, a bot not yet connected, a
+/// backoff, the next batch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// Done for now.
+    Done,
+    /// Run again after this delay (attempts are not spent on waiting).
+    After(std::time::Duration),
+}
+
+/// Names a payload's queue and its dedupe key (one pending task per key).
+macro_rules! queue {
+    ($payload:ident, $queue:literal, |$t:ident| $key:expr) => {
+        impl Task for $payload {
+            const QUEUE: &'static str = $queue;
+            fn key(&self) -> String {
+                let $t = self;
+                $key
+            }
+        }
+    };
+}
+
+/// `expand_config`: create the missing VMs of a Config.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExpandConfig {
+    /// Config prefix.
+    pub prefix: String,
+}
+queue!(ExpandConfig, "expand_config", |t| t.prefix.clone());
+
+/// `create_vm`: create one VM record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateVm {
+    /// VM id.
+    pub id: String,
+}
+queue!(CreateVm, "create_vm", |t| t.id.clone());
+
+/// `create_instance`: create (or adopt) the instance of a VM.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateInstance {
+    /// VM id.
+    pub id: String,
+}
+queue!(CreateInstance, "create_instance", |t| t.id.clone());
+
+/// `manage_bot`: compare a VM's bot with its record and act on the difference.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ManageBot {
+    /// VM id.
+    pub id: String,
+}
+queue!(ManageBot, "manage_bot", |t| t.id.clone());
+
+/// `inspect_swarming`: walk one Swarming server's bots.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InspectSwarming {
+    /// Swarming server URL.
+    pub server: String,
+}
+queue!(InspectSwarming, "inspect_swarming", |t| t.server.clone());
+
+/// `inspect_instances`: walk one project and zone's instances that are not running (stopped,
+/// preempted).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InspectInstances {
+    /// Project.
+    pub project: String,
+    /// Zone.
+    pub zone: String,
+}
+queue!(InspectInstances, "inspect_instances", |t| format!("{}/{}", t.project, t.zone));
+
+/// `terminate_bot`: terminate a VM's bot gracefully (after its current task).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TerminateBot {
+    /// VM id.
+    pub id: String,
+    /// The incarnation's hostname (guard).
+    pub hostname: String,
+}
+queue!(TerminateBot, "terminate_bot", |t| format!("{}@{}", t.id, t.hostname));
+
+/// `destroy_instance`: delete a VM's instance.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DestroyInstance {
+    /// VM id.
+    pub id: String,
+    /// The instance URL (guard).
+    pub url: String,
+}
+queue!(DestroyInstance, "destroy_instance", |t| format!("{}@{}", t.id, t.url));
+
+impl DestroyInstance {
+    /// The task that deletes `vm`'s instance (none while it has none).
+    pub fn of(vm: &crate::model::Vm) -> Option<Self> {
+        vm.url().map(|url| DestroyInstance { id: vm.id.clone(), url: url.to_owned() })
+    }
+}
+
+/// `delete_bot`: delete a VM's bot from Swarming, then the VM record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteBot {
+    /// VM id.
+    pub id: String,
+    /// The incarnation's hostname (guard).
+    pub hostname: String,
+}
+queue!(DeleteBot, "delete_bot", |t| format!("{}@{}", t.id, t.hostname));
+
+/// `drain_vm`: drain a VM whose Config shrank or went away.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DrainVm {
+    /// VM id.
+    pub id: String,
+}
+queue!(DrainVm, "drain_vm", |t| t.id.clone());
+
+/// `audit_instances`: find instances with our label that match no VM, in one project and zone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditInstances {
+    /// Project.
+    pub project: String,
+    /// Zone.
+    pub zone: String,
+}
+queue!(AuditInstances, "audit_instances", |t| format!("{}/{}", t.project, t.zone));
+
+/// `delete_stale_bots`: delete bots named like ours that have no VM, on one Swarming server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteStaleBots {
+    /// Swarming server URL.
+    pub server: String,
+}
+queue!(DeleteStaleBots, "delete_stale_bots", |t| t.server.clone());
+
+/// `count_vms`: count a Config's VMs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CountVms {
+    /// Config prefix.
+    pub prefix: String,
+}
+queue!(CountVms, "count_vms", |t| t.prefix.clone());
+
+/// `report_quota`: read a project's regional quotas.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReportQuota {
+    /// Project.
+    pub project: String,
+}
+queue!(ReportQuota, "report_quota", |t| t.project.clone());
+
+/// The Config a task of `queue` with `key` is about, if any (keys are prefixes, VM ids, or
+/// `<VM id>@<guard>`): the one rule, which the API hands to the dashboard too.
+pub fn config_of(queue: &str, key: &str) -> Option<String> {
+    if [ExpandConfig::QUEUE, CountVms::QUEUE].contains(&queue) {
+        return Some(key.to_owned());
+    }
+    let by_vm = [
+        CreateVm::QUEUE,
+        CreateInstance::QUEUE,
+        ManageBot::QUEUE,
+        DrainVm::QUEUE,
+        TerminateBot::QUEUE,
+        DestroyInstance::QUEUE,
+        DeleteBot::QUEUE,
+    ];
+    let id = key.split_once('@').map_or(key, |(id, _)| id);
+    by_vm.contains(&queue).then(|| crate::naming::parse_id(id).map(|(p, _)| p.to_owned())).flatten()
+}
+
+#[cfg(test)]
+mod tests;

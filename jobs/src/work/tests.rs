@@ -1,0 +1,13 @@
+//! Unit tests of `work.rs`.
+
+use super::*;
+
+#[test]
+fn task_keys_map_to_their_config() {
+    assert_eq!(config_of("expand_config", "linux").as_deref(), Some("linux"));
+    assert_eq!(config_of("manage_bot", "linux-x-3").as_deref(), Some("linux-x"));
+    assert_eq!(config_of("destroy_instance", "linux-3@https://x/linux-3-ab12").as_deref(), Some("linux"));
+    assert_eq!(config_of("drain_vm", "linux-3@linux-3-ab12").as_deref(), Some("linux"));
+    assert_eq!(config_of("audit_instances", "p/z"), None);
+    assert_eq!(config_of("manage_bot", "garbage"), None);
+}
