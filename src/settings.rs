@@ -38,7 +38,7 @@ pub struct Settings {
     /// Where machines come from: `[providers.<id>]` with its `type` (none declared: one
     /// Compute Engine provider, `gce`). A Config names its provider (default: the one of type
     /// `gce`).
-    pub providers: BTreeMap<String, gce_backend_jobs::providers::Declared>,
+    pub providers: BTreeMap<String, gce_backend_jobs::config::providers::Declared>,
     /// What every listener (the API's, `--metrics-listen`) allows a client (`[http]`):
     /// timeouts, connection caps, request rates per token and per address.
     pub http: Http,

@@ -37,7 +37,7 @@ impl Ctx {
     /// Checks `config` with its provider (which must be declared): what the provider does not
     /// offer is invalid; a provider that cannot tell now (or is not set up) says unknown.
     pub async fn validate(&self, config: &Config) -> Verdict {
-        if let Some(e) = self.providers.problem(config) {
+        if let Some(e) = self.providers.declared().problem(config) {
             return Verdict::Invalid(e);
         }
         match self.providers.get(&self.env, &config.provider).await {

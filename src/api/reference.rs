@@ -65,7 +65,7 @@ fn make_schemas() -> BTreeMap<String, Value> {
     let (name, s) = schema::<ErrorBody>();
     out.insert(name, s);
     // Each type of provider: the Config fields it reads.
-    for kind in gce_backend_jobs::providers::Kind::ALL {
+    for kind in gce_backend_jobs::config::providers::Kind::ALL {
         out.insert(format!("provider-{}.json", kind.name()), kind.schema());
     }
     out

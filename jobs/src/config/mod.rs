@@ -342,6 +342,7 @@ impl Amount {
 mod attributes;
 pub mod names;
 mod policy;
+pub mod providers;
 mod settings;
 pub mod trust;
 mod validate;

@@ -114,13 +114,13 @@ impl Config {
             out.push(err(f("update"), "a rolling update needs max_surge or max_unavailable above 0"));
         }
         if self.is_static() {
-            crate::providers::static_machines::problems(self, &f, &mut out);
+            super::providers::static_problems(self, &f, &mut out);
         } else {
             self.check_amount(&f, &mut out);
             self.check_attributes(&f, &mut out);
         }
         if let Some(why) =
-            (!self.provider.is_empty()).then(|| crate::providers::id_problem(&self.provider)).flatten()
+            (!self.provider.is_empty()).then(|| super::providers::id_problem(&self.provider)).flatten()
         {
             out.push(err(f("provider"), why));
         }

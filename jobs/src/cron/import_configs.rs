@@ -253,7 +253,7 @@ async fn apply(
     if config.is_static() {
         let stored = ctx.store.configs().await?;
         if let Some(e) =
-            crate::providers::static_machines::taken(&config, stored.iter().map(|c| &c.value.config))
+            crate::config::providers::taken(&config, stored.iter().map(|c| &c.value.config))
         {
             return Ok(Err(e));
         }
@@ -282,7 +282,7 @@ async fn apply(
         verified,
         ..Default::default()
     };
-    rec.succeed(cur.map(|c| &c.value), &ctx.providers, ctx.now());
+    rec.succeed(cur.map(|c| &c.value), ctx.providers.declared(), ctx.now());
     if let Some(c) = cur {
         if !rec.config.is_static() {
             rec.current_amount = amount_after(&c.value, &rec.config, ctx.now());

@@ -9,14 +9,14 @@ use crate::work::InspectInstances;
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::providers::Kind;
+use crate::config::providers::Kind;
 
 /// Runs once.
 pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
     let mut by_provider: BTreeMap<String, BTreeSet<(String, String)>> = BTreeMap::new();
     for c in ctx.store.configs().await? {
         let config = &c.value.config;
-        let id = ctx.providers.resolve(&config.provider).to_owned();
+        let id = ctx.providers.declared().resolve(&config.provider).to_owned();
         let places = by_provider.entry(id).or_default();
         for zone in config.zone_names() {
             places.insert((config.attributes.project.clone(), zone.to_owned()));

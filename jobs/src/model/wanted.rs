@@ -6,7 +6,8 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::ConfigRecord;
+use super::{ConfigRecord, Vm};
+use crate::config::providers::ProviderIds;
 
 /// The VM indexes of a static pool's hostnames. A hostname keeps its index while it is listed,
 /// whatever else the list gains, loses or reorders; a new one takes the next index never used,
@@ -78,6 +79,12 @@ impl ConfigRecord {
         self.current_amount.saturating_add(surge)
     }
 
+    /// The one rule for "is this VM still wanted by its Config": its index is below the
+    /// current amount and its machine comes from the Config's provider.
+    pub fn keeps(&self, vm: &Vm, providers: &ProviderIds) -> bool {
+        self.wants(vm.index) && providers.resolve(&self.config.provider) == providers.resolve(&vm.provider)
+    }
+
     /// Carries over from `old` (the record this one replaces; `None`: a new Config) what a
     /// Config keeps across revisions: its pause and breaker, a rolling update (one starts when
     /// the instance attributes change), a change of provider, and a static pool's slots. Every
@@ -85,14 +92,17 @@ impl ConfigRecord {
     pub fn succeed(
         &mut self,
         old: Option<&ConfigRecord>,
-        providers: &crate::providers::Providers,
+        providers: &ProviderIds,
         now: DateTime<Utc>,
     ) {
         if let Some(o) = old {
             self.paused = o.paused.clone();
             self.breaker = o.breaker.clone();
             self.rollout = crate::model::rollout::changed(o, &self.config, now);
-            self.provider_changed = crate::providers::changed(providers, o, &self.config, now);
+            // Marked now when the provider changes (or `o` stood in for a record that did not
+            // decode, whose VMs' provider is unknown); a change still going on stays marked.
+            let other = providers.resolve(&o.config.provider) != providers.resolve(&self.config.provider);
+            self.provider_changed = if other || o.revision.is_empty() { Some(now) } else { o.provider_changed };
         }
         self.relist(old);
     }

@@ -88,7 +88,7 @@ async fn admit_and_write(
             verified,
             ..Default::default()
         };
-        rec.succeed(cur.as_ref().map(|c| &c.value), &ctx.providers, now);
+        rec.succeed(cur.as_ref().map(|c| &c.value), ctx.providers.declared(), now);
         let written = match &cur {
             Some(c) if c.value == rec => true, // as asked already: nothing to write
             _ => {
@@ -166,7 +166,7 @@ pub async fn set_amount(
 ) -> Result<ConfigRecord, OpError> {
     let (rec, changed) = update_config(ctx, prefix, |rec, now| {
         if rec.config.is_static() {
-            return Err(crate::providers::static_machines::managed_by_list(prefix, "amount"));
+            return Err(crate::operate::managed_by_list(prefix, "amount"));
         }
         let clamped = rec.config.amount.at(amount, now);
         let changed = clamped != rec.current_amount;

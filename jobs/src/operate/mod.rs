@@ -62,6 +62,16 @@ impl OpError {
     }
 }
 
+/// The refusal of an operation that adds or removes machines by other means than the list.
+pub fn managed_by_list(prefix: &str, what: &str) -> OpError {
+    OpError::Invalid(vec![ConfigError {
+        field: format!("{prefix}.{what}"),
+        rule: "static machines are managed by their list: add or remove hostnames in `machines` \
+               (a removed machine finishes its task, then its bot is deleted)"
+            .into(),
+    }])
+}
+
 /// Largest page [`list_vms`] returns.
 pub const MAX_PAGE: usize = 1000;
 
@@ -105,7 +115,7 @@ async fn admit(ctx: &Ctx, config: &Config, stored: Option<&ConfigRecord>) -> Res
     let said: Vec<String> = a.invalid.iter().map(|e| e.field.clone()).collect();
     a.invalid.extend(trust.into_iter().filter(|e| !said.contains(&e.field)));
     a.invalid
-        .extend(crate::providers::static_machines::taken(config, configs.iter().map(|c| &c.value.config)));
+        .extend(crate::config::providers::taken(config, configs.iter().map(|c| &c.value.config)));
     if a.invalid.is_empty() {
         match ctx.validate(config).await {
             Verdict::Valid => {}

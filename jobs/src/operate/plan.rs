@@ -29,9 +29,9 @@ pub async fn plan(ctx: &Ctx, prefix: &str, input: PlanInput) -> Result<Plan, OpE
         problems.extend(a.conflict);
         changes = diff(cur.as_ref().map(|r| &r.config), c);
         // Naming the default provider is no change of provider.
-        let was = cur.as_ref().map(|r| ctx.providers.resolve(&r.config.provider));
+        let was = cur.as_ref().map(|r| ctx.providers.declared().resolve(&r.config.provider));
         changes.retain(|ch| {
-            ch.field != "provider" || was.is_some_and(|w| w != ctx.providers.resolve(&c.provider))
+            ch.field != "provider" || was.is_some_and(|w| w != ctx.providers.declared().resolve(&c.provider))
         });
     }
     let Some(config) = input.config.as_ref().or(cur.as_ref().map(|r| &r.config)) else {
@@ -56,7 +56,7 @@ pub async fn plan(ctx: &Ctx, prefix: &str, input: PlanInput) -> Result<Plan, OpE
         });
     }
     if config.is_static() && input.amount.is_some() {
-        return Err(crate::providers::static_machines::managed_by_list(prefix, "amount"));
+        return Err(crate::operate::managed_by_list(prefix, "amount"));
     }
     // The record it would have: a static pool's slots follow its list.
     let mut next = ConfigRecord { config: config.clone(), ..cur.clone().unwrap_or_default() };
@@ -76,7 +76,7 @@ pub async fn plan(ctx: &Ctx, prefix: &str, input: PlanInput) -> Result<Plan, OpE
     let ids = by_index(ctx.store.vm_ids(VmIndex::OfConfig(prefix.to_owned())).await?);
     // Another provider: every VM is replaced (drained, then made by the new one).
     let switching = cur.as_ref().is_some_and(|r| {
-        ctx.providers.resolve(&r.config.provider) != ctx.providers.resolve(&config.provider)
+        ctx.providers.declared().resolve(&r.config.provider) != ctx.providers.declared().resolve(&config.provider)
     });
     let wanted = |id: &str| !switching && parse_id(id).is_some_and(|(p, i)| p == prefix && next.wants(i));
     let (keep, drain): (Vec<String>, Vec<String>) = ids.iter().cloned().partition(|id| wanted(id));

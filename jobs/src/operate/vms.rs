@@ -17,8 +17,8 @@ use super::{Actor, MAX_PAGE, OpError, by_index, order};
 pub async fn recycle(ctx: &Ctx, vm_id: &str, by: Actor<'_>) -> Result<Vm, OpError> {
     let gone = || OpError::NotFound(format!("VM {vm_id}"));
     let cur = ctx.vm(vm_id).await?.ok_or_else(gone)?.value;
-    if ctx.providers.kind(&cur.provider) == Some(crate::providers::Kind::Static) {
-        return Err(crate::providers::static_machines::managed_by_list(&cur.config, "machines"));
+    if ctx.providers.declared().is_static(&cur.provider) {
+        return Err(crate::operate::managed_by_list(&cur.config, "machines"));
     }
     // A VM never sent to Compute is dropped at once (expand_config makes it anew): answer with
     // the record as it was, drained.

@@ -40,18 +40,6 @@ use crate::writes::{update_vm, write_vm_at};
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Gce;
 
-/// The part of a Config the Compute Engine provider reads (its published schema).
-#[derive(Debug, schemars::JsonSchema)]
-#[allow(dead_code)]
-pub struct GceFields {
-    /// How many instances (bounds and weekly windows).
-    pub amount: crate::config::Amount,
-    /// The instance template: zone, project, machine type, disks, network, metadata, labels, …
-    pub attributes: crate::config::Attributes,
-    /// How long an instance lives before it is replaced (required).
-    pub lifetime: crate::config::Secs,
-}
-
 /// The instance `vm` needs: its template, its metadata with the Swarming server, and our labels
 /// (the adapter turns it into Compute's resource).
 pub fn instance_spec(vm: &Vm, deployment: &str) -> InstanceSpec {

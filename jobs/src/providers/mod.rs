@@ -16,14 +16,14 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
 use tokio::sync::OnceCell;
 
 use crate::catalog::Verdict;
-use crate::config::{Config, ConfigError};
+use crate::config::Config;
+use crate::config::providers::{Declared, Kind, ProviderIds};
 use crate::env::Env;
 use crate::error::TaskError;
-use crate::model::{ConfigRecord, Vm};
+use crate::model::Vm;
 use crate::ports::store::Versioned;
 use crate::work::Next;
 
@@ -104,71 +104,6 @@ pub struct Proven {
     pub instance_id: String,
 }
 
-/// Types of provider.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Kind {
-    /// Compute Engine instances, through the process's Compute port.
-    Gce,
-    /// Existing machines listed by hostname (`machines`); none is made or removed.
-    Static,
-}
-
-impl Kind {
-    /// Every type, in order.
-    pub const ALL: [Kind; 2] = [Kind::Gce, Kind::Static];
-
-    /// Its name, as declared (`gce`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::Gce => "gce",
-            Kind::Static => "static",
-        }
-    }
-
-    /// The JSON Schema of the Config fields this type reads (published with the API's schemas
-    /// as `provider-<type>.json`).
-    pub fn schema(self) -> serde_json::Value {
-        let s = match self {
-            Kind::Gce => schemars::schema_for!(gce::GceFields),
-            Kind::Static => schemars::schema_for!(static_machines::StaticFields),
-        };
-        serde_json::to_value(s).unwrap_or_default()
-    }
-
-    /// True when a Config of this type lists its machines (else it has an amount).
-    fn lists_machines(self) -> bool {
-        self == Kind::Static
-    }
-}
-
-/// One `[providers.<id>]` of the settings.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Declared {
-    /// Its type.
-    #[serde(rename = "type")]
-    pub kind: Kind,
-}
-
-/// The id of the provider every deployment has unless its settings say otherwise.
-pub const DEFAULT_ID: &str = "gce";
-
-/// Largest length of a provider id.
-const MAX_ID: usize = 32;
-
-/// Why a provider id is not one (`None`: it is): lowercase letters, digits and `-`, starting with
-/// a letter, at most 32 characters (it goes into status lines and metric labels).
-pub fn id_problem(id: &str) -> Option<String> {
-    let ok = !id.is_empty()
-        && id.len() <= MAX_ID
-        && id.starts_with(|c: char| c.is_ascii_lowercase())
-        && id.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
-    (!ok).then(|| {
-        format!("{id:?}: a provider id is 1 to {MAX_ID} of a-z, 0-9 and '-', starting with a letter")
-    })
-}
-
 /// How long a failed setup is not tried again (calls fail at once meanwhile).
 const SETUP_RETRY_SECS: i64 = 10;
 /// Longest a setup may take.
@@ -226,125 +161,60 @@ impl Entry {
 
 /// The declared providers of a deployment, by id, each set up once per process.
 pub struct Providers {
+    declared: ProviderIds,
     by_id: BTreeMap<String, Entry>,
-    default: String,
 }
 
 impl std::fmt::Debug for Providers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Providers").field("ids", &self.ids()).field("default", &self.default).finish()
+        f.debug_struct("Providers").field("declared", &self.declared).finish()
     }
 }
 
 impl Default for Providers {
     /// One Compute Engine provider, `gce`.
     fn default() -> Self {
-        Self::new(&BTreeMap::from([(DEFAULT_ID.to_owned(), Declared { kind: Kind::Gce })]))
-            .expect("the default provider is valid")
+        Self::of(ProviderIds::default())
     }
 }
 
 impl Providers {
-    /// The providers `declared` (none declared: the default `gce`). A Config that names no
-    /// provider gets the one of type `gce` (or, of several, the one with id `gce`).
+    /// The providers `declared` in the settings (see [`ProviderIds::new`]).
     pub fn new(declared: &BTreeMap<String, Declared>) -> Result<Self, String> {
-        if declared.is_empty() {
-            return Ok(Self::default());
-        }
+        ProviderIds::new(declared).map(Self::of)
+    }
+
+    /// A provider of its type for each of `declared`.
+    fn of(declared: ProviderIds) -> Self {
         let mut by_id = BTreeMap::new();
-        for (id, d) in declared {
-            if let Some(why) = id_problem(id) {
-                return Err(format!("[providers.{id}]: {why}"));
-            }
-            let provider: Arc<dyn Provider> = match d.kind {
-                Kind::Gce => Arc::new(gce::Gce),
-                Kind::Static => Arc::new(static_machines::Static),
+        for id in declared.ids() {
+            let provider: Arc<dyn Provider> = match declared.kind(id) {
+                Some(Kind::Static) => Arc::new(static_machines::Static),
+                _ => Arc::new(gce::Gce),
             };
-            by_id.insert(id.clone(), Entry::new(provider));
+            by_id.insert(id.to_owned(), Entry::new(provider));
         }
-        let gce: Vec<&String> =
-            declared.iter().filter(|(_, d)| d.kind == Kind::Gce).map(|(id, _)| id).collect();
-        let default = match gce.as_slice() {
-            [one] => (*one).clone(),
-            _ if declared.contains_key(DEFAULT_ID) => DEFAULT_ID.to_owned(),
-            _ => String::new(), // every Config must name its provider
-        };
-        Ok(Self { by_id, default })
+        Self { declared, by_id }
     }
 
     /// These providers and `provider` as `id` (replacing one of that id): a type of provider
     /// that is not declared through settings (tests, embedders).
     pub fn with(mut self, id: &str, provider: Arc<dyn Provider>) -> Self {
+        self.declared = self.declared.with(id, provider.kind());
         self.by_id.insert(id.to_owned(), Entry::new(provider));
         self
     }
 
-    /// The type of provider `id` (empty: the default), if declared.
-    pub fn kind(&self, id: &str) -> Option<Kind> {
-        self.by_id.get(self.resolve(id)).map(|e| e.provider.kind())
-    }
-
-    /// The declared ids, sorted.
-    pub fn ids(&self) -> Vec<&str> {
-        self.by_id.keys().map(String::as_str).collect()
-    }
-
-    /// The id a Config's `provider` field stands for (empty: the default).
-    pub fn resolve<'a>(&'a self, named: &'a str) -> &'a str {
-        if named.is_empty() { &self.default } else { named }
-    }
-
-    /// True when `vm`'s machine is a static one (only recorded and released, never made or
-    /// deleted): logs call it so.
-    pub fn is_static(&self, vm: &Vm) -> bool {
-        self.kind(&vm.provider) == Some(Kind::Static)
-    }
-
-    /// The one rule for "is this VM still wanted by its Config": its index is below the
-    /// current amount and its machine comes from the Config's provider.
-    pub fn keeps(&self, rec: &ConfigRecord, vm: &Vm) -> bool {
-        rec.wants(vm.index) && self.resolve(&rec.config.provider) == self.resolve(&vm.provider)
-    }
-
-    /// Why `config` cannot use a provider here (`None`: it can).
-    pub fn problem(&self, config: &Config) -> Option<ConfigError> {
-        let id = self.resolve(&config.provider);
-        let rule = if id.is_empty() {
-            format!(
-                "several providers are declared and none is the default: name one of {}",
-                self.ids().join(", ")
-            )
-        } else if !self.by_id.contains_key(id) {
-            format!("provider {id:?} is not declared in the settings (declared: {})", self.ids().join(", "))
-        } else if let Some(kind) = self.kind(id).filter(|k| k.lists_machines() != config.is_static()) {
-            let (field, rule) = match kind.lists_machines() {
-                true => (
-                    "provider",
-                    format!(
-                        "provider {id:?} is of type {}: list the pool's hostnames in `machines` instead of an amount",
-                        kind.name()
-                    ),
-                ),
-                false => (
-                    "machines",
-                    format!(
-                        "lists static machines, but provider {id:?} is of type {}: name a provider of type static",
-                        kind.name()
-                    ),
-                ),
-            };
-            return Some(ConfigError { field: format!("{}.{field}", config.prefix), rule });
-        } else {
-            return None;
-        };
-        Some(ConfigError { field: format!("{}.provider", config.prefix), rule })
+    /// The declared ids and types (which provider a Config or VM means).
+    pub fn declared(&self) -> &ProviderIds {
+        &self.declared
     }
 
     /// The provider with id `id` (empty: the default), set up in this process.
     pub async fn get(&self, ctx: &Env, id: &str) -> Result<&Arc<dyn Provider>, TaskError> {
-        let id = self.resolve(id);
+        let id = self.declared.resolve(id);
         let Some(e) = self.by_id.get(id) else {
-            let message = format!("not declared in the settings (declared: {})", self.ids().join(", "));
+            let message = format!("not declared in the settings (declared: {})", self.declared.ids().join(", "));
             return Err(TaskError::Provider { id: id.to_owned(), message, transient: false });
         };
         e.ready.get_or_try_init(|| e.set_up(ctx, id)).await?;
@@ -357,19 +227,6 @@ impl Providers {
             let _ = self.get(ctx, id).await;
         }
     }
-}
-
-/// The `provider_changed` mark of a Config record replacing `old` with `new`: now when the
-/// provider changes (or `old` stood in for a record that did not decode, whose VMs' provider is
-/// unknown), else `old`'s (a change still going on stays marked).
-pub fn changed(
-    providers: &Providers,
-    old: &ConfigRecord,
-    new: &Config,
-    now: DateTime<Utc>,
-) -> Option<DateTime<Utc>> {
-    let other = providers.resolve(&old.config.provider) != providers.resolve(&new.provider);
-    if other || old.revision.is_empty() { Some(now) } else { old.provider_changed }
 }
 
 #[cfg(test)]

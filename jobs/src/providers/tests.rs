@@ -8,6 +8,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use async_trait::async_trait;
 
 use super::*;
+use crate::config::providers::{Declared, Kind, ProviderIds};
+use crate::model::ConfigRecord;
+
+/// The `provider_changed` mark a record replacing `old` with `new` gets.
+fn changed(ids: &ProviderIds, old: &ConfigRecord, new: &Config, now: chrono::DateTime<chrono::Utc>) -> Option<chrono::DateTime<chrono::Utc>> {
+    let mut rec = ConfigRecord { config: new.clone(), ..old.clone() };
+    rec.succeed(Some(old), ids, now);
+    rec.provider_changed
+}
 use crate::catalog::Verdict;
 use crate::ctx::Ctx;
 use crate::ports::store::Expect;
@@ -55,17 +64,17 @@ fn declared(ids: &[&str]) -> BTreeMap<String, Declared> {
 
 #[test]
 fn the_default_is_the_one_gce_provider_or_the_one_named_gce() {
-    let none = Providers::new(&BTreeMap::new()).unwrap();
+    let none = ProviderIds::new(&BTreeMap::new()).unwrap();
     assert_eq!((none.ids(), none.resolve("")), (vec!["gce"], "gce"), "nothing declared: gce");
-    let one = Providers::new(&declared(&["east"])).unwrap();
+    let one = ProviderIds::new(&declared(&["east"])).unwrap();
     assert_eq!(one.resolve(""), "east");
     assert_eq!(one.resolve("west"), "west", "a named provider is itself");
-    let two = Providers::new(&declared(&["east", "gce"])).unwrap();
+    let two = ProviderIds::new(&declared(&["east", "gce"])).unwrap();
     assert_eq!(two.resolve(""), "gce");
-    let ambiguous = Providers::new(&declared(&["east", "west"])).unwrap();
+    let ambiguous = ProviderIds::new(&declared(&["east", "west"])).unwrap();
     let e = ambiguous.problem(&crate::testing::config("linux", 1)).expect("no default");
     assert!(e.field == "linux.provider" && e.rule.contains("east, west"), "{e}");
-    let bad = Providers::new(&declared(&["East"])).unwrap_err();
+    let bad = ProviderIds::new(&declared(&["East"])).unwrap_err();
     assert!(bad.contains("[providers.East]"), "{bad}");
 }
 
@@ -153,15 +162,15 @@ async fn a_provider_change_replaces_the_pool_a_tenth_at_a_time_and_ends() {
     let cur = ctx.store.config("linux").await.unwrap().unwrap();
     let mut new = cur.value.config.clone();
     new.provider = "gce".into();
-    assert_eq!(changed(&ctx.providers, &cur.value, &new, ctx.now()), None, "naming the default is no change");
+    assert_eq!(changed(ctx.providers.declared(), &cur.value, &new, ctx.now()), None, "naming the default is no change");
     let stand_in = ConfigRecord { revision: String::new(), ..cur.value.clone() };
     assert!(
-        changed(&ctx.providers, &stand_in, &new, ctx.now()).is_some(),
+        changed(ctx.providers.declared(), &stand_in, &new, ctx.now()).is_some(),
         "VMs of a corrupt record: checked"
     );
     new.provider = "gce-b".into();
     let rec = ConfigRecord {
-        provider_changed: changed(&ctx.providers, &cur.value, &new, ctx.now()),
+        provider_changed: changed(ctx.providers.declared(), &cur.value, &new, ctx.now()),
         config: new,
         ..cur.value
     };

@@ -31,7 +31,7 @@ pub async fn run(ctx: &Ctx, t: CreateInstance) -> Result<Next, TaskError> {
     }
     if vm.insert_sent.is_none() {
         // Not sent yet: still wanted? (The amount may have dropped since it was made.)
-        let cfg = ctx.store.config(&vm.config).await?.filter(|c| ctx.providers.keeps(&c.value, vm));
+        let cfg = ctx.store.config(&vm.config).await?.filter(|c| c.value.keeps(vm, ctx.providers.declared()));
         let Some(cfg) = cfg.filter(|_| !vm.drained) else {
             // Never sent to GCE: there is nothing to clean up.
             let unsent = |v: &Vm| v.insert_sent.is_none();

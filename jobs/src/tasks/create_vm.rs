@@ -43,7 +43,7 @@ pub async fn run(ctx: &Ctx, t: CreateVm) -> Result<Next, TaskError> {
         timeout: c.timeout.0,
         revision: cfg.value.revision.clone(),
         configured: ctx.now(),
-        provider: ctx.providers.resolve(&c.provider).to_owned(),
+        provider: ctx.providers.declared().resolve(&c.provider).to_owned(),
         canary: cfg.value.breaker.open.as_ref().is_some_and(|o| o.canary.as_deref() == Some(t.id.as_str())),
         ..Vm::default()
     };

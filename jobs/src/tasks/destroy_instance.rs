@@ -40,7 +40,7 @@ pub async fn run(ctx: &Ctx, t: DestroyInstance) -> Result<Next, TaskError> {
     if next != Next::Done {
         return Ok(next);
     }
-    let fixed = ctx.providers.is_static(&vm);
+    let fixed = ctx.providers.declared().is_static(&vm.provider);
     let done = if fixed { "static machine released (left running)" } else { "instance destroyed" };
     tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), "{done}");
     ctx.resolved(&vm.config, &["destroy_instance"]).await?;

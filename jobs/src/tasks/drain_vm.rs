@@ -13,7 +13,7 @@ use crate::error::TaskError;
 pub async fn run(ctx: &Ctx, t: DrainVm) -> Result<Next, TaskError> {
     let Some(cur) = ctx.vm(&t.id).await? else { return Ok(Next::Done) };
     let config = ctx.store.config(&cur.value.config).await?;
-    if config.is_some_and(|c| ctx.providers.keeps(&c.value, &cur.value)) {
+    if config.is_some_and(|c| c.value.keeps(&cur.value, ctx.providers.declared())) {
         return Ok(Next::Done);
     }
     crate::lifecycle::drain(ctx, &cur.value).await.map(|_| Next::Done)

@@ -102,11 +102,11 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
 async fn switch_step(ctx: &Ctx, prefix: &str, ids: &[String]) -> Result<bool, TaskError> {
     let Some(cur) = ctx.store.config(prefix).await? else { return Ok(false) };
     let Some(since) = cur.value.provider_changed else { return Ok(false) };
-    let to = ctx.providers.resolve(&cur.value.config.provider).to_owned();
+    let to = ctx.providers.declared().resolve(&cur.value.config.provider).to_owned();
     let (mut waiting, mut in_flight) = (Vec::new(), 0usize);
     for id in ids {
         match ctx.store.vm(id).await? {
-            Some(v) if ctx.providers.resolve(&v.value.provider) != to.as_str() => match v.value.drained {
+            Some(v) if ctx.providers.declared().resolve(&v.value.provider) != to.as_str() => match v.value.drained {
                 true => in_flight += 1,
                 false => waiting.push(crate::work::DrainVm { id: id.clone() }),
             },
