@@ -168,7 +168,7 @@ impl Env {
     }
 
     pub(crate) async fn counts(&self, prefix: &str) -> Counts {
-        gce_backend_jobs::status::tally(&*self.ctx.store, prefix, self.ctx.now()).await.unwrap().0
+        gce_backend_jobs::counts::tally(&*self.ctx.store, prefix, self.ctx.now()).await.unwrap().0
     }
 
     /// `prefix`'s status now: its counts live (`live`) or as `count_vms` last wrote them.

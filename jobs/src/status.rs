@@ -2,15 +2,16 @@
 //! the VM records (and per zone), errors, backoff, life state, source and pauses, the errors of
 //! Config files, and the rate-limit buckets' saturation.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::counts::{tally, zone_sums};
 use crate::error::TaskError;
-use crate::model::{ConfigState, ConfigStatus, Counts, FileError, Pause, SUMS, Sums, ZoneStatus, counters};
+use crate::model::{ConfigState, ConfigStatus, Counts, FileError, Pause, ZoneStatus, counters};
 use crate::ports::rated::{Buckets, Level};
-use crate::ports::store::{Store, StoreError, VmIndex};
+use crate::ports::store::{Store, StoreError};
 
 /// Every prefix with a Config or with VMs left (of a removed Config), sorted. While the list of
 /// prefixes with VMs is being rebuilt (`heal`), the Configs only: those with VMs only are back
@@ -23,61 +24,6 @@ pub async fn prefixes(store: &dyn Store) -> Result<Vec<String>, TaskError> {
         Err(e) => return Err(e.into()),
     }
     Ok(p.into_iter().collect())
-}
-
-/// A Config's counts now, exact, and whether anything of it is left (its record or a VM): the
-/// store's per-Config sums, read in O(1). The first call for a Config whose sums do not yet cover
-/// every VM (VMs written before sums were kept) counts those in, once.
-pub async fn tally(store: &dyn Store, prefix: &str, now: DateTime<Utc>) -> Result<(Counts, bool), TaskError> {
-    let config = match store.config(prefix).await {
-        Err(StoreError::Corrupt { .. }) => None,
-        other => other?.map(|c| c.value),
-    };
-    let sums = sums(store, prefix).await?;
-    // No VM counted: one left only as an undecodable record still keeps the Config's status.
-    let left = config.is_some()
-        || sums[0] > 0
-        || !store.vm_ids(VmIndex::OfConfig(prefix.to_owned())).await?.is_empty();
-    let configured = config.map_or(0, |c| c.current_amount);
-    Ok((Counts::from_sums(configured, &sums, now), left))
-}
-
-/// A Config's sums of [`crate::model::Vm::counted`] (VMs, created, running, …), O(1); the first
-/// call for a Config whose sums do not yet cover every VM (VMs written before sums were kept)
-/// counts those in, once.
-pub async fn sums(store: &dyn Store, prefix: &str) -> Result<Sums, TaskError> {
-    if let Some(s) = store.sums(prefix).await? {
-        return Ok(s);
-    }
-    for id in store.vm_ids(VmIndex::OfConfig(prefix.to_owned())).await? {
-        match store.vm(&id).await {
-            Ok(Some(vm)) => store.count_in(&vm).await?,
-            // Gone, or a record that does not decode (reported and repaired elsewhere).
-            Ok(None) | Err(StoreError::Corrupt { .. }) => continue,
-            Err(e) => return Err(e.into()),
-        }
-    }
-    store.sums_complete(prefix).await?;
-    Ok(store.sums(prefix).await?.unwrap_or_default())
-}
-
-/// A Config's sums per zone (zones with a name), O(1). When they disagree with its totals (VMs
-/// counted before zone sums were kept, or written by a build that keeps none), they are counted
-/// again from its VMs first, once.
-pub async fn zone_sums(store: &dyn Store, prefix: &str) -> Result<BTreeMap<String, Sums>, TaskError> {
-    let mut read = store.zone_sums(prefix).await?;
-    if read.is_none() {
-        sums(store, prefix).await?; // counts in VMs written before sums were kept
-        read = store.zone_sums(prefix).await?;
-    }
-    let Some((totals, mut zones)) = read else { return Ok(BTreeMap::new()) };
-    if (0..SUMS).any(|i| zones.values().map(|z| z[i]).sum::<i64>() != totals[i]) {
-        tracing::info!(config = prefix, "zone sums disagree with the totals: counted again");
-        store.recount_zones(prefix).await?;
-        zones = store.zone_sums(prefix).await?.map(|(_, z)| z).unwrap_or_default();
-    }
-    zones.remove("");
-    Ok(zones)
 }
 
 /// A Config's status: the counts last written by `count_vms` (or `live` ones counted now), its

@@ -73,7 +73,7 @@ async fn rooms<'a>(
     c: &'a Config,
     backoffs: Vec<Option<Backoff>>,
 ) -> Result<Vec<Room<'a>>, TaskError> {
-    let sums: BTreeMap<String, Sums> = crate::status::zone_sums(&*ctx.store, &c.prefix).await?;
+    let sums: BTreeMap<String, Sums> = crate::counts::zone_sums(&*ctx.store, &c.prefix).await?;
     Ok(c.zones
         .iter()
         .zip(backoffs)

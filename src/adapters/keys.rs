@@ -5,8 +5,8 @@
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use gce_backend_jobs::identity::{Key, keys_from_jwks};
 use gce_backend_jobs::ports::keys::Keys;
-use gce_backend_jobs::providers::identity::{Key, keys_from_jwks};
 use tokio::sync::Mutex;
 
 /// Google's published keys for its identity tokens.

@@ -7,8 +7,8 @@
 
 use axum::body::Bytes;
 use axum::extract::State;
+use gce_backend_jobs::identity::Refused;
 use gce_backend_jobs::operate::register::{RegisterInput, Registration, register as registered};
-use gce_backend_jobs::providers::identity::Refused;
 use tracing::Level;
 
 use super::error::ApiError;

@@ -250,6 +250,18 @@ impl Config {
     }
 }
 
+/// The FNV-1a offset basis: where a hash with [`fnv`] starts.
+pub const FNV_START: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// FNV-1a, 64 bits: a stable content hash (a Config's revision).
+pub fn fnv(bytes: &[u8], mut h: u64) -> u64 {
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x100_0000_01b3);
+    }
+    h
+}
+
 /// Largest Config file read (bytes).
 pub const MAX_FILE_BYTES: u64 = 1 << 20;
 /// Deepest `[`/`{` nesting a Config file may have (a Config needs about 5).

@@ -236,4 +236,3 @@ pub fn taken<'a>(config: &Config, others: impl IntoIterator<Item = &'a Config>) 
     }
     None
 }
-

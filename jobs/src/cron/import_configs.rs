@@ -37,7 +37,6 @@ use crate::ports::store::{Expect, Fence, Versioned, VmIndex};
 pub mod files;
 pub mod ownership;
 pub use files::load;
-pub(crate) use files::{FNV_START, fnv};
 pub use ownership::{Plan, Read, plan};
 
 const STAGE: &str = "import_configs";
@@ -252,9 +251,7 @@ async fn apply(
     // Read fresh: a file of this round may have taken a hostname already.
     if config.is_static() {
         let stored = ctx.store.configs().await?;
-        if let Some(e) =
-            crate::config::providers::taken(&config, stored.iter().map(|c| &c.value.config))
-        {
+        if let Some(e) = crate::config::providers::taken(&config, stored.iter().map(|c| &c.value.config)) {
             return Ok(Err(e));
         }
     }

@@ -7,9 +7,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::work::InspectInstances;
 
+use crate::config::providers::Kind;
 use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::config::providers::Kind;
 
 /// Runs once.
 pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {

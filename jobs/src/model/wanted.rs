@@ -89,12 +89,7 @@ impl ConfigRecord {
     /// Config keeps across revisions: its pause and breaker, a rolling update (one starts when
     /// the instance attributes change), a change of provider, and a static pool's slots. Every
     /// writer of a new revision (an import, the API) calls it.
-    pub fn succeed(
-        &mut self,
-        old: Option<&ConfigRecord>,
-        providers: &ProviderIds,
-        now: DateTime<Utc>,
-    ) {
+    pub fn succeed(&mut self, old: Option<&ConfigRecord>, providers: &ProviderIds, now: DateTime<Utc>) {
         if let Some(o) = old {
             self.paused = o.paused.clone();
             self.breaker = o.breaker.clone();
@@ -102,7 +97,8 @@ impl ConfigRecord {
             // Marked now when the provider changes (or `o` stood in for a record that did not
             // decode, whose VMs' provider is unknown); a change still going on stays marked.
             let other = providers.resolve(&o.config.provider) != providers.resolve(&self.config.provider);
-            self.provider_changed = if other || o.revision.is_empty() { Some(now) } else { o.provider_changed };
+            self.provider_changed =
+                if other || o.revision.is_empty() { Some(now) } else { o.provider_changed };
         }
         self.relist(old);
     }

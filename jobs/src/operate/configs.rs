@@ -15,10 +15,7 @@ use crate::writes::CAS_TRIES;
 /// The revision of a Config made over the API: the hash of its JSON, as a file's is of its text.
 fn revision_of(config: &Config) -> String {
     let json = serde_json::to_string(config).unwrap_or_default();
-    format!(
-        "{:016x}",
-        crate::cron::import_configs::fnv(json.as_bytes(), crate::cron::import_configs::FNV_START)
-    )
+    format!("{:016x}", crate::config::fnv(json.as_bytes(), crate::config::FNV_START))
 }
 
 /// Creates or replaces a Config that the API owns (source "api"). Same validation as files

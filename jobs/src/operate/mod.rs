@@ -58,7 +58,7 @@ impl OpError {
     /// True for a failure worth trying again (the store or the queues were away, a race was
     /// lost); false for the rest.
     pub fn transient(&self) -> bool {
-        matches!(self, OpError::Task(e) if e.class() == crate::Class::Transient)
+        matches!(self, OpError::Task(e) if e.class() == crate::error::Class::Transient)
     }
 }
 
@@ -114,8 +114,7 @@ async fn admit(ctx: &Ctx, config: &Config, stored: Option<&ConfigRecord>) -> Res
     let trust = ctx.trust.problems(config, configs.iter().map(|c| &c.value.config));
     let said: Vec<String> = a.invalid.iter().map(|e| e.field.clone()).collect();
     a.invalid.extend(trust.into_iter().filter(|e| !said.contains(&e.field)));
-    a.invalid
-        .extend(crate::config::providers::taken(config, configs.iter().map(|c| &c.value.config)));
+    a.invalid.extend(crate::config::providers::taken(config, configs.iter().map(|c| &c.value.config)));
     if a.invalid.is_empty() {
         match ctx.validate(config).await {
             Verdict::Valid => {}

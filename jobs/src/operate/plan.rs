@@ -76,7 +76,8 @@ pub async fn plan(ctx: &Ctx, prefix: &str, input: PlanInput) -> Result<Plan, OpE
     let ids = by_index(ctx.store.vm_ids(VmIndex::OfConfig(prefix.to_owned())).await?);
     // Another provider: every VM is replaced (drained, then made by the new one).
     let switching = cur.as_ref().is_some_and(|r| {
-        ctx.providers.declared().resolve(&r.config.provider) != ctx.providers.declared().resolve(&config.provider)
+        ctx.providers.declared().resolve(&r.config.provider)
+            != ctx.providers.declared().resolve(&config.provider)
     });
     let wanted = |id: &str| !switching && parse_id(id).is_some_and(|(p, i)| p == prefix && next.wants(i));
     let (keep, drain): (Vec<String>, Vec<String>) = ids.iter().cloned().partition(|id| wanted(id));

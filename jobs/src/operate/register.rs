@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::ctx::Ctx;
-use crate::providers::identity::Refused;
+use crate::identity::Refused;
 use crate::work::ManageBot;
 use crate::writes::write_vm_at;
 

@@ -5,7 +5,7 @@ use std::sync::Mutex;
 
 use async_trait::async_trait;
 
-use crate::providers::identity::Key;
+use crate::identity::Key;
 
 /// Where the signing keys come from.
 #[async_trait]

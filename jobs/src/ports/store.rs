@@ -221,12 +221,12 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// The sums of [`crate::model::Vm::counted`] over a Config's VMs, kept in step with every VM
     /// write and delete (in the same transaction); `None` until its VMs written before sums were
     /// kept are counted in ([`Store::count_in`]) and [`Store::sums_complete`] says so
-    /// (`status::tally` does both, once per Config).
+    /// (`counts::tally` does both, once per Config).
     async fn sums(&self, prefix: &str) -> Result<Option<Sums>, StoreError>;
     /// A Config's sums and, read with them, its sums per zone (the same sums over its VMs in each
     /// zone, zone `""` for VMs without one), kept with them; `None` while [`Store::sums`] is.
     /// A zone none of its VMs is in may be missing or all zero. They disagree with the totals
-    /// only after VMs were written by a build that keeps no zone sums: `status::zone_sums` then
+    /// only after VMs were written by a build that keeps no zone sums: `counts::zone_sums` then
     /// has them counted again ([`Store::recount_zones`]).
     async fn zone_sums(&self, prefix: &str) -> Result<Option<(Sums, BTreeMap<String, Sums>)>, StoreError>;
     /// Counts a Config's zone sums again from its VMs (O(its VMs), at once).

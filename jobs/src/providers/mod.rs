@@ -8,7 +8,6 @@
 //! is up. Seed 000 (Taskcluster worker-manager's providers) is the model.
 
 pub mod gce;
-pub mod identity;
 pub mod static_machines;
 
 use std::collections::BTreeMap;
@@ -23,6 +22,7 @@ use crate::config::Config;
 use crate::config::providers::{Declared, Kind, ProviderIds};
 use crate::env::Env;
 use crate::error::TaskError;
+use crate::identity;
 use crate::model::Vm;
 use crate::ports::store::Versioned;
 use crate::work::Next;
@@ -214,7 +214,8 @@ impl Providers {
     pub async fn get(&self, ctx: &Env, id: &str) -> Result<&Arc<dyn Provider>, TaskError> {
         let id = self.declared.resolve(id);
         let Some(e) = self.by_id.get(id) else {
-            let message = format!("not declared in the settings (declared: {})", self.declared.ids().join(", "));
+            let message =
+                format!("not declared in the settings (declared: {})", self.declared.ids().join(", "));
             return Err(TaskError::Provider { id: id.to_owned(), message, transient: false });
         };
         e.ready.get_or_try_init(|| e.set_up(ctx, id)).await?;

@@ -12,7 +12,12 @@ use crate::config::providers::{Declared, Kind, ProviderIds};
 use crate::model::ConfigRecord;
 
 /// The `provider_changed` mark a record replacing `old` with `new` gets.
-fn changed(ids: &ProviderIds, old: &ConfigRecord, new: &Config, now: chrono::DateTime<chrono::Utc>) -> Option<chrono::DateTime<chrono::Utc>> {
+fn changed(
+    ids: &ProviderIds,
+    old: &ConfigRecord,
+    new: &Config,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Option<chrono::DateTime<chrono::Utc>> {
     let mut rec = ConfigRecord { config: new.clone(), ..old.clone() };
     rec.succeed(Some(old), ids, now);
     rec.provider_changed
@@ -162,7 +167,11 @@ async fn a_provider_change_replaces_the_pool_a_tenth_at_a_time_and_ends() {
     let cur = ctx.store.config("linux").await.unwrap().unwrap();
     let mut new = cur.value.config.clone();
     new.provider = "gce".into();
-    assert_eq!(changed(ctx.providers.declared(), &cur.value, &new, ctx.now()), None, "naming the default is no change");
+    assert_eq!(
+        changed(ctx.providers.declared(), &cur.value, &new, ctx.now()),
+        None,
+        "naming the default is no change"
+    );
     let stand_in = ConfigRecord { revision: String::new(), ..cur.value.clone() };
     assert!(
         changed(ctx.providers.declared(), &stand_in, &new, ctx.now()).is_some(),

@@ -5,7 +5,7 @@
 use crate::work::{CountVms, Next};
 use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::status::tally;
+use crate::counts::tally;
 
 
 /// Handles one task.

@@ -77,7 +77,7 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
         return Ok(done); // resuming pushes this task again
     }
     // VMs of the Config without an instance: its records less its created ones (O(1) sums).
-    let sums = crate::status::sums(&*ctx.store, &t.prefix).await?;
+    let sums = crate::counts::sums(&*ctx.store, &t.prefix).await?;
     let creating = (sums[0] - sums[1]).max(0) as usize;
     let limits = &ctx.limits;
     let room =

@@ -6,19 +6,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{LazyLock, Mutex};
 
-use crate::config::{self, Config, ConfigError, MAX_FILE_BYTES, Metadata};
-
-/// The FNV-1a offset basis: where a hash with [`fnv`] starts.
-pub(crate) const FNV_START: u64 = 0xcbf2_9ce4_8422_2325;
-
-/// FNV-1a, 64 bits: a stable content hash (a Config's revision).
-pub(crate) fn fnv(bytes: &[u8], mut h: u64) -> u64 {
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x100_0000_01b3);
-    }
-    h
-}
+use crate::config::{self, Config, ConfigError, FNV_START, MAX_FILE_BYTES, Metadata, fnv};
 
 /// Why `path` may not be read: it leaves `root` (through `..` or a symbolic link).
 const LEAVES: &str =

@@ -140,8 +140,9 @@ async fn a_plan_says_when_creation_waits_for_a_pause() {
 #[tokio::test]
 async fn another_provider_replaces_every_vm_and_naming_the_default_changes_nothing() {
     let mut ctx = setup(3, 3).await;
-    let declared = ["gce", "gce-b"]
-        .map(|id| (id.to_owned(), crate::config::providers::Declared { kind: crate::config::providers::Kind::Gce }));
+    let declared = ["gce", "gce-b"].map(|id| {
+        (id.to_owned(), crate::config::providers::Declared { kind: crate::config::providers::Kind::Gce })
+    });
     ctx.providers = std::sync::Arc::new(crate::providers::Providers::new(&declared.into()).unwrap());
     let mut c = config("linux", 1);
     c.amount.max = 12;

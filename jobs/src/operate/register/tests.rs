@@ -5,13 +5,13 @@
 use serde_json::json;
 
 use super::*;
+use crate::identity::{Key, keys_from_jwks};
 use crate::ports::store::Expect;
-use crate::providers::identity::{Key, keys_from_jwks};
 use crate::testing::created;
 use gce_backend_sim::identity::{KEY, KID, jwk, sign};
 
 const AUD: &str = "https://gce-backend.example.com";
-const FORGER: &str = include_str!("../../providers/testdata/b.pem");
+const FORGER: &str = include_str!("../../identity/testdata/b.pem");
 
 fn published() -> Vec<Key> {
     keys_from_jwks(json!({"keys": [jwk(KEY, KID).unwrap()]}).to_string().as_bytes()).unwrap()

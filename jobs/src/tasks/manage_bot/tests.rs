@@ -208,7 +208,7 @@ async fn a_dead_bot_on_a_stopped_or_gone_instance_is_replaced_without_waiting_fo
         assert_eq!(got.fault.map(|f| f.kind), Some(FaultKind::InstanceDown), "{status:?}");
         assert_eq!(ctx.store.errors("linux").await.unwrap()[0].code, "instance_down");
         assert_eq!(ctx.taken::<CountVms>().await.len(), 1, "status follows at once");
-        let counts = crate::status::tally(&*ctx.store, "linux", ctx.now()).await.unwrap().0;
+        let counts = crate::counts::tally(&*ctx.store, "linux", ctx.now()).await.unwrap().0;
         assert_eq!((counts.connected, counts.unhealthy), (0, 1), "{status:?}");
     }
 }
@@ -221,7 +221,7 @@ async fn a_dead_bot_on_a_running_instance_counts_as_dead_until_it_comes_back() {
     f.bots.bots.lock().unwrap().insert(vm.hostname.clone(), dead(&vm, ctx.now()));
     run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
     assert!(ctx.taken::<DestroyInstance>().await.is_empty(), "the timeout has not passed");
-    let counts = crate::status::tally(&*ctx.store, "linux", ctx.now()).await.unwrap().0;
+    let counts = crate::counts::tally(&*ctx.store, "linux", ctx.now()).await.unwrap().0;
     assert_eq!((counts.connected, counts.dead), (0, 1));
     f.bots.bots.lock().unwrap().insert(vm.hostname.clone(), bot(&vm.hostname, ctx.now()));
     f.clock.advance(D::seconds(100)); // past observation_ttl: asked again

@@ -8,8 +8,8 @@ use serde_json::json;
 use super::*;
 use gce_backend_sim::identity::{jwk, sign};
 
-const A: &str = include_str!("../testdata/a.pem");
-const B: &str = include_str!("../testdata/b.pem");
+const A: &str = include_str!("testdata/a.pem");
+const B: &str = include_str!("testdata/b.pem");
 
 fn now() -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 11, 25, 12, 0, 0).unwrap()
