@@ -4,8 +4,8 @@
 
 use std::path::PathBuf;
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
 
+use gce_backend_queues::testing::eventually;
 use serde_json::Value;
 
 use super::webdriver;
@@ -50,17 +50,12 @@ impl Service {
         let (sim_url, configs, dir) =
             (format!("http://{}", procs.addr), procs.configs.clone(), procs.dir.clone());
         let svc = Service { child, root, sim_url, configs, dir, procs };
-        let started = Instant::now();
-        while reqwest::get(format!("{}/readyz", svc.root)).await.map(|r| r.status().as_u16()).ok()
-            != Some(200)
-        {
-            assert!(
-                started.elapsed() < webdriver::WAIT,
-                "the service did not get ready: see {}",
-                svc.dir.display()
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        let ready = format!("the service to get ready (its log: {})", svc.dir.display());
+        eventually(&ready, webdriver::WAIT, || async {
+            let status = reqwest::get(format!("{}/readyz", svc.root)).await.map(|r| r.status().as_u16());
+            (status.ok() == Some(200)).then_some(())
+        })
+        .await;
         svc
     }
 
@@ -141,15 +136,11 @@ impl Service {
 
     /// Waits until Config `prefix` has `n` VMs created (the API's count).
     pub(crate) async fn wait_created(&self, prefix: &str, n: u64) {
-        let started = Instant::now();
-        loop {
+        eventually(&format!("{prefix}: {n} VMs created"), webdriver::WAIT, || async {
             let v = self.get(&format!("configs/{prefix}")).await;
-            if v["status"]["counts"]["created"] == n {
-                return;
-            }
-            assert!(started.elapsed() < webdriver::WAIT, "{prefix}: {n} VMs not created: {v}");
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+            (v["status"]["counts"]["created"] == n).then_some(())
+        })
+        .await;
     }
 }
 
