@@ -1,7 +1,8 @@
 //! Queue methods (seed 003 terms): every queue's counts, pending and dead tasks (paged), one
-//! task's status, retry and purge. A task belongs to the Config its key names (a VM id or a
-//! prefix); callers other than admins see and retry only the tasks of Configs they may read
-//! (and change).
+//! task's status, retry and purge. A task belongs to the Config its queue and key name (the one
+//! rule, `tasks::config_of`); callers other than admins see and retry only the tasks of Configs
+//! they may read (and change). Each task answered says both (`config`, `may_retry`), so no
+//! client decides them again.
 
 use std::collections::HashMap;
 
@@ -40,7 +41,7 @@ fn offset(page: &Page) -> Result<usize, ApiError> {
 
 /// The Config a task works for (the one rule, `tasks::config_of`: a prefix, a VM id or
 /// `<VM id>@<guard>`, by queue; a project, zone or server belongs to no one Config).
-fn owner_of(t: &TaskStatus) -> Option<String> {
+fn config_of(t: &TaskStatus) -> Option<String> {
     gce_backend_jobs::tasks::config_of(&t.queue, &t.key)
 }
 
@@ -50,7 +51,7 @@ async fn through(api: &Api, caller: &Caller, t: &TaskStatus) -> Result<Option<Co
         return Ok(None);
     }
     let hidden = || ApiError::not_found(&format!("task {:?} in queue {}", t.task_id, t.queue));
-    let prefix = owner_of(t).ok_or_else(hidden)?;
+    let prefix = config_of(t).ok_or_else(hidden)?;
     readable(api, caller, &prefix).await.map(|r| Some(r.value)).map_err(|_| hidden())
 }
 
@@ -58,7 +59,7 @@ async fn through(api: &Api, caller: &Caller, t: &TaskStatus) -> Result<Option<Co
 /// Config and whether the caller may retry it (an admin any task, else a writer of its Config).
 fn entry(caller: &Caller, t: TaskStatus, rec: Option<&ConfigRecord>) -> TaskEntry {
     let may_retry = caller.role == Role::Admin || rec.is_some_and(|r| caller.may_write(&r.config));
-    TaskEntry { config: owner_of(&t), status: t, may_retry }
+    TaskEntry { config: config_of(&t), status: t, may_retry }
 }
 
 /// One page: `tasks` read from `offset` (one more than `limit` if there are more), without the
@@ -77,7 +78,7 @@ async fn paged(
     let mut seen_through: HashMap<Option<String>, Option<Option<ConfigRecord>>> = HashMap::new();
     let mut seen = Vec::with_capacity(tasks.len());
     for t in tasks {
-        let owner = owner_of(&t);
+        let owner = config_of(&t);
         if !seen_through.contains_key(&owner) {
             let rec = through(api, caller, &t).await.ok();
             seen_through.insert(owner.clone(), rec);
