@@ -8,7 +8,7 @@ use gce_backend_queues::When;
 use gce_backend_queues::testing::eventually;
 use serde_json::json;
 
-use crate::pipeline::{Backend, DEPLOYMENT, Env, pool, sim_config};
+use crate::support::{Backend, DEPLOYMENT, Env, pool, sim_config};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -101,7 +101,7 @@ async fn one_bad_record_of_each_kind_never_stalls_the_others() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hanging_and_a_malformed_swarming_server_leave_a_good_config_alone() {
     use gce_backend_jobs::config::Secs;
-    let mut s = crate::pipeline::settings();
+    let mut s = crate::support::settings();
     // Fewer workers per queue than hanging VMs: without the per-server limit they could all hang.
     s.concurrency = 4;
     s.isolation = gce_backend_jobs::ports::guard::Isolation {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::pipeline::{Backend, Env, pool, sim_config};
+use crate::support::{Backend, Env, pool, sim_config};
 use gce_backend_queues::testing::eventually;
 
 const BROKEN: &str = "projects/debian-cloud/global/images/debian-12";

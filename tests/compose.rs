@@ -9,9 +9,7 @@ use std::time::Duration;
 use gce_backend_queues::testing::{RedisServer, eventually};
 use serde_yaml::Value;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+use crate::support::free_port;
 
 fn strings(v: &Value) -> Vec<String> {
     v.as_sequence().expect("a list").iter().map(|s| s.as_str().expect("a string").to_owned()).collect()
@@ -25,7 +23,7 @@ async fn every_service_runs_as_written_and_its_healthcheck_answers() {
         serde_yaml::from_str(&std::fs::read_to_string(root.join("docker-compose.yml")).unwrap()).unwrap();
     let services = compose["services"].as_mapping().unwrap();
     let redis = RedisServer::start();
-    let dir = crate::pipeline::temp_dir();
+    let dir = crate::support::temp_dir();
     let tokens = crate::api::write_tokens(&dir);
     // Each container's port becomes a free local one of its own, keyed (service, port).
     let mut ports: BTreeMap<(String, String), u16> = BTreeMap::new();
@@ -70,7 +68,7 @@ async fn every_service_runs_as_written_and_its_healthcheck_answers() {
         if let Some(i) = command.iter().position(|a| a == "--metrics-listen") {
             scrapes.push((name.to_owned(), format!("http://{}/metrics", args[i + 1])));
         }
-        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_gce-backend"))
+        let child = tokio::process::Command::new(crate::support::BIN)
             .args(&args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())

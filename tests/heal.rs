@@ -7,14 +7,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::Utc;
 use gce_backend::adapters::redis_store::RedisStore;
 use gce_backend_jobs::model::{SUMS, Vm};
 use gce_backend_jobs::ports::store::{Expect, Scope, Store};
 use gce_backend_jobs::testing::created;
 use gce_backend_queues::testing::{RedisServer, eventually};
 
-use crate::pipeline::{Backend, DEPLOYMENT, Env, pool, sim_config};
+use crate::support::{Backend, DEPLOYMENT, Env, pool, sim_config, wall_now};
 
 /// A raw connection to the test's Redis.
 fn raw(url: &str) -> redis::Connection {
@@ -113,13 +112,13 @@ fn vm(id: &str, zone: &str, age: Option<chrono::Duration>) -> Vm {
         index,
         hostname: format!("{id}-abcd"),
         lifetime: 86_400,
-        configured: Utc::now(),
+        configured: wall_now(),
         ..Default::default()
     };
     v.attributes.zone = zone.into();
     if let Some(age) = age {
-        created(Utc::now() - age)(&mut v);
-        v.connected = Some(Utc::now());
+        created(wall_now() - age)(&mut v);
+        v.connected = Some(wall_now());
     }
     v
 }
@@ -285,7 +284,7 @@ async fn a_rebuild_racing_writes_loses_nothing() {
                         let mut v = cur.value;
                         match v.instance {
                             Some(_) => v.instance = None,
-                            None => created(Utc::now())(&mut v),
+                            None => created(wall_now())(&mut v),
                         }
                         store.put_vm(&v, Expect::Version(cur.version)).await.unwrap();
                     }

@@ -22,8 +22,6 @@ mod outage;
 mod pipeline;
 /// The pipeline under faults: (vi)–(x).
 mod pipeline_faults;
-/// `gce-backend run` processes on one private Redis and simulator.
-mod procs;
 /// Worker processes on Redis: kill -9 mid-run, SIGTERM shutdown.
 mod queue_processes;
 /// Rate limits per Compute project: shared by processes, never holding up another project.
@@ -40,6 +38,9 @@ mod static_pool;
 mod store;
 /// Counts are O(1): per-Config sums kept with every VM write, exact, on memory and Redis.
 mod sums;
+/// The one harness every module shares: fixtures, the service in process or as processes, the
+/// binary, tokens, temporary directories, ports and the wall clock.
+mod support;
 /// The dashboard in headless Chromium (WebDriver) on the binary, Redis and the simulator.
 mod ui;
 /// The configs directory watched: a file written is imported at once.

@@ -9,7 +9,7 @@ use std::time::Duration;
 use gce_backend_queues::testing::{RedisServer, eventually};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-use crate::pipeline::{Backend, Env, pool, sim_config};
+use crate::support::{Backend, Env, pool, sim_config};
 
 /// One sample of a scrape: metric name and labels → value.
 type Samples = BTreeMap<(String, BTreeMap<String, String>), f64>;
@@ -181,7 +181,7 @@ async fn a_workers_process_serves_its_own_metrics_on_metrics_listen() {
     gce_backend::adapters::install_crypto();
     let redis = RedisServer::start();
     let (sim, _sim) = gce_backend::sim::spawn(sim_config()).await.unwrap();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_gce-backend"))
+    let mut child = tokio::process::Command::new(crate::support::BIN)
         .args([
             "run",
             "--redis",

@@ -9,7 +9,7 @@ use gce_backend_jobs::Limits;
 use gce_backend_queues::testing::eventually;
 use serde_json::{Value, json};
 
-use crate::pipeline::{Backend, DEPLOYMENT, Env, pool, settings, sim_config};
+use crate::support::{Backend, DEPLOYMENT, Env, pool, settings, sim_config};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -21,7 +21,7 @@ async fn rounds(n: u32) {
 /// Runs the binary against the test's Redis; returns (exit code, stdout, stderr).
 fn cli(env: &Env, args: &[&str]) -> (i32, String, String) {
     let url = env._redis.as_ref().unwrap().url();
-    let out = Command::new(env!("CARGO_BIN_EXE_gce-backend"))
+    let out = Command::new(crate::support::BIN)
         .args(args)
         .env("GCE_BACKEND_REDIS", url)
         .env("GCE_BACKEND_NAMESPACE", DEPLOYMENT)
@@ -220,7 +220,7 @@ async fn the_queue_cli_names_queues_finds_tasks_by_key_and_refuses_what_does_not
     let url = env._redis.as_ref().unwrap().url();
     let sh = format!(
         "set -o pipefail; {} queue --redis {url} --namespace {DEPLOYMENT} list | true",
-        env!("CARGO_BIN_EXE_gce-backend")
+        crate::support::BIN
     );
     let out = Command::new("bash").args(["-c", &sh]).output().unwrap();
     assert!(out.status.success() && !String::from_utf8_lossy(&out.stderr).contains("panicked"), "{out:?}");

@@ -9,8 +9,8 @@ use std::time::Duration;
 use gce_backend_jobs::Ctx;
 use gce_backend_queues::testing::eventually;
 
-use crate::pipeline::pool;
-use crate::procs::Procs;
+use crate::support::Procs;
+use crate::support::pool;
 
 /// How long Compute stays silent: long enough that, were the timeouts of calls let through
 /// while the breaker is open counted as failures, the tasks behind them would spend their 5

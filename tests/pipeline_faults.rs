@@ -16,8 +16,8 @@ use gce_backend_jobs::{Ctx, TaskError};
 use gce_backend_queues::testing::{RedisServer, eventually};
 use serde_json::json;
 
-use crate::pipeline::{Backend, DEPLOYMENT, Env, pool, settings, sim_config};
-use crate::procs::Procs;
+use crate::support::Procs;
+use crate::support::{Backend, DEPLOYMENT, Env, pool, settings, sim_config};
 
 const LIMIT: Duration = Duration::from_secs(90);
 
@@ -60,7 +60,7 @@ async fn exhausted_quota_keeps_names_shows_quota_exceeded_and_converges_once_fre
     .await;
     assert_eq!(b.reason, "QUOTA_EXCEEDED");
     // The operator's view: `gce-backend status`.
-    let out = Command::new(env!("CARGO_BIN_EXE_gce-backend"))
+    let out = Command::new(crate::support::BIN)
         .args([
             "status",
             "--live",

@@ -12,7 +12,7 @@ use gce_backend_queues::{Queue, RedisEngine, When};
 const LEASE_MS: u64 = 1500;
 
 fn worker_process(server: &RedisServer, ns: &str, concurrency: usize) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_gce-backend"))
+    Command::new(crate::support::BIN)
         .args(["queue-demo", "--role", "workers", "--redis", &server.url(), "--namespace", ns])
         .args(["--concurrency", &concurrency.to_string(), "--lease-ms", &LEASE_MS.to_string()])
         .stdin(Stdio::null())

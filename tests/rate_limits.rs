@@ -8,8 +8,8 @@ use gce_backend_jobs::ports::rated::{ProjectRates, Rate};
 use gce_backend_queues::testing::eventually;
 use tokio::time::Instant;
 
-use crate::pipeline::{Backend, Env, pool, settings, sim_config};
-use crate::procs::Procs;
+use crate::support::Procs;
+use crate::support::{Backend, Env, pool, settings, sim_config};
 
 const RATE: f64 = 20.0;
 const BURST: usize = 20;

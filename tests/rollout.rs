@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use gce_backend_queues::testing::eventually;
 
-use crate::pipeline::{Backend, Env, pool, sim_config};
+use crate::support::{Backend, Env, pool, sim_config};
 
 const OLD: &str = "projects/debian-cloud/global/images/debian-12";
 const NEW: &str = "projects/debian-cloud/global/images/debian-13";

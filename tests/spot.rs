@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use crate::pipeline::{Backend, Env, pool, sim_config};
+use crate::support::{Backend, Env, pool, sim_config};
 use gce_backend_queues::testing::eventually;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

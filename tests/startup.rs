@@ -1,25 +1,19 @@
 //! `gce-backend run` as an operator starts it: inputs checked with their paths named, Redis
 //! waited for with a clear log line, and failures of tasks visible on the Config's status.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::process::Command;
 use std::time::Duration;
 
 use gce_backend_queues::testing::{RedisServer, eventually};
 use serde_json::json;
 
-use crate::pipeline::{Backend, Env, pool, sim_config};
-
-const BIN: &str = env!("CARGO_BIN_EXE_gce-backend");
-
-fn settings_file() -> String {
-    format!("{}/config/service.toml", env!("CARGO_MANIFEST_DIR"))
-}
+use crate::support::{
+    BIN, Backend, Env, pool, settings_file, sim_config, spawn_run, temp_dir, terminate, wait_for,
+};
 
 #[test]
 fn run_refuses_a_missing_settings_file_or_configs_directory_naming_the_path() {
-    let dir = crate::pipeline::temp_dir();
+    let dir = temp_dir();
     let out = Command::new(BIN).arg("run").current_dir(&dir).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
@@ -32,54 +26,10 @@ fn run_refuses_a_missing_settings_file_or_configs_directory_naming_the_path() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Starts `gce-backend` with `args`, the shipped settings and the configs directory `configs`
-/// (`RUST_LOG` unset); returns the process and its standard output and error, line by line.
-pub(crate) fn spawn_run(
-    args: &[&str],
-    configs: &std::path::Path,
-) -> (std::process::Child, mpsc::Receiver<String>, mpsc::Receiver<String>) {
-    let mut child = Command::new(BIN)
-        .args(args)
-        .args(["--settings", &settings_file()])
-        .arg("--configs")
-        .arg(configs)
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (out, err) = (lines(child.stdout.take().unwrap()), lines(child.stderr.take().unwrap()));
-    (child, out, err)
-}
-
-/// Sends each line of `r` to the returned channel.
-pub(crate) fn lines(r: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for l in BufReader::new(r).lines().map_while(Result::ok) {
-            if tx.send(l).is_err() {
-                return;
-            }
-        }
-    });
-    rx
-}
-
-/// The first line of `rx` containing `what` (60 s at most).
-pub(crate) fn wait_for(rx: &mpsc::Receiver<String>, what: &str) -> String {
-    loop {
-        match rx.recv_timeout(Duration::from_secs(60)) {
-            Ok(l) if l.contains(what) => return l,
-            Ok(_) => {}
-            Err(e) => panic!("no line with {what:?}: {e}"),
-        }
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_waits_for_redis_at_start_and_carries_on_when_it_comes() {
     let (addr, _sim) = gce_backend::sim::spawn(sim_config()).await.unwrap();
-    let dir = crate::pipeline::temp_dir();
+    let dir = temp_dir();
     std::fs::write(dir.join("linux.yaml"), pool("linux", 1, "1d", "10m")).unwrap();
     let mut redis = RedisServer::start();
     redis.kill();
@@ -97,7 +47,7 @@ async fn run_waits_for_redis_at_start_and_carries_on_when_it_comes() {
         imported.contains("INFO") && imported.contains("config=linux"),
         "lifecycle at the default level: {imported}"
     );
-    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    terminate(child.id());
     assert!(child.wait().unwrap().success());
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -134,7 +84,7 @@ async fn a_task_that_dies_is_counted_on_its_config_and_a_missing_disk_type_is_re
 
 #[test]
 fn the_api_refuses_a_public_address_without_allow_remote_and_redis_without_a_root_url() {
-    let dir = crate::pipeline::temp_dir();
+    let dir = temp_dir();
     let run = |extra: &[&str]| {
         Command::new(BIN)
             .args(["run", "--quiet", "--settings", &settings_file()])
@@ -161,7 +111,7 @@ fn the_api_refuses_a_public_address_without_allow_remote_and_redis_without_a_roo
 
 #[test]
 fn json_logs_are_one_object_per_line_with_the_lifecycle_fields() {
-    let dir = crate::pipeline::temp_dir();
+    let dir = temp_dir();
     std::fs::write(dir.join("linux.yaml"), pool("linux", 1, "1d", "10m")).unwrap();
     let (mut child, _out, err) =
         spawn_run(&["--log-format", "json", "run", "--quiet", "--listen", "127.0.0.1:0"], &dir);
@@ -201,7 +151,7 @@ async fn run_says_which_stored_configs_name_a_server_the_settings_do_not_list() 
     config.swarming = "https://chromium-swarm.appspot.com".into();
     let rec = gce_backend_jobs::model::ConfigRecord { config, ..Default::default() };
     assert!(store.put_config(&rec, Expect::Absent).await.unwrap());
-    let dir = crate::pipeline::temp_dir();
+    let dir = temp_dir();
     let (gce, url) = (format!("http://{addr}"), redis.url());
     let args = [
         "run",
@@ -218,7 +168,7 @@ async fn run_says_which_stored_configs_name_a_server_the_settings_do_not_list() 
     let (mut child, _out, err) = spawn_run(&args, &dir);
     let line = wait_for(&err, "do not list");
     assert!(line.contains("ERROR") && line.contains("https://chromium-swarm.appspot.com"), "{line}");
-    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    terminate(child.id());
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);
 }

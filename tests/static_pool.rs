@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use crate::api::{Client, WRITER, serve};
-use crate::pipeline::{Backend, Env, settings, sim_config};
+use crate::support::{Backend, Env, settings, sim_config};
 use gce_backend_queues::testing::eventually;
 
 const SERVER: &str = "https://swarm.example.com";
@@ -57,7 +57,7 @@ async fn a_static_pool_is_watched_and_a_removed_busy_machine_finishes_its_task_f
     env.converged("lab", 2).await;
     // mac-1 was asked to terminate after its task (its bot is always busy), and deleted from
     // Swarming only once it had: no bot was deleted while it ran its task.
-    let since = chrono::Utc::now() - chrono::Duration::hours(1);
+    let since = env.ctx.now() - chrono::Duration::hours(1);
     let events = env.ctx.bots.events(SERVER, "mac-1", since).await.unwrap();
     let mut kinds: Vec<&str> = events.iter().map(|e| e.event_type.as_str()).collect();
     kinds.reverse(); // oldest first

@@ -81,7 +81,8 @@ async fn contract(store: Arc<dyn Store>) {
     let hosts = store.vms_by_hostname(&["linux-0-abcd".into(), "nope".into()]).await.unwrap();
     assert_eq!(hosts, [Some("linux-0".to_owned()), None]);
     assert_eq!(store.vm_configs().await.unwrap(), ["linux"]);
-    let bot = Observed { bot: Bot { id: "linux-0-abcd".into(), ..Bot::default() }, at: Utc::now() };
+    let bot =
+        Observed { bot: Bot { id: "linux-0-abcd".into(), ..Bot::default() }, at: crate::support::wall_now() };
     store.put_bots(&[bot]).await.unwrap();
     assert!(store.bot("linux-0-abcd").await.unwrap().is_some());
     assert!(!store.delete_vm("linux-0", 1).await.unwrap(), "stale version");

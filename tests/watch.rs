@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use gce_backend_queues::testing::eventually;
 
-use crate::pipeline::{Backend, Env, pool, settings, sim_config};
+use crate::support::{Backend, Env, pool, settings, sim_config};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_config_file_written_is_imported_at_once_without_the_tick() {

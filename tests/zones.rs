@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::json;
 
-use crate::pipeline::{Backend, Env, settings, sim_config};
+use crate::support::{Backend, Env, settings, sim_config};
 use gce_backend_jobs::config::Secs;
 
 /// A pool of `amount` VMs over us-central1-a (weight `wa`) and us-central1-b (weight `wb`).

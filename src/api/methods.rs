@@ -9,7 +9,6 @@ use schemars::JsonSchema;
 use super::auth::Role;
 use super::{Api, configs, queues, register, types::*, ui, vms};
 use gce_backend_jobs::model::{Plan, PlanInput};
-use gce_backend_queues::TaskStatus;
 
 /// A JSON schema: its file name under `schemas/gce-backend/v1/` and the schema.
 pub type SchemaFn = fn() -> (String, serde_json::Value);
@@ -136,11 +135,11 @@ methods! {
     "listQueues": get "/queues" [] => QueueList,
         Reader, queues::list, "Every queue with its counts.";
     "pendingTasks": get "/queues/<queue>/pending" ["continuationToken", "limit"] => TaskList,
-        Reader, queues::pending, "A queue's pending and delayed tasks (paged).";
+        Reader, queues::pending, "A queue's pending and delayed tasks (paged), each with its Config and whether the caller may retry it.";
     "deadTasks": get "/queues/<queue>/dead" ["continuationToken", "limit"] => TaskList,
-        Reader, queues::dead, "A queue's dead tasks (paged).";
-    "task": get "/queues/<queue>/tasks/<taskId>" [] => TaskStatus,
-        Reader, queues::task, "One task's status (seed 003 shape: runs, state, reason, …).";
+        Reader, queues::dead, "A queue's dead tasks (paged), each with its Config and whether the caller may retry it.";
+    "task": get "/queues/<queue>/tasks/<taskId>" [] => TaskEntry,
+        Reader, queues::task, "One task's status (seed 003 shape: runs, state, reason, …), its Config and whether the caller may retry it.";
     "retryTask": post "/queues/<queue>/tasks/<taskId>/retry" [] => Affected,
         Writer, queues::retry_task, "Put one dead task back.";
     "retryDead": post "/queues/<queue>/dead/retry" [] => Affected,
@@ -153,5 +152,5 @@ methods! {
         => gce_backend_jobs::operate::register::Registration,
         Anyone, register::register, "A VM registers with its identity proof (no token; any refusal is one 403).";
     "whoami": get "/whoami" [] => WhoAmI,
-        Reader, ui::whoami, "The caller's token: its name, role and groups (the dashboard shows what it may do).";
+        Reader, ui::whoami, "The caller's token: its name, role, groups and what the role lets it do (`may`: read, write, admin).";
 }

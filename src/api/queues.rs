@@ -1,17 +1,21 @@
 //! Queue methods (seed 003 terms): every queue's counts, pending and dead tasks (paged), one
-//! task's status, retry and purge. A task belongs to the Config its key names (a VM id or a
-//! prefix); callers other than admins see and retry only the tasks of Configs they may read
-//! (and change).
+//! task's status, retry and purge. A task belongs to the Config its queue and key name (the one
+//! rule, `work::config_of`); callers other than admins see and retry only the tasks of Configs
+//! they may read (and change). Each task answered says both (`config`, `may_retry`), so no
+//! client decides them again.
+
+use std::collections::HashMap;
 
 use axum::Extension;
 use axum::extract::{Path, State};
+use gce_backend_jobs::model::ConfigRecord;
 use gce_backend_jobs::tasks::QUEUES;
 use gce_backend_queues::{DeadSelection, Queue, TaskStatus};
 
 use super::auth::{Caller, Role};
 use super::configs::readable;
 use super::error::ApiError;
-use super::types::{Affected, Page, QueueEntry, QueueList, TaskList};
+use super::types::{Affected, Page, QueueEntry, QueueList, TaskEntry, TaskList};
 use super::{Api, Out, Params, ok};
 
 /// Deepest a listing pages (tasks past it are reached by purging or retrying).
@@ -35,24 +39,27 @@ fn offset(page: &Page) -> Result<usize, ApiError> {
     }
 }
 
-/// The Config a task works for (the one rule, `tasks::config_of`: a prefix, a VM id or
+/// The Config a task works for (the one rule, `work::config_of`: a prefix, a VM id or
 /// `<VM id>@<guard>`, by queue; a project, zone or server belongs to no one Config).
-fn owner_of(t: &TaskStatus) -> Option<String> {
+fn config_of(t: &TaskStatus) -> Option<String> {
     gce_backend_jobs::work::config_of(&t.queue, &t.key)
 }
 
 /// The Config record a non-admin caller reaches a task through: readable, else hidden (404).
-async fn through(
-    api: &Api,
-    caller: &Caller,
-    t: &TaskStatus,
-) -> Result<Option<gce_backend_jobs::model::ConfigRecord>, ApiError> {
+async fn through(api: &Api, caller: &Caller, t: &TaskStatus) -> Result<Option<ConfigRecord>, ApiError> {
     if caller.role == Role::Admin {
         return Ok(None);
     }
     let hidden = || ApiError::not_found(&format!("task {:?} in queue {}", t.task_id, t.queue));
-    let prefix = owner_of(t).ok_or_else(hidden)?;
+    let prefix = config_of(t).ok_or_else(hidden)?;
     readable(api, caller, &prefix).await.map(|r| Some(r.value)).map_err(|_| hidden())
+}
+
+/// `t` as the API answers it, seen through `rec` (the record [`through`] gave): with its
+/// Config and whether the caller may retry it (an admin any task, else a writer of its Config).
+fn entry(caller: &Caller, t: TaskStatus, rec: Option<&ConfigRecord>) -> TaskEntry {
+    let may_retry = caller.role == Role::Admin || rec.is_some_and(|r| caller.may_write(&r.config));
+    TaskEntry { config: config_of(&t), status: t, may_retry }
 }
 
 /// One page: `tasks` read from `offset` (one more than `limit` if there are more), without the
@@ -67,21 +74,17 @@ async fn paged(
     let more = tasks.len() > limit && offset + limit < MAX_OFFSET;
     tasks.truncate(limit);
     let continuation_token = more.then(|| (offset + limit).to_string());
-    // One look per Config named on the page, not one per task.
-    let mut may: std::collections::HashMap<Option<String>, bool> = std::collections::HashMap::new();
+    // One look per Config named on the page, not one per task: `None` when hidden.
+    let mut seen_through: HashMap<Option<String>, Option<Option<ConfigRecord>>> = HashMap::new();
     let mut seen = Vec::with_capacity(tasks.len());
     for t in tasks {
-        let owner = owner_of(&t);
-        let ok = match may.get(&owner) {
-            Some(ok) => *ok,
-            None => {
-                let ok = through(api, caller, &t).await.is_ok();
-                may.insert(owner, ok);
-                ok
-            }
-        };
-        if ok {
-            seen.push(t);
+        let owner = config_of(&t);
+        if !seen_through.contains_key(&owner) {
+            let rec = through(api, caller, &t).await.ok();
+            seen_through.insert(owner.clone(), rec);
+        }
+        if let Some(Some(rec)) = seen_through.get(&owner).map(Option::as_ref) {
+            seen.push(entry(caller, t, rec.as_ref()));
         }
     }
     TaskList { tasks: seen, continuation_token }
@@ -134,7 +137,7 @@ async fn find(
     caller: &Caller,
     name: &str,
     id: &str,
-) -> Result<(TaskStatus, Option<gce_backend_jobs::model::ConfigRecord>), ApiError> {
+) -> Result<(TaskStatus, Option<ConfigRecord>), ApiError> {
     let q = queue(api, name)?;
     let st = q.status(id).await?.ok_or_else(|| {
         ApiError::not_found(&format!("task {id:?} in queue {name} (unknown, or trimmed after it finished)"))
@@ -148,8 +151,9 @@ pub(super) async fn task(
     State(api): State<Api>,
     Extension(caller): Extension<Caller>,
     Path((name, id)): Path<(String, String)>,
-) -> Out<TaskStatus> {
-    ok(find(&api, &caller, &name, &id).await?.0)
+) -> Out<TaskEntry> {
+    let (t, rec) = find(&api, &caller, &name, &id).await?;
+    ok(entry(&caller, t, rec.as_ref()))
 }
 
 /// `retryTask`: by an admin, or a writer of the task's Config.

@@ -93,12 +93,27 @@ pub struct QueueList {
     pub queues: Vec<QueueEntry>,
 }
 
+/// A task as the queue methods answer it: its status, the Config it belongs to and what the
+/// caller may do with it (decided here, so the dashboard decides neither).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct TaskEntry {
+    /// The task's status.
+    #[serde(flatten)]
+    pub status: TaskStatus,
+    /// The Config the task works for, by the one rule (its queue and key: a prefix, a VM id or
+    /// `<VM id>@<guard>`); null for a task of no one Config (a project, zone or server).
+    pub config: Option<String>,
+    /// Whether the caller may retry it once it is dead: an admin any task, a writer the tasks
+    /// of the Configs its groups own.
+    pub may_retry: bool,
+}
+
 /// One page of tasks.
 #[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskList {
     /// The tasks.
-    pub tasks: Vec<TaskStatus>,
+    pub tasks: Vec<TaskEntry>,
     /// For the next page; absent on the last.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub continuation_token: Option<String>,
@@ -120,6 +135,30 @@ pub struct WhoAmI {
     pub role: super::auth::Role,
     /// Its groups, matched against a Config's `owner`.
     pub groups: Vec<String>,
+    /// What its role lets it do (by the role order: reader, writer, admin).
+    pub may: May,
+}
+
+/// What a caller's role lets it do, each decided by [`super::auth::Role::grants`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct May {
+    /// Read Configs (of its groups, or without owner), VMs and queues.
+    pub read: bool,
+    /// Change the Configs its groups own, recycle their VMs, retry their dead tasks.
+    pub write: bool,
+    /// Everything: every Config, the global pause, queue-wide retries and purges.
+    pub admin: bool,
+}
+
+impl From<super::auth::Role> for May {
+    fn from(role: super::auth::Role) -> Self {
+        use super::auth::Role;
+        May {
+            read: role.grants(Role::Reader),
+            write: role.grants(Role::Writer),
+            admin: role.grants(Role::Admin),
+        }
+    }
 }
 
 /// Paging parameters.

@@ -54,9 +54,10 @@ pub(super) fn routes() -> Router<Api> {
         .route("/ui/style.css", get(|| async { asset("text/css; charset=utf-8", STYLE) }))
 }
 
-/// `whoami`: the caller's token name, role and groups.
+/// `whoami`: the caller's token name, role and groups, and what the role lets it do.
 pub(super) async fn whoami(Extension(caller): Extension<Caller>) -> Out<WhoAmI> {
-    ok(WhoAmI { name: caller.name, role: caller.role, groups: caller.groups })
+    let may = caller.role.into();
+    ok(WhoAmI { name: caller.name, role: caller.role, groups: caller.groups, may })
 }
 
 #[cfg(test)]

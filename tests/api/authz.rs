@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use super::{ADMIN, Client, TOKENS, config};
-use crate::pipeline::{Backend, Env, sim_config};
+use crate::support::{Backend, Env, sim_config};
 use gce_backend::api::auth::Role;
 use gce_backend::api::auth::Role::{Admin, Metrics};
 use gce_backend::api::methods::METHODS;

@@ -7,9 +7,7 @@ use gce_backend_queues::testing::eventually;
 use serde_json::Value;
 
 use super::WRITER;
-use crate::pipeline::{Backend, Env, sim_config};
-
-const BIN: &str = env!("CARGO_BIN_EXE_gce-backend");
+use crate::support::{BIN, Backend, Env, sim_config};
 
 fn cli(env: &Env, token: &str, args: &[&str]) -> Output {
     Command::new(BIN)
@@ -30,9 +28,9 @@ async fn an_operator_uses_the_cli_on_the_api() {
     let env = Env::start(Backend::Redis, sim_config(), &[], true).await;
     // Outside the configs directory (the service's own), or the file would be imported too,
     // racing the apply.
-    let files = crate::pipeline::temp_dir();
+    let files = crate::support::temp_dir();
     let file = files.join("web.yaml");
-    let yaml = crate::pipeline::pool("web", 1, "1d", "10m")
+    let yaml = crate::support::pool("web", 1, "1d", "10m")
         .replace("amount: {min: 1, max: 1}", "amount: {min: 1, max: 4}");
     std::fs::write(&file, format!("{yaml}owner: [infra]\n")).unwrap();
 

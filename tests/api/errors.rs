@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use super::{ADMIN, Client};
-use crate::pipeline::{Backend, Env, sim_config};
+use crate::support::{Backend, Env, sim_config};
 
 async fn raw(req: reqwest::RequestBuilder) -> (u16, Value, Option<String>) {
     let res = req.send().await.unwrap();

@@ -8,7 +8,7 @@ use gce_backend_queues::testing::eventually;
 use serde_json::json;
 
 use super::{ADMIN, Client, WRITER, config};
-use crate::pipeline::{Backend, Env, sim_config};
+use crate::support::{Backend, Env, sim_config};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -155,7 +155,7 @@ async fn a_dead_task_is_seen_and_retried_over_the_api() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn files_and_the_api_never_overwrite_each_other() {
-    let linux = crate::pipeline::pool("linux", 1, "1d", "10m");
+    let linux = crate::support::pool("linux", 1, "1d", "10m");
     let env = Env::start(Backend::Redis, sim_config(), &[("linux", linux)], true).await;
     let api = Client::new(env.api_url.as_deref().unwrap()).await;
     env.converged("linux", 1).await;
@@ -178,7 +178,7 @@ async fn files_and_the_api_never_overwrite_each_other() {
     // A file naming an API Config's prefix is an error of that file and changes nothing.
     api.ok(ADMIN, "createConfig", &[("prefix", "web")], Some(config("web", &[], 1, 1))).await;
     env.converged("web", 1).await;
-    env.write_pool("web", &crate::pipeline::pool("web", 3, "1d", "10m"));
+    env.write_pool("web", &crate::support::pool("web", 3, "1d", "10m"));
     let report = eventually("the file's error is reported", LIMIT, || async {
         let r = env.report(false).await;
         r.files.iter().any(|f| f.path.ends_with("web.yaml")).then_some(r)

@@ -6,7 +6,7 @@ use proptest::prelude::*;
 use serde_json::Value;
 
 use super::{ADMIN, Client};
-use crate::pipeline::{Backend, Env, sim_config};
+use crate::support::{Backend, Env, sim_config};
 
 fn json() -> impl Strategy<Value = Value> {
     let leaf = prop_oneof![

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::{ADMIN, Client, READER, WRITER, serve_with};
-use crate::pipeline::{Backend, Env, pool, settings, sim_config};
+use crate::support::{Backend, Env, pool, settings, sim_config};
 
 const V1: &str = "/api/gce-backend/v1";
 
@@ -32,7 +32,7 @@ fn slow(burst: u32) -> Rate {
 
 /// `env`'s context on a clock that stands still until the test moves it.
 fn frozen(env: &Env) -> (Ctx, Arc<ManualClock>) {
-    let clock = Arc::new(ManualClock::at(chrono::Utc::now()));
+    let clock = Arc::new(ManualClock::at(env.ctx.now()));
     let mut ctx = env.ctx.clone();
     ctx.clock = clock.clone();
     (ctx, clock)
@@ -223,7 +223,7 @@ async fn validly_signed_proofs_for_unknown_vms_are_refused_with_one_log_line_not
     let (root, _) =
         serve_with(env.ctx.clone(), &Http { register_per_address: unlimited, ..Http::default() }).await;
     let http = reqwest::Client::new();
-    let now = chrono::Utc::now().timestamp();
+    let now = env.ctx.now().timestamp();
     for i in 0..20 {
         let claims = json!({
             "iss": "https://accounts.google.com", "aud": root, "azp": "1", "sub": "7",

@@ -3,9 +3,7 @@
 //! tokens the tests use, and an API-only server over a test context.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
 
-use gce_backend::api::auth::{Role, TokenEntry, TokenFile};
 use gce_backend_jobs::Ctx;
 use serde_json::{Value, json};
 
@@ -24,49 +22,16 @@ mod fuzz;
 mod listen;
 /// A VM registers with its identity token.
 mod register;
+/// Tasks name their Config and what the caller may do with them; whoami what a role may.
+mod tasks;
 /// Tokens that end: expiry, the tokens file read again on a change and on SIGHUP.
 mod tokens;
 /// Teams in their box: servers, files, projects, durations, tenants.
 mod trust;
 
-/// The tests' tokens: (token, name, role, groups).
-pub(crate) const TOKENS: &[(&str, &str, Role, &[&str])] = &[
-    ("gbt_admin", "admin", Role::Admin, &[]),
-    ("gbt_writer_infra", "writer-infra", Role::Writer, &["infra"]),
-    ("gbt_writer_web", "writer-web", Role::Writer, &["web"]),
-    ("gbt_reader_infra", "reader-infra", Role::Reader, &["infra"]),
-    ("gbt_reader_web", "reader-web", Role::Reader, &["web"]),
-    ("gbt_metrics", "scraper", Role::Metrics, &["infra"]),
-];
-pub(crate) const ADMIN: &str = "gbt_admin";
-pub(crate) const METRICS: &str = "gbt_metrics";
-pub(crate) const WRITER: &str = "gbt_writer_infra";
-pub(crate) const READER: &str = "gbt_reader_infra";
-
-/// The tokens file entry of `token`.
-pub(crate) fn entry(token: &str, name: &str, role: Role, groups: &[&str]) -> TokenEntry {
-    TokenEntry {
-        name: name.into(),
-        sha256: gce_backend::api::auth::hash(token),
-        role,
-        groups: groups.iter().map(|g| (*g).into()).collect(),
-        expires: None,
-    }
-}
-
-/// The text of a tokens file of [`TOKENS`] and `more`.
-pub(crate) fn tokens_text(more: Vec<TokenEntry>) -> String {
-    let mut token: Vec<TokenEntry> = TOKENS.iter().map(|(t, n, r, g)| entry(t, n, *r, g)).collect();
-    token.extend(more);
-    toml::to_string(&TokenFile { token }).unwrap()
-}
-
-/// Writes the tokens file into `dir`; returns its path.
-pub(crate) fn write_tokens(dir: &Path) -> PathBuf {
-    let path = dir.join("tokens.toml");
-    std::fs::write(&path, tokens_text(Vec::new())).unwrap();
-    path
-}
+pub(crate) use crate::support::tokens::{
+    ADMIN, METRICS, READER, TOKENS, WRITER, entry, tokens_text, write_tokens,
+};
 
 /// Serves the API alone over `ctx` (nothing else runs); returns its base URL.
 pub(crate) async fn serve(ctx: Ctx) -> String {
@@ -78,7 +43,7 @@ pub(crate) async fn serve_with(
     ctx: Ctx,
     http: &gce_backend::settings::Http,
 ) -> (String, std::sync::Arc<gce_backend::metrics::Metrics>) {
-    let dir = crate::pipeline::temp_dir();
+    let dir = crate::support::temp_dir();
     let tokens =
         gce_backend::api::auth::Tokens::parse(&std::fs::read_to_string(write_tokens(&dir)).unwrap(), "t")
             .unwrap();
@@ -92,7 +57,7 @@ pub(crate) async fn serve_with(
 
 /// A Config body (JSON) for `prefix`, owned by `owner`, `min`..`max` VMs.
 pub(crate) fn config(prefix: &str, owner: &[&str], min: u32, max: u32) -> Value {
-    let yaml = crate::pipeline::pool(prefix, min, "1d", "10m");
+    let yaml = crate::support::pool(prefix, min, "1d", "10m");
     let mut c = serde_json::to_value(gce_backend_jobs::config::Config::parse(&yaml, "t").unwrap()).unwrap();
     c["amount"] = json!({"min": min, "max": max});
     c["owner"] = json!(owner);

@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use super::{Client, serve};
-use crate::pipeline::{Backend, Env, pool, sim_config};
+use crate::support::{Backend, Env, pool, sim_config};
 
 /// The token the simulator gives instance `name` of VM `vm` for `audience` (None: 404).
 async fn mint(env: &Env, vm: &gce_backend_jobs::model::Vm, name: &str, audience: &str) -> Option<String> {

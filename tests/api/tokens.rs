@@ -10,8 +10,7 @@ use gce_backend_queues::testing::eventually;
 use serde_json::Value;
 
 use super::{ADMIN, READER, TOKENS, entry, tokens_text};
-use crate::pipeline::{Backend, Env, sim_config};
-use crate::startup::{spawn_run, wait_for};
+use crate::support::{Backend, Env, sim_config, spawn_run, terminate, wait_for};
 
 /// `GET path` on `api` with `token`: the status and the body (JSON when it is).
 async fn get(api: &str, path: &str, token: &str) -> (u16, Value) {
@@ -41,7 +40,7 @@ async fn tokens_removed_added_or_expired_in_the_file_take_effect_while_the_servi
 
     // Written in place: reader-infra removed; a new reader, an expired one and one that expires
     // in a year added.
-    let year = chrono::Utc::now() + chrono::Duration::days(365);
+    let year = env.ctx.now() + chrono::Duration::days(365);
     let expiring =
         |token, name, at| TokenEntry { expires: Some(at), ..entry(token, name, Role::Reader, &[]) };
     let more = vec![
@@ -74,7 +73,7 @@ async fn tokens_removed_added_or_expired_in_the_file_take_effect_while_the_servi
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sighup_reads_the_tokens_file_again_and_a_broken_file_keeps_the_tokens_in_force() {
-    let dir = crate::pipeline::temp_dir();
+    let dir = crate::support::temp_dir();
     let configs = dir.join("pools");
     std::fs::create_dir_all(&configs).unwrap();
     let path = super::write_tokens(&dir);
@@ -116,7 +115,7 @@ async fn sighup_reads_the_tokens_file_again_and_a_broken_file_keeps_the_tokens_i
     assert!(!line.contains(&admin_hash) && !line.contains(ADMIN), "{line}");
     assert_eq!(get(&api, WHOAMI, ADMIN).await.0, 200, "the admin token is still in force");
 
-    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    terminate(child.id());
     assert!(child.wait().unwrap().success(), "ended by SIGTERM, not by a SIGHUP");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -124,7 +123,7 @@ async fn sighup_reads_the_tokens_file_again_and_a_broken_file_keeps_the_tokens_i
 #[test]
 fn the_token_command_makes_an_entry_with_a_role_and_an_expiry_that_the_service_reads() {
     let token = |args: &[&str]| {
-        let bin = env!("CARGO_BIN_EXE_gce-backend");
+        let bin = crate::support::BIN;
         Command::new(bin).args(["token", "--name", "prom", "--role", "metrics"]).args(args).output().unwrap()
     };
     let out = token(&["--expires", "2999-01-31T00:00:00+01:00"]);

@@ -9,7 +9,7 @@ use gce_backend_jobs::config::{SwarmingServers, Tenant, Trust};
 use serde_json::{Value, json};
 
 use super::{ADMIN, Client, WRITER, config};
-use crate::pipeline::{Backend, Env, sim_config};
+use crate::support::{Backend, Env, sim_config};
 
 /// The fields an error names.
 fn fields(v: &Value) -> Vec<String> {

@@ -1,20 +1,20 @@
 //! The dashboard in a real browser: the `gce-backend` binary on a private Redis and the
 //! simulator, Debian's headless Chromium driven over WebDriver. A Config converges on the page
-//! without a reload; an insert fault makes retries and dead tasks appear, whose buttons survive
-//! the polls; "purge dead" drops them; a recycled VM's new incarnation never shows its
-//! predecessor's instance status; a late whoami of the previous token never shows on the page; a
-//! reader sees no buttons; a writer retries the dead task of a Config its group owns (only that
-//! one); an admin's Retry and "retry all" empty the dead set; slow polls do not run back to back;
-//! a bad token gets the form back with the API's message; when the service goes away a banner
-//! says so and the last data stays.
-
+//! without a reload; a dead task of a guarded key counts on its VM's Config (the API names it);
+//! an insert fault makes retries and dead tasks appear, whose buttons survive the polls; "purge
+//! dead" drops them; a recycled VM's new incarnation never shows its predecessor's instance
+//! status; a late whoami of the previous token never shows on the page; a reader sees no
+//! buttons; a writer retries the dead task of a Config its group owns (only that one); an admin's
+//! Retry and "retry all" empty the dead set; slow polls do not run back to back; a bad token gets
+//! the form back with the API's message; when the service goes away a banner says so and the
+//! last data stays.
 mod service;
 mod webdriver;
 
 use serde_json::{Value, json};
 
 use crate::api::{ADMIN, WRITER};
-use crate::pipeline::{Backend, Env, sim_config};
+use crate::support::{Backend, Env, sim_config};
 use service::Service;
 use webdriver::Browser;
 
@@ -176,6 +176,11 @@ async fn the_dashboard_follows_a_config_live_and_retries_a_dead_task() {
         ]),
     );
     b.js("location.hash = '#/';", json!([])).await;
+
+    // A dead task counts on the Config the API says it belongs to: a guarded key
+    // (`<VM id>@<hostname>`) is its VM's Config's.
+    svc.push("terminate_bot", "zoned-1@zoned-1-ab12", json!({"bogus": 1})).await;
+    wait_cell(&b, "data-config", "zoned", "dead-tasks", "1").await;
 
     // Its page: three VMs, each bot connected.
     b.click_on("tr[data-config=\"linux\"] [data-field=\"prefix\"] a").await;
@@ -435,7 +440,8 @@ async fn the_dashboard_is_served_without_a_token_and_whoami_names_the_caller() {
     assert_eq!(res.json::<Value>().await.unwrap()["code"], "ResourceNotFound");
     let api = crate::api::Client::new(&root).await;
     let v = api.ok(READER, "whoami", &[], None).await;
-    assert_eq!(v, json!({"name": "reader-infra", "role": "reader", "groups": ["infra"]}));
+    let may = json!({"read": true, "write": false, "admin": false});
+    assert_eq!(v, json!({"name": "reader-infra", "role": "reader", "groups": ["infra"], "may": may}));
     let (status, v) = api.call(Some("gbt_nope"), "whoami", &[], None).await;
     assert_eq!((status, v["message"].as_str()), (401, Some("unknown token")));
 }

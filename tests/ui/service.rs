@@ -4,14 +4,13 @@
 
 use std::path::PathBuf;
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
 
+use gce_backend_queues::testing::eventually;
 use serde_json::Value;
 
-use super::webdriver::{self, free_port};
-use crate::api::ADMIN;
-use crate::pipeline::pool;
-use crate::procs::Procs;
+use super::webdriver;
+use crate::support::tokens::{ADMIN, write_tokens};
+use crate::support::{Procs, free_port, pool};
 
 /// `gce-backend run` as a process on its own Redis, against an in-process simulator.
 pub(crate) struct Service {
@@ -21,7 +20,7 @@ pub(crate) struct Service {
     configs: PathBuf,
     dir: PathBuf,
     /// Its Redis and simulator, kept while it runs.
-    _procs: Procs,
+    procs: Procs,
 }
 
 impl Service {
@@ -34,7 +33,7 @@ impl Service {
              backoff_cap = \"1s\"\n",
         )
         .await;
-        let tokens = crate::api::write_tokens(&procs.dir);
+        let tokens = write_tokens(&procs.dir);
         let port = free_port();
         let root = format!("http://127.0.0.1:{port}");
         let log = std::fs::File::create(procs.dir.join("service.log")).unwrap();
@@ -50,18 +49,13 @@ impl Service {
             .unwrap();
         let (sim_url, configs, dir) =
             (format!("http://{}", procs.addr), procs.configs.clone(), procs.dir.clone());
-        let svc = Service { child, root, sim_url, configs, dir, _procs: procs };
-        let started = Instant::now();
-        while reqwest::get(format!("{}/readyz", svc.root)).await.map(|r| r.status().as_u16()).ok()
-            != Some(200)
-        {
-            assert!(
-                started.elapsed() < webdriver::WAIT,
-                "the service did not get ready: see {}",
-                svc.dir.display()
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        let svc = Service { child, root, sim_url, configs, dir, procs };
+        let ready = format!("the service to get ready (its log: {})", svc.dir.display());
+        eventually(&ready, webdriver::WAIT, || async {
+            let status = reqwest::get(format!("{}/readyz", svc.root)).await.map(|r| r.status().as_u16());
+            (status.ok() == Some(200)).then_some(())
+        })
+        .await;
         svc
     }
 
@@ -86,6 +80,13 @@ impl Service {
         let res =
             reqwest::Client::new().post(format!("{}/sim/faults", self.sim_url)).json(&patch).send().await;
         assert!(res.unwrap().status().is_success());
+    }
+
+    /// Pushes a task with `key` and `payload` onto `queue` on the service's Redis (a payload
+    /// the service cannot read fails for good: the task dies at its first run).
+    pub(crate) async fn push(&self, queue: &str, key: &str, payload: Value) {
+        let ctx = self.procs.ctx().await;
+        ctx.queues.get(queue).push(key, &payload, gce_backend_queues::When::Now).await.unwrap();
     }
 
     /// A GET of the API as the admin.
@@ -135,15 +136,11 @@ impl Service {
 
     /// Waits until Config `prefix` has `n` VMs created (the API's count).
     pub(crate) async fn wait_created(&self, prefix: &str, n: u64) {
-        let started = Instant::now();
-        loop {
+        eventually(&format!("{prefix}: {n} VMs created"), webdriver::WAIT, || async {
             let v = self.get(&format!("configs/{prefix}")).await;
-            if v["status"]["counts"]["created"] == n {
-                return;
-            }
-            assert!(started.elapsed() < webdriver::WAIT, "{prefix}: {n} VMs not created: {v}");
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+            (v["status"]["counts"]["created"] == n).then_some(())
+        })
+        .await;
     }
 }
 

@@ -8,6 +8,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::support::free_port;
+
 /// Debian's Chromium (package `chromium`).
 pub(crate) const CHROMIUM: &str = "/usr/bin/chromium";
 /// Debian's driver for it (package `chromium-driver`).
@@ -26,11 +28,6 @@ pub(crate) fn require_browser() {
              (scripts/test installs it; or: sudo apt-get install -y chromium chromium-driver)"
         );
     }
-}
-
-/// A free loopback port (bound, then released for the process that takes it).
-pub(crate) fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// A browser session: chromedriver (in its own process group, with Chromium under it).
@@ -55,7 +52,7 @@ impl Browser {
             .stderr(Stdio::null())
             .spawn()
             .unwrap_or_else(|e| panic!("{CHROMEDRIVER}: {e}"));
-        let profile = crate::pipeline::temp_dir();
+        let profile = crate::support::temp_dir();
         let mut b = Browser {
             http: reqwest::Client::new(),
             base: format!("http://127.0.0.1:{port}"),

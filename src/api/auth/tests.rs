@@ -8,8 +8,8 @@ fn tokens_are_kept_hashed_and_found_by_the_token() {
     let text = toml::to_string(&TokenFile { token: vec![entry.clone()] }).unwrap();
     assert!(!text.contains(&token), "the file never holds the token");
     let tokens = Tokens::parse(&text, "tokens.toml").unwrap();
-    assert_eq!(tokens.check(&token, Utc::now()).map(|c| c.name.as_str()), Ok("alice"));
-    assert_eq!(tokens.check("gbt_wrong", Utc::now()), Err(Refusal::Unknown));
+    assert_eq!(tokens.check(&token, at("2026-01-01T00:00:00Z")).map(|c| c.name.as_str()), Ok("alice"));
+    assert_eq!(tokens.check("gbt_wrong", at("2026-01-01T00:00:00Z")), Err(Refusal::Unknown));
     let twice = format!("{text}\n{text}");
     assert!(Tokens::parse(&twice, "t").unwrap_err().contains("twice"));
     let bad = text.replace(&entry.sha256, "abc");

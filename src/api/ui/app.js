@@ -7,7 +7,7 @@
 
 (() => {
   const { auth, $, enc, call, hms, setText, banner, flash } = gb;
-  const { may, refreshOverview, refreshConfig, refreshQueues } = gbViews;
+  const { refreshOverview, refreshConfig, refreshQueues } = gbViews;
   const POLL_MS = 2000;
   const STORE_KEY = 'gce-backend-token';
   try { auth.token = localStorage.getItem(STORE_KEY) || ''; } catch (_) { /* storage disabled */ }
@@ -90,7 +90,7 @@
 
   function renderWho() {
     setText($('#who-name'), `${me.name} · ${me.role}`);
-    $('#read-only').hidden = may(me, 'writer');
+    $('#read-only').hidden = me.may.write;
   }
 
   // ---- actions -------------------------------------------------------------------------------
@@ -147,7 +147,7 @@
     show(r.view);
     if (r.view === 'overview') await refreshOverview(stale);
     else if (r.view === 'config') await refreshConfig(r.prefix, stale, polls);
-    else await refreshQueues(stale, polls, me);
+    else await refreshQueues(stale, me);
   }
 
   // One refresh, its outcome shown unless the token changed while it ran.

@@ -11,3 +11,11 @@ fn the_page_names_the_files_it_is_served_with() {
     assert!(at("lib.js") < at("views.js") && at("views.js") < at("app.js"), "scripts out of order");
     assert!(!INDEX.contains("<script>"), "no inline script: the CSP allows only 'self'");
 }
+
+#[test]
+fn the_page_re_decides_nothing_the_api_answers() {
+    for (name, js) in [("app.js", APP), ("views.js", VIEWS), ("lib.js", LIB)] {
+        assert!(!js.contains("'reader'") && !js.contains("'writer'"), "{name} copies the role order");
+        assert!(!js.contains("ownerOf") && !js.contains(".key.replace"), "{name} parses task keys");
+    }
+}

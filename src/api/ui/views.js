@@ -13,15 +13,11 @@ const gbViews = (() => {
   const DETAIL_EVERY = 5;
   const DETAIL_MAX = 20;
   const RATE_WINDOW_MS = 60000;
-  const OWNERS_EVERY = 15;
 
   const retried = {}; // queue -> [[ms, retried counter], …] over RATE_WINDOW_MS
   // Compute's status of an incarnation, by hostname (new for each incarnation, so a recreated
   // VM never shows its predecessor's); only for VMs listed with an instance on the last read.
   const instanceStatus = new Map();
-
-  // Whether `me` (whoami's answer) has role `role` or a higher one.
-  const may = (me, role) => me && ['reader', 'writer', 'admin'].indexOf(me.role) >= ['reader', 'writer', 'admin'].indexOf(role);
 
   // ---- the Configs ---------------------------------------------------------------------------
 
@@ -50,18 +46,15 @@ const gbViews = (() => {
 
   const lastError = (st) => (st.errors || [])[0];
 
-  // The Config a task works for, by its key: a VM id (`<prefix>-<index>`) or a prefix.
-  const ownerOf = (key) => (key.includes('/') ? null : key.replace(/-\d+$/, ''));
-
-  // Dead tasks now (the dead sets), by queue total and by Config.
+  // Dead tasks now (the dead sets), by queue total and by Config (each task names its own, as
+  // the API decides it; null for a task of no one Config).
   async function deadNow() {
     const { queues } = await call('GET', '/queues');
     const withDead = queues.filter((q) => q.counts.dead > 0);
     const lists = await Promise.all(withDead.map((q) => allPages(`/queues/${enc(q.name)}/dead`, 'tasks', 100, 5)));
     const byConfig = {};
     for (const t of lists.flatMap((l) => l.items)) {
-      const p = ownerOf(t.key);
-      if (p) byConfig[p] = (byConfig[p] || 0) + 1;
+      if (t.config) byConfig[t.config] = (byConfig[t.config] || 0) + 1;
     }
     return { total: queues.reduce((n, q) => n + q.counts.dead, 0), byConfig };
   }
@@ -271,32 +264,13 @@ const gbViews = (() => {
     return el('button', Object.assign({ type: 'button', 'data-action': action, class: action === 'purge-dead' ? 'danger' : '' }, attrs), text);
   }
 
-  // A writer retries the tasks of the Configs its groups own (the key names the Config); an
-  // admin every task. The owners are read again every OWNERS_EVERY polls.
-  let ownersCache = null;
-  let ownersAt = -1;
-  async function ownersOf(stale, polls) {
-    if (!ownersCache || polls - ownersAt >= OWNERS_EVERY) {
-      const { items } = await allPages('/configs', 'configs', 100, 100);
-      if (stale()) return {};
-      ownersCache = Object.fromEntries(items.map((e) => [e.config.prefix, e.config.owner || []]));
-      ownersAt = polls;
-    }
-    return ownersCache;
-  }
-
-  function mayRetry(t, owners, me) {
-    if (may(me, 'admin')) return true;
-    if (!may(me, 'writer')) return false;
-    const p = ownerOf(t.key);
-    return !!p && (owners[p] || []).some((g) => me.groups.includes(g));
-  }
-
-  async function refreshQueues(stale, polls, me) {
+  // The queues and their dead tasks; `me` is whoami's answer. What the caller may do comes from
+  // the API: queue-wide buttons for `me.may.admin`, a task's Retry where its `may_retry` says.
+  async function refreshQueues(stale, me) {
     const { queues } = await call('GET', '/queues');
     if (stale()) return;
     const now = Date.now();
-    const admin = may(me, 'admin');
+    const admin = me.may.admin;
     syncRows($('#queues tbody'), queues, 'data-queue', (q) => q.name, (q) => {
       const c = q.counts;
       const r = rate(q.name, c.retried, now);
@@ -320,11 +294,10 @@ const gbViews = (() => {
     const withDead = queues.filter((q) => q.counts.dead > 0);
     const lists = await Promise.all(withDead.map((q) => allPages(`/queues/${enc(q.name)}/dead`, 'tasks', 100, 5)));
     const tasks = lists.flatMap((l) => l.items);
-    const owners = tasks.length && !may(me, 'admin') && may(me, 'writer') ? await ownersOf(stale, polls) : {};
     if (stale()) return;
     $('#no-dead').hidden = tasks.length > 0;
     syncRows($('#dead tbody'), tasks, 'data-task', (t) => t.task_id, (t) => {
-      const retry = mayRetry(t, owners, me);
+      const retry = t.may_retry;
       return [
         { f: 'queue', text: t.queue, cls: 'mono' },
         { f: 'task', text: t.task_id, cls: 'mono' },
@@ -340,13 +313,12 @@ const gbViews = (() => {
     });
   }
 
-  // Drops what the views remember (retry rates, instance statuses, owners), so the next token
-  // never sees the last one's.
+  // Drops what the views remember (retry rates, instance statuses), so the next token never
+  // sees the last one's.
   function forget() {
     for (const k of Object.keys(retried)) delete retried[k];
     instanceStatus.clear();
-    ownersCache = null;
   }
 
-  return { may, forget, refreshOverview, refreshConfig, refreshQueues };
+  return { forget, refreshOverview, refreshConfig, refreshQueues };
 })();

@@ -9,7 +9,9 @@ use gce_backend::sim::{self, Sim};
 use gce_backend_jobs::Ctx;
 use gce_backend_queues::testing::RedisServer;
 
-use crate::pipeline::{DEPLOYMENT, settings, sim_config, temp_dir};
+use super::bin::{gce_backend, terminate};
+use super::fixtures::{DEPLOYMENT, settings, sim_config};
+use super::host::temp_dir;
 
 /// A private Redis, the simulator, and a directory with `pools/` and a settings file whose cron
 /// jobs run every second: for tests that run `gce-backend run` processes on one Redis.
@@ -43,7 +45,7 @@ impl Procs {
 
     /// `gce-backend run` on them (Redis, simulator, configs, settings), to add to.
     pub(crate) fn command(&self) -> std::process::Command {
-        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_gce-backend"));
+        let mut c = gce_backend();
         c.args(["run", "--quiet", "--redis", &self.redis.url(), "--namespace", DEPLOYMENT])
             .args(["--gce-endpoint", &format!("http://{}", self.addr)])
             .arg("--configs")
@@ -87,7 +89,7 @@ impl Procs {
     /// Stops `procs` with SIGTERM (each must exit cleanly) and removes the directory.
     pub(crate) fn stop(self, procs: &mut [std::process::Child]) {
         for p in procs {
-            let _ = std::process::Command::new("kill").args(["-TERM", &p.id().to_string()]).status();
+            terminate(p.id());
             assert!(p.wait().unwrap().success(), "graceful exit");
         }
         let _ = std::fs::remove_dir_all(&self.dir);

@@ -1,0 +1,69 @@
+//! The built `gce-backend` binary as an operator runs it: a command to add to, and `run` with
+//! the shipped settings whose output a test reads line by line.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// The binary Cargo built for these tests.
+pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_gce-backend");
+
+/// A command running the binary, to add arguments to.
+pub(crate) fn gce_backend() -> Command {
+    Command::new(BIN)
+}
+
+/// The shipped settings file (`config/service.toml`).
+pub(crate) fn settings_file() -> String {
+    format!("{}/config/service.toml", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Starts `gce-backend` with `args`, the shipped settings and the configs directory `configs`
+/// (`RUST_LOG` unset); returns the process and its standard output and error, line by line.
+pub(crate) fn spawn_run(
+    args: &[&str],
+    configs: &std::path::Path,
+) -> (std::process::Child, mpsc::Receiver<String>, mpsc::Receiver<String>) {
+    let mut child = gce_backend()
+        .args(args)
+        .args(["--settings", &settings_file()])
+        .arg("--configs")
+        .arg(configs)
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (out, err) = (lines(child.stdout.take().unwrap()), lines(child.stderr.take().unwrap()));
+    (child, out, err)
+}
+
+/// Sends each line of `r` to the returned channel.
+fn lines(r: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(r).lines().map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// The first line of `rx` containing `what` (60 s at most).
+pub(crate) fn wait_for(rx: &mpsc::Receiver<String>, what: &str) -> String {
+    loop {
+        match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(l) if l.contains(what) => return l,
+            Ok(_) => {}
+            Err(e) => panic!("no line with {what:?}: {e}"),
+        }
+    }
+}
+
+/// Sends SIGTERM to process `pid` (a graceful stop; the caller waits for it).
+pub(crate) fn terminate(pid: u32) {
+    let _ = Command::new("kill").args(["-TERM", &pid.to_string()]).status();
+}

@@ -1,0 +1,211 @@
+//! The service in process: a simulator over HTTP, a private `redis-server` or the embedded
+//! default, a configs directory and the tests' tokens; with or without its workers, and what a
+//! test reads back (counts, VMs, the simulator's instances, bots and inserts).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use gce_backend::app::{self, App, Role, RunOptions};
+use gce_backend::settings::Settings;
+use gce_backend::sim::admin::state_json;
+use gce_backend::sim::{self, Sim, SimConfig};
+use gce_backend_jobs::Ctx;
+use gce_backend_jobs::model::{Counts, Vm};
+use gce_backend_jobs::ports::store::VmIndex;
+use gce_backend_queues::testing::{RedisServer, eventually};
+use serde_json::Value;
+
+use super::fixtures::{DEPLOYMENT, settings};
+
+/// How long [`Env::converged`] waits.
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// Where the service keeps its state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Backend {
+    /// A private `redis-server`.
+    Redis,
+    /// The embedded in-memory default.
+    Memory,
+}
+
+/// The service, its simulator, its Redis and its configs directory.
+pub(crate) struct Env {
+    pub(crate) app: Option<App>,
+    pub(crate) ctx: Ctx,
+    pub(crate) sim: Sim,
+    pub(crate) sim_url: String,
+    pub(crate) dir: PathBuf,
+    /// Where the service's API listens (with workers).
+    pub(crate) api_url: Option<String>,
+    pub(crate) _redis: Option<RedisServer>,
+}
+
+impl Env {
+    /// Starts a simulator, then the service (unless `workers` is false: context only).
+    pub(crate) async fn start(
+        backend: Backend,
+        sim_cfg: SimConfig,
+        pools: &[(&str, String)],
+        workers: bool,
+    ) -> Env {
+        Env::start_with(backend, sim_cfg, pools, workers, settings()).await
+    }
+
+    /// [`Env::start`] with other settings.
+    pub(crate) async fn start_with(
+        backend: Backend,
+        sim_cfg: SimConfig,
+        pools: &[(&str, String)],
+        workers: bool,
+        settings: Settings,
+    ) -> Env {
+        gce_backend::adapters::install_crypto();
+        let dir = super::host::temp_dir();
+        for (name, yaml) in pools {
+            std::fs::write(dir.join(format!("{name}.yaml")), yaml).unwrap();
+        }
+        let (addr, sim) = sim::spawn(sim_cfg).await.unwrap();
+        let sim_url = format!("http://{addr}");
+        let redis = (backend == Backend::Redis).then(RedisServer::start);
+        let opts = RunOptions {
+            store: gce_backend::ops::RedisArgs {
+                redis: redis.as_ref().map(RedisServer::url),
+                namespace: DEPLOYMENT.into(),
+            },
+            role: Role::All,
+            configs: dir.clone(),
+            settings: PathBuf::new(),
+            gce_endpoint: Some(sim_url.clone()),
+            swarming_endpoint: None,
+            real_gce: false,
+            certs_url: None,
+            quiet: true,
+            api: gce_backend::app::ApiArgs {
+                tokens: Some(super::tokens::write_tokens(&dir)),
+                ..Default::default()
+            },
+        };
+        let (app, ctx) = if workers {
+            let app = app::start(&opts, settings).await.unwrap();
+            let ctx = app.ctx.clone();
+            (Some(app), ctx)
+        } else {
+            (None, app::context(&opts, &settings).await.unwrap().0)
+        };
+        let api_url = app.as_ref().and_then(|a| a.api.as_ref()).map(|(addr, _)| format!("http://{addr}"));
+        Env { app, ctx, sim, sim_url, dir, api_url, _redis: redis }
+    }
+
+    /// Writes (or replaces) Config file `name.yaml` in the configs directory.
+    pub(crate) fn write_pool(&self, name: &str, yaml: &str) {
+        std::fs::write(self.dir.join(format!("{name}.yaml")), yaml).unwrap();
+    }
+
+    /// `prefix`'s counts now, from the store.
+    pub(crate) async fn counts(&self, prefix: &str) -> Counts {
+        gce_backend_jobs::counts::tally(&*self.ctx.store, prefix, self.ctx.now()).await.unwrap().0
+    }
+
+    /// `prefix`'s status now: its counts live (`live`) or as `count_vms` last wrote them.
+    pub(crate) async fn status(&self, prefix: &str, live: bool) -> gce_backend_jobs::model::ConfigStatus {
+        let (store, now) = (&*self.ctx.store, self.ctx.now());
+        gce_backend_jobs::status::status(store, prefix, now, chrono::Duration::zero(), live).await.unwrap()
+    }
+
+    /// What `gce-backend status` prints: counts live (`live`) or as `count_vms` last wrote them.
+    pub(crate) async fn report(&self, live: bool) -> gce_backend_jobs::status::Report {
+        let (store, buckets, now) = (&*self.ctx.store, &*self.ctx.buckets, self.ctx.now());
+        gce_backend_jobs::status::report(store, buckets, &[], now, chrono::Duration::zero(), live)
+            .await
+            .unwrap()
+    }
+
+    /// Waits until `prefix` has `n` VMs, all created and connected, none draining.
+    pub(crate) async fn converged(&self, prefix: &str, n: u32) {
+        eventually(&format!("{prefix} converges to {n}"), LIMIT, || async {
+            let c = self.counts(prefix).await;
+            let vms = self.vms(prefix).await.len() as u32;
+            (c.configured == n && c.created == n && c.connected == n && c.draining == 0 && vms == n)
+                .then_some(())
+        })
+        .await;
+    }
+
+    /// `prefix`'s VM records.
+    pub(crate) async fn vms(&self, prefix: &str) -> Vec<Vm> {
+        let mut out = Vec::new();
+        for id in self.ctx.store.vm_ids(VmIndex::OfConfig(prefix.into())).await.unwrap() {
+            if let Some(v) = self.ctx.store.vm(&id).await.unwrap() {
+                out.push(v.value);
+            }
+        }
+        out
+    }
+
+    /// The simulator's whole state (instances, bots, operations, inserts).
+    pub(crate) fn state(&self) -> Value {
+        self.sim.with(|w| state_json(w))
+    }
+
+    /// Sim instances of `prefix`: name → status.
+    pub(crate) fn instances(&self, prefix: &str) -> BTreeMap<String, String> {
+        let state = self.state();
+        state["instances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|i| i["name"].as_str().unwrap().starts_with(&format!("{prefix}-")))
+            .map(|i| (i["name"].as_str().unwrap().to_owned(), i["status"].as_str().unwrap().to_owned()))
+            .collect()
+    }
+
+    /// Sim bots: id → bot JSON.
+    pub(crate) fn bots(&self) -> BTreeMap<String, Value> {
+        let state = self.state();
+        state["bots"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| (b["botId"].as_str().unwrap().to_owned(), b.clone()))
+            .collect()
+    }
+
+    /// Sets the simulator's faults.
+    pub(crate) async fn faults(&self, body: Value) {
+        let r = reqwest::Client::new()
+            .post(format!("{}/sim/faults", self.sim_url))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200, "{}", r.text().await.unwrap());
+    }
+
+    /// Every hostname ever inserted and the requestIds used for it.
+    pub(crate) fn inserts(&self) -> BTreeMap<String, BTreeSet<String>> {
+        self.state()["inserts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| {
+                let ids = i["requestIds"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|r| r.as_str().unwrap().to_owned())
+                    .collect();
+                (i["name"].as_str().unwrap().to_owned(), ids)
+            })
+            .collect()
+    }
+
+    /// Stops the service and removes its directory.
+    pub(crate) async fn stop(mut self) {
+        if let Some(app) = self.app.take() {
+            app.stop().await;
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
