@@ -223,7 +223,7 @@ async fn the_queue_cli_names_queues_finds_tasks_by_key_and_refuses_what_does_not
     // A closed pipe ends the output quietly (the reader is gone before anything is written).
     let url = env._redis.as_ref().unwrap().url();
     let sh = format!(
-        "set -o pipefail; {} queue --redis {url} --namespace {DEPLOYMENT} list | true",
+        "set -o pipefail; {} recover --redis {url} --namespace {DEPLOYMENT} queues list | true",
         env!("CARGO_BIN_EXE_gce-backend")
     );
     let out = Command::new("bash").args(["-c", &sh]).output().unwrap();
