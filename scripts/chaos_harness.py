@@ -252,8 +252,9 @@ class Harness:
             return 0, str(e)
 
     def cli(self, *args):
-        """`gce-backend <args[0]> --redis … --namespace chaos <args[1:]>`."""
-        return subprocess.run([str(self.bin), *args[:1], "--redis", self.url, "--namespace", NS, *args[1:]],
+        """`gce-backend recover --redis … --namespace chaos <args>` (Redis directly: `status`,
+        `queues …`)."""
+        return subprocess.run([str(self.bin), "recover", "--redis", self.url, "--namespace", NS, *args],
                               capture_output=True, text=True, timeout=60)
 
     # --- Config files ---

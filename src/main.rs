@@ -1,8 +1,8 @@
-//! The `gce-backend` binary. Everything it does lives in the library (`gce_backend::command`), so
+//! The `gce-backend` binary. Everything it does lives in the library (`gce_backend::cli`), so
 //! it is compiled once, there: this file only picks the allocator.
 
 fn main() -> std::process::ExitCode {
-    gce_backend::command::main()
+    gce_backend::cli::main()
 }
 
 /// mimalloc: a task's many small allocations (records, requests, replies) cost less than with

@@ -1,6 +1,8 @@
-//! `/metrics` (Prometheus text format): this process's own measurements (tasks run, lifecycle
-//! latencies, outbound calls, cron runs, API requests) and, where the process serves the API, the
-//! shared state read from the store when scraped (fleet counts per Config, queue depths and the
+//! The `/metrics` endpoint's collection (Prometheus text format), served by the API and by
+//! `--metrics-listen`; the crates take their own measurements (their `metrics` modules), this
+//! encodes them. It holds this process's own measurements (tasks run, lifecycle latencies,
+//! outbound calls, cron runs, API requests) and, where the process serves the API, the shared
+//! state read from the store when scraped (fleet counts per Config, queue depths and the
 //! queues' counters), so a fleet of N processes reports the shared state once, not N times.
 //! Labels name Configs, queues, methods and fixed words only, never a VM, hostname or task.
 

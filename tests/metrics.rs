@@ -210,7 +210,7 @@ async fn a_workers_process_serves_its_own_metrics_on_metrics_listen() {
     .await
     .expect("the metrics line within 60s");
     // A task for it: reading a project's quotas.
-    let engine = gce_backend::backends::redis_engine(&redis.url(), "gce-backend").await.unwrap();
+    let engine = gce_backend::adapters::backends::redis_engine(&redis.url(), "gce-backend").await.unwrap();
     let queue = gce_backend_queues::Queue::new(
         std::sync::Arc::new(engine),
         gce_backend_queues::QueueSpec::new("report_quota", Default::default()).unwrap(),

@@ -1,6 +1,7 @@
 //! Operator safety end to end, on a private `redis-server` and the simulator: no Config edit
 //! destroys a pool by accident, a prefix has one owner, fan-out is bounded, a preempted
-//! instance is replaced at once, and the queue CLI tells the truth.
+//! instance is replaced at once, and the queue commands of `recover` (Redis directly) tell the
+//! truth.
 
 use std::process::Command;
 use std::time::Duration;
@@ -18,7 +19,8 @@ async fn rounds(n: u32) {
     tokio::time::sleep(Duration::from_millis(1100) * n).await;
 }
 
-/// Runs the binary against the test's Redis; returns (exit code, stdout, stderr).
+/// Runs the binary against the test's Redis (`recover` reads it directly); returns (exit code,
+/// stdout, stderr).
 fn cli(env: &Env, args: &[&str]) -> (i32, String, String) {
     let url = env._redis.as_ref().unwrap().url();
     let out = Command::new(crate::support::BIN)
@@ -32,7 +34,7 @@ fn cli(env: &Env, args: &[&str]) -> (i32, String, String) {
 }
 
 fn status(env: &Env) -> Value {
-    let (code, out, err) = cli(env, &["status", "--live"]);
+    let (code, out, err) = cli(env, &["recover", "status", "--live"]);
     assert_eq!(code, 0, "{err}");
     serde_json::from_str(&out).unwrap()
 }
@@ -135,7 +137,7 @@ async fn a_huge_amount_is_refused_and_creation_is_bounded_and_stops_when_the_amo
     })
     .await;
     assert!(env.ctx.store.config("linux").await.unwrap().is_none());
-    let (_, out, _) = cli(&env, &["queue", "list"]);
+    let (_, out, _) = cli(&env, &["recover", "queues", "list"]);
     let queues: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(queues["create_vm"]["pushed"], 0, "Redis untouched: {queues}");
 
@@ -187,16 +189,16 @@ async fn a_preempted_instance_is_replaced_at_once_without_waiting_for_the_timeou
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_queue_cli_names_queues_finds_tasks_by_key_and_refuses_what_does_not_exist() {
     let env = Env::start(Backend::Redis, sim_config(), &[], false).await;
-    let (code, out, _) = cli(&env, &["queue", "list"]);
+    let (code, out, _) = cli(&env, &["recover", "queues", "list"]);
     assert_eq!(code, 0);
     let list: Value = serde_json::from_str(&out).unwrap();
     assert!(list["manage_bot"]["pending"].is_u64() && list["inspect_instances"].is_object(), "{list}");
-    let (code, _, err) = cli(&env, &["queue", "--queue", "typo", "counts"]);
+    let (code, _, err) = cli(&env, &["recover", "queues", "--queue", "typo", "counts"]);
     assert_eq!(code, 2);
     assert!(err.contains("no queue \"typo\""), "{err}");
-    let (code, _, err) = cli(&env, &["queue", "--queue", "manage_bot", "retry-dead", "12345"]);
+    let (code, _, err) = cli(&env, &["recover", "queues", "--queue", "manage_bot", "retry-dead", "12345"]);
     assert_eq!(code, 2, "{err}");
-    let (code, _, _) = cli(&env, &["queue", "--queue", "manage_bot", "status", "12345"]);
+    let (code, _, _) = cli(&env, &["recover", "queues", "--queue", "manage_bot", "status", "12345"]);
     assert_eq!(code, 2);
     // Tasks an operator knows by key, due and delayed, then purged.
     let q = env.ctx.queues.get("manage_bot");
@@ -204,22 +206,24 @@ async fn the_queue_cli_names_queues_finds_tasks_by_key_and_refuses_what_does_not
     q.push("linux-4", &json!({"id": "linux-4"}), gce_backend_queues::When::After(Duration::from_secs(600)))
         .await
         .unwrap();
-    let (code, out, _) = cli(&env, &["queue", "--queue", "manage_bot", "status", "--key", "linux-3"]);
+    let (code, out, _) =
+        cli(&env, &["recover", "queues", "--queue", "manage_bot", "status", "--key", "linux-3"]);
     assert_eq!(code, 0);
     let st: Value = serde_json::from_str(&out).unwrap();
     assert_eq!((st["key"].as_str(), st["state"].as_str()), (Some("linux-3"), Some("pending")));
-    let (_, out, _) = cli(&env, &["queue", "--queue", "manage_bot", "pending"]);
+    let (_, out, _) = cli(&env, &["recover", "queues", "--queue", "manage_bot", "pending"]);
     assert_eq!(serde_json::from_str::<Value>(&out).unwrap()[0]["key"], "linux-3");
-    let (_, out, _) = cli(&env, &["queue", "--queue", "manage_bot", "delayed"]);
+    let (_, out, _) = cli(&env, &["recover", "queues", "--queue", "manage_bot", "delayed"]);
     assert_eq!(serde_json::from_str::<Value>(&out).unwrap()[0]["key"], "linux-4");
-    let (code, out, _) = cli(&env, &["queue", "--queue", "manage_bot", "purge-pending"]);
+    let (code, out, _) = cli(&env, &["recover", "queues", "--queue", "manage_bot", "purge-pending"]);
     assert_eq!((code, out.trim()), (0, "{\n  \"purged\": 2\n}"));
-    let (code, _, _) = cli(&env, &["queue", "--queue", "manage_bot", "status", "--key", "linux-3"]);
+    let (code, _, _) =
+        cli(&env, &["recover", "queues", "--queue", "manage_bot", "status", "--key", "linux-3"]);
     assert_eq!(code, 2, "gone");
     // A closed pipe ends the output quietly (the reader is gone before anything is written).
     let url = env._redis.as_ref().unwrap().url();
     let sh = format!(
-        "set -o pipefail; {} queue --redis {url} --namespace {DEPLOYMENT} list | true",
+        "set -o pipefail; {} recover --redis {url} --namespace {DEPLOYMENT} queues list | true",
         crate::support::BIN
     );
     let out = Command::new("bash").args(["-c", &sh]).output().unwrap();

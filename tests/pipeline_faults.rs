@@ -7,7 +7,7 @@ use std::future::Future;
 use std::process::Command;
 use std::time::Duration;
 
-use gce_backend::app::{self, Role, RunOptions};
+use gce_backend::server::{self, Role, RunOptions};
 use gce_backend_jobs::cron;
 use gce_backend_jobs::tasks;
 use gce_backend_jobs::tasks::*;
@@ -59,17 +59,11 @@ async fn exhausted_quota_keeps_names_shows_quota_exceeded_and_converges_once_fre
     })
     .await;
     assert_eq!(b.reason, "QUOTA_EXCEEDED");
-    // The operator's view: `gce-backend status`.
+    // The operator's view: `gce-backend status`, over the API.
     let out = Command::new(crate::support::BIN)
-        .args([
-            "status",
-            "--live",
-            "--redis",
-            &env._redis.as_ref().unwrap().url(),
-            "--namespace",
-            DEPLOYMENT,
-            "linux",
-        ])
+        .args(["status", "--live", "linux"])
+        .env("GCE_BACKEND_ROOT_URL", env.api_url.as_deref().unwrap())
+        .env("GCE_BACKEND_TOKEN", crate::api::ADMIN)
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -343,7 +337,7 @@ async fn a_cron_tick_runs_once_across_processes_sharing_a_redis() {
     run_cron(&env.ctx, "import_configs").await.unwrap();
     // A second service context on the same Redis and simulator, as another process would have.
     let opts = RunOptions {
-        store: gce_backend::ops::RedisArgs {
+        store: gce_backend::server::RedisArgs {
             redis: env._redis.as_ref().map(RedisServer::url),
             namespace: DEPLOYMENT.into(),
         },
@@ -357,13 +351,13 @@ async fn a_cron_tick_runs_once_across_processes_sharing_a_redis() {
         quiet: true,
         api: Default::default(),
     };
-    let (other, _) = app::context(&opts, &settings()).await.unwrap();
+    let (other, _) = server::context(&opts, &settings()).await.unwrap();
     // Both fire the same tick of audit_instances, whose fan-out lists the project's zones once
     // (the import listed them once already, to check the Config's zone).
     let before = sim_calls(&env, "compute.zones.list").await;
     tokio::join!(
-        gce_backend::scheduler::tick(&env.ctx, "audit_instances", 60),
-        gce_backend::scheduler::tick(&other, "audit_instances", 60),
+        gce_backend::server::scheduler::tick(&env.ctx, "audit_instances", 60),
+        gce_backend::server::scheduler::tick(&other, "audit_instances", 60),
     );
     assert_eq!(sim_calls(&env, "compute.zones.list").await, before + 1, "one run for the tick");
     env.stop().await;

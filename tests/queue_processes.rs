@@ -1,19 +1,46 @@
-//! Worker processes (`gce-backend queue-demo --role workers`) on a private Redis: a worker killed with
-//! SIGKILL mid-run, and a worker stopped with SIGTERM.
+//! Worker processes (the queues crate's demo example, `--role work`) on a private Redis: a
+//! worker killed with SIGKILL mid-run, and a worker stopped with SIGTERM.
 
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use gce_backend::demo::{self, DemoTask};
 use gce_backend_queues::testing::{RedisServer, eventually};
-use gce_backend_queues::{Queue, RedisEngine, When};
+use gce_backend_queues::{Policy, Queue, QueueSpec, RedisEngine, When};
+use serde::Serialize;
 
 const LEASE_MS: u64 = 1500;
 
+/// The demo's payload (`queues/examples/demo.rs`).
+#[derive(Serialize)]
+struct DemoTask {
+    n: u64,
+    ms: u64,
+}
+
+/// The demo example's binary, beside the binary under test (same target directory and profile),
+/// built by cargo once per test run (a no-op when it is up to date).
+fn demo_bin() -> &'static PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let profile_dir = PathBuf::from(crate::support::BIN).parent().unwrap().to_owned();
+        let target = profile_dir.parent().unwrap();
+        let mut build = Command::new(env!("CARGO"));
+        build.args(["build", "--quiet", "--locked", "-p", "gce-backend-queues", "--example", "demo"]);
+        build.arg("--target-dir").arg(target).current_dir(env!("CARGO_MANIFEST_DIR"));
+        if profile_dir.ends_with("release") {
+            build.arg("--release");
+        }
+        let status = build.status().expect("run cargo");
+        assert!(status.success(), "cargo build --example demo: {status}");
+        profile_dir.join("examples").join("demo")
+    })
+}
+
 fn worker_process(server: &RedisServer, ns: &str, concurrency: usize) -> Child {
-    Command::new(crate::support::BIN)
-        .args(["queue-demo", "--role", "workers", "--redis", &server.url(), "--namespace", ns])
+    Command::new(demo_bin())
+        .args(["--role", "work", "--redis", &server.url(), "--namespace", ns])
         .args(["--concurrency", &concurrency.to_string(), "--lease-ms", &LEASE_MS.to_string()])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -24,7 +51,8 @@ fn worker_process(server: &RedisServer, ns: &str, concurrency: usize) -> Child {
 
 async fn demo_queue(server: &RedisServer, ns: &str) -> Queue {
     let engine = RedisEngine::connect(&server.url(), ns).await.unwrap();
-    demo::queue(Arc::new(engine), Duration::from_millis(LEASE_MS)).unwrap()
+    let policy = Policy { lease: Duration::from_millis(LEASE_MS), ..Policy::default() };
+    Queue::new(Arc::new(engine), QueueSpec::new("demo", policy).unwrap())
 }
 
 async fn push(q: &Queue, n: u64, ms: u64) -> Vec<String> {

@@ -114,7 +114,7 @@ fn json_logs_are_one_object_per_line_with_the_lifecycle_fields() {
     let dir = temp_dir();
     std::fs::write(dir.join("linux.yaml"), pool("linux", 1, "1d", "10m")).unwrap();
     let (mut child, _out, err) =
-        spawn_run(&["--log-format", "json", "run", "--quiet", "--listen", "127.0.0.1:0"], &dir);
+        spawn_run(&["run", "--log-format", "json", "--quiet", "--listen", "127.0.0.1:0"], &dir);
     let mut seen = Vec::new();
     let created = loop {
         let line = err.recv_timeout(Duration::from_secs(60)).expect("a log line");

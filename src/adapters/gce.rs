@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use gce_backend_jobs::ports::clock::Clock;
 use gce_backend_jobs::ports::compute::{Compute, ComputeError, Instance, InstanceSpec, Operation, Quota};
 use google_cloud_compute_v1::client::{DiskTypes, Instances, Regions, ZoneOperations, Zones};
 use google_cloud_compute_v1::model;
@@ -57,7 +58,8 @@ fn instance(i: model::Instance) -> Instance {
             .creation_timestamp
             .as_deref()
             .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
-            .map_or_else(Utc::now, |t| t.with_timezone(&Utc)),
+            // Compute always states it; the clock only stands in for a missing one.
+            .map_or_else(|| super::SystemClock.now(), |t| t.with_timezone(&Utc)),
         url: i.self_link.unwrap_or_default(),
         labels: i.labels.into_iter().collect::<BTreeMap<_, _>>(),
         internal_ip: nic.and_then(|n| n.network_ip.clone()).unwrap_or_default(),

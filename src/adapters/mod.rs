@@ -1,7 +1,8 @@
 //! Adapters that implement the `jobs` ports: Compute Engine through the official client,
 //! Swarming through pRPC, the datastore on Redis, identity token keys over HTTP, and the system
-//! clock.
+//! clock; [`backends`] opens the store, queues and rate-limit buckets on Redis or in memory.
 
+pub mod backends;
 pub mod gce;
 pub mod gce_resource;
 pub mod keys;
@@ -16,6 +17,8 @@ use gce_backend_jobs::ports::clock::Clock;
 pub struct SystemClock;
 
 impl Clock for SystemClock {
+    // The clock: the one place this package reads the wall time.
+    #[allow(clippy::disallowed_methods)]
     fn now(&self) -> DateTime<Utc> {
         Utc::now()
     }

@@ -7,7 +7,7 @@ use axum::routing::{MethodFilter, on};
 use schemars::JsonSchema;
 
 use super::auth::Role;
-use super::{Api, configs, queues, register, types::*, ui, vms};
+use super::{Api, configs, queues, register, status, types::*, ui, vms};
 use gce_backend_jobs::model::{Plan, PlanInput};
 
 /// A JSON schema: its file name under `schemas/gce-backend/v1/` and the schema.
@@ -126,6 +126,8 @@ methods! {
         Admin, configs::resume_all, "Lift the global pause.";
     "globalPause": get "/pause" [] => GlobalPause,
         Reader, configs::global_pause, "Whether every Config is paused, by whom and why.";
+    "status": get "/status" ["prefixes", "live"] => gce_backend_jobs::status::Report,
+        Reader, status::status, "What `gce-backend status` prints: the readable Configs' status (prefixes: comma separated; live=true counts now), the global pause; for admins also file errors and rate limits.";
     "listVms": get "/configs/<prefix>/vms" ["state", "continuationToken", "limit"] => VmList,
         Reader, vms::list, "A Config's VMs (paged; state: creating, running, connected, draining, unhealthy).";
     "vm": get "/vms/<id>" [] => VmDetail,

@@ -11,6 +11,7 @@ pub mod methods;
 mod queues;
 pub mod reference;
 pub mod register;
+mod status;
 pub mod summary;
 pub mod types;
 mod ui;

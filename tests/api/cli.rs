@@ -1,5 +1,6 @@
 //! The CLI as an operator runs it, against a running service's API: apply a Config file, list,
-//! change the amount, the generic `api` command, and exit codes 0/1/2.
+//! change the amount, the generic `api` command, and exit codes 0/1/2; `status` and queue
+//! inspection on the embedded default; client commands list client flags only.
 
 use std::process::{Command, Output};
 
@@ -81,4 +82,99 @@ async fn an_operator_uses_the_cli_on_the_api() {
     })
     .await;
     let _ = std::fs::remove_dir_all(&files);
+}
+
+/// Runs the binary against the API at `root` with `token`; no Redis in sight.
+fn cli_at(root: &str, token: &str, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .env("GCE_BACKEND_ROOT_URL", root)
+        .env("GCE_BACKEND_TOKEN", token)
+        .env_remove("GCE_BACKEND_REDIS")
+        .env_remove("RUST_BACKTRACE")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn status_and_queues_answer_over_the_api_of_the_embedded_default() {
+    use std::time::{Duration, Instant};
+    let dir = crate::support::temp_dir();
+    std::fs::write(dir.join("linux.yaml"), crate::support::pool("linux", 1, "1d", "10m")).unwrap();
+    // `gce-backend run` as the README says: no Redis, the API on loopback, an admin token made.
+    let (mut child, out, _err) =
+        crate::support::spawn_run(&["run", "--quiet", "--listen", "127.0.0.1:0"], &dir);
+    let said = loop {
+        let line = out.recv_timeout(Duration::from_secs(60)).expect("the admin token line");
+        if let Some(rest) = line.strip_prefix("admin token for this run: export ") {
+            break rest.to_owned();
+        }
+    };
+    let var =
+        |name: &str| said.split(' ').find_map(|w| w.strip_prefix(&format!("{name}="))).unwrap().to_owned();
+    let (root, token) = (var("GCE_BACKEND_ROOT_URL"), var("GCE_BACKEND_TOKEN"));
+    let cli = |args: &[&str]| cli_at(&root, &token, args);
+
+    let started = Instant::now();
+    let linux = loop {
+        let o = cli(&["status", "--live", "linux"]);
+        if o.status.success() {
+            let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+            if v["configs"][0]["counts"]["configured"] == 1 {
+                break v["configs"][0].clone();
+            }
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "status never showed linux: {:?}", text(&o));
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!((linux["prefix"].as_str(), linux["state"].as_str()), (Some("linux"), Some("active")));
+    let o = cli(&["status"]);
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["files"].is_array() && v["configs"].as_array().unwrap().len() == 1, "{v}");
+    let o = cli(&["status", "nosuch"]);
+    assert_eq!(o.status.code(), Some(1), "{:?}", text(&o));
+    assert!(text(&o).1.contains("404"), "{:?}", text(&o));
+
+    // Queue inspection: every queue, one queue's counts, its pending tasks, one task.
+    let o = cli(&["queues", "list"]);
+    assert!(o.status.success() && text(&o).0.contains("create_vm"), "{:?}", text(&o));
+    let o = cli(&["queues", "counts", "create_vm", "--json"]);
+    let counts: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(counts["pushed"].is_u64() && counts["pending"].is_u64(), "{counts}");
+    let o = cli(&["queues", "pending", "manage_bot", "--json"]);
+    let pending: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(pending["tasks"].is_array(), "{pending}");
+    let o = cli(&["queues", "counts", "typo"]);
+    assert_eq!(o.status.code(), Some(2), "{:?}", text(&o));
+    let o = cli(&["queues", "task", "create_vm", "nosuch"]);
+    assert_eq!(o.status.code(), Some(1), "{:?}", text(&o));
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn client_commands_list_client_flags_only_and_servers_their_own() {
+    let help = |args: &[&str]| {
+        let o = Command::new(BIN).args(args).arg("--help").output().unwrap();
+        assert!(o.status.success(), "{args:?}: {:?}", text(&o));
+        text(&o).0
+    };
+    let server_flags = ["--threads", "--log-format", "--listen", "--settings", "--configs", "--quiet"];
+    for cmd in ["status", "configs", "vms", "queues", "api", "token", "recover"] {
+        let h = help(&[cmd]);
+        for flag in server_flags {
+            assert!(!h.contains(flag), "`gce-backend {cmd} --help` lists {flag}:\n{h}");
+        }
+        if cmd != "recover" {
+            assert!(!h.contains("--redis"), "`gce-backend {cmd} --help` lists --redis:\n{h}");
+        }
+    }
+    assert!(help(&["queues", "list"]).contains("--root-url"));
+    let run = help(&["run"]);
+    assert!(run.contains("--threads") && run.contains("--log-format"), "{run}");
+    let top = help(&[]);
+    for gone in ["queue-demo", "\n  queue "] {
+        assert!(!top.contains(gone), "{gone:?} is still a command:\n{top}");
+    }
 }

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use gce_backend::app::{self, App, Role, RunOptions};
+use gce_backend::server::{self, App, Role, RunOptions};
 use gce_backend::settings::Settings;
 use gce_backend::sim::admin::state_json;
 use gce_backend::sim::{self, Sim, SimConfig};
@@ -70,7 +70,7 @@ impl Env {
         let sim_url = format!("http://{addr}");
         let redis = (backend == Backend::Redis).then(RedisServer::start);
         let opts = RunOptions {
-            store: gce_backend::ops::RedisArgs {
+            store: gce_backend::server::RedisArgs {
                 redis: redis.as_ref().map(RedisServer::url),
                 namespace: DEPLOYMENT.into(),
             },
@@ -82,17 +82,17 @@ impl Env {
             real_gce: false,
             certs_url: None,
             quiet: true,
-            api: gce_backend::app::ApiArgs {
+            api: gce_backend::server::ApiArgs {
                 tokens: Some(super::tokens::write_tokens(&dir)),
                 ..Default::default()
             },
         };
         let (app, ctx) = if workers {
-            let app = app::start(&opts, settings).await.unwrap();
+            let app = server::start(&opts, settings).await.unwrap();
             let ctx = app.ctx.clone();
             (Some(app), ctx)
         } else {
-            (None, app::context(&opts, &settings).await.unwrap().0)
+            (None, server::context(&opts, &settings).await.unwrap().0)
         };
         let api_url = app.as_ref().and_then(|a| a.api.as_ref()).map(|(addr, _)| format!("http://{addr}"));
         Env { app, ctx, sim, sim_url, dir, api_url, _redis: redis }

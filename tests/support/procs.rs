@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use gce_backend::app::{self, Role, RunOptions};
+use gce_backend::server::{self, Role, RunOptions};
 use gce_backend::sim::{self, Sim};
 use gce_backend_jobs::Ctx;
 use gce_backend_queues::testing::RedisServer;
@@ -69,7 +69,7 @@ impl Procs {
     /// A context on the same Redis and simulator (no workers), to read what the processes did.
     pub(crate) async fn ctx(&self) -> Ctx {
         let opts = RunOptions {
-            store: gce_backend::ops::RedisArgs {
+            store: gce_backend::server::RedisArgs {
                 redis: Some(self.redis.url()),
                 namespace: DEPLOYMENT.into(),
             },
@@ -83,7 +83,7 @@ impl Procs {
             quiet: true,
             api: Default::default(),
         };
-        app::context(&opts, &settings()).await.unwrap().0
+        server::context(&opts, &settings()).await.unwrap().0
     }
 
     /// Stops `procs` with SIGTERM (each must exit cleanly) and removes the directory.

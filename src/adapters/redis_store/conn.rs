@@ -1,5 +1,5 @@
-//! The Redis store's connection and the helpers its `Store` methods share: keys under the
-//! deployment's hash tag, error mapping, encoding, versioned reads.
+//! The Redis store itself (its connection, namespace and scripts) and the helpers its `Store`
+//! methods share: keys under the deployment's hash tag, error mapping, encoding, versioned reads.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -11,8 +11,22 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use super::scripts;
 use super::scripts::{COUNT_IN, DELETE, DELETE_VM, PUT, PUT_VM, RECOUNT_ZONES, RESOLVE};
-use super::{RedisStore, scripts};
+
+/// The Redis store of one deployment.
+#[derive(Clone)]
+pub struct RedisStore {
+    pub(super) conn: redis::aio::ConnectionManager,
+    pub(super) ns: String,
+    pub(super) put: std::sync::Arc<[Script; 7]>,
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisStore").field("namespace", &self.ns).finish()
+    }
+}
 
 pub(super) fn err(e: redis::RedisError) -> StoreError {
     match e.code() {

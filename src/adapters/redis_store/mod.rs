@@ -34,27 +34,14 @@ use gce_backend_jobs::model::{
 use gce_backend_jobs::ports::store::{
     CorruptRecord, Expect, Fence, Rebuilt, Scope, Store, StoreError, Versioned, VmIndex,
 };
-use redis::{AsyncCommands, Script};
+use redis::AsyncCommands;
 
 mod buckets;
 mod conn;
 mod heal;
 mod scripts;
+pub use conn::RedisStore;
 use conn::{derived, err, err_at, expect, json, lenient};
-
-/// The Redis store of one deployment.
-#[derive(Clone)]
-pub struct RedisStore {
-    conn: redis::aio::ConnectionManager,
-    ns: String,
-    put: std::sync::Arc<[Script; 7]>,
-}
-
-impl std::fmt::Debug for RedisStore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisStore").field("namespace", &self.ns).finish()
-    }
-}
 
 #[async_trait]
 impl Store for RedisStore {

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use apalis::prelude::*;
 use futures::future::BoxFuture;
+use gce_backend_jobs::work::Next;
 use gce_backend_queues::Queue;
 use gce_backend_queues::outcome::Ran;
 use serde::de::DeserializeOwned;
@@ -71,17 +72,6 @@ pub fn monitor(grace: Duration) -> Monitor {
         ctx.restarts() < 100
     })
 }
-
-/// Resolves on SIGINT or SIGTERM.
-pub async fn shutdown_signal() -> std::io::Result<()> {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    tokio::select! {
-        r = tokio::signal::ctrl_c() => r,
-        _ = term.recv() => Ok(()),
-    }
-}
-
-use gce_backend_jobs::work::Next;
 
 /// `d` plus up to a quarter more, at random.
 fn jittered(d: Duration) -> Duration {
@@ -160,4 +150,23 @@ pub fn register_pipeline(
     let mut r = Registrar { monitor: Some(monitor), ctx, who, concurrency };
     gce_backend_jobs::tasks::visit(&mut r);
     r.monitor.expect("set")
+}
+
+/// Runs the pipeline's workers (one per queue, `concurrency` tasks each) until `stopped` turns
+/// true; in-flight tasks then get 30 s to finish.
+pub fn spawn(
+    ctx: &gce_backend_jobs::Ctx,
+    concurrency: usize,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+) -> tokio::task::JoinHandle<()> {
+    let monitor = register_pipeline(monitor(Duration::from_secs(30)), ctx, &Identity::current(), concurrency);
+    tokio::spawn(async move {
+        let signal = async move {
+            let _ = stopped.wait_for(|s| *s).await;
+            Ok(())
+        };
+        if let Err(e) = monitor.run_with_signal(signal).await {
+            tracing::error!(error = %e, "workers stopped");
+        }
+    })
 }

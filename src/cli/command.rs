@@ -1,18 +1,17 @@
-//! The command line of the `gce-backend` binary: `run` (the service and its API), `sim` (the
-//! simulator), the API's CLI (`configs`, `vms`, `queues`, `api`), `token`, `status` and `queue`
-//! (read next to Redis) and `queue-demo`. It lives in the library, so its code is compiled once,
-//! here; the binary only calls [`main`].
+//! The command line of the `gce-backend` binary: the servers (`run`: the service and its API;
+//! `sim`: the simulator), which alone take the process flags (`--threads`, `--log-format`); the
+//! operator's commands over the API (`status`, `configs`, `vms`, `queues`, `api`); `token`; and
+//! `recover`, the one command that reads Redis directly, for when the API is down.
 
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::time::Duration;
 
-use crate::demo::{self, Role};
-use crate::ops::{self, QueueOp, RedisArgs, Usage};
+use super::operator::{self, ConfigsCmd, QueuesCmd, Target, VmsCmd};
+use super::recover::{self, RecoverCmd};
+use crate::error::Usage;
 use crate::out;
+use crate::server::{RedisArgs, RunOptions};
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use gce_backend_queues::{Engine, MemoryEngine, RedisEngine};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -21,15 +20,30 @@ use gce_backend_queues::{Engine, MemoryEngine, RedisEngine};
     about = "Keeps GCE VMs running Swarming bots in line with Config records"
 )]
 struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// The flags of a server process (`run`, `sim`).
+#[derive(Debug, Clone, clap::Args)]
+struct ProcessArgs {
     /// Log lines as text (for people) or JSON (one object per line, for log pipelines).
-    #[arg(long, value_enum, default_value = "text", global = true, env = "GCE_BACKEND_LOG_FORMAT")]
+    #[arg(long, value_enum, default_value = "text", env = "GCE_BACKEND_LOG_FORMAT")]
     log_format: LogFormat,
     /// Threads that run tasks and calls: 1 runs everything on one thread (the least CPU per
     /// task: run one process per core), 0 one thread per core.
-    #[arg(long, default_value_t = 0, global = true, env = "GCE_BACKEND_THREADS")]
+    #[arg(long, default_value_t = 0, env = "GCE_BACKEND_THREADS")]
     threads: usize,
-    #[command(subcommand)]
-    command: Command,
+}
+
+impl Cli {
+    /// The process flags: a server's own, the defaults for the other commands.
+    fn process(&self) -> ProcessArgs {
+        match &self.command {
+            Command::Run { process, .. } | Command::Sim { process, .. } => process.clone(),
+            _ => ProcessArgs { log_format: LogFormat::Text, threads: 0 },
+        }
+    }
 }
 
 /// How log lines are written.
@@ -47,27 +61,9 @@ enum Command {
     /// --redis and no --gce-endpoint everything runs in this process, against a simulator.
     Run {
         #[command(flatten)]
-        opts: crate::app::RunOptions,
-    },
-    /// Run the queue demo: push demo tasks onto a queue and work them, printing progress.
-    QueueDemo {
+        opts: Box<RunOptions>,
         #[command(flatten)]
-        store: RedisArgs,
-        /// What this process does.
-        #[arg(long, value_enum, default_value = "all")]
-        role: Role,
-        /// Demo tasks to push.
-        #[arg(long, default_value_t = 500)]
-        tasks: u64,
-        /// Milliseconds of simulated work per task.
-        #[arg(long, default_value_t = 20)]
-        task_ms: u64,
-        /// Tasks worked at once.
-        #[arg(long, default_value_t = 32)]
-        concurrency: usize,
-        /// Lease of a taken task, in milliseconds.
-        #[arg(long, default_value_t = 30_000)]
-        lease_ms: u64,
+        process: ProcessArgs,
     },
     /// Run the Compute Engine + Swarming simulator (REST, pRPC and the `/sim/` admin API on one port).
     Sim {
@@ -83,12 +79,14 @@ enum Command {
         /// and from one client address: no cap by default).
         #[command(flatten)]
         limits: crate::sim::listener::Limits,
+        #[command(flatten)]
+        process: ProcessArgs,
     },
-    /// Print the status of Configs (state, counts, last 20 errors, backoff) and the errors of
-    /// Config files, as JSON.
+    /// Print the status of the Configs the token may read (state, counts, last 20 errors,
+    /// backoff) and, for admins, the errors of Config files, as JSON (over the API).
     Status {
         #[command(flatten)]
-        store: RedisArgs,
+        target: Target,
         /// Config prefixes (default: every Config).
         prefixes: Vec<String>,
         /// Count from the VM records now (reads each VM) instead of the last `count_vms` run.
@@ -115,29 +113,29 @@ enum Command {
     /// Configs over the API: list, get, apply -f FILE, delete, amount, pause, resume, plan.
     Configs {
         #[command(flatten)]
-        target: crate::cli::Target,
+        target: Target,
         #[command(subcommand)]
-        cmd: crate::cli::ConfigsCmd,
+        cmd: ConfigsCmd,
     },
     /// VMs over the API: list PREFIX, get ID, recycle ID.
     Vms {
         #[command(flatten)]
-        target: crate::cli::Target,
+        target: Target,
         #[command(subcommand)]
-        cmd: crate::cli::VmsCmd,
+        cmd: VmsCmd,
     },
-    /// Queues over the API: list, dead, retry, purge.
+    /// Queues over the API: list, counts, pending, task, dead, retry, purge.
     Queues {
         #[command(flatten)]
-        target: crate::cli::Target,
+        target: Target,
         #[command(subcommand)]
-        cmd: crate::cli::QueuesCmd,
+        cmd: QueuesCmd,
     },
     /// Call any API method by name (read from the deployment's API reference): NAME=VALUE
     /// arguments fill the route and query, --input FILE is the JSON body.
     Api {
         #[command(flatten)]
-        target: crate::cli::Target,
+        target: Target,
         /// Method name (e.g. listConfigs).
         method: String,
         /// Route and query arguments, NAME=VALUE.
@@ -146,15 +144,13 @@ enum Command {
         #[arg(long)]
         input: Option<std::path::PathBuf>,
     },
-    /// Inspect or repair the queues in Redis (`gce-backend queue list` names them).
-    Queue {
+    /// Recovery when the API is down: read and repair a deployment's Redis directly (`status`,
+    /// `queues …`). Every other operator command goes over the API.
+    Recover {
         #[command(flatten)]
         store: RedisArgs,
-        /// Queue name (every command but `list`).
-        #[arg(long)]
-        queue: Option<String>,
         #[command(subcommand)]
-        op: QueueOp,
+        cmd: RecoverCmd,
     },
 }
 
@@ -163,60 +159,16 @@ fn expiry(s: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
     let at = chrono::DateTime::parse_from_rfc3339(s)
         .map_err(|e| format!("{e} (an RFC 3339 time with an offset, e.g. 2027-01-31T00:00:00Z)"))?
         .to_utc();
-    if at <= chrono::Utc::now() {
+    if at <= gce_backend_jobs::ports::clock::Clock::now(&crate::adapters::SystemClock) {
         return Err("already past".into());
     }
     Ok(at)
 }
 
-async fn engine(store: &RedisArgs) -> anyhow::Result<Arc<dyn Engine>> {
-    Ok(match &store.redis {
-        Some(url) => Arc::new(
-            RedisEngine::connect(url, &store.namespace)
-                .await
-                .with_context(|| format!("connecting to {url}"))?,
-        ),
-        None => Arc::new(MemoryEngine::new()),
-    })
-}
-
 async fn main_(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Run { opts } => {
-            let settings = crate::settings::Settings::load(Some(&opts.settings)).map_err(Usage)?;
-            let app = crate::app::start(&opts, settings).await?;
-            if let Some((addr, _)) = &app.sim {
-                out::line(&format!("simulator on http://{addr} (Compute REST, Swarming pRPC, /sim/state)"));
-            }
-            if let Some((addr, root)) = &app.api {
-                out::line(&format!(
-                    "API on {root}/api/gce-backend/v1 (reference: {root}/references/manifest.json; dashboard: {root}/ui/; listening on {addr})"
-                ));
-            }
-            if let (Some(token), Some((_, root))) = (&app.demo_token, &app.api) {
-                out::line(&format!(
-                    "admin token for this run: export GCE_BACKEND_ROOT_URL={root} GCE_BACKEND_TOKEN={token}"
-                ));
-            }
-            out::line(&format!("running (configs in {}); Ctrl-C stops", opts.configs.display()));
-            crate::workers::shutdown_signal().await?;
-            out::line("stopping: in-flight tasks finish, the rest stay queued");
-            app.stop().await;
-            Ok(())
-        }
-        Command::QueueDemo { store, role, tasks, task_ms, concurrency, lease_ms } => {
-            anyhow::ensure!(concurrency > 0, "--concurrency must be at least 1");
-            anyhow::ensure!(role != Role::Api, "the queue demo has no API: --role all, workers or cron");
-            if store.redis.is_none() && role != Role::All {
-                anyhow::bail!(
-                    "--role workers/producer needs --redis: without it nothing is shared between processes"
-                );
-            }
-            let engine = engine(&store).await?;
-            let lease = Duration::from_millis(lease_ms);
-            demo::run(engine, demo::Options { role, tasks, task_ms, concurrency, lease }).await
-        }
-        Command::Sim { listen, allow_remote, config, limits } => {
+        Command::Run { opts, .. } => crate::server::run(&opts).await,
+        Command::Sim { listen, allow_remote, config, limits, .. } => {
             crate::sim::check_listen(listen, allow_remote).map_err(anyhow::Error::msg)?;
             config.validate().map_err(anyhow::Error::msg)?;
             limits.validate().map_err(anyhow::Error::msg)?;
@@ -232,15 +184,11 @@ async fn main_(cli: Cli) -> anyhow::Result<()> {
             let sim = crate::sim::Sim::new(*config);
             tokio::select! {
                 () = crate::sim::serve(listener, sim, limits) => {}
-                r = crate::workers::shutdown_signal() => r?,
+                r = crate::server::lifecycle::shutdown_signal() => r?,
             }
             Ok(())
         }
-        Command::Status { store, prefixes, live } => {
-            // Orphaned Configs carry their deletion time; the default grace is only for older ones.
-            let grace = gce_backend_jobs::Timing::default().config_delete_grace.chrono();
-            ops::status(&store, &prefixes, live, grace).await
-        }
+        Command::Status { target, prefixes, live } => operator::status(&target, &prefixes, live).await,
         Command::Token { name, role, groups, expires } => {
             let (token, mut entry) = crate::api::auth::new_token(&name, role, groups);
             entry.expires = expires;
@@ -251,13 +199,13 @@ async fn main_(cli: Cli) -> anyhow::Result<()> {
             out::line(&toml::to_string(&file).context("encoding the entry")?);
             Ok(())
         }
-        Command::Configs { target, cmd } => crate::cli::configs(&target, cmd).await,
-        Command::Vms { target, cmd } => crate::cli::vms(&target, cmd).await,
-        Command::Queues { target, cmd } => crate::cli::queues(&target, cmd).await,
+        Command::Configs { target, cmd } => operator::configs(&target, cmd).await,
+        Command::Vms { target, cmd } => operator::vms(&target, cmd).await,
+        Command::Queues { target, cmd } => operator::queues(&target, cmd).await,
         Command::Api { target, method, args, input } => {
-            crate::cli::api(&target, &method, &args, input.as_deref()).await
+            operator::api(&target, &method, &args, input.as_deref()).await
         }
-        Command::Queue { store, queue, op } => ops::queue_op(&store, queue.as_deref(), op).await,
+        Command::Recover { store, cmd } => recover::recover(&store, cmd).await,
     }
 }
 
@@ -267,7 +215,7 @@ const DEFAULT_LOG: &str = "warn,gce_backend=info,gce_backend_jobs=info,gce_backe
 /// Parses the command line, runs the command, and says how it ended.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match cli.threads {
+    let runtime = match cli.process().threads {
         1 => tokio::runtime::Builder::new_current_thread().enable_all().build(),
         0 => tokio::runtime::Builder::new_multi_thread().enable_all().build(),
         n => tokio::runtime::Builder::new_multi_thread().worker_threads(n).enable_all().build(),
@@ -286,7 +234,7 @@ async fn main_async(cli: Cli) -> ExitCode {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG));
     let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    match cli.log_format {
+    match cli.process().log_format {
         LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
         LogFormat::Json => logs.json().with_current_span(true).with_span_list(false).init(),
     }

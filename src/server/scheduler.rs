@@ -11,6 +11,17 @@ use tokio_cron_scheduler::{Job, JobScheduler};
 
 use crate::settings::{Settings, schedule};
 
+/// Runs the jobs that start from the files (`import_configs`, `expand_configs`) once now instead
+/// of waiting for their first tick, then starts the scheduler.
+pub async fn begin(ctx: &Ctx, settings: &Settings) -> Result<JobScheduler, String> {
+    for job in ["import_configs", "expand_configs"] {
+        if let Err(e) = cron::run(ctx, job).await {
+            tracing::warn!(job, error = %e, "first run failed; the cron will retry");
+        }
+    }
+    start(ctx.clone(), settings).await
+}
+
 /// Runs `job` for the tick around now, unless another process already did.
 pub async fn tick(ctx: &Ctx, job: &str, period: u64) {
     let now = ctx.now().timestamp_millis() as f64 / 1000.0;

@@ -1,48 +1,70 @@
-//! Operator commands on a deployment's Redis: `gce-backend status` (Configs and Config files)
-//! and `gce-backend queue …` (list, counts, task status by id or key, pending/delayed/dead
-//! listings, retry and purge). Output is JSON; an unknown queue, task or key is a usage error.
+//! `gce-backend recover`: the operator's commands that read and repair a deployment's Redis
+//! directly, for when its API is down (every other command goes over the API): `recover status`
+//! (Configs and Config files) and `recover queues …` (list, counts, task status by id or key,
+//! pending/delayed/dead listings, retry and purge). Output is JSON; an unknown queue, task or key
+//! is a usage error.
 
 use std::sync::Arc;
 
 use gce_backend_jobs::tasks::QUEUES;
 use gce_backend_queues::{DeadSelection, Engine, Policy, Queue, QueueSpec};
 
+use crate::error::Usage;
 use crate::out;
+use crate::server::RedisArgs;
 
-/// A mistake in the command line (exit code 2), as opposed to a failure (exit code 1).
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct Usage(pub String);
-
-/// Where a deployment's data is.
-#[derive(Debug, Clone, clap::Args)]
-pub struct RedisArgs {
-    /// Redis URL (e.g. redis://127.0.0.1:6379/0).
-    #[arg(long, env = "GCE_BACKEND_REDIS")]
-    pub redis: Option<String>,
-    /// Deployment namespace: every Redis key of this deployment starts with `{<namespace>:`.
-    #[arg(long, env = "GCE_BACKEND_NAMESPACE", default_value = "gce-backend")]
-    pub namespace: String,
+/// `gce-backend recover …`: what to read or repair.
+#[derive(Debug, clap::Subcommand)]
+pub enum RecoverCmd {
+    /// Print the status of Configs (state, counts, last 20 errors, backoff) and the errors of
+    /// Config files, as JSON, read from Redis.
+    Status {
+        /// Config prefixes (default: every Config).
+        prefixes: Vec<String>,
+        /// Count from the VM records now (reads each VM) instead of the last `count_vms` run.
+        #[arg(long)]
+        live: bool,
+    },
+    /// Inspect or repair the queues in Redis (`gce-backend recover queues list` names them).
+    Queues {
+        /// Queue name (every command but `list`).
+        #[arg(long)]
+        queue: Option<String>,
+        /// What to do on it.
+        #[command(subcommand)]
+        op: QueueOp,
+    },
 }
 
-impl RedisArgs {
-    fn url(&self, what: &str) -> Result<&str, Usage> {
-        self.redis
-            .as_deref()
-            .ok_or_else(|| Usage(format!("{what} needs --redis (in-memory state lives in its own process)")))
+/// `gce-backend recover …`.
+pub async fn recover(store: &RedisArgs, cmd: RecoverCmd) -> anyhow::Result<()> {
+    match cmd {
+        RecoverCmd::Status { prefixes, live } => {
+            // Orphaned Configs carry their deletion time; the default grace is only for older ones.
+            let grace = gce_backend_jobs::Timing::default().config_delete_grace.chrono();
+            status(store, &prefixes, live, grace).await
+        }
+        RecoverCmd::Queues { queue, op } => queue_op(store, queue.as_deref(), op).await,
     }
 }
 
-/// `gce-backend status`: every Config (or `only`) with counts, errors, backoff and state, and
+/// The Redis URL, required here.
+fn url<'a>(args: &'a RedisArgs, what: &str) -> Result<&'a str, Usage> {
+    args.redis.as_deref().ok_or_else(|| {
+        Usage(format!("{what} needs --redis (in-memory state lives in its own process: ask its API)"))
+    })
+}
+
+/// `gce-backend recover status`: every Config (or `only`) with counts, errors, backoff and state, and
 /// the Config files with errors.
-pub async fn status(
+async fn status(
     args: &RedisArgs,
     only: &[String],
     live: bool,
     grace: chrono::Duration,
 ) -> anyhow::Result<()> {
-    let url = args.url("status")?;
-    let db = crate::backends::redis_store(url, &args.namespace)
+    let url = url(args, "recover status")?;
+    let db = crate::adapters::backends::redis_store(url, &args.namespace)
         .await
         .map_err(|e| anyhow::anyhow!("Redis at {url} is not reachable: {e}"))?;
     // Listed once: here when prefixes are named (to refuse unknown ones), else by the report.
@@ -52,7 +74,15 @@ pub async fn status(
             Usage(format!("no Config and no VMs with prefix {p:?} (known: {})", known.join(", "))).into()
         );
     }
-    let report = gce_backend_jobs::status::report(&db, &db, only, chrono::Utc::now(), grace, live).await?;
+    let report = gce_backend_jobs::status::report(
+        &db,
+        &db,
+        only,
+        gce_backend_jobs::ports::clock::Clock::now(&crate::adapters::SystemClock),
+        grace,
+        live,
+    )
+    .await?;
     out::json(&report);
     Ok(())
 }
@@ -109,20 +139,22 @@ pub enum QueueOp {
 }
 
 fn queue(engine: &Arc<dyn Engine>, name: &str) -> Result<Queue, Usage> {
-    if !QUEUES.contains(&name) && name != crate::demo::QUEUE {
+    if !QUEUES.contains(&name) {
         return Err(Usage(format!("no queue {name:?} (queues: {})", QUEUES.join(", "))));
     }
     let spec = QueueSpec::new(name, Policy::default()).map_err(|e| Usage(e.to_string()))?;
     Ok(Queue::new(engine.clone(), spec))
 }
 
-/// `gce-backend queue …`.
-pub async fn queue_op(args: &RedisArgs, name: Option<&str>, op: QueueOp) -> anyhow::Result<()> {
-    let url = args.url("queue commands")?;
-    let engine: Arc<dyn Engine> = match crate::backends::redis_engine(url, &args.namespace).await {
+/// `gce-backend recover queues …`.
+async fn queue_op(args: &RedisArgs, name: Option<&str>, op: QueueOp) -> anyhow::Result<()> {
+    let url = url(args, "recover queues")?;
+    let engine: Arc<dyn Engine> = match crate::adapters::backends::redis_engine(url, &args.namespace).await {
         Ok(e) => Arc::new(e),
-        Err(crate::backends::ConnectError::Retry(e)) => anyhow::bail!("Redis at {url} is not reachable: {e}"),
-        Err(crate::backends::ConnectError::Fatal(e)) => return Err(e),
+        Err(crate::adapters::backends::ConnectError::Retry(e)) => {
+            anyhow::bail!("Redis at {url} is not reachable: {e}")
+        }
+        Err(crate::adapters::backends::ConnectError::Fatal(e)) => return Err(e),
     };
     if let QueueOp::List = op {
         let mut all = serde_json::Map::new();
@@ -132,7 +164,8 @@ pub async fn queue_op(args: &RedisArgs, name: Option<&str>, op: QueueOp) -> anyh
         out::json(&all);
         return Ok(());
     }
-    let name = name.ok_or_else(|| Usage("--queue NAME is required (see `gce-backend queue list`)".into()))?;
+    let name =
+        name.ok_or_else(|| Usage("--queue NAME is required (see `gce-backend recover queues list`)".into()))?;
     let q = queue(&engine, name)?;
     let missing = |what: String| -> anyhow::Error { Usage(format!("{what} in queue {name}")).into() };
     match op {

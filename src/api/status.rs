@@ -1,0 +1,67 @@
+//! `status`: what `gce-backend status` prints, over the API: every Config the caller may read
+//! (or the prefixes asked) with counts, errors, backoff and state, the global pause, and for
+//! admins also the prefixes with VMs but no Config, the Config files with errors and the
+//! rate-limit buckets.
+
+use axum::Extension;
+use axum::extract::State;
+use gce_backend_jobs::status::Report;
+use serde::Deserialize;
+
+use super::auth::{Caller, Role};
+use super::error::ApiError;
+use super::{Api, Out, Params, ok};
+
+/// `status`'s query.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct StatusQuery {
+    /// Config prefixes, comma separated (default: every one the caller may read).
+    prefixes: Option<String>,
+    /// `true`: count from the VM records now instead of the last `count_vms` run.
+    live: Option<String>,
+}
+
+/// `status`.
+pub(super) async fn status(
+    State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
+    Params(q): Params<StatusQuery>,
+) -> Out<Report> {
+    let live = match q.live.as_deref() {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(other) => return Err(ApiError::invalid(format!("live {other:?}: true or false"))),
+    };
+    let store = &*api.ctx.store;
+    let asked: Vec<String> =
+        q.prefixes.iter().flat_map(|p| p.split(',')).filter(|p| !p.is_empty()).map(str::to_owned).collect();
+    let admin = caller.role == Role::Admin;
+    // The prefixes this caller may see: every one for admins, else those of readable Configs.
+    let known = gce_backend_jobs::status::prefixes(store).await?;
+    let mut visible = Vec::with_capacity(known.len());
+    for p in known {
+        let readable = match store.config(&p).await {
+            Ok(Some(rec)) => caller.may_read(&rec.value.config),
+            _ => false,
+        };
+        if admin || readable {
+            visible.push(p);
+        }
+    }
+    if let Some(p) = asked.iter().find(|p| !visible.contains(p)) {
+        return Err(ApiError::not_found(&format!("Config or VMs with prefix {p:?}")));
+    }
+    let only = if asked.is_empty() && !admin { visible.clone() } else { asked };
+    let grace = api.ctx.timing.config_delete_grace.chrono();
+    let (store, buckets, now) = (store, &*api.ctx.buckets, api.ctx.now());
+    // An empty `only` is every prefix to the report: for a caller who may read none, the
+    // filter below leaves none.
+    let mut report = gce_backend_jobs::status::report(store, buckets, &only, now, grace, live).await?;
+    report.configs.retain(|c| visible.contains(&c.prefix));
+    if !admin {
+        report.files.clear();
+        report.rate_limits.clear();
+    }
+    ok(report)
+}

@@ -1,0 +1,409 @@
+//! The operator's commands over the API: `status`, `configs`, `vms`, `queues` and the generic
+//! `api METHOD`, with human tables by default and `--json` for scripts (`status` prints JSON).
+//! The root URL has no default (seed 002); `gce-backend run` prints it and, in the embedded
+//! default, an admin token.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde_json::{Value, json};
+
+use super::client::{CallError, Client};
+use super::render;
+use crate::error::Usage;
+use crate::out;
+
+/// Where the API is and how to print.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Target {
+    /// The deployment's root URL (the API is under ROOT/api/gce-backend/v1); no default.
+    #[arg(long, env = "GCE_BACKEND_ROOT_URL", global = true)]
+    pub root_url: Option<String>,
+    /// Print the API's JSON instead of a table.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+/// `gce-backend configs …`.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum ConfigsCmd {
+    /// Every Config the token may read, with its counts.
+    List,
+    /// One Config and its status.
+    Get {
+        /// Its prefix.
+        prefix: String,
+    },
+    /// Create or replace a Config made over the API from a YAML/JSON file (`from_file` metadata
+    /// is read here, relative to the file).
+    Apply {
+        /// The Config file.
+        #[arg(short = 'f', long = "file")]
+        file: PathBuf,
+    },
+    /// Delete a Config made over the API (drained after the grace).
+    Delete {
+        /// Its prefix.
+        prefix: String,
+    },
+    /// Set a Config's amount (clamped to its bounds).
+    Amount {
+        /// Its prefix.
+        prefix: String,
+        /// The amount.
+        amount: u32,
+    },
+    /// Pause a Config, or every Config with --all.
+    Pause {
+        /// Its prefix (or --all).
+        prefix: Option<String>,
+        /// Every Config (admin).
+        #[arg(long)]
+        all: bool,
+        /// Why.
+        #[arg(long, default_value = "")]
+        reason: String,
+    },
+    /// Resume a Config, or lift the global pause with --all.
+    Resume {
+        /// Its prefix (or --all).
+        prefix: Option<String>,
+        /// The global pause (admin).
+        #[arg(long)]
+        all: bool,
+    },
+    /// What a Config file or an amount would change, changing nothing.
+    Plan {
+        /// The Config file (its prefix is planned).
+        #[arg(short = 'f', long = "file")]
+        file: Option<PathBuf>,
+        /// Its prefix, with --amount.
+        prefix: Option<String>,
+        /// An amount to plan.
+        #[arg(long)]
+        amount: Option<u32>,
+    },
+}
+
+/// `gce-backend vms …`.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum VmsCmd {
+    /// A Config's VMs.
+    List {
+        /// The Config's prefix.
+        prefix: String,
+        /// Only VMs in this state: creating, running, connected, draining, unhealthy.
+        #[arg(long)]
+        state: Option<String>,
+    },
+    /// One VM with its instance, bot and tasks.
+    Get {
+        /// VM id (`<prefix>-<index>`).
+        id: String,
+    },
+    /// Drain a VM so it is replaced.
+    Recycle {
+        /// VM id.
+        id: String,
+    },
+}
+
+/// `gce-backend queues …`.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum QueuesCmd {
+    /// Every queue's counts.
+    List,
+    /// One queue's counts (pending, delayed, running, dead) and counters.
+    Counts {
+        /// Queue name.
+        queue: String,
+    },
+    /// A queue's due tasks in the order workers take them, then its delayed ones.
+    Pending {
+        /// Queue name.
+        queue: String,
+        /// How many.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+    },
+    /// One task's status: state, attempts, runs.
+    Task {
+        /// Queue name.
+        queue: String,
+        /// Task id.
+        id: String,
+    },
+    /// A queue's dead tasks.
+    Dead {
+        /// Queue name.
+        queue: String,
+    },
+    /// Put one dead task back, or every dead task of the queue with --all.
+    Retry {
+        /// Queue name.
+        queue: String,
+        /// Task id.
+        task: Option<String>,
+        /// Every dead task.
+        #[arg(long)]
+        all: bool,
+    },
+    /// Drop a queue's dead tasks, or its pending ones with --pending (admin).
+    Purge {
+        /// Queue name.
+        queue: String,
+        /// Drop pending tasks instead of dead ones.
+        #[arg(long)]
+        pending: bool,
+    },
+}
+
+fn usage(msg: impl Into<String>) -> anyhow::Error {
+    Usage(msg.into()).into()
+}
+
+fn client(t: &Target) -> anyhow::Result<Client> {
+    crate::adapters::install_crypto();
+    let root = t.root_url.as_deref().filter(|r| !r.is_empty()).ok_or_else(|| {
+        usage("no root URL: pass --root-url or set GCE_BACKEND_ROOT_URL (`gce-backend run` prints it)")
+    })?;
+    let token = std::env::var("GCE_BACKEND_TOKEN").ok().filter(|t| !t.is_empty());
+    Client::new(root, token).map_err(fail)
+}
+
+fn fail(e: CallError) -> anyhow::Error {
+    match e {
+        CallError::Usage(m) => usage(m),
+        other => anyhow::anyhow!(other),
+    }
+}
+
+fn args(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+}
+
+async fn call(c: &mut Client, name: &str, a: &[(&str, &str)], input: Option<Value>) -> anyhow::Result<Value> {
+    c.call(name, &args(a), input.as_ref()).await.map_err(fail)
+}
+
+/// Every item (`field`) of a paged method, following its continuation tokens.
+async fn every_page(
+    c: &mut Client,
+    name: &str,
+    fixed: &[(&str, &str)],
+    field: &str,
+) -> anyhow::Result<Vec<Value>> {
+    let (mut all, mut token) = (Vec::new(), None::<String>);
+    loop {
+        let mut a = fixed.to_vec();
+        a.push(("limit", "1000"));
+        if let Some(tok) = &token {
+            a.push(("continuationToken", tok));
+        }
+        let page = call(c, name, &a, None).await?;
+        all.extend(page[field].as_array().cloned().unwrap_or_default());
+        token = page["continuationToken"].as_str().map(str::to_owned);
+        if token.is_none() {
+            return Ok(all);
+        }
+    }
+}
+
+/// Reads a Config file as the importer does (`from_file` metadata resolved, from the file's
+/// directory only).
+fn config_file(path: &std::path::Path) -> anyhow::Result<Value> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+    let (config, _) =
+        gce_backend_jobs::cron::import_configs::load(path, dir).map_err(|e| usage(e.to_string()))?;
+    Ok(serde_json::to_value(config)?)
+}
+
+/// `gce-backend configs …`.
+pub async fn configs(t: &Target, cmd: ConfigsCmd) -> anyhow::Result<()> {
+    let mut c = client(t)?;
+    let v = match cmd {
+        ConfigsCmd::List => {
+            let all = every_page(&mut c, "listConfigs", &[], "configs").await?;
+            return show(t, &json!({"configs": all}), render::configs);
+        }
+        ConfigsCmd::Get { prefix } => call(&mut c, "config", &[("prefix", &prefix)], None).await?,
+        ConfigsCmd::Apply { file } => {
+            let body = config_file(&file)?;
+            let prefix = body["prefix"].as_str().unwrap_or_default().to_owned();
+            match call(&mut c, "updateConfig", &[("prefix", &prefix)], Some(body.clone())).await {
+                Err(e) if e.downcast_ref::<CallError>().and_then(CallError::status) == Some(404) => {
+                    call(&mut c, "createConfig", &[("prefix", &prefix)], Some(body)).await?
+                }
+                other => other?,
+            }
+        }
+        ConfigsCmd::Delete { prefix } => call(&mut c, "deleteConfig", &[("prefix", &prefix)], None).await?,
+        ConfigsCmd::Amount { prefix, amount } => {
+            let v =
+                call(&mut c, "updateAmount", &[("prefix", &prefix)], Some(json!({"amount": amount}))).await?;
+            if !t.json && v["amount"] != json!(amount) {
+                let b = &v["config"]["amount"];
+                out::line(&format!(
+                    "asked {amount}; the Config's bounds (min {}, max {}, or an open window) make it {}",
+                    b["min"], b["max"], v["amount"]
+                ));
+            }
+            v
+        }
+        ConfigsCmd::Pause { prefix, all, reason } => match (prefix, all) {
+            (None, true) => call(&mut c, "pauseAll", &[], Some(json!({"reason": reason}))).await?,
+            (Some(p), false) => {
+                call(&mut c, "pauseConfig", &[("prefix", &p)], Some(json!({"reason": reason}))).await?
+            }
+            _ => return Err(usage("pause takes a prefix or --all")),
+        },
+        ConfigsCmd::Resume { prefix, all } => match (prefix, all) {
+            (None, true) => call(&mut c, "resumeAll", &[], None).await?,
+            (Some(p), false) => call(&mut c, "resumeConfig", &[("prefix", &p)], None).await?,
+            _ => return Err(usage("resume takes a prefix or --all")),
+        },
+        ConfigsCmd::Plan { file, prefix, amount } => {
+            let (prefix, input) = match (file, prefix, amount) {
+                (Some(f), None, None) => {
+                    let body = config_file(&f)?;
+                    (body["prefix"].as_str().unwrap_or_default().to_owned(), json!({"config": body}))
+                }
+                (None, Some(p), Some(n)) => (p, json!({"amount": n})),
+                _ => return Err(usage("plan takes -f FILE, or PREFIX --amount N")),
+            };
+            let v = call(&mut c, "planConfig", &[("prefix", &prefix)], Some(input)).await?;
+            return show(t, &v, render::plan);
+        }
+    };
+    show(t, &v, render::config)
+}
+
+/// `gce-backend vms …`.
+pub async fn vms(t: &Target, cmd: VmsCmd) -> anyhow::Result<()> {
+    let mut c = client(t)?;
+    match cmd {
+        VmsCmd::List { prefix, state } => {
+            let mut a = vec![("prefix", prefix.as_str())];
+            if let Some(s) = &state {
+                a.push(("state", s));
+            }
+            let all = every_page(&mut c, "listVms", &a, "vms").await?;
+            show(t, &json!({"vms": all}), render::vms)
+        }
+        VmsCmd::Get { id } => show(t, &call(&mut c, "vm", &[("id", &id)], None).await?, render::vm),
+        VmsCmd::Recycle { id } => {
+            show(t, &call(&mut c, "recycleVm", &[("id", &id)], None).await?, render::vm)
+        }
+    }
+}
+
+/// `gce-backend queues …`.
+pub async fn queues(t: &Target, cmd: QueuesCmd) -> anyhow::Result<()> {
+    let mut c = client(t)?;
+    let v = match cmd {
+        QueuesCmd::List => return show(t, &call(&mut c, "listQueues", &[], None).await?, render::queues),
+        QueuesCmd::Counts { queue } => {
+            let all = call(&mut c, "listQueues", &[], None).await?;
+            let one = all["queues"].as_array().into_iter().flatten().find(|q| q["name"] == queue.as_str());
+            let Some(one) = one else {
+                let names: Vec<&str> = all["queues"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|q| q["name"].as_str())
+                    .collect();
+                return Err(usage(format!("no queue {queue:?} (queues: {})", names.join(", "))));
+            };
+            return show(t, &one["counts"], |v| {
+                let Some(m) = v.as_object() else { return String::new() };
+                m.iter().map(|(k, n)| format!("{k}={n}")).collect::<Vec<_>>().join(" ")
+            });
+        }
+        QueuesCmd::Pending { queue, limit } => {
+            let limit = limit.clamp(1, 1000).to_string();
+            let v = call(&mut c, "pendingTasks", &[("queue", &queue), ("limit", &limit)], None).await?;
+            return show(t, &v, render::tasks);
+        }
+        QueuesCmd::Task { queue, id } => {
+            return show(t, &call(&mut c, "task", &[("queue", &queue), ("taskId", &id)], None).await?, |v| {
+                serde_json::to_string_pretty(v).unwrap_or_default()
+            });
+        }
+        QueuesCmd::Dead { queue } => {
+            return show(
+                t,
+                &call(&mut c, "deadTasks", &[("queue", &queue), ("limit", "1000")], None).await?,
+                render::tasks,
+            );
+        }
+        QueuesCmd::Retry { queue, task: Some(id), all: false } => {
+            call(&mut c, "retryTask", &[("queue", &queue), ("taskId", &id)], None).await?
+        }
+        QueuesCmd::Retry { queue, task: None, all: true } => {
+            call(&mut c, "retryDead", &[("queue", &queue)], None).await?
+        }
+        QueuesCmd::Retry { .. } => return Err(usage("retry takes a task id or --all")),
+        QueuesCmd::Purge { queue, pending } => {
+            let m = if pending { "purgePending" } else { "purgeDead" };
+            call(&mut c, m, &[("queue", &queue)], None).await?
+        }
+    };
+    show(t, &v, |v| format!("{} task(s)", v["count"]))
+}
+
+/// `gce-backend status [PREFIX…] [--live]`: the API's `status`, as JSON.
+pub async fn status(t: &Target, prefixes: &[String], live: bool) -> anyhow::Result<()> {
+    let mut c = client(t)?;
+    let joined = prefixes.join(",");
+    let mut a = Vec::new();
+    if !prefixes.is_empty() {
+        a.push(("prefixes", joined.as_str()));
+    }
+    if live {
+        a.push(("live", "true"));
+    }
+    out::json(&call(&mut c, "status", &a, None).await?);
+    Ok(())
+}
+
+/// `gce-backend api METHOD [k=v…] [--input FILE]`: any method of the reference.
+pub async fn api(
+    t: &Target,
+    method: &str,
+    pairs: &[String],
+    input: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    let mut c = client(t)?;
+    let mut a = BTreeMap::new();
+    for p in pairs {
+        let (k, v) = p.split_once('=').ok_or_else(|| usage(format!("{p:?}: arguments are NAME=VALUE")))?;
+        a.insert(k.to_owned(), v.to_owned());
+    }
+    let body = match input {
+        None => None,
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| usage(format!("--input {}: {e}", path.display())))?;
+            let v: Value =
+                json_input(&text).map_err(|e| usage(format!("--input {}: {e}", path.display())))?;
+            Some(v)
+        }
+    };
+    let v = c.call(method, &a, body.as_ref()).await.map_err(fail)?;
+    out::json(&v);
+    Ok(())
+}
+
+/// JSON input (YAML is read by `configs apply`).
+fn json_input(text: &str) -> Result<Value, String> {
+    serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))
+}
+
+fn show(t: &Target, v: &Value, table: fn(&Value) -> String) -> anyhow::Result<()> {
+    if t.json {
+        out::json(v);
+    } else {
+        out::line(table(v).trim_end());
+    }
+    Ok(())
+}

@@ -1,0 +1,120 @@
+//! The wiring: the adapters on the `jobs` ports (the store, queues and rate-limit buckets on
+//! Redis or in memory; Compute and Swarming, guarded and rate limited; identity keys; the clock)
+//! put together into the context every handler, cron job and API method receives. A simulator
+//! starts in this process when no endpoint is given.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use anyhow::Context;
+use gce_backend_jobs::ports::rated::RatedCompute;
+use gce_backend_jobs::providers::Providers;
+use gce_backend_jobs::{Ctx, Env, Queues};
+
+use super::options::RunOptions;
+use crate::adapters::SystemClock;
+use crate::adapters::gce::Gce;
+use crate::adapters::swarming::Swarming;
+use crate::error::Usage;
+use crate::settings::Settings;
+use crate::sim::{self, SimConfig};
+
+/// Simulator timings for the embedded demo: quick, with bots running short tasks.
+pub fn demo_sim() -> SimConfig {
+    SimConfig {
+        op_ms: 300,
+        provision_ms: 200,
+        stage_ms: 200,
+        bot_connect_ms: 300,
+        bot_task_ms: 2000,
+        bot_idle_ms: 500,
+        ..SimConfig::default()
+    }
+}
+
+/// Builds the context (store, queues, adapters; a simulator if no endpoint is given) without
+/// starting anything else.
+pub async fn context(
+    opts: &RunOptions,
+    settings: &Settings,
+) -> anyhow::Result<(Ctx, Option<(std::net::SocketAddr, sim::Sim)>)> {
+    let (engine, store, buckets) =
+        crate::adapters::backends::open(opts.store.redis.as_deref(), &opts.store.namespace).await?;
+    let mut sim = None;
+    let (gce, swarming) = match (&opts.gce_endpoint, opts.real_gce) {
+        (Some(e), _) => (
+            Some(e.clone()),
+            opts.swarming_endpoint.clone().or_else(|| Some(format!("{e}/swarming/{{host}}"))),
+        ),
+        (None, true) => (None, opts.swarming_endpoint.clone()),
+        (None, false) => {
+            let (addr, s) = sim::spawn(demo_sim()).await.context("starting the simulator")?;
+            sim = Some((addr, s));
+            let base = format!("http://{addr}");
+            (Some(base.clone()), Some(format!("{base}/swarming/{{host}}")))
+        }
+    };
+    let certs = match (&opts.certs_url, &gce) {
+        (Some(url), _) => url.clone(),
+        (None, Some(endpoint)) => format!("{}/oauth2/v3/certs", endpoint.trim_end_matches('/')),
+        (None, None) => crate::adapters::keys::GOOGLE_CERTS.to_owned(),
+    };
+    for (what, url) in [("--certs-url", Some(&certs)), ("--gce-endpoint", gce.as_ref())] {
+        if let Some(url) = url {
+            gce_backend_jobs::config::check_endpoint(what, url).map_err(Usage)?;
+        }
+    }
+    let compute = Gce::connect(gce.as_deref()).await.map_err(anyhow::Error::msg)?;
+    let trust = Arc::new(settings.trust().map_err(anyhow::Error::msg)?);
+    let bots = Swarming::new(swarming.as_deref(), trust.clone()).map_err(anyhow::Error::msg)?;
+    let iso = &settings.isolation;
+    let telemetry = gce_backend_jobs::telemetry::Telemetry::default();
+    let compute = gce_backend_jobs::ports::guarded::GuardedCompute::new(Arc::new(compute), iso, &telemetry);
+    // Rate limits outside the guard: a call held back holds no slot of its project's.
+    let compute =
+        RatedCompute::new(Arc::new(compute), buckets.clone(), settings.rate_limits.clone(), &telemetry);
+    let bots = gce_backend_jobs::ports::guarded::GuardedBots::new(Arc::new(bots), iso, &telemetry);
+    let policies: HashMap<String, gce_backend_queues::Policy> = settings.queues.clone().into_iter().collect();
+    let clock: Arc<dyn gce_backend_jobs::ports::clock::Clock> = Arc::new(SystemClock);
+    let hook = gce_backend_jobs::tasks::dead_hook(store.clone(), clock.clone());
+    let queues = Queues::new(engine, gce_backend_jobs::tasks::QUEUES, &policies)?
+        .with_dead_hook(hook)
+        .with_metrics(&telemetry.queues);
+    let env = Env {
+        store,
+        compute: Arc::new(compute),
+        bots: Arc::new(bots),
+        buckets,
+        clock,
+        queues,
+        timing: Arc::new(settings.timing.clone()),
+        limits: Arc::new(settings.limits.clone()),
+        trust,
+        catalog: Arc::new(gce_backend_jobs::catalog::Catalog::new()),
+        keys: Arc::new(crate::adapters::keys::HttpKeys::new(&certs).map_err(anyhow::Error::msg)?),
+        deployment: settings.deployment.clone(),
+        configs_dir: opts.configs.clone(),
+        telemetry,
+        episodes: Arc::default(),
+    };
+    let providers = Arc::new(Providers::new(&settings.providers).map_err(anyhow::Error::msg)?);
+    let ctx = Ctx { env, providers };
+    // Each provider once, before work starts (a failure is logged; its calls try again).
+    ctx.providers.setup_all(&ctx).await;
+    Ok((ctx, sim))
+}
+
+/// Says at start, loudly, which Swarming servers stored Configs name that the settings do not
+/// list (an upgrade from before `[swarming] servers`, or a server dropped from the list): such a
+/// Config's bots are not asked about and its VMs not made until the list names the server.
+pub async fn warn_unlisted(ctx: &Ctx) {
+    let Ok(configs) = ctx.store.configs().await else { return };
+    let unlisted: std::collections::BTreeSet<&str> = configs
+        .iter()
+        .map(|c| c.value.config.swarming.as_str())
+        .filter(|s| ctx.trust.server(s).is_err())
+        .collect();
+    if !unlisted.is_empty() {
+        tracing::error!(servers = ?unlisted, "stored Configs name Swarming servers the settings do not list: none is called and those Configs' VMs are neither made nor looked after until [swarming] servers lists them");
+    }
+}
