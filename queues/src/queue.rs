@@ -2,42 +2,15 @@
 
 use std::sync::{Arc, OnceLock};
 
-use chrono::Utc;
-use futures::future::BoxFuture;
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::backend::QueueBackend;
+use crate::clock::{self, Clock};
+use crate::dead::DeadHook;
 use crate::engine::{
     Counts, DeadSelection, Engine, PushItem, PushOutcome, QueueError, QueueSpec, TaskStatus, When,
 };
 use crate::metrics::QueueMetrics;
-
-/// A task that went to the dead set at the end of a run, as handed to a [`DeadHook`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeadTask {
-    /// Queue name.
-    pub queue: String,
-    /// Task id.
-    pub id: String,
-    /// The key it was pushed under.
-    pub key: String,
-    /// Runs it had, the last one included.
-    pub attempts: u32,
-    /// `permanent` or `retries-exhausted` (see [`crate::outcome::dead_reason`]).
-    pub reason: String,
-    /// The last run's error.
-    pub error: String,
-}
-
-/// Called by the workers of a queue once for each run that sent its task to the dead set (a
-/// permanent failure, retries exhausted, or a payload this build cannot decode), after the
-/// engine recorded it, e.g. so the application counts dead tasks on its own records.
-///
-/// The hook runs in the worker's slot of the task that went dead: keep it short. A panic in it
-/// is caught and logged. Tasks that go dead without a run ending (deadline exceeded, a lease
-/// that expired on the last attempt, a corrupt record) do not call it.
-pub type DeadHook = Arc<dyn Fn(DeadTask) -> BoxFuture<'static, ()> + Send + Sync>;
 
 /// A named queue on an engine. Cheap to clone.
 #[derive(Clone)]
@@ -46,6 +19,7 @@ pub struct Queue {
     spec: Arc<QueueSpec>,
     dead_hook: Option<DeadHook>,
     metrics: Option<QueueMetrics>,
+    clock: Arc<dyn Clock>,
     pusher: Arc<OnceLock<Pusher>>,
 }
 
@@ -106,7 +80,20 @@ impl std::fmt::Debug for Queue {
 impl Queue {
     /// The queue `spec` on `engine`.
     pub fn new(engine: Arc<dyn Engine>, spec: QueueSpec) -> Self {
-        Self { engine, spec: Arc::new(spec), dead_hook: None, metrics: None, pusher: Arc::default() }
+        Self {
+            engine,
+            spec: Arc::new(spec),
+            dead_hook: None,
+            metrics: None,
+            clock: clock::system(),
+            pusher: Arc::default(),
+        }
+    }
+
+    /// This queue reading the time (for pushes due at a given time) from `clock`.
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// This queue with `hook` called for each run that sends its task to the dead set (by the
@@ -150,7 +137,7 @@ impl Queue {
         payload: &T,
         when: When,
     ) -> Result<PushOutcome, QueueError> {
-        let item = Self::item(key.to_owned(), payload, when)?;
+        let item = self.item(key.to_owned(), payload, when)?;
         let pusher = self.pusher.get_or_init(|| Pusher::spawn(self.engine.clone(), self.spec.clone()));
         let (done, outcome) = oneshot::channel();
         if let Err(mpsc::error::SendError((item, _))) = pusher.tx.send((item, done)) {
@@ -161,13 +148,13 @@ impl Queue {
     }
 
     /// A push item: the key checked, the payload encoded.
-    fn item<T: Serialize>(key: String, payload: &T, when: When) -> Result<PushItem, QueueError> {
+    fn item<T: Serialize>(&self, key: String, payload: &T, when: When) -> Result<PushItem, QueueError> {
         if key.is_empty() || key.len() > 512 {
             return Err(QueueError::Invalid(format!("task key {key:?}: must be 1-512 bytes")));
         }
         let payload = serde_json::to_string(payload)
             .map_err(|e| QueueError::Invalid(format!("payload of {key}: {e}")))?;
-        Ok(PushItem { key, payload, delay_ms: when.delay_ms(Utc::now()), hurry: when == When::Hurry })
+        Ok(PushItem { key, payload, delay_ms: when.delay_ms(self.clock.now()), hurry: when == When::Hurry })
     }
 
     /// Pushes many tasks in few round trips (1 000 per call); one outcome per item, in order.
@@ -177,12 +164,12 @@ impl Queue {
         when: When,
     ) -> Result<Vec<PushOutcome>, QueueError> {
         let when = match when {
-            When::At(_) => When::After(std::time::Duration::from_millis(when.delay_ms(Utc::now()))),
+            When::At(_) => When::After(std::time::Duration::from_millis(when.delay_ms(self.clock.now()))),
             w => w,
         };
         let items = items
             .into_iter()
-            .map(|(key, payload)| Self::item(key, payload, when))
+            .map(|(key, payload)| self.item(key, payload, when))
             .collect::<Result<Vec<_>, _>>()?;
         self.engine.push(&self.spec, &items).await
     }
@@ -238,12 +225,6 @@ impl Queue {
     /// Drops every dead task; returns how many.
     pub async fn purge_dead(&self) -> Result<u64, QueueError> {
         self.engine.purge_dead(&self.spec).await
-    }
-
-    /// An apalis backend that feeds this queue's tasks, decoded as `Args`, to one worker of
-    /// worker group `group` (e.g. the host name).
-    pub fn backend<Args>(&self, group: &str) -> QueueBackend<Args> {
-        QueueBackend::new(self.clone(), group)
     }
 }
 

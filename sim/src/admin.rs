@@ -17,10 +17,11 @@ use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::Sim;
-use super::config::FaultsPatch;
-use super::swarming::{BotInfo, ts};
-use super::world::{
+use crate::config::FaultsPatch;
+use crate::handle::Sim;
+use crate::names::{server_key, valid_hostname};
+use crate::swarming::{BotInfo, ts};
+use crate::world::{
     BotState, Counts, InstanceCounts, InstanceEntry, OpError, OpStatus, Operation, Status, World,
 };
 
@@ -434,7 +435,7 @@ async fn kill_bot(State(sim): State<Sim>, body: axum::body::Bytes) -> Response {
         Ok(r) => r,
         Err(e) => return bad(format!("kill-bot: {e} (expected server, botId)")),
     };
-    if sim.with(|w| w.kill_bot(&super::world::server_key(&r.server), &r.bot_id)) {
+    if sim.with(|w| w.kill_bot(&server_key(&r.server), &r.bot_id)) {
         Json(json!({"killed": r.bot_id})).into_response()
     } else {
         (StatusCode::NOT_FOUND, Json(json!({"error": format!("no bot {} on {}", r.bot_id, r.server)})))
@@ -455,7 +456,7 @@ async fn add_machines(State(sim): State<Sim>, body: axum::body::Bytes) -> Respon
         Ok(m) => m,
         Err(e) => return bad(format!("machines: {e} (expected server, hostnames)")),
     };
-    let bad_names: Vec<&String> = m.hostnames.iter().filter(|h| !super::world::valid_hostname(h)).collect();
+    let bad_names: Vec<&String> = m.hostnames.iter().filter(|h| !valid_hostname(h)).collect();
     if !bad_names.is_empty() {
         return bad(format!("machines: not hostnames: {bad_names:?}"));
     }

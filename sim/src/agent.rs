@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::Sim;
-use super::identity::{KEY, KID, claims, sign};
+use crate::handle::Sim;
+use crate::keys::{KEY, KID, sign};
 
 /// The metadata item naming where the agent registers.
 pub const REGISTER_URL: &str = "register-url";
@@ -50,7 +50,7 @@ pub async fn registrar(sim: Sim) {
         let due: Vec<_> = sim.with(|w| {
             std::mem::take(&mut w.registrations)
                 .into_iter()
-                .filter_map(|(k, (url, aud))| Some((claims(w, &k.0, &k.1, &k.2, &aud)?, url, source(&k.2))))
+                .filter_map(|(k, (url, aud))| Some((w.claims(&k.0, &k.1, &k.2, &aud)?, url, source(&k.2))))
                 .collect()
         });
         for (c, url, from) in due {

@@ -5,6 +5,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use crate::names::{server_key, valid_name};
+
 /// What the simulator simulates and how fast.
 #[derive(Debug, Clone, clap::Args, Serialize, Deserialize)]
 pub struct SimConfig {
@@ -133,7 +135,7 @@ impl SimConfig {
             return Err("--zones: at least one zone".into());
         }
         for z in &self.zones {
-            if !super::world::valid_name(z) || !z.contains('-') {
+            if !valid_name(z) || !z.contains('-') {
                 return Err(format!("--zones: {z:?} is not a zone name like us-central1-b"));
             }
         }
@@ -321,7 +323,7 @@ impl Faults {
 
     /// The fault of the Swarming server `server` (a host or URL), if any.
     pub fn server_fault(&self, server: &str) -> Option<ServerFault> {
-        self.swarming_servers.get(&super::world::server_key(server)).copied()
+        self.swarming_servers.get(&server_key(server)).copied()
     }
 
     /// The added latency for `method`.
@@ -367,7 +369,7 @@ impl Faults {
 fn server_hosts(m: BTreeMap<String, ServerFault>) -> Result<BTreeMap<String, ServerFault>, String> {
     let mut out = BTreeMap::new();
     for (name, fault) in m {
-        let host = super::world::server_key(&name);
+        let host = server_key(&name);
         if host.is_empty() || host.contains(|c: char| c == '/' || c.is_whitespace()) {
             return Err(format!("swarming_servers.{name}: not a server host like swarm.example.com"));
         }

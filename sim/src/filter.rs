@@ -3,7 +3,7 @@
 
 use regex::Regex;
 
-use super::world::Instance;
+use crate::world::Instance;
 
 #[derive(Debug, Clone)]
 enum Op {

@@ -16,10 +16,11 @@ use chrono::SecondsFormat;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::Sim;
-use super::config::ErrorFault;
-use super::filter::Filter;
-use super::world::{ApiError, InstanceEntry, OpStatus, Operation, Region, World, region_of};
+use crate::config::ErrorFault;
+use crate::filter::Filter;
+use crate::handle::Sim;
+use crate::names::region_of;
+use crate::world::{ApiError, InstanceEntry, OpStatus, Operation, Region, World};
 
 type Params = Query<HashMap<String, String>>;
 

@@ -7,88 +7,56 @@
 //! Every request first advances the world to the current time, then may be delayed or failed
 //! by the faults in force (drawn from the seeded generator), then is answered and counted by
 //! method and status.
+//!
+//! # Layout
+//!
+//! Floors, bottom to top, one module a line. A module imports only from the floors below it and
+//! from the lines above it on its own floor, never up (`scripts/floors sim/src` finds no cycle):
+//!
+//! 1. Facts
+//!    * `names`: names and their rules (regions of zones, resource names, hostnames, Swarming
+//!      server keys, the agent's metadata items).
+//!    * `keys`: the simulator's signing key, RS256 signing, its public JSON Web Key.
+//!    * `config`: settings and faults ([`SimConfig`], [`Faults`]).
+//! 2. The world (typed state, no wire formats)
+//!    * `world::model`: its records (instances, operations, bots, usage, API errors).
+//!    * `world::counts`: counts by state, kept at every transition.
+//!    * `filter`: Compute Engine list filters over instances.
+//!    * `world`: the [`world::World`] and its timeline (events applied in time order).
+//!    * `world::compute`: the world's Compute Engine methods (and an instance's token claims).
+//!    * `world::swarming`: its Swarming methods (bots, tasks, events).
+//!    * `world::machines`: static machines and their bots.
+//! 3. Machinery
+//!    * `handle`: [`Sim`], the world behind its lock, faults on entering a call, call counts.
+//!    * `listener`: the HTTP server every listener of the service runs.
+//! 4. Routes and the agent
+//!    * `gce`: Compute Engine v1 REST.
+//!    * `swarming`: Swarming v2 pRPC.
+//!    * `identity`: the published keys and instance identity tokens.
+//!    * `admin`: the `/sim/` admin API.
+//!    * `agent`: the on-VM agent's registrations.
+//!    * this file: [`router`], [`serve`], [`spawn`].
 
 pub mod admin;
 pub mod agent;
 pub mod config;
 pub mod filter;
 pub mod gce;
+mod handle;
 pub mod identity;
+pub mod keys;
 pub mod listener;
+pub mod names;
 pub mod swarming;
 pub mod world;
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
 
 use axum::Router;
-use axum::response::Response;
 use tokio::net::TcpListener;
-use tokio::time::Instant;
 
-use config::ErrorFault;
 pub use config::{Faults, SimConfig};
-use world::World;
-
-/// How long a call to something broken to hang (a Swarming server, a silent Compute) waits
-/// unanswered at most: beyond any client timeout.
-pub(crate) const HANG: Duration = Duration::from_secs(600);
-
-/// Shared handle to the simulated world.
-#[derive(Debug, Clone)]
-pub struct Sim {
-    world: Arc<Mutex<World>>,
-}
-
-impl Sim {
-    /// A simulator with `cfg`.
-    pub fn new(cfg: SimConfig) -> Self {
-        Self { world: Arc::new(Mutex::new(World::new(cfg, Instant::now()))) }
-    }
-
-    fn lock(&self) -> MutexGuard<'_, World> {
-        // Each request's changes are applied under the lock without panicking paths in between,
-        // so the world stays consistent even if a thread panicked elsewhere.
-        self.world.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Runs `f` on the world advanced to now.
-    pub fn with<T>(&self, f: impl FnOnce(&mut World) -> T) -> T {
-        let mut w = self.lock();
-        w.advance(Instant::now());
-        f(&mut w)
-    }
-
-    /// Applies the latency and error faults for `method`: returns the error to answer with, if
-    /// the draw says this call fails.
-    async fn enter(&self, method: &str) -> Option<ErrorFault> {
-        // Compute silent (faults `compute_hang`): the call waits, unanswered, until it is lifted.
-        let compute = method.starts_with("compute.");
-        let started = Instant::now();
-        while compute && self.with(|w| w.faults.compute_hang) && started.elapsed() < HANG {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        let (latency, fail) = self.with(|w| {
-            let fail = w.faults.error_for(method).cloned().filter(|e| {
-                let rate = e.rate;
-                w.chance(rate)
-            });
-            (w.faults.latency_for(method), fail)
-        });
-        if latency > 0 {
-            tokio::time::sleep(Duration::from_millis(latency)).await;
-        }
-        fail
-    }
-
-    /// Counts the answer to `method` and returns it.
-    fn answer(&self, method: &str, resp: Response) -> Response {
-        let status = resp.status().as_u16();
-        self.lock().count(method, status);
-        resp
-    }
-}
+pub use handle::Sim;
 
 /// The simulator's routes.
 pub fn router(sim: Sim) -> Router {

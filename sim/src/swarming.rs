@@ -17,9 +17,9 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use super::config::ServerFault;
-use super::world::{Bot, BotEvent, BotView};
-use super::{HANG, Sim};
+use crate::config::ServerFault;
+use crate::handle::{HANG, Sim};
+use crate::world::{Bot, BotEvent, BotView};
 
 /// Seconds after which Swarming calls a silent bot dead (reported in ListBots).
 const DEATH_TIMEOUT: i32 = 600;

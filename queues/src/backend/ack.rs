@@ -15,10 +15,11 @@ use tower_layer::Layer;
 use tower_service::Service;
 use tracing::{Instrument, debug, warn};
 
-use super::{FIRST_ERROR_DELAY, Held, Lease, MAX_ERROR_DELAY, held_lock};
+use super::lease::{FIRST_ERROR_DELAY, Held, Lease, MAX_ERROR_DELAY, held_lock};
+use crate::dead::DeadTask;
 use crate::engine::{Ack, Resolution};
 use crate::outcome;
-use crate::queue::{DeadTask, Queue};
+use crate::queue::Queue;
 
 /// Acks written per engine call.
 const ACK_BATCH: usize = 500;

@@ -9,13 +9,14 @@
 //!   `task` span (queue, task id, key, attempt), turns the final result into a resolution
 //!   ([`crate::outcome`]) and hands it to a flusher that writes acks in batches, retrying through
 //!   Redis outages. A run that sends its task to the dead set is logged (`task dead`, at WARN) and
-//!   handed to the queue's [`crate::queue::DeadHook`]; see `ack.rs`.
+//!   handed to the queue's [`crate::dead::DeadHook`]; see `ack.rs`.
 //! * **Faults**: no engine error ends the worker; it logs, backs off (50 ms doubling to 5 s) and
 //!   carries on once the engine answers again.
 //! * **Shutdown**: apalis stops fetching and lets in-flight tasks finish; then `poll_close`
 //!   releases the tasks taken but not started, back to the head of the queue.
 
 mod ack;
+mod lease;
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -38,50 +39,17 @@ use tracing::{debug, warn};
 
 pub use self::ack::{AckLayer, AckService};
 use self::ack::{Acker, report_dead};
+pub use self::lease::Lease;
+use self::lease::{FIRST_ERROR_DELAY, Held, Hold, MAX_ERROR_DELAY, held_lock};
+use crate::dead::DeadTask;
 use crate::engine::{Ack, Leased, QueueError, QueueSpec, Resolution, Taken, Waiter, WorkerId};
 use crate::outcome;
-use crate::queue::{DeadTask, Queue};
+use crate::queue::Queue;
 
-const FIRST_ERROR_DELAY: Duration = Duration::from_millis(50);
-const MAX_ERROR_DELAY: Duration = Duration::from_secs(5);
 /// Longest an idle worker blocks before taking again. Due tasks, and a delayed task that is the
 /// soonest of its queue, wake a waiting worker (which then waits for the soonest due time), so
 /// this only bounds how late a task starts if a wake-up went astray.
 const MAX_IDLE: Duration = Duration::from_secs(5);
-
-/// The lease of a task in flight; attached to the apalis task as data.
-#[derive(Debug, Clone)]
-pub struct Lease {
-    /// Task id.
-    pub id: String,
-    /// Lease token.
-    pub token: String,
-    /// Run number, 1 for the first.
-    pub attempt: u32,
-    /// The key the task was pushed under.
-    pub key: String,
-    /// How long it waited from when it was due until it was taken, in milliseconds.
-    pub waited_ms: u64,
-}
-
-/// A task this worker holds.
-#[derive(Debug, Clone)]
-struct Hold {
-    /// Its lease token.
-    token: String,
-    /// Since when.
-    since: Instant,
-    /// Its run ended and its ack is on the way: a renewal that finds its lease gone raced the
-    /// ack, and nothing was lost.
-    acking: bool,
-}
-
-/// Tasks this worker holds, by id.
-type Held = Arc<Mutex<HashMap<String, Hold>>>;
-
-fn held_lock(h: &Mutex<HashMap<String, Hold>>) -> std::sync::MutexGuard<'_, HashMap<String, Hold>> {
-    h.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 enum Fetch {
     Idle,
@@ -115,8 +83,16 @@ impl<Args> std::fmt::Debug for QueueBackend<Args> {
     }
 }
 
+impl Queue {
+    /// An apalis backend that feeds this queue's tasks, decoded as `Args`, to one worker of
+    /// worker group `group` (e.g. the host name).
+    pub fn backend<Args>(&self, group: &str) -> QueueBackend<Args> {
+        QueueBackend::new(self.clone(), group)
+    }
+}
+
 impl<Args> QueueBackend<Args> {
-    pub(crate) fn new(queue: Queue, group: &str) -> Self {
+    fn new(queue: Queue, group: &str) -> Self {
         Self {
             queue,
             group: group.to_owned(),

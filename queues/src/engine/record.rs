@@ -4,7 +4,7 @@
 use chrono::{DateTime, TimeZone, Utc};
 use serde::{Deserialize, Deserializer, Serialize};
 
-use super::{RunStatus, TaskStatus};
+use super::model::{QueueError, RunStatus, TaskStatus};
 
 /// Stored record of one task; the Redis engine keeps it as JSON (written by Lua, hence the short
 /// names), the memory engine as is.
@@ -170,8 +170,8 @@ pub(crate) fn corrupt_status(id: &str, queue: &str, state: &str, raw: &str) -> T
 }
 
 /// The error `status` answers for a record no queue call has met (and buried) yet.
-pub(crate) fn unreadable(id: &str, raw: &str) -> super::QueueError {
-    super::QueueError::Corrupt(format!("task {id}: {}", corrupt_error(raw)))
+pub(crate) fn unreadable(id: &str, raw: &str) -> QueueError {
+    QueueError::Corrupt(format!("task {id}: {}", corrupt_error(raw)))
 }
 
 #[cfg(test)]

@@ -161,6 +161,8 @@ pub(crate) async fn delayed_tasks_wait_for_their_time(h: &Harness) {
     let q = h.queue(fast());
     q.push("later", &Job { n: 1 }, When::After(LONG)).await.unwrap();
     q.push("soon", &Job { n: 2 }, When::After(Duration::from_millis(200))).await.unwrap();
+    // A time 300 ms from now on the wall clock the Redis server also reads.
+    #[allow(clippy::disallowed_methods)]
     let at = Utc::now() + chrono::Duration::milliseconds(300);
     q.push("at", &Job { n: 3 }, When::At(at)).await.unwrap();
     let c = q.counts().await.unwrap();

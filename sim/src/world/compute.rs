@@ -1,5 +1,5 @@
 //! Compute Engine on the world: instances insert, delete, get, list, preempt; operations;
-//! regions and quotas.
+//! regions and quotas; an instance's identity-token claims.
 
 use super::*;
 
@@ -387,5 +387,21 @@ impl World {
                 usage: self.usage.get(&(project.to_owned(), name.to_owned())).cloned().unwrap_or_default(),
             })
             .collect()
+    }
+
+    /// The `format=full` identity-token claims of instance `name` for `audience`, issued now
+    /// (what the metadata server would sign for it); none when no such instance lives.
+    pub fn claims(&self, project: &str, zone: &str, name: &str, audience: &str) -> Option<serde_json::Value> {
+        let key = (project.to_owned(), zone.to_owned(), name.to_owned());
+        let i = self.instances.get(&key).filter(|i| !i.deleting)?;
+        let now = self.now_utc().timestamp();
+        Some(json!({
+            "iss": "https://accounts.google.com", "aud": audience, "azp": "1", "sub": i.id.to_string(),
+            "iat": now, "exp": now + 3600,
+            "google": {"compute_engine": {
+                "instance_id": i.id.to_string(), "instance_name": name, "zone": zone,
+                "project_id": project, "project_number": 1, "instance_creation_timestamp": i.created.timestamp(),
+            }},
+        }))
     }
 }

@@ -3,7 +3,9 @@
 //! operations by status. [`World::scan_counts`] recounts by scanning, for checks. Only the
 //! world's methods change instances, bots and operations (the maps are public to read).
 
-use super::*;
+use std::collections::BTreeMap;
+
+use super::model::{Bot, Instance, OpStatus, Status};
 
 /// Instances by status, and those being deleted (whatever their status).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -156,26 +158,4 @@ fn step(c: u64, n: i64) -> u64 {
 /// What an instance is counted as.
 pub(super) fn class(i: &Instance) -> (Status, bool) {
     (i.status, i.deleting)
-}
-
-impl World {
-    /// The counts, kept up to date as the world changes: O(1).
-    pub fn counts(&self) -> &Counts {
-        &self.counts
-    }
-
-    /// The counts by scanning every instance, bot and operation: O(n), for checks.
-    pub fn scan_counts(&self) -> Counts {
-        let mut c = Counts::default();
-        for ((_, zone, _), i) in &self.instances {
-            c.instance(zone, None, Some(class(i)));
-        }
-        for b in self.bots.values().flat_map(BTreeMap::values) {
-            c.bot(None, Some(BotState::of(b)));
-        }
-        for op in self.operations.values() {
-            c.operation(None, Some(op.status), op.error.is_some());
-        }
-        c
-    }
 }

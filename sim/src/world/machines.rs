@@ -5,14 +5,10 @@
 //! again.
 
 use super::*;
+use crate::names::{server_key, valid_hostname};
 
 /// Zone the bots of static machines report.
 const ZONE: &str = "static";
-
-/// A hostname: letters, digits, `-` and `.`, at most 253 characters.
-pub fn valid_hostname(h: &str) -> bool {
-    !h.is_empty() && h.len() <= 253 && h.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'.')
-}
 
 impl World {
     /// Adds machine `hostname` with a bot for `server` (a URL); its bot connects after

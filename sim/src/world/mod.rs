@@ -1,5 +1,7 @@
-//! The simulator's state and its timeline: instances, operations, bots and the events that
-//! move them (Compute's calls in `compute`, Swarming's in `swarming`). Time only moves forward
+//! The simulator's state and its timeline: the [`World`] holding instances, operations, bots
+//! (records in `model`, counted in `counts`) and the events that move them (Compute's calls in
+//! `compute`, Swarming's in `swarming`, static machines in `machines`: each adds the world's
+//! methods for its API and imports this file, never the other way). Time only moves forward
 //! inside [`World::advance`], which every request calls first, so the state is a function of the
 //! seed, the requests and their times. The world answers with typed values; the routes encode
 //! them for the wire.
@@ -14,161 +16,27 @@ use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use super::config::{Faults, QuotaLimits, SimConfig};
+use crate::config::{Faults, SimConfig};
+use crate::names::{region_of, server_key, valid_name};
 
-/// Events kept per bot (oldest dropped).
-const KEEP_BOT_EVENTS: usize = 20;
+mod compute;
+mod counts;
+mod machines;
+mod model;
+mod swarming;
+
+use counts::class;
+pub use counts::{BotState, Counts, InstanceCounts};
+use model::push_event;
+pub use model::{
+    ApiError, Bot, BotEvent, BotView, Instance, InstanceEntry, InstanceKey, Nic, OpError, OpStatus,
+    Operation, Region, Status, Usage,
+};
+
 /// Insert arrival times kept.
 const KEEP_INSERT_TIMES: usize = 1_000_000;
 /// requestIds remembered per instance name, for the insert audit.
 const KEEP_INSERT_IDS: usize = 8;
-
-/// `projects/<p>/zones/<z>/instances/<name>`.
-pub type InstanceKey = (String, String, String);
-
-/// `(key, instance)`: an instance with its `projects/<p>/zones/<z>/instances/<name>`.
-pub type InstanceEntry<'a> = (&'a InstanceKey, &'a Instance);
-
-/// Instance status, as Compute Engine names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Status {
-    /// Resources are being allocated.
-    Provisioning,
-    /// Booting.
-    Staging,
-    /// Running.
-    Running,
-    /// Stopping (also while being deleted).
-    Stopping,
-    /// Stopped (preempted, or about to be deleted).
-    Terminated,
-}
-
-impl Status {
-    /// Compute Engine's name of the status (`RUNNING`, ...).
-    pub fn name(self) -> &'static str {
-        match self {
-            Status::Provisioning => "PROVISIONING",
-            Status::Staging => "STAGING",
-            Status::Running => "RUNNING",
-            Status::Stopping => "STOPPING",
-            Status::Terminated => "TERMINATED",
-        }
-    }
-}
-
-/// One network interface.
-#[derive(Debug, Clone)]
-pub struct Nic {
-    /// Network as given (`global/networks/default` when none was).
-    pub(crate) network: String,
-    /// Subnetwork as given.
-    pub(crate) subnetwork: Option<String>,
-    /// Internal address.
-    pub(crate) ip: String,
-    /// External access config: its name and address.
-    pub(crate) nat: Option<(String, String)>,
-}
-
-/// A Compute Engine instance.
-#[derive(Debug, Clone)]
-pub struct Instance {
-    /// Unique per incarnation.
-    pub id: u64,
-    /// Status.
-    pub status: Status,
-    /// Insert time.
-    pub(crate) created: DateTime<Utc>,
-    /// Machine type as given (a name or URL).
-    pub(crate) machine_type: String,
-    cpus: f64,
-    /// Labels.
-    pub labels: BTreeMap<String, String>,
-    /// Metadata items as given: key and value (absent when none was).
-    pub(crate) metadata: Vec<(String, Option<String>)>,
-    /// Network interfaces.
-    pub(crate) nics: Vec<Nic>,
-    /// Other fields of the insert body (disks, tags, service accounts, scheduling, ...), echoed:
-    /// a JSON object.
-    pub(crate) rest: Box<str>,
-    /// Fault: stays in STAGING for ever.
-    pub never_boots: bool,
-    /// A Spot or preemptible instance (`spot_preempt_rate` applies).
-    pub spot: bool,
-    /// Its boot disk's image (`broken_images` applies).
-    pub image: String,
-    /// Swarming server its bot connects to (from metadata `swarming-server`).
-    pub swarming: Option<String>,
-    /// Being deleted.
-    pub(crate) deleting: bool,
-    /// Counted in its region's quota usage.
-    counted: bool,
-}
-
-/// An operation error (the first of `error.errors[]`).
-#[derive(Debug, Clone)]
-pub struct OpError {
-    /// E.g. `QUOTA_EXCEEDED`.
-    pub code: String,
-    /// Message.
-    pub message: String,
-    /// `httpErrorStatusCode`.
-    pub http: u16,
-}
-
-/// Operation status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum OpStatus {
-    /// Queued.
-    Pending,
-    /// Working.
-    Running,
-    /// Finished (maybe with an error).
-    Done,
-}
-
-impl OpStatus {
-    /// Compute Engine's name of the status (`PENDING`, ...).
-    pub fn name(self) -> &'static str {
-        match self {
-            OpStatus::Pending => "PENDING",
-            OpStatus::Running => "RUNNING",
-            OpStatus::Done => "DONE",
-        }
-    }
-}
-
-/// A zonal operation.
-#[derive(Debug, Clone)]
-pub struct Operation {
-    /// Unique id.
-    pub(crate) id: u64,
-    /// Operation name.
-    pub name: String,
-    /// Project.
-    pub(crate) project: String,
-    /// Zone.
-    pub(crate) zone: String,
-    /// `insert` or `delete`.
-    pub kind: &'static str,
-    /// Instance name.
-    pub target: String,
-    /// Id of the instance incarnation it acts on.
-    pub(crate) target_id: u64,
-    /// Status.
-    pub status: OpStatus,
-    /// Creation time.
-    pub(crate) insert_time: DateTime<Utc>,
-    /// When it became RUNNING.
-    pub(crate) start_time: Option<DateTime<Utc>>,
-    /// When it became DONE.
-    pub(crate) end_time: Option<DateTime<Utc>>,
-    /// Error, set when DONE.
-    pub error: Option<OpError>,
-    pending_error: Option<OpError>,
-    /// The requestId it was made with.
-    pub(crate) request_id: Option<String>,
-}
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 enum Ev {
@@ -179,45 +47,6 @@ enum Ev {
     BotDeath { server: String, bot: String, session: u64, terminated: bool },
     MachineBot { server: String, hostname: String },
     Preempt { key: InstanceKey, id: u64 },
-}
-
-/// Usage of one (project, region).
-#[derive(Debug, Clone, Default)]
-pub struct Usage {
-    /// CPUs of counted instances.
-    pub cpus: f64,
-    /// Counted instances.
-    pub instances: u64,
-}
-
-/// A simulated Compute Engine error answer (HTTP status, reason, message).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApiError {
-    /// HTTP status.
-    pub status: u16,
-    /// `errors[].reason`.
-    pub reason: &'static str,
-    /// Message.
-    pub message: String,
-}
-
-/// A region of a project: its zones, quota limits and usage.
-#[derive(Debug, Clone)]
-pub struct Region<'a> {
-    /// Region name.
-    pub name: &'a str,
-    /// Its zones, in configuration order.
-    pub zones: Vec<&'a str>,
-    /// CPUS and INSTANCES limits.
-    pub limits: QuotaLimits,
-    /// Their usage.
-    pub usage: Usage,
-}
-
-impl ApiError {
-    fn new(status: u16, reason: &'static str, message: impl Into<String>) -> Self {
-        Self { status, reason, message: message.into() }
-    }
 }
 
 /// The whole simulated world.
@@ -260,28 +89,11 @@ pub struct World {
     counts: Counts,
 }
 
-/// The region of a zone: `us-central1-b` → `us-central1`.
-pub fn region_of(zone: &str) -> &str {
-    zone.rsplit_once('-').map_or(zone, |(r, _)| r)
-}
-
-/// Valid Compute Engine resource name (the rule the service's Config validation uses too).
-/// A valid Compute Engine resource name: `[a-z]([-a-z0-9]*[a-z0-9])?`, at most 63 characters
-/// (the simulator's own rule, so it checks the service rather than sharing its code).
-pub fn valid_name(name: &str) -> bool {
-    let b = name.as_bytes();
-    !b.is_empty()
-        && b.len() <= 63
-        && b[0].is_ascii_lowercase()
-        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-        && b[b.len() - 1] != b'-'
-}
-
-/// The host of a Swarming server URL: `https://x.appspot.com/` → `x.appspot.com`.
-pub fn server_key(url: &str) -> String {
-    let s = url.trim();
-    let s = s.strip_prefix("https://").or_else(|| s.strip_prefix("http://")).unwrap_or(s);
-    s.trim_end_matches('/').to_owned()
+/// The simulator's one clock: the wall time its timeline starts at. From then on the world's time
+/// is that start plus the monotonic time elapsed ([`World::utc`]).
+#[allow(clippy::disallowed_methods)] // the clock
+fn wall_clock() -> DateTime<Utc> {
+    Utc::now()
 }
 
 impl World {
@@ -294,7 +106,7 @@ impl World {
             faults,
             rng,
             seq: 0,
-            base: (now, Utc::now()),
+            base: (now, wall_clock()),
             now,
             instances: BTreeMap::new(),
             operations: HashMap::new(),
@@ -390,9 +202,9 @@ impl World {
                 if inst.deleting && status != Status::Terminated {
                     return;
                 }
-                let before = counts::class(inst);
+                let before = class(inst);
                 inst.status = status;
-                self.counts.instance(&key.1, Some(before), Some(counts::class(inst)));
+                self.counts.instance(&key.1, Some(before), Some(class(inst)));
                 if status == Status::Terminated && inst.counted {
                     inst.counted = false;
                     let cpus = inst.cpus;
@@ -420,7 +232,7 @@ impl World {
             Ev::InstGone { key, id } => {
                 if self.instances.get(&key).is_some_and(|i| i.id == id) {
                     let inst = self.instances.remove(&key).expect("checked");
-                    self.counts.instance(&key.1, Some(counts::class(&inst)), None);
+                    self.counts.instance(&key.1, Some(class(&inst)), None);
                     if inst.counted {
                         let u = self.usage.entry((key.0.clone(), region_of(&key.1).to_owned())).or_default();
                         u.cpus -= inst.cpus;
@@ -458,6 +270,26 @@ impl World {
         }
     }
 
+    /// The counts, kept up to date as the world changes: O(1).
+    pub fn counts(&self) -> &Counts {
+        &self.counts
+    }
+
+    /// The counts by scanning every instance, bot and operation: O(n), for checks.
+    pub fn scan_counts(&self) -> Counts {
+        let mut c = Counts::default();
+        for ((_, zone, _), i) in &self.instances {
+            c.instance(zone, None, Some(class(i)));
+        }
+        for b in self.bots.values().flat_map(BTreeMap::values) {
+            c.bot(None, Some(BotState::of(b)));
+        }
+        for op in self.operations.values() {
+            c.operation(None, Some(op.status), op.error.is_some());
+        }
+        c
+    }
+
     fn random_ip(&mut self, first: u8) -> String {
         let [a, b, c] = [self.rng.random::<u8>(), self.rng.random::<u8>(), self.rng.random_range(1..255u8)];
         format!("{first}.{a}.{b}.{c}")
@@ -479,17 +311,6 @@ fn quota_error(metric: &str, limit: f64, region: &str) -> OpError {
         http: 403,
     }
 }
-
-mod compute;
-mod counts;
-mod machines;
-mod swarming;
-
-pub use counts::{BotState, Counts, InstanceCounts};
-pub use machines::valid_hostname;
-
-use swarming::push_event;
-pub use swarming::{Bot, BotEvent, BotView};
 
 #[cfg(test)]
 mod tests;

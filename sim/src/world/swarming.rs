@@ -1,54 +1,7 @@
 //! Swarming on the world: bots, their connection, tasks, events, termination and deletion.
 
 use super::*;
-
-/// A bot lifecycle event.
-#[derive(Debug, Clone)]
-pub struct BotEvent {
-    /// When.
-    pub(crate) ts: DateTime<Utc>,
-    /// Swarming's event type (`bot_connected`, ...).
-    pub(crate) kind: &'static str,
-    /// Message.
-    pub(crate) message: String,
-}
-
-/// A Swarming bot.
-#[derive(Debug, Clone)]
-pub struct Bot {
-    /// The instance id it runs on (its session).
-    pub session: u64,
-    /// First connection of this session.
-    pub(crate) first_seen: DateTime<Utc>,
-    connected_at: Instant,
-    /// Dead since.
-    pub dead_at: Option<DateTime<Utc>>,
-    /// Deleted from the server.
-    pub deleted: bool,
-    /// The pending TerminateBot task id.
-    pub(super) termination: Option<String>,
-    /// Set when it died because of TerminateBot.
-    pub termination_task_id: Option<String>,
-    /// External address.
-    pub(crate) external_ip: String,
-    /// Zone of its instance.
-    pub(crate) zone: String,
-    /// Lifecycle events, oldest first (at most [`KEEP_BOT_EVENTS`]).
-    pub(crate) events: VecDeque<BotEvent>,
-}
-
-/// A bot as `GetBot` answers it: its record, with what depends on the time.
-#[derive(Debug, Clone)]
-pub struct BotView<'a> {
-    /// Bot id.
-    pub id: &'a str,
-    /// The record.
-    pub bot: &'a Bot,
-    /// Last contact: now, or its death.
-    pub last_seen: DateTime<Utc>,
-    /// The task it runs now, if any.
-    pub task_id: Option<String>,
-}
+use crate::names::{REGISTER_AUDIENCE, REGISTER_URL, audience};
 
 impl World {
     pub(super) fn connect_bot(&mut self, server: String, key: InstanceKey, session: u64) {
@@ -63,11 +16,10 @@ impl World {
         let item = |name: &str| {
             self.instances[&key].metadata.iter().find(|(k, _)| k == name).and_then(|(_, v)| v.clone())
         };
-        if let Some(url) = item(crate::agent::REGISTER_URL)
+        if let Some(url) = item(REGISTER_URL)
             && self.registrations.len() < self.cfg.max_bots
         {
-            let aud = item(crate::agent::REGISTER_AUDIENCE)
-                .unwrap_or_else(|| crate::agent::audience(&url).to_owned());
+            let aud = item(REGISTER_AUDIENCE).unwrap_or_else(|| audience(&url).to_owned());
             self.registrations.push((key.clone(), (url, aud)));
         }
         self.put_bot(server, bot, session, ip, zone);
@@ -260,12 +212,5 @@ impl World {
             terminated: false,
         });
         true
-    }
-}
-
-pub(super) fn push_event(b: &mut Bot, ts: DateTime<Utc>, kind: &'static str, message: String) {
-    b.events.push_back(BotEvent { ts, kind, message });
-    if b.events.len() > KEEP_BOT_EVENTS {
-        b.events.pop_front();
     }
 }

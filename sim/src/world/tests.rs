@@ -1,5 +1,6 @@
 //! Unit tests of the world: capacity, caps, and the counts kept for `/sim/summary`.
 
+use super::model::KEEP_BOT_EVENTS;
 use super::*;
 
 fn body(name: &str) -> Value {

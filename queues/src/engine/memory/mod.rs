@@ -9,7 +9,7 @@ mod script;
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::sync::Notify;
@@ -19,15 +19,23 @@ use super::{
     Ack, Counts, DeadSelection, Engine, PushItem, PushOutcome, QueueError, QueueSpec, Rec, Taken, TaskStatus,
     Waiter, WorkerId,
 };
+use crate::clock::{self, Clock};
 
 /// Same bound as the Redis engine's.
 const CHUNK: usize = 500;
 const TRIM_CHUNK: usize = 200;
 
 /// In-memory engine; clones share the same queues.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct MemoryEngine {
     queues: Arc<Mutex<HashMap<String, Queue>>>,
+    clock: Arc<dyn Clock>,
+}
+
+impl Default for MemoryEngine {
+    fn default() -> Self {
+        Self::with_clock(clock::system())
+    }
 }
 
 /// A sorted set: id → score, ordered by score then id (Redis ZSET semantics).
@@ -98,10 +106,6 @@ struct Queue {
     notify: Arc<Notify>,
 }
 
-fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
-}
-
 /// One call's view: the queue, its policy and the time the call started (as a script sees it).
 struct Op<'a> {
     q: &'a mut Queue,
@@ -110,9 +114,14 @@ struct Op<'a> {
 }
 
 impl MemoryEngine {
-    /// An empty engine.
+    /// An empty engine on the system clock.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty engine that reads the time (due times, leases, run records) from `clock`.
+    pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
+        Self { queues: Arc::default(), clock }
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<String, Queue>> {
@@ -124,7 +133,7 @@ impl MemoryEngine {
     fn with<T>(&self, spec: &QueueSpec, f: impl FnOnce(&mut Op<'_>) -> T) -> T {
         let mut queues = self.lock();
         let q = queues.entry(spec.name.clone()).or_default();
-        f(&mut Op { q, spec, now: now_ms() })
+        f(&mut Op { q, spec, now: self.clock.now_ms() })
     }
 
     /// Test support: stores `raw` as task `id`'s record text, as a raw `HSET` on the Redis `rec`

@@ -1,4 +1,4 @@
-//! Unit tests of `engine/mod.rs`.
+//! Unit tests of `engine/model.rs`.
 
 use chrono::TimeZone;
 

@@ -1,0 +1,255 @@
+//! The world's records: instances and their network interfaces, operations, quota usage and
+//! regions, Swarming bots and their events, and Compute Engine's error answers. Only the world's
+//! methods change them (`World` in `mod.rs`, and its methods per API beside it).
+
+use std::collections::{BTreeMap, VecDeque};
+
+use chrono::{DateTime, Utc};
+use tokio::time::Instant;
+
+use crate::config::QuotaLimits;
+
+/// Events kept per bot (oldest dropped).
+pub(super) const KEEP_BOT_EVENTS: usize = 20;
+
+/// `projects/<p>/zones/<z>/instances/<name>`.
+pub type InstanceKey = (String, String, String);
+
+/// `(key, instance)`: an instance with its `projects/<p>/zones/<z>/instances/<name>`.
+pub type InstanceEntry<'a> = (&'a InstanceKey, &'a Instance);
+
+/// Instance status, as Compute Engine names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Status {
+    /// Resources are being allocated.
+    Provisioning,
+    /// Booting.
+    Staging,
+    /// Running.
+    Running,
+    /// Stopping (also while being deleted).
+    Stopping,
+    /// Stopped (preempted, or about to be deleted).
+    Terminated,
+}
+
+impl Status {
+    /// Compute Engine's name of the status (`RUNNING`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Status::Provisioning => "PROVISIONING",
+            Status::Staging => "STAGING",
+            Status::Running => "RUNNING",
+            Status::Stopping => "STOPPING",
+            Status::Terminated => "TERMINATED",
+        }
+    }
+}
+
+/// One network interface.
+#[derive(Debug, Clone)]
+pub struct Nic {
+    /// Network as given (`global/networks/default` when none was).
+    pub(crate) network: String,
+    /// Subnetwork as given.
+    pub(crate) subnetwork: Option<String>,
+    /// Internal address.
+    pub(crate) ip: String,
+    /// External access config: its name and address.
+    pub(crate) nat: Option<(String, String)>,
+}
+
+/// A Compute Engine instance.
+#[derive(Debug, Clone)]
+pub struct Instance {
+    /// Unique per incarnation.
+    pub id: u64,
+    /// Status.
+    pub status: Status,
+    /// Insert time.
+    pub(crate) created: DateTime<Utc>,
+    /// Machine type as given (a name or URL).
+    pub(crate) machine_type: String,
+    pub(super) cpus: f64,
+    /// Labels.
+    pub labels: BTreeMap<String, String>,
+    /// Metadata items as given: key and value (absent when none was).
+    pub(crate) metadata: Vec<(String, Option<String>)>,
+    /// Network interfaces.
+    pub(crate) nics: Vec<Nic>,
+    /// Other fields of the insert body (disks, tags, service accounts, scheduling, ...), echoed:
+    /// a JSON object.
+    pub(crate) rest: Box<str>,
+    /// Fault: stays in STAGING for ever.
+    pub never_boots: bool,
+    /// A Spot or preemptible instance (`spot_preempt_rate` applies).
+    pub spot: bool,
+    /// Its boot disk's image (`broken_images` applies).
+    pub image: String,
+    /// Swarming server its bot connects to (from metadata `swarming-server`).
+    pub swarming: Option<String>,
+    /// Being deleted.
+    pub(crate) deleting: bool,
+    /// Counted in its region's quota usage.
+    pub(super) counted: bool,
+}
+
+/// An operation error (the first of `error.errors[]`).
+#[derive(Debug, Clone)]
+pub struct OpError {
+    /// E.g. `QUOTA_EXCEEDED`.
+    pub code: String,
+    /// Message.
+    pub message: String,
+    /// `httpErrorStatusCode`.
+    pub http: u16,
+}
+
+/// Operation status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum OpStatus {
+    /// Queued.
+    Pending,
+    /// Working.
+    Running,
+    /// Finished (maybe with an error).
+    Done,
+}
+
+impl OpStatus {
+    /// Compute Engine's name of the status (`PENDING`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            OpStatus::Pending => "PENDING",
+            OpStatus::Running => "RUNNING",
+            OpStatus::Done => "DONE",
+        }
+    }
+}
+
+/// A zonal operation.
+#[derive(Debug, Clone)]
+pub struct Operation {
+    /// Unique id.
+    pub(crate) id: u64,
+    /// Operation name.
+    pub name: String,
+    /// Project.
+    pub(crate) project: String,
+    /// Zone.
+    pub(crate) zone: String,
+    /// `insert` or `delete`.
+    pub kind: &'static str,
+    /// Instance name.
+    pub target: String,
+    /// Id of the instance incarnation it acts on.
+    pub(crate) target_id: u64,
+    /// Status.
+    pub status: OpStatus,
+    /// Creation time.
+    pub(crate) insert_time: DateTime<Utc>,
+    /// When it became RUNNING.
+    pub(crate) start_time: Option<DateTime<Utc>>,
+    /// When it became DONE.
+    pub(crate) end_time: Option<DateTime<Utc>>,
+    /// Error, set when DONE.
+    pub error: Option<OpError>,
+    pub(super) pending_error: Option<OpError>,
+    /// The requestId it was made with.
+    pub(crate) request_id: Option<String>,
+}
+
+/// Usage of one (project, region).
+#[derive(Debug, Clone, Default)]
+pub struct Usage {
+    /// CPUs of counted instances.
+    pub cpus: f64,
+    /// Counted instances.
+    pub instances: u64,
+}
+
+/// A simulated Compute Engine error answer (HTTP status, reason, message).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    /// HTTP status.
+    pub status: u16,
+    /// `errors[].reason`.
+    pub reason: &'static str,
+    /// Message.
+    pub message: String,
+}
+
+/// A region of a project: its zones, quota limits and usage.
+#[derive(Debug, Clone)]
+pub struct Region<'a> {
+    /// Region name.
+    pub name: &'a str,
+    /// Its zones, in configuration order.
+    pub zones: Vec<&'a str>,
+    /// CPUS and INSTANCES limits.
+    pub limits: QuotaLimits,
+    /// Their usage.
+    pub usage: Usage,
+}
+
+impl ApiError {
+    pub(super) fn new(status: u16, reason: &'static str, message: impl Into<String>) -> Self {
+        Self { status, reason, message: message.into() }
+    }
+}
+
+/// A bot lifecycle event.
+#[derive(Debug, Clone)]
+pub struct BotEvent {
+    /// When.
+    pub(crate) ts: DateTime<Utc>,
+    /// Swarming's event type (`bot_connected`, ...).
+    pub(crate) kind: &'static str,
+    /// Message.
+    pub(crate) message: String,
+}
+
+/// A Swarming bot.
+#[derive(Debug, Clone)]
+pub struct Bot {
+    /// The instance id it runs on (its session).
+    pub session: u64,
+    /// First connection of this session.
+    pub(crate) first_seen: DateTime<Utc>,
+    pub(super) connected_at: Instant,
+    /// Dead since.
+    pub dead_at: Option<DateTime<Utc>>,
+    /// Deleted from the server.
+    pub deleted: bool,
+    /// The pending TerminateBot task id.
+    pub(super) termination: Option<String>,
+    /// Set when it died because of TerminateBot.
+    pub termination_task_id: Option<String>,
+    /// External address.
+    pub(crate) external_ip: String,
+    /// Zone of its instance.
+    pub(crate) zone: String,
+    /// Lifecycle events, oldest first (at most [`KEEP_BOT_EVENTS`]).
+    pub(crate) events: VecDeque<BotEvent>,
+}
+
+/// A bot as `GetBot` answers it: its record, with what depends on the time.
+#[derive(Debug, Clone)]
+pub struct BotView<'a> {
+    /// Bot id.
+    pub id: &'a str,
+    /// The record.
+    pub bot: &'a Bot,
+    /// Last contact: now, or its death.
+    pub last_seen: DateTime<Utc>,
+    /// The task it runs now, if any.
+    pub task_id: Option<String>,
+}
+
+/// Appends an event to a bot's, dropping the oldest beyond [`KEEP_BOT_EVENTS`].
+pub(super) fn push_event(b: &mut Bot, ts: DateTime<Utc>, kind: &'static str, message: String) {
+    b.events.push_back(BotEvent { ts, kind, message });
+    if b.events.len() > KEEP_BOT_EVENTS {
+        b.events.pop_front();
+    }
+}
