@@ -9,20 +9,8 @@ pub mod keys;
 pub mod redis_store;
 pub mod swarming;
 
-use chrono::{DateTime, Utc};
-use gce_backend_jobs::ports::clock::Clock;
-
-/// The system clock.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    // The clock: the one place this package reads the wall time.
-    #[allow(clippy::disallowed_methods)]
-    fn now(&self) -> DateTime<Utc> {
-        Utc::now()
-    }
-}
+/// The system clock (the jobs crate's, the one wall-clock read of the service).
+pub use gce_backend_jobs::ports::clock::SystemClock;
 
 /// Installs the process-wide TLS crypto provider (ring), which the HTTP clients need even for
 /// plain `http://` endpoints. Safe to call more than once.

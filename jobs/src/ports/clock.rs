@@ -10,6 +10,18 @@ pub trait Clock: Send + Sync + std::fmt::Debug {
     fn now(&self) -> DateTime<Utc>;
 }
 
+/// The system clock: the one place the reconcile logic and the service read the wall time.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    // The clock.
+    #[allow(clippy::disallowed_methods)]
+    fn now(&self) -> DateTime<Utc> {
+        Utc::now()
+    }
+}
+
 /// A clock that only moves when told (tests).
 #[derive(Debug)]
 pub struct ManualClock(Mutex<DateTime<Utc>>);

@@ -13,6 +13,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
+use super::clock::{Clock, SystemClock};
 use super::compute::{Compute, ComputeError, Instance, InstanceSpec, Kind, Operation, Quota};
 use super::store::StoreError;
 use crate::episodes::{Episodes, Held};
@@ -244,19 +245,34 @@ impl Bucket {
     }
 }
 
-/// Milliseconds since the epoch, by this process's clock.
-fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+/// Milliseconds since the epoch, by `clock`.
+fn now_ms(clock: &dyn Clock) -> u64 {
+    u64::try_from(clock.now().timestamp_millis()).unwrap_or(0)
 }
 
 /// In-process buckets (the embedded default, tests).
-#[derive(Debug, Default)]
-pub struct MemoryBuckets(std::sync::Mutex<BTreeMap<String, (Bucket, Rate)>>);
+#[derive(Debug)]
+pub struct MemoryBuckets {
+    buckets: std::sync::Mutex<BTreeMap<String, (Bucket, Rate)>>,
+    clock: Arc<dyn Clock>,
+}
+
+impl Default for MemoryBuckets {
+    /// Buckets on the system clock.
+    fn default() -> Self {
+        Self::new(Arc::new(SystemClock))
+    }
+}
 
 impl MemoryBuckets {
+    /// Empty buckets whose tokens come back as `clock` moves.
+    pub fn new(clock: Arc<dyn Clock>) -> Self {
+        Self { buckets: std::sync::Mutex::default(), clock }
+    }
+
     fn step(&self, key: &str, cfg: Rate, slow: bool) -> Duration {
-        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        let (b, wait) = Bucket::step(m.get(key).map(|(b, _)| *b), now_ms(), cfg, slow);
+        let mut m = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        let (b, wait) = Bucket::step(m.get(key).map(|(b, _)| *b), now_ms(&*self.clock), cfg, slow);
         m.insert(key.to_owned(), (b, cfg));
         wait
     }
@@ -273,8 +289,8 @@ impl Buckets for MemoryBuckets {
     }
     async fn levels(&self) -> Result<Vec<Level>, StoreError> {
         // As in Redis, a bucket unused for an hour is gone.
-        let hour_ago = now_ms().saturating_sub(3_600_000);
-        let mut m = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let hour_ago = now_ms(&*self.clock).saturating_sub(3_600_000);
+        let mut m = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
         m.retain(|_, (b, _)| b.at_ms >= hour_ago);
         Ok(m.iter().map(|(k, (b, cfg))| Level::of_key(k, b.level(*cfg))).collect())
     }

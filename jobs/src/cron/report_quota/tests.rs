@@ -12,7 +12,7 @@ async fn pushed(jitter: u64) -> (Vec<String>, Vec<gce_backend_queues::TaskStatus
     for i in 0..200 {
         ctx.seed_config_with(&format!("p{i}"), 1, |c| c.attributes.project = format!("project-{i:03}")).await;
     }
-    let started = chrono::Utc::now();
+    let started = crate::ports::clock::Clock::now(&crate::ports::clock::SystemClock); // the queues run on the system clock
     assert_eq!(run(&ctx).await.unwrap(), 200);
     let due: Vec<String> = ctx.taken::<ReportQuota>().await.into_iter().map(|t| t.project).collect();
     let delayed = ctx.queues.get(ReportQuota::QUEUE).delayed(1000, 0).await.unwrap();
