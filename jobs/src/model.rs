@@ -418,6 +418,14 @@ impl Counts {
     }
 }
 
+/// Mark spaces (first-seen times kept per key) of the cleanup scans.
+pub mod marks {
+    /// Leak candidates: instances with our label and no VM (`<project>/<zone>/<name>`).
+    pub const LEAKS: &str = "leak";
+    /// Stale bots: bots named like ours with no VM (`<server>|<bot id>`).
+    pub const STALE_BOTS: &str = "stale-bot";
+}
+
 /// Names of the per-Config counters.
 pub mod counters {
     /// Tasks that went to a dead set.

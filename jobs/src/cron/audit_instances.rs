@@ -9,7 +9,7 @@ use crate::error::TaskError;
 /// Runs once; a project whose zones cannot be listed is skipped (and logged).
 pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
     let mut tasks = Vec::new();
-    for project in super::projects(ctx).await? {
+    for project in super::reach::projects(ctx).await? {
         match ctx.compute.zones(&project).await {
             Ok(zones) => {
                 tasks.extend(zones.into_iter().map(|zone| AuditInstances { project: project.clone(), zone }))

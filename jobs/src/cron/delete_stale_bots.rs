@@ -8,6 +8,6 @@ use crate::error::TaskError;
 /// Runs once.
 pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
     let tasks: Vec<DeleteStaleBots> =
-        super::servers(ctx).await?.into_iter().map(|server| DeleteStaleBots { server }).collect();
+        super::reach::servers(ctx).await?.into_iter().map(|server| DeleteStaleBots { server }).collect();
     ctx.push_many(&tasks).await
 }

@@ -9,6 +9,6 @@ use crate::error::TaskError;
 /// Runs once.
 pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
     let tasks: Vec<InspectSwarming> =
-        super::servers(ctx).await?.into_iter().map(|server| InspectSwarming { server }).collect();
+        super::reach::servers(ctx).await?.into_iter().map(|server| InspectSwarming { server }).collect();
     ctx.push_spread(&tasks).await
 }

@@ -12,9 +12,8 @@ pub mod import_configs;
 pub mod inspect_instances;
 pub mod inspect_swarming;
 pub mod manage_bots;
+mod reach;
 pub mod report_quota;
-
-use std::collections::BTreeSet;
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
@@ -53,29 +52,4 @@ pub async fn run(ctx: &Ctx, job: &str) -> Result<usize, TaskError> {
     let pushed = *out.as_ref().unwrap_or(&0);
     ctx.telemetry.cron(name, out.is_ok(), pushed, started.elapsed().as_secs_f64(), ctx.now());
     out
-}
-
-/// Swarming servers of every Config, and of stale-bot candidates (of removed Configs too).
-async fn servers(ctx: &Ctx) -> Result<BTreeSet<String>, TaskError> {
-    let mut s: BTreeSet<String> =
-        ctx.store.configs().await?.into_iter().map(|c| c.value.config.swarming).collect();
-    let marks = ctx.store.marks(crate::tasks::inspect_swarming::STALE_BOTS).await?;
-    s.extend(marks.into_iter().filter_map(|(k, _)| k.split_once('|').map(|(server, _)| server.to_owned())));
-    Ok(s)
-}
-
-/// Projects of every Config, and of leak candidates (of removed Configs too).
-async fn projects(ctx: &Ctx) -> Result<BTreeSet<String>, TaskError> {
-    // A static pool has no project: its machines are not Compute Engine's.
-    let mut p: BTreeSet<String> = ctx
-        .store
-        .configs()
-        .await?
-        .into_iter()
-        .map(|c| c.value.config.attributes.project)
-        .filter(|p| !p.is_empty())
-        .collect();
-    let marks = ctx.store.marks(crate::tasks::audit_instances::LEAKS).await?;
-    p.extend(marks.into_iter().filter_map(|(k, _)| k.split_once('/').map(|(project, _)| project.to_owned())));
-    Ok(p)
 }

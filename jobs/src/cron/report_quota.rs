@@ -8,7 +8,7 @@ use crate::error::TaskError;
 /// Runs once.
 pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
     let tasks: Vec<ReportQuota> =
-        super::projects(ctx).await?.into_iter().map(|project| ReportQuota { project }).collect();
+        super::reach::projects(ctx).await?.into_iter().map(|project| ReportQuota { project }).collect();
     ctx.push_spread(&tasks).await
 }
 

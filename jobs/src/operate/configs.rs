@@ -8,7 +8,7 @@ use crate::model::{API_SOURCE, ConfigRecord, Pause};
 use crate::ports::store::{Expect, Fence, StoreError, VmIndex};
 use crate::work::ExpandConfig;
 
-use super::{Actor, OpError, STAGE, admit, update_config};
+use super::shared::{Actor, OpError, STAGE, admit, update_config};
 use crate::pause::wake;
 use crate::writes::CAS_TRIES;
 

@@ -10,7 +10,7 @@ use crate::model::{Change, ConfigRecord, Plan, PlanInput};
 use crate::naming::{parse_id, vm_id};
 use crate::ports::store::VmIndex;
 
-use super::{OpError, admit, by_index};
+use super::shared::{OpError, admit, by_index};
 
 /// Dry run: what applying `input` to `prefix` would do, changing nothing. The amount is the one
 /// `apply` then `set_amount` would leave: `input.amount`, else the current amount (0 for a new

@@ -7,7 +7,7 @@ use crate::model::{Vm, VmState, VmView};
 use crate::ports::store::{StoreError, VmIndex};
 use crate::work::ExpandConfig;
 
-use super::{Actor, MAX_PAGE, OpError, by_index, order};
+use super::shared::{Actor, MAX_PAGE, OpError, by_index, order};
 
 /// Drains one VM so it is replaced (LUCI Instances.Delete; refused for a static machine, which
 /// its list manages): sets drained; the normal drain path

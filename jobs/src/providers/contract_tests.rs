@@ -8,11 +8,14 @@ use std::sync::Arc;
 
 use super::*;
 use crate::catalog::Verdict;
+use crate::config::Config;
 use crate::ctx::Ctx;
+use crate::model::Vm;
 use crate::tasks::create_instance;
 use crate::tasks::destroy_instance;
 use crate::work::CreateInstance;
 use crate::work::DestroyInstance;
+use crate::work::Next;
 
 fn both(ctx: &mut Ctx) {
     let declared = BTreeMap::from([

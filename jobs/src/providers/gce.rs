@@ -16,8 +16,10 @@
 
 use async_trait::async_trait;
 
+use super::contract::{Health, Proven, Provider};
 use crate::backoff::{self, Scope};
 use crate::catalog::Verdict;
+use crate::config::providers::Kind;
 use crate::config::{Config, Metadata, labels};
 use crate::env::{Env, request_id};
 use crate::error::TaskError;
@@ -26,7 +28,6 @@ use crate::lifecycle::{created, drop_vm};
 use crate::model::Vm;
 use crate::ports::compute::{ComputeError, InstanceSpec, Kind as ComputeKind, Operation};
 use crate::ports::store::Versioned;
-use crate::providers::{Health, Kind, Proven, Provider};
 use crate::work::CreateInstance;
 use gce_backend_queues::Task;
 

@@ -7,13 +7,14 @@
 
 use async_trait::async_trait;
 
+use super::contract::{Health, Provider};
 use crate::catalog::Verdict;
 use crate::config::Config;
+use crate::config::providers::Kind;
 use crate::env::Env;
 use crate::error::TaskError;
 use crate::model::{Placed, Vm};
 use crate::ports::store::Versioned;
-use crate::providers::{Health, Kind, Provider};
 use crate::work::Next;
 
 /// The static provider.

@@ -8,8 +8,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use async_trait::async_trait;
 
 use super::*;
+use crate::catalog::Verdict;
+use crate::config::Config;
 use crate::config::providers::{Declared, Kind, ProviderIds};
 use crate::model::ConfigRecord;
+use crate::model::Vm;
+use crate::ports::store::Versioned;
+use crate::work::Next;
 
 /// The `provider_changed` mark a record replacing `old` with `new` gets.
 fn changed(
@@ -22,7 +27,6 @@ fn changed(
     rec.succeed(Some(old), ids, now);
     rec.provider_changed
 }
-use crate::catalog::Verdict;
 use crate::ctx::Ctx;
 use crate::ports::store::Expect;
 use crate::testing::created;

@@ -8,12 +8,10 @@ use std::collections::HashSet;
 use crate::work::{AuditInstances, Next};
 use crate::config::labels;
 use crate::ctx::Ctx;
+use crate::model::marks::LEAKS;
 use crate::env::request_id;
 use crate::error::TaskError;
 
-
-/// Mark space of leak candidates (`<project>/<zone>/<name>`).
-pub const LEAKS: &str = "leak";
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: AuditInstances) -> Result<Next, TaskError> {

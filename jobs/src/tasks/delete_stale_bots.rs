@@ -4,7 +4,7 @@
 use crate::work::{DeleteStaleBots, Next};
 use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::tasks::inspect_swarming::STALE_BOTS;
+use crate::model::marks::STALE_BOTS;
 
 
 /// Handles one task.

@@ -10,6 +10,7 @@ use std::collections::HashSet;
 
 use crate::work::{InspectSwarming, ManageBot, Next};
 use crate::ctx::Ctx;
+use crate::model::marks::STALE_BOTS;
 use crate::episodes::Held;
 use crate::error::TaskError;
 use crate::model::Observed;
@@ -17,9 +18,6 @@ use crate::naming::{parse_id, vm_id_of};
 
 
 const STAGE: &str = "inspect_swarming";
-
-/// Mark space of bots named like ours with no VM.
-pub const STALE_BOTS: &str = "stale-bot";
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: InspectSwarming) -> Result<Next, TaskError> {
