@@ -12,7 +12,8 @@ use chrono::{DateTime, Utc};
 
 use crate::env::Env;
 use crate::error::TaskError;
-use crate::model::{ConfigRecord, Pause, breaker};
+use crate::model::breaker::BY;
+use crate::model::{ConfigRecord, Pause};
 use crate::naming::parse_id;
 use crate::ports::store::{Store, StoreError, VmIndex};
 use crate::work::{CreateInstance, ExpandConfig, ManageBot};
@@ -45,7 +46,7 @@ pub async fn paused(env: &Env, rec: Option<&ConfigRecord>) -> Result<Option<Paus
 pub async fn held(env: &Env, rec: &ConfigRecord, vm_id: Option<&str>) -> Result<Option<Pause>, TaskError> {
     match paused(env, Some(rec)).await? {
         Some(p) => Ok(Some(p)),
-        None => Ok(breaker::hold(rec, vm_id)),
+        None => Ok(breaker_hold(rec, vm_id)),
     }
 }
 
@@ -79,4 +80,13 @@ pub async fn wake(env: &Env, only: Option<&str>) -> Result<(), TaskError> {
     env.push_many(&waiting).await?;
     let made: Vec<ManageBot> = ids(VmIndex::Created).await?.into_iter().map(|id| ManageBot { id }).collect();
     env.push_many(&made).await.map(drop)
+}
+
+/// The hold an open breaker puts on `rec` (as a pause by [`BY`]), unless `vm_id` is its canary.
+fn breaker_hold(rec: &ConfigRecord, vm_id: Option<&str>) -> Option<Pause> {
+    let open = rec.breaker.open.as_ref()?;
+    if vm_id.is_some() && open.canary.as_deref() == vm_id {
+        return None;
+    }
+    Some(Pause { by: BY.into(), reason: open.reason.clone(), at: open.since })
 }

@@ -10,7 +10,8 @@
 
 use crate::env::Env;
 use crate::error::TaskError;
-use crate::model::rollout::{Rollout, outdated};
+use crate::model::outdated;
+use crate::model::rollout::Rollout;
 use crate::model::{ConfigRecord, Vm};
 use crate::ports::store::Expect;
 

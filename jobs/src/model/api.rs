@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::{Observed, Pause, Vm};
+use super::records::{Observed, Pause, Vm};
 use crate::config::Config;
 
 /// The state of a VM as the API lists it.

@@ -4,8 +4,6 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::{ConfigRecord, Pause};
-
 /// Who holds a Config whose breaker is open (as a pause's `by`).
 pub const BY: &str = "breaker";
 
@@ -44,13 +42,4 @@ pub struct Open {
     /// The canary on its way (its VM id), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub canary: Option<String>,
-}
-
-/// The hold an open breaker puts on `rec` (as a pause by [`BY`]), unless `vm_id` is its canary.
-pub fn hold(rec: &ConfigRecord, vm_id: Option<&str>) -> Option<Pause> {
-    let open = rec.breaker.open.as_ref()?;
-    if vm_id.is_some() && open.canary.as_deref() == vm_id {
-        return None;
-    }
-    Some(Pause { by: BY.into(), reason: open.reason.clone(), at: open.since })
 }

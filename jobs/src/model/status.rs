@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::{Backoff, Counts, ErrorEntry, Pause};
+use super::records::{Backoff, Counts, ErrorEntry, Pause};
 
 /// One zone of a multi-zone Config, as status shows it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

@@ -4,47 +4,12 @@
 //! a record keeps across revisions.
 
 use chrono::{DateTime, Utc};
-use serde::{Deserialize, Serialize};
 
-use super::{ConfigRecord, Vm};
+use super::listed::Listed;
+use super::records::{ConfigRecord, Vm};
+use super::rollout::Rollout;
 use crate::config::providers::ProviderIds;
-
-/// The VM indexes of a static pool's hostnames. A hostname keeps its index while it is listed,
-/// whatever else the list gains, loses or reorders; a new one takes the next index never used,
-/// so a VM of a removed hostname (still draining) is never taken for another machine.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Listed {
-    /// Hostname by VM index.
-    pub slots: std::collections::BTreeMap<u32, String>,
-    /// The next index to give.
-    pub next: u32,
-}
-
-impl Listed {
-    pub(super) fn is_empty(&self) -> bool {
-        self.slots.is_empty() && self.next == 0
-    }
-
-    /// The slots of `machines`, given the previous ones.
-    pub fn of(&self, machines: &[String]) -> Listed {
-        let listed: std::collections::HashSet<&str> = machines.iter().map(String::as_str).collect();
-        let mut out = Listed {
-            slots: self
-                .slots
-                .iter()
-                .filter(|(_, h)| listed.contains(h.as_str()))
-                .map(|(i, h)| (*i, h.clone()))
-                .collect(),
-            next: self.next,
-        };
-        let held: std::collections::HashSet<String> = out.slots.values().cloned().collect();
-        for h in machines.iter().filter(|h| !held.contains(*h)) {
-            out.slots.insert(out.next, h.clone());
-            out.next = out.next.saturating_add(1);
-        }
-        out
-    }
-}
+use crate::config::{Config, UpdateMode};
 
 impl ConfigRecord {
     /// The one rule for "is this VM still wanted": a static pool wants the indexes of its listed
@@ -93,7 +58,7 @@ impl ConfigRecord {
         if let Some(o) = old {
             self.paused = o.paused.clone();
             self.breaker = o.breaker.clone();
-            self.rollout = crate::model::rollout::changed(o, &self.config, now);
+            self.rollout = rollout_of(o, &self.config, now);
             // Marked now when the provider changes (or `o` stood in for a record that did not
             // decode, whose VMs' provider is unknown); a change still going on stays marked.
             let other = providers.resolve(&o.config.provider) != providers.resolve(&self.config.provider);
@@ -123,5 +88,23 @@ impl ConfigRecord {
             true => self.current_amount,
             false => self.config.amount.at(self.current_amount, now),
         }
+    }
+}
+
+/// True when `vm` was made from other instance attributes than `c` has now.
+pub fn outdated(c: &Config, vm: &Vm) -> bool {
+    !c.is_static() && (!c.zone_names().contains(&vm.zone()) || vm.attributes != c.attributes_in(vm.zone()))
+}
+
+/// The rollout mark of a Config record replacing `old` with `new`: a new one when the instance
+/// attributes (or zones) change and the update is rolling, else `old`'s (one going on goes on).
+fn rollout_of(old: &ConfigRecord, new: &Config, now: DateTime<Utc>) -> Option<Rollout> {
+    let o = &old.config;
+    let other = o.attributes != new.attributes || o.zones != new.zones;
+    let rolling = new.update.mode == UpdateMode::Rolling && !new.is_static();
+    match (other && rolling && !old.revision.is_empty(), &old.rollout) {
+        (true, _) => Some(Rollout { since: now, updated: 0, outdated: 0 }),
+        (false, r) if rolling => r.clone(),
+        _ => None,
     }
 }

@@ -1,20 +1,13 @@
-//! Records the reconcile logic keeps: Config records, VMs, bot observations, pauses and
-//! per-config status (counts, recent errors, backoff), and the operator API's views (a VM's
-//! state and view, a plan; kept in `model/api.rs`).
+//! The records themselves: Config records, VMs, bot observations, pauses, backoffs, errors and
+//! the sums and counts of a Config.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::breaker::BreakerState;
+use super::listed::Listed;
+use super::rollout::Rollout;
 use crate::config::{Attributes, Config};
-
-mod api;
-pub mod breaker;
-pub mod rollout;
-mod status;
-mod wanted;
-pub use api::{Change, Plan, PlanInput, UnknownState, VmState, VmView};
-pub use status::{ConfigState, ConfigStatus, FileError, ZoneStatus};
-pub use wanted::Listed;
 
 /// The `source` of a Config made over the operator API. File sources are file names, which
 /// always end `.yaml`, `.yml` or `.json` (`import_configs` lists no other file), so no file can
@@ -69,10 +62,10 @@ pub struct ConfigRecord {
     /// Set while a rolling update replaces VMs made from older instance attributes (see
     /// `rollout`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rollout: Option<rollout::Rollout>,
+    pub rollout: Option<Rollout>,
     /// Its circuit breaker: failures in a row, and whether it is open (see `breaker`).
-    #[serde(default, skip_serializing_if = "breaker::BreakerState::is_closed_clean")]
-    pub breaker: breaker::BreakerState,
+    #[serde(default, skip_serializing_if = "BreakerState::is_closed_clean")]
+    pub breaker: BreakerState,
 }
 
 impl ConfigRecord {

@@ -1,0 +1,17 @@
+//! Records the reconcile logic keeps: Config records, VMs, bot observations, pauses and
+//! per-config status (counts, recent errors, backoff), and the operator API's views (a VM's
+//! state and view, a plan; kept in `model/api.rs`).
+
+mod api;
+pub mod breaker;
+mod listed;
+mod records;
+pub mod rollout;
+mod status;
+mod wanted;
+
+pub use api::{Change, Plan, PlanInput, UnknownState, VmState, VmView};
+pub use listed::Listed;
+pub use records::*;
+pub use status::{ConfigState, ConfigStatus, FileError, ZoneStatus};
+pub use wanted::outdated;
