@@ -2,7 +2,7 @@
 //! paths, emails, endpoint URLs, the ranges of durations and counts, and when two prefixes clash.
 //! Pure rules, used by the Config's own validation and by the settings' trust.
 
-use super::Secs;
+use super::units::Secs;
 
 /// A valid Compute Engine resource name: `[a-z]([-a-z0-9]*[a-z0-9])?`, at most 63 characters.
 pub fn valid_gce_name(name: &str) -> bool {
@@ -35,7 +35,7 @@ pub fn valid_host(host: &str) -> bool {
 
 /// The ranges of a Config's durations and counts (beyond them a Config is refused).
 pub mod bounds {
-    use crate::config::Secs;
+    use crate::config::units::Secs;
 
     /// Longest `lifetime`: a year.
     pub const LIFETIME: Secs = Secs(365 * 86_400);

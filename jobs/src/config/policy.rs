@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Secs;
+use super::units::Secs;
 
 /// How a change of instance attributes reaches the VMs made before it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

@@ -5,7 +5,10 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Amount, Attributes, Config, ConfigError, Secs, valid_host};
+use super::attributes::Attributes;
+use super::names::valid_host;
+use super::spec::Config;
+use super::units::{Amount, ConfigError, Secs};
 
 /// Types of provider.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

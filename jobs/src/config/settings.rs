@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::Secs;
+use super::units::Secs;
 
 /// Timings of the reconcile logic (all overridable in the service settings file).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,6 +1,7 @@
 //! Tests of Config parsing, validation and the amount schedule.
 
 use super::*;
+use chrono::{TimeZone, Utc};
 
 pub(crate) const YAML: &str = r#"
 prefix: linux

@@ -8,7 +8,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use super::names::{prefixes_clash, valid_host};
-use super::{Config, ConfigError, err};
+use super::spec::Config;
+use super::units::{ConfigError, err};
 
 /// The tenant of Configs whose owner groups have none of their own.
 pub const OPEN_TENANT: &str = "*";

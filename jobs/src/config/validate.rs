@@ -1,8 +1,11 @@
 //! Config validation: every rule of one Config, the rules across Configs, and the nesting check
 //! run before a parser sees a file.
 
+use super::names::{bounds, valid_gce_name, valid_project};
 use super::names::{days, resource_path, valid_email, valid_label};
-use super::*;
+use super::policy::*;
+use super::spec::*;
+use super::units::*;
 
 /// A parser's message without the values it quotes (`invalid type: string "…"`): an error
 /// names where and why, never what a file holds.
@@ -79,7 +82,7 @@ impl Config {
     }
 
     /// Checks the service's limits (settings `[limits]`).
-    pub fn check_limits(&self, limits: &crate::config::Limits) -> Result<(), ConfigError> {
+    pub fn check_limits(&self, limits: &super::settings::Limits) -> Result<(), ConfigError> {
         let ceiling = super::trust::most_vms(self);
         if ceiling > limits.max_amount {
             return Err(err(
@@ -130,7 +133,7 @@ impl Config {
         self.check_bounds(&f, &mut out);
         if self.swarming.is_empty() {
             out.push(err(f("swarming"), "is required"));
-        } else if let Err(e) = super::Origin::parse(&self.swarming) {
+        } else if let Err(e) = super::trust::Origin::parse(&self.swarming) {
             out.push(err(f("swarming"), e));
         }
         out

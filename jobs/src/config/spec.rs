@@ -1,0 +1,125 @@
+//! The Config itself: one pool of VMs as an operator writes it, what it reads and what this
+//! service stamps on its instances.
+
+use serde::{Deserialize, Serialize};
+
+use super::attributes::Attributes;
+use super::policy::{Breaker, Update, ZoneWeight};
+use super::units::{Amount, Secs};
+
+/// One pool of VMs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// Pool name and the start of every VM id and hostname.
+    #[serde(default)]
+    pub prefix: String,
+    /// How many VMs (none in a static pool).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub amount: Amount,
+    /// Instance template (none in a static pool).
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub attributes: Attributes,
+    /// A multi-zone pool: its zones, each with its share of new VMs (instead of
+    /// `attributes.zone`; the project is `attributes.project`). A VM keeps its zone for its
+    /// incarnation; quota or stockout in one zone moves creation to the others at once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub zones: Vec<ZoneWeight>,
+    /// How long an instance lives before it is replaced (required).
+    #[serde(default)]
+    pub lifetime: Secs,
+    /// How long a bot may take to connect, or stay dead, before its instance is destroyed (zero:
+    /// no limit on connecting, and a dead bot's instance goes at once, as in LUCI).
+    #[serde(default)]
+    pub timeout: Secs,
+    /// Swarming server URL.
+    #[serde(default)]
+    pub swarming: String,
+    /// Groups that own the pool.
+    #[serde(default)]
+    pub owner: Vec<String>,
+    /// The id of the provider its machines come from (`[providers.<id>]` of the settings;
+    /// empty: the default, Compute Engine). A change drains the VMs of the old provider.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub provider: String,
+    /// A static pool: the hostnames of existing machines, watched instead of made (its provider
+    /// is of type `static`; no `amount`, no `attributes`). Removing a hostname drains its bot
+    /// (after its task) and deletes it from Swarming.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machines: Option<Vec<String>>,
+    /// When to stop replacing VMs that fail: the circuit breaker.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub breaker: Breaker,
+    /// How VMs made from older instance attributes are replaced after a change.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub update: Update,
+}
+
+fn is_default<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
+}
+
+impl Config {
+    /// The zones its VMs go to: `zones`, or `attributes.zone`.
+    pub fn zone_names(&self) -> Vec<&str> {
+        match self.zones.is_empty() {
+            true => vec![self.attributes.zone.as_str()],
+            false => self.zones.iter().map(|z| z.zone.as_str()).collect(),
+        }
+    }
+
+    /// The instance attributes of a VM of this Config in `zone`: the template with the zone
+    /// filled in (`{{.Zone}}` in the machine and disk types).
+    pub fn attributes_in(&self, zone: &str) -> Attributes {
+        let mut a = self.attributes.clone();
+        a.zone = zone.to_owned();
+        a.machine_type = a.machine_type.replace("{{.Zone}}", zone);
+        for d in &mut a.disk {
+            d.kind = d.kind.replace("{{.Zone}}", zone);
+        }
+        a
+    }
+
+    /// True for a static pool (it lists its machines).
+    pub fn is_static(&self) -> bool {
+        self.machines.is_some()
+    }
+}
+
+/// The FNV-1a offset basis: where a hash with [`fnv`] starts.
+pub const FNV_START: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// FNV-1a, 64 bits: a stable content hash (a Config's revision).
+pub fn fnv(bytes: &[u8], mut h: u64) -> u64 {
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x100_0000_01b3);
+    }
+    h
+}
+
+/// Largest Config file read (bytes).
+pub const MAX_FILE_BYTES: u64 = 1 << 20;
+/// Deepest `[`/`{` nesting a Config file may have (a Config needs about 5).
+pub const MAX_NESTING: usize = 32;
+/// Most metadata items of a Config.
+pub const MAX_METADATA_ITEMS: usize = 10_000;
+/// Largest total size of the metadata keys and values, as Compute Engine allows (512 KiB).
+pub const MAX_METADATA_BYTES: usize = 512 * 1024;
+/// Largest metadata value, as Compute Engine allows (256 KiB).
+pub const MAX_METADATA_VALUE: usize = 256 * 1024;
+
+/// Labels this service sets on every instance (and reads back to adopt or audit).
+pub mod labels {
+    /// The deployment (namespace) that manages the instance.
+    pub const DEPLOYMENT: &str = "gce-backend";
+    /// The Config prefix.
+    pub const CONFIG: &str = "gce-backend-config";
+    /// The VM id.
+    pub const VM: &str = "gce-backend-vm";
+}
+
+/// Digits of the largest index a pool can have.
+pub(super) fn index_digits(max: u32) -> usize {
+    max.saturating_sub(1).to_string().len()
+}
