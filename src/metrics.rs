@@ -216,7 +216,7 @@ impl Metrics {
     /// The metrics of a process over `ctx`; with `shared`, also the store's shared state.
     pub fn new(ctx: Ctx, shared: bool) -> Self {
         let mut registry = Registry::with_prefix("gce_backend");
-        ctx.telemetry.register(&mut registry);
+        ctx.metrics.register(&mut registry);
         let requests = Family::<Labels, Counter>::default();
         let request_seconds: Histograms = Family::new_with_constructor(api_seconds);
         registry.register("api_requests", "API requests by method and HTTP status", requests.clone());

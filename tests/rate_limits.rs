@@ -87,7 +87,7 @@ async fn a_throttled_project_never_holds_up_another() {
     assert!(c.created < 10, "slowp: {c:?}");
     let st = env.status("slowp", true).await;
     assert_eq!((st.task_failures, st.dead_tasks), (0, 0), "held back, not failed: {:?}", st.errors);
-    let text = env.ctx.telemetry.text();
+    let text = env.ctx.metrics.text();
     assert!(
         text.lines()
             .any(|l| l

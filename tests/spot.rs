@@ -40,7 +40,7 @@ async fn preempting_a_third_of_a_spot_pool_converges_with_no_zone_backoff() {
         assert_eq!(bots[h]["deleted"], true, "{h}'s bot deleted");
     }
     assert!(env.ctx.store.backoff("my-proj", "us-central1-b").await.unwrap().is_none(), "no zone backoff");
-    let text = env.ctx.telemetry.text();
+    let text = env.ctx.metrics.text();
     let counted: f64 = text
         .lines()
         .filter(|l| l.contains("op=\"preempted\"") && !l.starts_with('#'))

@@ -70,7 +70,7 @@ async fn a_static_pool_is_watched_and_a_removed_busy_machine_finishes_its_task_f
     }
     let calls = env.sim.with(|w| w.calls.clone());
     assert!(calls.keys().all(|m| !m.starts_with("compute.instances.")), "no instance call: {calls:?}");
-    let text = env.ctx.telemetry.text();
+    let text = env.ctx.metrics.text();
     assert!(
         !text
             .lines()

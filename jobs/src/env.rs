@@ -96,7 +96,7 @@ pub struct Env {
     /// Where `import_configs` reads Config files.
     pub configs_dir: std::path::PathBuf,
     /// Metrics.
-    pub telemetry: crate::telemetry::Telemetry,
+    pub metrics: crate::metrics::Metrics,
     /// Conditions holding tasks back in this process (a backed-off zone, a Swarming server that
     /// cannot be walked), each logged once per change of state with a periodic summary.
     pub episodes: Arc<crate::episodes::Episodes>,

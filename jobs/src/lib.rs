@@ -36,6 +36,7 @@ pub mod error;
 pub mod heal;
 pub mod identity;
 pub mod lifecycle;
+pub mod metrics;
 pub mod model;
 pub mod naming;
 pub mod operate;
@@ -46,7 +47,6 @@ pub mod rollout;
 pub mod status;
 pub mod store;
 pub mod tasks;
-pub mod telemetry;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 pub mod work;

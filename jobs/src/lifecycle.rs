@@ -6,9 +6,9 @@ use gce_backend_queues::{Task, When};
 
 use crate::env::Env;
 use crate::error::TaskError;
+use crate::metrics::Stage;
 use crate::model::{Fault, FaultKind, Placed, Vm};
 use crate::ports::store::Versioned;
-use crate::telemetry::Stage;
 use crate::work::{CountVms, CreateInstance, DestroyInstance, ManageBot};
 use crate::writes::{drop_uncreated, update_vm, write_vm, write_vm_at};
 
@@ -32,9 +32,9 @@ pub async fn created(ctx: &Env, cur: Versioned<Vm>, placed: Placed, fixed: bool)
         // Only the run that recorded the instance counts it (another may have recorded it first);
         // a static machine is recorded, not inserted.
         if *wrote && !fixed {
-            ctx.telemetry.instance_op(vm, "insert", "ok", "");
+            ctx.metrics.instance_op(vm, "insert", "ok", "");
             if let Some(sent) = v.insert_sent {
-                ctx.telemetry.lifecycle(vm, Stage::InsertToCreated, sent, ctx.now());
+                ctx.metrics.lifecycle(vm, Stage::InsertToCreated, sent, ctx.now());
             }
         }
         crate::backoff::clear_for(ctx, vm).await?;
@@ -135,7 +135,7 @@ pub async fn replace_down(ctx: &Env, vm: &Vm, status: Option<&str>, stage: &str)
         (None, _) => "instance gone: replacing it now".to_owned(),
     };
     if fault(ctx, vm, FaultKind::InstanceDown, &detail, stage).await? && preempted && status.is_some() {
-        ctx.telemetry.instance_op(vm, "preempted", "ok", ""); // once per incarnation
+        ctx.metrics.instance_op(vm, "preempted", "ok", ""); // once per incarnation
     }
     match DestroyInstance::of(vm) {
         Some(destroy) => ctx.push(&destroy).await.map(drop),

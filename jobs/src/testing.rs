@@ -248,10 +248,10 @@ impl Ctx {
             store: Arc::new(MemoryStore::new()),
             keys: Arc::default(),
         };
-        let telemetry = crate::telemetry::Telemetry::default();
+        let metrics = crate::metrics::Metrics::default();
         let queues = Queues::new(Arc::new(MemoryEngine::new()), crate::tasks::QUEUES, &HashMap::new())
             .expect("queues")
-            .with_metrics(&telemetry.queues);
+            .with_metrics(&metrics.queues);
         let env = Env {
             store: fakes.store.clone(),
             compute: fakes.compute.clone(),
@@ -266,7 +266,7 @@ impl Ctx {
             keys: fakes.keys.clone(),
             deployment: "test".into(),
             configs_dir: PathBuf::from("."),
-            telemetry,
+            metrics,
             episodes: Arc::default(),
         };
         let ctx = Ctx { env, providers: Arc::new(crate::providers::Providers::default()) };

@@ -68,18 +68,18 @@ pub async fn context(
     let trust = Arc::new(settings.trust().map_err(anyhow::Error::msg)?);
     let bots = Swarming::new(swarming.as_deref(), trust.clone()).map_err(anyhow::Error::msg)?;
     let iso = &settings.isolation;
-    let telemetry = gce_backend_jobs::telemetry::Telemetry::default();
-    let compute = gce_backend_jobs::ports::guarded::GuardedCompute::new(Arc::new(compute), iso, &telemetry);
+    let metrics = gce_backend_jobs::metrics::Metrics::default();
+    let compute = gce_backend_jobs::ports::guarded::GuardedCompute::new(Arc::new(compute), iso, &metrics);
     // Rate limits outside the guard: a call held back holds no slot of its project's.
     let compute =
-        RatedCompute::new(Arc::new(compute), buckets.clone(), settings.rate_limits.clone(), &telemetry);
-    let bots = gce_backend_jobs::ports::guarded::GuardedBots::new(Arc::new(bots), iso, &telemetry);
+        RatedCompute::new(Arc::new(compute), buckets.clone(), settings.rate_limits.clone(), &metrics);
+    let bots = gce_backend_jobs::ports::guarded::GuardedBots::new(Arc::new(bots), iso, &metrics);
     let policies: HashMap<String, gce_backend_queues::Policy> = settings.queues.clone().into_iter().collect();
     let clock: Arc<dyn gce_backend_jobs::ports::clock::Clock> = Arc::new(SystemClock);
     let hook = gce_backend_jobs::tasks::dead_hook(store.clone(), clock.clone());
     let queues = Queues::new(engine, gce_backend_jobs::tasks::QUEUES, &policies)?
         .with_dead_hook(hook)
-        .with_metrics(&telemetry.queues);
+        .with_metrics(&metrics.queues);
     let env = Env {
         store,
         compute: Arc::new(compute),
@@ -94,7 +94,7 @@ pub async fn context(
         keys: Arc::new(crate::adapters::keys::HttpKeys::new(&certs).map_err(anyhow::Error::msg)?),
         deployment: settings.deployment.clone(),
         configs_dir: opts.configs.clone(),
-        telemetry,
+        metrics,
         episodes: Arc::default(),
     };
     let providers = Arc::new(Providers::new(&settings.providers).map_err(anyhow::Error::msg)?);

@@ -110,7 +110,7 @@ async fn a_vm_registers_once_with_its_identity_token_and_every_bad_proof_gets_on
     assert_eq!(answers, [(json!("InsufficientRole"), json!("registration refused"))], "one answer for all");
     assert!(env.ctx.store.vm("reg-1").await.unwrap().unwrap().value.registered.is_none());
     // Each refused for its own reason, counted (and never told to the caller).
-    let counted = env.ctx.telemetry.text();
+    let counted = env.ctx.metrics.text();
     for (reason, n) in [("not RS256", 2), ("unknown key id", 1), ("issuer", 1), ("no VM of that name", 1)] {
         let line = format!("gce_backend_registrations_total{{result=\"{reason}\"}} {n}");
         assert!(counted.lines().any(|l| l == line), "{line} in\n{counted}");

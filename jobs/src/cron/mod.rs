@@ -50,6 +50,6 @@ pub async fn run(ctx: &Ctx, job: &str) -> Result<usize, TaskError> {
     let started = std::time::Instant::now();
     let out = run(ctx).await;
     let pushed = *out.as_ref().unwrap_or(&0);
-    ctx.telemetry.cron(name, out.is_ok(), pushed, started.elapsed().as_secs_f64(), ctx.now());
+    ctx.metrics.cron(name, out.is_ok(), pushed, started.elapsed().as_secs_f64(), ctx.now());
     out
 }

@@ -45,7 +45,7 @@ pub struct Registration {
 /// counts the result (`registrations{result}`: ok, or why it was refused).
 pub async fn register(ctx: &Ctx, input: &RegisterInput, audience: &str) -> Result<Registration, Refused> {
     let out = attempt(ctx, input, audience).await;
-    ctx.telemetry.registration(out.as_ref().map_or_else(|r| r.0, |_| "ok"));
+    ctx.metrics.registration(out.as_ref().map_or_else(|r| r.0, |_| "ok"));
     out
 }
 

@@ -14,8 +14,8 @@ use chrono::{DateTime, Utc};
 use super::bots::{BotError, BotErrorKind, BotEvent, Bots};
 use super::compute::{Compute, ComputeError, Instance, InstanceSpec, Kind, Operation, Quota};
 use super::guard::{Guard, Isolation, Refused};
+use crate::metrics::Metrics;
 use crate::model::Bot;
-use crate::telemetry::Telemetry;
 
 /// The label of a guard's refusal.
 fn refusal(r: &Refused) -> &'static str {
@@ -29,7 +29,7 @@ fn refusal(r: &Refused) -> &'static str {
 /// Measures `call` as `service` `method`: its result code (`ok` or `code` of the error) and
 /// latency (of the call alone, not the wait for a slot).
 async fn measured<T, E>(
-    telemetry: &Telemetry,
+    metrics: &Metrics,
     service: &'static str,
     method: &'static str,
     code: impl Fn(&E) -> String,
@@ -41,7 +41,7 @@ async fn measured<T, E>(
         Ok(_) => "ok".to_owned(),
         Err(e) => code(e),
     };
-    telemetry.call(service, method, &c, Some(started.elapsed().as_secs_f64()));
+    metrics.call(service, method, &c, Some(started.elapsed().as_secs_f64()));
     out
 }
 
@@ -51,17 +51,17 @@ pub struct GuardedBots {
     inner: Arc<dyn Bots>,
     guard: Guard,
     timeout: Duration,
-    telemetry: Telemetry,
+    metrics: Metrics,
 }
 
 impl GuardedBots {
     /// `inner` behind a guard with `iso`'s settings.
-    pub fn new(inner: Arc<dyn Bots>, iso: &Isolation, telemetry: &Telemetry) -> Self {
+    pub fn new(inner: Arc<dyn Bots>, iso: &Isolation, metrics: &Metrics) -> Self {
         Self {
             inner,
             guard: Guard::new(iso.calls_per_server, iso),
             timeout: Duration::from_secs(iso.swarming_timeout.0),
-            telemetry: telemetry.clone(),
+            metrics: metrics.clone(),
         }
     }
 
@@ -82,11 +82,11 @@ impl GuardedBots {
         call: impl Future<Output = Result<T, BotError>>,
     ) -> Result<T, BotError> {
         let call =
-            measured(&self.telemetry, "swarming", method, |e: &BotError| e.kind.as_str().to_owned(), call);
+            measured(&self.metrics, "swarming", method, |e: &BotError| e.kind.as_str().to_owned(), call);
         self.guard.call(server, timeout, call).await.map_err(|e| match e {
             Ok(e) => e,
             Err(r) => {
-                self.telemetry.call("swarming", method, refusal(&r), None);
+                self.metrics.call("swarming", method, refusal(&r), None);
                 let e = BotError::new(BotErrorKind::Unavailable, format!("swarming server {server}: {r}"));
                 BotError { retry_after: r.wait(), ..e }
             }
@@ -128,17 +128,17 @@ pub struct GuardedCompute {
     inner: Arc<dyn Compute>,
     guard: Guard,
     timeout: Duration,
-    telemetry: Telemetry,
+    metrics: Metrics,
 }
 
 impl GuardedCompute {
     /// `inner` behind a guard with `iso`'s settings.
-    pub fn new(inner: Arc<dyn Compute>, iso: &Isolation, telemetry: &Telemetry) -> Self {
+    pub fn new(inner: Arc<dyn Compute>, iso: &Isolation, metrics: &Metrics) -> Self {
         Self {
             inner,
             guard: Guard::new(iso.calls_per_project, iso),
             timeout: Duration::from_secs(iso.compute_timeout.0),
-            telemetry: telemetry.clone(),
+            metrics: metrics.clone(),
         }
     }
 
@@ -148,11 +148,11 @@ impl GuardedCompute {
         project: &str,
         call: impl Future<Output = Result<T, ComputeError>>,
     ) -> Result<T, ComputeError> {
-        let call = measured(&self.telemetry, "compute", method, |e: &ComputeError| e.code.clone(), call);
+        let call = measured(&self.metrics, "compute", method, |e: &ComputeError| e.code.clone(), call);
         self.guard.call(project, self.timeout, call).await.map_err(|e| match e {
             Ok(e) => e,
             Err(r) => {
-                self.telemetry.call("compute", method, refusal(&r), None);
+                self.metrics.call("compute", method, refusal(&r), None);
                 ComputeError {
                     kind: Kind::Transient,
                     code: if matches!(r, Refused::Timeout(_)) {

@@ -17,7 +17,7 @@ use super::clock::{Clock, SystemClock};
 use super::compute::{Compute, ComputeError, Instance, InstanceSpec, Kind, Operation, Quota};
 use super::store::StoreError;
 use crate::episodes::{Episodes, Held};
-use crate::telemetry::Telemetry;
+use crate::metrics::Metrics;
 
 /// A rate: `rate` tokens per second, at most `burst` saved up (rate 0: no limit).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -305,19 +305,14 @@ pub struct RatedCompute {
     inner: Arc<dyn Compute>,
     buckets: Arc<dyn Buckets>,
     limits: RateLimits,
-    telemetry: Telemetry,
+    metrics: Metrics,
     held: Episodes,
 }
 
 impl RatedCompute {
     /// `inner` behind `limits`, its buckets in `buckets`.
-    pub fn new(
-        inner: Arc<dyn Compute>,
-        buckets: Arc<dyn Buckets>,
-        limits: RateLimits,
-        t: &Telemetry,
-    ) -> Self {
-        Self { inner, buckets, limits, telemetry: t.clone(), held: Episodes::default() }
+    pub fn new(inner: Arc<dyn Compute>, buckets: Arc<dyn Buckets>, limits: RateLimits, t: &Metrics) -> Self {
+        Self { inner, buckets, limits, metrics: t.clone(), held: Episodes::default() }
     }
 
     async fn run<T>(
@@ -340,7 +335,7 @@ impl RatedCompute {
                     waited += w;
                 }
                 Ok(w) => {
-                    self.telemetry.throttled(project, class.name());
+                    self.metrics.throttled(project, class.name());
                     let class = class.name();
                     // Said once when it first happens, then summed up every minute it goes on.
                     match self.held.held(&key, tokio::time::Instant::now()) {

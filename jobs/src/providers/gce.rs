@@ -33,7 +33,7 @@ use gce_backend_queues::Task;
 
 /// The stage its errors are recorded under (its queue's, as the handler's).
 const STAGE: &str = CreateInstance::QUEUE;
-use crate::telemetry::Stage;
+use crate::metrics::Stage;
 use crate::work::Next;
 use crate::writes::{update_vm, write_vm_at};
 
@@ -130,7 +130,7 @@ impl Provider for Gce {
                 // The slot's first accepted insert only (a re-send after a failed operation has a
                 // later attempt; one refused outright sends again from here).
                 if sending && vm.insert_attempt == 0 {
-                    ctx.telemetry.lifecycle(vm, Stage::ChangeToInsert, vm.configured, now);
+                    ctx.metrics.lifecycle(vm, Stage::ChangeToInsert, vm.configured, now);
                 }
                 op
             }
@@ -172,7 +172,7 @@ impl Provider for Gce {
                     // failure; nothing to record.
                     Err(e) if e.retry_after.is_some() => return Err(e.into()),
                     Err(e) => {
-                        ctx.telemetry.instance_op(&vm, "delete", e.kind.as_str(), &e.code);
+                        ctx.metrics.instance_op(&vm, "delete", e.kind.as_str(), &e.code);
                         ctx.record(&vm.config, "destroy_instance", &e.code, &e.message, vm.zone(), "")
                             .await?;
                         return Err(e.into());
@@ -197,7 +197,7 @@ impl Provider for Gce {
             if let Some(e) = op.error {
                 ctx.record(&vm.config, "destroy_instance", &e.code, &e.message, vm.zone(), &op.name).await?;
                 if ctx.compute.get(vm.project(), vm.zone(), &vm.hostname).await?.is_some() {
-                    ctx.telemetry.instance_op(&vm, "delete", e.kind.as_str(), &e.code);
+                    ctx.metrics.instance_op(&vm, "delete", e.kind.as_str(), &e.code);
                     // The failed operation stays bound to its requestId: the next try needs a new one.
                     update_vm(ctx, &vm.id, |v| {
                         v.instance == vm.instance && v.destroy_attempt == vm.destroy_attempt && {
@@ -342,7 +342,7 @@ async fn failed(ctx: &Env, vm: &Vm, e: ComputeError, op: &str) -> Result<Next, T
         // Held back by the project's open breaker: a wait, not a failure (nothing to record).
         return Err(e.into());
     }
-    ctx.telemetry.instance_op(vm, "insert", e.kind.as_str(), &e.code);
+    ctx.metrics.instance_op(vm, "insert", e.kind.as_str(), &e.code);
     ctx.record(&vm.config, STAGE, &e.code, &e.message, vm.zone(), op).await?;
     match e.kind {
         ComputeKind::Quota | ComputeKind::Stockout => {

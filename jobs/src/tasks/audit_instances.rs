@@ -31,13 +31,13 @@ pub async fn run(ctx: &Ctx, t: AuditInstances) -> Result<Next, TaskError> {
             let key = format!("{scope}{name}");
             let first = ctx.store.mark(LEAKS, &key, now).await?;
             if first == now {
-                ctx.telemetry.cleanup("leaked_instance", "found");
+                ctx.metrics.cleanup("leaked_instance", "found");
             }
             if first + ctx.timing.leak_grace.chrono() <= now {
                 let rid = request_id(&format!("plug-{name}"));
                 match ctx.compute.delete(&t.project, &t.zone, &name, &rid).await {
                     Ok(_) => {
-                        ctx.telemetry.cleanup("leaked_instance", "deleted");
+                        ctx.metrics.cleanup("leaked_instance", "deleted");
                         tracing::info!(project = %t.project, zone = %t.zone, instance = %name, "deleted a leaked instance")
                     }
                     // Held back (rate limit, open breaker): the audit waits for the way to open.

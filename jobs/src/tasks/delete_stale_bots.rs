@@ -18,7 +18,7 @@ pub async fn run(ctx: &Ctx, t: DeleteStaleBots) -> Result<Next, TaskError> {
         }
         if ctx.store.vms_by_hostname(&[bot.to_owned()]).await?[0].is_none() {
             ctx.bots.delete(server, bot).await?;
-            ctx.telemetry.cleanup("stale_bot", "deleted");
+            ctx.metrics.cleanup("stale_bot", "deleted");
             tracing::info!(server, bot, "deleted a stale bot with no VM");
         }
         ctx.store.unmark(STALE_BOTS, &key).await?;

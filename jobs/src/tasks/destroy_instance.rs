@@ -8,7 +8,7 @@ use crate::work::{DeleteBot, DestroyInstance, Next};
 use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::writes::update_vm;
-use crate::telemetry::Stage;
+use crate::metrics::Stage;
 
 
 /// Handles one task.
@@ -48,9 +48,9 @@ pub async fn run(ctx: &Ctx, t: DestroyInstance) -> Result<Next, TaskError> {
     // Counted once per instance: a run again before `delete_bot` (a retry, a duplicate task)
     // finds its DeleteBot already there. A static machine is released, not deleted.
     if pushed.added() && !fixed {
-        ctx.telemetry.instance_op(&vm, "delete", "ok", "");
+        ctx.metrics.instance_op(&vm, "delete", "ok", "");
         if let Some(placed) = &vm.instance {
-            ctx.telemetry.lifecycle(&vm, Stage::Lifetime, placed.created, ctx.now());
+            ctx.metrics.lifecycle(&vm, Stage::Lifetime, placed.created, ctx.now());
         }
     }
     Ok(Next::Done)

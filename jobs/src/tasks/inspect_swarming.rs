@@ -69,7 +69,7 @@ pub async fn run(ctx: &Ctx, t: InspectSwarming) -> Result<Next, TaskError> {
                         let first =
                             ctx.store.mark(STALE_BOTS, &format!("{}|{}", t.server, bot.id), now).await?;
                         if first == now {
-                            ctx.telemetry.cleanup("stale_bot", "found");
+                            ctx.metrics.cleanup("stale_bot", "found");
                         }
                     }
                 }

@@ -25,7 +25,7 @@ use crate::ports::store::Versioned;
 use crate::lifecycle::{fault, replace_down};
 use crate::providers::Health;
 use crate::writes::{update_vm, write_vm_at};
-use crate::telemetry::Stage;
+use crate::metrics::Stage;
 
 
 const STAGE: &str = "manage_bot";
@@ -98,7 +98,7 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<Next, TaskError> {
         if let Some((Versioned { value: v, .. }, true)) = &written
             && let Some(placed) = &v.instance
         {
-            ctx.telemetry.lifecycle(v, Stage::CreatedToConnected, placed.created, first);
+            ctx.metrics.lifecycle(v, Stage::CreatedToConnected, placed.created, first);
         }
         tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), "bot connected");
         // A bot connected: earlier faults of this Config's VMs are behind it.

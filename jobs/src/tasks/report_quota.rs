@@ -9,7 +9,7 @@ use crate::error::TaskError;
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: ReportQuota) -> Result<Next, TaskError> {
     for q in ctx.compute.quotas(&t.project).await? {
-        ctx.telemetry.quota(&t.project, &q.region, &q.metric, q.usage, q.limit);
+        ctx.metrics.quota(&t.project, &q.region, &q.metric, q.usage, q.limit);
         if q.limit > 0.0 && q.usage >= 0.9 * q.limit {
             tracing::warn!(project = %t.project, region = %q.region, metric = %q.metric, usage = q.usage, limit = q.limit, "quota nearly used up");
         } else {

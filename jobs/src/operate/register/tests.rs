@@ -52,7 +52,7 @@ async fn a_vm_registers_once_per_incarnation_and_its_bot_is_looked_at_at_once() 
     assert_eq!(register(&ctx, &input, AUD).await.unwrap_err(), Refused("already registered"));
     assert!(ctx.taken::<ManageBot>().await.is_empty());
     // Counted by result, the refusal by its reason (which the caller is never told).
-    let text = ctx.telemetry.text();
+    let text = ctx.metrics.text();
     for line in [
         "gce_backend_registrations_total{result=\"ok\"} 1",
         "gce_backend_registrations_total{result=\"already registered\"} 1",

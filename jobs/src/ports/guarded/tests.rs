@@ -31,7 +31,7 @@ impl Bots for Hanging {
 #[tokio::test(start_paused = true)]
 async fn a_hanging_server_times_out_trips_and_fails_fast_while_others_answer() {
     let iso = Isolation::default();
-    let bots = Arc::new(GuardedBots::new(Arc::new(Hanging(Arc::default())), &iso, &Telemetry::default()));
+    let bots = Arc::new(GuardedBots::new(Arc::new(Hanging(Arc::default())), &iso, &Metrics::default()));
     let hang = "https://hang.example.com";
     for _ in 0..iso.trip_after {
         let e = bots.get(hang, "b").await.unwrap_err();

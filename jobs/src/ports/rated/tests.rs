@@ -43,7 +43,7 @@ async fn a_call_past_its_projects_rate_is_not_sent_and_other_projects_go_on() {
         ProjectRates { read: Some(Rate { rate: 1.0, burst: 1 }), ..Default::default() },
     );
     let rated =
-        RatedCompute::new(fake.clone(), Arc::new(MemoryBuckets::default()), limits, &Telemetry::default());
+        RatedCompute::new(fake.clone(), Arc::new(MemoryBuckets::default()), limits, &Metrics::default());
     rated.get("slow", "z", "a").await.unwrap();
     let e = rated.get("slow", "z", "b").await.unwrap_err();
     assert_eq!(e.kind, Kind::Throttled);

@@ -60,7 +60,7 @@ async fn done_records_the_instance_with_a_deterministic_request_id_and_watches_t
     assert!(got.operation.is_empty(), "no operation left to follow");
     assert!(ctx.taken::<ManageBot>().await.is_empty(), "its bot cannot be there at once");
     assert_eq!(ctx.delayed::<ManageBot>().await, ["linux-0"], "looked for soon after boot");
-    let m = ctx.telemetry.text();
+    let m = ctx.metrics.text();
     for line in [
         r#"gce_backend_instance_operations_total{config="linux",zone="z",op="insert",result="ok",code=""} 1"#,
         r#"gce_backend_vm_lifecycle_seconds_count{config="linux",stage="change_to_insert"} 1"#,
@@ -144,7 +144,7 @@ async fn quota_keeps_the_vm_backs_off_the_zone_and_uses_a_new_request_id_after()
     assert_eq!((b.reason.as_str(), b.failures), ("QUOTA_EXCEEDED", 1));
     assert_eq!(ctx.store.errors("linux").await.unwrap()[0].code, "QUOTA_EXCEEDED");
     let quota = r#"gce_backend_instance_operations_total{config="linux",zone="z",op="insert",result="quota",code="QUOTA_EXCEEDED"} 1"#;
-    assert!(ctx.telemetry.text().lines().any(|l| l == quota), "{}", ctx.telemetry.text());
+    assert!(ctx.metrics.text().lines().any(|l| l == quota), "{}", ctx.metrics.text());
     // Within the backoff: no call at all, and a look when it ends.
     let next = run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap();
     assert_eq!(next, Next::After(std::time::Duration::from_secs(30)));
@@ -157,7 +157,7 @@ async fn quota_keeps_the_vm_backs_off_the_zone_and_uses_a_new_request_id_after()
         format!("insert linux-0-abcd {}", request_id("create-linux-0-abcd-1"))
     );
     let once = r#"gce_backend_vm_lifecycle_seconds_count{config="linux",stage="change_to_insert"} 1"#;
-    assert!(ctx.telemetry.text().lines().any(|l| l == once), "a re-send is not another change");
+    assert!(ctx.metrics.text().lines().any(|l| l == once), "a re-send is not another change");
     assert!(ctx.store.backoff("test-project", "z").await.unwrap().is_none(), "success clears the backoff");
 }
 

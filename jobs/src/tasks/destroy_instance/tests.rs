@@ -27,7 +27,7 @@ async fn deletes_with_a_deterministic_request_id_and_already_gone_counts_as_done
     );
     // Run again before delete_bot (a duplicate task): the deletion is counted once.
     run(&ctx, DestroyInstance::of(&vm).unwrap()).await.unwrap();
-    let m = ctx.telemetry.text();
+    let m = ctx.metrics.text();
     let ok = r#"gce_backend_instance_operations_total{config="linux",zone="z",op="delete",result="ok",code=""} 1"#;
     assert!(m.lines().any(|l| l == ok), "{m}");
     assert!(m.lines().any(|l| l == r#"gce_backend_vm_lifetime_seconds_count{config="linux"} 1"#), "{m}");

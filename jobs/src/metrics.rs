@@ -61,7 +61,7 @@ fn call() -> Histogram {
 
 /// Every measurement of `jobs`, plus the queues' ([`QueueMetrics`]). Cheap to clone (shared).
 #[derive(Debug, Clone)]
-pub struct Telemetry {
+pub struct Metrics {
     /// The queues' measurements (given to each queue with `Queue::with_metrics`).
     pub queues: QueueMetrics,
     lifecycle: Histograms,
@@ -80,7 +80,7 @@ pub struct Telemetry {
     cron_last: Family<Labels, Gauge<f64, AtomicU64>>,
 }
 
-impl Default for Telemetry {
+impl Default for Metrics {
     fn default() -> Self {
         Self {
             queues: QueueMetrics::default(),
@@ -111,7 +111,7 @@ fn between(from: DateTime<Utc>, to: DateTime<Utc>) -> f64 {
     ((to - from).num_milliseconds().max(0) as f64) / 1000.0
 }
 
-impl Telemetry {
+impl Metrics {
     /// Adds every family to `registry` (names get the registry's prefix).
     pub fn register(&self, r: &mut Registry) {
         self.queues.register(r);
