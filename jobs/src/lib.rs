@@ -5,23 +5,47 @@
 //! closer to its Config. Failures leave no inconsistent state: the next run (a retry, a
 //! follow-up, or the next cron tick) picks up where the last one stopped.
 //!
-//! * [`config`]: the Config model, its validation and amount schedules.
-//! * [`naming`]: VM ids and hostnames.
-//! * [`model`]: stored records (Config records, VMs, bot observations, status).
-//! * [`ports`]: Store, Compute, Bots, Clock; [`store::memory`] is the in-memory Store.
-//! * [`ctx`]: the context handlers get; [`error`]: their error and its classification.
-//! * [`status`]: the read model operators see (counts, errors, state, file errors).
-//! * [`breaker`]: a Config's circuit breaker (failed VMs in a row stop replacement; canaries).
-//! * [`heal`]: rebuilding indexes and sums from the VM records when they are unusable or wrong.
-//! * [`episodes`]: a condition holding work back (open circuit, backed-off zone, …), logged
-//!   once per change of state with a periodic summary, not once per task.
-//! * [`backoff`]: backoffs of a (project, zone) or a Config after failures to create.
-//! * [`catalog`]: what Compute Engine offers a project (zones, disk types), to check Configs.
-//! * [`providers`]: where machines come from (the contract, Compute Engine, static machines).
-//! * [`rollout`]: rolling updates of VMs made from older instance attributes.
-//! * [`zones`]: which zone a multi-zone Config's new VM goes to.
-//! * [`operate`]: the operator API's operations (Configs over the API, amounts, pauses, plans,
-//!   VMs), typed, for an HTTP layer to call.
+//! # Layout
+//!
+//! Floors, bottom to top, one module a line. A module imports only from the floors below it and
+//! from the lines above it on its own floor, never up (`scripts/floors jobs/src` finds no cycle):
+//!
+//! 1. Records and pure rules
+//!    * `naming`: VM ids (`<prefix>-<index>`) and hostnames.
+//!    * `identity`: Compute Engine instance identity tokens, checked against Google's keys.
+//!    * `episodes`: conditions holding work back, logged once per change of state.
+//!    * `config`: the Config as operators write it, its units, the settings it is checked
+//!      against (trust, providers, limits, timings) and every rule of it.
+//!    * `model`: the stored records (Config records, VMs, bots, pauses, errors, sums, the
+//!      breaker's and a rollout's state) and the rules on one record (wanted, kept, outdated).
+//!    * `metrics`: what the reconcile logic measures.
+//!    * `work`: each queue's payload (ids only), [`work::Next`], and which Config a task is about.
+//! 2. Ports
+//!    * `ports`: Store, Compute, Bots, Clock and Keys; Compute and Bots guarded per server and
+//!      project and rate-limited per project.
+//!    * `store`: the in-memory Store (the embedded default, tests).
+//! 3. The machinery handlers share
+//!    * `error`: [`TaskError`] and its one classification.
+//!    * `catalog`: what Compute Engine offers a project (zones, disk types), cached.
+//!    * `env`: [`Env`], the ports and settings; push a task, record on a Config's status.
+//!    * `counts`: a Config's counts from the store's sums, O(1).
+//!    * `writes`: compare-and-set writes of records; a VM record that does not decode quarantined.
+//!    * `pause`: the one rule of pause and hold, and waking what a pause held back.
+//!    * `backoff`: backoffs of a (project, zone) after failures to create.
+//!    * `zones`: which zone a multi-zone Config's new VM goes to.
+//!    * `heal`: indexes and sums rebuilt from the VM records when unusable or wrong.
+//!    * `breaker`: a Config's circuit breaker (failed VMs in a row stop replacement; canaries).
+//!    * `status`: the read model operators see.
+//!    * `lifecycle`: a VM's shared steps (made, faulted, replaced, drained, dropped).
+//!    * `rollout`: rolling updates of VMs made from older instance attributes.
+//!    * `providers`: where machines come from (the contract, Compute Engine, static machines).
+//!    * `ctx`: [`Ctx`], the [`Env`] and the providers: what the top floor gets.
+//! 4. The top, imported by nothing but the binary
+//!    * `tasks`: one handler per queue, and the registry of queues.
+//!    * `cron`: one function per cron job, and their table.
+//!    * `operate`: the operator API's operations (Configs, amounts, pauses, plans, VMs).
+//!
+//! `testing` (feature `testing`) helps tests only.
 
 pub mod backoff;
 pub mod breaker;
