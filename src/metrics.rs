@@ -7,7 +7,7 @@
 //! Labels name Configs, queues, methods and fixed words only, never a VM, hostname or task.
 
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use tokio::time::Instant;
 
 use axum::extract::{Request, State};
 use axum::http::header::CONTENT_TYPE;

@@ -3,7 +3,8 @@
 //! through the official Compute client and the pRPC Swarming client.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use gce_backend::sim::SimConfig;
 use gce_backend_queues::testing::eventually;

@@ -7,7 +7,8 @@
 use std::collections::HashMap;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use apalis::prelude::*;
 use apalis_redis::{Config, RedisStorage};

@@ -2,7 +2,8 @@
 //! `https://www.googleapis.com/oauth2/v3/certs`, or the simulator's `/oauth2/v3/certs`), kept
 //! for an hour; a token naming an unknown key asks again, at most once a minute.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use async_trait::async_trait;
 use gce_backend_jobs::identity::{Key, keys_from_jwks};

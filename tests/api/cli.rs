@@ -98,7 +98,8 @@ fn cli_at(root: &str, token: &str, args: &[&str]) -> Output {
 
 #[test]
 fn status_and_queues_answer_over_the_api_of_the_embedded_default() {
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
+    use tokio::time::Instant;
     let dir = crate::support::temp_dir();
     std::fs::write(dir.join("linux.yaml"), crate::support::pool("linux", 1, "1d", "10m")).unwrap();
     // `gce-backend run` as the README says: no Redis, the API on loopback, an admin token made.

@@ -47,7 +47,7 @@ pub async fn run(ctx: &Ctx, job: &str) -> Result<usize, TaskError> {
         return Err(TaskError::Invalid(format!("no cron job {job:?}")));
     };
     // Wall time: how long the run took, not the Clock's notion of now.
-    let started = std::time::Instant::now();
+    let started = tokio::time::Instant::now();
     let out = run(ctx).await;
     let pushed = *out.as_ref().unwrap_or(&0);
     ctx.metrics.cron(name, out.is_ok(), pushed, started.elapsed().as_secs_f64(), ctx.now());

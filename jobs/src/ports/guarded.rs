@@ -35,7 +35,7 @@ async fn measured<T, E>(
     code: impl Fn(&E) -> String,
     call: impl Future<Output = Result<T, E>>,
 ) -> Result<T, E> {
-    let started = std::time::Instant::now();
+    let started = tokio::time::Instant::now();
     let out = call.await;
     let c = match &out {
         Ok(_) => "ok".to_owned(),

@@ -184,7 +184,7 @@ where
         if let Some(m) = layer.queue.metrics() {
             m.waited(&queue, lease.waited_ms as f64 / 1000.0);
         }
-        let started = std::time::Instant::now();
+        let started = tokio::time::Instant::now();
         let fut = span.in_scope(|| self.inner.call(task)).instrument(span);
         Box::pin(async move {
             let result = fut.await.map_err(Into::into);

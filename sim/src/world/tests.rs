@@ -224,10 +224,10 @@ fn summary_is_exact_at_200000_instances() {
     for id in &alive {
         w.terminate_bot(s, id);
     }
-    let scanned = std::time::Instant::now();
+    let scanned = tokio::time::Instant::now();
     let scan = w.scan_counts();
     let scan_time = scanned.elapsed();
-    let started = std::time::Instant::now();
+    let started = tokio::time::Instant::now();
     let summary = crate::admin::Summary::of(&w).json();
     let summary_time = started.elapsed();
     assert_eq!(w.counts(), &scan, "the kept counts are a scan's");
