@@ -81,7 +81,7 @@ impl Collector for SharedCollector {
             ] {
                 vms.push((l(&[("config", &c.prefix), ("state", state)]), i64::from(v)));
             }
-            paused.push((l(&[("config", &c.prefix)]), i64::from(c.paused.is_some() || c.paused_all)));
+            paused.push((l(&[("config", &c.prefix)]), i64::from(c.pause_in_force.is_some())));
             backoff.push((l(&[("config", &c.prefix)]), i64::from(c.backoff.is_some())));
             breaker.push((l(&[("config", &c.prefix)]), i64::from(c.breaker.is_some())));
             for z in &c.zones {

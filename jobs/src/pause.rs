@@ -32,12 +32,16 @@ pub async fn global(store: &dyn Store) -> Result<Option<Pause>, TaskError> {
     }
 }
 
-/// The pause in force for `rec`: its own, else the global one (only the global one when there
-/// is no record).
+/// The one rule of which pause is in force: a Config's own, else the global one.
+pub fn in_force(own: Option<&Pause>, global: Option<&Pause>) -> Option<Pause> {
+    own.or(global).cloned()
+}
+
+/// The pause in force for `rec` ([`in_force`]; only the global one when there is no record).
 pub async fn paused(env: &Env, rec: Option<&ConfigRecord>) -> Result<Option<Pause>, TaskError> {
     match rec.and_then(|r| r.paused.as_ref()) {
         Some(p) => Ok(Some(p.clone())),
-        None => global(&*env.store).await,
+        None => Ok(in_force(None, global(&*env.store).await?.as_ref())),
     }
 }
 

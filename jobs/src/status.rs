@@ -48,9 +48,10 @@ pub async fn status(
         dead_tasks: store.counter(prefix, counters::DEAD_TASKS).await?,
         task_failures: store.counter(prefix, counters::TASK_FAILURES).await?,
         errors: store.errors(prefix).await?,
-        paused_all: crate::pause::global(store).await?.is_some(),
         ..ConfigStatus::default()
     };
+    let global = crate::pause::global(store).await?;
+    st.paused_all = global.is_some();
     let config = match store.config(prefix).await {
         Err(StoreError::Corrupt { error, .. }) => {
             st.state = ConfigState::Corrupt;
@@ -93,6 +94,8 @@ pub async fn status(
         st.breaker = rec.breaker.open;
         st.rollout = rec.rollout;
     }
+    st.backoff = st.backoff.take().or_else(|| st.zones.iter().find_map(|z| z.backoff.clone()));
+    st.pause_in_force = crate::pause::in_force(st.paused.as_ref(), global.as_ref());
     Ok(st)
 }
 

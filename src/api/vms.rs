@@ -86,7 +86,7 @@ pub(super) async fn recycle(
     match detail(&api, &id).await {
         // Dropped before it was sent to Compute: it is made anew.
         Err(e) if e.status() == axum::http::StatusCode::NOT_FOUND => {
-            let vm = VmView { state: VmState::of(&vm), deadline: vm.deadline(), bot: None, vm };
+            let vm = VmView::of(vm, None);
             ok(VmDetail { vm, instance_status: None, tasks: Vec::new() })
         }
         other => ok(other?),

@@ -37,13 +37,15 @@ fn s(v: &Value) -> String {
     }
 }
 
+/// The pause in force (the API decides which: `pause_in_force`), and whose.
 fn paused(st: &Value) -> String {
-    if !st["paused"].is_null() {
-        format!("yes ({})", s(&st["paused"]["by"]))
-    } else if st["paused_all"] == true {
+    let p = &st["pause_in_force"];
+    if p.is_null() {
+        "-".into()
+    } else if st["paused"].is_null() {
         "all".into()
     } else {
-        "-".into()
+        format!("yes ({})", s(&p["by"]))
     }
 }
 

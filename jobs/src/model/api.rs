@@ -83,6 +83,39 @@ impl std::str::FromStr for VmState {
     }
 }
 
+/// What a VM's bot is, as its last observation (or the record) says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum BotState {
+    /// Connected and well.
+    Connected,
+    /// Asked to terminate (after its current task).
+    Terminating,
+    /// Swarming counts it dead.
+    Dead,
+    /// Deleted from Swarming.
+    Deleted,
+}
+
+impl BotState {
+    /// The state of `vm`'s bot: its observation first (deleted, dead, terminating, else
+    /// connected), else connected when the record says it connected; `None`: no bot seen yet.
+    pub fn of(vm: &Vm, bot: Option<&Observed>) -> Option<BotState> {
+        let Some(b) = bot.map(|o| &o.bot) else {
+            return vm.connected.map(|_| BotState::Connected);
+        };
+        Some(if b.deleted {
+            BotState::Deleted
+        } else if b.is_dead {
+            BotState::Dead
+        } else if !b.termination_task_id.is_empty() {
+            BotState::Terminating
+        } else {
+            BotState::Connected
+        })
+    }
+}
+
 /// A VM as the API shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct VmView {
@@ -94,6 +127,17 @@ pub struct VmView {
     pub deadline: Option<DateTime<Utc>>,
     /// The last observation of its bot.
     pub bot: Option<Observed>,
+    /// Its bot's state ([`BotState::of`]); `None`: no bot seen yet.
+    #[serde(default)]
+    pub bot_state: Option<BotState>,
+}
+
+impl VmView {
+    /// The view of `vm`, its bot last observed as `bot`.
+    pub fn of(vm: Vm, bot: Option<Observed>) -> Self {
+        let (state, deadline, bot_state) = (VmState::of(&vm), vm.deadline(), BotState::of(&vm, bot.as_ref()));
+        VmView { vm, state, deadline, bot, bot_state }
+    }
 }
 
 /// What planConfig is asked: a Config to apply, an amount to set, or both.

@@ -10,7 +10,7 @@ pub mod rollout;
 mod status;
 mod wanted;
 
-pub use api::{Change, Plan, PlanInput, UnknownState, VmState, VmView};
+pub use api::{BotState, Change, Plan, PlanInput, UnknownState, VmState, VmView};
 pub use listed::Listed;
 pub use records::*;
 pub use status::{ConfigState, ConfigStatus, FileError, ZoneStatus};

@@ -69,7 +69,8 @@ pub struct ConfigStatus {
     pub task_failures: u64,
     /// Newest first; a resolved error has `resolved` set.
     pub errors: Vec<ErrorEntry>,
-    /// Backoff of its (project, zone), while active.
+    /// Backoff of its (project, zone), while active; for a multi-zone Config, its own backoff or
+    /// else the first of its zones that backs off.
     pub backoff: Option<Backoff>,
     /// A multi-zone Config's zones: weight, VMs, connected bots and active backoff of each.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -80,6 +81,10 @@ pub struct ConfigStatus {
     /// True while every Config is paused (the global pause).
     #[serde(default)]
     pub paused_all: bool,
+    /// The pause in force: its own, else the global one (the one rule, `pause::in_force`); what
+    /// the dashboard, the CLI and `/metrics` show as paused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause_in_force: Option<Pause>,
     /// Its rolling update, while one goes on (since when, VMs updated and outdated).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<crate::model::rollout::Rollout>,

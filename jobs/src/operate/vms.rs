@@ -82,7 +82,7 @@ pub async fn vm(ctx: &Ctx, id: &str) -> Result<VmView, OpError> {
 /// The view of a VM record.
 async fn view(ctx: &Ctx, vm: Vm) -> Result<VmView, TaskError> {
     let bot = ctx.store.bot(&vm.hostname).await?;
-    Ok(VmView { state: VmState::of(&vm), deadline: vm.deadline(), bot, vm })
+    Ok(VmView::of(vm, bot))
 }
 
 #[cfg(test)]

@@ -37,7 +37,7 @@ const gbViews = (() => {
     const box = el('span', { class: 'badges' });
     const kind = { active: 'ok', orphaned: 'warn', deleted: 'muted', corrupt: 'bad' }[st.state] || '';
     box.append(badge(st.state, kind));
-    if (st.paused || st.paused_all) box.append(badge('paused', 'warn'));
+    if (st.pause_in_force) box.append(badge('paused', 'warn'));
     if (st.breaker) box.append(badge('breaker open', 'bad'));
     if (st.rollout) box.append(badge(`rolling ${st.rollout.updated}/${st.rollout.updated + st.rollout.outdated}`, 'warn'));
     if (!st.verified) box.append(badge('unverified', 'warn'));
@@ -82,13 +82,12 @@ const gbViews = (() => {
       const st = e.status;
       const c = st.counts;
       const err = lastError(st);
-      // A multi-zone Config: its own backoff, else its first zone that backs off.
-      const b = st.backoff || ((st.zones || []).find((z) => z.backoff) || {}).backoff;
+      const b = st.backoff;
       const deadHere = dead.byConfig[st.prefix] || 0;
       return [
         { f: 'prefix', sig: st.prefix, make: () => el('a', { href: `#/configs/${enc(st.prefix)}`, text: st.prefix }) },
-        { f: 'state', sig: `${st.state}|${!!(st.paused || st.paused_all)}|${st.verified}|${!!st.breaker}|${st.rollout ? st.rollout.updated + '/' + st.rollout.outdated : ''}`, make: () => stateBadges(st),
-          title: st.paused ? `paused by ${st.paused.by}: ${st.paused.reason}` : undefined },
+        { f: 'state', sig: `${st.state}|${!!st.pause_in_force}|${st.verified}|${!!st.breaker}|${st.rollout ? st.rollout.updated + '/' + st.rollout.outdated : ''}`, make: () => stateBadges(st),
+          title: st.pause_in_force ? `paused by ${st.pause_in_force.by || 'everyone'}: ${st.pause_in_force.reason}` : undefined },
         { f: 'bar', sig: `${c.configured}|${c.created}|${c.connected}`, make: () => bar(c) },
         { f: 'configured', text: c.configured, cls: 'num' },
         { f: 'created', text: c.created, cls: 'num' },
@@ -114,12 +113,7 @@ const gbViews = (() => {
   }
 
   function botState(v) {
-    const b = v.bot && v.bot.bot;
-    if (!b) return v.vm.connected ? 'connected' : '—';
-    if (b.deleted) return 'deleted';
-    if (b.is_dead) return 'dead';
-    if (b.termination_task_id) return 'terminating';
-    return 'connected';
+    return v.bot_state || '—';
   }
 
   function instanceOf(v) {
@@ -210,7 +204,7 @@ const gbViews = (() => {
       ['connected', c.connected, c.connected < c.configured ? 'lag' : 'ok', 'connected'],
       ['draining', c.draining, '', 'draining'],
       ['unhealthy', c.unhealthy, c.unhealthy ? 'bad' : '', 'unhealthy'],
-      ['state', st.paused || st.paused_all ? `${st.state}, paused` : st.state, st.paused || st.paused_all ? 'warn' : '', 'state'],
+      ['state', st.pause_in_force ? `${st.state}, paused` : st.state, st.pause_in_force ? 'warn' : '', 'state'],
     ]);
     facts(entry);
     $('#no-vms').hidden = vms.length > 0;
