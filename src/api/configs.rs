@@ -12,8 +12,9 @@ use gce_backend_jobs::ports::store::{StoreError, Versioned};
 
 use super::auth::{Caller, Role};
 use super::error::ApiError;
+use super::io::{Input, Out, Params, created, ok};
+use super::state::Api;
 use super::types::{AmountInput, ConfigEntry, ConfigList, GlobalPause, Page, PauseInput};
-use super::{Api, Input, Out, Params, created, ok};
 
 /// The stored record of `prefix` if the caller may read it (404 alike otherwise).
 pub(super) async fn readable(

@@ -7,7 +7,9 @@ use axum::routing::{MethodFilter, on};
 use schemars::JsonSchema;
 
 use super::auth::Role;
-use super::{Api, configs, queues, register, status, types::*, ui, vms};
+use super::state::Api;
+use super::types::*;
+use super::{configs, queues, register, status, ui, vms};
 use gce_backend_jobs::model::{Plan, PlanInput};
 
 /// A JSON schema: its file name under `schemas/gce-backend/v1/` and the schema.

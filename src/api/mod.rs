@@ -2,127 +2,58 @@
 //! the references and schemas that describe it (seed 002), health checks, `/metrics`, and the
 //! servers (the shared hardened listener, with the rates of `listen.rs`): the API's, and
 //! `--metrics-listen`'s.
+//!
+//! Its files are floors (each imports only from the lines above it; the crate's `lib.rs` lists
+//! them): the records (`summary`, `error`, `urls`), tokens and rates (`auth`, `types`,
+//! `listen`), what handlers share (`state`: [`Api`]; `io`: [`Out`], [`Input`], [`Params`];
+//! `health`), the handlers (`configs`, `queues`, `vms`, `register`, `status`, `ui`), the method
+//! table (`methods`) and what is made from it (`reference`); this file, on top, only builds the
+//! router and serves it.
+
+pub mod error;
+pub mod summary;
+pub mod urls;
 
 pub mod auth;
-mod configs;
-pub mod error;
 pub mod listen;
-pub mod methods;
+pub mod types;
+
+mod health;
+mod io;
+mod state;
+
+mod configs;
 mod queues;
-pub mod reference;
 pub mod register;
 mod status;
-pub mod summary;
-pub mod types;
 mod ui;
 mod vms;
 
-use std::sync::Arc;
-use std::time::Duration;
+pub mod methods;
+pub mod reference;
 
-use axum::extract::{FromRequest, FromRequestParts, Path, Request, State};
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use gce_backend_jobs::Ctx;
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 
-use auth::{LiveTokens, Needs};
+use auth::Needs;
 use error::ApiError;
-use reference::Urls;
+use urls::{SERVICE, VERSION};
+
+pub use health::{Ready, healthz, ready};
+pub use io::{Input, Out, Params, created, ok};
+pub use state::Api;
 
 use crate::metrics::Metrics;
 use crate::settings::{CALL_TIMEOUT, Http};
 
 /// Largest request body (bytes).
 pub const MAX_BODY: usize = 1 << 20;
-
-/// What handlers share.
-#[derive(Clone)]
-pub struct Api {
-    /// The service's context (store, queues, clock, settings).
-    pub ctx: Ctx,
-    /// Where the API says it lives.
-    pub urls: Urls,
-    tokens: LiveTokens,
-    /// `/metrics`: this process's, and the shared state read from the store.
-    pub metrics: Arc<Metrics>,
-    /// What its listener allows a client (`[http]`), and the rates it enforces.
-    http: Http,
-    throttle: Arc<listen::Throttle>,
-    /// Registrations refused, logged by reason once a minute.
-    refusals: Arc<summary::Summary>,
-}
-
-impl Api {
-    /// The API over `ctx`, stating URLs under `root`, accepting `tokens` (a fixed set, or
-    /// [`LiveTokens`] that a reload swaps).
-    pub fn new(ctx: Ctx, root: &str, tokens: impl Into<LiveTokens>) -> Self {
-        let metrics = Arc::new(Metrics::new(ctx.clone(), true));
-        let tokens = tokens.into();
-        let http = Http::default();
-        let throttle = Arc::new(Self::throttle(&http, &ctx, &tokens, &metrics));
-        let refusals = summary::Summary::new("registration refused");
-        Api { ctx, urls: Urls::new(root), tokens, metrics, http, throttle, refusals }
-    }
-
-    /// The same API with the `[http]` settings `http` (the default ones otherwise).
-    pub fn with_http(mut self, http: &Http) -> Self {
-        self.throttle = Arc::new(Self::throttle(http, &self.ctx, &self.tokens, &self.metrics));
-        self.http = http.clone();
-        self
-    }
-
-    /// The API listener's rates: a bucket per valid token of `tokens`, on the context's clock.
-    fn throttle(http: &Http, ctx: &Ctx, tokens: &LiveTokens, metrics: &Metrics) -> listen::Throttle {
-        let register = format!("/api/{}/{}/register", reference::SERVICE, reference::VERSION);
-        let (tokens, clock) = (Some(tokens.clone()), ctx.clock.clone());
-        listen::Throttle::new("api", http, Some(register), tokens, clock, metrics.throttled())
-    }
-}
-
-/// A handler's answer.
-pub type Out<T> = Result<(StatusCode, Json<T>), ApiError>;
-
-/// 200 with `v`.
-pub fn ok<T>(v: T) -> Out<T> {
-    Ok((StatusCode::OK, Json(v)))
-}
-
-/// 201 with `v`.
-pub fn created<T>(v: T) -> Out<T> {
-    Ok((StatusCode::CREATED, Json(v)))
-}
-
-/// A JSON body (an empty body reads as `{}`), its errors as 400 `InvalidInput`.
-pub struct Input<T>(pub T);
-
-impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Input<T> {
-    type Rejection = ApiError;
-
-    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        let bytes = axum::body::Bytes::from_request(req, state)
-            .await
-            .map_err(|e| ApiError::new(e.status(), e.body_text()))?;
-        let text: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) { b"{}" } else { &bytes };
-        serde_json::from_slice(text).map(Input).map_err(|e| ApiError::invalid(format!("body: {e}")))
-    }
-}
-
-/// Query parameters, their errors as 400 `InvalidInput`.
-pub struct Params<T>(pub T);
-
-impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Params<T> {
-    type Rejection = ApiError;
-
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
-        let q = parts.uri.query().unwrap_or_default();
-        serde_urlencoded::from_str(q).map(Params).map_err(|e| ApiError::invalid(format!("query: {e}")))
-    }
-}
 
 fn doc(v: Option<serde_json::Value>) -> Response {
     match v {
@@ -140,7 +71,7 @@ pub fn router(api: Api) -> Router {
             axum::middleware::from_fn_with_state((metrics.clone(), m.name), crate::metrics::measure),
         )
     });
-    let api_root = format!("/api/{}/{}", reference::SERVICE, reference::VERSION);
+    let api_root = format!("/api/{SERVICE}/{VERSION}");
     Router::new()
         .nest(
             &api_root,
@@ -154,7 +85,7 @@ pub fn router(api: Api) -> Router {
             get(|State(a): State<Api>| async move { Json(reference::manifest(&a.urls)) }),
         )
         .route(
-            &format!("/references/{}/{}/api.json", reference::SERVICE, reference::VERSION),
+            &format!("/references/{SERVICE}/{VERSION}/api.json"),
             get(|State(a): State<Api>| async move { Json(reference::api_reference(&a.urls)) }),
         )
         .route(
@@ -164,13 +95,13 @@ pub fn router(api: Api) -> Router {
             }),
         )
         .route(
-            &format!("/schemas/{}/{}/{{file}}", reference::SERVICE, reference::VERSION),
+            &format!("/schemas/{SERVICE}/{VERSION}/{{file}}"),
             get(|State(a): State<Api>, Path(f): Path<String>| async move {
                 doc(reference::schema_doc(&a.urls, &f))
             }),
         )
         .route("/healthz", get(healthz))
-        .route("/readyz", get(readyz))
+        .route("/readyz", get(health::readyz))
         .merge(ui::routes())
         // A metrics or admin token only (it names every Config, project and zone, and why
         // registrations were refused); `--metrics-listen` serves the same without one, on a port
@@ -194,34 +125,6 @@ pub fn router(api: Api) -> Router {
         .layer(axum::middleware::from_fn_with_state(api.throttle.clone(), listen::limit))
         .layer(axum::middleware::from_fn(error::errors))
         .with_state(api)
-}
-
-/// What `/readyz` answers.
-#[derive(Serialize)]
-pub struct Ready {
-    ready: bool,
-    store: String,
-}
-
-/// 200 while the process serves.
-pub async fn healthz() -> Json<serde_json::Value> {
-    Json(serde_json::json!({"alive": true}))
-}
-
-/// 200 when the datastore answers, 503 otherwise.
-async fn readyz(State(api): State<Api>) -> Out<Ready> {
-    ready(&api.ctx).await
-}
-
-/// `/readyz` of any listener: 200 when the datastore answers within 5 s, 503 otherwise.
-pub async fn ready(ctx: &Ctx) -> Out<Ready> {
-    let probe =
-        tokio::time::timeout(Duration::from_secs(5), gce_backend_jobs::operate::paused_all(ctx)).await;
-    match probe {
-        Ok(Ok(_)) => ok(Ready { ready: true, store: "ok".into() }),
-        Ok(Err(e)) => Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, format!("datastore: {e}"))),
-        Err(_) => Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "datastore: no answer within 5s")),
-    }
 }
 
 /// Serves `api` on `listener` within its `[http]` limits until `shutdown` resolves; then lets

@@ -15,8 +15,9 @@ use gce_backend_queues::{DeadSelection, Queue, TaskStatus};
 use super::auth::{Caller, Role};
 use super::configs::readable;
 use super::error::ApiError;
+use super::io::{Out, Params, ok};
+use super::state::Api;
 use super::types::{Affected, Page, QueueEntry, QueueList, TaskEntry, TaskList};
-use super::{Api, Out, Params, ok};
 
 /// Deepest a listing pages (tasks past it are reached by purging or retrying).
 const MAX_OFFSET: usize = 100_000;

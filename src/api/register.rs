@@ -12,7 +12,8 @@ use gce_backend_jobs::operate::register::{RegisterInput, Registration, register 
 use tracing::Level;
 
 use super::error::ApiError;
-use super::{Api, Out, ok};
+use super::io::{Out, ok};
+use super::state::Api;
 
 /// The one answer to a proof that does not hold, whatever was wrong with it.
 pub const REFUSED: &str = "registration refused";

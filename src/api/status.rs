@@ -10,7 +10,8 @@ use serde::Deserialize;
 
 use super::auth::{Caller, Role};
 use super::error::ApiError;
-use super::{Api, Out, Params, ok};
+use super::io::{Out, Params, ok};
+use super::state::Api;
 
 /// `status`'s query.
 #[derive(Debug, Clone, Default, Deserialize)]

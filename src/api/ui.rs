@@ -9,8 +9,9 @@ use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
 
 use super::auth::Caller;
+use super::io::{Out, ok};
+use super::state::Api;
 use super::types::WhoAmI;
-use super::{Api, Out, ok};
 
 /// The page.
 const INDEX: &str = include_str!("ui/index.html");

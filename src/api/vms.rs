@@ -9,8 +9,9 @@ use gce_backend_jobs::operate;
 use super::auth::Caller;
 use super::configs::readable;
 use super::error::ApiError;
+use super::io::{Out, Params, ok};
+use super::state::Api;
 use super::types::{Page, VmDetail, VmList};
-use super::{Api, Out, Params, ok};
 
 /// `listVms`.
 pub(super) async fn list(

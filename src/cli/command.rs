@@ -74,11 +74,11 @@ enum Command {
         #[arg(long)]
         allow_remote: bool,
         #[command(flatten)]
-        config: Box<crate::sim::SimConfig>,
+        config: Box<gce_backend_sim::SimConfig>,
         /// How long a client may take, and how many connections are served at once (in all,
         /// and from one client address: no cap by default).
         #[command(flatten)]
-        limits: crate::sim::listener::Limits,
+        limits: gce_backend_sim::listener::Limits,
         #[command(flatten)]
         process: ProcessArgs,
     },
@@ -169,7 +169,7 @@ async fn main_(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Run { opts, .. } => crate::server::run(&opts).await,
         Command::Sim { listen, allow_remote, config, limits, .. } => {
-            crate::sim::check_listen(listen, allow_remote).map_err(anyhow::Error::msg)?;
+            gce_backend_sim::check_listen(listen, allow_remote).map_err(anyhow::Error::msg)?;
             config.validate().map_err(anyhow::Error::msg)?;
             limits.validate().map_err(anyhow::Error::msg)?;
             let listener = tokio::net::TcpListener::bind(listen)
@@ -181,9 +181,9 @@ async fn main_(cli: Cli) -> anyhow::Result<()> {
                 config.seed,
                 config.zones.join(",")
             ));
-            let sim = crate::sim::Sim::new(*config);
+            let sim = gce_backend_sim::Sim::new(*config);
             tokio::select! {
-                () = crate::sim::serve(listener, sim, limits) => {}
+                () = gce_backend_sim::serve(listener, sim, limits) => {}
                 r = crate::server::lifecycle::shutdown_signal() => r?,
             }
             Ok(())

@@ -17,7 +17,7 @@ use crate::adapters::gce::Gce;
 use crate::adapters::swarming::Swarming;
 use crate::error::Usage;
 use crate::settings::Settings;
-use crate::sim::{self, SimConfig};
+use gce_backend_sim::{self as sim, SimConfig};
 
 /// Simulator timings for the embedded demo: quick, with bots running short tasks.
 pub fn demo_sim() -> SimConfig {

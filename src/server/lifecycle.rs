@@ -6,7 +6,7 @@ use gce_backend_jobs::Ctx;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::sim;
+use gce_backend_sim as sim;
 
 /// What a running service stops: its tasks, all told by one signal, and the cron scheduler.
 pub struct Life {
