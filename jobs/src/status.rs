@@ -164,3 +164,6 @@ pub async fn report(
     let rate_limits = rate_levels(buckets, now).await?;
     Ok(Report { configs, files: store.file_errors().await?, paused, rate_limits })
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,7 +1,7 @@
 //! Unit tests of `model/api.rs`.
 
 use super::*;
-use crate::model::{Fault, FaultKind, Placed};
+use crate::model::{Bot, Fault, FaultKind, Observed, Placed};
 
 #[test]
 fn the_state_of_a_vm_follows_its_record() {
@@ -48,4 +48,33 @@ fn state_names_parse_and_an_unknown_one_lists_the_valid_names() {
 fn a_plan_input_refuses_unknown_fields() {
     assert!(serde_json::from_str::<PlanInput>(r#"{"amount": 3}"#).is_ok());
     assert!(serde_json::from_str::<PlanInput>(r#"{"amonut": 3}"#).is_err());
+}
+
+#[test]
+fn a_bots_state_follows_its_observation_else_the_record() {
+    let at = DateTime::<Utc>::default();
+    let seen = |b: Bot| Some(Observed { bot: b, at });
+    let connected_vm = Vm { connected: Some(at), ..Vm::default() };
+    let cases = [
+        ("never seen", Vm::default(), None, None),
+        ("connected by the record", connected_vm.clone(), None, Some(BotState::Connected)),
+        ("seen well", Vm::default(), seen(Bot::default()), Some(BotState::Connected)),
+        ("dead", Vm::default(), seen(Bot { is_dead: true, ..Bot::default() }), Some(BotState::Dead)),
+        (
+            "deleted wins",
+            connected_vm,
+            seen(Bot { is_dead: true, deleted: true, ..Bot::default() }),
+            Some(BotState::Deleted),
+        ),
+        (
+            "terminating",
+            Vm::default(),
+            seen(Bot { termination_task_id: "t1".into(), ..Bot::default() }),
+            Some(BotState::Terminating),
+        ),
+    ];
+    for (what, vm, bot, want) in cases {
+        assert_eq!(BotState::of(&vm, bot.as_ref()), want, "{what}");
+        assert_eq!(VmView::of(vm, bot).bot_state, want, "{what}: the view carries it");
+    }
 }
