@@ -115,18 +115,8 @@ async fn stored(
         let read = ctx.store.vm_ids(VmIndex::OfConfig(c.key.clone())).await;
         let Some(ids) = crate::heal::or_skip(ctx, STAGE, Some(&c.key), read).await? else { continue };
         let kept = ids.iter().filter_map(|id| parse_id(id)).map(|(_, i)| i + 1).max().unwrap_or(0);
-        let value = ConfigRecord {
-            config,
-            revision: String::new(),
-            current_amount: kept,
-            source: String::new(),
-            orphaned: None,
-            delete_at: None,
-            verified: false,
-            paused: None,
-            provider_changed: None,
-            ..Default::default()
-        };
+        // A stand-in: no revision (so a file's Config replaces it), no source, unverified.
+        let value = ConfigRecord { config, current_amount: kept, ..Default::default() };
         corrupt.insert(c.key.clone());
         out.insert(c.key, Versioned { value, version: c.version });
     }

@@ -117,18 +117,7 @@ impl MemoryStore {
 #[cfg(any(test, feature = "testing"))]
 fn empty_config(prefix: &str) -> ConfigRecord {
     let config = crate::config::Config { prefix: prefix.to_owned(), ..Default::default() };
-    ConfigRecord {
-        config,
-        revision: String::new(),
-        current_amount: 0,
-        source: String::new(),
-        orphaned: None,
-        delete_at: None,
-        verified: false,
-        paused: None,
-        provider_changed: None,
-        ..Default::default()
-    }
+    ConfigRecord { config, ..Default::default() }
 }
 
 fn holds<T>(current: Option<&Versioned<T>>, expect: Expect) -> bool {
