@@ -199,7 +199,8 @@ pub fn openapi(urls: &Urls) -> Value {
             "operationId": m.name,
             "summary": m.title,
             "parameters": params,
-            "security": [{"bearer": []}],
+            // `register` takes no token: the VM's identity proof is its credential.
+            "security": if m.role == super::auth::Role::Anyone { json!([]) } else { json!([{"bearer": []}]) },
             "x-role": m.role,
             "responses": {
                 ok: {"description": "OK", "content": {"application/json": {"schema": {"$ref": named((m.output)())}}}},

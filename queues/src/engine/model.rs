@@ -178,6 +178,7 @@ pub struct Ack {
 
 /// O(1) per-queue counts and counters.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(rename = "QueueCounts")]
 pub struct Counts {
     /// Due and waiting for a worker.
     pub pending: u64,

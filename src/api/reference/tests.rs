@@ -72,3 +72,29 @@ fn the_reference_lists_every_method_with_schemas_that_are_served() {
         }
     }
 }
+
+#[test]
+fn each_schema_name_of_the_openapi_document_stands_for_one_type() {
+    // Every `$defs` entry of every schema lands under its name in `components.schemas`: two types
+    // of one name (a Config's counts and a queue's) would make one answer point at the other's.
+    let mut seen: BTreeMap<String, Value> = BTreeMap::new();
+    for (file, s) in schemas() {
+        for (name, def) in s.get("$defs").and_then(Value::as_object).into_iter().flatten() {
+            if let Some(before) = seen.insert(name.clone(), def.clone()) {
+                assert_eq!(&before, def, "{file}: schema name {name} stands for two types");
+            }
+        }
+    }
+    assert!(seen.contains_key("QueueCounts") && seen.contains_key("Counts"), "{:?}", seen.keys());
+}
+
+#[test]
+fn register_takes_no_bearer_token_and_every_other_method_does() {
+    let doc = openapi(&Urls::new("http://localhost"));
+    for (path, ops) in doc["paths"].as_object().unwrap() {
+        for (verb, op) in ops.as_object().unwrap() {
+            let bearer = op["security"].as_array().is_some_and(|s| !s.is_empty());
+            assert_eq!(bearer, op["operationId"] != "register", "{verb} {path}");
+        }
+    }
+}
