@@ -21,8 +21,7 @@ use crate::settings::Settings;
 pub async fn listen(opts: &RunOptions) -> anyhow::Result<TcpListener> {
     let a = &opts.api;
     if opts.store.redis.is_some() && a.root_url.is_none() {
-        let msg =
-            "--root-url (or GCE_BACKEND_ROOT_URL) is required with --redis: the API states its URLs under it";
+        let msg = "--root-url (or GCE_BACKEND_PUBLIC_URL) is required with --redis: the API states its URLs under it";
         return Err(Usage(msg.into()).into());
     }
     if let Some(root) = &a.root_url {

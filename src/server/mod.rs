@@ -73,7 +73,10 @@ pub async fn run(opts: &RunOptions) -> anyhow::Result<()> {
     progress::announce(&app);
     out::line(&format!("running (configs in {}); Ctrl-C stops", opts.configs.display()));
     lifecycle::shutdown_signal().await?;
-    out::line("stopping: in-flight tasks finish, the rest stay queued");
+    out::line(match opts.store.redis {
+        Some(_) => "stopping: in-flight tasks finish, the rest stay queued in Redis",
+        None => "stopping: in-flight tasks finish; the in-memory records and queues end with this process",
+    });
     app.stop().await;
     Ok(())
 }

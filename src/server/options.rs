@@ -97,8 +97,9 @@ pub struct ApiArgs {
     #[arg(long)]
     pub allow_remote: bool,
     /// The root URL the API states its URLs under (`ROOT/api/gce-backend/v1/…`); required with
-    /// --redis, the listen address in the embedded default.
-    #[arg(long, env = "GCE_BACKEND_ROOT_URL")]
+    /// --redis, the listen address in the embedded default. Its variable is the server's own
+    /// (`GCE_BACKEND_ROOT_URL` is the clients'), so a shell set up for a client never moves it.
+    #[arg(long, env = "GCE_BACKEND_PUBLIC_URL")]
     pub root_url: Option<String>,
     /// The API's tokens: a TOML file of `[[token]]` entries (name, sha256, role, groups,
     /// expires); see `gce-backend token`. Read again when it changes and on SIGHUP. The embedded

@@ -102,9 +102,12 @@ fn status_and_queues_answer_over_the_api_of_the_embedded_default() {
     use tokio::time::Instant;
     let dir = crate::support::temp_dir();
     std::fs::write(dir.join("linux.yaml"), crate::support::pool("linux", 1, "1d", "10m")).unwrap();
-    // `gce-backend run` as the README says: no Redis, the API on loopback, an admin token made.
+    // `gce-backend run` as the README says: no Redis, the API on loopback, an admin token made;
+    // in a shell that still exports the client's root URL of another run, which the server must
+    // not take for its own.
+    let stale = ("GCE_BACKEND_ROOT_URL", "http://127.0.0.1:1");
     let (mut child, out, _err) =
-        crate::support::spawn_run(&["run", "--quiet", "--listen", "127.0.0.1:0"], &dir);
+        crate::support::spawn_run_env(&["run", "--quiet", "--listen", "127.0.0.1:0"], &dir, &[stale]);
     let said = loop {
         let line = out.recv_timeout(Duration::from_secs(60)).expect("the admin token line");
         if let Some(rest) = line.strip_prefix("admin token for this run: export ") {
@@ -114,6 +117,7 @@ fn status_and_queues_answer_over_the_api_of_the_embedded_default() {
     let var =
         |name: &str| said.split(' ').find_map(|w| w.strip_prefix(&format!("{name}="))).unwrap().to_owned();
     let (root, token) = (var("GCE_BACKEND_ROOT_URL"), var("GCE_BACKEND_TOKEN"));
+    assert_ne!(root, stale.1, "the server took the client's root URL from the environment");
     let cli = |args: &[&str]| cli_at(&root, &token, args);
 
     let started = Instant::now();
@@ -149,7 +153,16 @@ fn status_and_queues_answer_over_the_api_of_the_embedded_default() {
     assert_eq!(o.status.code(), Some(2), "{:?}", text(&o));
     let o = cli(&["queues", "task", "create_vm", "nosuch"]);
     assert_eq!(o.status.code(), Some(1), "{:?}", text(&o));
-    let _ = child.kill();
+
+    // Stopped, it says that what was in memory ends with it (nothing stays queued anywhere).
+    crate::support::terminate(child.id());
+    let stopping = loop {
+        let line = out.recv_timeout(Duration::from_secs(30)).expect("the stopping line");
+        if line.starts_with("stopping:") {
+            break line;
+        }
+    };
+    assert!(stopping.contains("end with this process") && !stopping.contains("stay queued"), "{stopping}");
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -25,8 +25,18 @@ pub(crate) fn spawn_run(
     args: &[&str],
     configs: &std::path::Path,
 ) -> (std::process::Child, mpsc::Receiver<String>, mpsc::Receiver<String>) {
+    spawn_run_env(args, configs, &[])
+}
+
+/// [`spawn_run`] with `envs` set in its environment.
+pub(crate) fn spawn_run_env(
+    args: &[&str],
+    configs: &std::path::Path,
+    envs: &[(&str, &str)],
+) -> (std::process::Child, mpsc::Receiver<String>, mpsc::Receiver<String>) {
     let mut child = gce_backend()
         .args(args)
+        .envs(envs.iter().copied())
         .args(["--settings", &settings_file()])
         .arg("--configs")
         .arg(configs)
