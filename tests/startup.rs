@@ -100,7 +100,7 @@ fn the_api_refuses_a_public_address_without_allow_remote_and_redis_without_a_roo
     let out = run(&["--redis", "redis://127.0.0.1:1", "--listen", "127.0.0.1:0"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("--root-url (or GCE_BACKEND_ROOT_URL) is required"),
+        String::from_utf8_lossy(&out.stderr).contains("--root-url (or GCE_BACKEND_PUBLIC_URL) is required"),
         "{out:?}"
     );
     let out = run(&["--tokens", "/nonexistent/tokens.toml", "--listen", "127.0.0.1:0"]);

@@ -172,6 +172,22 @@ fn lift(mut s: Value, defs: &mut serde_json::Map<String, Value>) -> Value {
     s
 }
 
+/// The schema of query parameter `name`, as the handlers parse it.
+fn query_schema(name: &str) -> Value {
+    use super::types::Page;
+    match name {
+        "limit" => {
+            json!({"type": "integer", "minimum": 1, "maximum": Page::LIMIT_MAX, "default": Page::LIMIT_DEFAULT})
+        }
+        "live" => json!({"type": "boolean", "default": false}),
+        "state" => json!({"type": "string", "enum": gce_backend_jobs::model::VmState::ALL.map(|s| s.name())}),
+        "prefixes" => {
+            json!({"type": "string", "description": "Config prefixes, comma-separated (none: every Config)"})
+        }
+        _ => json!({"type": "string"}),
+    }
+}
+
 /// `ROOT/api/gce-backend/v1/openapi.json`.
 pub fn openapi(urls: &Urls) -> Value {
     let mut defs = serde_json::Map::new();
@@ -192,12 +208,14 @@ pub fn openapi(urls: &Urls) -> Value {
         params.extend(
             m.query
                 .iter()
-                .map(|q| json!({"name": q, "in": "query", "required": false, "schema": {"type": "string"}})),
+                .map(|q| json!({"name": q, "in": "query", "required": false, "schema": query_schema(q)})),
         );
         let ok = if m.name == "createConfig" { "201" } else { "200" };
         let mut op = json!({
             "operationId": m.name,
             "summary": m.title,
+            "description": m.title,
+            "tags": [m.route.trim_start_matches('/').split('/').next().unwrap_or_default()],
             "parameters": params,
             // `register` takes no token: the VM's identity proof is its credential.
             "security": if m.role == super::auth::Role::Anyone { json!([]) } else { json!([{"bearer": []}]) },

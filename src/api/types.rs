@@ -174,13 +174,21 @@ pub struct Page {
 }
 
 impl Page {
+    /// The largest page asked for (`limit`).
+    pub const LIMIT_MAX: usize = 1000;
+    /// The page size when none is asked for.
+    pub const LIMIT_DEFAULT: usize = 100;
+
     /// The page size asked, checked.
     pub fn limit(&self) -> Result<usize, super::error::ApiError> {
         match self.limit.as_deref() {
-            None => Ok(100),
+            None => Ok(Self::LIMIT_DEFAULT),
             Some(s) => match s.parse::<usize>() {
-                Ok(n @ 1..=1000) => Ok(n),
-                _ => Err(super::error::ApiError::invalid(format!("limit {s:?}: must be 1 to 1000"))),
+                Ok(n @ 1..=Self::LIMIT_MAX) => Ok(n),
+                _ => Err(super::error::ApiError::invalid(format!(
+                    "limit {s:?}: must be 1 to {}",
+                    Self::LIMIT_MAX
+                ))),
             },
         }
     }

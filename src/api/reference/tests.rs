@@ -98,3 +98,25 @@ fn register_takes_no_bearer_token_and_every_other_method_does() {
         }
     }
 }
+
+#[test]
+fn query_parameters_are_typed_as_the_handlers_parse_them() {
+    let doc = openapi(&Urls::new("http://localhost"));
+    let param = |path: &str, name: &str| -> Value {
+        let ps = doc["paths"][path]["get"]["parameters"].as_array().unwrap().clone();
+        ps.into_iter().find(|p| p["name"] == name).unwrap_or_else(|| panic!("{path} {name}"))["schema"]
+            .clone()
+    };
+    let limit = param("/configs/{prefix}/vms", "limit");
+    assert_eq!((limit["type"].as_str(), limit["maximum"].as_u64()), (Some("integer"), Some(1000)));
+    let states: Vec<String> =
+        gce_backend_jobs::model::VmState::ALL.iter().map(|s| s.name().to_owned()).collect();
+    assert_eq!(param("/configs/{prefix}/vms", "state")["enum"], json!(states));
+    for s in &states {
+        assert!(s.parse::<gce_backend_jobs::model::VmState>().is_ok(), "the API parses {s}");
+    }
+    assert_eq!(param("/status", "live")["type"], "boolean");
+    assert_eq!(param("/configs", "continuationToken")["type"], "string");
+    let tags = doc["paths"]["/queues/{queue}/pending"]["get"]["tags"].clone();
+    assert_eq!(tags, json!(["queues"]));
+}
