@@ -24,6 +24,28 @@ pub struct Target {
     pub json: bool,
 }
 
+/// A Config from standard input (`-f -`), parsed as a file's and as bounded; `from_file`
+/// metadata is refused there (standard input has no directory to read it from).
+fn config_stdin() -> anyhow::Result<Value> {
+    use gce_backend_jobs::config::{self, Config, MAX_FILE_BYTES};
+    use std::io::Read;
+    let origin = "<stdin>";
+    let mut text = String::new();
+    std::io::stdin().take(MAX_FILE_BYTES + 1).read_to_string(&mut text)?;
+    if text.len() as u64 > MAX_FILE_BYTES {
+        return Err(usage(format!("{origin}: over {MAX_FILE_BYTES} bytes")));
+    }
+    let c = config::check_nesting(&text, origin)
+        .and_then(|()| Config::parse(&text, origin))
+        .map_err(|e| usage(e.to_string()))?;
+    if c.attributes.metadata.iter().any(|m| m.from_file.is_some()) {
+        return Err(usage(format!(
+            "{origin}: from_file metadata needs a file (-f FILE): standard input has no directory to read it from"
+        )));
+    }
+    Ok(serde_json::to_value(c)?)
+}
+
 /// `gce-backend configs …`.
 #[derive(Debug, Clone, clap::Subcommand)]
 pub enum ConfigsCmd {
@@ -210,8 +232,11 @@ async fn every_page(
 }
 
 /// Reads a Config file as the importer does (`from_file` metadata resolved, from the file's
-/// directory only).
+/// directory only); `-` is standard input ([`config_stdin`]).
 fn config_file(path: &std::path::Path) -> anyhow::Result<Value> {
+    if path == std::path::Path::new("-") {
+        return config_stdin();
+    }
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
     let (config, _) =
         gce_backend_jobs::cron::import_configs::load(path, dir).map_err(|e| usage(e.to_string()))?;

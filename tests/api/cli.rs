@@ -81,6 +81,31 @@ async fn an_operator_uses_the_cli_on_the_api() {
         (env.vms("web").await.len() == 3).then_some(())
     })
     .await;
+    // `-f -`: the Config from standard input, as a file's.
+    let piped = |input: String| {
+        use std::io::Write;
+        let mut child = Command::new(BIN)
+            .args(["configs", "apply", "-f", "-"])
+            .env("GCE_BACKEND_ROOT_URL", env.api_url.as_deref().unwrap())
+            .env("GCE_BACKEND_TOKEN", WRITER)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let o = piped(format!("{}owner: [infra]\n", crate::support::pool("piped", 1, "1d", "10m")));
+    assert!(o.status.success(), "{:?}", text(&o));
+    env.converged("piped", 1).await;
+    let with_file = crate::support::pool("p2", 1, "1d", "10m").replace(
+        "  label: {team: e2e}\n",
+        "  label: {team: e2e}\n  metadata: [{from_file: \"k:secret.txt\"}]\n",
+    );
+    let o = piped(with_file);
+    assert_eq!(o.status.code(), Some(2), "{:?}", text(&o));
+    assert!(text(&o).1.contains("from_file metadata needs a file"), "{:?}", text(&o));
     let _ = std::fs::remove_dir_all(&files);
 }
 
