@@ -38,10 +38,11 @@ pub fn in_force(own: Option<&Pause>, global: Option<&Pause>) -> Option<Pause> {
 }
 
 /// The pause in force for `rec` ([`in_force`]; only the global one when there is no record).
+/// The global pause is read only when the Config has none of its own.
 pub async fn paused(env: &Env, rec: Option<&ConfigRecord>) -> Result<Option<Pause>, TaskError> {
     match rec.and_then(|r| r.paused.as_ref()) {
-        Some(p) => Ok(Some(p.clone())),
-        None => Ok(in_force(None, global(&*env.store).await?.as_ref())),
+        Some(own) => Ok(Some(own.clone())),
+        None => global(&*env.store).await,
     }
 }
 

@@ -17,19 +17,10 @@ use serde_json::json;
 use crate::handle::Sim;
 use crate::keys::{KEY, KID, sign};
 
-/// The metadata item naming where the agent registers.
-pub const REGISTER_URL: &str = "register-url";
-/// The metadata item naming the audience of its token, when not the URL's root.
-pub const REGISTER_AUDIENCE: &str = "register-audience";
 /// Registrations sent at once.
 const IN_FLIGHT: usize = 32;
 /// Tries of one registration (1 s, 2 s, 4 s, … apart).
 const TRIES: u32 = 4;
-
-/// The audience of a registration URL: `ROOT` of `ROOT/api/...`, else the URL itself.
-pub fn audience(url: &str) -> &str {
-    url.find("/api/").map_or(url, |i| &url[..i])
-}
 
 /// Sends the registrations the world asks for, as they come, until the process ends.
 pub async fn registrar(sim: Sim) {

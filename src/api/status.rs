@@ -20,7 +20,7 @@ pub(super) struct StatusQuery {
     /// Config prefixes, comma separated (default: every one the caller may read).
     prefixes: Option<String>,
     /// `true`: count from the VM records now instead of the last `count_vms` run.
-    live: Option<String>,
+    live: Option<bool>,
 }
 
 /// `status`.
@@ -29,11 +29,7 @@ pub(super) async fn status(
     Extension(caller): Extension<Caller>,
     Params(q): Params<StatusQuery>,
 ) -> Out<Report> {
-    let live = match q.live.as_deref() {
-        None | Some("false") => false,
-        Some("true") => true,
-        Some(other) => return Err(ApiError::invalid(format!("live {other:?}: true or false"))),
-    };
+    let live = q.live.unwrap_or(false);
     let store = &*api.ctx.store;
     let asked: Vec<String> =
         q.prefixes.iter().flat_map(|p| p.split(',')).filter(|p| !p.is_empty()).map(str::to_owned).collect();

@@ -10,14 +10,19 @@ use serde_json::Value;
 use super::WRITER;
 use crate::support::{BIN, Backend, Env, sim_config};
 
-fn cli(env: &Env, token: &str, args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .env("GCE_BACKEND_ROOT_URL", env.api_url.as_deref().unwrap())
+/// The binary as a client of the API at `root` with `token`; no Redis in sight.
+fn client(root: &str, token: &str, args: &[&str]) -> Command {
+    let mut c = Command::new(BIN);
+    c.args(args)
+        .env("GCE_BACKEND_ROOT_URL", root)
         .env("GCE_BACKEND_TOKEN", token)
-        .env_remove("RUST_BACKTRACE")
-        .output()
-        .unwrap()
+        .env_remove("GCE_BACKEND_REDIS")
+        .env_remove("RUST_BACKTRACE");
+    c
+}
+
+fn cli(env: &Env, token: &str, args: &[&str]) -> Output {
+    client(env.api_url.as_deref().unwrap(), token, args).output().unwrap()
 }
 
 fn text(o: &Output) -> (String, String) {
@@ -84,10 +89,7 @@ async fn an_operator_uses_the_cli_on_the_api() {
     // `-f -`: the Config from standard input, as a file's.
     let piped = |input: String| {
         use std::io::Write;
-        let mut child = Command::new(BIN)
-            .args(["configs", "apply", "-f", "-"])
-            .env("GCE_BACKEND_ROOT_URL", env.api_url.as_deref().unwrap())
-            .env("GCE_BACKEND_TOKEN", WRITER)
+        let mut child = client(env.api_url.as_deref().unwrap(), WRITER, &["configs", "apply", "-f", "-"])
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
@@ -111,14 +113,7 @@ async fn an_operator_uses_the_cli_on_the_api() {
 
 /// Runs the binary against the API at `root` with `token`; no Redis in sight.
 fn cli_at(root: &str, token: &str, args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .env("GCE_BACKEND_ROOT_URL", root)
-        .env("GCE_BACKEND_TOKEN", token)
-        .env_remove("GCE_BACKEND_REDIS")
-        .env_remove("RUST_BACKTRACE")
-        .output()
-        .unwrap()
+    client(root, token, args).output().unwrap()
 }
 
 #[test]
@@ -133,12 +128,8 @@ fn status_and_queues_answer_over_the_api_of_the_embedded_default() {
     let stale = ("GCE_BACKEND_ROOT_URL", "http://127.0.0.1:1");
     let (mut child, out, _err) =
         crate::support::spawn_run_env(&["run", "--quiet", "--listen", "127.0.0.1:0"], &dir, &[stale]);
-    let said = loop {
-        let line = out.recv_timeout(Duration::from_secs(60)).expect("the admin token line");
-        if let Some(rest) = line.strip_prefix("admin token for this run: export ") {
-            break rest.to_owned();
-        }
-    };
+    let line = crate::support::wait_for(&out, "admin token for this run: export ");
+    let said = line.trim_start_matches("admin token for this run: export ").to_owned();
     let var =
         |name: &str| said.split(' ').find_map(|w| w.strip_prefix(&format!("{name}="))).unwrap().to_owned();
     let (root, token) = (var("GCE_BACKEND_ROOT_URL"), var("GCE_BACKEND_TOKEN"));
@@ -181,12 +172,7 @@ fn status_and_queues_answer_over_the_api_of_the_embedded_default() {
 
     // Stopped, it says that what was in memory ends with it (nothing stays queued anywhere).
     crate::support::terminate(child.id());
-    let stopping = loop {
-        let line = out.recv_timeout(Duration::from_secs(30)).expect("the stopping line");
-        if line.starts_with("stopping:") {
-            break line;
-        }
-    };
+    let stopping = crate::support::wait_for(&out, "stopping:");
     assert!(stopping.contains("end with this process") && !stopping.contains("stay queued"), "{stopping}");
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);

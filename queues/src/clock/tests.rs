@@ -35,8 +35,6 @@ fn fixed(ms: i64) -> Arc<Fixed> {
 fn milliseconds_since_the_epoch() {
     assert_eq!(fixed(1_234).now_ms(), 1_234);
     assert_eq!(fixed(-5).now_ms(), 0, "before the epoch reads as 0");
-    let (a, b) = (SystemClock.now_ms(), SystemClock.now_ms());
-    assert!(a > 0 && b >= a);
 }
 
 #[tokio::test]
