@@ -35,21 +35,23 @@ pub(super) async fn status(
         q.prefixes.iter().flat_map(|p| p.split(',')).filter(|p| !p.is_empty()).map(str::to_owned).collect();
     let admin = caller.role == Role::Admin;
     // The prefixes this caller may see: every one for admins, else those of readable Configs.
+    // An admin's needs no read of each Config record.
     let known = gce_backend_jobs::status::prefixes(store).await?;
-    let mut visible = Vec::with_capacity(known.len());
+    let mut visible = std::collections::BTreeSet::new();
     for p in known {
-        let readable = match store.config(&p).await {
-            Ok(Some(rec)) => caller.may_read(&rec.value.config),
-            _ => false,
-        };
-        if admin || readable {
-            visible.push(p);
+        let readable = admin
+            || match store.config(&p).await {
+                Ok(Some(rec)) => caller.may_read(&rec.value.config),
+                _ => false,
+            };
+        if readable {
+            visible.insert(p);
         }
     }
-    if let Some(p) = asked.iter().find(|p| !visible.contains(p)) {
+    if let Some(p) = asked.iter().find(|p| !visible.contains(*p)) {
         return Err(ApiError::not_found(&format!("Config or VMs with prefix {p:?}")));
     }
-    let only = if asked.is_empty() && !admin { visible.clone() } else { asked };
+    let only = if asked.is_empty() && !admin { visible.iter().cloned().collect() } else { asked };
     let grace = api.ctx.timing.config_delete_grace.chrono();
     let (store, buckets, now) = (store, &*api.ctx.buckets, api.ctx.now());
     // An empty `only` is every prefix to the report: for a caller who may read none, the
