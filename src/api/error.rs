@@ -24,9 +24,10 @@ pub const REQUEST_ID_HEADER: &str = "x-request-id";
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ErrorBody {
-    /// Stable code: `InvalidInput`, `AuthenticationFailed`, `InsufficientRole`,
-    /// `ResourceNotFound`, `RequestConflict`, `MethodNotAllowed`, `PayloadTooLarge`,
-    /// `TooManyRequests` (with `Retry-After`), `Unavailable`, `InternalError`.
+    /// Stable code, one per kind of status (see [`ERRORS`]): `InvalidInput`,
+    /// `AuthenticationFailed`, `InsufficientRole`, `ResourceNotFound`, `RequestConflict`,
+    /// `MethodNotAllowed`, `PayloadTooLarge`, `TooManyRequests` (with `Retry-After`),
+    /// `Unavailable`, `InternalError`.
     pub code: String,
     /// What went wrong, for a person.
     pub message: String,
@@ -81,20 +82,43 @@ impl ApiError {
     }
 }
 
-/// The code of a status, in the one place that names them.
+/// Every status an error answer may have, with its stable code and what it means: the one list
+/// (the codes answered, and the OpenAPI document's error responses, come from it).
+pub const ERRORS: &[(u16, &str, &str)] = &[
+    (
+        400,
+        "InvalidInput",
+        "A route parameter, the query or the body is wrong; `fields` names each broken rule of a Config.",
+    ),
+    (401, "AuthenticationFailed", "No token, or one that is unknown or has expired."),
+    (
+        403,
+        "InsufficientRole",
+        "The caller's role or groups do not allow it; for `register`, the identity proof is refused.",
+    ),
+    (404, "ResourceNotFound", "No such thing, or the caller may not read it (worded the same)."),
+    (405, "MethodNotAllowed", "The route has no method with this verb."),
+    (408, "Unavailable", "The request did not arrive in time."),
+    (
+        409,
+        "RequestConflict",
+        "It conflicts with the records: held by a Config file or another Config, changed meanwhile, or corrupt.",
+    ),
+    (413, "PayloadTooLarge", "The body is larger than the API takes."),
+    (415, "InvalidInput", "The body is not JSON."),
+    (422, "InvalidInput", "The body is JSON but not the method's input."),
+    (
+        429,
+        "TooManyRequests",
+        "The caller's or its address's rate is used up; `Retry-After` says when to come back.",
+    ),
+    (500, "InternalError", "The service failed; the request id finds it in the logs."),
+    (503, "Unavailable", "The datastore did not answer in time, or a transient failure: try again."),
+];
+
+/// The code of a status, from [`ERRORS`].
 fn code(status: StatusCode) -> &'static str {
-    match status.as_u16() {
-        400 | 422 | 415 => "InvalidInput",
-        401 => "AuthenticationFailed",
-        403 => "InsufficientRole",
-        404 => "ResourceNotFound",
-        405 => "MethodNotAllowed",
-        409 => "RequestConflict",
-        413 => "PayloadTooLarge",
-        429 => "TooManyRequests",
-        408 | 503 | 504 => "Unavailable",
-        _ => "InternalError",
-    }
+    ERRORS.iter().find(|e| e.0 == status.as_u16()).map_or("InternalError", |e| e.1)
 }
 
 impl From<OpError> for ApiError {

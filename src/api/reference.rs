@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::error::ErrorBody;
-use super::methods::{METHODS, schema};
+use super::error::{ERRORS, ErrorBody};
+use super::methods::{METHODS, Method, schema};
 use super::urls::{SERVICE, Urls, VERSION};
 
 /// Every input and output schema, by file name (with the error's), made once.
@@ -188,6 +188,30 @@ fn query_schema(name: &str) -> Value {
     }
 }
 
+/// The error statuses `m` may answer: every method may meet a rate limit, a failure or a slow
+/// datastore, and be refused; a token can be missing; a parameter, query or body can be wrong;
+/// a named thing can be missing; a change can conflict; a body can be too large.
+fn error_statuses(m: &Method) -> Vec<u16> {
+    let mut out = vec![403, 429, 500, 503];
+    if !m.params().is_empty() || !m.query.is_empty() || m.input.is_some() {
+        out.push(400);
+    }
+    if m.role != super::auth::Role::Anyone {
+        out.push(401);
+    }
+    if !m.params().is_empty() {
+        out.push(404);
+    }
+    if m.verb != "get" {
+        out.push(409);
+    }
+    if m.input.is_some() {
+        out.push(413);
+    }
+    out.sort_unstable();
+    out
+}
+
 /// `ROOT/api/gce-backend/v1/openapi.json`.
 pub fn openapi(urls: &Urls) -> Value {
     let mut defs = serde_json::Map::new();
@@ -211,6 +235,20 @@ pub fn openapi(urls: &Urls) -> Value {
                 .map(|q| json!({"name": q, "in": "query", "required": false, "schema": query_schema(q)})),
         );
         let ok = if m.name == "createConfig" { "201" } else { "200" };
+        let mut responses = serde_json::Map::new();
+        responses.insert(
+            ok.into(),
+            json!({"description": "OK", "content": {"application/json": {"schema": {"$ref": named((m.output)())}}}}),
+        );
+        for status in error_statuses(m) {
+            let (_, code, what) =
+                ERRORS.iter().find(|e| e.0 == status).copied().unwrap_or((status, "InternalError", ""));
+            let schema = json!({"$ref": error, "properties": {"code": {"const": code}}});
+            responses.insert(
+                status.to_string(),
+                json!({"description": what, "content": {"application/json": {"schema": schema}}}),
+            );
+        }
         let mut op = json!({
             "operationId": m.name,
             "summary": m.title,
@@ -220,10 +258,7 @@ pub fn openapi(urls: &Urls) -> Value {
             // `register` takes no token: the VM's identity proof is its credential.
             "security": if m.role == super::auth::Role::Anyone { json!([]) } else { json!([{"bearer": []}]) },
             "x-role": m.role,
-            "responses": {
-                ok: {"description": "OK", "content": {"application/json": {"schema": {"$ref": named((m.output)())}}}},
-                "default": {"description": "error", "content": {"application/json": {"schema": {"$ref": error}}}},
-            },
+            "responses": responses,
         });
         if let Some(input) = m.input {
             op["requestBody"] = json!({"required": true, "content": {"application/json": {"schema": {"$ref": named(input())}}}});

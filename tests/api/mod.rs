@@ -20,6 +20,8 @@ mod fuzz;
 /// The listener's limits: rates per token and address (429), `register`'s, its refusals
 /// logged once a minute, `[http]` timeouts.
 mod listen;
+/// The OpenAPI document through a real validator.
+mod openapi;
 /// A VM registers with its identity token.
 mod register;
 /// Tasks name their Config and what the caller may do with them; whoami what a role may.
@@ -55,6 +57,31 @@ pub(crate) async fn serve_with(
     (url, metrics)
 }
 
+/// Each answer the OpenAPI document `doc` declares, by (operationId, status), as a validator
+/// that resolves the document's `#/components/schemas/…` references; and its operations.
+type Answers = HashMap<(String, u16), jsonschema::Validator>;
+fn openapi_answers(doc: &Value) -> (Answers, Vec<(String, String, String)>) {
+    let mut out = HashMap::new();
+    let mut operations = Vec::new();
+    let ops = doc["paths"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .flat_map(|(path, p)| p.as_object().unwrap().iter().map(move |(verb, op)| (path, verb, op)));
+    for (path, verb, op) in ops {
+        let id = op["operationId"].as_str().unwrap();
+        operations.push((verb.clone(), path.clone(), id.to_owned()));
+        for (status, answer) in op["responses"].as_object().unwrap() {
+            let mut schema = answer["content"]["application/json"]["schema"].clone();
+            schema["$schema"] = json!("https://json-schema.org/draft/2020-12/schema");
+            schema["components"] = doc["components"].clone();
+            let v = jsonschema::validator_for(&schema).unwrap_or_else(|e| panic!("{id} {status}: {e}"));
+            out.insert((id.to_owned(), status.parse().unwrap()), v);
+        }
+    }
+    (out, operations)
+}
+
 /// A Config body (JSON) for `prefix`, owned by `owner`, `min`..`max` VMs.
 pub(crate) fn config(prefix: &str, owner: &[&str], min: u32, max: u32) -> Value {
     let yaml = crate::support::pool(prefix, min, "1d", "10m");
@@ -70,6 +97,10 @@ pub(crate) struct Client {
     http: reqwest::Client,
     entries: Vec<Value>,
     schemas: HashMap<String, jsonschema::Validator>,
+    /// The OpenAPI document's answers: (operationId, status) → its schema.
+    openapi: HashMap<(String, u16), jsonschema::Validator>,
+    /// The OpenAPI document's operations: verb, path template, operationId.
+    operations: Vec<(String, String, String)>,
 }
 
 impl Client {
@@ -98,7 +129,9 @@ impl Client {
             let v = jsonschema::validator_for(&schema).unwrap_or_else(|e| panic!("{file}: {e}"));
             schemas.insert(file.to_owned(), v);
         }
-        Client { root: root.to_owned(), http, entries, schemas }
+        let doc = get(format!("{root}/api/gce-backend/v1/openapi.json")).await;
+        let (openapi, operations) = openapi_answers(&doc);
+        Client { root: root.to_owned(), http, entries, schemas, openapi, operations }
     }
 
     /// The reference's entry of `method`.
@@ -153,7 +186,38 @@ impl Client {
         if status >= 400 {
             assert_eq!(v["requestId"].as_str(), header_id.as_deref(), "{v}");
         }
+        self.check_declared(method, status, &v);
         (status, v)
+    }
+
+    /// Checks that the OpenAPI document declares `status` for `method`, with a body like `v`.
+    fn check_declared(&self, method: &str, status: u16, v: &Value) {
+        let declared = self.openapi.get(&(method.to_owned(), status)).unwrap_or_else(|| {
+            panic!("{method} answered {status}, which the OpenAPI document does not declare: {v:#}")
+        });
+        if let Err(err) = declared.validate(v) {
+            panic!("{method} answer {status} does not match the OpenAPI document: {err}\n{v:#}");
+        }
+    }
+
+    /// Checks an answer to a request made by hand (`verb` `path` under the API's root, query
+    /// and all) against the OpenAPI document, when the route is one of its operations; says
+    /// whether it was.
+    pub(crate) fn check(&self, verb: &str, path: &str, status: u16, v: &Value) -> bool {
+        let path = path.split('?').next().unwrap_or_default();
+        let path = path.strip_prefix("/api/gce-backend/v1").unwrap_or(path);
+        let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+        let matches = |template: &str| {
+            let t: Vec<&str> = template.trim_matches('/').split('/').collect();
+            t.len() == segments.len() && t.iter().zip(&segments).all(|(t, s)| t.starts_with('{') || t == s)
+        };
+        let Some((_, _, id)) =
+            self.operations.iter().find(|(v, t, _)| v.eq_ignore_ascii_case(verb) && matches(t))
+        else {
+            return false;
+        };
+        self.check_declared(id, status, v);
+        true
     }
 
     /// [`Client::call`] that must succeed.

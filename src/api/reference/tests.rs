@@ -120,3 +120,31 @@ fn query_parameters_are_typed_as_the_handlers_parse_them() {
     let tags = doc["paths"]["/queues/{queue}/pending"]["get"]["tags"].clone();
     assert_eq!(tags, json!(["queues"]));
 }
+
+#[test]
+fn error_answers_are_typed_by_status_and_declared_per_method() {
+    let doc = openapi(&Urls::new("http://localhost"));
+    let statuses = |path: &str, verb: &str| -> Vec<String> {
+        doc["paths"][path][verb]["responses"].as_object().unwrap().keys().cloned().collect()
+    };
+    // No catch-all: a client knows each error a method can answer.
+    for (path, ops) in doc["paths"].as_object().unwrap() {
+        for (verb, op) in ops.as_object().unwrap() {
+            let responses = op["responses"].as_object().unwrap();
+            assert!(!responses.contains_key("default"), "{verb} {path}");
+            for (status, r) in responses.iter().filter(|(s, _)| s.as_str() >= "400") {
+                let code = &r["content"]["application/json"]["schema"]["properties"]["code"]["const"];
+                let listed = ERRORS.iter().find(|e| e.0.to_string() == *status).unwrap();
+                assert_eq!(code, listed.1, "{verb} {path} {status}");
+                assert_eq!(r["description"], listed.2, "{verb} {path} {status}");
+            }
+        }
+    }
+    // register takes no token (no 401) but refuses a bad proof (403).
+    assert_eq!(statuses("/register", "post"), ["200", "400", "403", "409", "413", "429", "500", "503"]);
+    // A read of a list: no route parameter, so no 404; no body, so no 413.
+    assert_eq!(statuses("/queues", "get"), ["200", "401", "403", "429", "500", "503"]);
+    // A change by name with a body: all of them.
+    let amount = statuses("/configs/{prefix}/amount", "put");
+    assert_eq!(amount, ["200", "400", "401", "403", "404", "409", "413", "429", "500", "503"]);
+}
