@@ -19,12 +19,14 @@ fn strings(v: &Value) -> Vec<String> {
 async fn every_service_runs_as_written_and_its_healthcheck_answers() {
     gce_backend::adapters::install_crypto();
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let compose: Value =
-        serde_yaml::from_str(&std::fs::read_to_string(root.join("docker-compose.yml")).unwrap()).unwrap();
+    let compose_text = std::fs::read_to_string(root.join("docker-compose.yml")).unwrap();
+    let compose: Value = serde_yaml::from_str(&compose_text).unwrap();
     let services = compose["services"].as_mapping().unwrap();
     let redis = RedisServer::start();
     let dir = crate::support::temp_dir();
-    let tokens = crate::api::write_tokens(&dir);
+    // The API's volume, empty as on a fresh clone's first `up`.
+    let state = dir.join("var-lib");
+    std::fs::create_dir(&state).unwrap();
     // Each container's port becomes a free local one of its own, keyed (service, port).
     let mut ports: BTreeMap<(String, String), u16> = BTreeMap::new();
     let mut port =
@@ -34,7 +36,7 @@ async fn every_service_runs_as_written_and_its_healthcheck_answers() {
         let arg = given
             .replace("redis://redis:6379/0", &redis.url())
             .replace("http://sim:8787", &sim)
-            .replace("/etc/gce-backend/tokens.toml", tokens.to_str().unwrap())
+            .replace("/var/lib/gce-backend/", &format!("{}/", state.display()))
             .replace("/etc/gce-backend/", &format!("{}/config/", root.display()));
         let digits = |p: &str| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit());
         if let Some(p) = arg.strip_prefix("0.0.0.0:").filter(|p| digits(p)) {
@@ -117,6 +119,24 @@ async fn every_service_runs_as_written_and_its_healthcheck_answers() {
     let api = format!("http://127.0.0.1:{}", port("api", "8080"));
     assert_eq!(reqwest::get(format!("{api}/metrics")).await.unwrap().status(), 401);
     assert_eq!(reqwest::get(format!("{api}/ui/")).await.unwrap().status(), 200, "the dashboard");
+    // The first start made the tokens file and left its admin token beside it, owner-only, as
+    // the compose file's comment tells the operator to read it.
+    use std::os::unix::fs::PermissionsExt;
+    let token_file = state.join("tokens.toml.admin-token");
+    assert!(compose_text.contains("cat /var/lib/gce-backend/tokens.toml.admin-token"));
+    for f in [&token_file, &state.join("tokens.toml")] {
+        assert_eq!(std::fs::metadata(f).unwrap().permissions().mode() & 0o777, 0o600, "{}", f.display());
+    }
+    let token = std::fs::read_to_string(&token_file).unwrap();
+    let whoami = reqwest::Client::new()
+        .get(format!("{api}/api/gce-backend/v1/whoami"))
+        .bearer_auth(token.trim())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(whoami.status(), 200);
+    let me: serde_json::Value = whoami.json().await.unwrap();
+    assert_eq!(me["role"], "admin", "{me}");
     drop(children);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -106,6 +106,10 @@ fn the_api_refuses_a_public_address_without_allow_remote_and_redis_without_a_roo
     let out = run(&["--tokens", "/nonexistent/tokens.toml", "--listen", "127.0.0.1:0"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/tokens.toml"), "{out:?}");
+    // A directory where the file should be (a bind mount of a missing file) is named as such.
+    let out = run(&["--tokens", dir.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("a directory, not a tokens file"), "{out:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -106,6 +106,11 @@ pub struct ApiArgs {
     /// default makes an admin token when none is given.
     #[arg(long, env = "GCE_BACKEND_TOKENS_FILE")]
     pub tokens: Option<PathBuf>,
+    /// When the --tokens file does not exist, make it on this first start with one admin token,
+    /// and write that token beside it (`<file>.admin-token`, owner-only) for the operator to
+    /// read once (docker compose's first `up`).
+    #[arg(long, env = "GCE_BACKEND_TOKENS_INIT", requires = "tokens")]
+    pub tokens_init: bool,
     /// The same TOML given inline (for secrets injected as environment variables; read once: a
     /// change needs a restart).
     #[arg(long, env = "GCE_BACKEND_TOKENS", hide_env_values = true, conflicts_with = "tokens")]
@@ -124,6 +129,7 @@ impl Default for ApiArgs {
             allow_remote: false,
             root_url: Some("http://localhost".into()),
             tokens: None,
+            tokens_init: false,
             tokens_toml: None,
             metrics_listen: None,
         }
