@@ -3,10 +3,11 @@
 //!
 //! Floors, bottom to top: `units` (durations, amounts, the error), `names` and `attributes` and
 //! `policy` and `settings`; `spec` (the Config); `trust` and `providers` (what the settings let
-//! a Config name); `validate` (every rule of a Config).
+//! a Config name); `parse` (reading its text) and `validate` (every rule of a Config).
 
 mod attributes;
 pub mod names;
+mod parse;
 mod policy;
 pub mod providers;
 mod settings;
@@ -17,12 +18,13 @@ mod validate;
 
 pub use attributes::*;
 pub use names::{bounds, check_endpoint, prefixes_clash, valid_gce_name, valid_host, valid_project};
+pub use parse::check_nesting;
 pub use policy::*;
 pub use settings::{Limits, Timing};
 pub use spec::*;
 pub use trust::{Origin, SwarmingServers, Tenant, Trust};
 pub use units::{Amount, ConfigError, Day, Schedule, Secs, TimeOfDay};
-pub use validate::{SWARMING_SERVER_KEY, check_nesting, check_prefixes, validate_all};
+pub use validate::{SWARMING_SERVER_KEY, check_prefixes, validate_all};
 
 #[cfg(test)]
 mod tests;

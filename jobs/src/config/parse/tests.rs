@@ -1,0 +1,36 @@
+//! Unit tests of `config/parse.rs`.
+
+use super::*;
+
+const GOOD: &str = "prefix: web\namount: {min: 1, max: 2}\nlifetime: 1d\ntimeout: 10m\n";
+
+#[test]
+fn every_mistake_of_a_document_is_named_at_once_by_its_path_quoting_no_value() {
+    let text = GOOD
+        .replace("min: 1", "min: s3cret-a")
+        .replace("lifetime: 1d", "lifetime: s3cret-b\nbogus: 1\nattributes: {zone: [s3cret-c]}");
+    let e = Config::parse(&text, "web.yaml").unwrap_err().to_string();
+    assert!(e.contains("4 mistakes: "), "{e}");
+    for path in ["amount.min", "lifetime", "bogus", "attributes.zone"] {
+        assert!(e.contains(&format!("{path}: ")) || e.contains(&format!("`{path}`")), "{path} in {e}");
+    }
+    assert!(e.contains("at line 2"), "the first keeps its line: {e}");
+    assert!(!e.contains("s3cret"), "{e}");
+}
+
+#[test]
+fn one_mistake_reads_as_before_and_text_that_is_not_yaml_has_one() {
+    let e = Config::parse(&GOOD.replace("min: 1", "min: x"), "web.yaml").unwrap_err().to_string();
+    assert!(!e.contains("mistakes"), "{e}");
+    assert!(e.contains("amount.min") && e.contains("line 2"), "{e}");
+    let e = Config::parse("prefix: web\namount: {min: [\n", "web.yaml").unwrap_err().to_string();
+    assert!(e.contains("cannot parse") && !e.contains("mistakes"), "{e}");
+    assert!(Config::parse(GOOD, "web.yaml").is_ok());
+}
+
+#[test]
+fn a_document_of_many_mistakes_names_at_most_the_bound() {
+    let many: String = (0..3 * MAX_MISTAKES).map(|i| format!("extra{i}: 1\n")).collect();
+    let e = Config::parse(&format!("{GOOD}{many}"), "web.yaml").unwrap_err().to_string();
+    assert!(e.contains(&format!("{MAX_MISTAKES} mistakes: ")), "{e}");
+}
