@@ -5,8 +5,8 @@
 //! state read from the store when scraped (fleet counts per Config, queue depths and the
 //! queues' counters), so a fleet of N processes reports the shared state once, not N times.
 //! Labels name Configs, queues, methods and fixed words only, never a VM, hostname or task.
-//! Every name is prefixed `gce_backend_` but the process's own resources (`process_*`, the
-//! names every client uses) and `gce_backend_build_info` says the version.
+//! Every name is prefixed `gce_backend_` except the process's own resources (`process_*`, as
+//! every Prometheus client names them); `gce_backend_build_info{version}` is 1.
 
 mod process;
 mod shared;
