@@ -16,6 +16,8 @@
 //!      identity keys over HTTP, the system clock; `backends`: store, queues and rate-limit
 //!      buckets on Redis or in memory.
 //! 3. The `/metrics` collection
+//!    * `metrics::process`: this process's CPU, memory, threads and files, read from `/proc`.
+//!    * `metrics::shared`: the state every process shares, read from the store when scraped.
 //!    * `metrics`: what the `/metrics` endpoint serves.
 //! 4. The operator's HTTP API ([`api`]), its own floors
 //!    * `api::error`: the API's error shape and the layers that give every answer one.

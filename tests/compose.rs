@@ -1,6 +1,7 @@
 //! `docker-compose.yml` without Docker (no engine on this machine): every gce-backend service's
 //! command runs as written (hosts, paths and ports mapped to local ones) on a private Redis, and
-//! its healthcheck URL answers 200; Prometheus scrapes the ports the services listen on.
+//! its healthcheck URL answers 200; Prometheus scrapes the ports the services listen on and
+//! loads the shipped alert rules.
 
 use std::collections::BTreeMap;
 use std::process::Stdio;
@@ -115,6 +116,19 @@ async fn every_service_runs_as_written_and_its_healthcheck_answers() {
     let text = serde_yaml::to_string(&prom["scrape_configs"]).unwrap();
     for target in ["api:9100", "cron:9100", "port: 9100"] {
         assert!(text.contains(target), "{target} in {text}");
+    }
+    // Its rule files are the shipped alert rules, mounted beside its configuration.
+    let mounts = strings(&services["prometheus"]["volumes"]);
+    let rules = strings(&prom["rule_files"]);
+    assert!(!rules.is_empty(), "prometheus.yml loads rule files");
+    for file in rules {
+        let inside = format!("/etc/prometheus/{file}");
+        let host = mounts
+            .iter()
+            .find_map(|m| m.strip_suffix(":ro")?.strip_suffix(inside.as_str())?.strip_suffix(':'))
+            .unwrap_or_else(|| panic!("{inside} is mounted: {mounts:?}"));
+        assert_eq!(host, "./deploy/prometheus/alerts.yml", "{file}");
+        assert!(root.join(host).is_file(), "{host}");
     }
     let api = format!("http://127.0.0.1:{}", port("api", "8080"));
     assert_eq!(reqwest::get(format!("{api}/metrics")).await.unwrap().status(), 401);

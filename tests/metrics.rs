@@ -1,8 +1,10 @@
 //! `/metrics` end to end: a Config converges on Redis and the simulator, then one scrape shows
-//! the fleet per Config, the lifecycle latencies, the queues, outbound calls, cron runs and API
-//! requests, with no label naming a VM or hostname; a workers-only process serves its own.
+//! the fleet per Config (states that add up to its VMs), the lifecycle latencies, the queues,
+//! outbound calls, cron runs, API requests, the build and the process, with no label naming a VM
+//! or hostname, and serves every metric the shipped alert rules and Grafana dashboard name; a
+//! workers-only process serves its own, each queue's series at zero before its first task.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -96,11 +98,14 @@ async fn one_scrape_shows_fleet_lifecycle_queues_calls_cron_and_api_with_bounded
     assert!(ct.starts_with("application/openmetrics-text"), "{ct}");
     let s = parse(&text);
     let fleet = |state| value(&s, "gce_backend_fleet_vms", &[("config", "metrics"), ("state", state)]);
-    for state in ["configured", "created", "running", "connected"] {
-        assert_eq!(fleet(state), Some(3.0), "{state}");
-    }
-    for state in ["draining", "unhealthy", "bot_dead"] {
+    assert_eq!(fleet("connected"), Some(3.0));
+    for state in ["creating", "down", "booting"] {
         assert_eq!(fleet(state), Some(0.0), "{state}");
+    }
+    assert_eq!(value(&s, "gce_backend_fleet_amount", &[("config", "metrics")]), Some(3.0));
+    for flag in ["draining", "unhealthy", "bot_dead"] {
+        let flagged = value(&s, "gce_backend_fleet_vms_flagged", &[("config", "metrics"), ("flag", flag)]);
+        assert_eq!(flagged, Some(0.0), "{flag}");
     }
     assert_eq!(value(&s, "gce_backend_config_paused", &[("config", "metrics")]), Some(0.0));
     for stage in ["change_to_insert", "insert_to_created", "created_to_connected"] {
@@ -159,9 +164,29 @@ async fn one_scrape_shows_fleet_lifecycle_queues_calls_cron_and_api_with_bounded
             .is_some_and(|n| n >= 1.0)
     );
 
+    // The build, the process, and zero series from the start for what has not happened.
+    let version = [("version", env!("CARGO_PKG_VERSION"))];
+    assert_eq!(value(&s, "gce_backend_build_info", &version), Some(1.0));
+    for name in ["process_cpu_seconds_total", "process_resident_memory_bytes", "process_open_fds"] {
+        assert!(value(&s, name, &[]).is_some_and(|v| v > 0.0), "{name}");
+    }
+    assert!(value(&s, "process_start_time_seconds", &[]).is_some_and(|t| t > 1.7e9));
+    for job in gce_backend_jobs::cron::names() {
+        assert!(
+            value(&s, "gce_backend_cron_runs_total", &[("job", job), ("result", "error")]).is_some(),
+            "{job}"
+        );
+    }
+    assert!(value(&s, "gce_backend_leases_lost_total", &q).is_some());
+    assert!(value(&s, "gce_backend_registrations_total", &[("result", "ok")]).is_some());
+    let held = [("project", "my-proj"), ("class", "mutate")];
+    assert!(value(&s, "gce_backend_compute_throttled_total", &held).is_some());
+    assert_serves_the_kit(&text);
+
     // Bounded labels: no value names a VM or its hostname.
     let vms = env.vms("metrics").await;
     assert_eq!(vms.len(), 3);
+    assert_eq!(sum(&s, "gce_backend_fleet_vms", &[("config", "metrics")]), 3.0, "each VM in one state");
     let mut names: Vec<String> = vms.iter().flat_map(|v| [v.id.clone(), v.hostname.clone()]).collect();
     names.sort();
     for (metric, labels) in s.keys() {
@@ -209,6 +234,24 @@ async fn a_workers_process_serves_its_own_metrics_on_metrics_listen() {
     })
     .await
     .expect("the metrics line within 60s");
+    // Before any task: every queue's series at zero, the build and the process (read from /proc).
+    let (_, text) = scrape(&url, None).await;
+    let s = parse(&text);
+    for queue in gce_backend_jobs::tasks::QUEUES {
+        let q = [("queue", *queue)];
+        assert_eq!(
+            value(&s, "gce_backend_task_runs_total", &[q[0], ("result", "done")]),
+            Some(0.0),
+            "{queue}"
+        );
+        assert_eq!(value(&s, "gce_backend_leases_lost_total", &q), Some(0.0), "{queue}");
+        assert_eq!(value(&s, "gce_backend_task_wait_seconds_count", &q), Some(0.0), "{queue}");
+    }
+    let version = [("version", env!("CARGO_PKG_VERSION"))];
+    assert_eq!(value(&s, "gce_backend_build_info", &version), Some(1.0), "{text}");
+    assert!(value(&s, "process_resident_memory_bytes", &[]).is_some_and(|b| b > 0.0), "{text}");
+    assert!(value(&s, "process_open_fds", &[]).is_some_and(|n| n > 0.0), "{text}");
+    assert!(value(&s, "process_threads", &[]).is_some_and(|n| n > 0.0), "{text}");
     // A task for it: reading a project's quotas.
     let engine = gce_backend::adapters::backends::redis_engine(&redis.url(), "gce-backend").await.unwrap();
     let queue = gce_backend_queues::Queue::new(
@@ -238,4 +281,69 @@ async fn a_workers_process_serves_its_own_metrics_on_metrics_listen() {
     assert!(!text.contains("gce_backend_fleet_vms"), "{text}");
     assert!(!text.contains("gce_backend_queue_tasks"), "{text}");
     child.kill().await.unwrap();
+}
+
+/// The metric names a scrape serves: each sample's, and each family's as its samples are named
+/// (a counter `x_total`, a histogram `x_bucket`, `x_count`, `x_sum`), with or without samples.
+fn served(text: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for line in text.lines() {
+        if let Some((name, kind)) = line.strip_prefix("# TYPE ").and_then(|r| r.split_once(' ')) {
+            let suffixes: &[&str] = match kind {
+                "counter" => &["_total"],
+                "histogram" => &["_bucket", "_count", "_sum"],
+                _ => &[""],
+            };
+            out.extend(suffixes.iter().map(|x| format!("{name}{x}")));
+        } else if !line.starts_with('#') {
+            out.extend(line.split(['{', ' ']).next().filter(|n| !n.is_empty()).map(str::to_owned));
+        }
+    }
+    out
+}
+
+/// The metric names a query names: ours (`gce_backend_*`) and the process's (`process_*`).
+fn named(expr: &str) -> Vec<String> {
+    expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|t| t.starts_with("gce_backend_") || t.starts_with("process_"))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Every metric the shipped alert rules and Grafana dashboard name is served in `scrape`, so
+/// they cannot drift from what the service exports.
+fn assert_serves_the_kit(scrape: &str) {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
+    let rules: serde_yaml::Value =
+        serde_yaml::from_str(&std::fs::read_to_string(root.join("prometheus/alerts.yml")).unwrap()).unwrap();
+    let dashboard: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("grafana/gce-backend.json")).unwrap())
+            .unwrap();
+    let mut queries: Vec<(String, String)> = Vec::new();
+    for rule in rules["groups"].as_sequence().unwrap().iter().flat_map(|g| g["rules"].as_sequence().unwrap())
+    {
+        let name = rule["alert"].as_str().unwrap().to_owned();
+        queries.push((name, rule["expr"].as_str().unwrap().to_owned()));
+    }
+    let panels = dashboard["panels"].as_array().unwrap();
+    for p in panels.iter().filter(|p| p["type"] != "row") {
+        for t in p["targets"].as_array().unwrap() {
+            queries.push((p["title"].as_str().unwrap().to_owned(), t["expr"].as_str().unwrap().to_owned()));
+        }
+    }
+    for v in dashboard["templating"]["list"].as_array().unwrap() {
+        if let Some(q) = v["query"]["query"].as_str() {
+            queries.push((format!("variable {}", v["name"]), q.to_owned()));
+        }
+    }
+    assert!(queries.len() > 40, "{}", queries.len());
+    let served = served(scrape);
+    let mut unserved = Vec::new();
+    for (what, expr) in &queries {
+        let names = named(expr);
+        // Every query reads a metric of ours but the ones on Prometheus's own `up`.
+        assert!(!names.is_empty() || expr.contains("up{"), "{what}: {expr}");
+        unserved.extend(names.into_iter().filter(|n| !served.contains(n)).map(|n| format!("{what}: {n}")));
+    }
+    assert!(unserved.is_empty(), "named but not served by /metrics: {unserved:#?}");
 }

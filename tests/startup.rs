@@ -114,7 +114,7 @@ fn the_api_refuses_a_public_address_without_allow_remote_and_redis_without_a_roo
 }
 
 #[test]
-fn json_logs_are_one_object_per_line_with_the_lifecycle_fields() {
+fn json_logs_are_one_flat_object_per_line_with_severity_message_time_and_the_lifecycle_fields() {
     let dir = temp_dir();
     std::fs::write(dir.join("linux.yaml"), pool("linux", 1, "1d", "10m")).unwrap();
     let (mut child, _out, err) =
@@ -124,22 +124,30 @@ fn json_logs_are_one_object_per_line_with_the_lifecycle_fields() {
         let line = err.recv_timeout(Duration::from_secs(60)).expect("a log line");
         let v: serde_json::Value =
             serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
-        seen.push(v["fields"]["message"].as_str().unwrap_or_default().to_owned());
-        if v["fields"]["message"] == "instance created" {
+        let time = v["time"].as_str().unwrap_or_else(|| panic!("no time: {line}"));
+        assert!(chrono::DateTime::parse_from_rfc3339(time).is_ok(), "{line}");
+        assert!(
+            ["DEBUG", "INFO", "WARNING", "ERROR"].contains(&v["severity"].as_str().unwrap_or("")),
+            "{line}"
+        );
+        seen.push(v["message"].as_str().unwrap_or_else(|| panic!("no message: {line}")).to_owned());
+        if v["message"] == "instance created" {
             break v;
         }
     };
     let _ = child.kill();
     let _ = child.wait();
     assert!(seen.contains(&"imported".to_owned()), "{seen:?}");
-    let f = &created["fields"];
+    let f = &created;
     assert_eq!(
         (f["config"].as_str(), f["vm"].as_str(), f["zone"].as_str()),
         (Some("linux"), Some("linux-0"), Some("us-central1-b"))
     );
     assert!(f["hostname"].as_str().is_some_and(|h| h.starts_with("linux-0-")), "{created}");
-    assert_eq!(created["span"]["queue"], "create_instance", "{created}");
-    assert_eq!(created["level"], "INFO");
+    assert_eq!(created["queue"], "create_instance", "the task span's fields, flat: {created}");
+    assert_eq!(created["span"], "task", "{created}");
+    assert_eq!(created["severity"], "INFO");
+    assert!(created.get("fields").is_none() && created.get("level").is_none(), "{created}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

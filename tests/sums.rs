@@ -25,6 +25,7 @@ async fn by_records(
     for id in store.vm_ids(VmIndex::OfConfig(prefix.into())).await.unwrap() {
         let vm = store.vm(&id).await.unwrap().unwrap().value;
         let down = vm.fault.as_ref().is_some_and(|f| f.kind == FaultKind::InstanceDown);
+        c.vms += 1;
         c.created += u32::from(vm.instance.is_some());
         c.running += u32::from(vm.instance.is_some() && !down);
         c.connected += u32::from(vm.connected.is_some() && vm.instance.is_some() && vm.fault.is_none());

@@ -1,7 +1,11 @@
 //! What handlers, cron jobs and the guarded ports measure (Prometheus, `prometheus-client`): VM
 //! lifecycle latencies, instance operations by result, leaks and stale bots cleaned up, quota,
 //! outbound calls and cron runs. Labels name Configs, zones, projects, methods and fixed words,
-//! never a VM, hostname or task.
+//! never a VM, hostname or task. The families alerts read have zero series from the start for
+//! the label values known then (cron jobs, Configs, projects, cleanups, `ok` registrations), so a
+//! rate is 0 rather
+//! than nothing; quota readings and outcomes appear with their first measurement (a zero quota
+//! would be a false reading).
 
 use std::sync::atomic::AtomicU64;
 
@@ -82,7 +86,7 @@ pub struct Metrics {
 
 impl Default for Metrics {
     fn default() -> Self {
-        Self {
+        let m = Self {
             queues: QueueMetrics::default(),
             lifecycle: Family::new_with_constructor(latency),
             lifetime: Family::new_with_constructor(lifetime),
@@ -98,7 +102,14 @@ impl Default for Metrics {
             cron_pushed: Family::default(),
             cron_seconds: Family::new_with_constructor(call),
             cron_last: Family::default(),
+        };
+        let _ = m.registrations.get_or_create(&labels(&[("result", "ok")]));
+        for what in ["leaked_instance", "stale_bot"] {
+            for event in ["found", "deleted"] {
+                let _ = m.cleanup.get_or_create(&labels(&[("what", what), ("event", event)]));
+            }
         }
+        m
     }
 }
 
@@ -171,6 +182,31 @@ impl Metrics {
         );
     }
 
+    /// Gives cron job `job`'s families zero series (runs ok and failed, tasks added, an empty
+    /// run-time histogram); its last-run time appears with its first run.
+    pub fn declare_cron(&self, job: &str) {
+        for result in ["ok", "error"] {
+            let _ = self.cron_runs.get_or_create(&labels(&[("job", job), ("result", result)]));
+        }
+        let _ = self.cron_pushed.get_or_create(&labels(&[("job", job)]));
+        let _ = self.cron_seconds.get_or_create(&labels(&[("job", job)]));
+    }
+
+    /// Gives Config `config`'s lifecycle and lifetime histograms empty series (each stage).
+    pub fn declare_config(&self, config: &str) {
+        for stage in [Stage::ChangeToInsert, Stage::InsertToCreated, Stage::CreatedToConnected] {
+            let _ = self.lifecycle.get_or_create(&labels(&[("config", config), ("stage", stage.as_str())]));
+        }
+        let _ = self.lifetime.get_or_create(&labels(&[("config", config)]));
+    }
+
+    /// Gives `project`'s rate-limit holds a zero series per class (`classes`).
+    pub fn declare_project(&self, project: &str, classes: &[&'static str]) {
+        for class in classes {
+            let _ = self.throttled.get_or_create(&labels(&[("project", project), ("class", class)]));
+        }
+    }
+
     /// `vm` passed `stage`, which began at `from` and ended at `to`.
     pub fn lifecycle(&self, vm: &Vm, stage: Stage, from: DateTime<Utc>, to: DateTime<Utc>) {
         let family = if stage == Stage::Lifetime { &self.lifetime } else { &self.lifecycle };
@@ -195,7 +231,8 @@ impl Metrics {
         self.instance_ops.get_or_create(&l).inc();
     }
 
-    /// A cleanup step: `what` is `leaked_instance` or `stale_bot`, `event` `found` or `deleted`.
+    /// A cleanup step: `what` is `leaked_instance` or `stale_bot`, `event` `found` or `deleted`
+    /// (the four read zero from the start).
     pub fn cleanup(&self, what: &'static str, event: &'static str) {
         self.cleanup.get_or_create(&labels(&[("what", what), ("event", event)])).inc();
     }

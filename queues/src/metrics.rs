@@ -1,5 +1,7 @@
 //! What the workers of this process measure per queue (Prometheus, `prometheus-client`): runs by
-//! how they ended, run time and time in queue. The queue's shared state (pending, delayed,
+//! how they ended, run time and time in queue (from when a task was due to its handler's
+//! start). Every family has a zero series per queue from the start ([`QueueMetrics::declare`]),
+//! so rates and alerts read 0 rather than nothing. The queue's shared state (pending, delayed,
 //! running, dead and the engine's counters) is read from the engine when scraped, not here.
 
 use prometheus_client::metrics::counter::Counter;
@@ -17,6 +19,9 @@ fn seconds() -> Histogram {
     // 1 ms to about 9 minutes.
     Histogram::new(exponential_buckets(0.001, 2.0, 20))
 }
+
+/// How a run ends (the `result` of `task_runs`).
+pub const RESULTS: &[&str] = &["done", "retry", "dead"];
 
 /// Per-queue measurements of this process's workers. Cheap to clone (shared counters).
 #[derive(Debug, Clone)]
@@ -58,9 +63,22 @@ impl QueueMetrics {
         );
         registry.register(
             "task_wait_seconds",
-            "Time in queue: from when a task was due to when a worker took it, by queue",
+            "Time in queue: from when a task was due (pushed, its delay ended, or its retry was scheduled) to its handler's start, by queue",
             self.wait_seconds.clone(),
         );
+    }
+
+    /// Gives every family a zero series for `queue` (each way a run ends, leases lost, empty
+    /// histograms), so it is scraped before its first task.
+    pub fn declare(&self, queue: &str) {
+        for result in RESULTS {
+            let _ =
+                self.runs.get_or_create(&vec![("queue", queue.to_owned()), ("result", (*result).to_owned())]);
+        }
+        let q = vec![("queue", queue.to_owned())];
+        let _ = self.lost.get_or_create(&q);
+        let _ = self.run_seconds.get_or_create(&q);
+        let _ = self.wait_seconds.get_or_create(&q);
     }
 
     /// A run of a task of `queue` ended as `result` after `secs`.
@@ -75,7 +93,7 @@ impl QueueMetrics {
         self.runs.get_or_create(&vec![("queue", queue.to_owned()), ("result", result.to_owned())]).inc();
     }
 
-    /// A task of `queue` was taken `secs` after it was due.
+    /// A task of `queue` started `secs` after it was due.
     pub fn waited(&self, queue: &str, secs: f64) {
         self.wait_seconds.get_or_create(&vec![("queue", queue.to_owned())]).observe(secs);
     }
@@ -97,3 +115,6 @@ impl QueueMetrics {
             .map_or(0, |c| c.get())
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -104,8 +104,9 @@ impl Queue {
     }
 
     /// This queue with its workers' runs measured in `metrics` (by the workers of backends made
-    /// from it afterwards).
+    /// from it afterwards); its series there read zero until then.
     pub fn with_metrics(mut self, metrics: QueueMetrics) -> Self {
+        metrics.declare(&self.spec().name);
         self.metrics = Some(metrics);
         self
     }

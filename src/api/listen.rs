@@ -155,6 +155,16 @@ impl Throttle {
         throttled: Family<Labels, Counter>,
     ) -> Self {
         let log = Summary::new(format!("{listener} listener: throttled"));
+        // Each way this listener can throttle reads zero until it does.
+        let token = tokens.as_ref().map(|_| By::Token);
+        let register_by = register.as_ref().map(|_| By::Register);
+        for by in [Some(By::Address), Some(By::Health), Some(By::Connections), token, register_by]
+            .into_iter()
+            .flatten()
+        {
+            let _ = throttled
+                .get_or_create(&vec![("listener", listener.to_owned()), ("by", by.label().to_owned())]);
+        }
         Throttle {
             listener,
             http: http.clone(),

@@ -51,7 +51,8 @@ impl Cli {
 enum LogFormat {
     /// `time LEVEL span: target: message key=value…`, coloured on a terminal.
     Text,
-    /// One JSON object per line: timestamp, level, target, fields (message and key/values), span.
+    /// One flat JSON object per line: time, severity (Cloud Logging's names), message, target,
+    /// span, then the spans' and the event's fields.
     Json,
 }
 
@@ -236,7 +237,10 @@ async fn main_async(cli: Cli) -> ExitCode {
     let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     match cli.process().log_format {
         LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
-        LogFormat::Json => logs.json().with_current_span(true).with_span_list(false).init(),
+        LogFormat::Json => logs
+            .event_format(super::logs::FlatJson)
+            .fmt_fields(tracing_subscriber::fmt::format::JsonFields::new())
+            .init(),
     }
     match main_(cli).await {
         Ok(()) => ExitCode::SUCCESS,

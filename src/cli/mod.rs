@@ -2,6 +2,7 @@
 //! once, here; the binary only calls [`main`].
 //!
 //! Floors, bottom to top (no file imports one above it):
+//! * `logs`: the JSON log line.
 //! * [`client`]: the API's client (reads the API reference, calls any method by name);
 //!   `render`: the human tables.
 //! * [`operator`]: the operator's commands over the API (`status`, `configs`, `vms`, `queues`,
@@ -10,6 +11,7 @@
 
 pub mod client;
 pub mod command;
+mod logs;
 pub mod operator;
 pub mod recover;
 mod render;

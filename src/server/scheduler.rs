@@ -12,8 +12,12 @@ use tokio_cron_scheduler::{Job, JobScheduler};
 use crate::settings::{Settings, schedule};
 
 /// Runs the jobs that start from the files (`import_configs`, `expand_configs`) once now instead
-/// of waiting for their first tick, then starts the scheduler.
+/// of waiting for their first tick, then starts the scheduler. Every job's measurements read zero
+/// until its first run here.
 pub async fn begin(ctx: &Ctx, settings: &Settings) -> Result<JobScheduler, String> {
+    for job in cron::names() {
+        ctx.metrics.declare_cron(job);
+    }
     for job in ["import_configs", "expand_configs"] {
         if let Err(e) = cron::run(ctx, job).await {
             tracing::warn!(job, error = %e, "first run failed; the cron will retry");

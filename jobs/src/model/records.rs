@@ -368,6 +368,9 @@ pub struct Backoff {
 pub struct Counts {
     /// The amount targeted.
     pub configured: u32,
+    /// Every VM record of the Config (being made, up, down or being deleted).
+    #[serde(default)]
+    pub vms: u32,
     /// VMs with an instance.
     pub created: u32,
     /// VMs with an instance not known to be down (stopped, preempted, gone).
@@ -400,6 +403,7 @@ impl Counts {
         let n = |i: usize| s[i].clamp(0, i64::from(u32::MAX)) as u32;
         Counts {
             configured,
+            vms: n(0),
             created: n(1),
             running: n(2),
             connected: n(3),

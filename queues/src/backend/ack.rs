@@ -182,7 +182,8 @@ where
             attempt = lease.attempt
         );
         if let Some(m) = layer.queue.metrics() {
-            m.waited(&queue, lease.waited_ms as f64 / 1000.0);
+            // Due to taken (the engine's clock), then taken to this handler's start.
+            m.waited(&queue, lease.waited_ms as f64 / 1000.0 + lease.taken.elapsed().as_secs_f64());
         }
         let started = tokio::time::Instant::now();
         let fut = span.in_scope(|| self.inner.call(task)).instrument(span);

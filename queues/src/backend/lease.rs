@@ -26,6 +26,8 @@ pub struct Lease {
     pub key: String,
     /// How long it waited from when it was due until it was taken, in milliseconds.
     pub waited_ms: u64,
+    /// When this worker took it (it may wait in the worker's buffer before its handler starts).
+    pub taken: Instant,
 }
 
 /// A task this worker holds.

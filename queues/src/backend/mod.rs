@@ -63,7 +63,7 @@ pub struct QueueBackend<Args> {
     queue: Queue,
     group: String,
     worker: Option<WorkerId>,
-    buffer: VecDeque<Leased>,
+    buffer: VecDeque<(Leased, Instant)>,
     fetch: Fetch,
     waiter: Option<Box<dyn Waiter>>,
     held: Held,
@@ -125,7 +125,7 @@ impl<Args> QueueBackend<Args> {
             held.insert(l.id.clone(), Hold { token: l.token.clone(), since: now, acking: false });
         }
         drop(held);
-        self.buffer.extend(tasks);
+        self.buffer.extend(tasks.into_iter().map(|l| (l, now)));
     }
 
     fn on_error(&mut self, what: &str, e: &QueueError) {
@@ -149,7 +149,7 @@ impl<Args: DeserializeOwned + Send + 'static> Backend for QueueBackend<Args> {
         ctx: &WorkerContext,
     ) -> Poll<Option<Result<Task<Args>, QueueError>>> {
         loop {
-            if let Some(l) = self.buffer.pop_front() {
+            if let Some((l, taken)) = self.buffer.pop_front() {
                 match serde_json::from_str::<Args>(&l.payload) {
                     Ok(args) => {
                         let task = TaskBuilder::new(args)
@@ -161,6 +161,7 @@ impl<Args: DeserializeOwned + Send + 'static> Backend for QueueBackend<Args> {
                                 attempt: l.attempt,
                                 key: l.key,
                                 waited_ms: l.waited_ms,
+                                taken,
                             })
                             .build();
                         return Poll::Ready(Some(Ok(task)));
@@ -259,7 +260,7 @@ impl<Args: DeserializeOwned + Send + 'static> Backend for QueueBackend<Args> {
                 }
             }
             self.fetch = Fetch::Idle;
-            let unstarted: Vec<Leased> = self.buffer.drain(..).collect();
+            let unstarted: Vec<Leased> = self.buffer.drain(..).map(|(l, _)| l).collect();
             let acker = (!unstarted.is_empty()).then(|| self.acker());
             let held = self.held.clone();
             debug!(queue = %self.queue.spec().name, released = unstarted.len(), "closing");
