@@ -63,7 +63,12 @@ impl Client {
     }
 
     async fn fetch(&self, url: &str) -> Result<Value, CallError> {
-        let res = self.http.get(url).send().await.map_err(|e| CallError::Transport(format!("{url}: {e}")))?;
+        let res = self
+            .http
+            .get(url)
+            .send()
+            .await
+            .map_err(|e| CallError::Transport(format!("{url}: {}", causes(&e))))?;
         decode(res).await
     }
 
@@ -133,9 +138,26 @@ impl Client {
         if has_input {
             req = req.json(input.unwrap_or(&Value::Object(Default::default())));
         }
-        let res = req.send().await.map_err(|e| CallError::Transport(format!("{url}: {e}")))?;
+        let res = req.send().await.map_err(|e| CallError::Transport(format!("{url}: {}", causes(&e))))?;
         decode(res).await
     }
+}
+
+/// An error with every cause under it (`error sending request …: tcp connect error: Connection
+/// refused`): the top line alone does not say whether the API is down, the name unknown or the
+/// certificate wrong. A cause already in the line above is not repeated.
+pub fn causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut next = e.source();
+    while let Some(cause) = next {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        next = cause.source();
+    }
+    out
 }
 
 /// Percent-encodes a route argument.
@@ -151,7 +173,7 @@ pub fn encode(v: &str) -> String {
 async fn decode(res: reqwest::Response) -> Result<Value, CallError> {
     let status = res.status();
     let url = res.url().to_string();
-    let text = res.text().await.map_err(|e| CallError::Transport(format!("{url}: {e}")))?;
+    let text = res.text().await.map_err(|e| CallError::Transport(format!("{url}: {}", causes(&e))))?;
     let body: Value = serde_json::from_str(&text).map_err(|_| {
         CallError::Transport(format!(
             "{url}: {status}, not JSON: {}",

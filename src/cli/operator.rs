@@ -170,13 +170,17 @@ pub enum QueuesCmd {
         #[arg(long)]
         all: bool,
     },
-    /// Drop a queue's dead tasks, or its pending ones with --pending (admin).
+    /// Drop a queue's dead tasks, or its pending ones (due and delayed) with --pending (admin);
+    /// asks first, unless --yes.
     Purge {
         /// Queue name.
         queue: String,
         /// Drop pending tasks instead of dead ones.
         #[arg(long)]
         pending: bool,
+        /// Do not ask (needed when standard input is not a terminal).
+        #[arg(long)]
+        yes: bool,
     },
 }
 
@@ -276,14 +280,20 @@ pub async fn configs(t: &Target, cmd: ConfigsCmd) -> anyhow::Result<()> {
             v
         }
         ConfigsCmd::Pause { prefix, all, reason } => match (prefix, all) {
-            (None, true) => call(&mut c, "pauseAll", &[], Some(json!({"reason": reason}))).await?,
+            (None, true) => {
+                let v = call(&mut c, "pauseAll", &[], Some(json!({"reason": reason}))).await?;
+                return every_config_after(t, &mut c, v).await;
+            }
             (Some(p), false) => {
                 call(&mut c, "pauseConfig", &[("prefix", &p)], Some(json!({"reason": reason}))).await?
             }
             _ => return Err(usage("pause takes a prefix or --all")),
         },
         ConfigsCmd::Resume { prefix, all } => match (prefix, all) {
-            (None, true) => call(&mut c, "resumeAll", &[], None).await?,
+            (None, true) => {
+                let v = call(&mut c, "resumeAll", &[], None).await?;
+                return every_config_after(t, &mut c, v).await;
+            }
             (Some(p), false) => call(&mut c, "resumeConfig", &[("prefix", &p)], None).await?,
             _ => return Err(usage("resume takes a prefix or --all")),
         },
@@ -301,6 +311,16 @@ pub async fn configs(t: &Target, cmd: ConfigsCmd) -> anyhow::Result<()> {
         }
     };
     show(t, &v, render::config)
+}
+
+/// After a global pause or resume (`v`, the API's answer): with `--json` that answer, else what
+/// it did to each Config the caller may read (held or not, and by which pause).
+async fn every_config_after(t: &Target, c: &mut Client, v: Value) -> anyhow::Result<()> {
+    if t.json {
+        return show(t, &v, render::global_pause);
+    }
+    let configs = every_page(c, "listConfigs", &[], "configs").await?;
+    show(t, &json!({"pause": v["paused"], "configs": configs}), render::global_pause)
 }
 
 /// `gce-backend vms …`.
@@ -365,15 +385,73 @@ pub async fn queues(t: &Target, cmd: QueuesCmd) -> anyhow::Result<()> {
             call(&mut c, "retryTask", &[("queue", &queue), ("taskId", &id)], None).await?
         }
         QueuesCmd::Retry { queue, task: None, all: true } => {
-            call(&mut c, "retryDead", &[("queue", &queue)], None).await?
+            let listed = first_page(&mut c, "deadTasks", &queue).await?;
+            let v = call(&mut c, "retryDead", &[("queue", &queue)], None).await?;
+            return show(t, &v, |v| {
+                render::affected(v, &listed, &format!("dead task(s) of {queue} put back"))
+            });
         }
         QueuesCmd::Retry { .. } => return Err(usage("retry takes a task id or --all")),
-        QueuesCmd::Purge { queue, pending } => {
-            let m = if pending { "purgePending" } else { "purgeDead" };
-            call(&mut c, m, &[("queue", &queue)], None).await?
+        QueuesCmd::Purge { queue, pending, yes } => {
+            let (list, m, what, counted) = if pending {
+                (
+                    "pendingTasks",
+                    "purgePending",
+                    "pending (due and delayed)",
+                    ["pending", "delayed"].as_slice(),
+                )
+            } else {
+                ("deadTasks", "purgeDead", "dead", ["dead"].as_slice())
+            };
+            let queues = call(&mut c, "listQueues", &[], None).await?;
+            let Some(q) =
+                queues["queues"].as_array().into_iter().flatten().find(|q| q["name"] == queue.as_str())
+            else {
+                return Err(usage(format!("no queue {queue:?}")));
+            };
+            let n: u64 = counted.iter().filter_map(|k| q["counts"][*k].as_u64()).sum();
+            if n == 0 {
+                out::line(&format!("queue {queue} has no {what} task: nothing to drop"));
+                return Ok(());
+            }
+            let listed = first_page(&mut c, list, &queue).await?;
+            let ask = format!("drop {n} {what} task(s) of queue {queue} ({})?", render::by_config(&listed));
+            confirm(&ask, yes)?;
+            let v = call(&mut c, m, &[("queue", &queue)], None).await?;
+            return show(t, &v, |v| {
+                render::affected(v, &listed, &format!("{what} task(s) of {queue} dropped"))
+            });
         }
     };
     show(t, &v, |v| format!("{} task(s)", v["count"]))
+}
+
+/// The first page (up to 1 000) of a queue's tasks by `method`: enough to say whose they are.
+async fn first_page(c: &mut Client, method: &str, queue: &str) -> anyhow::Result<Vec<Value>> {
+    let page = call(c, method, &[("queue", queue), ("limit", "1000")], None).await?;
+    Ok(page["tasks"].as_array().cloned().unwrap_or_default())
+}
+
+/// Asks `question` on the terminal unless `yes`; refuses without a terminal to ask on.
+fn confirm(question: &str, yes: bool) -> anyhow::Result<()> {
+    use std::io::{BufRead, IsTerminal, Write};
+    if yes {
+        return Ok(());
+    }
+    if !std::io::stdin().is_terminal() {
+        return Err(usage(format!(
+            "{question} Add --yes to confirm (standard input is no terminal to ask on)"
+        )));
+    }
+    eprint!("{question} [y/N] ");
+    std::io::stderr().flush()?;
+    let mut answer = String::new();
+    std::io::stdin().lock().read_line(&mut answer)?;
+    if matches!(answer.trim(), "y" | "Y" | "yes") {
+        Ok(())
+    } else {
+        Err(usage("not confirmed: nothing was dropped"))
+    }
 }
 
 /// `gce-backend status [PREFIX…] [--live]`: the API's `status`, as JSON.
@@ -424,7 +502,7 @@ fn json_input(text: &str) -> Result<Value, String> {
     serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))
 }
 
-fn show(t: &Target, v: &Value, table: fn(&Value) -> String) -> anyhow::Result<()> {
+fn show(t: &Target, v: &Value, table: impl Fn(&Value) -> String) -> anyhow::Result<()> {
     if t.json {
         out::json(v);
     } else {

@@ -37,16 +37,34 @@ fn s(v: &Value) -> String {
     }
 }
 
-/// The pause in force (the API decides which: `pause_in_force`), and whose.
+/// The pause in force (the API decides which: `pause_in_force`), whose and why.
 fn paused(st: &Value) -> String {
     let p = &st["pause_in_force"];
     if p.is_null() {
-        "-".into()
-    } else if st["paused"].is_null() {
-        "all".into()
-    } else {
-        format!("yes ({})", s(&p["by"]))
+        return "-".into();
     }
+    let which = if st["paused"].is_null() { "all" } else { "yes" };
+    match p["reason"].as_str().filter(|r| !r.is_empty()) {
+        Some(why) => format!("{which} ({}: {})", s(&p["by"]), short(why, 40)),
+        None => format!("{which} ({})", s(&p["by"])),
+    }
+}
+
+/// `text` cut to `n` characters, with `…` where it was cut.
+fn short(text: &str, n: usize) -> String {
+    if text.chars().count() <= n {
+        return text.to_owned();
+    }
+    text.chars().take(n - 1).chain(['…']).collect()
+}
+
+/// The newest error not yet resolved, readable: `<stage>: <code> <message>` (a bare `503` says
+/// nothing on its own).
+fn last_error(st: &Value) -> String {
+    let open = st["errors"].as_array().into_iter().flatten().find(|e| e["resolved"].is_null());
+    open.map_or("-".into(), |e| {
+        short(&format!("{}: {} {}", s(&e["stage"]), s(&e["code"]), s(&e["message"])), 60)
+    })
 }
 
 /// `configs list`.
@@ -65,13 +83,27 @@ pub(super) fn configs(v: &Value) -> String {
                 s(&c["created"]),
                 s(&c["connected"]),
                 s(&c["draining"]),
+                s(&st["task_failures"]),
+                s(&st["dead_tasks"]),
                 paused(st),
-                st["errors"].as_array().and_then(|e| e.first()).map_or("-".into(), |e| s(&e["code"])),
+                last_error(st),
             ]
         })
         .collect();
     table(
-        &["PREFIX", "SOURCE", "STATE", "AMOUNT", "CREATED", "CONNECTED", "DRAINING", "PAUSED", "LAST ERROR"],
+        &[
+            "PREFIX",
+            "SOURCE",
+            "STATE",
+            "AMOUNT",
+            "CREATED",
+            "CONNECTED",
+            "DRAINING",
+            "FAILURES",
+            "DEAD TASKS",
+            "PAUSED",
+            "LAST ERROR",
+        ],
         rows,
     )
 }
@@ -81,7 +113,7 @@ pub(super) fn config(v: &Value) -> String {
     let (c, st) = (&v["config"], &v["status"]);
     let n = &st["counts"];
     let mut out = format!(
-        "{}  {} (source {}, revision {})\n  amount {}  created {}  connected {}  draining {}  dead {}  unhealthy {}\n  paused {}\n",
+        "{}  {} (source {}, revision {})\n  amount {}  created {}  connected {}  draining {}  bots dead {}  unhealthy {}\n  task failures {}  dead tasks {}\n  paused {}\n",
         s(&c["prefix"]),
         s(&st["state"]),
         s(&st["source"]),
@@ -92,6 +124,8 @@ pub(super) fn config(v: &Value) -> String {
         s(&n["draining"]),
         s(&n["dead"]),
         s(&n["unhealthy"]),
+        s(&st["task_failures"]),
+        s(&st["dead_tasks"]),
         paused(st),
     );
     if !st["delete_at"].is_null() {
@@ -204,10 +238,16 @@ pub(super) fn queues(v: &Value) -> String {
                 s(&c["running"]),
                 s(&c["dead"]),
                 s(&c["done"]),
+                s(&c["retried"]),
+                s(&c["failed"]),
+                s(&c["expired"]),
             ]
         })
         .collect();
-    table(&["QUEUE", "PENDING", "DELAYED", "RUNNING", "DEAD", "DONE"], rows)
+    table(
+        &["QUEUE", "PENDING", "DELAYED", "RUNNING", "DEAD", "DONE", "RETRIED", "FAILED", "LEASES LOST"],
+        rows,
+    )
 }
 
 /// Tasks.
@@ -228,6 +268,50 @@ pub(super) fn tasks(v: &Value) -> String {
         })
         .collect();
     table(&["TASK", "KEY", "STATE", "REASON", "ATTEMPTS", "LAST ERROR"], rows)
+}
+
+/// How many of `tasks` each Config has (`linux 3, builder 1, no Config 2`), most first; of the
+/// first 1 000 when there are more.
+pub(super) fn by_config(tasks: &[Value]) -> String {
+    let mut n: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+    for t in tasks {
+        *n.entry(t["config"].as_str().unwrap_or("no Config").to_owned()).or_default() += 1;
+    }
+    let mut v: Vec<(String, usize)> = n.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    let listed: Vec<String> = v.iter().map(|(c, k)| format!("{c} {k}")).collect();
+    let of = if tasks.len() >= 1000 { "of the first 1000: " } else { "" };
+    format!("{of}{}", listed.join(", "))
+}
+
+/// What a bulk queue operation did (`v`: `{count}`), with whose the tasks `listed` before it
+/// were: `<count> <did> (<by Config>)`.
+pub(super) fn affected(v: &Value, listed: &[Value], did: &str) -> String {
+    if listed.is_empty() {
+        return format!("{} {did}", s(&v["count"]));
+    }
+    format!("{} {did} ({})", s(&v["count"]), by_config(listed))
+}
+
+/// A global pause or its lifting, and each Config after it: `{pause, configs}` (with `--json`
+/// the API's answer `{paused}`).
+pub(super) fn global_pause(v: &Value) -> String {
+    let p = if v.get("pause").is_some() { &v["pause"] } else { &v["paused"] };
+    let mut out = if p.is_null() {
+        "global pause lifted: Configs without a pause of their own create again\n".to_owned()
+    } else {
+        format!("every Config paused by {} at {}: {}\n", s(&p["by"]), s(&p["at"]), s(&p["reason"]))
+    };
+    let rows: Vec<Vec<String>> = v["configs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| vec![s(&e["config"]["prefix"]), paused(&e["status"])])
+        .collect();
+    if !rows.is_empty() {
+        out.push_str(&table(&["PREFIX", "PAUSED"], rows));
+    }
+    out
 }
 
 /// A plan.

@@ -203,3 +203,65 @@ fn client_commands_list_client_flags_only_and_servers_their_own() {
         assert!(!top.contains(gone), "{gone:?} is still a command:\n{top}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bulk_operations_ask_first_and_say_what_they_did_per_config_and_errors_name_their_cause() {
+    use super::ADMIN;
+    let linux = crate::support::pool("linux", 1, "1d", "10m");
+    let env = Env::start(Backend::Redis, sim_config(), &[("linux", linux)], true).await;
+    env.converged("linux", 1).await;
+    // Two tasks this build cannot read die: one of linux's VMs, one of no Config.
+    let queue = env.ctx.queues.get("create_instance");
+    for key in ["linux-7", "bogus"] {
+        queue.push(key, &serde_json::json!({"bogus": 1}), gce_backend_queues::When::Now).await.unwrap();
+    }
+    let dead = || async { queue.counts().await.unwrap().dead };
+    eventually("both are dead", std::time::Duration::from_secs(30), || async {
+        (dead().await == 2).then_some(())
+    })
+    .await;
+
+    // Without --yes and without a terminal to ask on: refused, saying what it would drop.
+    let o = cli(&env, ADMIN, &["queues", "purge", "create_instance"]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}{err}");
+    assert!(err.contains("drop 2 dead task(s) of queue create_instance (linux 1, no Config 1)?"), "{err}");
+    assert!(err.contains("Add --yes"), "{err}");
+    assert_eq!(dead().await, 2, "nothing dropped");
+    let o = cli(&env, ADMIN, &["queues", "purge", "create_instance", "--yes"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    assert_eq!(out.trim(), "2 dead task(s) of create_instance dropped (linux 1, no Config 1)");
+    assert_eq!(dead().await, 0);
+    let o = cli(&env, ADMIN, &["queues", "purge", "create_instance"]);
+    assert!(o.status.success() && text(&o).0.contains("nothing to drop"), "{:?}", text(&o));
+
+    // The global pause says what it did to each Config, and its lifting too.
+    let o = cli(&env, ADMIN, &["configs", "pause", "--all", "--reason", "maintenance"]);
+    let (out, err) = text(&o);
+    assert!(out.starts_with("every Config paused by admin at "), "{out}{err}");
+    assert!(out.lines().any(|l| l.starts_with("linux") && l.ends_with("all (admin: maintenance)")), "{out}");
+    let o = cli(&env, ADMIN, &["configs", "list"]);
+    let (out, _) = text(&o);
+    assert!(out.lines().next().unwrap().contains("FAILURES  DEAD TASKS  PAUSED"), "{out}");
+    let o = cli(&env, ADMIN, &["configs", "resume", "--all"]);
+    let (out, _) = text(&o);
+    assert!(out.starts_with("global pause lifted"), "{out}");
+    assert!(out.lines().any(|l| l.starts_with("linux") && l.ends_with(" -")), "{out}");
+
+    // A file with two mistakes names both.
+    let files = crate::support::temp_dir();
+    let two =
+        crate::support::pool("two", 1, "1d", "10m").replace("lifetime: 1d", "lifetime: forever\nbogus: 1");
+    std::fs::write(files.join("two.yaml"), two).unwrap();
+    let o = cli(&env, ADMIN, &["configs", "plan", "-f", files.join("two.yaml").to_str().unwrap()]);
+    let (_, err) = text(&o);
+    assert!(err.contains("2 mistakes: ") && err.contains("lifetime") && err.contains("bogus"), "{err}");
+
+    // An API that is not there: the cause, not just "error sending request".
+    let closed = format!("http://127.0.0.1:{}", crate::support::free_port());
+    let o = client(&closed, ADMIN, &["configs", "list"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(1));
+    assert!(text(&o).1.to_lowercase().contains("connection refused"), "{:?}", text(&o));
+    let _ = std::fs::remove_dir_all(&files);
+}

@@ -5,11 +5,44 @@ use serde_json::json;
 #[test]
 fn tables_align_and_show_dashes_for_nothing() {
     let t = super::queues(&json!({"queues": [
-        {"name": "create_vm", "counts": {"pending": 3, "delayed": 0, "running": 1, "dead": 0, "done": 12}},
+        {"name": "create_vm", "counts": {"pending": 3, "delayed": 0, "running": 1, "dead": 0, "done": 12,
+            "retried": 4, "failed": 1, "expired": 0}},
         {"name": "x", "counts": {}},
     ]}));
     let lines: Vec<&str> = t.lines().collect();
-    assert_eq!(lines[0], "QUEUE      PENDING  DELAYED  RUNNING  DEAD  DONE");
-    assert_eq!(lines[1], "create_vm  3        0        1        0     12");
-    assert_eq!(lines[2], "x          -        -        -        -     -");
+    assert_eq!(lines[0], "QUEUE      PENDING  DELAYED  RUNNING  DEAD  DONE  RETRIED  FAILED  LEASES LOST");
+    assert_eq!(lines[1], "create_vm  3        0        1        0     12    4        1       0");
+    assert_eq!(lines[2], "x          -        -        -        -     -     -        -       -");
+}
+
+#[test]
+fn the_configs_table_shows_failures_dead_tasks_the_pause_reason_and_a_readable_error() {
+    let t = super::configs(&json!({"configs": [{
+        "config": {"prefix": "linux"}, "amount": 3,
+        "status": {"source": "api", "state": "active", "counts": {"created": 3, "connected": 2, "draining": 0},
+            "task_failures": 7, "dead_tasks": 2, "paused": {"by": "bob", "reason": "image broken"},
+            "pause_in_force": {"by": "bob", "reason": "image broken"},
+            "errors": [
+                {"stage": "create_instance", "code": "503", "message": "backend error", "resolved": null},
+                {"stage": "create_instance", "code": "409", "message": "old", "resolved": "2026-01-01T00:00:00Z"},
+            ]},
+    }]}));
+    let lines: Vec<&str> = t.lines().collect();
+    assert!(lines[0].contains("FAILURES  DEAD TASKS  PAUSED"), "{t}");
+    assert!(lines[1].contains("7         2           yes (bob: image broken)"), "{t}");
+    assert!(lines[1].ends_with("create_instance: 503 backend error"), "{t}");
+}
+
+#[test]
+fn bulk_operations_say_whose_tasks_they_were() {
+    let tasks = [json!({"config": "linux"}), json!({"config": "linux"}), json!({"config": null})];
+    assert_eq!(super::by_config(&tasks), "linux 2, no Config 1");
+    let line = super::affected(&json!({"count": 3}), &tasks, "dead task(s) of create_vm dropped");
+    assert_eq!(line, "3 dead task(s) of create_vm dropped (linux 2, no Config 1)");
+    let t = super::global_pause(&json!({
+        "pause": {"by": "ops", "at": "2026-11-26T00:00:00Z", "reason": "outage"},
+        "configs": [{"config": {"prefix": "linux"}, "status": {"pause_in_force": {"by": "ops", "reason": "outage"}}}],
+    }));
+    assert_eq!(t.lines().next(), Some("every Config paused by ops at 2026-11-26T00:00:00Z: outage"));
+    assert!(t.contains("linux   all (ops: outage)"), "{t}");
 }
