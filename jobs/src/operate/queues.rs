@@ -11,8 +11,8 @@ use crate::tasks::QUEUES;
 
 use super::shared::{Actor, OpError, audit_on};
 
-/// The queue `name`, or NotFound naming the queues.
-fn queue<'a>(ctx: &'a Ctx, name: &str) -> Result<&'a Queue, OpError> {
+/// The queue `name`, or NotFound naming the queues (the one check of a queue's name).
+pub fn queue<'a>(ctx: &'a Ctx, name: &str) -> Result<&'a Queue, OpError> {
     if !QUEUES.contains(&name) {
         return Err(OpError::NotFound(format!("queue {name:?} (queues: {})", QUEUES.join(", "))));
     }
