@@ -128,7 +128,7 @@ async fn a_prefix_has_one_owner_and_newcomers_are_refused_on_their_own_file() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_huge_amount_is_refused_and_creation_is_bounded_and_stops_when_the_amount_drops() {
     let mut s = settings();
-    s.limits = Limits { max_amount: 500, expand_batch: 10, creating_per_config: 20 };
+    s.limits = Limits { max_amount: 500, expand_batch: 10, creating_per_config: 20, ..Limits::default() };
     let env = Env::start_with(Backend::Redis, sim_config(), &[], true, s).await;
     env.write_pool("linux", &pool("linux", 10_000_000, "1d", "10m"));
     eventually("the file is refused", LIMIT, || async {

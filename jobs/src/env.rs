@@ -1,6 +1,7 @@
 //! `Env`: the ports and settings the reconcile logic works with, and what every piece of it
-//! does through them (push a task, look again later, record an error on a Config's status, take
-//! the admission lease). Handlers get it inside their [`crate::env::Env`].
+//! does through them (push a task, look again later, record an error on a Config's status or an
+//! action in the audit trail, take the admission lease). Handlers get it inside their
+//! [`crate::env::Env`].
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -222,6 +223,15 @@ impl Env {
     pub fn operation_poll(&self, since: chrono::Duration) -> Duration {
         let since = Duration::from_millis(since.num_milliseconds().max(0) as u64);
         since.clamp(Duration::from_millis(250), Duration::from_secs(self.timing.operation_poll.0.max(1)))
+    }
+
+    /// Adds `e` to the audit trail (of its Config, or the global list), keeping the newest
+    /// `limits.audit_keep`. Called by the operation that made the change, once it is made; the
+    /// change stands if the store fails here (said at WARN, never undone).
+    pub async fn audit(&self, e: crate::model::AuditEntry) {
+        if let Err(err) = self.store.push_audit(&e, self.limits.audit_keep as usize).await {
+            tracing::warn!(config = %e.prefix, actor = %e.actor, action = ?e.action, error = %err, "the audit trail could not record this action");
+        }
     }
 
     /// Records an error on a Config's status.

@@ -17,7 +17,8 @@
 //!    * `config`: the Config as operators write it, its units, the settings it is checked
 //!      against (trust, providers, limits, timings) and every rule of it.
 //!    * `model`: the stored records (Config records, VMs, bots, pauses, errors, sums, the
-//!      breaker's and a rollout's state) and the rules on one record (wanted, kept, outdated).
+//!      breaker's and a rollout's state, audit entries) and the rules on one record (wanted,
+//!      kept, outdated).
 //!    * `metrics`: what the reconcile logic measures.
 //!    * `work`: each queue's payload (ids only), [`work::Next`], and which Config a task is about.
 //! 2. Ports
@@ -43,7 +44,8 @@
 //! 4. The top, imported by nothing but the binary
 //!    * `tasks`: one handler per queue, and the registry of queues.
 //!    * `cron`: one function per cron job, and their table.
-//!    * `operate`: the operator API's operations (Configs, amounts, pauses, plans, VMs).
+//!    * `operate`: the operator API's operations (Configs, amounts, pauses, plans, VMs, queue
+//!      retries and purges), each recorded in the audit trail.
 //!
 //! `testing` (feature `testing`) helps tests only.
 

@@ -295,8 +295,15 @@ impl Caller {
     /// May read `config`: admins always; readers and writers when it has no owner or they
     /// share a group (a metrics token never).
     pub fn may_read(&self, config: &Config) -> bool {
+        self.may_read_owned(&config.owner)
+    }
+
+    /// [`Caller::may_read`] of a Config owned by `owner` (the owner an audit entry keeps once
+    /// its Config is gone).
+    pub fn may_read_owned(&self, owner: &[String]) -> bool {
         self.role == Role::Admin
-            || (self.role.grants(Role::Reader) && (config.owner.is_empty() || self.in_owner(config)))
+            || (self.role.grants(Role::Reader)
+                && (owner.is_empty() || owner.iter().any(|o| self.groups.contains(o))))
     }
 
     /// May change `config`: admins always; writers in one of its owner groups (a Config without

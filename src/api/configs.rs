@@ -1,11 +1,12 @@
 //! Config methods: list, get, create, update, delete, amount, pause and resume (one Config or
-//! all), plan. Reads answer 404 alike for a missing Config and one the caller may not read.
+//! all), plan, and the audit trail (a Config's, the global one). Reads answer 404 alike for a
+//! missing Config and one the caller may not read.
 
 use axum::Extension;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use gce_backend_jobs::config::Config;
-use gce_backend_jobs::model::{ConfigRecord, Plan, PlanInput};
+use gce_backend_jobs::model::{AuditEntry, ConfigRecord, GLOBAL_AUDIT, Plan, PlanInput};
 use gce_backend_jobs::operate;
 use gce_backend_jobs::operate::Must;
 use gce_backend_jobs::ports::store::{StoreError, Versioned};
@@ -14,7 +15,7 @@ use super::auth::{Caller, Role};
 use super::error::ApiError;
 use super::io::{Input, Out, Params, created, ok};
 use super::state::Api;
-use super::types::{AmountInput, ConfigEntry, ConfigList, GlobalPause, Page, PauseInput};
+use super::types::{AmountInput, AuditList, ConfigEntry, ConfigList, GlobalPause, Page, PauseInput};
 
 /// The stored record of `prefix` if the caller may read it (404 alike otherwise).
 pub(super) async fn readable(
@@ -265,4 +266,47 @@ pub(super) async fn resume_all(
 /// `globalPause`.
 pub(super) async fn global_pause(State(api): State<Api>) -> Out<GlobalPause> {
     ok(GlobalPause { paused: operate::paused_all(&api.ctx).await? })
+}
+
+/// One page of the audit trail of `prefix` (the global one for [`GLOBAL_AUDIT`]).
+async fn trail(api: &Api, prefix: &str, page: &Page) -> Out<AuditList> {
+    let (offset, limit) = (page.offset()?, page.limit()?);
+    let store = &api.ctx.store;
+    let mut entries: Vec<AuditEntry> =
+        store.audit(prefix, offset, limit + 1).await.map_err(gce_backend_jobs::error::TaskError::from)?;
+    let more = entries.len() > limit && offset + limit < Page::MAX_OFFSET;
+    entries.truncate(limit);
+    ok(AuditList { entries, continuation_token: more.then(|| (offset + limit).to_string()) })
+}
+
+/// `configHistory`: read as the Config is (404 alike when hidden or missing). A Config that is
+/// gone keeps its trail: read by admins, and by readers of the owner groups its newest entry
+/// names (an entry naming none, by admins only: who else could read it is unknown).
+pub(super) async fn history(
+    State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
+    Path(prefix): Path<String>,
+    Params(page): Params<Page>,
+) -> Out<AuditList> {
+    let store = &api.ctx.store;
+    let task = gce_backend_jobs::error::TaskError::from;
+    let visible = match store.config(&prefix).await {
+        Ok(Some(rec)) => caller.may_read(&rec.value.config),
+        Ok(None) if prefix == GLOBAL_AUDIT => false,
+        Ok(None) => match store.audit(&prefix, 0, 1).await.map_err(task)?.first() {
+            Some(e) => caller.role == Role::Admin || (!e.owner.is_empty() && caller.may_read_owned(&e.owner)),
+            None => false,
+        },
+        Err(StoreError::Corrupt { .. }) => caller.role == Role::Admin,
+        Err(e) => return Err(task(e).into()),
+    };
+    if !visible {
+        return Err(ApiError::not_found(&format!("Config {prefix:?}")));
+    }
+    trail(&api, &prefix, &page).await
+}
+
+/// `history`: the global trail (admins).
+pub(super) async fn global_history(State(api): State<Api>, Params(page): Params<Page>) -> Out<AuditList> {
+    trail(&api, GLOBAL_AUDIT, &page).await
 }

@@ -120,12 +120,16 @@ methods! {
         Writer, configs::pause, "Pause a Config: creation and replacement stop, deletion goes on.";
     "resumeConfig": post "/configs/<prefix>/resume" [] => ConfigEntry,
         Writer, configs::resume, "Resume a paused Config.";
+    "configHistory": get "/configs/<prefix>/history" ["continuationToken", "limit"] => AuditList,
+        Reader, configs::history, "A Config's audit trail, newest first (paged): who applied, deleted, paused, resumed, set the amount, recycled a VM or retried a task, when, with its revision before and after. Kept after the Config is deleted.";
     "planConfig": post "/configs/<prefix>/plan" [] in PlanInput => Plan,
         Writer, configs::plan, "Dry run: the VMs a Config body or amount would create, drain and keep.";
     "pauseAll": post "/pause" [] in PauseInput => GlobalPause,
         Admin, configs::pause_all, "Pause every Config.";
     "resumeAll": post "/resume" [] => GlobalPause,
         Admin, configs::resume_all, "Lift the global pause.";
+    "history": get "/history" ["continuationToken", "limit"] => AuditList,
+        Admin, configs::global_history, "The global audit trail, newest first (paged): pauses of every Config, queue-wide retries and purges, retries of tasks of no one Config.";
     "globalPause": get "/pause" [] => GlobalPause,
         Reader, configs::global_pause, "Whether every Config is paused, by whom and why.";
     "status": get "/status" ["prefixes", "live"] => gce_backend_jobs::status::Report,

@@ -9,8 +9,9 @@ use std::collections::HashMap;
 use axum::Extension;
 use axum::extract::{Path, State};
 use gce_backend_jobs::model::ConfigRecord;
+use gce_backend_jobs::operate;
 use gce_backend_jobs::tasks::QUEUES;
-use gce_backend_queues::{DeadSelection, Queue, TaskStatus};
+use gce_backend_queues::{Queue, TaskStatus};
 
 use super::auth::{Caller, Role};
 use super::configs::readable;
@@ -20,24 +21,10 @@ use super::state::Api;
 use super::types::{Affected, Page, QueueEntry, QueueList, TaskEntry, TaskList};
 
 /// Deepest a listing pages (tasks past it are reached by purging or retrying).
-const MAX_OFFSET: usize = 100_000;
+const MAX_OFFSET: usize = Page::MAX_OFFSET;
 
 fn queue<'a>(api: &'a Api, name: &str) -> Result<&'a Queue, ApiError> {
-    if !QUEUES.contains(&name) {
-        return Err(ApiError::not_found(&format!("queue {name:?} (queues: {})", QUEUES.join(", "))));
-    }
-    Ok(api.ctx.queues.get(name))
-}
-
-/// The offset a continuation token stands for (tokens are offsets into the list).
-fn offset(page: &Page) -> Result<usize, ApiError> {
-    match &page.continuation_token {
-        None => Ok(0),
-        Some(t) => match t.parse::<usize>() {
-            Ok(n) if n <= MAX_OFFSET => Ok(n),
-            _ => Err(ApiError::invalid(format!("continuationToken {t:?} is not one this API gave"))),
-        },
-    }
+    Ok(operate::queues::queue(&api.ctx, name)?)
 }
 
 /// The Config a task works for (the one rule, `work::config_of`: a prefix, a VM id or
@@ -109,7 +96,7 @@ pub(super) async fn pending(
     Params(page): Params<Page>,
 ) -> Out<TaskList> {
     let q = queue(&api, &name)?;
-    let (offset, limit) = (offset(&page)?, page.limit()?);
+    let (offset, limit) = (page.offset()?, page.limit()?);
     let mut tasks = q.pending(limit + 1, offset).await?;
     if tasks.len() <= limit {
         let pending = q.counts().await?.pending as usize;
@@ -127,7 +114,7 @@ pub(super) async fn dead(
     Params(page): Params<Page>,
 ) -> Out<TaskList> {
     let q = queue(&api, &name)?;
-    let (offset, limit) = (offset(&page)?, page.limit()?);
+    let (offset, limit) = (page.offset()?, page.limit()?);
     let tasks: Vec<_> = q.dead(offset + limit + 1).await?.into_iter().skip(offset).collect();
     ok(paged(&api, &caller, tasks, offset, limit).await)
 }
@@ -157,35 +144,44 @@ pub(super) async fn task(
     ok(entry(&caller, t, rec.as_ref()))
 }
 
-/// `retryTask`: by an admin, or a writer of the task's Config.
+/// `retryTask`: by an admin, or a writer of the task's Config (recorded in its audit trail).
 pub(super) async fn retry_task(
     State(api): State<Api>,
     Extension(caller): Extension<Caller>,
     Path((name, id)): Path<(String, String)>,
 ) -> Out<Affected> {
-    let (_, rec) = find(&api, &caller, &name, &id).await?;
+    let (t, rec) = find(&api, &caller, &name, &id).await?;
     if let Some(rec) = rec.filter(|r| !caller.may_write(&r.config)) {
         let msg =
             format!("token {:?} may not retry the tasks of Config {:?}", caller.name, rec.config.prefix);
         return Err(ApiError::forbidden(msg));
     }
-    match queue(&api, &name)?.retry_dead(DeadSelection::One(id.clone())).await? {
-        0 => Err(ApiError::not_found(&format!("dead task {id:?} in queue {name}"))),
-        count => ok(Affected { count }),
-    }
+    ok(Affected { count: operate::queues::retry_task(&api.ctx, &t, &caller.name).await? })
 }
 
 /// `retryDead`.
-pub(super) async fn retry_dead(State(api): State<Api>, Path(name): Path<String>) -> Out<Affected> {
-    ok(Affected { count: queue(&api, &name)?.retry_dead(DeadSelection::All).await? })
+pub(super) async fn retry_dead(
+    State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
+    Path(name): Path<String>,
+) -> Out<Affected> {
+    ok(Affected { count: operate::queues::retry_dead(&api.ctx, &name, &caller.name).await? })
 }
 
 /// `purgeDead`.
-pub(super) async fn purge_dead(State(api): State<Api>, Path(name): Path<String>) -> Out<Affected> {
-    ok(Affected { count: queue(&api, &name)?.purge_dead().await? })
+pub(super) async fn purge_dead(
+    State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
+    Path(name): Path<String>,
+) -> Out<Affected> {
+    ok(Affected { count: operate::queues::purge_dead(&api.ctx, &name, &caller.name).await? })
 }
 
 /// `purgePending`.
-pub(super) async fn purge_pending(State(api): State<Api>, Path(name): Path<String>) -> Out<Affected> {
-    ok(Affected { count: queue(&api, &name)?.purge_pending().await? })
+pub(super) async fn purge_pending(
+    State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
+    Path(name): Path<String>,
+) -> Out<Affected> {
+    ok(Affected { count: operate::queues::purge_pending(&api.ctx, &name, &caller.name).await? })
 }

@@ -2,7 +2,7 @@
 //! status, VM views, task status).
 
 use gce_backend_jobs::config::Config;
-use gce_backend_jobs::model::{ConfigStatus, Pause, VmView};
+use gce_backend_jobs::model::{AuditEntry, ConfigStatus, Pause, VmView};
 use gce_backend_queues::{Counts, TaskStatus};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -75,6 +75,18 @@ pub struct VmDetail {
     pub instance_status: Option<String>,
     /// Its pending or running tasks, one per queue that has one.
     pub tasks: Vec<TaskStatus>,
+}
+
+/// One page of an audit trail, newest first.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditList {
+    /// The entries, newest first.
+    pub entries: Vec<AuditEntry>,
+    /// For the next page; absent on the last. (Entries recorded meanwhile push older ones
+    /// down: a page may repeat an entry of the one before.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub continuation_token: Option<String>,
 }
 
 /// A queue and its counts.
@@ -178,6 +190,22 @@ impl Page {
     pub const LIMIT_MAX: usize = 1000;
     /// The page size when none is asked for.
     pub const LIMIT_DEFAULT: usize = 100;
+    /// Deepest an offset-paged listing (tasks, audit trails) pages.
+    pub const MAX_OFFSET: usize = 100_000;
+
+    /// The offset the continuation token of an offset-paged listing stands for (its tokens are
+    /// offsets into the list).
+    pub fn offset(&self) -> Result<usize, super::error::ApiError> {
+        match &self.continuation_token {
+            None => Ok(0),
+            Some(t) => match t.parse::<usize>() {
+                Ok(n) if n <= Self::MAX_OFFSET => Ok(n),
+                _ => Err(super::error::ApiError::invalid(format!(
+                    "continuationToken {t:?} is not one this API gave"
+                ))),
+            },
+        }
+    }
 
     /// The page size asked, checked.
     pub fn limit(&self) -> Result<usize, super::error::ApiError> {

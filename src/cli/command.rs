@@ -111,7 +111,8 @@ enum Command {
         #[arg(long, value_parser = expiry)]
         expires: Option<chrono::DateTime<chrono::Utc>>,
     },
-    /// Configs over the API: list, get, apply -f FILE, delete, amount, pause, resume, plan.
+    /// Configs over the API: list, get, apply -f FILE, delete, amount, pause, resume, plan,
+    /// history.
     Configs {
         #[command(flatten)]
         target: Target,

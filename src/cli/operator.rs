@@ -94,6 +94,15 @@ pub enum ConfigsCmd {
         #[arg(long)]
         all: bool,
     },
+    /// A Config's audit trail, newest first (who changed what, when, which revision), or the
+    /// global one with --global (admin).
+    History {
+        /// Its prefix (or --global).
+        prefix: Option<String>,
+        /// The global trail: pauses of every Config, queue-wide retries and purges (admin).
+        #[arg(long)]
+        global: bool,
+    },
     /// What a Config file or an amount would change, changing nothing.
     Plan {
         /// The Config file (its prefix is planned).
@@ -297,6 +306,14 @@ pub async fn configs(t: &Target, cmd: ConfigsCmd) -> anyhow::Result<()> {
             (Some(p), false) => call(&mut c, "resumeConfig", &[("prefix", &p)], None).await?,
             _ => return Err(usage("resume takes a prefix or --all")),
         },
+        ConfigsCmd::History { prefix, global } => {
+            let all = match (prefix, global) {
+                (None, true) => every_page(&mut c, "history", &[], "entries").await?,
+                (Some(p), false) => every_page(&mut c, "configHistory", &[("prefix", &p)], "entries").await?,
+                _ => return Err(usage("history takes a prefix or --global")),
+            };
+            return show(t, &json!({"entries": all}), render::history);
+        }
         ConfigsCmd::Plan { file, prefix, amount } => {
             let (prefix, input) = match (file, prefix, amount) {
                 (Some(f), None, None) => {

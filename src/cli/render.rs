@@ -67,6 +67,31 @@ fn last_error(st: &Value) -> String {
     })
 }
 
+/// `configs history`: newest first; a revision is shown by its first 8 characters.
+pub(super) fn history(v: &Value) -> String {
+    let rev = |r: &Value| match r.as_str() {
+        Some(r) if !r.is_empty() => r.chars().take(8).collect(),
+        _ => "-".into(),
+    };
+    let rows = v["entries"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| {
+            vec![
+                s(&e["at"]),
+                s(&e["actor"]),
+                s(&e["action"]),
+                s(&e["prefix"]),
+                rev(&e["before_revision"]),
+                rev(&e["after_revision"]),
+                s(&e["detail"]),
+            ]
+        })
+        .collect();
+    table(&["AT", "ACTOR", "ACTION", "PREFIX", "BEFORE", "AFTER", "DETAIL"], rows)
+}
+
 /// `configs list`.
 pub(super) fn configs(v: &Value) -> String {
     let rows = v["configs"]

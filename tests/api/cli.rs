@@ -47,6 +47,20 @@ async fn an_operator_uses_the_cli_on_the_api() {
     assert!(o.status.success(), "{:?}", text(&o));
     env.converged("web", 3).await;
 
+    // Who did it: the audit trail, newest first.
+    let o = cli(&env, WRITER, &["configs", "history", "web"]);
+    let (out, _) = text(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(lines[0].starts_with("AT ") && lines[0].contains("ACTOR"), "{out}");
+    assert!(
+        lines[1].contains(" writer-infra ")
+            && lines[1].contains(" amount ")
+            && lines[1].ends_with("amount 1 → 3"),
+        "{out}"
+    );
+    assert!(lines[2].contains(" writer-infra ") && lines[2].contains(" create "), "{out}");
+    assert_eq!(lines.len(), 3, "{out}");
+
     // The table, and the same as JSON.
     let o = cli(&env, WRITER, &["configs", "list"]);
     let (out, _) = text(&o);

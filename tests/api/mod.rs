@@ -17,6 +17,8 @@ mod errors;
 mod flows;
 /// Random bodies, routes and queries never give a 5xx.
 mod fuzz;
+/// The audit trail: who did what to a Config, read back over HTTP.
+mod history;
 /// The listener's limits: rates per token and address (429), `register`'s, its refusals
 /// logged once a minute, `[http]` timeouts.
 mod listen;

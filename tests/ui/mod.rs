@@ -1,6 +1,6 @@
 //! The dashboard in a real browser: the `gce-backend` binary on a private Redis and the
 //! simulator, Debian's headless Chromium driven over WebDriver. A Config converges on the page
-//! without a reload; a dead task of a guarded key counts on its VM's Config (the API names it);
+//! without a reload; its history lists who changed it; a dead task of a guarded key counts on its VM's Config (the API names it);
 //! an insert fault makes retries and dead tasks appear, whose buttons survive the polls; "purge
 //! dead" drops them; a recycled VM's new incarnation never shows its predecessor's instance
 //! status; a late whoami of the previous token never shows on the page; a reader sees no
@@ -120,6 +120,11 @@ async fn sign_in_as(b: &Browser, token: &str, role: &str) {
     .await;
 }
 
+/// Whether the element `css` is hidden.
+async fn document_hidden(b: &Browser, css: &str) -> bool {
+    b.js("return document.querySelector(arguments[0]).hidden;", json!([css])).await == json!(true)
+}
+
 /// Asserts the page was never reloaded since the marker was set.
 async fn still_same_page(b: &Browser) {
     let v = b
@@ -209,6 +214,20 @@ async fn the_dashboard_follows_a_config_live_and_retries_a_dead_task() {
         )
         .await;
     assert!(inst == "inserting" || inst == "—", "a new incarnation without instance shows {inst}");
+
+    // Its history, from the API's audit trail, newest first: the admin recycled linux-0; its
+    // file made it.
+    let rows = b
+        .wait(
+            "linux's history: the recycle, then the file's creation",
+            "const rows = [...document.querySelectorAll('#history tr[data-audit]')].map(r =>                ['actor', 'action', 'detail'].map(f => r.querySelector(`[data-field=\"${f}\"]`).textContent));              return rows.length === 2 && rows[0][1] === 'recycle' && rows;",
+            json!([]),
+        )
+        .await;
+    assert_eq!(rows[0][0], "admin", "{rows}");
+    assert!(rows[0][2].as_str().unwrap().starts_with("VM linux-0 ("), "{rows}");
+    assert_eq!((&rows[1][0], &rows[1][1]), (&json!("file:linux.yaml"), &json!("create")), "{rows}");
+    assert!(document_hidden(&b, "#no-history").await, "the empty note is hidden");
 
     // create_instance retries, then gives up and its task is dead; the cron job queues another
     // for the VM each second, which dies too. So for `owned` (one VM), owned by group infra.

@@ -72,19 +72,29 @@ pub struct Limits {
     pub expand_batch: u32,
     /// VMs of one Config waiting for their instance at once; expansion pauses above it.
     pub creating_per_config: u32,
+    /// Entries of the audit trail kept per Config (and in the global list); older ones are
+    /// dropped as new ones come.
+    pub audit_keep: u32,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Self { max_amount: 10_000, expand_batch: 500, creating_per_config: 1_000 }
+        Self { max_amount: 10_000, expand_batch: 500, creating_per_config: 1_000, audit_keep: 200 }
     }
 }
 
 impl Limits {
     /// Checks the values.
     pub fn validate(&self) -> Result<(), String> {
-        if self.max_amount == 0 || self.expand_batch == 0 || self.creating_per_config == 0 {
-            return Err("limits: max_amount, expand_batch and creating_per_config must be positive".into());
+        if self.max_amount == 0
+            || self.expand_batch == 0
+            || self.creating_per_config == 0
+            || self.audit_keep == 0
+        {
+            return Err(
+                "limits: max_amount, expand_batch, creating_per_config and audit_keep must be positive"
+                    .into(),
+            );
         }
         Ok(())
     }

@@ -1,8 +1,10 @@
 //! Records the reconcile logic keeps: Config records, VMs, bot observations, pauses and
-//! per-config status (counts, recent errors, backoff), and the operator API's views (a VM's
-//! state and view, a plan; kept in `model/api.rs`).
+//! per-config status (counts, recent errors, backoff), the audit trail of operator actions
+//! (`model/audit.rs`), and the operator API's views (a VM's state and view, a plan; kept in
+//! `model/api.rs`).
 
 mod api;
+mod audit;
 pub mod breaker;
 mod listed;
 mod records;
@@ -11,6 +13,7 @@ mod status;
 mod wanted;
 
 pub use api::{BotState, Change, Plan, PlanInput, UnknownState, VmState, VmView};
+pub use audit::{AuditAction, AuditEntry, GLOBAL_AUDIT};
 pub use listed::Listed;
 pub use records::*;
 pub use status::{ConfigState, ConfigStatus, FileError, ZoneStatus};

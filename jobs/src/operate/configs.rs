@@ -1,10 +1,12 @@
 //! Configs over the API: apply and delete the ones the API owns (source
-//! [`API_SOURCE`]), set any Config's amount, pause and resume one Config or all of them.
+//! [`API_SOURCE`]), set any Config's amount, pause and resume one Config or all of them. Each
+//! change made goes into the audit trail here, once made (a refused or failed operation, or one
+//! that changes nothing, records nothing).
 
 use crate::config::Config;
 use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::model::{API_SOURCE, ConfigRecord, Pause};
+use crate::model::{API_SOURCE, AuditAction, AuditEntry, ConfigRecord, Pause};
 use crate::ports::store::{Expect, Fence, StoreError, VmIndex};
 use crate::work::ExpandConfig;
 
@@ -103,17 +105,24 @@ async fn admit_and_write(
             }
             continue;
         }
-        match &cur {
+        let done = match &cur {
             None => {
-                tracing::info!(config = %prefix, by = %by, amount = rec.current_amount, "Config created over the API")
+                tracing::info!(config = %prefix, by = %by, amount = rec.current_amount, "Config created over the API");
+                Some((AuditAction::Create, ""))
             }
             Some(c) if c.value.orphaned.is_some() => {
-                tracing::warn!(config = %prefix, by = %by, "Config applied again over the API: deletion cancelled")
+                tracing::warn!(config = %prefix, by = %by, "Config applied again over the API: deletion cancelled");
+                Some((AuditAction::Update, "applied again while deleted: deletion cancelled"))
             }
             Some(c) if c.value != rec => {
-                tracing::info!(config = %prefix, by = %by, revision = %rec.revision, "Config replaced over the API")
+                tracing::info!(config = %prefix, by = %by, revision = %rec.revision, "Config replaced over the API");
+                Some((AuditAction::Update, ""))
             }
-            Some(_) => {}
+            Some(_) => None,
+        };
+        if let Some((action, detail)) = done {
+            let before = cur.as_ref().map(|c| c.value.revision.as_str());
+            ctx.audit(AuditEntry::on(&rec, now, by, action).before(before).detail(detail)).await;
         }
         ctx.resolved(&prefix, &[STAGE]).await?;
         ctx.push(&ExpandConfig { prefix }).await?;
@@ -146,6 +155,8 @@ pub async fn delete(ctx: &Ctx, prefix: &str, by: Actor<'_>) -> Result<ConfigReco
         let msg = format!(
             "Config deleted over the API by {by}; it and its {vms} VMs will be deleted at {at} unless it is applied again"
         );
+        let detail = format!("it and its {vms} VMs go at {at} unless it is applied again");
+        ctx.audit(AuditEntry::on(&rec, ctx.now(), by, AuditAction::Delete).detail(detail)).await;
         ctx.record(prefix, STAGE, "orphaned", &msg, &rec.config.attributes.zone, "").await?;
     }
     Ok(rec)
@@ -161,18 +172,26 @@ pub async fn set_amount(
     amount: u32,
     by: Actor<'_>,
 ) -> Result<ConfigRecord, OpError> {
+    // The amount it replaced (the closure may run again after a lost race).
+    let was = std::sync::atomic::AtomicU32::new(0);
     let (rec, changed) = update_config(ctx, prefix, |rec, now| {
         if rec.config.is_static() {
             return Err(crate::operate::managed_by_list(prefix, "amount"));
         }
         let clamped = rec.config.amount.at(amount, now);
         let changed = clamped != rec.current_amount;
+        was.store(rec.current_amount, std::sync::atomic::Ordering::Relaxed);
         rec.current_amount = clamped;
         Ok(changed)
     })
     .await?;
     if changed {
         tracing::info!(config = %prefix, by = %by, asked = amount, amount = rec.current_amount, "amount set over the API");
+        let mut detail = format!("amount {} → {}", was.into_inner(), rec.current_amount);
+        if rec.current_amount != amount {
+            detail.push_str(&format!(" (asked {amount}, clamped to its bounds)"));
+        }
+        ctx.audit(AuditEntry::on(&rec, ctx.now(), by, AuditAction::Amount).detail(detail)).await;
     }
     ctx.push(&ExpandConfig { prefix: prefix.to_owned() }).await?;
     Ok(rec)
@@ -191,6 +210,7 @@ pub async fn pause(ctx: &Ctx, prefix: &str, reason: &str, by: Actor<'_>) -> Resu
     .await?;
     if changed {
         tracing::warn!(config = %prefix, by = %by, reason = %reason, "Config paused: no VM is created or replaced until it is resumed");
+        ctx.audit(AuditEntry::on(&rec, ctx.now(), by, AuditAction::Pause).detail(reason)).await;
     }
     Ok(rec)
 }
@@ -198,9 +218,25 @@ pub async fn pause(ctx: &Ctx, prefix: &str, reason: &str, by: Actor<'_>) -> Resu
 /// Lifts the pause of one Config and pushes what makes it converge (expand_config, and
 /// create_instance for its VMs waiting for an instance); the global pause, if set, still holds.
 pub async fn resume(ctx: &Ctx, prefix: &str, by: Actor<'_>) -> Result<ConfigRecord, OpError> {
-    let (rec, changed) = update_config(ctx, prefix, |rec, _| Ok(rec.paused.take().is_some())).await?;
+    // The pause it lifted (the closure may run again after a lost race).
+    let lifted = std::sync::Mutex::new(None);
+    let (rec, changed) = update_config(ctx, prefix, |rec, _| {
+        let p = rec.paused.take();
+        let some = p.is_some();
+        *lifted.lock().unwrap_or_else(|e| e.into_inner()) = p;
+        Ok(some)
+    })
+    .await?;
     if changed {
         tracing::warn!(config = %prefix, by = %by, "Config resumed");
+        let detail = lifted
+            .into_inner()
+            .unwrap_or_else(|e| e.into_inner())
+            .map(|p| format!("paused by {} since {}", p.by, p.at.format("%Y-%m-%d %H:%M:%S UTC")));
+        ctx.audit(
+            AuditEntry::on(&rec, ctx.now(), by, AuditAction::Resume).detail(detail.unwrap_or_default()),
+        )
+        .await;
     }
     wake(ctx, Some(prefix)).await?;
     Ok(rec)
@@ -217,6 +253,7 @@ pub async fn pause_all(ctx: &Ctx, reason: &str, by: Actor<'_>) -> Result<Pause, 
     let p = Pause { by: by.to_owned(), reason: reason.to_owned(), at: ctx.now() };
     ctx.store.set_global_pause(Some(&p)).await?;
     tracing::warn!(by = %by, reason = %reason, "every Config paused: no VM is created or replaced until resumed");
+    ctx.audit(AuditEntry::global(p.at, by, AuditAction::PauseAll).detail(reason)).await;
     Ok(p)
 }
 
@@ -226,6 +263,7 @@ pub async fn resume_all(ctx: &Ctx, by: Actor<'_>) -> Result<(), OpError> {
     if crate::pause::global(&*ctx.store).await?.is_some() {
         ctx.store.set_global_pause(None).await?;
         tracing::warn!(by = %by, "global pause lifted");
+        ctx.audit(AuditEntry::global(ctx.now(), by, AuditAction::ResumeAll)).await;
     }
     wake(ctx, None).await.map_err(OpError::from)
 }
@@ -237,3 +275,6 @@ pub async fn paused_all(ctx: &Ctx) -> Result<Option<Pause>, OpError> {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod audit_tests;

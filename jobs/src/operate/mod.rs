@@ -6,9 +6,14 @@
 //!   global pause.
 //! * [`plan`](mod@plan): what a change would do, changing nothing.
 //! * [`vms`]: one VM, a page of a Config's VMs, recycling a VM.
+//! * [`queues`]: retrying and purging tasks.
+//!
+//! Every change an operation makes is recorded in the audit trail by that operation, with the
+//! actor its caller names (the API's token, a Config file): one place per action.
 
 pub mod configs;
 pub mod plan;
+pub mod queues;
 pub mod register;
 mod shared;
 pub mod vms;

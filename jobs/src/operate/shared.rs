@@ -1,5 +1,6 @@
 //! What the operations share: who acts, the error an operation answers, the admission of a
-//! Config (the checks a file's Config passes too), and the order VMs are listed in.
+//! Config (the checks a file's Config passes too), the audit entry of an action on a Config
+//! named by prefix, and the order VMs are listed in.
 
 use chrono::{DateTime, Utc};
 
@@ -7,7 +8,7 @@ use crate::catalog::Verdict;
 use crate::config::{Config, ConfigError, prefixes_clash};
 use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::model::ConfigRecord;
+use crate::model::{AuditAction, AuditEntry, ConfigRecord};
 use crate::naming::parse_id;
 use crate::ports::store::StoreError;
 
@@ -151,6 +152,18 @@ pub(super) async fn update_config(
 ) -> Result<(ConfigRecord, bool), OpError> {
     let found = crate::writes::update_config(ctx, prefix, |rec| change(rec, ctx.now())).await?;
     found.ok_or_else(|| OpError::NotFound(format!("Config {prefix}")))
+}
+
+/// Records `action` by `by` in the audit trail of the Config `prefix` as it is stored now (its
+/// revision and owner); one whose record cannot be read gets an entry naming no revision and no
+/// owner (read by admins only once the Config is gone).
+pub(super) async fn audit_on(ctx: &Ctx, prefix: &str, by: Actor<'_>, action: AuditAction, detail: String) {
+    let now = ctx.now();
+    let e = match ctx.store.config(prefix).await {
+        Ok(Some(rec)) => AuditEntry::on(&rec.value, now, by, action),
+        _ => AuditEntry { prefix: prefix.to_owned(), ..AuditEntry::global(now, by, action) },
+    };
+    ctx.audit(e.detail(detail)).await;
 }
 
 /// The order VMs are listed in: by index, ids that do not parse last.

@@ -1,5 +1,5 @@
 //! VMs over the API: one VM with its derived state and bot, a page of a Config's VMs, and
-//! recycling one VM (LUCI's Instances.Delete).
+//! recycling one VM (LUCI's Instances.Delete; recorded in its Config's audit trail).
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
@@ -7,7 +7,8 @@ use crate::model::{Vm, VmState, VmView};
 use crate::ports::store::{StoreError, VmIndex};
 use crate::work::ExpandConfig;
 
-use super::shared::{Actor, MAX_PAGE, OpError, by_index, order};
+use super::shared::{Actor, MAX_PAGE, OpError, audit_on, by_index, order};
+use crate::model::AuditAction;
 
 /// Drains one VM so it is replaced (LUCI Instances.Delete; refused for a static machine, which
 /// its list manages): sets drained; the normal drain path
@@ -25,6 +26,8 @@ pub async fn recycle(ctx: &Ctx, vm_id: &str, by: Actor<'_>) -> Result<Vm, OpErro
     let vm = crate::lifecycle::drain(ctx, &cur).await?.unwrap_or_else(|| Vm { drained: true, ..cur.clone() });
     if !cur.drained {
         tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), by = %by, "VM recycled over the API");
+        let detail = format!("VM {} ({})", vm.id, vm.hostname);
+        audit_on(ctx, &vm.config, by, AuditAction::Recycle, detail).await;
     }
     ctx.push(&ExpandConfig { prefix: vm.config.clone() }).await?;
     Ok(vm)

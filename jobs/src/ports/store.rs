@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use crate::model::{Backoff, ConfigRecord, Counts, ErrorEntry, FileError, Observed, Pause, Sums, Vm};
+use crate::model::{
+    AuditEntry, Backoff, ConfigRecord, Counts, ErrorEntry, FileError, Observed, Pause, Sums, Vm,
+};
 
 /// A datastore error.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -210,6 +212,13 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn bump(&self, prefix: &str, what: &str) -> Result<(), StoreError>;
     /// A Config's counter `what`.
     async fn counter(&self, prefix: &str, what: &str) -> Result<u64, StoreError>;
+    /// Adds `e` to the audit trail of its Config (`e.prefix`; the global list for
+    /// [`crate::model::GLOBAL_AUDIT`]), keeping the newest `keep` (one transaction). Survives
+    /// the Config's deletion ([`Store::drop_status`] leaves it).
+    async fn push_audit(&self, e: &AuditEntry, keep: usize) -> Result<(), StoreError>;
+    /// Up to `limit` entries of a Config's audit trail (or the global list), newest first,
+    /// skipping the newest `offset`; entries that do not decode are left out.
+    async fn audit(&self, prefix: &str, offset: usize, limit: usize) -> Result<Vec<AuditEntry>, StoreError>;
     /// Replaces the errors of Config files that hold no Config.
     async fn set_file_errors(&self, errors: &[FileError]) -> Result<(), StoreError>;
     /// The errors of Config files that hold no Config, by path.

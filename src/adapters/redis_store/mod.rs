@@ -11,6 +11,7 @@
 //! | `vm:deadline` | ZSET | VM id → its instance's deadline (ms), for VMs with an instance |
 //! | `bots` | HASH | hostname → last bot observation |
 //! | `err:<prefix>` | LIST | the Config's last 20 errors, newest first |
+//! | `audit:<prefix>`, `audit` | LIST | a Config's audit trail, and the global one, newest first (`limits.audit_keep` each; kept after the Config is deleted) |
 //! | `counts`, `backoff` | HASH | prefix → counts; `project/zone` → backoff |
 //! | `vm:counted`, `vm:zoned` | HASH | VM id → what it adds to its Config's sums (bits of `Vm::counted`), and to its zone's (`bits@zone`) |
 //! | `sums:<prefix>` | HASH | a Config's sums, field `i` per bit, `<zone>/i` per zone; `complete` once they cover every VM |
@@ -29,13 +30,15 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use gce_backend_jobs::model::{
-    Backoff, ConfigRecord, Counts, ErrorEntry, FileError, KEEP_ERRORS, Observed, Pause, SUMS, Sums, Vm,
+    AuditEntry, Backoff, ConfigRecord, Counts, ErrorEntry, FileError, KEEP_ERRORS, Observed, Pause, SUMS,
+    Sums, Vm,
 };
 use gce_backend_jobs::ports::store::{
     CorruptRecord, Expect, Fence, Rebuilt, Scope, Store, StoreError, Versioned, VmIndex,
 };
 use redis::AsyncCommands;
 
+mod audit;
 mod buckets;
 mod conn;
 mod heal;
@@ -251,6 +254,14 @@ impl Store for RedisStore {
         let raw: Vec<String> = self.c().lrange(self.k(&format!("err:{prefix}")), 0, -1).await.map_err(err)?;
         // A corrupt entry is left out rather than hiding the others.
         Ok(raw.iter().filter_map(|r| serde_json::from_str(r).ok()).collect())
+    }
+
+    async fn push_audit(&self, e: &AuditEntry, keep: usize) -> Result<(), StoreError> {
+        self.push_audit_entry(e, keep).await
+    }
+
+    async fn audit(&self, prefix: &str, offset: usize, limit: usize) -> Result<Vec<AuditEntry>, StoreError> {
+        self.audit_entries(prefix, offset, limit).await
     }
 
     async fn resolve_errors(

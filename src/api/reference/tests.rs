@@ -148,3 +148,23 @@ fn error_answers_are_typed_by_status_and_declared_per_method() {
     let amount = statuses("/configs/{prefix}/amount", "put");
     assert_eq!(amount, ["200", "400", "401", "403", "404", "409", "413", "429", "500", "503"]);
 }
+
+#[test]
+fn the_audit_trail_methods_are_documented_with_their_schema() {
+    let doc = openapi(&Urls::new("http://x"));
+    let op = &doc["paths"]["/configs/{prefix}/history"]["get"];
+    assert_eq!(op["operationId"], "configHistory");
+    assert_eq!(op["x-role"], "reader");
+    let names: Vec<&str> =
+        op["parameters"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["prefix", "continuationToken", "limit"]);
+    let out = op["responses"]["200"]["content"]["application/json"]["schema"]["$ref"].as_str().unwrap();
+    assert_eq!(out, "#/components/schemas/AuditList");
+    let entry = &doc["components"]["schemas"]["AuditEntry"];
+    for field in ["at", "actor", "action", "prefix", "before_revision", "after_revision", "detail"] {
+        assert!(entry["properties"].get(field).is_some(), "{field}: {entry:#}");
+    }
+    let action = &doc["components"]["schemas"]["AuditAction"];
+    assert!(action.to_string().contains("pause_all"), "{action:#}");
+    assert_eq!(doc["paths"]["/history"]["get"]["x-role"], "admin");
+}

@@ -13,6 +13,8 @@ const gbViews = (() => {
   const DETAIL_EVERY = 5;
   const DETAIL_MAX = 20;
   const RATE_WINDOW_MS = 60000;
+  // Entries of a Config's history shown (the newest; `gce-backend configs history` has all).
+  const HISTORY_SHOWN = 20;
 
   const retried = {}; // queue -> [[ms, retried counter], …] over RATE_WINDOW_MS
   // Compute's status of an incarnation, by hostname (new for each incarnation, so a recreated
@@ -172,6 +174,32 @@ const gbViews = (() => {
     box.replaceChildren(...list.flatMap(([k, v]) => [el('dt', { text: k }), el('dd', { text: String(v) })]));
   }
 
+  // The newest entries of a Config's audit trail, as the API answers them (hidden, or none:
+  // an empty list).
+  async function readHistory(prefix) {
+    try {
+      return (await call('GET', `/configs/${enc(prefix)}/history`, { limit: String(HISTORY_SHOWN) })).entries;
+    } catch (e) {
+      if (e.status === 404) return [];
+      throw e;
+    }
+  }
+
+  const revision = (r) => (r ? r.slice(0, 8) : '—');
+
+  function showHistory(entries) {
+    $('#no-history').hidden = entries.length > 0;
+    syncRows($('#history tbody'), entries, 'data-audit', (e) => `${e.at}|${e.actor}|${e.action}|${e.detail}`, (e) => [
+      { f: 'time', text: when(e.at), title: ago(e.at) },
+      { f: 'actor', text: e.actor, cls: 'mono' },
+      { f: 'action', text: e.action.replace(/_/g, ' ') },
+      { f: 'revision', text: e.before_revision === e.after_revision ? revision(e.after_revision)
+        : `${revision(e.before_revision)} → ${revision(e.after_revision)}`, cls: 'mono',
+        title: `${e.before_revision || 'none'} → ${e.after_revision || 'none'}` },
+      { f: 'detail', text: e.detail, cls: 'message' },
+    ]);
+  }
+
   async function refreshConfig(prefix, stale, polls) {
     let entry;
     try {
@@ -179,6 +207,10 @@ const gbViews = (() => {
     } catch (e) {
       if (stale()) return;
       if (e.status !== 404) throw e;
+      // A Config that is gone keeps its history (who deleted it), for those who may read it.
+      const history = await readHistory(prefix);
+      if (stale()) return;
+      showHistory(history);
       setText($('#config-prefix'), prefix);
       banner($('#config-missing'), e.message);
       $('#config-facts').replaceChildren();
@@ -189,7 +221,9 @@ const gbViews = (() => {
       syncRows($('#errors tbody'), [], 'data-error', () => '', () => []);
       return;
     }
-    const { items: vms } = await allPages(`/configs/${enc(prefix)}/vms`, 'vms', 1000, 20);
+    const [{ items: vms }, history] = await Promise.all([
+      allPages(`/configs/${enc(prefix)}/vms`, 'vms', 1000, 20), readHistory(prefix),
+    ]);
     const read = vms.length <= DETAIL_MAX && polls % DETAIL_EVERY === 0 ? await readInstances(vms) : null;
     if (stale()) return;
     if (read) for (const [h, status] of read) instanceStatus.set(h, status);
@@ -236,6 +270,7 @@ const gbViews = (() => {
       { f: 'message', text: e.message, cls: 'message' },
       { f: 'resolved', text: e.resolved ? when(e.resolved) : 'no', cls: e.resolved ? 'muted' : 'error-text' },
     ]);
+    showHistory(history);
   }
 
   // ---- the queues ----------------------------------------------------------------------------

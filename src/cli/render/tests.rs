@@ -46,3 +46,20 @@ fn bulk_operations_say_whose_tasks_they_were() {
     assert_eq!(t.lines().next(), Some("every Config paused by ops at 2026-11-26T00:00:00Z: outage"));
     assert!(t.contains("linux   all (ops: outage)"), "{t}");
 }
+
+#[test]
+fn the_history_table_shows_who_did_what_newest_first() {
+    let t = super::history(&json!({"entries": [
+        {"at": "2026-11-21T10:05:00Z", "actor": "alice", "action": "amount", "prefix": "web",
+         "before_revision": "0123456789abcdef", "after_revision": "0123456789abcdef", "detail": "amount 1 → 3"},
+        {"at": "2026-11-21T10:00:00Z", "actor": "file:web.yaml", "action": "create", "prefix": "web",
+         "before_revision": null, "after_revision": "0123456789abcdef", "detail": ""},
+    ]}));
+    let lines: Vec<&str> = t.lines().collect();
+    assert_eq!(lines[0], "AT                    ACTOR          ACTION  PREFIX  BEFORE    AFTER     DETAIL");
+    assert_eq!(
+        lines[1],
+        "2026-11-21T10:05:00Z  alice          amount  web     01234567  01234567  amount 1 → 3"
+    );
+    assert_eq!(lines[2], "2026-11-21T10:00:00Z  file:web.yaml  create  web     -         01234567  -");
+}

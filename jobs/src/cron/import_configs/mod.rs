@@ -16,6 +16,8 @@
 //!   drained only `config_delete_grace` later if the file has not come back. A Config deleted
 //!   over the API (orphaned by `operate::delete`) is deleted here the same way once its
 //!   `delete_at` has passed.
+//! * Every change is recorded in the Config's audit trail: by the file (`file:<name>`) when it
+//!   creates, replaces or orphans a Config, by `import_configs` when a deletion's grace ends.
 //! * A re-import keeps the current amount (set over the API, or by the weekly windows) and the
 //!   pause, unless it changes the amount bounds (min, max or windows): the amount then restarts
 //!   from the new bounds.
@@ -30,7 +32,7 @@ use crate::catalog::Verdict;
 use crate::config::{self, Config, ConfigError};
 use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::model::{ConfigRecord, FileError};
+use crate::model::{AuditAction, AuditEntry, ConfigRecord, FileError};
 use crate::naming::parse_id;
 use crate::ports::store::{Expect, Fence, Versioned, VmIndex};
 
@@ -297,11 +299,40 @@ async fn apply(
         return Ok(Ok(0)); // changed under us: the next round sees it
     }
     ctx.resolved(&prefix, &[STAGE]).await?;
+    let back = cur.is_some_and(|c| c.value.orphaned.is_some());
+    if !same || back {
+        ctx.audit(imported(&rec, cur.map(|c| &c.value), path, ctx.now())).await;
+    }
     if same {
         return Ok(Ok(0));
     }
     tracing::info!(config = %prefix, file = path, revision = %rec.revision, "imported");
     Ok(Ok(ctx.push_many(&[ExpandConfig { prefix }]).await?))
+}
+
+/// The audit entry of a file's Config written over `old`: made by the file (`file:<name>`).
+fn imported(
+    rec: &ConfigRecord,
+    old: Option<&ConfigRecord>,
+    path: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> AuditEntry {
+    let action = if old.is_some() { AuditAction::Update } else { AuditAction::Create };
+    // A record that did not decode stood in with no revision.
+    let before = old.map(|c| c.revision.as_str()).filter(|r| !r.is_empty());
+    let mut detail = Vec::new();
+    if old.is_some_and(|c| c.orphaned.is_some()) {
+        detail.push("the file is back: deletion cancelled".to_owned());
+    }
+    if let Some(c) = old.filter(|c| !c.source.is_empty() && source_name(&c.source) != path) {
+        detail.push(format!("moved from {}", c.source));
+    }
+    AuditEntry::on(rec, now, &file_actor(path), action).before(before).detail(detail.join("; "))
+}
+
+/// The actor of what a Config file does: `file:<its name in the configs directory>`.
+fn file_actor(name: &str) -> String {
+    format!("file:{name}")
 }
 
 /// The current amount of a re-imported Config: kept (it may have been set over the API) while
@@ -374,6 +405,9 @@ async fn orphan(ctx: &Ctx, cur: &Versioned<ConfigRecord>) -> Result<usize, TaskE
             "Config orphaned: its file {} is gone; the Config and its {vms} VMs will be deleted at {at} unless the file comes back",
             rec.source
         );
+        let detail = format!("the file is gone: it and its {vms} VMs go at {at} unless the file comes back");
+        let actor = file_actor(&source_name(&rec.source));
+        ctx.audit(AuditEntry::on(&next, now, &actor, AuditAction::Delete).detail(detail)).await;
         ctx.record(prefix, STAGE, "orphaned", &msg, &rec.config.attributes.zone, "").await?;
     }
     Ok(0)
@@ -402,6 +436,10 @@ async fn delete(ctx: &Ctx, cur: &Versioned<ConfigRecord>, why: &str) -> Result<u
     }
     let ids = ctx.store.vm_ids(VmIndex::OfConfig(prefix.clone())).await.unwrap_or_default();
     let msg = format!("Config deleted: {why}; draining its {} VMs", ids.len());
+    let detail = format!("{why}; draining its {} VMs", ids.len());
+    let before = Some(cur.value.revision.as_str()).filter(|r| !r.is_empty());
+    let entry = AuditEntry::on(&cur.value, ctx.now(), STAGE, AuditAction::Remove).before(before).after(None);
+    ctx.audit(entry.detail(detail)).await;
     ctx.record(&prefix, STAGE, "deleted", &msg, &cur.value.config.attributes.zone, "").await?;
     ctx.push_many(&ids.into_iter().map(|id| DrainVm { id }).collect::<Vec<_>>()).await
 }
@@ -411,3 +449,6 @@ mod tests;
 
 #[cfg(test)]
 mod hostile_tests;
+
+#[cfg(test)]
+mod audit_tests;

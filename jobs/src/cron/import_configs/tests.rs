@@ -102,7 +102,7 @@ fn a_new_prefix_overlapping_another_config_is_refused_and_the_live_pool_untouche
 
 static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
-fn setup() -> (Ctx, crate::testing::Fakes, PathBuf) {
+pub(super) fn setup() -> (Ctx, crate::testing::Fakes, PathBuf) {
     let (mut ctx, f) = Ctx::test();
     let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     let dir = std::env::temp_dir().join(format!("gce-backend-import-{}-{n}", std::process::id()));
@@ -112,7 +112,7 @@ fn setup() -> (Ctx, crate::testing::Fakes, PathBuf) {
     (ctx, f, dir)
 }
 
-fn write(dir: &std::path::Path, name: &str, c: &Config) {
+pub(super) fn write(dir: &std::path::Path, name: &str, c: &Config) {
     std::fs::write(dir.join(name), serde_yaml::to_string(c).unwrap()).unwrap();
 }
 

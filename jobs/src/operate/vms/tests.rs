@@ -102,3 +102,19 @@ async fn one_vm_shows_its_state_deadline_and_last_bot_observation() {
     assert_eq!((v.bot, v.vm), (Some(seen), vm));
     assert!(matches!(super::vm(&ctx, "linux-9").await, Err(OpError::NotFound(_))));
 }
+
+#[tokio::test]
+async fn a_recycle_is_recorded_once_in_its_configs_audit_trail() {
+    let (ctx, _) = Ctx::test();
+    ctx.seed_config("linux", 1).await;
+    ctx.seed_vm("linux-0", created(ctx.now())).await;
+    recycle(&ctx, "linux-0", "alice").await.unwrap();
+    recycle(&ctx, "linux-0", "alice").await.unwrap(); // drained already: nothing
+    assert!(recycle(&ctx, "linux-7", "alice").await.is_err());
+    let trail = ctx.store.audit("linux", 0, 10).await.unwrap();
+    assert_eq!(trail.len(), 1, "{trail:?}");
+    let e = &trail[0];
+    assert_eq!((e.actor.as_str(), e.action), ("alice", crate::model::AuditAction::Recycle));
+    assert!(e.detail.starts_with("VM linux-0 ("), "{}", e.detail);
+    assert_eq!(e.before_revision.as_deref(), Some("r1"));
+}

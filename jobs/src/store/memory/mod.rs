@@ -10,7 +10,8 @@ use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
 use crate::model::{
-    Backoff, ConfigRecord, Counts, ErrorEntry, FileError, KEEP_ERRORS, Observed, Pause, SUMS, Sums, Vm,
+    AuditEntry, Backoff, ConfigRecord, Counts, ErrorEntry, FileError, KEEP_ERRORS, Observed, Pause, SUMS,
+    Sums, Vm,
 };
 use crate::ports::store::{
     CorruptRecord, Expect, Fence, Rebuilt, Scope, Store, StoreError, Versioned, VmIndex,
@@ -39,6 +40,8 @@ struct State {
     deadlines: HashMap<String, DateTime<Utc>>,
     bots: HashMap<String, Observed>,
     errors: HashMap<String, Vec<ErrorEntry>>,
+    /// Per Config (and `""`, the global list): the audit trail, newest first.
+    audit: HashMap<String, Vec<AuditEntry>>,
     counts: HashMap<String, Counts>,
     /// What each VM adds to its Config's sums, as last written, and its zone.
     counted: HashMap<String, (u8, String)>,
@@ -372,6 +375,20 @@ impl Store for MemoryStore {
 
     async fn counter(&self, prefix: &str, what: &str) -> Result<u64, StoreError> {
         Ok(self.lock().counters.get(&(prefix.to_owned(), what.to_owned())).copied().unwrap_or(0))
+    }
+
+    async fn push_audit(&self, e: &AuditEntry, keep: usize) -> Result<(), StoreError> {
+        let mut s = self.lock();
+        let list = s.audit.entry(e.prefix.clone()).or_default();
+        list.insert(0, e.clone());
+        list.truncate(keep);
+        Ok(())
+    }
+
+    async fn audit(&self, prefix: &str, offset: usize, limit: usize) -> Result<Vec<AuditEntry>, StoreError> {
+        let s = self.lock();
+        let list = s.audit.get(prefix).map_or(&[][..], Vec::as_slice);
+        Ok(list.iter().skip(offset).take(limit).cloned().collect())
     }
 
     async fn set_file_errors(&self, errors: &[FileError]) -> Result<(), StoreError> {

@@ -1,0 +1,48 @@
+//! The audit trail in Redis: one LIST per Config (`audit:<prefix>`) and one global list
+//! (`audit`), newest first, pushed and trimmed to its bound in one MULTI.
+
+use gce_backend_jobs::model::{AuditEntry, GLOBAL_AUDIT};
+use gce_backend_jobs::ports::store::StoreError;
+use redis::AsyncCommands;
+
+use super::RedisStore;
+use super::conn::{err, json};
+
+impl RedisStore {
+    /// The key of `prefix`'s list (the global one for [`GLOBAL_AUDIT`]).
+    fn audit_key(&self, prefix: &str) -> String {
+        match prefix {
+            GLOBAL_AUDIT => self.k("audit"),
+            p => self.k(&format!("audit:{p}")),
+        }
+    }
+
+    /// `Store::push_audit`.
+    pub(super) async fn push_audit_entry(&self, e: &AuditEntry, keep: usize) -> Result<(), StoreError> {
+        let key = self.audit_key(&e.prefix);
+        let _: () = redis::pipe()
+            .atomic()
+            .lpush(&key, json(e)?)
+            .ltrim(&key, 0, keep.max(1) as isize - 1)
+            .query_async(&mut self.c())
+            .await
+            .map_err(err)?;
+        Ok(())
+    }
+
+    /// `Store::audit`.
+    pub(super) async fn audit_entries(
+        &self,
+        prefix: &str,
+        offset: usize,
+        limit: usize,
+    ) -> Result<Vec<AuditEntry>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let (start, stop) = (offset as isize, (offset + limit) as isize - 1);
+        let raw: Vec<String> = self.c().lrange(self.audit_key(prefix), start, stop).await.map_err(err)?;
+        // An entry that does not decode is left out rather than hiding the others.
+        Ok(raw.iter().filter_map(|r| serde_json::from_str(r).ok()).collect())
+    }
+}
