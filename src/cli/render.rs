@@ -79,7 +79,7 @@ pub(super) fn history(v: &Value) -> String {
         .flatten()
         .map(|e| {
             vec![
-                s(&e["at"]),
+                when(&e["at"]),
                 s(&e["actor"]),
                 s(&e["action"]),
                 s(&e["prefix"]),
@@ -90,6 +90,14 @@ pub(super) fn history(v: &Value) -> String {
         })
         .collect();
     table(&["AT", "ACTOR", "ACTION", "PREFIX", "BEFORE", "AFTER", "DETAIL"], rows)
+}
+
+/// A time to the second (`2026-11-27T00:11:52Z`): a table has no use for nanoseconds.
+fn when(v: &Value) -> String {
+    match v.as_str().and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok()) {
+        Some(t) => t.with_timezone(&chrono::Utc).format("%Y-%m-%dT%H:%M:%SZ").to_string(),
+        None => s(v),
+    }
 }
 
 /// `configs list`.
@@ -154,23 +162,23 @@ pub(super) fn config(v: &Value) -> String {
         paused(st),
     );
     if !st["delete_at"].is_null() {
-        out.push_str(&format!("  deleted at {}\n", s(&st["delete_at"])));
+        out.push_str(&format!("  deleted at {}\n", when(&st["delete_at"])));
     }
     let b = &st["breaker"];
     if !b.is_null() {
         out.push_str(&format!(
             "  breaker open since {}: {} (canaries failed {}, next {})\n",
-            s(&b["since"]),
+            when(&b["since"]),
             s(&b["reason"]),
             s(&b["canaries"]),
-            s(&b["next_canary"])
+            when(&b["next_canary"])
         ));
     }
     let r = &st["rollout"];
     if !r.is_null() {
         out.push_str(&format!(
             "  rolling update since {}: {} updated, {} outdated\n",
-            s(&r["since"]),
+            when(&r["since"]),
             s(&r["updated"]),
             s(&r["outdated"])
         ));
@@ -179,7 +187,7 @@ pub(super) fn config(v: &Value) -> String {
         let backoff = if z["backoff"].is_null() {
             "-".to_owned()
         } else {
-            format!("until {}", s(&z["backoff"]["until"]))
+            format!("until {}", when(&z["backoff"]["until"]))
         };
         out.push_str(&format!(
             "  zone {} weight {}  vms {}  connected {}  draining {}  backoff {}\n",
@@ -194,7 +202,7 @@ pub(super) fn config(v: &Value) -> String {
     for e in st["errors"].as_array().into_iter().flatten().take(5) {
         out.push_str(&format!(
             "  error {} {} ({}): {}\n",
-            s(&e["time"]),
+            when(&e["time"]),
             s(&e["code"]),
             s(&e["stage"]),
             s(&e["message"])
@@ -215,7 +223,7 @@ pub(super) fn vms(v: &Value) -> String {
                 s(&e["vm"]["hostname"]),
                 s(&e["state"]),
                 s(&e["vm"]["attributes"]["zone"]),
-                s(&e["deadline"]),
+                when(&e["deadline"]),
             ]
         })
         .collect();
@@ -233,7 +241,7 @@ pub(super) fn vm(v: &Value) -> String {
         s(&e["vm"]["attributes"]["zone"]),
         s(&e["vm"]["instance"]["url"]),
         s(&v["instance_status"]),
-        s(&e["deadline"]),
+        when(&e["deadline"]),
         s(&e["vm"]["drained"]),
     );
     for t in v["tasks"].as_array().into_iter().flatten() {
@@ -325,7 +333,7 @@ pub(super) fn global_pause(v: &Value) -> String {
     let mut out = if p.is_null() {
         "global pause lifted: Configs without a pause of their own create again\n".to_owned()
     } else {
-        format!("every Config paused by {} at {}: {}\n", s(&p["by"]), s(&p["at"]), s(&p["reason"]))
+        format!("every Config paused by {} at {}: {}\n", s(&p["by"]), when(&p["at"]), s(&p["reason"]))
     };
     let rows: Vec<Vec<String>> = v["configs"]
         .as_array()
