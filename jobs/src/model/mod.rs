@@ -10,7 +10,9 @@ pub mod rollout;
 mod status;
 mod wanted;
 
-pub use api::{BotState, Change, Plan, PlanInput, UnknownState, VmState, VmView};
+pub use api::{
+    BotState, Change, Plan, PlanInput, Recycle, ReplacedBy, Replacement, UnknownState, VmState, VmView,
+};
 pub use listed::Listed;
 pub use records::*;
 pub use status::{ConfigState, ConfigStatus, FileError, ZoneStatus};
