@@ -121,7 +121,7 @@ methods! {
     "resumeConfig": post "/configs/<prefix>/resume" [] => ConfigEntry,
         Writer, configs::resume, "Resume a paused Config.";
     "planConfig": post "/configs/<prefix>/plan" [] in PlanInput => Plan,
-        Writer, configs::plan, "Dry run: the VMs a Config body or amount would create, drain and keep.";
+        Writer, configs::plan, "Dry run: the VMs a Config body or amount would create, drain, replace (how), recycle and keep; why it would be refused.";
     "pauseAll": post "/pause" [] in PauseInput => GlobalPause,
         Admin, configs::pause_all, "Pause every Config.";
     "resumeAll": post "/resume" [] => GlobalPause,
