@@ -318,7 +318,7 @@ fn replacement(r: &Value) -> String {
                 "(provider change: at most {at_once} at a time, each drained after its task, then made by the new provider)"
             )
         }
-        _ => String::new(),
+        _ => "(already drained: each made again once it is gone)".to_owned(),
     }
 }
 

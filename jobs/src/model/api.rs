@@ -166,7 +166,8 @@ pub struct Plan {
     /// VM ids it would drain for good (past the amount, or off a static pool's list).
     pub drain: Vec<String>,
     /// VM ids it would replace now (each drained after its task, then made again under its id
-    /// with the new settings), in the order the replacement takes them; how: `replacement`.
+    /// with the new settings), in the order the replacement takes them; how: `replacement` (none
+    /// for a VM already drained, which is made again once it is gone).
     #[serde(default)]
     pub replace: Vec<String>,
     /// VMs made from older instance attributes that are left running and made again with the

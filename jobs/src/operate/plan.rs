@@ -113,6 +113,9 @@ fn fates(ctx: &Ctx, next: &ConfigRecord, vms: &[Vm], plan: &mut Plan) {
                 } else if outdated(&next.config, vm) && next.rollout.is_some() {
                     rolled = true;
                     plan.replace.push(vm.id.clone());
+                } else if vm.drained {
+                    // Already on its way out: made again once it is gone.
+                    plan.replace.push(vm.id.clone());
                 } else if outdated(&next.config, vm) {
                     plan.recycle.push(Recycle { id: vm.id.clone(), at: vm.deadline() });
                 } else {

@@ -56,6 +56,18 @@ async fn growing_lists_the_vms_to_create_in_index_order_and_writes_nothing() {
 }
 
 #[tokio::test]
+async fn a_wanted_vm_already_drained_is_replaced() {
+    let ctx = setup(2, 1).await;
+    ctx.seed_vm("linux-1", |v| v.drained = true).await;
+    let p = plan(&ctx, "linux", PlanInput::default()).await.unwrap();
+    assert_eq!(
+        (p.keep, p.replace, p.replacement),
+        (vec!["linux-0".to_owned()], vec!["linux-1".to_owned()], None)
+    );
+    assert!(p.create.is_empty() && p.drain.is_empty());
+}
+
+#[tokio::test]
 async fn shrinking_lists_the_vms_to_drain() {
     let ctx = setup(3, 3).await;
     let p = plan(&ctx, "linux", amount(1)).await.unwrap();
