@@ -266,7 +266,7 @@ pub(super) fn plan(v: &Value) -> String {
     }
     line(
         format!(
-            "recycle {} (kept as they are until their lifetime ends, then made with the new settings)",
+            "recycle {} (each kept until its lifetime ends, then made again with the Config's settings)",
             recycle.len()
         ),
         &recycle,

@@ -170,8 +170,9 @@ pub struct Plan {
     /// for a VM already drained, which is made again once it is gone).
     #[serde(default)]
     pub replace: Vec<String>,
-    /// VMs made from older instance attributes that are left running and made again with the
-    /// new ones at the end of their lifetime (update mode `on_lifetime`).
+    /// VMs made again with the Config's settings at the end of their lifetime: those made from
+    /// older instance attributes under update mode `on_lifetime`, and those past it already
+    /// (unless a pause holds them).
     #[serde(default)]
     pub recycle: Vec<Recycle>,
     /// VM ids it would keep as they are.

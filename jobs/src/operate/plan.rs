@@ -101,6 +101,9 @@ fn fates(ctx: &Ctx, next: &ConfigRecord, vms: &[Vm], plan: &mut Plan) {
     let providers = ctx.providers.declared();
     // A rollout's surge: the indexes it wants beyond the amount, for its length only.
     let surge = |i: u32| next.rollout.is_some() && !next.config.is_static() && i >= next.current_amount;
+    // Past its lifetime: replaced now, unless a pause holds it (`manage_bot`).
+    let now = ctx.now();
+    let due = |vm: &Vm| vm.deadline().is_some_and(|d| d < now);
     let (mut rolled, mut switched, mut surged) = (false, false, Vec::new());
     for vm in vms {
         let index = parse_id(&vm.id).filter(|(p, _)| *p == prefix).map(|(_, i)| i);
@@ -116,7 +119,7 @@ fn fates(ctx: &Ctx, next: &ConfigRecord, vms: &[Vm], plan: &mut Plan) {
                 } else if vm.drained {
                     // Already on its way out: made again once it is gone.
                     plan.replace.push(vm.id.clone());
-                } else if outdated(&next.config, vm) {
+                } else if outdated(&next.config, vm) || (due(vm) && plan.paused.is_none()) {
                     plan.recycle.push(Recycle { id: vm.id.clone(), at: vm.deadline() });
                 } else {
                     plan.keep.push(vm.id.clone());

@@ -38,6 +38,9 @@ fn a_plan_names_each_vm_and_the_waves_of_its_replacement() {
         "recycle": [{"id": "web-0", "at": "2026-11-27T00:00:00Z"}], "changes": [], "problems": ["no"],
     }));
     assert!(t.contains("  create 1: web-2\n") && t.contains("  keep 1: web-1\n"), "{t}");
-    assert!(t.contains("then made with the new settings): web-0 (at 2026-11-27T00:00:00Z)\n"), "{t}");
+    assert!(
+        t.contains("then made again with the Config's settings): web-0 (at 2026-11-27T00:00:00Z)\n"),
+        "{t}"
+    );
     assert!(t.ends_with("  problem: no\n"), "{t}");
 }

@@ -147,6 +147,17 @@ async fn on_lifetime_recycles_outdated_vms_at_their_deadline_and_the_lifetime_al
     assert_eq!(of("attributes.machine_type"), Change::AT_LIFETIME);
     let (rec, _) = crate::operate::apply(&ctx, c, "alice").await.unwrap();
     assert!(rec.rollout.is_none(), "no rollout, as planned");
+    // Past its lifetime, a VM is recycled whatever the change, unless a pause holds it.
+    ctx.seed_vm("linux-2", |v| {
+        crate::testing::created(made - chrono::Duration::days(2))(v);
+        v.attributes = rec.config.attributes_in(&v.attributes.zone.clone());
+    })
+    .await;
+    let p = plan(&ctx, "linux", amount(3)).await.unwrap();
+    assert_eq!(p.recycle.last().map(|r| r.id.as_str()), Some("linux-2"), "{:?}", p.recycle);
+    crate::operate::pause(&ctx, "linux", "incident", "bob").await.unwrap();
+    let p = plan(&ctx, "linux", amount(3)).await.unwrap();
+    assert!(p.recycle.iter().all(|r| r.id != "linux-2") && p.keep.contains(&"linux-2".to_owned()), "{p:?}");
 }
 
 #[tokio::test]
