@@ -172,7 +172,7 @@ pub struct Plan {
     pub replace: Vec<String>,
     /// VMs made again with the Config's settings at the end of their lifetime: those made from
     /// older instance attributes under update mode `on_lifetime`, and those past it already
-    /// (unless a pause holds them).
+    /// (unless a pause or an open breaker holds them).
     #[serde(default)]
     pub recycle: Vec<Recycle>,
     /// VM ids it would keep as they are.

@@ -90,18 +90,20 @@ pub async fn plan(ctx: &Ctx, prefix: &str, input: PlanInput) -> Result<Plan, OpE
             vms.push(v.value);
         }
     }
-    fates(ctx, &next, &vms, &mut plan);
+    // A VM past its lifetime is replaced unless a pause (or an open breaker) holds it.
+    let held = crate::pause::held(ctx, &next, None).await?.is_some();
+    fates(ctx, &next, &vms, held, &mut plan);
     Ok(plan)
 }
 
-/// Fills `plan`'s fates of Config record `next`'s VMs (`vms`, by index) and says whom its
-/// instance attribute and provider changes affect.
-fn fates(ctx: &Ctx, next: &ConfigRecord, vms: &[Vm], plan: &mut Plan) {
+/// Fills `plan`'s fates of Config record `next`'s VMs (`vms`, by index; `held`: replacing them is
+/// held) and says whom its instance attribute and provider changes affect.
+fn fates(ctx: &Ctx, next: &ConfigRecord, vms: &[Vm], held: bool, plan: &mut Plan) {
     let prefix = plan.prefix.clone();
     let providers = ctx.providers.declared();
     // A rollout's surge: the indexes it wants beyond the amount, for its length only.
     let surge = |i: u32| next.rollout.is_some() && !next.config.is_static() && i >= next.current_amount;
-    // Past its lifetime: replaced now, unless a pause holds it (`manage_bot`).
+    // Past its lifetime: replaced now, unless held (`manage_bot`).
     let now = ctx.now();
     let due = |vm: &Vm| vm.deadline().is_some_and(|d| d < now);
     let (mut rolled, mut switched, mut surged) = (false, false, Vec::new());
@@ -119,7 +121,7 @@ fn fates(ctx: &Ctx, next: &ConfigRecord, vms: &[Vm], plan: &mut Plan) {
                 } else if vm.drained {
                     // Already on its way out: made again once it is gone.
                     plan.replace.push(vm.id.clone());
-                } else if outdated(&next.config, vm) || (due(vm) && plan.paused.is_none()) {
+                } else if outdated(&next.config, vm) || (due(vm) && !held) {
                     plan.recycle.push(Recycle { id: vm.id.clone(), at: vm.deadline() });
                 } else {
                     plan.keep.push(vm.id.clone());
