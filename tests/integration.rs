@@ -22,6 +22,8 @@ mod outage;
 mod pipeline;
 /// The pipeline under faults: (vi)–(x).
 mod pipeline_faults;
+/// Plans: each kind of change planned, applied and compared with what happened.
+mod plan;
 /// Worker processes on Redis: kill -9 mid-run, SIGTERM shutdown.
 mod queue_processes;
 /// Rate limits per Compute project: shared by processes, never holding up another project.

@@ -61,7 +61,7 @@ pub async fn step(ctx: &Env, prefix: &str, ids: &[String]) -> Result<bool, TaskE
         }
     }
     // Retire: outdated VMs that serve nothing at once; serving ones while enough stay connected.
-    let floor = cur.value.current_amount.saturating_sub(c.update.max_unavailable);
+    let floor = crate::model::rollout::min_connected(cur.value.current_amount, &c.update);
     let may = healthy.saturating_sub(floor) as usize;
     serving.sort_by_key(|v| v.index);
     let chosen: Vec<Vm> = idle.into_iter().chain(serving.into_iter().take(may)).collect();

@@ -123,7 +123,7 @@ methods! {
     "configHistory": get "/configs/<prefix>/history" ["continuationToken", "limit"] => AuditList,
         Reader, configs::history, "A Config's audit trail, newest first (paged): who applied, deleted, paused, resumed, set the amount, recycled a VM or retried a task, when, with its revision before and after. Kept after the Config is deleted.";
     "planConfig": post "/configs/<prefix>/plan" [] in PlanInput => Plan,
-        Writer, configs::plan, "Dry run: the VMs a Config body or amount would create, drain and keep.";
+        Writer, configs::plan, "Dry run: the VMs a Config body or amount would create, drain, replace (how), recycle and keep; why it would be refused.";
     "pauseAll": post "/pause" [] in PauseInput => GlobalPause,
         Admin, configs::pause_all, "Pause every Config.";
     "resumeAll": post "/resume" [] => GlobalPause,

@@ -324,7 +324,15 @@ pub async fn configs(t: &Target, cmd: ConfigsCmd) -> anyhow::Result<()> {
                 _ => return Err(usage("plan takes -f FILE, or PREFIX --amount N")),
             };
             let v = call(&mut c, "planConfig", &[("prefix", &prefix)], Some(input)).await?;
-            return show(t, &v, render::plan);
+            show(t, &v, render::plan)?;
+            // A plan that could not be applied fails, as applying it would.
+            return match v["problems"].as_array().map_or(0, Vec::len) {
+                0 => Ok(()),
+                n => Err(anyhow::anyhow!(
+                    "{prefix}: applying this would be refused ({n} problem{}: see above)",
+                    if n == 1 { "" } else { "s" }
+                )),
+            };
         }
     };
     show(t, &v, render::config)

@@ -125,6 +125,47 @@ async fn an_operator_uses_the_cli_on_the_api() {
     let _ = std::fs::remove_dir_all(&files);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_names_the_replaced_vms_and_fails_when_the_change_would_be_refused() {
+    let held = format!("{}owner: [infra]\n", crate::support::pool("held", 1, "1d", "10m"));
+    let env = Env::start(Backend::Redis, sim_config(), &[("held", held.clone())], true).await;
+    env.converged("held", 1).await;
+    let files = crate::support::temp_dir();
+    let larger = |yaml: &str| yaml.replace("machineTypes/e2-standard-2", "machineTypes/e2-standard-4");
+    // A Config file holds `held`: a plan of another body for it is refused, and says why.
+    let file = files.join("held.yaml");
+    std::fs::write(&file, larger(&held)).unwrap();
+    let o = cli(&env, WRITER, &["configs", "plan", "-f", file.to_str().unwrap()]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}{err}");
+    assert!(out.contains("problem: prefix held is held by a Config file"), "{out}");
+    assert!(err.contains("held: applying this would be refused (1 problem: see above)"), "{err}");
+    let o = cli(&env, WRITER, &["configs", "plan", "-f", file.to_str().unwrap(), "--json"]);
+    assert_eq!(o.status.code(), Some(1), "{:?}", text(&o));
+
+    // A Config of the API: a new machine type replaces each VM, one at a time after a surge.
+    let web = crate::support::pool("web", 2, "1d", "10m").replace("max: 2", "max: 4") + "owner: [infra]\n";
+    let file = files.join("web.yaml");
+    std::fs::write(&file, &web).unwrap();
+    let o = cli(&env, WRITER, &["configs", "apply", "-f", file.to_str().unwrap()]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    env.converged("web", 2).await;
+    std::fs::write(&file, larger(&web)).unwrap();
+    let o = cli(&env, WRITER, &["configs", "plan", "-f", file.to_str().unwrap()]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{out}{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "web: amount 2; create 0, drain 0, replace 2, recycle 0, keep 0", "{out}");
+    assert!(
+        lines[1].starts_with("  replace 2 (rolling update: web-2 made first from the new attributes and drained at the end; at most 1 at a time, keeping at least 2 bots connected")
+            && lines[1].ends_with("): web-0, web-1"),
+        "{out}"
+    );
+    assert!(out.contains("(applies to existing VMs, replaced now)"), "{out}");
+    let _ = std::fs::remove_dir_all(&files);
+    env.stop().await;
+}
+
 /// Runs the binary against the API at `root` with `token`; no Redis in sight.
 fn cli_at(root: &str, token: &str, args: &[&str]) -> Output {
     client(root, token, args).output().unwrap()

@@ -69,7 +69,11 @@ async fn an_operator_drives_a_config_through_the_api() {
     let plan = api.ok(WRITER, "planConfig", &web, Some(json!({"config": bigger}))).await;
     let change =
         plan["changes"].as_array().unwrap().iter().find(|c| c["field"] == "attributes.machine_type").cloned();
-    assert_eq!(change.map(|c| c["applies_to"].clone()), Some(json!("new instances")), "{plan}");
+    assert_eq!(change.map(|c| c["applies_to"].clone()), Some(json!("existing VMs, replaced now")), "{plan}");
+    assert_eq!(
+        (plan["replace"].clone(), plan["keep"].clone()),
+        (json!(["web-0", "web-1", "web-2"]), json!([]))
+    );
     let entry = api.ok(WRITER, "config", &web, None).await;
     assert_eq!(entry["amount"], 3, "the plan changed nothing");
     assert_eq!(env.vms("web").await.into_iter().map(|v| v.hostname).collect::<Vec<_>>(), before);

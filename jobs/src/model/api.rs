@@ -152,7 +152,9 @@ pub struct PlanInput {
     pub amount: Option<u32>,
 }
 
-/// What applying a [`PlanInput`] would do.
+/// What applying a [`PlanInput`] would do. Every VM of the Config is named once: in `create`,
+/// `drain`, `replace`, `recycle` or `keep` (a rolling update's surge, made for its length only,
+/// in `replacement`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Plan {
     /// The Config.
@@ -161,10 +163,23 @@ pub struct Plan {
     pub amount: u32,
     /// VM ids it would create (by index).
     pub create: Vec<String>,
-    /// VM ids it would drain (past the amount).
+    /// VM ids it would drain for good (past the amount, or off a static pool's list).
     pub drain: Vec<String>,
-    /// VM ids it would keep.
+    /// VM ids it would replace now (each drained after its task, then made again under its id
+    /// with the new settings), in the order the replacement takes them; how: `replacement` (none
+    /// for a VM already drained, which is made again once it is gone).
+    #[serde(default)]
+    pub replace: Vec<String>,
+    /// VMs made again with the Config's settings at the end of their lifetime: those made from
+    /// older instance attributes under update mode `on_lifetime`, and those past it already
+    /// (unless a pause or an open breaker holds them).
+    #[serde(default)]
+    pub recycle: Vec<Recycle>,
+    /// VM ids it would keep as they are.
     pub keep: Vec<String>,
+    /// How `replace` proceeds (absent when nothing is replaced).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replacement: Option<Replacement>,
     /// Changed fields of the Config and whom each affects.
     pub changes: Vec<Change>,
     /// Why it could not be applied (validation and ownership errors); empty when it could.
@@ -173,6 +188,44 @@ pub struct Plan {
     /// is lifted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused: Option<Pause>,
+}
+
+/// A VM replaced at the end of its lifetime.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Recycle {
+    /// The VM id.
+    pub id: String,
+    /// When its lifetime ends (absent while it has no instance yet: it counts from its making).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<DateTime<Utc>>,
+}
+
+/// Why VMs are replaced now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ReplacedBy {
+    /// Their instance attributes (or zone) changed and the update mode is `rolling`.
+    RollingUpdate,
+    /// The Config's provider changed: the new one makes each again.
+    ProviderChange,
+}
+
+/// How a plan's replacement proceeds: in waves of at most `at_once` VMs, in the order of
+/// `replace`, each wave once the last one's VMs are back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Replacement {
+    /// Why.
+    pub by: ReplacedBy,
+    /// Most VMs being replaced at a time (a rolling update: its surge plus its unavailability;
+    /// a provider change: a tenth of the amount, at least one).
+    pub at_once: u32,
+    /// A rolling update: the VM ids made first from the new attributes, beyond the amount, and
+    /// drained once every VM is replaced.
+    #[serde(default)]
+    pub surge: Vec<String>,
+    /// A rolling update: the connected bots it keeps (a VM is retired only while more are).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_connected: Option<u32>,
 }
 
 /// One changed field of the Config and whom it affects.
@@ -184,16 +237,23 @@ pub struct Change {
     pub from: serde_json::Value,
     /// Its value after.
     pub to: serde_json::Value,
-    /// [`Change::NEW_INSTANCES`] or [`Change::THE_POOL`].
+    /// Whom: [`Change::NEW_INSTANCES`], [`Change::THE_POOL`], [`Change::REPLACED_NOW`] or
+    /// [`Change::AT_LIFETIME`].
     pub applies_to: String,
 }
 
 impl Change {
-    /// A field copied onto each VM when it is made (attributes, lifetime, timeout, Swarming
-    /// server): existing VMs keep theirs until they are replaced.
+    /// A field copied onto each VM when it is made (lifetime, timeout, Swarming server; instance
+    /// attributes no VM is made from yet): existing VMs keep theirs until they are replaced.
     pub const NEW_INSTANCES: &str = "new instances";
-    /// A field the pool follows at once (amount, owners).
+    /// A field the pool follows at once (amount, owners, update policy).
     pub const THE_POOL: &str = "the pool";
+    /// Instance attributes (or zones, or the provider) that existing VMs lose: they are replaced
+    /// now (the plan's `replace`).
+    pub const REPLACED_NOW: &str = "existing VMs, replaced now";
+    /// Instance attributes that existing VMs keep until the end of their lifetime (update mode
+    /// `on_lifetime`; the plan's `recycle`).
+    pub const AT_LIFETIME: &str = "existing VMs, at the end of their lifetime";
 }
 
 #[cfg(test)]

@@ -12,7 +12,9 @@ pub mod rollout;
 mod status;
 mod wanted;
 
-pub use api::{BotState, Change, Plan, PlanInput, UnknownState, VmState, VmView};
+pub use api::{
+    BotState, Change, Plan, PlanInput, Recycle, ReplacedBy, Replacement, UnknownState, VmState, VmView,
+};
 pub use audit::{AuditAction, AuditEntry, GLOBAL_AUDIT};
 pub use listed::Listed;
 pub use records::*;

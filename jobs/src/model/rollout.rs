@@ -14,3 +14,15 @@ pub struct Rollout {
     /// VMs made from older ones, not yet retired (at the last look).
     pub outdated: u32,
 }
+
+/// The connected bots a rolling update of a pool of `amount` keeps: it retires a VM of older
+/// attributes only while more are connected (`crate::rollout::step`).
+pub fn min_connected(amount: u32, update: &crate::config::Update) -> u32 {
+    amount.saturating_sub(update.max_unavailable)
+}
+
+/// Most VMs of another provider a provider change drains at a time, in a pool of `amount`: a
+/// tenth of it, at least one (`expand_config`'s switch step).
+pub fn switch_batch(amount: u32) -> u32 {
+    (amount / 10).max(1)
+}

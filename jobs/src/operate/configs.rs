@@ -20,6 +20,30 @@ fn revision_of(config: &Config) -> String {
     format!("{:016x}", crate::config::fnv(json.as_bytes(), crate::config::FNV_START))
 }
 
+/// The record applying `config` over the API writes in place of `cur` (`None`: a new Config):
+/// its amount kept within the new bounds, and what a Config keeps across revisions (a rolling
+/// update starting, a provider change, a static pool's slots: [`ConfigRecord::succeed`]).
+pub(super) fn successor(
+    ctx: &Ctx,
+    config: &Config,
+    cur: Option<&ConfigRecord>,
+    verified: bool,
+) -> ConfigRecord {
+    let now = ctx.now();
+    let mut rec = ConfigRecord {
+        current_amount: config.amount.at(cur.map_or(0, |c| c.current_amount), now),
+        config: config.clone(),
+        revision: revision_of(config),
+        source: API_SOURCE.to_owned(),
+        orphaned: None,
+        delete_at: None,
+        verified,
+        ..Default::default()
+    };
+    rec.succeed(cur, ctx.providers.declared(), now);
+    rec
+}
+
 /// Creates or replaces a Config that the API owns (source "api"). Same validation as files
 /// (Config::problems + check_limits + the project's zones and disk types + the across-Configs
 /// prefix rule against every stored Config); a prefix held by a file is a Conflict ("prefix linux
@@ -76,18 +100,7 @@ async fn admit_and_write(
             _ => {}
         }
         let verified = admit(ctx, &config, cur.as_ref().map(|c| &c.value)).await?.into_result()?;
-        let now = ctx.now();
-        let mut rec = ConfigRecord {
-            current_amount: config.amount.at(cur.as_ref().map_or(0, |c| c.value.current_amount), now),
-            config: config.clone(),
-            revision: revision_of(&config),
-            source: API_SOURCE.to_owned(),
-            orphaned: None,
-            delete_at: None,
-            verified,
-            ..Default::default()
-        };
-        rec.succeed(cur.as_ref().map(|c| &c.value), ctx.providers.declared(), now);
+        let rec = successor(ctx, &config, cur.as_ref().map(|c| &c.value), verified);
         let written = match &cur {
             Some(c) if c.value == rec => true, // as asked already: nothing to write
             _ => {
@@ -122,7 +135,7 @@ async fn admit_and_write(
         };
         if let Some((action, detail)) = done {
             let before = cur.as_ref().map(|c| c.value.revision.as_str());
-            ctx.audit(AuditEntry::on(&rec, now, by, action).before(before).detail(detail)).await;
+            ctx.audit(AuditEntry::on(&rec, ctx.now(), by, action).before(before).detail(detail)).await;
         }
         ctx.resolved(&prefix, &[STAGE]).await?;
         ctx.push(&ExpandConfig { prefix }).await?;

@@ -1,12 +1,16 @@
-//! `plan`: what applying a Config or an amount would do (the amount it would target, the VMs it
-//! would create, drain and keep, the fields it changes and whom each affects, and why it could
-//! not be applied), reading only.
+//! `plan`: what applying a Config or an amount would do, reading only: the amount it would
+//! target, and each VM's fate (created, drained, replaced now and how, recycled at the end of its
+//! lifetime, kept), the fields it changes and whom each affects, and why it could not be applied.
+//! The fates are the rules the work follows ([`ConfigRecord::wants`], [`ConfigRecord::keeps`],
+//! [`outdated`], a rollout's pace in [`crate::model::rollout`]) asked of the record applying it
+//! would write ([`super::configs::successor`]), never decided again here.
 
 use serde_json::Value;
 
 use crate::config::Config;
 use crate::ctx::Ctx;
-use crate::model::{Change, ConfigRecord, Plan, PlanInput};
+use crate::model::rollout::{min_connected, switch_batch};
+use crate::model::{Change, ConfigRecord, Plan, PlanInput, Recycle, ReplacedBy, Replacement, Vm, outdated};
 use crate::naming::{parse_id, vm_id};
 use crate::ports::store::VmIndex;
 
@@ -15,7 +19,7 @@ use super::shared::{OpError, admit, by_index};
 /// Dry run: what applying `input` to `prefix` would do, changing nothing. The amount is the one
 /// `apply` then `set_amount` would leave: `input.amount`, else the current amount (0 for a new
 /// Config), clamped by the amount rules of the Config it would have, now. NotFound when there
-/// is no Config `prefix` and `input` brings none.
+/// is no Config `prefix` and `input` brings none. Reads every VM record of the Config.
 pub async fn plan(ctx: &Ctx, prefix: &str, input: PlanInput) -> Result<Plan, OpError> {
     let cur = ctx.store.config(prefix).await?.map(|c| c.value);
     let mut problems = Vec::new();
@@ -39,60 +43,142 @@ pub async fn plan(ctx: &Ctx, prefix: &str, input: PlanInput) -> Result<Plan, OpE
     };
     let current = cur.as_ref().map(|r| r.current_amount);
     let paused = crate::pause::paused(ctx, cur.as_ref()).await?;
-    if !problems.is_empty() {
+    let mut plan = Plan {
+        prefix: prefix.to_owned(),
+        amount: current.unwrap_or(0),
+        create: Vec::new(),
+        drain: Vec::new(),
+        replace: Vec::new(),
+        recycle: Vec::new(),
+        keep: Vec::new(),
+        replacement: None,
+        changes,
+        problems,
+        paused,
+    };
+    if !plan.problems.is_empty() {
         // It could not be applied: say why, and nothing about VMs (its amount rules may not even
         // be computable, and its size may be anything).
-        let amount = current.unwrap_or(0);
-        let (create, drain, keep) = (Vec::new(), Vec::new(), Vec::new());
-        return Ok(Plan {
-            prefix: prefix.to_owned(),
-            amount,
-            create,
-            drain,
-            keep,
-            changes,
-            problems,
-            paused,
-        });
+        return Ok(plan);
     }
     if config.is_static() && input.amount.is_some() {
         return Err(crate::operate::managed_by_list(prefix, "amount"));
     }
-    // The record it would have: a static pool's slots follow its list.
-    let mut next = ConfigRecord { config: config.clone(), ..cur.clone().unwrap_or_default() };
-    next.relist(cur.as_ref());
+    // The record it would have, as `apply` would write it (a static pool's slots follow its list).
+    let mut next = match (&input.config, &cur) {
+        (Some(c), cur) => super::configs::successor(ctx, c, cur.as_ref(), true),
+        (None, Some(cur)) => cur.clone(),
+        (None, None) => return Err(OpError::NotFound(format!("Config {prefix}"))),
+    };
     if !config.is_static() {
         next.current_amount = config.amount.at(input.amount.or(current).unwrap_or(0), ctx.now());
     }
-    let amount = next.current_amount;
-    if current != Some(amount) {
-        changes.push(Change {
+    plan.amount = next.current_amount;
+    if current != Some(plan.amount) {
+        plan.changes.push(Change {
             field: "current_amount".into(),
             from: current.map_or(Value::Null, Value::from),
-            to: amount.into(),
+            to: plan.amount.into(),
             applies_to: Change::THE_POOL.into(),
         });
     }
     let ids = by_index(ctx.store.vm_ids(VmIndex::OfConfig(prefix.to_owned())).await?);
-    // Another provider: every VM is replaced (drained, then made by the new one).
-    let switching = cur.as_ref().is_some_and(|r| {
-        ctx.providers.declared().resolve(&r.config.provider)
-            != ctx.providers.declared().resolve(&config.provider)
-    });
-    let wanted = |id: &str| !switching && parse_id(id).is_some_and(|(p, i)| p == prefix && next.wants(i));
-    let (keep, drain): (Vec<String>, Vec<String>) = ids.iter().cloned().partition(|id| wanted(id));
-    let create = next
-        .wanted()
-        .into_iter()
-        .map(|i| vm_id(prefix, i))
-        .filter(|id| switching || !ids.contains(id))
-        .collect();
-    Ok(Plan { prefix: prefix.to_owned(), amount, create, drain, keep, changes, problems, paused })
+    let mut vms = Vec::with_capacity(ids.len());
+    for id in &ids {
+        // One gone since the listing has nothing left to plan.
+        if let Some(v) = ctx.store.vm(id).await? {
+            vms.push(v.value);
+        }
+    }
+    // A VM past its lifetime is replaced unless a pause (or an open breaker) holds it.
+    let held = crate::pause::held(ctx, &next, None).await?.is_some();
+    fates(ctx, &next, &vms, held, &mut plan);
+    Ok(plan)
 }
 
-/// The fields `new` changes from `old` (every set field for a new Config): attributes, lifetime,
-/// timeout and the Swarming server are copied onto each VM when it is made, so they apply to
-/// new instances; the amount and owners apply to the pool.
+/// Fills `plan`'s fates of Config record `next`'s VMs (`vms`, by index; `held`: replacing them is
+/// held) and says whom its instance attribute and provider changes affect.
+fn fates(ctx: &Ctx, next: &ConfigRecord, vms: &[Vm], held: bool, plan: &mut Plan) {
+    let prefix = plan.prefix.clone();
+    let providers = ctx.providers.declared();
+    // A rollout's surge: the indexes it wants beyond the amount, for its length only.
+    let surge = |i: u32| next.rollout.is_some() && !next.config.is_static() && i >= next.current_amount;
+    // Past its lifetime: replaced now, unless held (`manage_bot`).
+    let now = ctx.now();
+    let due = |vm: &Vm| vm.deadline().is_some_and(|d| d < now);
+    let (mut rolled, mut switched, mut surged) = (false, false, Vec::new());
+    for vm in vms {
+        let index = parse_id(&vm.id).filter(|(p, _)| *p == prefix).map(|(_, i)| i);
+        match index {
+            Some(i) if next.wants(i) && surge(i) => surged.push(vm.id.clone()),
+            Some(i) if next.wants(i) => {
+                if !next.keeps(vm, providers) {
+                    switched = true;
+                    plan.replace.push(vm.id.clone());
+                } else if outdated(&next.config, vm) && next.rollout.is_some() {
+                    rolled = true;
+                    plan.replace.push(vm.id.clone());
+                } else if vm.drained {
+                    // Already on its way out: made again once it is gone.
+                    plan.replace.push(vm.id.clone());
+                } else if outdated(&next.config, vm) || (due(vm) && !held) {
+                    plan.recycle.push(Recycle { id: vm.id.clone(), at: vm.deadline() });
+                } else {
+                    plan.keep.push(vm.id.clone());
+                }
+            }
+            _ => plan.drain.push(vm.id.clone()),
+        }
+    }
+    let made: Vec<&str> = vms.iter().map(|v| v.id.as_str()).collect();
+    let missing = next.wanted().into_iter().filter(|i| !made.contains(&vm_id(&prefix, *i).as_str()));
+    for i in missing {
+        match surge(i) {
+            true => surged.push(vm_id(&prefix, i)),
+            false => plan.create.push(vm_id(&prefix, i)),
+        }
+    }
+    // A surge is made only while VMs are replaced; with none left to replace, the rollout ends
+    // at its first step and an existing surge goes.
+    if !rolled {
+        let made_surge = surged.into_iter().filter(|id| made.contains(&id.as_str()));
+        plan.drain.extend(made_surge);
+        surged = Vec::new();
+    }
+    let (amount, update) = (next.current_amount, &next.config.update);
+    plan.replacement = match (switched, rolled) {
+        (true, _) => Some(Replacement {
+            by: ReplacedBy::ProviderChange,
+            at_once: switch_batch(amount),
+            surge: surged,
+            min_connected: None,
+        }),
+        (false, true) => Some(Replacement {
+            by: ReplacedBy::RollingUpdate,
+            at_once: amount.saturating_add(update.max_surge) - min_connected(amount, update),
+            surge: surged,
+            min_connected: Some(min_connected(amount, update)),
+        }),
+        (false, false) => None,
+    };
+    let instance = |f: &str| f.starts_with("attributes.") || f == "zones";
+    for ch in &mut plan.changes {
+        let whom = match ch.field.as_str() {
+            f if instance(f) && rolled => Change::REPLACED_NOW,
+            f if instance(f) && !plan.recycle.is_empty() => Change::AT_LIFETIME,
+            f if instance(f) => Change::NEW_INSTANCES,
+            "provider" if switched => Change::REPLACED_NOW,
+            "provider" => Change::NEW_INSTANCES,
+            _ => continue,
+        };
+        ch.applies_to = whom.into();
+    }
+}
+
+/// The fields `new` changes from `old` (every set field for a new Config): lifetime, timeout and
+/// the Swarming server are copied onto each VM when it is made, so they apply to new instances;
+/// the amount, owners and update policy apply to the pool; whom instance attributes and the
+/// provider affect is the VMs' fates' to say ([`fates`]).
 fn diff(old: Option<&Config>, new: &Config) -> Vec<Change> {
     let fields = |c: Option<&Config>| match c.map(serde_json::to_value) {
         Some(Ok(Value::Object(m))) => m,

@@ -105,3 +105,27 @@ async fn a_new_image_rolls_one_surge_vm_at_a_time_and_an_amount_change_rolls_not
     expand(&ctx).await;
     assert_eq!(ctx.finished::<crate::work::DrainVm>().await, [crate::work::DrainVm { id: "linux-2".into() }]);
 }
+
+#[tokio::test]
+async fn a_rollout_with_nothing_to_replace_ends_at_its_first_step_and_makes_no_surge() {
+    let (ctx, _) = Ctx::test();
+    crate::operate::apply(&ctx, crate::testing::config("linux", 2), "t").await.unwrap();
+    for id in ["linux-0", "linux-1"] {
+        ctx.seed_vm(id, up(ctx.now())).await;
+    }
+    // Marked, but every VM has the Config's attributes (a change of zone weights marks so).
+    let cur = ctx.store.config("linux").await.unwrap().unwrap();
+    let mark = Rollout { since: ctx.now(), updated: 0, outdated: 0 };
+    let rec = ConfigRecord { rollout: Some(mark), ..cur.value };
+    assert!(ctx.store.put_config(&rec, Expect::Version(cur.version)).await.unwrap());
+    let p = crate::operate::plan(&ctx, "linux", crate::model::PlanInput::default()).await.unwrap();
+    assert_eq!(
+        (p.keep.len(), p.replace.len(), p.create.len(), p.replacement),
+        (2, 0, 0, None),
+        "as planned:"
+    );
+    ctx.finished::<CreateVm>().await;
+    expand(&ctx).await;
+    assert!(ctx.store.config("linux").await.unwrap().unwrap().value.rollout.is_none());
+    assert_eq!(ctx.finished::<CreateVm>().await, [], "no surge VM");
+}

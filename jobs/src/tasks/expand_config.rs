@@ -54,7 +54,10 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
     // (Its last step clears the mark: the next look drains the surge.)
     let rolling = match rec.rollout {
         Some(_) => {
-            crate::rollout::step(ctx, &t.prefix, &ids).await?;
+            if !crate::rollout::step(ctx, &t.prefix, &ids).await? {
+                // Done (or nothing to replace): no surge is made for it.
+                rec.rollout = None;
+            }
             true
         }
         None => false,
@@ -122,7 +125,9 @@ async fn switch_step(ctx: &Ctx, prefix: &str, ids: &[String]) -> Result<bool, Ta
         }
         return Ok(!done);
     }
-    let budget = (cur.value.current_amount as usize / 10).max(1);
+    let budget = crate::model::rollout::switch_batch(cur.value.current_amount) as usize;
+    // In index order, as a plan lists them.
+    waiting.sort_by_key(|d| crate::naming::parse_id(&d.id).map(|(_, i)| i));
     waiting.truncate(budget.saturating_sub(in_flight));
     if !waiting.is_empty() {
         tracing::info!(config = %prefix, provider = %to, draining = waiting.len(), in_flight, "provider change: draining VMs of the old provider");

@@ -56,6 +56,18 @@ async fn growing_lists_the_vms_to_create_in_index_order_and_writes_nothing() {
 }
 
 #[tokio::test]
+async fn a_wanted_vm_already_drained_is_replaced() {
+    let ctx = setup(2, 1).await;
+    ctx.seed_vm("linux-1", |v| v.drained = true).await;
+    let p = plan(&ctx, "linux", PlanInput::default()).await.unwrap();
+    assert_eq!(
+        (p.keep, p.replace, p.replacement),
+        (vec!["linux-0".to_owned()], vec!["linux-1".to_owned()], None)
+    );
+    assert!(p.create.is_empty() && p.drain.is_empty());
+}
+
+#[tokio::test]
 async fn shrinking_lists_the_vms_to_drain() {
     let ctx = setup(3, 3).await;
     let p = plan(&ctx, "linux", amount(1)).await.unwrap();
@@ -68,17 +80,17 @@ async fn shrinking_lists_the_vms_to_drain() {
 }
 
 #[tokio::test]
-async fn changed_attributes_apply_to_new_instances_and_the_amount_to_the_pool() {
+async fn changed_attributes_roll_every_vm_out_and_the_lifetime_applies_to_new_instances() {
     let ctx = setup(2, 2).await;
     let before = snapshot(&ctx).await;
     let mut c = ctx.store.config("linux").await.unwrap().unwrap().value.config;
     c.attributes.machine_type = "zones/{{.Zone}}/machineTypes/e2-large".into();
     c.lifetime = crate::config::Secs(7200);
     c.amount.min = 4;
-    let p = plan(&ctx, "linux", PlanInput { config: Some(c), amount: None }).await.unwrap();
+    let p = plan(&ctx, "linux", PlanInput { config: Some(c.clone()), amount: None }).await.unwrap();
     let of =
         |f: &str| p.changes.iter().find(|c| c.field == f).unwrap_or_else(|| panic!("{f}: {:?}", p.changes));
-    assert_eq!(of("attributes.machine_type").applies_to, "new instances");
+    assert_eq!(of("attributes.machine_type").applies_to, Change::REPLACED_NOW);
     assert_eq!(of("attributes.machine_type").to, "zones/{{.Zone}}/machineTypes/e2-large");
     assert_eq!(
         (of("lifetime").from.clone(), of("lifetime").applies_to.as_str()),
@@ -88,8 +100,64 @@ async fn changed_attributes_apply_to_new_instances_and_the_amount_to_the_pool() 
     assert_eq!(of("current_amount").to, 4, "kept, clamped by the new bounds");
     assert_eq!(p.changes.len(), 4, "{:?}", p.changes);
     assert_eq!((p.amount, p.create.as_slice()), (4, &["linux-2".to_owned(), "linux-3".to_owned()][..]));
+    assert_eq!(
+        (p.replace, p.keep.len(), p.drain.len(), p.recycle.len()),
+        (vec!["linux-0".into(), "linux-1".into()], 0, 0, 0)
+    );
+    // The default update: a surge of 1, no bot less than the amount: one at a time.
+    let r = p.replacement.expect("a replacement");
+    assert_eq!(
+        (r.by, r.at_once, r.surge, r.min_connected),
+        (ReplacedBy::RollingUpdate, 1, vec!["linux-4".to_owned()], Some(4))
+    );
     assert!(p.problems.is_empty(), "{:?}", p.problems);
     assert_eq!(snapshot(&ctx).await, before, "nothing written");
+
+    // Applied: the record is marked for the rollout the plan said.
+    c.update.max_surge = 2;
+    c.update.max_unavailable = 1;
+    let p = plan(&ctx, "linux", PlanInput { config: Some(c.clone()), amount: None }).await.unwrap();
+    let r = p.replacement.expect("a replacement");
+    assert_eq!((r.at_once, r.surge.len(), r.min_connected), (3, 2, Some(3)));
+    let (rec, _) = crate::operate::apply(&ctx, c, "alice").await.unwrap();
+    assert!(rec.rollout.is_some());
+}
+
+#[tokio::test]
+async fn on_lifetime_recycles_outdated_vms_at_their_deadline_and_the_lifetime_alone_replaces_none() {
+    let ctx = setup(2, 0).await;
+    let made = ctx.now();
+    for i in 0..2 {
+        ctx.seed_vm(&format!("linux-{i}"), crate::testing::created(made)).await;
+    }
+    let mut c = ctx.store.config("linux").await.unwrap().unwrap().value.config;
+    c.lifetime = crate::config::Secs(7200);
+    let p = plan(&ctx, "linux", PlanInput { config: Some(c.clone()), amount: None }).await.unwrap();
+    assert_eq!((p.keep.len(), p.replace.len(), p.recycle.len(), p.replacement), (2, 0, 0, None));
+    c.update.mode = crate::config::UpdateMode::OnLifetime;
+    c.attributes.machine_type = "zones/{{.Zone}}/machineTypes/e2-large".into();
+    let p = plan(&ctx, "linux", PlanInput { config: Some(c.clone()), amount: None }).await.unwrap();
+    let deadline = Some(made + chrono::Duration::seconds(86_400));
+    assert_eq!(
+        p.recycle.iter().map(|r| (r.id.as_str(), r.at)).collect::<Vec<_>>(),
+        [("linux-0", deadline), ("linux-1", deadline)]
+    );
+    assert_eq!((p.keep.len(), p.replace.len(), p.replacement), (0, 0, None));
+    let of = |f: &str| p.changes.iter().find(|c| c.field == f).unwrap().applies_to.clone();
+    assert_eq!(of("attributes.machine_type"), Change::AT_LIFETIME);
+    let (rec, _) = crate::operate::apply(&ctx, c, "alice").await.unwrap();
+    assert!(rec.rollout.is_none(), "no rollout, as planned");
+    // Past its lifetime, a VM is recycled whatever the change, unless a pause holds it.
+    ctx.seed_vm("linux-2", |v| {
+        crate::testing::created(made - chrono::Duration::days(2))(v);
+        v.attributes = rec.config.attributes_in(&v.attributes.zone.clone());
+    })
+    .await;
+    let p = plan(&ctx, "linux", amount(3)).await.unwrap();
+    assert_eq!(p.recycle.last().map(|r| r.id.as_str()), Some("linux-2"), "{:?}", p.recycle);
+    crate::operate::pause(&ctx, "linux", "incident", "bob").await.unwrap();
+    let p = plan(&ctx, "linux", amount(3)).await.unwrap();
+    assert!(p.recycle.iter().all(|r| r.id != "linux-2") && p.keep.contains(&"linux-2".to_owned()), "{p:?}");
 }
 
 #[tokio::test]
@@ -157,9 +225,14 @@ async fn another_provider_replaces_every_vm_and_naming_the_default_changes_nothi
     assert!(p.problems.is_empty(), "{:?}", p.problems);
     assert!(p.changes.iter().any(|ch| ch.field == "provider"), "{:?}", p.changes);
     assert_eq!(
-        (p.keep.len(), p.drain, p.create.len()),
-        (0, vec!["linux-0".to_owned(), "linux-1".into(), "linux-2".into()], 3)
+        (p.keep.len(), p.drain.len(), p.create.len()),
+        (0, 0, 0),
+        "each is replaced: drained, then made again by the new provider"
     );
+    assert_eq!(p.replace, ["linux-0", "linux-1", "linux-2"]);
+    let r = p.replacement.expect("a replacement");
+    assert_eq!((r.by, r.at_once, r.surge.len(), r.min_connected), (ReplacedBy::ProviderChange, 1, 0, None));
+    assert_eq!(p.changes.iter().find(|ch| ch.field == "provider").unwrap().applies_to, Change::REPLACED_NOW);
     assert_eq!(snapshot(&ctx).await, before, "a plan writes nothing");
 
     // Applied: the record is marked in the same write, and the drains begin.
