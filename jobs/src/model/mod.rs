@@ -1,5 +1,5 @@
 //! Records the reconcile logic keeps: Config records, VMs, bot observations, pauses and
-//! per-config status (counts, recent errors, backoff), and the operator API's views (a VM's
+//! per-config status (counts, recent errors, backoff), the dashboard's time series, and the operator API's views (a VM's
 //! state and view, a plan; kept in `model/api.rs`).
 
 mod api;
@@ -7,11 +7,13 @@ pub mod breaker;
 mod listed;
 mod records;
 pub mod rollout;
+mod series;
 mod status;
 mod wanted;
 
-pub use api::{BotState, Change, Plan, PlanInput, UnknownState, VmState, VmView};
+pub use api::{BotState, Change, Plan, PlanInput, UnknownState, VmState, VmView, VmWork};
 pub use listed::Listed;
 pub use records::*;
+pub use series::{KEEP_SAMPLES, Sample, Series};
 pub use status::{ConfigState, ConfigStatus, FileError, ZoneStatus};
 pub use wanted::outdated;
