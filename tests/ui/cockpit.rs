@@ -130,35 +130,40 @@ async fn the_cockpit_filters_controls_charts_and_greys_stale_data() {
     svc.write_yaml("rolled", &rolled.replace("e2-standard-2", "e2-standard-4"));
     wait_cell(&b, "data-vm", "rolled-0", "rollout", "outdated").await;
 
-    // A VM that cannot be made: its attempts on its row, its errors name it; the link filters
-    // the VMs to it.
-    svc.faults(json!({"errors": {"compute.instances.insert": {"rate": 1.0, "status": 503}}})).await;
-    svc.write_pool("stuck", 2, &[]);
+    // VMs that cannot be made (no CPU quota in their region): their attempts and next try on
+    // their rows; an error names its VM, a link that filters the VMs to it.
+    svc.faults(json!({"quotas": {"europe-west1": {"cpus": 0, "instances": 100}}})).await;
+    svc.write_yaml(
+        "stuck",
+        &crate::support::pool("stuck", 2, "1d", "10m").replace("us-central1-b", "europe-west1-b"),
+    );
     b.js("location.hash = '#/configs/stuck';", json!([])).await;
     let work = b
         .wait(
             "stuck-0's attempts",
             "const c = document.querySelector('tr[data-vm=\"stuck-0\"] [data-field=\"work\"]'); \
-             return c && /^\\d+ attempts?/.test(c.textContent) && c.textContent;",
+             return c && /^\\d+ attempts?, next /.test(c.textContent) && c.textContent;",
             json!([]),
         )
         .await;
     assert!(work.as_str().unwrap().contains("attempt"), "{work}");
-    b.click_on("#errors a[data-show-vm=\"stuck-1\"]").await;
-    let shown = b
+    let named = b
         .wait(
-            "the VMs filtered to stuck-1",
-            &format!(
-                "const s = (() => {{ {} }})(); return s.length === 1 && s;",
-                SHOWN.trim_end_matches(';')
-            ),
-            json!(["#vms tbody", "data-vm"]),
+            "an error naming a VM of stuck",
+            "const a = document.querySelector('#errors a[data-show-vm]'); return a && a.dataset.showVm;",
+            json!([]),
         )
         .await;
-    assert_eq!(shown, json!(["stuck-1"]));
-    assert_eq!(b.js("return document.querySelector('#filter').value;", json!([])).await, "stuck-1");
+    let named = named.as_str().unwrap().to_owned();
+    assert!(named == "stuck-0" || named == "stuck-1", "{named}");
+    b.click_on(&format!("#errors a[data-show-vm=\"{named}\"]")).await;
+    let only =
+        format!("const s = (() => {{ {} }})(); return s.length === 1 && s;", SHOWN.trim_end_matches(';'));
+    let shown =
+        b.wait(&format!("the VMs filtered to {named}"), &only, json!(["#vms tbody", "data-vm"])).await;
+    assert_eq!(shown, json!([named]));
+    assert_eq!(b.js("return document.querySelector('#filter').value;", json!([])).await, named);
     filter(&b, "", "#vms tbody", "data-vm", &["stuck-0", "stuck-1"]).await;
-    svc.faults(json!({"errors": {}})).await;
 
     // The queues: a sparkline of each queue's retries over the last hour.
     b.click_on("a[data-nav=\"queues\"]").await;

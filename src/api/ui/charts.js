@@ -8,7 +8,6 @@ const gbCharts = (() => {
   const { $, enc, call, hms, setText } = gb;
   const SVG = 'http://www.w3.org/2000/svg';
   const SERIES_EVERY = 15;
-  const HOUR_MS = 3600000;
 
   let queueSeries = null; // the last queueSeries answer
   let configSeries = null; // { prefix, points } of the Config shown
@@ -19,24 +18,26 @@ const gbCharts = (() => {
     return e;
   }
 
-  // A sparkline of `lines` ([{ key, cls, label }]) over `points` (the API's, oldest first),
-  // drawn across the last hour (x: time, y: 0 to the largest value); `w`×`h` pixels.
+  // A sparkline of `lines` ([{ key, cls, label }]) over `points` (the API's, oldest first, at
+  // most an hour): x from the first point's minute to the last's, y from 0 to the largest
+  // value; `w`×`h` pixels.
   function spark(points, lines, w, h) {
-    const now = Date.now();
+    const t = points.map((p) => Date.parse(p.at));
+    const [t0, t1] = [Math.min(...t), Math.max(...t)];
     const max = Math.max(1, ...points.flatMap((p) => lines.map((l) => p[l.key])));
-    const x = (p) => (w * (1 - Math.min(HOUR_MS, Math.max(0, now - Date.parse(p.at))) / HOUR_MS)).toFixed(1);
+    const x = (i) => (t1 > t0 ? ((w - 2) * (t[i] - t0)) / (t1 - t0) + 1 : w - 2).toFixed(1);
     const y = (v) => (h - 1 - ((h - 2) * v) / max).toFixed(1);
     const box = svg('svg', { class: 'spark', width: w, height: h, viewBox: `0 0 ${w} ${h}`, role: 'img' });
     box.append(svg('line', { class: 'axis', x1: 0, x2: w, y1: h - 0.5, y2: h - 0.5 }));
     for (const l of lines) {
-      const pts = points.map((p) => `${x(p)},${y(p[l.key])}`).join(' ');
-      if (points.length === 1) box.append(svg('circle', { class: l.cls, cx: x(points[0]), cy: y(points[0][l.key]), r: 1.5 }));
+      const pts = points.map((p, i) => `${x(i)},${y(p[l.key])}`).join(' ');
+      if (points.length === 1) box.append(svg('circle', { class: l.cls, cx: x(0), cy: y(points[0][l.key]), r: 2 }));
       else if (points.length) box.append(svg('polyline', { class: l.cls, points: pts }));
     }
     const last = points[points.length - 1];
     const title = svg('title', {});
     title.textContent = last
-      ? `last hour (${points.length} points, to ${hms(new Date(last.at))}): ${lines.map((l) => `${l.label} ${last[l.key]}`).join(', ')}`
+      ? `${points.length} point${points.length === 1 ? '' : 's'}, ${hms(new Date(t0))} to ${hms(new Date(t1))}: ${lines.map((l) => `${l.label} ${last[l.key]}`).join(', ')}`
       : 'no sample in the last hour yet';
     box.append(title);
     box.dataset.points = String(points.length);
