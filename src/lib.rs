@@ -33,6 +33,7 @@
 //!    * `api::queues`: the queue methods.
 //!    * `api::vms`: the VM methods.
 //!    * `api::register`: a VM's registration.
+//!    * `api::series`: the dashboard's charts (a Config's and the queues' last hour).
 //!    * `api::status`: `status`.
 //!    * `api::ui`: the dashboard's files and `whoami`.
 //!    * `api::methods`: the one method table, and the routes made from it.

@@ -103,6 +103,7 @@ async fn contract(store: Arc<dyn Store>) {
             zone: "z".into(),
             operation: String::new(),
             resolved: None,
+            vm: (n == 24).then(|| "linux-3".into()),
         };
         let stage = if n % 2 == 0 { "even" } else { "odd" };
         store.push_error("linux", &ErrorEntry { stage: stage.into(), ..e }).await.unwrap();
@@ -117,7 +118,9 @@ async fn contract(store: Arc<dyn Store>) {
     assert_eq!(errors.len(), KEEP_ERRORS);
     assert!(errors.iter().all(|e| (e.stage == "even") == (e.resolved == Some(later))), "{errors:?}");
     store.resolve_errors("linux", &["even"], later + chrono::Duration::minutes(1)).await.unwrap();
-    assert_eq!(store.errors("linux").await.unwrap()[0].resolved, Some(later), "kept from the first time");
+    let errors = store.errors("linux").await.unwrap();
+    assert_eq!(errors[0].resolved, Some(later), "kept from the first time");
+    assert_eq!((errors[0].vm.as_deref(), errors[1].vm.as_deref()), (Some("linux-3"), None), "the VM, kept");
     // Dead tasks and file errors.
     store.bump("linux", "dead_tasks").await.unwrap();
     store.bump("linux", "dead_tasks").await.unwrap();
@@ -238,6 +241,35 @@ async fn contract(store: Arc<dyn Store>) {
     // Sound derived keys: a full rebuild changes nothing.
     let r = store.rebuild(&Scope::All).await.unwrap();
     assert!(!r.changed(), "{r:?}");
+    series(&*store).await;
+}
+
+/// Time series: one sample per minute (a second replaces the first), the newest `keep` kept,
+/// oldest first; a Config's dropped with its status, a queue's kept.
+async fn series(store: &dyn Store) {
+    use gce_backend_jobs::model::{Sample, Series};
+    let t0 = Utc.with_ymd_and_hms(2026, 11, 21, 10, 0, 30).unwrap();
+    let (cfg, queue) = (Series::Config("gone".into()), Series::Queue("create_vm".into()));
+    for s in [&cfg, &queue] {
+        store.put_sample(s, &Sample::of(t0, &[("n", 1)]), 3).await.unwrap();
+        store.put_sample(s, &Sample::of(t0 + chrono::Duration::seconds(20), &[("n", 2)]), 3).await.unwrap();
+        for m in 1..=4 {
+            store
+                .put_sample(s, &Sample::of(t0 + chrono::Duration::minutes(m), &[("n", 10 + m as u64)]), 3)
+                .await
+                .unwrap();
+        }
+    }
+    let got = store.samples(&cfg).await.unwrap();
+    let values: Vec<u64> = got.iter().map(|s| s.get("n")).collect();
+    assert_eq!(values, [12, 13, 14], "{got:?}");
+    assert_eq!(got[0].at, Utc.with_ymd_and_hms(2026, 11, 21, 10, 2, 0).unwrap(), "by the minute");
+    store.put_sample(&cfg, &Sample::of(t0 + chrono::Duration::minutes(4), &[("n", 7)]), 3).await.unwrap();
+    let values: Vec<u64> = store.samples(&cfg).await.unwrap().iter().map(|s| s.get("n")).collect();
+    assert_eq!(values, [12, 13, 7], "the minute's sample replaced");
+    store.drop_status("gone").await.unwrap();
+    assert!(store.samples(&cfg).await.unwrap().is_empty(), "dropped with the Config's status");
+    assert_eq!(store.samples(&queue).await.unwrap().len(), 3);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -101,7 +101,7 @@ pub async fn failed(ctx: &Env, vm: &Vm, kind: FaultKind) -> Result<(), TaskError
                 open.reason,
                 open.next_canary.to_rfc3339()
             );
-            ctx.record(&vm.config, BY, "open", &msg, vm.zone(), "").await?;
+            ctx.record_vm(vm, BY, "open", &msg, "").await?;
         }
         Some(open) if vm.canary => {
             tracing::warn!(config = %vm.config, vm = %vm.id, next = %open.next_canary, "canary failed: the breaker stays open");

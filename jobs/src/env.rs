@@ -13,7 +13,7 @@ use gce_backend_queues::{Engine, Policy, PushOutcome, Queue, QueueSpec, When};
 
 use crate::config::{Limits, Timing};
 use crate::error::TaskError;
-use crate::model::ErrorEntry;
+use crate::model::{ErrorEntry, Vm};
 use crate::ports::bots::Bots;
 use crate::ports::clock::Clock;
 use crate::ports::compute::Compute;
@@ -244,7 +244,34 @@ impl Env {
         zone: &str,
         operation: &str,
     ) -> Result<(), TaskError> {
-        tracing::warn!(config = %prefix, stage = %stage, code = %code, zone = %zone, "{message}");
+        self.push_error(prefix, None, stage, code, message, zone, operation).await
+    }
+
+    /// Records an error about `vm` on its Config's status (naming the VM and its zone).
+    pub async fn record_vm(
+        &self,
+        vm: &Vm,
+        stage: &str,
+        code: &str,
+        message: &str,
+        operation: &str,
+    ) -> Result<(), TaskError> {
+        self.push_error(&vm.config, Some(&vm.id), stage, code, message, vm.zone(), operation).await
+    }
+
+    /// Logs and records one error on a Config's status.
+    #[allow(clippy::too_many_arguments)]
+    async fn push_error(
+        &self,
+        prefix: &str,
+        vm: Option<&str>,
+        stage: &str,
+        code: &str,
+        message: &str,
+        zone: &str,
+        operation: &str,
+    ) -> Result<(), TaskError> {
+        tracing::warn!(config = %prefix, vm = vm.unwrap_or_default(), stage = %stage, code = %code, zone = %zone, "{message}");
         let e = ErrorEntry {
             time: self.now(),
             stage: stage.to_owned(),
@@ -253,6 +280,7 @@ impl Env {
             zone: zone.to_owned(),
             operation: operation.to_owned(),
             resolved: None,
+            vm: vm.map(str::to_owned),
         };
         Ok(self.store.push_error(prefix, &e).await?)
     }

@@ -16,7 +16,7 @@
 //!    * `episodes`: conditions holding work back, logged once per change of state.
 //!    * `config`: the Config as operators write it, its units, the settings it is checked
 //!      against (trust, providers, limits, timings) and every rule of it.
-//!    * `model`: the stored records (Config records, VMs, bots, pauses, errors, sums, the
+//!    * `model`: the stored records (Config records, VMs, bots, pauses, errors, sums, samples, the
 //!      breaker's and a rollout's state, audit entries) and the rules on one record (wanted,
 //!      kept, outdated).
 //!    * `metrics`: what the reconcile logic measures.

@@ -114,7 +114,7 @@ pub async fn fault(
         FaultKind::InstanceDown => "instance_down",
         FaultKind::NeverConnected => "never_connected",
     };
-    ctx.record(&vm.config, stage, code, &format!("{}: {detail}", vm.hostname), vm.zone(), "").await?;
+    ctx.record_vm(vm, stage, code, &format!("{}: {detail}", vm.hostname), "").await?;
     ctx.push(&CountVms { prefix: vm.config.clone() }).await?;
     crate::breaker::failed(ctx, vm, kind).await?;
     Ok(true)

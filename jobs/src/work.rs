@@ -182,6 +182,12 @@ pub fn config_of(queue: &str, key: &str) -> Option<String> {
     if [ExpandConfig::QUEUE, CountVms::QUEUE].contains(&queue) {
         return Some(key.to_owned());
     }
+    vm_of(queue, key).and_then(|id| crate::naming::parse_id(id).map(|(p, _)| p.to_owned()))
+}
+
+/// The VM a task works on, by its queue and key: a VM id or `<VM id>@<guard>` on the queues
+/// keyed by VM; `None` on the others.
+pub fn vm_of<'k>(queue: &str, key: &'k str) -> Option<&'k str> {
     let by_vm = [
         CreateVm::QUEUE,
         CreateInstance::QUEUE,
@@ -192,7 +198,7 @@ pub fn config_of(queue: &str, key: &str) -> Option<String> {
         DeleteBot::QUEUE,
     ];
     let id = key.split_once('@').map_or(key, |(id, _)| id);
-    by_vm.contains(&queue).then(|| crate::naming::parse_id(id).map(|(p, _)| p.to_owned())).flatten()
+    (by_vm.contains(&queue) && crate::naming::parse_id(id).is_some()).then_some(id)
 }
 
 #[cfg(test)]

@@ -47,8 +47,9 @@ async fn writable(api: &Api, caller: &Caller, prefix: &str) -> Result<Versioned<
     Ok(rec)
 }
 
-/// A Config with its status now (counts read from its VM records).
-async fn entry(api: &Api, rec: ConfigRecord) -> Result<ConfigEntry, ApiError> {
+/// A Config with its status now (counts read from its VM records), and whether `caller` may
+/// change it.
+async fn entry(api: &Api, caller: &Caller, rec: ConfigRecord) -> Result<ConfigEntry, ApiError> {
     let status = gce_backend_jobs::status::status(
         &*api.ctx.store,
         &rec.config.prefix,
@@ -58,7 +59,8 @@ async fn entry(api: &Api, rec: ConfigRecord) -> Result<ConfigEntry, ApiError> {
         true,
     )
     .await?;
-    Ok(ConfigEntry { amount: rec.current_amount, config: rec.config, status })
+    let may_change = caller.may_write(&rec.config);
+    Ok(ConfigEntry { amount: rec.current_amount, config: rec.config, status, may_change })
 }
 
 /// `listConfigs`.
@@ -85,7 +87,7 @@ pub(super) async fn list(
     let continuation_token = more.then(|| recs.last().map(|r| r.config.prefix.clone())).flatten();
     let mut configs = Vec::with_capacity(recs.len());
     for r in recs {
-        configs.push(entry(&api, r).await?);
+        configs.push(entry(&api, &caller, r).await?);
     }
     ok(ConfigList { configs, continuation_token })
 }
@@ -97,7 +99,7 @@ pub(super) async fn get(
     Path(prefix): Path<String>,
 ) -> Out<ConfigEntry> {
     let rec = readable(&api, &caller, &prefix).await?;
-    ok(entry(&api, rec.value).await?)
+    ok(entry(&api, &caller, rec.value).await?)
 }
 
 /// The body's prefix must be the path's (an empty one takes it).
@@ -140,7 +142,7 @@ pub(super) async fn create(
     let config = named(config, &prefix)?;
     owned(&caller, &config)?;
     let (rec, _) = operate::apply_expecting(&api.ctx, config, &caller.name, Must::Absent).await?;
-    created(entry(&api, rec).await?)
+    created(entry(&api, &caller, rec).await?)
 }
 
 /// `updateConfig`.
@@ -155,7 +157,7 @@ pub(super) async fn update(
     owned(&caller, &config)?;
     let (rec, _) =
         operate::apply_expecting(&api.ctx, config, &caller.name, Must::Version(read.version)).await?;
-    ok(entry(&api, rec).await?)
+    ok(entry(&api, &caller, rec).await?)
 }
 
 /// The one shape of a change to a Config the caller may change: check, act, answer the entry.
@@ -167,7 +169,7 @@ async fn change(
 ) -> Out<ConfigEntry> {
     writable(api, caller, prefix).await?;
     let rec = act(&api.ctx).await?;
-    ok(entry(api, rec).await?)
+    ok(entry(api, caller, rec).await?)
 }
 
 /// `deleteConfig`.

@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use super::auth::Role;
 use super::state::Api;
 use super::types::*;
-use super::{configs, queues, register, status, ui, vms};
+use super::{configs, queues, register, series, status, ui, vms};
 use gce_backend_jobs::model::{Plan, PlanInput};
 
 /// A JSON schema: its file name under `schemas/gce-backend/v1/` and the schema.
@@ -134,6 +134,8 @@ methods! {
         Reader, configs::global_pause, "Whether every Config is paused, by whom and why.";
     "status": get "/status" ["prefixes", "live"] => gce_backend_jobs::status::Report,
         Reader, status::status, "What `gce-backend status` prints: the readable Configs' status (prefixes: comma separated; live=true counts now), the global pause; for admins also file errors and rate limits.";
+    "configSeries": get "/configs/<prefix>/series" [] => ConfigSeries,
+        Reader, series::config, "A Config's last hour for the dashboard's charts: VMs created, bots connected and the amount, one point a minute.";
     "listVms": get "/configs/<prefix>/vms" ["state", "continuationToken", "limit"] => VmList,
         Reader, vms::list, "A Config's VMs (paged; state: creating, running, connected, draining, unhealthy).";
     "vm": get "/vms/<id>" [] => VmDetail,
@@ -142,6 +144,8 @@ methods! {
         Writer, vms::recycle, "Drain a VM so it is replaced.";
     "listQueues": get "/queues" [] => QueueList,
         Reader, queues::list, "Every queue with its counts.";
+    "queueSeries": get "/queues/series" [] => QueueSeriesList,
+        Reader, series::queues, "Every queue's last hour for the dashboard's charts: retries, failures (since the point before) and tasks waiting, one point a minute.";
     "pendingTasks": get "/queues/<queue>/pending" ["continuationToken", "limit"] => TaskList,
         Reader, queues::pending, "A queue's pending and delayed tasks (paged), each with its Config and whether the caller may retry it.";
     "deadTasks": get "/queues/<queue>/dead" ["continuationToken", "limit"] => TaskList,

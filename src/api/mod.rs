@@ -6,7 +6,7 @@
 //! Its files are floors (each imports only from the lines above it; the crate's `lib.rs` lists
 //! them): the records (`summary`, `error`, `urls`), tokens and rates (`auth`, `types`,
 //! `listen`), what handlers share (`state`: [`Api`]; `io`: [`Out`], [`Input`], [`Params`];
-//! `health`), the handlers (`configs`, `queues`, `vms`, `register`, `status`, `ui`), the method
+//! `health`), the handlers (`configs`, `queues`, `vms`, `register`, `series`, `status`, `ui`), the method
 //! table (`methods`) and what is made from it (`reference`); this file, on top, only builds the
 //! router and serves it.
 
@@ -25,6 +25,7 @@ mod state;
 mod configs;
 mod queues;
 pub mod register;
+mod series;
 mod status;
 mod ui;
 mod vms;

@@ -1,6 +1,7 @@
 //! The API's own inputs and outputs (the records they carry are the service's: Config, its
 //! status, VM views, task status).
 
+use chrono::{DateTime, Utc};
 use gce_backend_jobs::config::Config;
 use gce_backend_jobs::model::{AuditEntry, ConfigStatus, Pause, VmView};
 use gce_backend_queues::{Counts, TaskStatus};
@@ -16,6 +17,10 @@ pub struct ConfigEntry {
     pub amount: u32,
     /// Its status.
     pub status: ConfigStatus,
+    /// Whether the caller may change it: set its amount, pause or resume it, recycle its VMs
+    /// (an admin any Config, a writer those one of its groups owns).
+    #[serde(default)]
+    pub may_change: bool,
 }
 
 /// One page of Configs.
@@ -171,6 +176,58 @@ impl From<super::auth::Role> for May {
             admin: role.grants(Role::Admin),
         }
     }
+}
+
+/// A Config's last hour (`configSeries`): one point a minute, oldest first, sampled by the
+/// `sample_series` cron job (absent minutes: it did not run).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ConfigSeries {
+    /// The Config.
+    pub prefix: String,
+    /// The points.
+    pub points: Vec<ConfigPoint>,
+}
+
+/// A Config at one minute.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct ConfigPoint {
+    /// The minute.
+    pub at: DateTime<Utc>,
+    /// VMs with an instance.
+    pub created: u64,
+    /// VMs whose bot connected.
+    pub connected: u64,
+    /// The amount it targeted.
+    pub amount: u64,
+}
+
+/// Every queue's last hour (`queueSeries`), in pipeline order.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct QueueSeriesList {
+    /// The queues.
+    pub queues: Vec<QueueSeries>,
+}
+
+/// A queue's last hour: one point a minute, oldest first (absent minutes: not sampled).
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct QueueSeries {
+    /// Queue name.
+    pub name: String,
+    /// The points.
+    pub points: Vec<QueuePoint>,
+}
+
+/// A queue at one minute: what happened since the point before, and what waits.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct QueuePoint {
+    /// The minute.
+    pub at: DateTime<Utc>,
+    /// Failed runs scheduled again since the point before.
+    pub retries: u64,
+    /// Tasks that went to the dead set since the point before.
+    pub failures: u64,
+    /// Tasks pending or delayed at that minute.
+    pub waiting: u64,
 }
 
 /// Paging parameters.

@@ -21,6 +21,12 @@ const APP: &str = include_str!("ui/app.js");
 const VIEWS: &str = include_str!("ui/views.js");
 /// The script's helpers (API calls, formatting, DOM updates).
 const LIB: &str = include_str!("ui/lib.js");
+/// The search box over the Configs and VMs.
+const FILTER: &str = include_str!("ui/filter.js");
+/// The charts: sparklines of the last hour.
+const CHARTS: &str = include_str!("ui/charts.js");
+/// The controls: pause, resume, amount, recycle.
+const CONTROLS: &str = include_str!("ui/controls.js");
 /// Its style.
 const STYLE: &str = include_str!("ui/style.css");
 
@@ -52,6 +58,9 @@ pub(super) fn routes() -> Router<Api> {
         .route("/ui/app.js", get(|| async { asset("text/javascript; charset=utf-8", APP) }))
         .route("/ui/views.js", get(|| async { asset("text/javascript; charset=utf-8", VIEWS) }))
         .route("/ui/lib.js", get(|| async { asset("text/javascript; charset=utf-8", LIB) }))
+        .route("/ui/filter.js", get(|| async { asset("text/javascript; charset=utf-8", FILTER) }))
+        .route("/ui/charts.js", get(|| async { asset("text/javascript; charset=utf-8", CHARTS) }))
+        .route("/ui/controls.js", get(|| async { asset("text/javascript; charset=utf-8", CONTROLS) }))
         .route("/ui/style.css", get(|| async { asset("text/css; charset=utf-8", STYLE) }))
 }
 

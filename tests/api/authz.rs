@@ -67,7 +67,9 @@ fn request(method: &str, owner: &str, n: usize) -> (Vec<(&'static str, String)>,
         }
         "planConfig" => (p(), Some(json!({"amount": 1}))),
         "register" => (vec![], Some(json!({"proof": "not.a.token"}))),
-        "config" | "deleteConfig" | "resumeConfig" | "listVms" | "configHistory" => (p(), None),
+        "config" | "deleteConfig" | "resumeConfig" | "listVms" | "configHistory" | "configSeries" => {
+            (p(), None)
+        }
         "vm" | "recycleVm" => (vec![("id", format!("{prefix}-0"))], None),
         "task" | "retryTask" => (vec![("queue", "create_vm".into()), ("taskId", "t".into())], None),
         m if m.ends_with("Tasks") || m.starts_with("purge") || m == "retryDead" => {

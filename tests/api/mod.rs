@@ -11,6 +11,8 @@ use serde_json::{Value, json};
 mod authz;
 /// The CLI on the API.
 mod cli;
+/// What the dashboard's cockpit reads: who may change what, the last hour, a VM's progress.
+mod cockpit;
 /// Errors as JSON; health and readiness.
 mod errors;
 /// End-to-end flows: apply, amount, pause, plan, recycle, delete, retry a dead task.

@@ -8,6 +8,7 @@
 //! Retry and "retry all" empty the dead set; slow polls do not run back to back; a bad token gets
 //! the form back with the API's message; when the service goes away a banner says so and the
 //! last data stays.
+mod cockpit;
 mod service;
 mod webdriver;
 
@@ -18,7 +19,7 @@ use crate::support::{Backend, Env, sim_config};
 use service::Service;
 use webdriver::Browser;
 
-const READER: &str = "gbt_reader_infra";
+pub(crate) const READER: &str = "gbt_reader_infra";
 
 /// A script returning the text of `field` in the row whose `attr` is `key` (null while absent).
 const CELL: &str = "const r = document.querySelector(`tr[${arguments[0]}=\"${arguments[1]}\"]`); \
@@ -55,7 +56,7 @@ const WATCH_WHO: &str = "window.__who = []; window.__buttons = false; \
     }).observe(document.body, {childList: true, subtree: true});";
 
 /// Waits until the cell reads `want`.
-async fn wait_cell(b: &Browser, attr: &str, key: &str, field: &str, want: &str) {
+pub(crate) async fn wait_cell(b: &Browser, attr: &str, key: &str, field: &str, want: &str) {
     let check =
         CELL.replace("return c ? c.textContent : null;", "return c && c.textContent === arguments[3];");
     b.wait(&format!("{attr}={key} {field} reads {want}"), &check, json!([attr, key, field, want])).await;
@@ -94,7 +95,7 @@ async fn wait_gone(b: &Browser, what: &str, tasks: &[String]) {
 }
 
 /// Waits until the flash message contains `want`; returns it.
-async fn wait_flash(b: &Browser, want: &str) -> String {
+pub(crate) async fn wait_flash(b: &Browser, want: &str) -> String {
     let v = b
         .wait(
             &format!("a flash message with {want:?}"),
@@ -107,7 +108,7 @@ async fn wait_flash(b: &Browser, want: &str) -> String {
 }
 
 /// Signs out, then in with `token` (the form), and waits until the page names the role.
-async fn sign_in_as(b: &Browser, token: &str, role: &str) {
+pub(crate) async fn sign_in_as(b: &Browser, token: &str, role: &str) {
     b.click_on("#sign-out").await;
     b.wait("the sign-in form", "return !document.querySelector('#view-login').hidden;", json!([])).await;
     b.type_in(&b.find("#token-input").await, token).await;
@@ -126,7 +127,7 @@ async fn document_hidden(b: &Browser, css: &str) -> bool {
 }
 
 /// Asserts the page was never reloaded since the marker was set.
-async fn still_same_page(b: &Browser) {
+pub(crate) async fn still_same_page(b: &Browser) {
     let v = b
         .js(
             "return [window.__marker === 'kept', performance.getEntriesByType('navigation').length];",
@@ -445,6 +446,9 @@ async fn the_dashboard_is_served_without_a_token_and_whoami_names_the_caller() {
         ("/ui/app.js", "text/javascript", "whoami"),
         ("/ui/views.js", "text/javascript", "gbViews"),
         ("/ui/lib.js", "text/javascript", "continuationToken"),
+        ("/ui/filter.js", "text/javascript", "gbFilter"),
+        ("/ui/charts.js", "text/javascript", "/queues/series"),
+        ("/ui/controls.js", "text/javascript", "may_change"),
         ("/ui/style.css", "text/css", ".grid"),
     ] {
         let res = http.get(format!("{root}{path}")).send().await.unwrap();

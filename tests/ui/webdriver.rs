@@ -197,6 +197,11 @@ impl Browser {
         }
     }
 
+    /// Resizes the window to `width` × `height` CSS pixels.
+    pub(crate) async fn resize(&self, width: u32, height: u32) {
+        self.raw("POST", "/window/rect", Some(json!({"width": width, "height": height}))).await;
+    }
+
     /// A PNG of the window.
     pub(crate) async fn screenshot(&self) -> Vec<u8> {
         let v = self.raw("GET", "/screenshot", None).await;

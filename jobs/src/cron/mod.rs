@@ -14,6 +14,7 @@ pub mod inspect_swarming;
 pub mod manage_bots;
 mod reach;
 pub mod report_quota;
+pub mod sample_series;
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
@@ -34,6 +35,7 @@ pub const JOBS: &[(&str, Run)] = &[
     ("delete_stale_bots", |c| Box::pin(delete_stale_bots::run(c))),
     ("count_vms", |c| Box::pin(count_vms::run(c))),
     ("report_quota", |c| Box::pin(report_quota::run(c))),
+    ("sample_series", |c| Box::pin(sample_series::run(c))),
 ];
 
 /// The names of the cron jobs.

@@ -130,14 +130,38 @@ pub struct VmView {
     /// Its bot's state ([`BotState::of`]); `None`: no bot seen yet.
     #[serde(default)]
     pub bot_state: Option<BotState>,
+    /// Made from other instance attributes (or zones) than its Config has now
+    /// ([`crate::model::outdated`]): a rolling update replaces it.
+    #[serde(default)]
+    pub outdated: bool,
+    /// While it is `creating`: the task making it (its attempts, when it runs next, its last
+    /// error); `None` otherwise, or when no task works on it now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub work: Option<VmWork>,
 }
 
 impl VmView {
-    /// The view of `vm`, its bot last observed as `bot`.
+    /// The view of `vm`, its bot last observed as `bot` (neither outdated nor worked on: the
+    /// operator API's view sets both).
     pub fn of(vm: Vm, bot: Option<Observed>) -> Self {
         let (state, deadline, bot_state) = (VmState::of(&vm), vm.deadline(), BotState::of(&vm, bot.as_ref()));
-        VmView { vm, state, deadline, bot, bot_state }
+        VmView { vm, state, deadline, bot, bot_state, outdated: false, work: None }
     }
+}
+
+/// The task working on a VM now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct VmWork {
+    /// Its queue (`create_vm`, `create_instance`).
+    pub queue: String,
+    /// `pending` or `running`.
+    pub state: String,
+    /// Runs started so far.
+    pub attempts: u32,
+    /// While it waits: when it runs next (a retry after a failed run, or a look again later).
+    pub next_run: Option<DateTime<Utc>>,
+    /// The error of its last failed run.
+    pub last_error: Option<String>,
 }
 
 /// What planConfig is asked: a Config to apply, an amount to set, or both.

@@ -1,7 +1,7 @@
 //! Records the reconcile logic keeps: Config records, VMs, bot observations, pauses and
-//! per-config status (counts, recent errors, backoff), the audit trail of operator actions
-//! (`model/audit.rs`), and the operator API's views (a VM's state and view, a plan; kept in
-//! `model/api.rs`).
+//! per-config status (counts, recent errors, backoff), the dashboard's time series, the audit
+//! trail of operator actions (`model/audit.rs`), and the operator API's views (a VM's state and
+//! view, a plan; kept in `model/api.rs`).
 
 mod api;
 mod audit;
@@ -9,14 +9,17 @@ pub mod breaker;
 mod listed;
 mod records;
 pub mod rollout;
+mod series;
 mod status;
 mod wanted;
 
 pub use api::{
     BotState, Change, Plan, PlanInput, Recycle, ReplacedBy, Replacement, UnknownState, VmState, VmView,
+    VmWork,
 };
 pub use audit::{AuditAction, AuditEntry, GLOBAL_AUDIT};
 pub use listed::Listed;
 pub use records::*;
+pub use series::{KEEP_SAMPLES, Sample, Series};
 pub use status::{ConfigState, ConfigStatus, FileError, ZoneStatus};
 pub use wanted::outdated;

@@ -346,6 +346,9 @@ pub struct ErrorEntry {
     /// When the stage succeeded again after this error (the error is kept, marked resolved).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resolved: Option<DateTime<Utc>>,
+    /// The VM it is about (its id), when it is about one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vm: Option<String>,
 }
 
 /// A (project, zone) that is backed off after quota or stockout errors.

@@ -1,11 +1,14 @@
 //! VMs over the API: one VM with its derived state and bot, a page of a Config's VMs, and
 //! recycling one VM (LUCI's Instances.Delete; recorded in its Config's audit trail).
 
+use gce_backend_queues::Task;
+
+use crate::config::Config;
 use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::model::{Vm, VmState, VmView};
+use crate::model::{Vm, VmState, VmView, VmWork, outdated};
 use crate::ports::store::{StoreError, VmIndex};
-use crate::work::ExpandConfig;
+use crate::work::{CreateInstance, CreateVm, ExpandConfig};
 
 use super::shared::{Actor, MAX_PAGE, OpError, audit_on, by_index, order};
 use crate::model::AuditAction;
@@ -45,13 +48,12 @@ pub async fn list_vms(
     limit: usize,
 ) -> Result<(Vec<VmView>, Option<String>), OpError> {
     let ids = by_index(ctx.store.vm_ids(VmIndex::OfConfig(prefix.to_owned())).await?);
-    if ids.is_empty() {
-        match ctx.store.config(prefix).await {
-            Ok(None) => return Err(OpError::NotFound(format!("Config {prefix}"))),
-            Ok(Some(_)) | Err(StoreError::Corrupt { .. }) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
+    let config = match ctx.store.config(prefix).await {
+        Ok(None) if ids.is_empty() => return Err(OpError::NotFound(format!("Config {prefix}"))),
+        Ok(rec) => rec.map(|r| r.value.config),
+        Err(StoreError::Corrupt { .. }) => None,
+        Err(e) => return Err(e.into()),
+    };
     let limit = limit.clamp(1, MAX_PAGE);
     let start = after.map_or(0, |a| ids.partition_point(|id| order(id) <= order(a)));
     let mut page: Vec<VmView> = Vec::new();
@@ -69,23 +71,48 @@ pub async fn list_vms(
             let next = page.last().map(|v| v.vm.id.clone());
             return Ok((page, next));
         }
-        page.push(view(ctx, vm).await?);
+        page.push(view(ctx, vm, config.as_ref()).await?);
     }
     Ok((page, None))
 }
 
 /// One VM: its record, derived state, last bot observation.
 pub async fn vm(ctx: &Ctx, id: &str) -> Result<VmView, OpError> {
-    match ctx.store.vm(id).await? {
-        Some(v) => Ok(view(ctx, v.value).await?),
-        None => Err(OpError::NotFound(format!("VM {id}"))),
-    }
+    let Some(v) = ctx.store.vm(id).await? else { return Err(OpError::NotFound(format!("VM {id}"))) };
+    let config = match ctx.store.config(&v.value.config).await {
+        Ok(rec) => rec.map(|r| r.value.config),
+        Err(StoreError::Corrupt { .. }) => None,
+        Err(e) => return Err(e.into()),
+    };
+    Ok(view(ctx, v.value, config.as_ref()).await?)
 }
 
-/// The view of a VM record.
-async fn view(ctx: &Ctx, vm: Vm) -> Result<VmView, TaskError> {
+/// The view of a VM record of `config` (`None`: gone or unreadable, so nothing is outdated).
+async fn view(ctx: &Ctx, vm: Vm, config: Option<&Config>) -> Result<VmView, TaskError> {
     let bot = ctx.store.bot(&vm.hostname).await?;
-    Ok(VmView::of(vm, bot))
+    let work = match VmState::of(&vm) {
+        VmState::Creating => work(ctx, &vm.id).await?,
+        _ => None,
+    };
+    let outdated = config.is_some_and(|c| outdated(c, &vm));
+    Ok(VmView { outdated, work, ..VmView::of(vm, bot) })
+}
+
+/// The live task making VM `id` (its instance's, else its record's), if any.
+async fn work(ctx: &Ctx, id: &str) -> Result<Option<VmWork>, TaskError> {
+    for queue in [CreateInstance::QUEUE, CreateVm::QUEUE] {
+        if let Some(t) = ctx.queues.get(queue).status_by_key(id).await? {
+            let next_run = if t.state == "pending" { t.run_at } else { None };
+            return Ok(Some(VmWork {
+                queue: t.queue,
+                state: t.state,
+                attempts: t.attempts,
+                next_run,
+                last_error: t.last_error,
+            }));
+        }
+    }
+    Ok(None)
 }
 
 #[cfg(test)]

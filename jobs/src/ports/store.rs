@@ -7,7 +7,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use crate::model::{
-    AuditEntry, Backoff, ConfigRecord, Counts, ErrorEntry, FileError, Observed, Pause, Sums, Vm,
+    AuditEntry, Backoff, ConfigRecord, Counts, ErrorEntry, FileError, Observed, Pause, Sample, Series, Sums,
+    Vm,
 };
 
 /// A datastore error.
@@ -251,7 +252,12 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn count_in(&self, vm: &Versioned<Vm>) -> Result<(), StoreError>;
     /// Marks a Config's sums as covering every one of its VMs.
     async fn sums_complete(&self, prefix: &str) -> Result<(), StoreError>;
-    /// Drops a Config's status (errors, counts, counters, sums, placements).
+    /// Records `sample` in `series`, keeping its newest `keep`: one per minute (a second sample
+    /// of the same minute replaces the first, so a tick run twice writes one).
+    async fn put_sample(&self, series: &Series, sample: &Sample, keep: usize) -> Result<(), StoreError>;
+    /// The samples of `series`, oldest first (one that does not decode is left out).
+    async fn samples(&self, series: &Series) -> Result<Vec<Sample>, StoreError>;
+    /// Drops a Config's status (errors, counts, counters, sums, placements, its series).
     async fn drop_status(&self, prefix: &str) -> Result<(), StoreError>;
     /// The backoff of a (project, zone).
     async fn backoff(&self, project: &str, zone: &str) -> Result<Option<Backoff>, StoreError>;

@@ -173,8 +173,7 @@ impl Provider for Gce {
                     Err(e) if e.retry_after.is_some() => return Err(e.into()),
                     Err(e) => {
                         ctx.metrics.instance_op(&vm, "delete", e.kind.as_str(), &e.code);
-                        ctx.record(&vm.config, "destroy_instance", &e.code, &e.message, vm.zone(), "")
-                            .await?;
+                        ctx.record_vm(&vm, "destroy_instance", &e.code, &e.message, "").await?;
                         return Err(e.into());
                     }
                 }
@@ -195,7 +194,7 @@ impl Provider for Gce {
                 return Ok(Next::After(ctx.operation_poll(since)));
             }
             if let Some(e) = op.error {
-                ctx.record(&vm.config, "destroy_instance", &e.code, &e.message, vm.zone(), &op.name).await?;
+                ctx.record_vm(&vm, "destroy_instance", &e.code, &e.message, &op.name).await?;
                 if ctx.compute.get(vm.project(), vm.zone(), &vm.hostname).await?.is_some() {
                     ctx.metrics.instance_op(&vm, "delete", e.kind.as_str(), &e.code);
                     // The failed operation stays bound to its requestId: the next try needs a new one.
@@ -287,7 +286,7 @@ pub(crate) async fn follow(ctx: &Env, cur: Versioned<Vm>, op: Operation) -> Resu
         Some(inst) => created(ctx, cur, inst.placed(), false).await.map(|()| Next::Done),
         None => {
             let msg = format!("operation {} is DONE but instance {} is not found", op.name, vm.hostname);
-            ctx.record(&vm.config, STAGE, "404", &msg, vm.zone(), &op.name).await?;
+            ctx.record_vm(vm, STAGE, "404", &msg, &op.name).await?;
             drop_vm(ctx, vm).await.map(|()| Next::Done)
         }
     }
@@ -304,7 +303,7 @@ async fn adopt(ctx: &Env, cur: Versioned<Vm>, e: ComputeError) -> Result<Next, T
         }
         Some(_) => {
             let msg = format!("{}: instance {} exists and is not ours", e.message, vm.hostname);
-            ctx.record(&vm.config, STAGE, &e.code, &msg, vm.zone(), "").await?;
+            ctx.record_vm(vm, STAGE, &e.code, &msg, "").await?;
             drop_vm(ctx, vm).await.map(|()| Next::Done)
         }
         // Gone between the insert and the get: try again.
@@ -343,7 +342,7 @@ async fn failed(ctx: &Env, vm: &Vm, e: ComputeError, op: &str) -> Result<Next, T
         return Err(e.into());
     }
     ctx.metrics.instance_op(vm, "insert", e.kind.as_str(), &e.code);
-    ctx.record(&vm.config, STAGE, &e.code, &e.message, vm.zone(), op).await?;
+    ctx.record_vm(vm, STAGE, &e.code, &e.message, op).await?;
     match e.kind {
         ComputeKind::Quota | ComputeKind::Stockout => {
             if op.is_empty() {

@@ -74,6 +74,7 @@ pub fn dead_hook(store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> DeadHook {
                 zone: String::new(),
                 operation: String::new(),
                 resolved: None,
+                vm: crate::work::vm_of(&t.queue, &t.key).map(str::to_owned),
             };
             if let Err(err) = store.push_error(&prefix, &e).await.and(store.bump(&prefix, crate::model::counters::DEAD_TASKS).await) {
                 tracing::warn!(config = %prefix, error = %err, "cannot count a dead task on the Config's status");

@@ -17,6 +17,9 @@ async fn a_dead_task_is_counted_on_its_config() {
     hook(t).await;
     assert_eq!(ctx.store.counter("linux", crate::model::counters::DEAD_TASKS).await.unwrap(), 1);
     let e = &ctx.store.errors("linux").await.unwrap()[0];
-    assert_eq!((e.stage.as_str(), e.code.as_str()), ("create_instance", "dead"));
+    assert_eq!(
+        (e.stage.as_str(), e.code.as_str(), e.vm.as_deref()),
+        ("create_instance", "dead", Some("linux-2"))
+    );
     assert!(e.message.contains("linux-2") && e.message.contains("8 runs"), "{e:?}");
 }

@@ -11,3 +11,12 @@ fn task_keys_map_to_their_config() {
     assert_eq!(config_of("audit_instances", "p/z"), None);
     assert_eq!(config_of("manage_bot", "garbage"), None);
 }
+
+#[test]
+fn task_keys_name_their_vm_on_the_queues_keyed_by_vm() {
+    assert_eq!(vm_of("create_instance", "linux-3"), Some("linux-3"));
+    assert_eq!(vm_of("destroy_instance", "linux-3@https://x/linux-3-ab12"), Some("linux-3"));
+    assert_eq!(vm_of("expand_config", "linux"), None, "a Config's queue");
+    assert_eq!(vm_of("audit_instances", "p/z"), None);
+    assert_eq!(vm_of("manage_bot", "garbage"), None);
+}

@@ -22,6 +22,7 @@
 //! | `mark:<space>` | HASH | key → first-seen time |
 //! | `pause` | STRING | the global pause (JSON), while set |
 //! | `bucket:<project>/<class>`, `buckets` | HASH, SET | a rate-limit token bucket (expires after an hour unused); their names |
+//! | `series:cfg:<prefix>`, `series:queue:<name>` | ZSET | the dashboard's samples (JSON), scored by their minute (ms); the last hour's |
 //! | `heal` | SET | scopes whose derived keys need a rebuild (`cfg:<prefix>`, `*`: every one), see `heal.rs` |
 
 use std::collections::{BTreeMap, HashMap};
@@ -31,7 +32,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use gce_backend_jobs::model::{
     AuditEntry, Backoff, ConfigRecord, Counts, ErrorEntry, FileError, KEEP_ERRORS, Observed, Pause, SUMS,
-    Sums, Vm,
+    Sample, Series, Sums, Vm,
 };
 use gce_backend_jobs::ports::store::{
     CorruptRecord, Expect, Fence, Rebuilt, Scope, Store, StoreError, Versioned, VmIndex,
@@ -43,6 +44,7 @@ mod buckets;
 mod conn;
 mod heal;
 mod scripts;
+mod series;
 pub use conn::RedisStore;
 use conn::{derived, err, err_at, expect, json, lenient};
 
@@ -400,10 +402,19 @@ impl Store for RedisStore {
             .hdel(self.k("counts"), prefix)
             .del(self.k(&format!("counters:{prefix}")))
             .del(self.k(&format!("err:{prefix}")))
+            .del(self.series_key(&Series::Config(prefix.to_owned())))
             .query_async(&mut self.c())
             .await
             .map_err(err)?;
         Ok(())
+    }
+
+    async fn put_sample(&self, series: &Series, sample: &Sample, keep: usize) -> Result<(), StoreError> {
+        self.write_sample(series, sample, keep).await
+    }
+
+    async fn samples(&self, series: &Series) -> Result<Vec<Sample>, StoreError> {
+        self.read_samples(series).await
     }
 
     async fn backoff(&self, project: &str, zone: &str) -> Result<Option<Backoff>, StoreError> {

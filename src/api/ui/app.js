@@ -1,6 +1,6 @@
 // gce-backend's dashboard: a hash router over three views (#/ the Configs, #/configs/<prefix>
 // one Config, #/queues the queues and their dead tasks; drawn by views.js, loaded before this
-// file) that polls the operator's API every two seconds (counted from the end of each refresh)
+// file with the charts, controls and search box) that polls the operator's API every two seconds (counted from the end of each refresh)
 // and updates the page in place, cell by cell; sign-in, sign-out and the buttons' actions.
 // Plain JavaScript, no framework, no build step.
 'use strict';
@@ -20,6 +20,7 @@
   let timer = null; // the next scheduled poll
   let polls = 0;
   let lastOk = null;
+  let failingSince = null; // the first failed refresh since the last good one
 
   // ---- routing and sign-in -------------------------------------------------------------------
 
@@ -52,6 +53,8 @@
 
   function signOut(message) {
     generation += 1;
+    failingSince = null;
+    document.body.classList.remove('stale');
     auth.token = '';
     me = null;
     try { localStorage.removeItem(STORE_KEY); } catch (_) { /* storage disabled */ }
@@ -73,6 +76,7 @@
     for (const v of ['login', 'overview', 'config', 'queues']) $(`#view-${v}`).hidden = v !== view;
     const signedIn = view !== 'login';
     $('#nav').hidden = !signedIn;
+    $('#toolbar').hidden = !signedIn || view === 'queues';
     $('#who').hidden = !signedIn;
     for (const a of document.querySelectorAll('[data-nav]')) {
       a.classList.toggle('active', a.dataset.nav === view || (view === 'config' && a.dataset.nav === 'overview'));
@@ -101,6 +105,8 @@
     let method;
     let path;
     let done;
+    let body;
+    let control = null; // a Config or VM control's request (controls.js)
     switch (btn.dataset.action) {
       case 'retry':
         [method, path, done] = ['POST', `/queues/${enc(q)}/tasks/${enc(id)}/retry`, `Task ${id} of ${q} is queued again.`];
@@ -114,14 +120,17 @@
         [method, path, done] = ['DELETE', `/queues/${enc(q)}/dead`, null];
         break;
       default:
-        return;
+        control = gbControls.request(btn);
+        if (!control) return;
+        ({ method, path, body } = control);
     }
     const g = generation;
     btn.disabled = true;
     try {
-      const r = await call(method, path);
+      const r = await call(method, path, undefined, body);
       if (g !== generation) return; // signed in or out meanwhile
-      flash(done || `${r.count} dead task${r.count === 1 ? '' : 's'} of ${q} ${method === 'POST' ? 'queued again' : 'dropped'}.`);
+      if (control) flash(gbControls.done(control, r));
+      else flash(done || `${r.count} dead task${r.count === 1 ? '' : 's'} of ${q} ${method === 'POST' ? 'queued again' : 'dropped'}.`);
     } catch (e) {
       if (g !== generation) return;
       if (e.status === 401) return signOut(e.message);
@@ -147,7 +156,7 @@
     show(r.view);
     if (r.view === 'overview') await refreshOverview(stale);
     else if (r.view === 'config') await refreshConfig(r.prefix, stale, polls);
-    else await refreshQueues(stale, me);
+    else await refreshQueues(stale, me, polls);
   }
 
   // One refresh, its outcome shown unless the token changed while it ran.
@@ -158,15 +167,23 @@
       await refresh(stale);
       if (stale() || !auth.token) return;
       lastOk = new Date();
+      failingSince = null;
       polls += 1;
+      document.body.classList.remove('stale');
       banner($('#banner'), '');
       setText($('#updated'), `updated ${hms(lastOk)}`);
     } catch (e) {
       if (stale()) return; // another token's answer: not this one's business
       if (e.status === 401) signOut(e.message);
       else {
-        const since = lastOk ? `; showing data from ${hms(lastOk)}` : '';
-        banner($('#banner'), e.status ? `The API answered ${e.status}: ${e.message}${since}` : `Cannot reach the API: ${e.message}${since}`);
+        // The data shown is stale: greyed, and the banner says since when.
+        failingSince = failingSince || new Date();
+        document.body.classList.add('stale');
+        const since = `since ${hms(failingSince)}`;
+        const shown = lastOk ? `; the data shown (greyed) is from ${hms(lastOk)}` : '';
+        banner($('#banner'), e.status
+          ? `The API answers ${e.status} ${since}: ${e.message}${shown}`
+          : `Cannot reach the API ${since}: ${e.message}${shown}`);
       }
     }
   }
@@ -213,7 +230,16 @@
     document.addEventListener('click', (ev) => {
       const btn = ev.target.closest('button[data-action]');
       if (btn) act(btn);
+      // An error's VM: the VMs above, filtered to it.
+      const vm = ev.target.closest('a[data-show-vm]');
+      if (vm) {
+        ev.preventDefault();
+        gbFilter.set(vm.dataset.showVm);
+        const row = document.querySelector(`#vms tr[data-vm="${CSS.escape(vm.dataset.showVm)}"]`);
+        if (row) row.scrollIntoView({ block: 'center' });
+      }
     });
+    gbFilter.start();
     window.addEventListener('hashchange', () => {
       tokenFromUrl();
       poll();

@@ -18,14 +18,18 @@ const gb = (() => {
     }
   }
 
-  async function call(method, path, query) {
+  // One API call; `payload` (an object) is sent as JSON.
+  async function call(method, path, query, payload) {
     const url = new URL(API + path);
     for (const [k, v] of Object.entries(query || {})) url.searchParams.set(k, v);
+    const headers = { Authorization: `Bearer ${auth.token}`, Accept: 'application/json' };
+    if (payload !== undefined) headers['Content-Type'] = 'application/json';
     let res;
     try {
       res = await fetch(url, {
         method,
-        headers: { Authorization: `Bearer ${auth.token}`, Accept: 'application/json' },
+        headers,
+        body: payload === undefined ? undefined : JSON.stringify(payload),
         cache: 'no-store',
       });
     } catch (e) {

@@ -1,4 +1,5 @@
-// The views of gce-backend's dashboard (lib.js loads before this file, app.js after): the
+// The views of gce-backend's dashboard (lib.js, filter.js, charts.js and controls.js load before
+// this file, app.js after): the
 // Configs (#/), one Config (#/configs/<prefix>) and the queues with their dead tasks (#/queues),
 // each read from the API and updated in place, cell by cell. app.js routes, polls and signs in;
 // it calls one refresh per poll, with `stale` (true once the token changed: results dropped).
@@ -105,6 +106,7 @@ const gbViews = (() => {
           title: err ? `${when(err.time)} ${err.stage}: ${err.message}${err.resolved ? ' (resolved)' : ''}` : undefined },
       ];
     });
+    gbFilter.applyAll();
   }
 
   // ---- one Config ----------------------------------------------------------------------------
@@ -122,6 +124,15 @@ const gbViews = (() => {
     if (v.vm.instance && instanceStatus.has(v.vm.hostname)) return instanceStatus.get(v.vm.hostname);
     if (v.vm.instance) return 'created';
     return v.vm.insert_sent ? 'inserting' : '—';
+  }
+
+  // A VM's creation as the API says it goes: its task's attempts and when it runs next.
+  function workCell(v) {
+    const w = v.work;
+    if (!w) return { f: 'work', text: '' };
+    const next = w.next_run ? `, next ${until(w.next_run)}` : w.state === 'running' ? ', running' : '';
+    return { f: 'work', text: `${w.attempts} attempt${w.attempts === 1 ? '' : 's'}${next}`, cls: w.last_error ? 'warn-text' : '',
+      title: `${w.queue} ${w.state}${w.last_error ? `; last error: ${w.last_error}` : ''}` };
   }
 
   // Drops the statuses of incarnations no longer listed with an instance.
@@ -219,13 +230,17 @@ const gbViews = (() => {
       $('#config-summary').dataset.sig = '';
       syncRows($('#vms tbody'), [], 'data-vm', () => '', () => []);
       syncRows($('#errors tbody'), [], 'data-error', () => '', () => []);
+      gbControls.forget();
+      gbCharts.forget();
       return;
     }
     const [{ items: vms }, history] = await Promise.all([
       allPages(`/configs/${enc(prefix)}/vms`, 'vms', 1000, 20), readHistory(prefix),
     ]);
     const read = vms.length <= DETAIL_MAX && polls % DETAIL_EVERY === 0 ? await readInstances(vms) : null;
+    await gbCharts.refreshConfig(prefix, stale, polls);
     if (stale()) return;
+    gbControls.config(entry);
     if (read) for (const [h, status] of read) instanceStatus.set(h, status);
     pruneInstances(vms);
     setText($('#config-prefix'), prefix);
@@ -258,8 +273,13 @@ const gbViews = (() => {
         { f: 'ip', text: (i && i.internal_ip) || '', cls: 'mono' },
         { f: 'age', text: born ? span(Date.now() - Date.parse(born)) : '', cls: 'num', title: when(born) },
         { f: 'deadline', text: until(v.deadline), title: when(v.deadline) },
+        { f: 'rollout', sig: v.outdated, make: () => (v.outdated ? badge('outdated', 'warn') : document.createTextNode('')),
+          title: v.outdated ? 'made from older instance attributes: a rolling update replaces it' : undefined },
+        workCell(v),
+        gbControls.recycleCell(v, entry.may_change),
       ];
     });
+    gbFilter.applyAll();
     const errors = st.errors || [];
     $('#no-errors').hidden = errors.length > 0;
     syncRows($('#errors tbody'), errors, 'data-error', (e) => `${e.time}|${e.stage}|${e.code}`, (e) => [
@@ -269,6 +289,9 @@ const gbViews = (() => {
       { f: 'zone', text: e.zone },
       { f: 'message', text: e.message, cls: 'message' },
       { f: 'resolved', text: e.resolved ? when(e.resolved) : 'no', cls: e.resolved ? 'muted' : 'error-text' },
+      { f: 'vm', sig: e.vm || '', make: () => (e.vm
+        ? el('a', { href: '#', 'data-show-vm': e.vm, title: `show ${e.vm} in the VMs above`, text: e.vm })
+        : document.createTextNode('')) },
     ]);
     showHistory(history);
   }
@@ -295,8 +318,9 @@ const gbViews = (() => {
 
   // The queues and their dead tasks; `me` is whoami's answer. What the caller may do comes from
   // the API: queue-wide buttons for `me.may.admin`, a task's Retry where its `may_retry` says.
-  async function refreshQueues(stale, me) {
+  async function refreshQueues(stale, me, polls) {
     const { queues } = await call('GET', '/queues');
+    await gbCharts.refreshQueues(stale, polls);
     if (stale()) return;
     const now = Date.now();
     const admin = me.may.admin;
@@ -314,6 +338,7 @@ const gbViews = (() => {
         { f: 'failed', text: c.failed, cls: `num ${c.failed ? 'warn-text' : ''}` },
         { f: 'retried', text: c.retried, cls: 'num' },
         { f: 'retry-rate', text: r, cls: 'num' },
+        Object.assign({ f: 'retries-hour', cls: 'spark-cell' }, gbCharts.queueSpark(q.name)),
         { f: 'actions', sig: acts, cls: 'actions', make: () => (acts
           ? el('span', {}, button('retry-all', 'retry all', { 'data-queue': q.name }), ' ',
             button('purge-dead', 'purge dead', { 'data-queue': q.name }))
@@ -347,6 +372,8 @@ const gbViews = (() => {
   function forget() {
     for (const k of Object.keys(retried)) delete retried[k];
     instanceStatus.clear();
+    gbCharts.forget();
+    gbControls.forget();
   }
 
   return { forget, refreshOverview, refreshConfig, refreshQueues };

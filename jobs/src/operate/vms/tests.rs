@@ -118,3 +118,48 @@ async fn a_recycle_is_recorded_once_in_its_configs_audit_trail() {
     assert!(e.detail.starts_with("VM linux-0 ("), "{}", e.detail);
     assert_eq!(e.before_revision.as_deref(), Some("r1"));
 }
+
+#[tokio::test]
+async fn a_vm_says_whether_a_rollout_replaces_it_and_how_its_creation_goes() {
+    use gce_backend_queues::engine::{Ack, Resolution};
+    use gce_backend_queues::{Task, WorkerId};
+    let (ctx, _) = Ctx::test();
+    ctx.seed_config("linux", 3).await;
+    ctx.seed_vm("linux-0", created(ctx.now())).await;
+    ctx.seed_vm("linux-1", |v| {
+        created(v.configured)(v);
+        v.attributes.machine_type = "zones/z/machineTypes/older".into();
+    })
+    .await;
+    ctx.seed_vm("linux-2", |_| {}).await;
+    // linux-2's insert failed once and waits for its retry.
+    ctx.push(&CreateInstance { id: "linux-2".into() }).await.unwrap();
+    let q = ctx.queues.get(CreateInstance::QUEUE);
+    let worker = WorkerId { group: "test".into(), id: "test".into() };
+    let got = q.engine().take(q.spec(), &worker, 10).await.unwrap().tasks;
+    let error = "QUOTA_EXCEEDED: no CPUs left".to_owned();
+    let retry = Resolution::Retry { after: std::time::Duration::from_secs(30), error: error.clone() };
+    let acks: Vec<_> = got
+        .iter()
+        .map(|l| Ack { id: l.id.clone(), token: l.token.clone(), resolution: retry.clone() })
+        .collect();
+    q.engine().finish(q.spec(), &acks).await.unwrap();
+
+    let (page, _) = list_vms(&ctx, "linux", None, None, 10).await.unwrap();
+    let outdated: Vec<bool> = page.iter().map(|v| v.outdated).collect();
+    assert_eq!(outdated, [false, true, false], "made from the Config's attributes or older ones");
+    assert_eq!(
+        (page[0].work.as_ref(), page[1].work.as_ref()),
+        (None, None),
+        "created: no creation to follow"
+    );
+    let w = page[2].work.clone().expect("linux-2 is being made");
+    assert_eq!((w.queue.as_str(), w.state.as_str(), w.attempts), ("create_instance", "pending", 1), "{w:?}");
+    assert_eq!(w.last_error.as_deref(), Some(error.as_str()));
+    assert!(
+        w.next_run.is_some_and(|t| t > crate::ports::clock::Clock::now(&crate::ports::clock::SystemClock)),
+        "{w:?}"
+    );
+    assert!(vm(&ctx, "linux-1").await.unwrap().outdated, "one VM says it too");
+    assert_eq!(vm(&ctx, "linux-2").await.unwrap().work, Some(w));
+}

@@ -11,13 +11,14 @@ use tokio::time::Instant;
 
 use crate::model::{
     AuditEntry, Backoff, ConfigRecord, Counts, ErrorEntry, FileError, KEEP_ERRORS, Observed, Pause, SUMS,
-    Sums, Vm,
+    Sample, Series, Sums, Vm,
 };
 use crate::ports::store::{
     CorruptRecord, Expect, Fence, Rebuilt, Scope, Store, StoreError, Versioned, VmIndex,
 };
 
 mod heal;
+mod series;
 
 /// Adds `sign` × the counts of `bits` to `sums`.
 fn add(sums: &mut Sums, bits: u8, sign: i64) {
@@ -66,6 +67,8 @@ struct State {
     pause: Option<Pause>,
     /// The global pause planted as undecodable (tests).
     corrupt_pause: bool,
+    /// Time series by name: minute → sample (`series.rs`).
+    series: HashMap<String, BTreeMap<DateTime<Utc>, Sample>>,
 }
 
 /// The in-memory store.
@@ -475,7 +478,17 @@ impl Store for MemoryStore {
         s.placements.remove(prefix);
         s.errors.remove(prefix);
         s.counters.retain(|(p, _), _| p != prefix);
+        s.series.remove(&Series::Config(prefix.to_owned()).key());
         Ok(())
+    }
+
+    async fn put_sample(&self, series: &Series, sample: &Sample, keep: usize) -> Result<(), StoreError> {
+        self.lock().put_sample(series, sample, keep);
+        Ok(())
+    }
+
+    async fn samples(&self, series: &Series) -> Result<Vec<Sample>, StoreError> {
+        Ok(self.lock().samples(series))
     }
 
     async fn backoff(&self, project: &str, zone: &str) -> Result<Option<Backoff>, StoreError> {

@@ -35,6 +35,7 @@ async fn counts_each_state_and_drops_the_status_of_a_config_with_nothing_left() 
                 zone: String::new(),
                 operation: String::new(),
                 resolved: None,
+                vm: None,
             },
         )
         .await

@@ -236,7 +236,8 @@ async fn a_bot_that_never_connects_is_recorded_as_such() {
     run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
     let got = ctx.store.vm(&vm.id).await.unwrap().unwrap().value;
     assert_eq!(got.fault.map(|f| f.kind), Some(FaultKind::NeverConnected));
-    assert_eq!(ctx.store.errors("linux").await.unwrap()[0].code, "never_connected");
+    let e = &ctx.store.errors("linux").await.unwrap()[0];
+    assert_eq!((e.code.as_str(), e.vm.as_deref()), ("never_connected", Some(vm.id.as_str())), "names its VM");
 }
 
 #[tokio::test]

@@ -1,0 +1,43 @@
+//! The Redis store's time series: one sorted set per series (`series:<name>`), each sample's
+//! JSON scored by its minute (ms); a write replaces the minute's sample and trims the oldest, in
+//! one transaction.
+
+use gce_backend_jobs::model::{Sample, Series};
+use gce_backend_jobs::ports::store::StoreError;
+use redis::AsyncCommands;
+
+use super::RedisStore;
+use super::conn::{err, json};
+
+impl RedisStore {
+    /// Records `sample` in `series` (replacing one of the same minute), keeping the newest `keep`.
+    pub(super) async fn write_sample(
+        &self,
+        series: &Series,
+        sample: &Sample,
+        keep: usize,
+    ) -> Result<(), StoreError> {
+        let key = self.series_key(series);
+        let at = sample.at.timestamp_millis();
+        let _: () = redis::pipe()
+            .atomic()
+            .zrembyscore(&key, at, at)
+            .zadd(&key, json(sample)?, at)
+            .zremrangebyrank(&key, 0, -(keep.max(1) as isize) - 1)
+            .query_async(&mut self.c())
+            .await
+            .map_err(err)?;
+        Ok(())
+    }
+
+    /// The samples of `series`, oldest first; one that does not decode is left out.
+    pub(super) async fn read_samples(&self, series: &Series) -> Result<Vec<Sample>, StoreError> {
+        let raw: Vec<String> = self.c().zrange(self.series_key(series), 0, -1).await.map_err(err)?;
+        Ok(raw.iter().filter_map(|r| serde_json::from_str(r).ok()).collect())
+    }
+
+    /// The key of `series`.
+    pub(super) fn series_key(&self, series: &Series) -> String {
+        self.k(&format!("series:{}", series.key()))
+    }
+}
