@@ -73,7 +73,7 @@ pub fn check_nesting(text: &str, origin: &str) -> Result<(), ConfigError> {
 impl Config {
     /// Parses a YAML (or JSON, a subset of YAML) document; unknown fields are errors.
     pub fn parse(text: &str, origin: &str) -> Result<Self, ConfigError> {
-        let c: Config = serde_yaml::from_str(text)
+        let c: Config = yaml_serde::from_str(text)
             .map_err(|e| err(origin, format!("cannot parse: {}", redact(&e.to_string()))))?;
         if c == Config::default() {
             return Err(err(origin, "is empty (no field is set): a Config file needs at least a prefix"));

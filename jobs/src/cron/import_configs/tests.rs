@@ -113,7 +113,7 @@ fn setup() -> (Ctx, crate::testing::Fakes, PathBuf) {
 }
 
 fn write(dir: &std::path::Path, name: &str, c: &Config) {
-    std::fs::write(dir.join(name), serde_yaml::to_string(c).unwrap()).unwrap();
+    std::fs::write(dir.join(name), yaml_serde::to_string(c).unwrap()).unwrap();
 }
 
 fn path(dir: &std::path::Path, name: &str) -> String {
