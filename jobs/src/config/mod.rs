@@ -2,15 +2,18 @@
 //! and the amount schedule (LUCI `config.proto` fields, luci-gce.md §2.1–2.2 and §7.4).
 //!
 //! Floors, bottom to top: `units` (durations, amounts, the error), `names` and `attributes` and
-//! `policy` and `settings`; `spec` (the Config); `trust` and `providers` (what the settings let
-//! a Config name); `validate` (every rule of a Config).
+//! `policy` and `settings`; `spec` (the Config); `textproto` (the text format LUCI writes in);
+//! `luci` (LUCI's `vms.cfg` read as Configs, and written back); `trust` and `providers` (what
+//! the settings let a Config name); `validate` (every rule of a Config).
 
 mod attributes;
+pub mod luci;
 pub mod names;
 mod policy;
 pub mod providers;
 mod settings;
 mod spec;
+pub mod textproto;
 pub mod trust;
 mod units;
 mod validate;

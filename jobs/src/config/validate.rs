@@ -73,12 +73,44 @@ pub fn check_nesting(text: &str, origin: &str) -> Result<(), ConfigError> {
 impl Config {
     /// Parses a YAML (or JSON, a subset of YAML) document; unknown fields are errors.
     pub fn parse(text: &str, origin: &str) -> Result<Self, ConfigError> {
-        let c: Config = yaml_serde::from_str(text)
-            .map_err(|e| err(origin, format!("cannot parse: {}", redact(&e.to_string()))))?;
-        if c == Config::default() {
+        let mut all = Self::parse_all(text, origin)?;
+        match all.len() {
+            1 => Ok(all.remove(0)),
+            n => Err(err(origin, format!("holds {n} YAML documents; one Config is read here"))),
+        }
+    }
+
+    /// Parses every document of a YAML text (`---` between them), a Config each; unknown fields
+    /// are errors, and so is an empty document.
+    pub fn parse_all(text: &str, origin: &str) -> Result<Vec<Self>, ConfigError> {
+        use serde::Deserialize as _;
+        let mut out = Vec::new();
+        for (i, doc) in yaml_serde::Deserializer::from_str(text).enumerate() {
+            let which = if i == 0 { String::new() } else { format!("document {}: ", i + 1) };
+            let c = Config::deserialize(doc)
+                .map_err(|e| err(origin, format!("{which}cannot parse: {}", redact(&e.to_string()))))?;
+            if c == Config::default() {
+                return Err(err(
+                    origin,
+                    format!("{which}is empty (no field is set): a Config file needs at least a prefix"),
+                ));
+            }
+            out.push(c);
+        }
+        if out.is_empty() {
             return Err(err(origin, "is empty (no field is set): a Config file needs at least a prefix"));
         }
-        Ok(c)
+        Ok(out)
+    }
+
+    /// `configs` as YAML, one document each (`---` between them), as [`Config::parse_all`]
+    /// reads them.
+    pub fn to_yaml_all(configs: &[Config]) -> Result<String, ConfigError> {
+        let docs: Result<Vec<String>, ConfigError> = configs
+            .iter()
+            .map(|c| yaml_serde::to_string(c).map_err(|e| err(&c.prefix, format!("cannot write YAML: {e}"))))
+            .collect();
+        Ok(docs?.join("---\n"))
     }
 
     /// Checks the service's limits (settings `[limits]`).
