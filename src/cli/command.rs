@@ -110,7 +110,8 @@ enum Command {
         #[arg(long, value_parser = expiry)]
         expires: Option<chrono::DateTime<chrono::Utc>>,
     },
-    /// Configs over the API: list, get, apply -f FILE, delete, amount, pause, resume, plan.
+    /// Configs over the API: list, get, apply -f FILE, delete, amount, pause, resume, plan; and
+    /// convert FILE (LUCI vms.cfg to YAML and back, locally).
     Configs {
         #[command(flatten)]
         target: Target,

@@ -1,5 +1,7 @@
 //! `import_configs`: syncs Config records with the files in the configs directory (`*.yaml`,
-//! `*.yml`, `*.json`, one Config each). Guard rails first: a file mistake never destroys a pool.
+//! `*.yml`, `*.json`: a Config per document; `*.cfg`: LUCI's `vms.cfg`, a Config per `vms`
+//! block). Guard rails first: a file mistake never destroys a pool, and a file is applied whole
+//! or not at all.
 //!
 //! * The revision is a hash of the file and the files its metadata reads: an unchanged revision
 //!   leaves the record untouched; a changed one replaces the Config and keeps the current amount.
@@ -36,7 +38,7 @@ use crate::ports::store::{Expect, Fence, Versioned, VmIndex};
 
 pub mod files;
 pub mod ownership;
-pub use files::load;
+pub use files::{Loaded, is_cfg, load, load_all};
 pub use ownership::{Plan, Read, plan};
 
 const STAGE: &str = "import_configs";
@@ -44,14 +46,14 @@ const STAGE: &str = "import_configs";
 /// Longest one round may spend reading and parsing the files.
 const READ_LIMIT: Duration = Duration::from_secs(30);
 
-/// Lists the names of the Config files of `dir`, sorted. Every name ends `.yaml`, `.yml` or
-/// `.json`, so none is ever [`API_SOURCE`](crate::model::API_SOURCE) (the source of Configs made over the API).
+/// Lists the names of the Config files of `dir`, sorted. Every name ends `.yaml`, `.yml`,
+/// `.json` or `.cfg`, so none is ever [`API_SOURCE`](crate::model::API_SOURCE) (the source of Configs made over the API).
 fn list(dir: &Path) -> Result<Vec<String>, TaskError> {
     let entries = std::fs::read_dir(dir)
         .map_err(|e| TaskError::Invalid(format!("configs directory {}: {e}", dir.display())))?;
     let mut names: Vec<String> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml" || x == "json"))
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml" || x == "json" || x == "cfg"))
         .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
         .collect();
     names.sort();
@@ -77,11 +79,12 @@ fn read_files(dir: &Path, limits: &crate::config::Limits, names: Vec<String>) ->
             let shown = path.display().to_string();
             // The path is said once, by whoever reports the error.
             let text = |e: ConfigError| if e.field == shown { e.rule } else { e.to_string() };
-            let read = match load(&path, dir) {
-                Ok((c, rev)) => match c.validate().and_then(|()| c.check_limits(limits)) {
-                    Ok(()) => Ok((c, rev)),
-                    Err(e) => Err((c.prefix, text(e))),
-                },
+            let check = |l: Loaded| match l.config.validate().and_then(|()| l.config.check_limits(limits)) {
+                Ok(()) => Ok((l.config, l.revision)),
+                Err(e) => Err((l.config.prefix.clone(), text(l.explain(&shown, e)))),
+            };
+            let read = match load_all(&path, dir) {
+                Ok(all) => all.into_iter().map(check).collect::<Result<Vec<_>, _>>(),
                 Err(e) => Err((String::new(), text(e))),
             };
             (name, read)
@@ -331,7 +334,10 @@ async fn report(
         let path = ctx.configs_dir.join(name).display().to_string();
         let seen = before.get(&path).filter(|e| &e.message == message);
         if seen.is_none() {
-            match stored.values().find(|c| source_name(&c.value.source) == *name) {
+            // The Config of the error's prefix, or another the file holds.
+            let held_by = |c: &&Versioned<ConfigRecord>| source_name(&c.value.source) == *name;
+            let mut held = stored.values().filter(held_by);
+            match stored.get(prefix).filter(held_by).or_else(|| held.next()) {
                 Some(held) => {
                     let (held, zone) = (&held.value.config.prefix, &held.value.config.attributes.zone);
                     let msg = format!("{path} not applied: {message}");
@@ -411,3 +417,6 @@ mod tests;
 
 #[cfg(test)]
 mod hostile_tests;
+
+#[cfg(test)]
+mod luci_tests;

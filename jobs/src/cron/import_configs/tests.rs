@@ -11,7 +11,7 @@ use crate::ports::compute::ComputeError;
 use crate::testing::config;
 
 fn ok(prefix: &str) -> Read {
-    Ok((config(prefix, 1), "rev".into()))
+    Ok(vec![(config(prefix, 1), "rev".into())])
 }
 
 fn files(list: &[(&str, Read)]) -> BTreeMap<String, Read> {
