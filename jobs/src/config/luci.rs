@@ -233,7 +233,11 @@ impl Cx {
                 "max" => a.max = u32v(g, &p)?,
                 "change" => a.change.push(self.schedule(g, msg(g, &p)?, &p)?),
                 "default" => {
-                    return Err(refuse(g, &p, "a fixed amount is reserved in LUCI's schema: use min and max"));
+                    return Err(refuse(
+                        g,
+                        &p,
+                        "a fixed amount is reserved in LUCI's schema: use min and max",
+                    ));
                 }
                 _ => return Err(unknown(g, &p)),
             }

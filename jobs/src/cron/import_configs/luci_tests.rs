@@ -166,3 +166,22 @@ async fn hostile_cfg_files_are_refused_without_echoing_them() {
     }
     assert!(prefixes(&ctx).await.is_empty());
 }
+
+#[tokio::test]
+async fn errors_found_after_reading_say_the_block_and_line_too() {
+    let (ctx, _, dir) = setup();
+    // The settings do not list this server (the tenant's rule), and Compute has no such zone.
+    let text = VMS_CFG
+        .replacen("swarming: \"https://swarm.example.com\"", "swarming: \"https://other.example.com\"", 1)
+        .replace("zone: \"us-east1-c\"", "zone: \"us-east1-x\"");
+    std::fs::write(dir.join("vms.cfg"), text).unwrap();
+    run(&ctx).await.unwrap();
+    let errors = ctx.store.file_errors().await.unwrap();
+    let of = |p: &str| errors.iter().find(|e| e.prefix == p).map(|e| e.message.clone()).unwrap_or_default();
+    assert!(of("linux").contains("vms.cfg:42: vms block \"linux\" (line 2): linux.swarming: "), "{errors:?}");
+    assert!(
+        of("win").contains("vms.cfg:50: vms block \"win\" (line 45): win.attributes.zone: "),
+        "{errors:?}"
+    );
+    assert_eq!(prefixes(&ctx).await, ["mac"], "the others of the file are applied, as YAML files are");
+}

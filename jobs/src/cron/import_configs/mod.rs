@@ -1,7 +1,7 @@
 //! `import_configs`: syncs Config records with the files in the configs directory (`*.yaml`,
 //! `*.yml`, `*.json`: a Config per document; `*.cfg`: LUCI's `vms.cfg`, a Config per `vms`
-//! block). Guard rails first: a file mistake never destroys a pool, and a file is applied whole
-//! or not at all.
+//! block). Guard rails first: a file mistake never destroys a pool, and a file that cannot be
+//! read, parsed or validated is applied not at all.
 //!
 //! * The revision is a hash of the file and the files its metadata reads: an unchanged revision
 //!   leaves the record untouched; a changed one replaces the Config and keeps the current amount.
@@ -60,8 +60,12 @@ fn list(dir: &Path) -> Result<Vec<String>, TaskError> {
     Ok(names)
 }
 
+/// Where each Config of a `vms.cfg` is, by (file name, prefix): for the errors found after
+/// the files are read (the settings' trust, Compute's answers).
+type Places = BTreeMap<(String, String), crate::config::luci::Located>;
+
 /// Reads and validates every file, by name, off the async runtime and within [`READ_LIMIT`].
-async fn read_all(ctx: &Ctx, names: Vec<String>) -> Result<BTreeMap<String, Read>, TaskError> {
+async fn read_all(ctx: &Ctx, names: Vec<String>) -> Result<(BTreeMap<String, Read>, Places), TaskError> {
     let (dir, limits) = (ctx.configs_dir.clone(), ctx.limits.clone());
     let read = tokio::task::spawn_blocking(move || read_files(&dir, &limits, names));
     match tokio::time::timeout(READ_LIMIT, read).await {
@@ -71,8 +75,13 @@ async fn read_all(ctx: &Ctx, names: Vec<String>) -> Result<BTreeMap<String, Read
     }
 }
 
-fn read_files(dir: &Path, limits: &crate::config::Limits, names: Vec<String>) -> BTreeMap<String, Read> {
-    names
+fn read_files(
+    dir: &Path,
+    limits: &crate::config::Limits,
+    names: Vec<String>,
+) -> (BTreeMap<String, Read>, Places) {
+    let mut places = Places::new();
+    let files = names
         .into_iter()
         .map(|name| {
             let path = dir.join(&name);
@@ -84,12 +93,28 @@ fn read_files(dir: &Path, limits: &crate::config::Limits, names: Vec<String>) ->
                 Err(e) => Err((l.config.prefix.clone(), text(l.explain(&shown, e)))),
             };
             let read = match load_all(&path, dir) {
-                Ok(all) => all.into_iter().map(check).collect::<Result<Vec<_>, _>>(),
+                Ok(all) => {
+                    for l in &all {
+                        if let Some(at) = &l.at {
+                            places.insert((name.clone(), l.config.prefix.clone()), at.clone());
+                        }
+                    }
+                    all.into_iter().map(check).collect::<Result<Vec<_>, _>>()
+                }
                 Err(e) => Err((String::new(), text(e))),
             };
             (name, read)
         })
-        .collect()
+        .collect();
+    (files, places)
+}
+
+/// `e`, about the Config `prefix` of the file `name`, said with its place in a `vms.cfg`.
+fn placed(ctx: &Ctx, places: &Places, name: &str, prefix: &str, e: ConfigError) -> String {
+    match places.get(&(name.to_owned(), prefix.to_owned())) {
+        Some(at) => at.explain(&ctx.configs_dir.join(name).display().to_string(), prefix, e).to_string(),
+        None => e.to_string(),
+    }
 }
 
 /// The file name a Config's `source` names (sources were once whole paths).
@@ -128,7 +153,7 @@ async fn stored(
 
 /// Runs once.
 pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
-    let files = read_all(ctx, list(&ctx.configs_dir)?).await?;
+    let (files, places) = read_all(ctx, list(&ctx.configs_dir)?).await?;
     let (stored, corrupt) = stored(ctx).await?;
     let owners = stored.iter().map(|(p, c)| (p.clone(), source_name(&c.value.source))).collect();
     let mut plan = plan(&files, &owners);
@@ -143,7 +168,8 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
             .map(|(_, c)| &c.value.config)
             .chain(applied.values());
         if let Some(e) = ctx.trust.problems(&config, others).into_iter().next() {
-            plan.rejects.push((name, prefix, e.to_string()));
+            let why = placed(ctx, &places, &name, &prefix, e);
+            plan.rejects.push((name, prefix, why));
             continue;
         }
         match apply(ctx, stored.get(&prefix), &name, config.clone(), revision).await? {
@@ -151,7 +177,10 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
                 pushed += added;
                 applied.insert(prefix, config);
             }
-            Err(e) => plan.rejects.push((name, prefix, e.to_string())),
+            Err(e) => {
+                let why = placed(ctx, &places, &name, &prefix, e);
+                plan.rejects.push((name, prefix, why));
+            }
         }
     }
     report(ctx, &plan.rejects, &stored).await?;
