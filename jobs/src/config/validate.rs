@@ -1,5 +1,4 @@
-//! Config validation: every rule of one Config, the rules across Configs, and the nesting check
-//! run before a parser sees a file.
+//! Config validation: every rule of one Config, and the rules across Configs.
 
 use super::names::{bounds, valid_gce_name, valid_project};
 use super::names::{days, resource_path, valid_email, valid_label};
@@ -7,112 +6,10 @@ use super::policy::*;
 use super::spec::*;
 use super::units::*;
 
-/// A parser's message without the values it quotes (`invalid type: string "…"`): an error
-/// names where and why, never what a file holds.
-fn redact(message: &str) -> String {
-    let mut out = String::with_capacity(message.len());
-    let mut quoted = false;
-    for c in message.chars() {
-        match (c, quoted) {
-            ('"', false) => {
-                out.push_str("\"…");
-                quoted = true;
-            }
-            ('"', true) => {
-                out.push('"');
-                quoted = false;
-            }
-            (_, true) => {}
-            (c, false) => out.push(c),
-        }
-    }
-    out
-}
-
 /// The metadata key the service sets on every instance: the Config's `swarming`.
 pub const SWARMING_SERVER_KEY: &str = "swarming-server";
 
-/// Checks the depth of `[`/`{` nesting outside quoted strings, before a parser sees the text
-/// (parsing deep nesting costs more than linear time).
-pub fn check_nesting(text: &str, origin: &str) -> Result<(), ConfigError> {
-    let (mut depth, mut quote, mut escaped, mut comment) = (0usize, None::<char>, false, false);
-    let mut prev = '\n';
-    for c in text.chars() {
-        if comment {
-            comment = c != '\n';
-        } else if let Some(q) = quote {
-            if escaped {
-                escaped = false;
-            } else if c == '\\' && q == '"' {
-                escaped = true;
-            } else if c == q {
-                quote = None;
-            }
-        } else {
-            // A quote opens a string only where a value starts (`it's` is no string); `#` after
-            // a space starts a comment.
-            let at_start = prev.is_whitespace() || matches!(prev, ':' | '[' | '{' | ',' | '-');
-            match c {
-                '"' | '\'' if at_start => quote = Some(c),
-                '#' if prev.is_whitespace() => comment = true,
-                '[' | '{' => {
-                    depth += 1;
-                    if depth > MAX_NESTING {
-                        return Err(err(origin, format!("nests [ and {{ deeper than {MAX_NESTING} levels")));
-                    }
-                }
-                ']' | '}' => depth = depth.saturating_sub(1),
-                _ => {}
-            }
-        }
-        prev = c;
-    }
-    Ok(())
-}
-
 impl Config {
-    /// Parses a YAML (or JSON, a subset of YAML) document; unknown fields are errors.
-    pub fn parse(text: &str, origin: &str) -> Result<Self, ConfigError> {
-        let mut all = Self::parse_all(text, origin)?;
-        match all.len() {
-            1 => Ok(all.remove(0)),
-            n => Err(err(origin, format!("holds {n} YAML documents; one Config is read here"))),
-        }
-    }
-
-    /// Parses every document of a YAML text (`---` between them), a Config each; unknown fields
-    /// are errors, and so is an empty document.
-    pub fn parse_all(text: &str, origin: &str) -> Result<Vec<Self>, ConfigError> {
-        use serde::Deserialize as _;
-        let mut out = Vec::new();
-        for (i, doc) in yaml_serde::Deserializer::from_str(text).enumerate() {
-            let which = if i == 0 { String::new() } else { format!("document {}: ", i + 1) };
-            let c = Config::deserialize(doc)
-                .map_err(|e| err(origin, format!("{which}cannot parse: {}", redact(&e.to_string()))))?;
-            if c == Config::default() {
-                return Err(err(
-                    origin,
-                    format!("{which}is empty (no field is set): a Config file needs at least a prefix"),
-                ));
-            }
-            out.push(c);
-        }
-        if out.is_empty() {
-            return Err(err(origin, "is empty (no field is set): a Config file needs at least a prefix"));
-        }
-        Ok(out)
-    }
-
-    /// `configs` as YAML, one document each (`---` between them), as [`Config::parse_all`]
-    /// reads them.
-    pub fn to_yaml_all(configs: &[Config]) -> Result<String, ConfigError> {
-        let docs: Result<Vec<String>, ConfigError> = configs
-            .iter()
-            .map(|c| yaml_serde::to_string(c).map_err(|e| err(&c.prefix, format!("cannot write YAML: {e}"))))
-            .collect();
-        Ok(docs?.join("---\n"))
-    }
-
     /// Checks the service's limits (settings `[limits]`).
     pub fn check_limits(&self, limits: &super::settings::Limits) -> Result<(), ConfigError> {
         let ceiling = super::trust::most_vms(self);

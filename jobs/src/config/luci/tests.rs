@@ -214,3 +214,17 @@ fn a_config_luci_cannot_express_is_not_written() {
     let e = to_text_proto(&[c]).unwrap_err();
     assert_eq!(e.field, "pool.attributes.provisioning_model");
 }
+
+#[test]
+fn yaml_leaves_out_empty_defaults_and_keeps_required_fields() {
+    let mut c = crate::testing::config("pool", 1);
+    c.attributes.service_account = vec![ServiceAccount { email: String::new(), scope: vec![] }];
+    c.attributes.scheduling = Some(Scheduling::default());
+    let yaml = Config::to_yaml_all(std::slice::from_ref(&c)).unwrap();
+    for gone in ["null", "false", "[]", "label"] {
+        assert!(!yaml.contains(gone), "{gone}:\n{yaml}");
+    }
+    assert_eq!(yaml.matches("''").count(), 1, "only the required email:\n{yaml}");
+    assert!(yaml.contains("email: ''") && yaml.contains("scheduling: {}"), "{yaml}");
+    assert_eq!(Config::parse_all(&yaml, "t").unwrap(), [c]);
+}
