@@ -7,7 +7,7 @@ use std::collections::{BTreeSet, HashSet};
 use std::ops::Range;
 
 use super::attributes::*;
-use super::spec::Config;
+use super::spec::{Config, MAX_FILE_CONFIGS};
 use super::textproto::{self, Field, Value};
 use super::units::{Amount, ConfigError, Day, Schedule, Secs, TimeOfDay};
 
@@ -59,7 +59,14 @@ type R<T> = Result<T, Bad>;
 pub fn parse_vms(text: &str, origin: &str) -> Result<Vec<(Config, Located)>, ConfigError> {
     let at = |line: u32, rule: String| ConfigError { field: format!("{origin}:{line}"), rule };
     let fields = textproto::parse(text).map_err(|e| at(e.line, e.what))?;
+    if fields.len() > MAX_FILE_CONFIGS {
+        return Err(at(
+            1,
+            format!("holds {} blocks; at most {MAX_FILE_CONFIGS} Configs a file", fields.len()),
+        ));
+    }
     let mut out: Vec<(Config, Located)> = Vec::new();
+    let mut seen = std::collections::HashMap::<String, u32>::new();
     for f in &fields {
         if f.name != "vms" {
             return Err(at(
@@ -79,11 +86,9 @@ pub fn parse_vms(text: &str, origin: &str) -> Result<Vec<(Config, Located)>, Con
         let c = cx.config(body).map_err(|Bad(line, path, rule)| {
             at(line, format!("{}: {path}: {rule}", block(&prefix, f.line)))
         })?;
-        if let Some((_, other)) = out.iter().find(|(o, _)| !prefix.is_empty() && o.prefix == prefix) {
-            return Err(at(
-                f.line,
-                format!("{}: prefix also in the vms block at line {}", block(&prefix, f.line), other.line),
-            ));
+        if let Some(first) = (!prefix.is_empty()).then(|| seen.insert(prefix.clone(), f.line)).flatten() {
+            let rule = format!("{}: prefix also in the vms block at line {first}", block(&prefix, f.line));
+            return Err(at(f.line, rule));
         }
         out.push((c, Located { line: f.line, span: f.span.clone(), lines: cx.lines }));
     }

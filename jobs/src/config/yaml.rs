@@ -110,6 +110,14 @@ impl Config {
         use serde::Deserialize as _;
         let mut out = Vec::new();
         for (i, doc) in yaml_serde::Deserializer::from_str(text).enumerate() {
+            if i == MAX_FILE_CONFIGS {
+                return Err(err(
+                    origin,
+                    format!(
+                        "holds over {MAX_FILE_CONFIGS} documents; at most {MAX_FILE_CONFIGS} Configs a file"
+                    ),
+                ));
+            }
             let which = if i == 0 { String::new() } else { format!("document {}: ", i + 1) };
             let c = Config::deserialize(doc)
                 .map_err(|e| err(origin, format!("{which}cannot parse: {}", redact(&e.to_string()))))?;

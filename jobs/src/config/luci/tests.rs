@@ -228,3 +228,18 @@ fn yaml_leaves_out_empty_defaults_and_keeps_required_fields() {
     assert!(yaml.contains("email: ''") && yaml.contains("scheduling: {}"), "{yaml}");
     assert_eq!(Config::parse_all(&yaml, "t").unwrap(), [c]);
 }
+
+#[test]
+fn a_file_holds_at_most_so_many_configs() {
+    let many = "vms { prefix: \"a\" }\n".repeat(crate::config::MAX_FILE_CONFIGS + 1);
+    assert!(error(&many).contains("at most 1000 Configs a file"));
+    let docs = "prefix: a\n---\n".repeat(crate::config::MAX_FILE_CONFIGS + 1);
+    let e = Config::parse_all(&docs, "f.yaml").unwrap_err().to_string();
+    assert!(e.contains("at most 1000 Configs a file"), "{e}");
+    // Up to the bound, a repeated prefix is found at once, however many blocks come before it.
+    let text = format!(
+        "{}vms {{ prefix: \"p0\" }}",
+        (0..999).map(|i| format!("vms {{ prefix: \"p{i}\" }}\n")).collect::<String>()
+    );
+    assert!(error(&text).contains("vms block \"p0\" (line 1000): prefix also in the vms block at line 1"));
+}
