@@ -8,7 +8,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use gce_backend_queues::testing::{RedisServer, eventually};
-use serde_yaml::Value;
+use yaml_serde::Value;
 
 use crate::support::free_port;
 
@@ -21,7 +21,7 @@ async fn every_service_runs_as_written_and_its_healthcheck_answers() {
     gce_backend::adapters::install_crypto();
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let compose_text = std::fs::read_to_string(root.join("docker-compose.yml")).unwrap();
-    let compose: Value = serde_yaml::from_str(&compose_text).unwrap();
+    let compose: Value = yaml_serde::from_str(&compose_text).unwrap();
     let services = compose["services"].as_mapping().unwrap();
     let redis = RedisServer::start();
     let dir = crate::support::temp_dir();
@@ -112,8 +112,8 @@ async fn every_service_runs_as_written_and_its_healthcheck_answers() {
     }
     // Prometheus scrapes those ports; the API's own listener wants a token for /metrics.
     let prom: Value =
-        serde_yaml::from_str(&std::fs::read_to_string(root.join("config/prometheus.yml")).unwrap()).unwrap();
-    let text = serde_yaml::to_string(&prom["scrape_configs"]).unwrap();
+        yaml_serde::from_str(&std::fs::read_to_string(root.join("config/prometheus.yml")).unwrap()).unwrap();
+    let text = yaml_serde::to_string(&prom["scrape_configs"]).unwrap();
     for target in ["api:9100", "cron:9100", "port: 9100"] {
         assert!(text.contains(target), "{target} in {text}");
     }

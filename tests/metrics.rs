@@ -314,8 +314,8 @@ fn named(expr: &str) -> Vec<String> {
 /// they cannot drift from what the service exports.
 fn assert_serves_the_kit(scrape: &str) {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy");
-    let rules: serde_yaml::Value =
-        serde_yaml::from_str(&std::fs::read_to_string(root.join("prometheus/alerts.yml")).unwrap()).unwrap();
+    let rules: yaml_serde::Value =
+        yaml_serde::from_str(&std::fs::read_to_string(root.join("prometheus/alerts.yml")).unwrap()).unwrap();
     let dashboard: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(root.join("grafana/gce-backend.json")).unwrap())
             .unwrap();

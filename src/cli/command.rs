@@ -112,7 +112,7 @@ enum Command {
         expires: Option<chrono::DateTime<chrono::Utc>>,
     },
     /// Configs over the API: list, get, apply -f FILE, delete, amount, pause, resume, plan,
-    /// history.
+    /// history; and convert FILE (LUCI vms.cfg to YAML and back, locally).
     Configs {
         #[command(flatten)]
         target: Target,

@@ -4,13 +4,14 @@
 //! Floors, bottom to top (no file imports one above it):
 //! * `logs`: the JSON log line.
 //! * [`client`]: the API's client (reads the API reference, calls any method by name);
-//!   `render`: the human tables.
+//!   `render`: the human tables; [`convert`]: LUCI's `vms.cfg` to YAML and back (local).
 //! * [`operator`]: the operator's commands over the API (`status`, `configs`, `vms`, `queues`,
 //!   `api`); [`recover`]: the few that read Redis directly, for when the API is down.
 //! * [`command`]: the clap command line and `main`: `run`, `sim`, `token` and the above.
 
 pub mod client;
 pub mod command;
+pub mod convert;
 mod logs;
 pub mod operator;
 pub mod recover;

@@ -103,6 +103,16 @@ pub enum ConfigsCmd {
         #[arg(long)]
         global: bool,
     },
+    /// Convert a LUCI vms.cfg to YAML (a document per vms block), or YAML to vms.cfg with
+    /// --to cfg; checks every Config as the importer does. Local: no API is called.
+    Convert {
+        /// The file: *.cfg is read as LUCI's vms.cfg, anything else as YAML; - is standard input
+        /// (vms.cfg, or YAML with --to cfg).
+        file: PathBuf,
+        /// What to print.
+        #[arg(long, value_enum, default_value = "yaml")]
+        to: super::convert::To,
+    },
     /// What a Config file or an amount would change, changing nothing.
     Plan {
         /// The Config file (its prefix is planned).
@@ -258,8 +268,12 @@ fn config_file(path: &std::path::Path) -> anyhow::Result<Value> {
 
 /// `gce-backend configs …`.
 pub async fn configs(t: &Target, cmd: ConfigsCmd) -> anyhow::Result<()> {
-    let mut c = client(t)?;
+    let mut c = match cmd {
+        ConfigsCmd::Convert { file, to } => return super::convert::convert(&file, to),
+        _ => client(t)?,
+    };
     let v = match cmd {
+        ConfigsCmd::Convert { .. } => unreachable!("handled above, before any client"),
         ConfigsCmd::List => {
             let all = every_page(&mut c, "listConfigs", &[], "configs").await?;
             return show(t, &json!({"configs": all}), render::configs);

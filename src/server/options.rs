@@ -57,7 +57,7 @@ pub struct RunOptions {
     /// What this process runs.
     #[arg(long, value_enum, default_value = "all")]
     pub role: Role,
-    /// Directory of Config files (`*.yaml`, `*.yml`, `*.json`).
+    /// Directory of Config files (`*.yaml`, `*.yml`, `*.json`; `*.cfg`: LUCI's `vms.cfg`).
     #[arg(long, default_value = "config/pools")]
     pub configs: PathBuf,
     /// Service settings file (schedules, timings, queue policies).

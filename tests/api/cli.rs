@@ -320,3 +320,79 @@ async fn bulk_operations_ask_first_and_say_what_they_did_per_config_and_errors_n
     assert!(text(&o).1.to_lowercase().contains("connection refused"), "{:?}", text(&o));
     let _ = std::fs::remove_dir_all(&files);
 }
+
+/// A `vms.cfg` of two blocks in LUCI's shapes.
+const VMS_CFG: &str = r#"# Two pools.
+vms {
+  prefix: "linux"
+  amount { min: 1 max: 3 change { start { day: FRIDAY time: "18:00" location: "Europe/Paris" } length { duration: "2d" } min: 0 max: 1 } }
+  attributes {
+    project: "google.com:ci-bots"
+    zone: "us-central1-b"
+    machine_type: "zones/{{.Zone}}/machineTypes/e2-small"
+    disk { image: "global/images/x" size: 10 }
+    network_interface { network: "global/networks/default" access_config { type: ONE_TO_ONE_NAT } }
+    metadata { from_file: "startup-script:startup.sh" }
+    label { key: "pool" value: "ci" }
+  }
+  lifetime { duration: "1d" }
+  swarming: 'https://swarm.example.com'
+}
+vms <
+  prefix: "mac"
+  attributes < project: "mac-bots" zone: "z" machine_type: "n2-standard-4" disk < image: "global/images/mac" > network_interface < > >
+  lifetime < seconds: 3600 >
+  swarming: "https://swarm.example.com"
+>
+"#;
+
+#[test]
+fn configs_convert_turns_a_vms_cfg_into_yaml_and_back_without_the_api() {
+    use gce_backend_jobs::config::{Config, luci};
+    let dir = crate::support::temp_dir();
+    let cfg = dir.join("vms.cfg");
+    std::fs::write(&cfg, VMS_CFG).unwrap();
+    let local = |args: &[&str], input: Option<&str>| {
+        use std::io::Write as _;
+        let mut c = Command::new(BIN);
+        c.args(args).env_remove("GCE_BACKEND_ROOT_URL").env_remove("GCE_BACKEND_TOKEN");
+        c.stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        child.stdin.take().unwrap().write_all(input.unwrap_or_default().as_bytes()).unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let o = local(&["configs", "convert", cfg.to_str().unwrap()], None);
+    assert!(o.status.success(), "{:?}", text(&o));
+    let yaml = text(&o).0;
+    assert_eq!(yaml.matches("\n---\n").count(), 1, "a document per block:\n{yaml}");
+    let want: Vec<Config> =
+        luci::parse_vms(VMS_CFG, "vms.cfg").unwrap().into_iter().map(|(c, _)| c).collect();
+    assert_eq!(Config::parse_all(&yaml, "out.yaml").unwrap(), want);
+    assert!(yaml.contains("from_file: startup-script:startup.sh"), "from_file stays a reference:\n{yaml}");
+    // YAML back to vms.cfg, from standard input, and that reads as the same Configs.
+    let o = local(&["configs", "convert", "--to", "cfg", "-"], Some(&yaml));
+    assert!(o.status.success(), "{:?}", text(&o));
+    let back: Vec<Config> =
+        luci::parse_vms(&text(&o).0, "back.cfg").unwrap().into_iter().map(|(c, _)| c).collect();
+    assert_eq!(back, want);
+    // A mistake: exit 2, with the block's prefix and the field's line.
+    std::fs::write(&cfg, VMS_CFG.replace("zone: \"z\" ", "")).unwrap();
+    let o = local(&["configs", "convert", cfg.to_str().unwrap()], None);
+    assert_eq!(o.status.code(), Some(2), "{:?}", text(&o));
+    let err = text(&o).1;
+    assert!(
+        err.contains("vms.cfg:19: vms block \"mac\" (line 17): mac.attributes.zone: is required"),
+        "{err}"
+    );
+    assert!(text(&o).0.is_empty());
+    std::fs::write(&cfg, "vms { prefix: \"a\" kind: \"old\" }").unwrap();
+    let o = local(&["configs", "convert", cfg.to_str().unwrap()], None);
+    assert!(
+        text(&o).1.contains("vms.cfg:1: vms block \"a\" (line 1): kind: is not supported"),
+        "{:?}",
+        text(&o)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1,30 +1,37 @@
-//! Config: one pool of VMs, as operators write it (YAML or JSON), with its validation, durations
-//! and the amount schedule (LUCI `config.proto` fields, luci-gce.md §2.1–2.2 and §7.4).
+//! Config: one pool of VMs, as operators write it (YAML or JSON, or LUCI's `vms.cfg`), with its
+//! validation, durations and the amount schedule (LUCI `config.proto` fields, luci-gce.md §2.1–2.2
+//! and §7.4).
 //!
 //! Floors, bottom to top: `units` (durations, amounts, the error), `names` and `attributes` and
-//! `policy` and `settings`; `spec` (the Config); `trust` and `providers` (what the settings let
-//! a Config name); `parse` (reading its text) and `validate` (every rule of a Config).
+//! `policy` and `settings`; `spec` (the Config); `textproto` (the text format LUCI writes in);
+//! `luci` (LUCI's `vms.cfg` read as Configs, and written back); `trust` and `providers` (what
+//! the settings let a Config name); `validate` (every rule of a Config); `mistakes` (what a
+//! parser says, every mistake at once, no value quoted); `yaml` (Config files as YAML text, read
+//! and written).
 
 mod attributes;
+pub mod luci;
+mod mistakes;
 pub mod names;
-mod parse;
 mod policy;
 pub mod providers;
 mod settings;
 mod spec;
+pub mod textproto;
 pub mod trust;
 mod units;
 mod validate;
+mod yaml;
 
 pub use attributes::*;
 pub use names::{bounds, check_endpoint, prefixes_clash, valid_gce_name, valid_host, valid_project};
-pub use parse::check_nesting;
 pub use policy::*;
 pub use settings::{Limits, Timing};
 pub use spec::*;
 pub use trust::{Origin, SwarmingServers, Tenant, Trust};
 pub use units::{Amount, ConfigError, Day, Schedule, Secs, TimeOfDay};
 pub use validate::{SWARMING_SERVER_KEY, check_prefixes, validate_all};
+pub use yaml::check_nesting;
 
 #[cfg(test)]
 mod tests;

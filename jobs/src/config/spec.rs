@@ -100,6 +100,8 @@ pub fn fnv(bytes: &[u8], mut h: u64) -> u64 {
 
 /// Largest Config file read (bytes).
 pub const MAX_FILE_BYTES: u64 = 1 << 20;
+/// Most Configs one file may hold (YAML documents or `vms` blocks).
+pub const MAX_FILE_CONFIGS: usize = 1000;
 /// Deepest `[`/`{` nesting a Config file may have (a Config needs about 5).
 pub const MAX_NESTING: usize = 32;
 /// Most metadata items of a Config.

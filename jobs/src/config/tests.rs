@@ -260,7 +260,7 @@ fn project_ids_follow_gcps_rule_and_paths_hold_no_path_tricks() {
 
 #[test]
 fn every_duration_and_count_has_a_range() {
-    let base = serde_yaml::to_string(&crate::testing::config("linux", 1)).unwrap();
+    let base = yaml_serde::to_string(&crate::testing::config("linux", 1)).unwrap();
     for (from, to, field) in [
         ("lifetime: 86400", "lifetime: 10000000000mo", "linux.lifetime"),
         ("lifetime: 86400", "lifetime: 18446744073709551615", "linux.lifetime"),

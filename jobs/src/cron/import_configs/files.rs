@@ -1,4 +1,5 @@
-//! Reading Config files and the files their `from_file` items name: only regular files of one
+//! Reading Config files (YAML or JSON documents, LUCI `vms.cfg` blocks) and the files their
+//! `from_file` items name: only regular files of one
 //! name under the configs directory, checked on the open file itself; parsed once per content;
 //! hashed into the Config's revision.
 
@@ -6,6 +7,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{LazyLock, Mutex};
 
+use crate::config::luci::Located;
 use crate::config::{self, Config, ConfigError, FNV_START, MAX_FILE_BYTES, Metadata, fnv};
 
 /// Why `path` may not be read: it leaves `root` (through `..` or a symbolic link).
@@ -75,34 +77,119 @@ pub(super) fn read_confined(root: &Path, path: &Path, max: u64) -> Result<String
     Ok(text)
 }
 
+/// One Config of a parsed file: the Config, the hash its revision starts from, and where in a
+/// `vms.cfg` it was written.
+type Parsed = (Config, u64, Option<Located>);
+
 /// A parsed Config file: the hash of its text, the outcome, and how often it was parsed.
-type Parsed = (u64, Result<Config, ConfigError>, u32);
+type Cached = (u64, Result<Vec<Parsed>, ConfigError>, u32);
 
 /// Parsed Config files of this process by path: an unchanged file is not parsed again.
-pub(super) static PARSED: LazyLock<Mutex<HashMap<PathBuf, Parsed>>> = LazyLock::new(Mutex::default);
+pub(super) static PARSED: LazyLock<Mutex<HashMap<PathBuf, Cached>>> = LazyLock::new(Mutex::default);
 
-/// Reads one Config file, resolving `from_file` metadata; returns the Config and its revision.
-/// Files over [`MAX_FILE_BYTES`] or nested deeper than [`config::MAX_NESTING`] are refused
-/// before they are parsed. The file, and every file its `from_file` items name (relative to its
-/// directory), must be regular files under `root` (the configs directory): an absolute path, a
-/// `..` or a symbolic link that leaves it is refused, and no error says what a file holds.
+/// One Config a file holds, its `from_file` metadata read.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    /// The Config.
+    pub config: Config,
+    /// Its revision: a hash of what it was read from (its document or `vms` block, and the
+    /// files its metadata reads).
+    pub revision: String,
+    /// Where it is in a `vms.cfg` (`None` in a YAML or JSON file).
+    pub at: Option<Located>,
+}
+
+impl Loaded {
+    /// `e`, about this Config, with its place in the file (a `vms` block's prefix and lines).
+    pub fn explain(&self, origin: &str, e: ConfigError) -> ConfigError {
+        match &self.at {
+            Some(at) => at.explain(origin, &self.config.prefix, e),
+            None => e,
+        }
+    }
+}
+
+/// True for a LUCI `vms.cfg` text proto (`*.cfg`), false for YAML or JSON.
+pub fn is_cfg(path: &Path) -> bool {
+    path.extension().is_some_and(|x| x == "cfg")
+}
+
+/// Parses a file's text: a `*.cfg` as LUCI's `vms.cfg` (a Config per `vms` block), anything
+/// else as YAML (a Config per document).
+fn parse(path: &Path, text: &str, origin: &str) -> Result<Vec<Parsed>, ConfigError> {
+    if is_cfg(path) {
+        let blocks = config::luci::parse_vms(text, origin)?;
+        return Ok(blocks
+            .into_iter()
+            .map(|(c, at)| {
+                let h = fnv(text[at.span.clone()].as_bytes(), FNV_START);
+                (c, h, Some(at))
+            })
+            .collect());
+    }
+    config::check_nesting(text, origin)?;
+    let all = Config::parse_all(text, origin)?;
+    let whole = fnv(text.as_bytes(), FNV_START);
+    // One document keeps the revision of the whole text (as before documents were counted).
+    let one = all.len() == 1;
+    Ok(all
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| (c, if one { whole } else { fnv(&(i as u64).to_le_bytes(), whole) }, None))
+        .collect())
+}
+
+/// Reads one Config file holding one Config (see [`load_all`]); returns it and its revision.
 pub fn load(path: &Path, root: &Path) -> Result<(Config, String), ConfigError> {
+    let mut all = load_all(path, root)?;
+    match all.len() {
+        1 => {
+            let l = all.remove(0);
+            Ok((l.config, l.revision))
+        }
+        n => Err(ConfigError {
+            field: path.display().to_string(),
+            rule: format!("holds {n} Configs; one is read here"),
+        }),
+    }
+}
+
+/// Reads one Config file, resolving `from_file` metadata: a YAML or JSON file (a Config per
+/// document) or a LUCI `vms.cfg` (`*.cfg`, a Config per `vms` block). Files over
+/// [`MAX_FILE_BYTES`] or nested deeper than [`config::MAX_NESTING`] are refused before they are
+/// parsed. The file, and every file its `from_file` items name (relative to its directory),
+/// must be regular files under `root` (the configs directory): an absolute path, a `..` or a
+/// symbolic link that leaves it is refused, and no error says what a file holds.
+pub fn load_all(path: &Path, root: &Path) -> Result<Vec<Loaded>, ConfigError> {
     let origin = path.display().to_string();
     let fail = |rule: String| ConfigError { field: origin.clone(), rule };
     let text = read_confined(root, path, MAX_FILE_BYTES).map_err(fail)?;
-    let mut h = fnv(text.as_bytes(), FNV_START);
+    let h = fnv(text.as_bytes(), FNV_START);
     let cached = PARSED.lock().unwrap_or_else(|e| e.into_inner()).get(path).cloned();
     let parsed = match cached {
         Some((ph, parsed, _)) if ph == h => parsed,
         other => {
-            let parsed = config::check_nesting(&text, &origin).and_then(|()| Config::parse(&text, &origin));
+            let parsed = parse(path, &text, &origin);
             let n = other.map_or(1, |(_, _, n)| n + 1);
             PARSED.lock().unwrap_or_else(|e| e.into_inner()).insert(path.to_owned(), (h, parsed.clone(), n));
             parsed
         }
     };
-    let mut c = parsed?;
     let dir = path.parent().unwrap_or(Path::new("."));
+    parsed?
+        .into_iter()
+        .map(|(config, h, at)| {
+            let mut l = Loaded { config, revision: String::new(), at };
+            let h = resolve(&mut l.config, dir, root, h).map_err(|e| l.explain(&origin, e))?;
+            l.revision = format!("{h:016x}");
+            Ok(l)
+        })
+        .collect()
+}
+
+/// Reads the `from_file` metadata of `c` into `from_text` items; returns `h` with what was read
+/// hashed in.
+fn resolve(c: &mut Config, dir: &Path, root: &Path, mut h: u64) -> Result<u64, ConfigError> {
     if c.attributes.metadata.len() > config::MAX_METADATA_ITEMS {
         let rule = format!("{} items; at most {}", c.attributes.metadata.len(), config::MAX_METADATA_ITEMS);
         return Err(ConfigError { field: format!("{}.attributes.metadata", c.prefix), rule });
@@ -124,5 +211,5 @@ pub fn load(path: &Path, root: &Path) -> Result<(Config, String), ConfigError> {
             *m = Metadata::text(format!("{key}:{content}"));
         }
     }
-    Ok((c, format!("{h:016x}")))
+    Ok(h)
 }

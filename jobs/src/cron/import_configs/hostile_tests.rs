@@ -25,7 +25,7 @@ fn setup() -> (Ctx, PathBuf, PathBuf) {
 }
 
 fn yaml(c: &Config) -> String {
-    serde_yaml::to_string(c).unwrap()
+    yaml_serde::to_string(c).unwrap()
 }
 
 async fn error_of(ctx: &Ctx, file: &str) -> String {

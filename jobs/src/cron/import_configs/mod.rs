@@ -1,5 +1,7 @@
 //! `import_configs`: syncs Config records with the files in the configs directory (`*.yaml`,
-//! `*.yml`, `*.json`, one Config each). Guard rails first: a file mistake never destroys a pool.
+//! `*.yml`, `*.json`: a Config per document; `*.cfg`: LUCI's `vms.cfg`, a Config per `vms`
+//! block). Guard rails first: a file mistake never destroys a pool, and a file that cannot be
+//! read, parsed or validated is applied not at all.
 //!
 //! * The revision is a hash of the file and the files its metadata reads: an unchanged revision
 //!   leaves the record untouched; a changed one replaces the Config and keeps the current amount.
@@ -38,7 +40,7 @@ use crate::ports::store::{Expect, Fence, Versioned, VmIndex};
 
 pub mod files;
 pub mod ownership;
-pub use files::load;
+pub use files::{Loaded, is_cfg, load, load_all};
 pub use ownership::{Plan, Read, plan};
 
 const STAGE: &str = "import_configs";
@@ -46,22 +48,26 @@ const STAGE: &str = "import_configs";
 /// Longest one round may spend reading and parsing the files.
 const READ_LIMIT: Duration = Duration::from_secs(30);
 
-/// Lists the names of the Config files of `dir`, sorted. Every name ends `.yaml`, `.yml` or
-/// `.json`, so none is ever [`API_SOURCE`](crate::model::API_SOURCE) (the source of Configs made over the API).
+/// Lists the names of the Config files of `dir`, sorted. Every name ends `.yaml`, `.yml`,
+/// `.json` or `.cfg`, so none is ever [`API_SOURCE`](crate::model::API_SOURCE) (the source of Configs made over the API).
 fn list(dir: &Path) -> Result<Vec<String>, TaskError> {
     let entries = std::fs::read_dir(dir)
         .map_err(|e| TaskError::Invalid(format!("configs directory {}: {e}", dir.display())))?;
     let mut names: Vec<String> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml" || x == "json"))
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml" || x == "yml" || x == "json" || x == "cfg"))
         .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
         .collect();
     names.sort();
     Ok(names)
 }
 
+/// Where each Config of a `vms.cfg` is, by (file name, prefix): for the errors found after
+/// the files are read (the settings' trust, Compute's answers).
+type Places = BTreeMap<(String, String), crate::config::luci::Located>;
+
 /// Reads and validates every file, by name, off the async runtime and within [`READ_LIMIT`].
-async fn read_all(ctx: &Ctx, names: Vec<String>) -> Result<BTreeMap<String, Read>, TaskError> {
+async fn read_all(ctx: &Ctx, names: Vec<String>) -> Result<(BTreeMap<String, Read>, Places), TaskError> {
     let (dir, limits) = (ctx.configs_dir.clone(), ctx.limits.clone());
     let read = tokio::task::spawn_blocking(move || read_files(&dir, &limits, names));
     match tokio::time::timeout(READ_LIMIT, read).await {
@@ -71,24 +77,46 @@ async fn read_all(ctx: &Ctx, names: Vec<String>) -> Result<BTreeMap<String, Read
     }
 }
 
-fn read_files(dir: &Path, limits: &crate::config::Limits, names: Vec<String>) -> BTreeMap<String, Read> {
-    names
+fn read_files(
+    dir: &Path,
+    limits: &crate::config::Limits,
+    names: Vec<String>,
+) -> (BTreeMap<String, Read>, Places) {
+    let mut places = Places::new();
+    let files = names
         .into_iter()
         .map(|name| {
             let path = dir.join(&name);
             let shown = path.display().to_string();
             // The path is said once, by whoever reports the error.
             let text = |e: ConfigError| if e.field == shown { e.rule } else { e.to_string() };
-            let read = match load(&path, dir) {
-                Ok((c, rev)) => match c.validate().and_then(|()| c.check_limits(limits)) {
-                    Ok(()) => Ok((c, rev)),
-                    Err(e) => Err((c.prefix, text(e))),
-                },
+            let check = |l: Loaded| match l.config.validate().and_then(|()| l.config.check_limits(limits)) {
+                Ok(()) => Ok((l.config, l.revision)),
+                Err(e) => Err((l.config.prefix.clone(), text(l.explain(&shown, e)))),
+            };
+            let read = match load_all(&path, dir) {
+                Ok(all) => {
+                    for l in &all {
+                        if let Some(at) = &l.at {
+                            places.insert((name.clone(), l.config.prefix.clone()), at.clone());
+                        }
+                    }
+                    all.into_iter().map(check).collect::<Result<Vec<_>, _>>()
+                }
                 Err(e) => Err((String::new(), text(e))),
             };
             (name, read)
         })
-        .collect()
+        .collect();
+    (files, places)
+}
+
+/// `e`, about the Config `prefix` of the file `name`, said with its place in a `vms.cfg`.
+fn placed(ctx: &Ctx, places: &Places, name: &str, prefix: &str, e: ConfigError) -> String {
+    match places.get(&(name.to_owned(), prefix.to_owned())) {
+        Some(at) => at.explain(&ctx.configs_dir.join(name).display().to_string(), prefix, e).to_string(),
+        None => e.to_string(),
+    }
 }
 
 /// The file name a Config's `source` names (sources were once whole paths).
@@ -127,7 +155,7 @@ async fn stored(
 
 /// Runs once.
 pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
-    let files = read_all(ctx, list(&ctx.configs_dir)?).await?;
+    let (files, places) = read_all(ctx, list(&ctx.configs_dir)?).await?;
     let (stored, corrupt) = stored(ctx).await?;
     let owners = stored.iter().map(|(p, c)| (p.clone(), source_name(&c.value.source))).collect();
     let mut plan = plan(&files, &owners);
@@ -142,7 +170,8 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
             .map(|(_, c)| &c.value.config)
             .chain(applied.values());
         if let Some(e) = ctx.trust.problems(&config, others).into_iter().next() {
-            plan.rejects.push((name, prefix, e.to_string()));
+            let why = placed(ctx, &places, &name, &prefix, e);
+            plan.rejects.push((name, prefix, why));
             continue;
         }
         match apply(ctx, stored.get(&prefix), &name, config.clone(), revision).await? {
@@ -150,7 +179,10 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
                 pushed += added;
                 applied.insert(prefix, config);
             }
-            Err(e) => plan.rejects.push((name, prefix, e.to_string())),
+            Err(e) => {
+                let why = placed(ctx, &places, &name, &prefix, e);
+                plan.rejects.push((name, prefix, why));
+            }
         }
     }
     report(ctx, &plan.rejects, &stored).await?;
@@ -362,7 +394,10 @@ async fn report(
         let path = ctx.configs_dir.join(name).display().to_string();
         let seen = before.get(&path).filter(|e| &e.message == message);
         if seen.is_none() {
-            match stored.values().find(|c| source_name(&c.value.source) == *name) {
+            // The Config of the error's prefix, or another the file holds.
+            let held_by = |c: &&Versioned<ConfigRecord>| source_name(&c.value.source) == *name;
+            let mut held = stored.values().filter(held_by);
+            match stored.get(prefix).filter(held_by).or_else(|| held.next()) {
                 Some(held) => {
                     let (held, zone) = (&held.value.config.prefix, &held.value.config.attributes.zone);
                     let msg = format!("{path} not applied: {message}");
@@ -452,3 +487,6 @@ mod hostile_tests;
 
 #[cfg(test)]
 mod audit_tests;
+
+#[cfg(test)]
+mod luci_tests;

@@ -7,9 +7,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::config::{Config, prefixes_clash};
 use crate::model::API_SOURCE;
 
-/// What one file says this round: a valid Config and its revision, or an error (with the prefix
-/// it names, empty when unknown).
-pub type Read = Result<(Config, String), (String, String)>;
+/// What one file says this round: its valid Configs and their revisions (one for most files,
+/// one per `vms` block of a `vms.cfg`), or an error (with the prefix it names, empty when
+/// unknown): a file is applied whole or not at all.
+pub type Read = Result<Vec<(Config, String)>, (String, String)>;
 
 /// What the files decide, before any effect.
 #[derive(Debug, Default, PartialEq)]
@@ -37,22 +38,22 @@ pub fn plan(files: &BTreeMap<String, Read>, owners: &BTreeMap<String, String>) -
     let mut claims: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for (path, read) in files {
         match read {
-            Ok((c, _)) => claims.entry(c.prefix.as_str()).or_default().push(path),
+            Ok(cs) => cs.iter().for_each(|(c, _)| claims.entry(c.prefix.as_str()).or_default().push(path)),
             Err((prefix, e)) => p.rejects.push((path.clone(), prefix.clone(), e.clone())),
         }
     }
     // A stored Config is held by its source file while that file exists and does not name
     // another prefix (an erroring file keeps what it holds).
     let holds = |prefix: &str, source: &str| match files.get(source) {
-        Some(Ok((c, _))) => c.prefix == prefix,
+        Some(Ok(cs)) => cs.iter().any(|(c, _)| c.prefix == prefix),
         Some(Err(_)) => true,
         None => false,
     };
     let named: BTreeSet<&str> = files
         .values()
-        .map(|r| match r {
-            Ok((c, _)) => c.prefix.as_str(),
-            Err((prefix, _)) => prefix.as_str(),
+        .flat_map(|r| match r {
+            Ok(cs) => cs.iter().map(|(c, _)| c.prefix.as_str()).collect(),
+            Err((prefix, _)) => vec![prefix.as_str()],
         })
         .collect();
     let mut fresh = Vec::new();
@@ -85,7 +86,8 @@ pub fn plan(files: &BTreeMap<String, Read>, owners: &BTreeMap<String, String>) -
             if !owners.contains_key(*prefix) {
                 fresh.push(*prefix);
             }
-            let Some(Ok((c, rev))) = files.get(path) else { continue };
+            let Some(Ok(cs)) = files.get(path) else { continue };
+            let Some((c, rev)) = cs.iter().find(|(c, _)| c.prefix == *prefix) else { continue };
             p.accept.insert((*prefix).to_owned(), (path.to_owned(), c.clone(), rev.clone()));
         }
     }

@@ -11,7 +11,7 @@ use crate::ports::compute::ComputeError;
 use crate::testing::config;
 
 fn ok(prefix: &str) -> Read {
-    Ok((config(prefix, 1), "rev".into()))
+    Ok(vec![(config(prefix, 1), "rev".into())])
 }
 
 fn files(list: &[(&str, Read)]) -> BTreeMap<String, Read> {
@@ -113,7 +113,7 @@ pub(super) fn setup() -> (Ctx, crate::testing::Fakes, PathBuf) {
 }
 
 pub(super) fn write(dir: &std::path::Path, name: &str, c: &Config) {
-    std::fs::write(dir.join(name), serde_yaml::to_string(c).unwrap()).unwrap();
+    std::fs::write(dir.join(name), yaml_serde::to_string(c).unwrap()).unwrap();
 }
 
 fn path(dir: &std::path::Path, name: &str) -> String {

@@ -1,6 +1,7 @@
-//! Unit tests of `config/parse.rs`.
+//! Unit tests of `config/mistakes.rs`.
 
 use super::*;
+use crate::config::Config;
 
 const GOOD: &str = "prefix: web\namount: {min: 1, max: 2}\nlifetime: 1d\ntimeout: 10m\n";
 

@@ -1,0 +1,77 @@
+//! `gce-backend configs convert`: LUCI's `vms.cfg` to YAML (a document per `vms` block), or
+//! YAML back to `vms.cfg` with `--to cfg`. A local command: it reads one file (or standard
+//! input), checks every Config as the importer does, and prints; no API is called.
+
+use std::io::Read as _;
+use std::path::Path;
+
+use gce_backend_jobs::config::{Config, ConfigError, MAX_FILE_BYTES, check_nesting, luci};
+
+use crate::error::Usage;
+use crate::out;
+
+/// What `configs convert` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum To {
+    /// YAML, a document per Config (read from a `*.cfg` file, or standard input as `vms.cfg`).
+    Yaml,
+    /// LUCI's `vms.cfg` text proto (read from a YAML or JSON file, or standard input as YAML).
+    Cfg,
+}
+
+fn usage(e: impl std::fmt::Display) -> anyhow::Error {
+    Usage(e.to_string()).into()
+}
+
+/// Reads `file` (`-`: standard input), at most [`MAX_FILE_BYTES`].
+fn read(file: &Path) -> anyhow::Result<(String, String)> {
+    let origin = if file == Path::new("-") { "<stdin>".to_owned() } else { file.display().to_string() };
+    let mut text = String::new();
+    let reader: Box<dyn std::io::Read> = match file == Path::new("-") {
+        true => Box::new(std::io::stdin()),
+        false => Box::new(std::fs::File::open(file).map_err(|e| usage(format!("{origin}: {e}")))?),
+    };
+    reader.take(MAX_FILE_BYTES + 1).read_to_string(&mut text).map_err(|e| usage(format!("{origin}: {e}")))?;
+    if text.len() as u64 > MAX_FILE_BYTES {
+        return Err(usage(format!("{origin}: over {MAX_FILE_BYTES} bytes")));
+    }
+    Ok((origin, text))
+}
+
+/// Parses and checks the Configs of `text`; errors say where (a `vms` block's line).
+fn configs(text: &str, origin: &str, cfg: bool) -> Result<Vec<Config>, ConfigError> {
+    let all: Vec<(Config, Option<luci::Located>)> = match cfg {
+        true => luci::parse_vms(text, origin)?.into_iter().map(|(c, at)| (c, Some(at))).collect(),
+        false => {
+            check_nesting(text, origin)?;
+            Config::parse_all(text, origin)?.into_iter().map(|c| (c, None)).collect()
+        }
+    };
+    for (c, at) in &all {
+        if let Err(e) = c.validate() {
+            return Err(match at {
+                Some(at) => at.explain(origin, &c.prefix, e),
+                None => e,
+            });
+        }
+    }
+    gce_backend_jobs::config::check_prefixes(&all.iter().map(|(c, _)| c.clone()).collect::<Vec<_>>())?;
+    Ok(all.into_iter().map(|(c, _)| c).collect())
+}
+
+/// `gce-backend configs convert FILE [--to yaml|cfg]`.
+pub fn convert(file: &Path, to: To) -> anyhow::Result<()> {
+    let (origin, text) = read(file)?;
+    let from_cfg = match file == Path::new("-") {
+        true => to == To::Yaml,
+        false => file.extension().is_some_and(|x| x == "cfg"),
+    };
+    let all = configs(&text, &origin, from_cfg).map_err(usage)?;
+    let printed = match to {
+        To::Yaml => Config::to_yaml_all(&all),
+        To::Cfg => luci::to_text_proto(&all),
+    };
+    let printed = printed.map_err(usage)?;
+    out::line(printed.trim_end());
+    Ok(())
+}
