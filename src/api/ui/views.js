@@ -130,8 +130,10 @@ const gbViews = (() => {
   function workCell(v) {
     const w = v.work;
     if (!w) return { f: 'work', text: '' };
-    const next = w.next_run ? `, next ${until(w.next_run)}` : w.state === 'running' ? ', running' : '';
-    return { f: 'work', text: `${w.attempts} attempt${w.attempts === 1 ? '' : 's'}${next}`, cls: w.last_error ? 'warn-text' : '',
+    const next = w.next_run ? `next ${until(w.next_run)}` : w.state === 'running' ? 'running' : '';
+    // A task held back (a backoff, a pause) waits with no attempt of its own yet.
+    const tried = w.attempts > 0 ? `${w.attempts} attempt${w.attempts === 1 ? '' : 's'}` : 'waiting';
+    return { f: 'work', text: [tried, next].filter(Boolean).join(', '), cls: w.last_error ? 'warn-text' : '',
       title: `${w.queue} ${w.state}${w.last_error ? `; last error: ${w.last_error}` : ''}` };
   }
 
