@@ -204,13 +204,7 @@ async fn editing_a_static_list_drains_and_adds_what_the_plan_says() {
     let mut s = settings();
     s.providers = toml::from_str("[gce]\ntype = \"gce\"\n[lab]\ntype = \"static\"\n").unwrap();
     let env = Env::start_with(Backend::Redis, sim_config(), &[], true, s).await;
-    let added = reqwest::Client::new()
-        .post(format!("{}/sim/machines", env.sim_url))
-        .json(&json!({"server": SERVER, "hostnames": ["mac-1", "mac-2", "mac-3"]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(added.status(), 200);
+    env.sim_machines(SERVER, &["mac-1", "mac-2", "mac-3"]).await;
     let api = Client::new(env.api_url.as_deref().unwrap()).await;
     let p = [("prefix", "lab")];
     api.ok(WRITER, "createConfig", &p, Some(lab(&["mac-1", "mac-2"]))).await;

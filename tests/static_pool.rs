@@ -34,13 +34,7 @@ async fn a_static_pool_is_watched_and_a_removed_busy_machine_finishes_its_task_f
     let mut s = settings();
     s.providers = toml::from_str("[gce]\ntype = \"gce\"\n[lab]\ntype = \"static\"\n").unwrap();
     let env = Env::start_with(Backend::Redis, sim, &[("lab", lab(&["mac-1", "mac-2"]))], true, s).await;
-    let added = reqwest::Client::new()
-        .post(format!("{}/sim/machines", env.sim_url))
-        .json(&json!({"server": SERVER, "hostnames": ["mac-1", "mac-2", "mac-3"]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(added.status(), 200);
+    env.sim_machines(SERVER, &["mac-1", "mac-2", "mac-3"]).await;
 
     env.converged("lab", 2).await;
     assert_eq!(slots(&env).await, [("lab-0".into(), "mac-1".into()), ("lab-1".into(), "mac-2".into())]);

@@ -122,6 +122,17 @@ impl Env {
             .unwrap()
     }
 
+    /// Adds static machines `hostnames` to the simulator, their bots of Swarming `server`.
+    pub(crate) async fn sim_machines(&self, server: &str, hostnames: &[&str]) {
+        let added = reqwest::Client::new()
+            .post(format!("{}/sim/machines", self.sim_url))
+            .json(&serde_json::json!({"server": server, "hostnames": hostnames}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(added.status(), 200);
+    }
+
     /// Waits until `prefix` has `n` VMs, all created and connected, none draining.
     pub(crate) async fn converged(&self, prefix: &str, n: u32) {
         eventually(&format!("{prefix} converges to {n}"), LIMIT, || async {
