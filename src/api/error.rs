@@ -116,9 +116,14 @@ pub const ERRORS: &[(u16, &str, &str)] = &[
     (503, "Unavailable", "The datastore did not answer in time, or a transient failure: try again."),
 ];
 
-/// The code of a status, from [`ERRORS`].
+/// The code and meaning of an error status, from [`ERRORS`] (`InternalError` for one not listed).
+pub fn described(status: u16) -> (&'static str, &'static str) {
+    ERRORS.iter().find(|e| e.0 == status).map_or(("InternalError", ""), |e| (e.1, e.2))
+}
+
+/// The code of a status.
 fn code(status: StatusCode) -> &'static str {
-    ERRORS.iter().find(|e| e.0 == status.as_u16()).map_or("InternalError", |e| e.1)
+    described(status.as_u16()).0
 }
 
 impl From<OpError> for ApiError {

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::error::{ERRORS, ErrorBody};
+use super::error::{ErrorBody, described};
 use super::methods::{METHODS, Method, schema};
 use super::urls::{SERVICE, Urls, VERSION};
 
@@ -241,8 +241,7 @@ pub fn openapi(urls: &Urls) -> Value {
             json!({"description": "OK", "content": {"application/json": {"schema": {"$ref": named((m.output)())}}}}),
         );
         for status in error_statuses(m) {
-            let (_, code, what) =
-                ERRORS.iter().find(|e| e.0 == status).copied().unwrap_or((status, "InternalError", ""));
+            let (code, what) = described(status);
             let schema = json!({"$ref": error, "properties": {"code": {"const": code}}});
             responses.insert(
                 status.to_string(),

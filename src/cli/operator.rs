@@ -387,18 +387,8 @@ pub async fn queues(t: &Target, cmd: QueuesCmd) -> anyhow::Result<()> {
     let v = match cmd {
         QueuesCmd::List => return show(t, &call(&mut c, "listQueues", &[], None).await?, render::queues),
         QueuesCmd::Counts { queue } => {
-            let all = call(&mut c, "listQueues", &[], None).await?;
-            let one = all["queues"].as_array().into_iter().flatten().find(|q| q["name"] == queue.as_str());
-            let Some(one) = one else {
-                let names: Vec<&str> = all["queues"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|q| q["name"].as_str())
-                    .collect();
-                return Err(usage(format!("no queue {queue:?} (queues: {})", names.join(", "))));
-            };
-            return show(t, &one["counts"], |v| {
+            let counts = queue_counts(&mut c, &queue).await?;
+            return show(t, &counts, |v| {
                 let Some(m) = v.as_object() else { return String::new() };
                 m.iter().map(|(k, n)| format!("{k}={n}")).collect::<Vec<_>>().join(" ")
             });
@@ -442,13 +432,8 @@ pub async fn queues(t: &Target, cmd: QueuesCmd) -> anyhow::Result<()> {
             } else {
                 ("deadTasks", "purgeDead", "dead", ["dead"].as_slice())
             };
-            let queues = call(&mut c, "listQueues", &[], None).await?;
-            let Some(q) =
-                queues["queues"].as_array().into_iter().flatten().find(|q| q["name"] == queue.as_str())
-            else {
-                return Err(usage(format!("no queue {queue:?}")));
-            };
-            let n: u64 = counted.iter().filter_map(|k| q["counts"][*k].as_u64()).sum();
+            let counts = queue_counts(&mut c, &queue).await?;
+            let n: u64 = counted.iter().filter_map(|k| counts[*k].as_u64()).sum();
             if n == 0 {
                 out::line(&format!("queue {queue} has no {what} task: nothing to drop"));
                 return Ok(());
@@ -463,6 +448,20 @@ pub async fn queues(t: &Target, cmd: QueuesCmd) -> anyhow::Result<()> {
         }
     };
     show(t, &v, |v| format!("{} task(s)", v["count"]))
+}
+
+/// One queue's counts, from `listQueues`; a usage error naming the queues when there is none
+/// of that name.
+async fn queue_counts(c: &mut Client, queue: &str) -> anyhow::Result<Value> {
+    let all = call(c, "listQueues", &[], None).await?;
+    let queues = all["queues"].as_array().cloned().unwrap_or_default();
+    match queues.iter().find(|q| q["name"] == queue) {
+        Some(one) => Ok(one["counts"].clone()),
+        None => {
+            let names: Vec<&str> = queues.iter().filter_map(|q| q["name"].as_str()).collect();
+            Err(usage(format!("no queue {queue:?} (queues: {})", names.join(", "))))
+        }
+    }
 }
 
 /// The first page (up to 1 000) of a queue's tasks by `method`: enough to say whose they are.

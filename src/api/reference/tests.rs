@@ -1,6 +1,7 @@
 //! Unit tests of `api/reference.rs`.
 
 use super::*;
+use crate::api::error::ERRORS;
 
 fn refs(v: &Value, out: &mut Vec<String>) {
     match v {

@@ -386,13 +386,14 @@ async fn report(
     rejects: &[(String, String, String)],
     stored: &BTreeMap<String, Versioned<ConfigRecord>>,
 ) -> Result<(), TaskError> {
-    let before: BTreeMap<String, FileError> =
-        ctx.store.file_errors().await?.into_iter().map(|e| (e.path.clone(), e)).collect();
+    // A file may hold several Configs, so several errors: each is known by its path and prefix.
+    let before: BTreeMap<(String, String), FileError> =
+        ctx.store.file_errors().await?.into_iter().map(|e| ((e.path.clone(), e.prefix.clone()), e)).collect();
     let now = ctx.now();
     let mut errors = Vec::new();
     for (name, prefix, message) in rejects {
         let path = ctx.configs_dir.join(name).display().to_string();
-        let seen = before.get(&path).filter(|e| &e.message == message);
+        let seen = before.get(&(path.clone(), prefix.clone())).filter(|e| &e.message == message);
         if seen.is_none() {
             // The Config of the error's prefix, or another the file holds.
             let held_by = |c: &&Versioned<ConfigRecord>| source_name(&c.value.source) == *name;
@@ -409,7 +410,9 @@ async fn report(
         let since = seen.map_or(now, |e| e.since);
         errors.push(FileError { path, prefix: prefix.clone(), since, message: message.clone() });
     }
-    if errors.len() != before.len() || errors.iter().any(|e| before.get(&e.path) != Some(e)) {
+    if errors.len() != before.len()
+        || errors.iter().any(|e| before.get(&(e.path.clone(), e.prefix.clone())) != Some(e))
+    {
         ctx.store.set_file_errors(&errors).await?;
     }
     Ok(())
