@@ -5,7 +5,8 @@
 use std::io::Read as _;
 use std::path::Path;
 
-use gce_backend_jobs::config::{Config, ConfigError, MAX_FILE_BYTES, check_nesting, luci};
+use gce_backend_jobs::config::file as config_file;
+use gce_backend_jobs::config::{Config, ConfigError, MAX_FILE_BYTES, luci};
 
 use crate::error::Usage;
 use crate::out;
@@ -23,8 +24,9 @@ fn usage(e: impl std::fmt::Display) -> anyhow::Error {
     Usage(e.to_string()).into()
 }
 
-/// Reads `file` (`-`: standard input), at most [`MAX_FILE_BYTES`].
-fn read(file: &Path) -> anyhow::Result<(String, String)> {
+/// Reads `file` (`-`: standard input), at most [`MAX_FILE_BYTES`]; returns its name as errors
+/// say it (`<stdin>` for standard input) and its text.
+pub(super) fn read(file: &Path) -> anyhow::Result<(String, String)> {
     let origin = if file == Path::new("-") { "<stdin>".to_owned() } else { file.display().to_string() };
     let mut text = String::new();
     let reader: Box<dyn std::io::Read> = match file == Path::new("-") {
@@ -40,13 +42,7 @@ fn read(file: &Path) -> anyhow::Result<(String, String)> {
 
 /// Parses and checks the Configs of `text`; errors say where (a `vms` block's line).
 fn configs(text: &str, origin: &str, cfg: bool) -> Result<Vec<Config>, ConfigError> {
-    let all: Vec<(Config, Option<luci::Located>)> = match cfg {
-        true => luci::parse_vms(text, origin)?.into_iter().map(|(c, at)| (c, Some(at))).collect(),
-        false => {
-            check_nesting(text, origin)?;
-            Config::parse_all(text, origin)?.into_iter().map(|c| (c, None)).collect()
-        }
-    };
+    let all = config_file::parse(text, origin, cfg)?;
     for (c, at) in &all {
         if let Err(e) = c.validate() {
             return Err(match at {
@@ -64,7 +60,7 @@ pub fn convert(file: &Path, to: To) -> anyhow::Result<()> {
     let (origin, text) = read(file)?;
     let from_cfg = match file == Path::new("-") {
         true => to == To::Yaml,
-        false => file.extension().is_some_and(|x| x == "cfg"),
+        false => config_file::is_cfg(file),
     };
     let all = configs(&text, &origin, from_cfg).map_err(usage)?;
     let printed = match to {

@@ -27,17 +27,9 @@ pub struct Target {
 /// A Config from standard input (`-f -`), parsed as a file's and as bounded; `from_file`
 /// metadata is refused there (standard input has no directory to read it from).
 fn config_stdin() -> anyhow::Result<Value> {
-    use gce_backend_jobs::config::{self, Config, MAX_FILE_BYTES};
-    use std::io::Read;
-    let origin = "<stdin>";
-    let mut text = String::new();
-    std::io::stdin().take(MAX_FILE_BYTES + 1).read_to_string(&mut text)?;
-    if text.len() as u64 > MAX_FILE_BYTES {
-        return Err(usage(format!("{origin}: over {MAX_FILE_BYTES} bytes")));
-    }
-    let c = config::check_nesting(&text, origin)
-        .and_then(|()| Config::parse(&text, origin))
-        .map_err(|e| usage(e.to_string()))?;
+    use gce_backend_jobs::config::Config;
+    let (origin, text) = super::convert::read(std::path::Path::new("-"))?;
+    let c = Config::parse(&text, &origin).map_err(|e| usage(e.to_string()))?;
     if c.attributes.metadata.iter().any(|m| m.from_file.is_some()) {
         return Err(usage(format!(
             "{origin}: from_file metadata needs a file (-f FILE): standard input has no directory to read it from"

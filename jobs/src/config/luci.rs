@@ -3,7 +3,7 @@
 //! ([`to_text_proto`]). A LUCI field this service cannot honour is an error naming it and its
 //! line, never dropped.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::HashSet;
 use std::ops::Range;
 
 use super::attributes::*;
@@ -36,6 +36,14 @@ impl Located {
             .map_or(self.line, |(_, l)| *l)
     }
 
+    /// The error of a prefix written in this block and in the one at line `first`.
+    pub fn twice(&self, origin: &str, prefix: &str, first: u32) -> ConfigError {
+        ConfigError {
+            field: format!("{origin}:{}", self.line),
+            rule: format!("{}: prefix also in the vms block at line {first}", block(prefix, self.line)),
+        }
+    }
+
     /// `e` (about the Config of prefix `prefix`) with the block and the field's line.
     pub fn explain(&self, origin: &str, prefix: &str, e: ConfigError) -> ConfigError {
         let line = self.line_of(prefix, &e.field);
@@ -55,7 +63,8 @@ struct Bad(u32, String, String);
 
 type R<T> = Result<T, Bad>;
 
-/// Reads every `vms` block of a `vms.cfg` text; errors name `origin`, the line, and the block.
+/// Reads every `vms` block of a `vms.cfg` text; errors name `origin`, the line, and the block
+/// (a prefix written twice is [`super::file::parse`]'s to find).
 pub fn parse_vms(text: &str, origin: &str) -> Result<Vec<(Config, Located)>, ConfigError> {
     let at = |line: u32, rule: String| ConfigError { field: format!("{origin}:{line}"), rule };
     let fields = textproto::parse(text).map_err(|e| at(e.line, e.what))?;
@@ -66,7 +75,6 @@ pub fn parse_vms(text: &str, origin: &str) -> Result<Vec<(Config, Located)>, Con
         ));
     }
     let mut out: Vec<(Config, Located)> = Vec::new();
-    let mut seen = std::collections::HashMap::<String, u32>::new();
     for f in &fields {
         if f.name != "vms" {
             return Err(at(
@@ -82,15 +90,11 @@ pub fn parse_vms(text: &str, origin: &str) -> Result<Vec<(Config, Located)>, Con
             _ => None,
         });
         let prefix = named.unwrap_or_default();
-        let mut cx = Cx { lines: Vec::new() };
+        let cx = Cx { lines: Default::default() };
         let c = cx.config(body).map_err(|Bad(line, path, rule)| {
             at(line, format!("{}: {path}: {rule}", block(&prefix, f.line)))
         })?;
-        if let Some(first) = (!prefix.is_empty()).then(|| seen.insert(prefix.clone(), f.line)).flatten() {
-            let rule = format!("{}: prefix also in the vms block at line {first}", block(&prefix, f.line));
-            return Err(at(f.line, rule));
-        }
-        out.push((c, Located { line: f.line, span: f.span.clone(), lines: cx.lines }));
+        out.push((c, Located { line: f.line, span: f.span.clone(), lines: cx.lines.into_inner() }));
     }
     if out.is_empty() {
         return Err(at(1, "holds no vms block: a Config file needs at least one".into()));
@@ -98,8 +102,9 @@ pub fn parse_vms(text: &str, origin: &str) -> Result<Vec<(Config, Located)>, Con
     Ok(out)
 }
 
+/// What reading one block gathers: the lines of its fields.
 struct Cx {
-    lines: Vec<(String, u32)>,
+    lines: std::cell::RefCell<Vec<(String, u32)>>,
 }
 
 /// Fields of one message, each singular one at most once.
@@ -197,10 +202,22 @@ fn refuse(g: &Field, path: &str, why: &str) -> Bad {
 }
 
 impl Cx {
-    fn config(&mut self, body: &[Field]) -> R<Config> {
+    /// [`each`] field of one message, its line recorded under its path.
+    fn fields<'a>(
+        &self,
+        body: &'a [Field],
+        path: &str,
+        mut f: impl FnMut(&'a Field, String) -> R<()>,
+    ) -> R<()> {
+        each(body, path, |g, p| {
+            self.lines.borrow_mut().push((p.clone(), g.line));
+            f(g, p)
+        })
+    }
+
+    fn config(&self, body: &[Field]) -> R<Config> {
         let mut c = Config::default();
-        each(body, "", |g, p| {
-            self.lines.push((p.clone(), g.line));
+        self.fields(body, "", |g, p| {
             match g.name.as_str() {
                 "prefix" => c.prefix = string(g, &p)?,
                 "amount" => c.amount = self.amount(msg(g, &p)?, &p)?,
@@ -229,10 +246,9 @@ impl Cx {
         Ok(c)
     }
 
-    fn amount(&mut self, body: &[Field], path: &str) -> R<Amount> {
+    fn amount(&self, body: &[Field], path: &str) -> R<Amount> {
         let mut a = Amount::default();
-        each(body, path, |g, p| {
-            self.lines.push((p.clone(), g.line));
+        self.fields(body, path, |g, p| {
             match g.name.as_str() {
                 "min" => a.min = u32v(g, &p)?,
                 "max" => a.max = u32v(g, &p)?,
@@ -251,10 +267,9 @@ impl Cx {
         Ok(a)
     }
 
-    fn schedule(&mut self, at: &Field, body: &[Field], path: &str) -> R<Schedule> {
+    fn schedule(&self, at: &Field, body: &[Field], path: &str) -> R<Schedule> {
         let (mut start, mut length, mut min, mut max) = (None, Secs(0), 0, 0);
-        each(body, path, |g, p| {
-            self.lines.push((p.clone(), g.line));
+        self.fields(body, path, |g, p| {
             match g.name.as_str() {
                 "start" => start = Some(self.time_of_day(g, msg(g, &p)?, &p)?),
                 "length" => length = period(msg(g, &p)?, &p)?,
@@ -269,10 +284,9 @@ impl Cx {
         Ok(Schedule { start, length, min, max })
     }
 
-    fn time_of_day(&mut self, at: &Field, body: &[Field], path: &str) -> R<TimeOfDay> {
+    fn time_of_day(&self, at: &Field, body: &[Field], path: &str) -> R<TimeOfDay> {
         let (mut day, mut time, mut location) = (None, String::new(), String::new());
-        each(body, path, |g, p| {
-            self.lines.push((p.clone(), g.line));
+        self.fields(body, path, |g, p| {
             match g.name.as_str() {
                 "day" => day = Some(weekday(g, &p)?),
                 "time" => time = string(g, &p)?,
@@ -285,11 +299,9 @@ impl Cx {
         Ok(TimeOfDay { day, time, location })
     }
 
-    fn attributes(&mut self, body: &[Field], path: &str) -> R<Attributes> {
+    fn attributes(&self, body: &[Field], path: &str) -> R<Attributes> {
         let mut a = Attributes::default();
-        let mut labels = BTreeSet::new();
-        each(body, path, |g, p| {
-            self.lines.push((p.clone(), g.line));
+        self.fields(body, path, |g, p| {
             match g.name.as_str() {
                 "disk" => a.disk.push(self.disk(msg(g, &p)?, &p)?),
                 "machine_type" => a.machine_type = string(g, &p)?,
@@ -303,10 +315,9 @@ impl Cx {
                 "scheduling" => a.scheduling = Some(self.scheduling(msg(g, &p)?, &p)?),
                 "label" => {
                     let (k, v) = self.label(g, msg(g, &p)?, &p)?;
-                    if !labels.insert(k.clone()) {
+                    if a.label.insert(k, v).is_some() {
                         return Err(Bad(g.line, p, "a label key set twice".into()));
                     }
-                    a.label.insert(k, v);
                 }
                 "disable_integrity_monitoring" => a.disable_integrity_monitoring = boolean(g, &p)?,
                 "enable_secure_boot" => a.enable_secure_boot = boolean(g, &p)?,
@@ -334,10 +345,9 @@ impl Cx {
         Ok(a)
     }
 
-    fn disk(&mut self, body: &[Field], path: &str) -> R<Disk> {
+    fn disk(&self, body: &[Field], path: &str) -> R<Disk> {
         let mut d = Disk::default();
-        each(body, path, |g, p| {
-            self.lines.push((p.clone(), g.line));
+        self.fields(body, path, |g, p| {
             match g.name.as_str() {
                 "image" => d.image = string(g, &p)?,
                 "size" => d.size = uint(g, &p)?,
@@ -352,10 +362,9 @@ impl Cx {
         Ok(d)
     }
 
-    fn metadata(&mut self, at: &Field, body: &[Field], path: &str) -> R<Metadata> {
+    fn metadata(&self, at: &Field, body: &[Field], path: &str) -> R<Metadata> {
         let mut m = Metadata::default();
-        each(body, path, |g, p| {
-            self.lines.push((p.clone(), g.line));
+        self.fields(body, path, |g, p| {
             match g.name.as_str() {
                 "from_text" => m.from_text = Some(string(g, &p)?),
                 "from_file" => m.from_file = Some(string(g, &p)?),
@@ -369,10 +378,9 @@ impl Cx {
         Ok(m)
     }
 
-    fn nic(&mut self, body: &[Field], path: &str) -> R<NetworkInterface> {
+    fn nic(&self, body: &[Field], path: &str) -> R<NetworkInterface> {
         let mut n = NetworkInterface::default();
-        each(body, path, |g, p| {
-            self.lines.push((p.clone(), g.line));
+        self.fields(body, path, |g, p| {
             match g.name.as_str() {
                 "access_config" => {
                     let mut kind = "ONE_TO_ONE_NAT".to_owned();
@@ -395,10 +403,9 @@ impl Cx {
         Ok(n)
     }
 
-    fn account(&mut self, body: &[Field], path: &str) -> R<ServiceAccount> {
+    fn account(&self, body: &[Field], path: &str) -> R<ServiceAccount> {
         let mut s = ServiceAccount::default();
-        each(body, path, |g, p| {
-            self.lines.push((p.clone(), g.line));
+        self.fields(body, path, |g, p| {
             match g.name.as_str() {
                 "email" => s.email = string(g, &p)?,
                 "scope" => s.scope.push(string(g, &p)?),
@@ -409,10 +416,9 @@ impl Cx {
         Ok(s)
     }
 
-    fn scheduling(&mut self, body: &[Field], path: &str) -> R<Scheduling> {
+    fn scheduling(&self, body: &[Field], path: &str) -> R<Scheduling> {
         let mut s = Scheduling::default();
-        each(body, path, |g, p| {
-            self.lines.push((p.clone(), g.line));
+        self.fields(body, path, |g, p| {
             if g.name != "node_affinity" {
                 return Err(unknown(g, &p));
             }
@@ -432,7 +438,7 @@ impl Cx {
         Ok(s)
     }
 
-    fn label(&mut self, at: &Field, body: &[Field], path: &str) -> R<(String, String)> {
+    fn label(&self, at: &Field, body: &[Field], path: &str) -> R<(String, String)> {
         let (mut k, mut v) = (None, String::new());
         each(body, path, |g, p| {
             match g.name.as_str() {
@@ -445,7 +451,9 @@ impl Cx {
         let k = k.ok_or_else(|| {
             Bad(at.line, path.into(), "a label needs a key: label { key: … value: … }".into())
         })?;
-        self.lines.push((format!("{}.{k}", path.rsplit_once('[').map_or(path, |(p, _)| p)), at.line));
+        self.lines
+            .borrow_mut()
+            .push((format!("{}.{k}", path.rsplit_once('[').map_or(path, |(p, _)| p)), at.line));
         Ok((k, v))
     }
 }
@@ -468,17 +476,8 @@ fn period(body: &[Field], path: &str) -> R<Secs> {
 }
 
 fn weekday(g: &Field, path: &str) -> R<Day> {
-    let day = match name(g, path)?.as_str() {
-        "MONDAY" => Day::Monday,
-        "TUESDAY" => Day::Tuesday,
-        "WEDNESDAY" => Day::Wednesday,
-        "THURSDAY" => Day::Thursday,
-        "FRIDAY" => Day::Friday,
-        "SATURDAY" => Day::Saturday,
-        "SUNDAY" => Day::Sunday,
-        _ => return Err(Bad(g.line, path.into(), "must be a day name, MONDAY to SUNDAY".into())),
-    };
-    Ok(day)
+    Day::from_name(&name(g, path)?)
+        .ok_or_else(|| Bad(g.line, path.into(), "must be a day name, MONDAY to SUNDAY".into()))
 }
 
 mod write;

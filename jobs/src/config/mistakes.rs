@@ -35,16 +35,13 @@ const MAX_MISTAKES: usize = 20;
 pub(super) fn mistakes(doc: Option<yaml_serde::Value>, first: &str) -> String {
     let mut out = vec![redact(first)];
     let Some(mut doc) = doc else { return out.remove(0) };
-    let mut seen = Vec::new();
-    while seen.len() < MAX_MISTAKES {
+    for found in 0..MAX_MISTAKES {
         let Err(e) = serde_path_to_error::deserialize::<_, Config>(doc.clone()) else { break };
-        let path: Vec<Segment> = e.path().iter().map(Segment::of).collect();
-        let named = format!("{}: {}", e.path(), redact(&e.inner().to_string()));
         // The first mistake is already named, with its line; the others by their path.
-        if !seen.is_empty() {
-            out.push(named);
+        if found > 0 {
+            out.push(format!("{}: {}", e.path(), redact(&e.inner().to_string())));
         }
-        seen.push(path.clone());
+        let path: Vec<Segment> = e.path().iter().map(Segment::of).collect();
         if path.is_empty() || !remove(&mut doc, &path) {
             break;
         }

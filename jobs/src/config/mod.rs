@@ -7,9 +7,10 @@
 //! `luci` (LUCI's `vms.cfg` read as Configs, and written back); `trust` and `providers` (what
 //! the settings let a Config name); `validate` (every rule of a Config); `mistakes` (what a
 //! parser says, every mistake at once, no value quoted); `yaml` (Config files as YAML text, read
-//! and written).
+//! and written); `file` (a Config file's text of either kind, read).
 
 mod attributes;
+pub mod file;
 pub mod luci;
 mod mistakes;
 pub mod names;

@@ -302,3 +302,12 @@ fn a_swarming_server_is_an_origin() {
         assert!(e.field == "linux.swarming" && e.rule.contains(why), "{e}");
     }
 }
+
+#[test]
+fn a_days_name_is_the_one_a_config_file_writes() {
+    for d in crate::config::Day::ALL {
+        assert_eq!(serde_json::to_value(d).unwrap(), d.name(), "{d:?}");
+        assert_eq!(crate::config::Day::from_name(d.name()), Some(d));
+    }
+    assert_eq!(crate::config::Day::from_name("monday"), None);
+}

@@ -114,6 +114,28 @@ pub enum Day {
 }
 
 impl Day {
+    /// Every day, Monday first.
+    pub const ALL: [Day; 7] =
+        [Day::Monday, Day::Tuesday, Day::Wednesday, Day::Thursday, Day::Friday, Day::Saturday, Day::Sunday];
+
+    /// Its name as the proto (and a Config file) writes it: `MONDAY` … `SUNDAY`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Day::Monday => "MONDAY",
+            Day::Tuesday => "TUESDAY",
+            Day::Wednesday => "WEDNESDAY",
+            Day::Thursday => "THURSDAY",
+            Day::Friday => "FRIDAY",
+            Day::Saturday => "SATURDAY",
+            Day::Sunday => "SUNDAY",
+        }
+    }
+
+    /// The day of a [`Day::name`].
+    pub fn from_name(name: &str) -> Option<Day> {
+        Day::ALL.into_iter().find(|d| d.name() == name)
+    }
+
     fn weekday(self) -> Weekday {
         match self {
             Day::Monday => Weekday::Mon,

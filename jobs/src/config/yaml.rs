@@ -83,11 +83,13 @@ impl Config {
         }
     }
 
-    /// Parses every document of a YAML text (`---` between them), a Config each; unknown fields
+    /// Parses every document of a YAML text (`---` between them), a Config each, once its
+    /// nesting is checked ([`check_nesting`]); unknown fields
     /// are errors, and so is an empty document; every mistake of the first document that has
     /// any is named at once.
     pub fn parse_all(text: &str, origin: &str) -> Result<Vec<Self>, ConfigError> {
         use serde::Deserialize as _;
+        check_nesting(text, origin)?;
         let mut out = Vec::new();
         for (i, doc) in yaml_serde::Deserializer::from_str(text).enumerate() {
             if i == MAX_FILE_CONFIGS {

@@ -5,7 +5,7 @@
 use super::super::attributes::Attributes;
 use super::super::spec::Config;
 use super::super::textproto::quote;
-use super::super::units::{ConfigError, Day, Secs};
+use super::super::units::{ConfigError, Secs};
 
 /// An indented text proto being written.
 struct Out {
@@ -114,7 +114,7 @@ fn amount(o: &mut Out, c: &Config) {
     for s in &a.change {
         o.open("change");
         o.open("start");
-        o.raw("day", day(s.start.day));
+        o.raw("day", s.start.day.name());
         o.str("time", &s.start.time);
         o.str("location", &s.start.location);
         o.close();
@@ -124,18 +124,6 @@ fn amount(o: &mut Out, c: &Config) {
         o.close();
     }
     o.close();
-}
-
-fn day(d: Day) -> &'static str {
-    match d {
-        Day::Monday => "MONDAY",
-        Day::Tuesday => "TUESDAY",
-        Day::Wednesday => "WEDNESDAY",
-        Day::Thursday => "THURSDAY",
-        Day::Friday => "FRIDAY",
-        Day::Saturday => "SATURDAY",
-        Day::Sunday => "SUNDAY",
-    }
 }
 
 fn attributes(o: &mut Out, a: &Attributes) {

@@ -109,33 +109,22 @@ impl Loaded {
     }
 }
 
-/// True for a LUCI `vms.cfg` text proto (`*.cfg`), false for YAML or JSON.
-pub fn is_cfg(path: &Path) -> bool {
-    path.extension().is_some_and(|x| x == "cfg")
-}
-
-/// Parses a file's text: a `*.cfg` as LUCI's `vms.cfg` (a Config per `vms` block), anything
-/// else as YAML (a Config per document).
+/// Parses a file's text ([`config::file::parse`]), each Config with the hash its revision starts
+/// from: a `vms` block's own text, a YAML document's own content (so editing one Config of a file
+/// changes no other's revision), or, for a file of one document, the whole text.
 fn parse(path: &Path, text: &str, origin: &str) -> Result<Vec<Parsed>, ConfigError> {
-    if is_cfg(path) {
-        let blocks = config::luci::parse_vms(text, origin)?;
-        return Ok(blocks
-            .into_iter()
-            .map(|(c, at)| {
-                let h = fnv(text[at.span.clone()].as_bytes(), FNV_START);
-                (c, h, Some(at))
-            })
-            .collect());
-    }
-    config::check_nesting(text, origin)?;
-    let all = Config::parse_all(text, origin)?;
-    let whole = fnv(text.as_bytes(), FNV_START);
-    // One document keeps the revision of the whole text (as before documents were counted).
+    let all = config::file::parse(text, origin, config::file::is_cfg(path))?;
     let one = all.len() == 1;
     Ok(all
         .into_iter()
-        .enumerate()
-        .map(|(i, c)| (c, if one { whole } else { fnv(&(i as u64).to_le_bytes(), whole) }, None))
+        .map(|(c, at)| {
+            let h = match (&at, one) {
+                (Some(at), _) => fnv(text[at.span.clone()].as_bytes(), FNV_START),
+                (None, true) => fnv(text.as_bytes(), FNV_START),
+                (None, false) => fnv(&serde_json::to_vec(&c).unwrap_or_default(), FNV_START),
+            };
+            (c, h, at)
+        })
         .collect())
 }
 

@@ -10,14 +10,9 @@ use super::*;
 use crate::config::luci::tests::VMS_CFG;
 use crate::config::{Metadata, Secs};
 
-static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-
 /// A context importing from `<tmp>/configs`, with a secret beside that directory.
 fn setup() -> (Ctx, crate::testing::Fakes, PathBuf) {
-    let (mut ctx, f) = Ctx::test();
-    let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-    let root = std::env::temp_dir().join(format!("gce-backend-luci-{}-{n}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
+    let (mut ctx, f, root) = super::tests::setup();
     let dir = root.join("configs");
     std::fs::create_dir_all(dir.join("metadata")).unwrap();
     std::fs::write(dir.join("metadata/token.txt"), "tok-1").unwrap();
@@ -46,14 +41,10 @@ async fn a_vms_cfg_of_three_blocks_is_three_configs() {
     let (ctx, _, dir) = setup();
     std::fs::write(dir.join("vms.cfg"), VMS_CFG).unwrap();
     let n = run(&ctx).await.unwrap();
-    assert!(
-        ctx.store.file_errors().await.unwrap().is_empty(),
-        "{:?}",
-        ctx.store.file_errors().await.unwrap()
-    );
+    let errors = ctx.store.file_errors().await.unwrap();
+    assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(n, 3);
     assert_eq!(prefixes(&ctx).await, ["linux", "mac", "win"]);
-    assert!(ctx.store.file_errors().await.unwrap().is_empty());
     let linux = ctx.store.config("linux").await.unwrap().unwrap().value;
     assert_eq!(linux.source, "vms.cfg");
     assert_eq!(linux.config.attributes.project, "google.com:chromium-ci");
@@ -169,7 +160,7 @@ async fn hostile_cfg_files_are_refused_without_echoing_them() {
 
 #[tokio::test]
 async fn errors_found_after_reading_say_the_block_and_line_too() {
-    let (ctx, _, dir) = setup();
+    let (ctx, f, dir) = setup();
     // The settings do not list this server (the tenant's rule), and Compute has no such zone.
     let text = VMS_CFG
         .replacen("swarming: \"https://swarm.example.com\"", "swarming: \"https://other.example.com\"", 1)
@@ -184,4 +175,33 @@ async fn errors_found_after_reading_say_the_block_and_line_too() {
         "{errors:?}"
     );
     assert_eq!(prefixes(&ctx).await, ["mac"], "the others of the file are applied, as YAML files are");
+    // A round later the two errors of the one file are the same two: none is new again.
+    f.clock.advance(Duration::minutes(1));
+    run(&ctx).await.unwrap();
+    assert_eq!(ctx.store.file_errors().await.unwrap(), errors, "kept as they were, since included");
+}
+
+#[tokio::test]
+async fn one_document_of_a_yaml_file_edited_leaves_the_others_revision_and_a_prefix_twice_is_named() {
+    let (ctx, _, dir) = setup();
+    let doc = |prefix: &str, amount: u32| {
+        let mut c = crate::testing::config(prefix, amount);
+        c.attributes.zone = "z".into();
+        yaml_serde::to_string(&c).unwrap()
+    };
+    std::fs::write(dir.join("two.yaml"), format!("{}---\n{}", doc("a", 1), doc("b", 1))).unwrap();
+    assert_eq!(run(&ctx).await.unwrap(), 2, "{:?}", ctx.store.file_errors().await.unwrap());
+    let revision = |p: &'static str| {
+        let ctx = &ctx;
+        async move { ctx.store.config(p).await.unwrap().unwrap().value.revision }
+    };
+    let (a, b) = (revision("a").await, revision("b").await);
+    std::fs::write(dir.join("two.yaml"), format!("{}---\n{}", doc("a", 2), doc("b", 1))).unwrap();
+    run(&ctx).await.unwrap();
+    assert_ne!(revision("a").await, a);
+    assert_eq!(revision("b").await, b, "b's document did not change");
+    std::fs::write(dir.join("two.yaml"), format!("{}---\n{}", doc("a", 2), doc("a", 1))).unwrap();
+    run(&ctx).await.unwrap();
+    let e = only_error(&ctx).await;
+    assert!(e.contains("document 2: prefix \"a\" also in document 1"), "{e}");
 }

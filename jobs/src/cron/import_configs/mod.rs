@@ -40,7 +40,7 @@ use crate::ports::store::{Expect, Fence, Versioned, VmIndex};
 
 pub mod files;
 pub mod ownership;
-pub use files::{Loaded, is_cfg, load, load_all};
+pub use files::{Loaded, load, load_all};
 pub use ownership::{Plan, Read, plan};
 
 const STAGE: &str = "import_configs";
@@ -88,8 +88,12 @@ fn read_files(
         .map(|name| {
             let path = dir.join(&name);
             let shown = path.display().to_string();
-            // The path is said once, by whoever reports the error.
-            let text = |e: ConfigError| if e.field == shown { e.rule } else { e.to_string() };
+            // The path is said once, by whoever reports the error (a line as `name:line`).
+            let text = |e: ConfigError| match e.field.strip_prefix(&shown) {
+                Some("") => e.rule,
+                Some(line) => format!("{name}{line}: {}", e.rule),
+                None => e.to_string(),
+            };
             let check = |l: Loaded| match l.config.validate().and_then(|()| l.config.check_limits(limits)) {
                 Ok(()) => Ok((l.config, l.revision)),
                 Err(e) => Err((l.config.prefix.clone(), text(l.explain(&shown, e)))),
@@ -112,9 +116,10 @@ fn read_files(
 }
 
 /// `e`, about the Config `prefix` of the file `name`, said with its place in a `vms.cfg`.
-fn placed(ctx: &Ctx, places: &Places, name: &str, prefix: &str, e: ConfigError) -> String {
+fn placed(places: &Places, name: &str, prefix: &str, e: ConfigError) -> String {
     match places.get(&(name.to_owned(), prefix.to_owned())) {
-        Some(at) => at.explain(&ctx.configs_dir.join(name).display().to_string(), prefix, e).to_string(),
+        // As `name:line`: the report says the file's path once.
+        Some(at) => at.explain(name, prefix, e).to_string(),
         None => e.to_string(),
     }
 }
@@ -170,7 +175,7 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
             .map(|(_, c)| &c.value.config)
             .chain(applied.values());
         if let Some(e) = ctx.trust.problems(&config, others).into_iter().next() {
-            let why = placed(ctx, &places, &name, &prefix, e);
+            let why = placed(&places, &name, &prefix, e);
             plan.rejects.push((name, prefix, why));
             continue;
         }
@@ -180,7 +185,7 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
                 applied.insert(prefix, config);
             }
             Err(e) => {
-                let why = placed(ctx, &places, &name, &prefix, e);
+                let why = placed(&places, &name, &prefix, e);
                 plan.rejects.push((name, prefix, why));
             }
         }
