@@ -286,18 +286,14 @@ async fn a_workers_process_serves_its_own_metrics_on_metrics_listen() {
 /// The metric names a scrape serves: each sample's, and each family's as its samples are named
 /// (a counter `x_total`, a histogram `x_bucket`, `x_count`, `x_sum`), with or without samples.
 fn served(text: &str) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    for line in text.lines() {
-        if let Some((name, kind)) = line.strip_prefix("# TYPE ").and_then(|r| r.split_once(' ')) {
-            let suffixes: &[&str] = match kind {
-                "counter" => &["_total"],
-                "histogram" => &["_bucket", "_count", "_sum"],
-                _ => &[""],
-            };
-            out.extend(suffixes.iter().map(|x| format!("{name}{x}")));
-        } else if !line.starts_with('#') {
-            out.extend(line.split(['{', ' ']).next().filter(|n| !n.is_empty()).map(str::to_owned));
-        }
+    let mut out: BTreeSet<String> = parse(text).into_keys().map(|(name, _)| name).collect();
+    for (name, kind) in text.lines().filter_map(|l| l.strip_prefix("# TYPE ")?.split_once(' ')) {
+        let suffixes: &[&str] = match kind {
+            "counter" => &["_total"],
+            "histogram" => &["_bucket", "_count", "_sum"],
+            _ => &[""],
+        };
+        out.extend(suffixes.iter().map(|x| format!("{name}{x}")));
     }
     out
 }

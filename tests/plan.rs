@@ -119,13 +119,25 @@ async fn web(amount: u32, s: gce_backend::settings::Settings) -> (Env, Client) {
 /// Plans `body` (a planConfig input) for `web`, applies it by `method` with `input`, settles,
 /// and compares; returns the plan.
 async fn plan_apply_compare(env: &Env, api: &Client, body: Value, method: &str, input: Value) -> Value {
-    let p = [("prefix", "web")];
-    let was = before(env, "web").await;
+    plan_apply_compare_of(env, api, "web", body, method, input).await
+}
+
+/// [`plan_apply_compare`] for the Config `prefix`.
+async fn plan_apply_compare_of(
+    env: &Env,
+    api: &Client,
+    prefix: &str,
+    body: Value,
+    method: &str,
+    input: Value,
+) -> Value {
+    let p = [("prefix", prefix)];
+    let was = before(env, prefix).await;
     let plan = api.ok(WRITER, "planConfig", &p, Some(body)).await;
     assert_eq!(plan["problems"], json!([]), "{plan:#}");
     api.ok(WRITER, method, &p, Some(input)).await;
-    settled(env, "web").await;
-    compare(env, "web", &was, &plan).await;
+    settled(env, prefix).await;
+    compare(env, prefix, &was, &plan).await;
     plan
 }
 
@@ -182,8 +194,7 @@ async fn a_schedule_window_open_now_sets_the_amount_the_plan_says() {
     let (env, api) = web(1, settings()).await;
     // A window that opened an hour ago, for three hours: at least 3 VMs.
     let start = env.ctx.now() - chrono::Duration::hours(1);
-    let days = ["MONDAY", "TUESDAY", "WEDNESDAY", "THURSDAY", "FRIDAY", "SATURDAY", "SUNDAY"];
-    let day = days[start.weekday().num_days_from_monday() as usize];
+    let day = gce_backend_jobs::config::Day::ALL[start.weekday().num_days_from_monday() as usize].name();
     let mut c = config("web", &["infra"], 1, 6);
     c["amount"]["change"] = json!([{
         "start": {"day": day, "time": format!("{}:{:02}", start.hour(), start.minute())},
@@ -210,13 +221,9 @@ async fn editing_a_static_list_drains_and_adds_what_the_plan_says() {
     api.ok(WRITER, "createConfig", &p, Some(lab(&["mac-1", "mac-2"]))).await;
     env.converged("lab", 2).await;
 
-    let was = before(&env, "lab").await;
     let edited = lab(&["mac-3", "mac-2"]);
-    let plan = api.ok(WRITER, "planConfig", &p, Some(json!({"config": edited}))).await;
-    assert_eq!(plan["problems"], json!([]), "{plan:#}");
-    api.ok(WRITER, "updateConfig", &p, Some(edited)).await;
-    settled(&env, "lab").await;
-    compare(&env, "lab", &was, &plan).await;
+    let body = json!({"config": edited});
+    let plan = plan_apply_compare_of(&env, &api, "lab", body, "updateConfig", edited.clone()).await;
     assert_eq!(
         (plan["drain"].clone(), plan["create"].clone(), plan["keep"].clone()),
         (json!(["lab-0"]), json!(["lab-2"]), json!(["lab-1"]))

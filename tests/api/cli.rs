@@ -25,6 +25,19 @@ fn cli(env: &Env, token: &str, args: &[&str]) -> Output {
     client(env.api_url.as_deref().unwrap(), token, args).output().unwrap()
 }
 
+/// Runs `c` with `input` on its standard input; its output.
+fn with_stdin(mut c: Command, input: &str) -> Output {
+    use std::io::Write as _;
+    let mut child = c
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
+
 fn text(o: &Output) -> (String, String) {
     (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
 }
@@ -102,15 +115,7 @@ async fn an_operator_uses_the_cli_on_the_api() {
     .await;
     // `-f -`: the Config from standard input, as a file's.
     let piped = |input: String| {
-        use std::io::Write;
-        let mut child = client(env.api_url.as_deref().unwrap(), WRITER, &["configs", "apply", "-f", "-"])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
-        child.wait_with_output().unwrap()
+        with_stdin(client(env.api_url.as_deref().unwrap(), WRITER, &["configs", "apply", "-f", "-"]), &input)
     };
     let o = piped(format!("{}owner: [infra]\n", crate::support::pool("piped", 1, "1d", "10m")));
     assert!(o.status.success(), "{:?}", text(&o));
@@ -315,7 +320,7 @@ async fn bulk_operations_ask_first_and_say_what_they_did_per_config_and_errors_n
 
     // An API that is not there: the cause, not just "error sending request".
     let closed = format!("http://127.0.0.1:{}", crate::support::free_port());
-    let o = client(&closed, ADMIN, &["configs", "list"]).output().unwrap();
+    let o = cli_at(&closed, ADMIN, &["configs", "list"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(text(&o).1.to_lowercase().contains("connection refused"), "{:?}", text(&o));
     let _ = std::fs::remove_dir_all(&files);
@@ -353,15 +358,9 @@ fn configs_convert_turns_a_vms_cfg_into_yaml_and_back_without_the_api() {
     let cfg = dir.join("vms.cfg");
     std::fs::write(&cfg, VMS_CFG).unwrap();
     let local = |args: &[&str], input: Option<&str>| {
-        use std::io::Write as _;
         let mut c = Command::new(BIN);
         c.args(args).env_remove("GCE_BACKEND_ROOT_URL").env_remove("GCE_BACKEND_TOKEN");
-        c.stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
-        let mut child = c.spawn().unwrap();
-        child.stdin.take().unwrap().write_all(input.unwrap_or_default().as_bytes()).unwrap();
-        child.wait_with_output().unwrap()
+        with_stdin(c, input.unwrap_or_default())
     };
     let o = local(&["configs", "convert", cfg.to_str().unwrap()], None);
     assert!(o.status.success(), "{:?}", text(&o));
