@@ -302,18 +302,18 @@ impl Caller {
     /// its Config is gone).
     pub fn may_read_owned(&self, owner: &[String]) -> bool {
         self.role == Role::Admin
-            || (self.role.grants(Role::Reader)
-                && (owner.is_empty() || owner.iter().any(|o| self.groups.contains(o))))
+            || (self.role.grants(Role::Reader) && (owner.is_empty() || self.in_owner(owner)))
     }
 
     /// May change `config`: admins always; writers in one of its owner groups (a Config without
     /// owner is changed by admins only, as in LUCI).
     pub fn may_write(&self, config: &Config) -> bool {
-        self.role == Role::Admin || (self.role >= Role::Writer && self.in_owner(config))
+        self.role == Role::Admin || (self.role >= Role::Writer && self.in_owner(&config.owner))
     }
 
-    fn in_owner(&self, config: &Config) -> bool {
-        config.owner.iter().any(|o| self.groups.contains(o))
+    /// Shares a group with `owner` (a Config's owner groups).
+    fn in_owner(&self, owner: &[String]) -> bool {
+        owner.iter().any(|o| self.groups.contains(o))
     }
 }
 

@@ -30,7 +30,7 @@ pub(super) async fn readable(
             Err(ApiError::new(StatusCode::CONFLICT, format!("Config {prefix:?} is corrupt: see its status")))
         }
         Err(StoreError::Corrupt { .. }) => Err(ApiError::not_found(&format!("Config {prefix:?}"))),
-        Err(e) => Err(gce_backend_jobs::error::TaskError::from(e).into()),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -74,8 +74,7 @@ pub(super) async fn list(
         .ctx
         .store
         .configs()
-        .await
-        .map_err(gce_backend_jobs::error::TaskError::from)?
+        .await?
         .into_iter()
         .map(|r| r.value)
         .filter(|r| caller.may_read(&r.config))
@@ -230,14 +229,7 @@ pub(super) async fn plan(
     match readable(&api, &caller, &prefix).await {
         Ok(_) => {}
         Err(e) if e.status() == StatusCode::NOT_FOUND && input.config.is_some() => {
-            if api
-                .ctx
-                .store
-                .config(&prefix)
-                .await
-                .map_err(gce_backend_jobs::error::TaskError::from)?
-                .is_some()
-            {
+            if api.ctx.store.config(&prefix).await?.is_some() {
                 return Err(ApiError::new(StatusCode::CONFLICT, format!("prefix {prefix:?} is taken")));
             }
         }
@@ -270,15 +262,16 @@ pub(super) async fn global_pause(State(api): State<Api>) -> Out<GlobalPause> {
     ok(GlobalPause { paused: operate::paused_all(&api.ctx).await? })
 }
 
-/// One page of the audit trail of `prefix` (the global one for [`GLOBAL_AUDIT`]).
-async fn trail(api: &Api, prefix: &str, page: &Page) -> Out<AuditList> {
+/// One page of the audit trail of `prefix` (the global one for [`GLOBAL_AUDIT`]); `read`: the
+/// entries already read from the page's offset, one more than its limit.
+async fn trail(api: &Api, prefix: &str, page: &Page, read: Option<Vec<AuditEntry>>) -> Out<AuditList> {
     let (offset, limit) = (page.offset()?, page.limit()?);
-    let store = &api.ctx.store;
-    let mut entries: Vec<AuditEntry> =
-        store.audit(prefix, offset, limit + 1).await.map_err(gce_backend_jobs::error::TaskError::from)?;
-    let more = entries.len() > limit && offset + limit < Page::MAX_OFFSET;
-    entries.truncate(limit);
-    ok(AuditList { entries, continuation_token: more.then(|| (offset + limit).to_string()) })
+    let mut entries = match read {
+        Some(entries) => entries,
+        None => api.ctx.store.audit(prefix, offset, limit + 1).await?,
+    };
+    let continuation_token = Page::cut(&mut entries, offset, limit);
+    ok(AuditList { entries, continuation_token })
 }
 
 /// `configHistory`: read as the Config is (404 alike when hidden or missing). A Config that is
@@ -291,24 +284,33 @@ pub(super) async fn history(
     Params(page): Params<Page>,
 ) -> Out<AuditList> {
     let store = &api.ctx.store;
-    let task = gce_backend_jobs::error::TaskError::from;
+    // The first page of a gone Config's trail is read once: its first entry is the newest.
+    let mut read = None;
     let visible = match store.config(&prefix).await {
         Ok(Some(rec)) => caller.may_read(&rec.value.config),
         Ok(None) if prefix == GLOBAL_AUDIT => false,
-        Ok(None) => match store.audit(&prefix, 0, 1).await.map_err(task)?.first() {
-            Some(e) => caller.role == Role::Admin || (!e.owner.is_empty() && caller.may_read_owned(&e.owner)),
-            None => false,
-        },
+        Ok(None) => {
+            let newest = match (page.offset(), page.limit()) {
+                (Ok(0), Ok(limit)) => read.insert(store.audit(&prefix, 0, limit + 1).await?).first().cloned(),
+                _ => store.audit(&prefix, 0, 1).await?.into_iter().next(),
+            };
+            match newest {
+                Some(e) => {
+                    caller.role == Role::Admin || (!e.owner.is_empty() && caller.may_read_owned(&e.owner))
+                }
+                None => false,
+            }
+        }
         Err(StoreError::Corrupt { .. }) => caller.role == Role::Admin,
-        Err(e) => return Err(task(e).into()),
+        Err(e) => return Err(e.into()),
     };
     if !visible {
         return Err(ApiError::not_found(&format!("Config {prefix:?}")));
     }
-    trail(&api, &prefix, &page).await
+    trail(&api, &prefix, &page, read).await
 }
 
 /// `history`: the global trail (admins).
 pub(super) async fn global_history(State(api): State<Api>, Params(page): Params<Page>) -> Out<AuditList> {
-    trail(&api, GLOBAL_AUDIT, &page).await
+    trail(&api, GLOBAL_AUDIT, &page, None).await
 }

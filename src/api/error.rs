@@ -150,6 +150,12 @@ impl From<gce_backend_jobs::error::TaskError> for ApiError {
     }
 }
 
+impl From<gce_backend_jobs::ports::store::StoreError> for ApiError {
+    fn from(e: gce_backend_jobs::ports::store::StoreError) -> Self {
+        gce_backend_jobs::error::TaskError::from(e).into()
+    }
+}
+
 impl From<gce_backend_queues::QueueError> for ApiError {
     fn from(e: gce_backend_queues::QueueError) -> Self {
         gce_backend_jobs::error::TaskError::Queue(e).into()

@@ -20,9 +20,6 @@ use super::io::{Out, Params, ok};
 use super::state::Api;
 use super::types::{Affected, Page, QueueEntry, QueueList, TaskEntry, TaskList};
 
-/// Deepest a listing pages (tasks past it are reached by purging or retrying).
-const MAX_OFFSET: usize = Page::MAX_OFFSET;
-
 fn queue<'a>(api: &'a Api, name: &str) -> Result<&'a Queue, ApiError> {
     Ok(operate::queues::queue(&api.ctx, name)?)
 }
@@ -51,7 +48,8 @@ fn entry(caller: &Caller, t: TaskStatus, rec: Option<&ConfigRecord>) -> TaskEntr
 }
 
 /// One page: `tasks` read from `offset` (one more than `limit` if there are more), without the
-/// tasks the caller may not see (a page may then be shorter than `limit`).
+/// tasks the caller may not see (a page may then be shorter than `limit`). Tasks past
+/// [`Page::MAX_OFFSET`] are reached by purging or retrying.
 async fn paged(
     api: &Api,
     caller: &Caller,
@@ -59,9 +57,7 @@ async fn paged(
     offset: usize,
     limit: usize,
 ) -> TaskList {
-    let more = tasks.len() > limit && offset + limit < MAX_OFFSET;
-    tasks.truncate(limit);
-    let continuation_token = more.then(|| (offset + limit).to_string());
+    let continuation_token = Page::cut(&mut tasks, offset, limit);
     // One look per Config named on the page, not one per task: `None` when hidden.
     let mut seen_through: HashMap<Option<String>, Option<Option<ConfigRecord>>> = HashMap::new();
     let mut seen = Vec::with_capacity(tasks.len());

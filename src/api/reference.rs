@@ -250,8 +250,8 @@ pub fn openapi(urls: &Urls) -> Value {
         }
         let mut op = json!({
             "operationId": m.name,
+            // The method table has one line per method: the summary (a description would repeat it).
             "summary": m.title,
-            "description": m.title,
             "tags": [m.route.trim_start_matches('/').split('/').next().unwrap_or_default()],
             "parameters": params,
             // `register` takes no token: the VM's identity proof is its credential.

@@ -5,7 +5,6 @@
 use axum::Extension;
 use axum::extract::{Path, State};
 use gce_backend_jobs::cron::sample_series::{config as cfg_value, queue as queue_value};
-use gce_backend_jobs::error::TaskError;
 use gce_backend_jobs::model::{Sample, Series};
 use gce_backend_jobs::tasks::QUEUES;
 
@@ -19,7 +18,7 @@ use super::types::{ConfigPoint, ConfigSeries, QueuePoint, QueueSeries, QueueSeri
 /// The samples of `series` of the last hour, oldest first.
 async fn last_hour(api: &Api, series: &Series) -> Result<Vec<Sample>, ApiError> {
     let since = api.ctx.now() - chrono::Duration::hours(1);
-    let all = api.ctx.store.samples(series).await.map_err(TaskError::from)?;
+    let all = api.ctx.store.samples(series).await?;
     Ok(all.into_iter().filter(|s| s.at > since).collect())
 }
 

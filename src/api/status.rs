@@ -34,20 +34,20 @@ pub(super) async fn status(
     let asked: Vec<String> =
         q.prefixes.iter().flat_map(|p| p.split(',')).filter(|p| !p.is_empty()).map(str::to_owned).collect();
     let admin = caller.role == Role::Admin;
-    // The prefixes this caller may see: every one for admins, else those of readable Configs.
-    // An admin's needs no read of each Config record.
-    let known = gce_backend_jobs::status::prefixes(store).await?;
-    let mut visible = std::collections::BTreeSet::new();
-    for p in known {
-        let readable = admin
-            || match store.config(&p).await {
-                Ok(Some(rec)) => caller.may_read(&rec.value.config),
-                _ => false,
-            };
-        if readable {
-            visible.insert(p);
-        }
-    }
+    // The prefixes this caller may see: every one (with a Config or VMs) for admins, else
+    // those of the Configs it may read, from one read of them all (a prefix with VMs but no
+    // Config is readable by admins only).
+    let visible: std::collections::BTreeSet<String> = if admin {
+        gce_backend_jobs::status::prefixes(store).await?.into_iter().collect()
+    } else {
+        store
+            .configs()
+            .await?
+            .into_iter()
+            .filter(|rec| caller.may_read(&rec.value.config))
+            .map(|rec| rec.value.config.prefix)
+            .collect()
+    };
     if let Some(p) = asked.iter().find(|p| !visible.contains(*p)) {
         return Err(ApiError::not_found(&format!("Config or VMs with prefix {p:?}")));
     }

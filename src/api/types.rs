@@ -264,6 +264,15 @@ impl Page {
         }
     }
 
+    /// Cuts `items` (read from `offset`, one more than `limit` when there are more) to the
+    /// page and gives its continuation token: the next offset, or none on the last page and
+    /// at [`Page::MAX_OFFSET`].
+    pub fn cut<T>(items: &mut Vec<T>, offset: usize, limit: usize) -> Option<String> {
+        let more = items.len() > limit && offset + limit < Self::MAX_OFFSET;
+        items.truncate(limit);
+        more.then(|| (offset + limit).to_string())
+    }
+
     /// The page size asked, checked.
     pub fn limit(&self) -> Result<usize, super::error::ApiError> {
         match self.limit.as_deref() {

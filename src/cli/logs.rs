@@ -59,26 +59,44 @@ where
         }
         event.record(&mut Fields(&mut fields));
         let message = fields.remove("message").unwrap_or(Value::String(String::new()));
-        let mut line = Map::new();
-        line.insert("time".into(), Value::String(time));
-        line.insert("severity".into(), severity(meta.level()).into());
-        line.insert("message".into(), message);
-        line.insert("target".into(), meta.target().into());
-        if let Some(span) = span {
-            line.insert("span".into(), span.into());
-        }
-        let head = serde_json::to_string(&Value::Object(line)).map_err(|_| fmt::Error)?;
-        let mut out = head.strip_suffix('}').unwrap_or(&head).to_owned();
-        for (k, v) in fields {
-            let key = if RESERVED.contains(&k.as_str()) { format!("field_{k}") } else { k };
-            let (k, v) = (serde_json::to_string(&key), serde_json::to_string(&v));
-            out.push(',');
-            out.push_str(&k.map_err(|_| fmt::Error)?);
-            out.push(':');
-            out.push_str(&v.map_err(|_| fmt::Error)?);
-        }
-        writeln!(writer, "{out}}}")
+        let head = Head { time, severity: severity(meta.level()), message, target: meta.target(), span };
+        let line = flat(&head, fields).map_err(|_| fmt::Error)?;
+        writeln!(writer, "{}", String::from_utf8_lossy(&line))
     }
+}
+
+/// The keys every line starts with, in order (`span` only inside one).
+struct Head<'a> {
+    time: String,
+    severity: &'static str,
+    message: Value,
+    target: &'a str,
+    span: Option<&'a str>,
+}
+
+/// One line's JSON object: `head`'s keys in order, then `fields` (a reserved name written as
+/// `field_<name>`).
+fn flat(head: &Head<'_>, fields: Map<String, Value>) -> Result<Vec<u8>, serde_json::Error> {
+    use serde::ser::{SerializeMap, Serializer};
+    let mut out = Vec::new();
+    let mut ser = serde_json::Serializer::new(&mut out);
+    let mut map = ser.serialize_map(None)?;
+    map.serialize_entry("time", &head.time)?;
+    map.serialize_entry("severity", head.severity)?;
+    map.serialize_entry("message", &head.message)?;
+    map.serialize_entry("target", head.target)?;
+    if let Some(span) = head.span {
+        map.serialize_entry("span", span)?;
+    }
+    for (k, v) in &fields {
+        if RESERVED.contains(&k.as_str()) {
+            map.serialize_entry(&format!("field_{k}"), v)?;
+        } else {
+            map.serialize_entry(k, v)?;
+        }
+    }
+    map.end()?;
+    Ok(out)
 }
 
 /// Collects an event's fields as JSON values.

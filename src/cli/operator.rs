@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use super::client::{CallError, Client};
 use super::render;
+use crate::api::types::Page;
 use crate::error::Usage;
 use crate::out;
 
@@ -223,7 +224,8 @@ async fn call(c: &mut Client, name: &str, a: &[(&str, &str)], input: Option<Valu
     c.call(name, &args(a), input.as_ref()).await.map_err(fail)
 }
 
-/// Every item (`field`) of a paged method, following its continuation tokens.
+/// Every item (`field`) of a paged method, following its continuation tokens (pages of the
+/// largest size the API gives, [`Page::LIMIT_MAX`]).
 async fn every_page(
     c: &mut Client,
     name: &str,
@@ -231,9 +233,10 @@ async fn every_page(
     field: &str,
 ) -> anyhow::Result<Vec<Value>> {
     let (mut all, mut token) = (Vec::new(), None::<String>);
+    let limit = Page::LIMIT_MAX.to_string();
     loop {
         let mut a = fixed.to_vec();
-        a.push(("limit", "1000"));
+        a.push(("limit", &limit));
         if let Some(tok) = &token {
             a.push(("continuationToken", tok));
         }
@@ -348,7 +351,8 @@ pub async fn configs(t: &Target, cmd: ConfigsCmd) -> anyhow::Result<()> {
 /// it did to each Config the caller may read (held or not, and by which pause).
 async fn every_config_after(t: &Target, c: &mut Client, v: Value) -> anyhow::Result<()> {
     if t.json {
-        return show(t, &v, render::global_pause);
+        out::json(&v);
+        return Ok(());
     }
     let configs = every_page(c, "listConfigs", &[], "configs").await?;
     show(t, &json!({"pause": v["paused"], "configs": configs}), render::global_pause)
@@ -386,7 +390,7 @@ pub async fn queues(t: &Target, cmd: QueuesCmd) -> anyhow::Result<()> {
             });
         }
         QueuesCmd::Pending { queue, limit } => {
-            let limit = limit.clamp(1, 1000).to_string();
+            let limit = limit.clamp(1, Page::LIMIT_MAX).to_string();
             let v = call(&mut c, "pendingTasks", &[("queue", &queue), ("limit", &limit)], None).await?;
             return show(t, &v, render::tasks);
         }
@@ -396,9 +400,10 @@ pub async fn queues(t: &Target, cmd: QueuesCmd) -> anyhow::Result<()> {
             });
         }
         QueuesCmd::Dead { queue } => {
+            let limit = Page::LIMIT_MAX.to_string();
             return show(
                 t,
-                &call(&mut c, "deadTasks", &[("queue", &queue), ("limit", "1000")], None).await?,
+                &call(&mut c, "deadTasks", &[("queue", &queue), ("limit", &limit)], None).await?,
                 render::tasks,
             );
         }
@@ -406,7 +411,8 @@ pub async fn queues(t: &Target, cmd: QueuesCmd) -> anyhow::Result<()> {
             call(&mut c, "retryTask", &[("queue", &queue), ("taskId", &id)], None).await?
         }
         QueuesCmd::Retry { queue, task: None, all: true } => {
-            let listed = first_page(&mut c, "deadTasks", &queue).await?;
+            // Whose the tasks were is for the table only (read before they are put back).
+            let listed = if t.json { Vec::new() } else { first_page(&mut c, "deadTasks", &queue).await? };
             let v = call(&mut c, "retryDead", &[("queue", &queue)], None).await?;
             return show(t, &v, |v| {
                 render::affected(v, &listed, &format!("dead task(s) of {queue} put back"))
@@ -456,9 +462,11 @@ async fn queue_counts(c: &mut Client, queue: &str) -> anyhow::Result<Value> {
     }
 }
 
-/// The first page (up to 1 000) of a queue's tasks by `method`: enough to say whose they are.
+/// The first page (up to [`Page::LIMIT_MAX`]) of a queue's tasks by `method`: enough to say
+/// whose they are.
 async fn first_page(c: &mut Client, method: &str, queue: &str) -> anyhow::Result<Vec<Value>> {
-    let page = call(c, method, &[("queue", queue), ("limit", "1000")], None).await?;
+    let limit = Page::LIMIT_MAX.to_string();
+    let page = call(c, method, &[("queue", queue), ("limit", &limit)], None).await?;
     Ok(page["tasks"].as_array().cloned().unwrap_or_default())
 }
 

@@ -2,6 +2,8 @@
 
 use serde_json::Value;
 
+use crate::api::types::Page;
+
 /// Aligned columns under a header.
 fn table(header: &[&str], rows: Vec<Vec<String>>) -> String {
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
@@ -304,7 +306,7 @@ pub(super) fn tasks(v: &Value) -> String {
 }
 
 /// How many of `tasks` each Config has (`linux 3, builder 1, no Config 2`), most first; of the
-/// first 1 000 when there are more.
+/// first [`Page::LIMIT_MAX`] (the CLI's page) when there may be more.
 pub(super) fn by_config(tasks: &[Value]) -> String {
     let mut n: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
     for t in tasks {
@@ -313,7 +315,11 @@ pub(super) fn by_config(tasks: &[Value]) -> String {
     let mut v: Vec<(String, usize)> = n.into_iter().collect();
     v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     let listed: Vec<String> = v.iter().map(|(c, k)| format!("{c} {k}")).collect();
-    let of = if tasks.len() >= 1000 { "of the first 1000: " } else { "" };
+    let of = if tasks.len() >= Page::LIMIT_MAX {
+        format!("of the first {}: ", Page::LIMIT_MAX)
+    } else {
+        String::new()
+    };
     format!("{of}{}", listed.join(", "))
 }
 
@@ -326,10 +332,9 @@ pub(super) fn affected(v: &Value, listed: &[Value], did: &str) -> String {
     format!("{} {did} ({})", s(&v["count"]), by_config(listed))
 }
 
-/// A global pause or its lifting, and each Config after it: `{pause, configs}` (with `--json`
-/// the API's answer `{paused}`).
+/// A global pause or its lifting, and each Config after it: `{pause, configs}`.
 pub(super) fn global_pause(v: &Value) -> String {
-    let p = if v.get("pause").is_some() { &v["pause"] } else { &v["paused"] };
+    let p = &v["pause"];
     let mut out = if p.is_null() {
         "global pause lifted: Configs without a pause of their own create again\n".to_owned()
     } else {

@@ -77,7 +77,7 @@ async fn every_error_is_json_and_readyz_follows_redis() {
         let (verb, path) = (req.method().to_string(), req.url().path().to_owned());
         let (got, v, id) = answer(http.execute(req).await.unwrap()).await;
         // Where the route is an operation, the document declares this answer.
-        assert_eq!(api.check(&verb, &path, got, &v), !path.ends_with("nothing-here") && verb != "PATCH");
+        assert_eq!(super::check(&verb, &path, got, &v), !path.ends_with("nothing-here") && verb != "PATCH");
         assert_eq!((got, v["code"].as_str()), (status, Some(code)), "{v}");
         assert!(v["message"].as_str().is_some_and(|m| !m.is_empty()), "{v}");
         assert_eq!(v["requestId"].as_str(), id.as_deref(), "{v}");
@@ -86,7 +86,7 @@ async fn every_error_is_json_and_readyz_follows_redis() {
     // client still writing it would see the connection close under it).
     let (status, v) = announce_too_much(&url, "/api/gce-backend/v1/configs/x/amount").await;
     assert_eq!((status, v["code"].as_str()), (413, Some("PayloadTooLarge")), "{v}");
-    assert!(api.check("put", "/api/gce-backend/v1/configs/x/amount", status, &v));
+    assert!(super::check("put", "/api/gce-backend/v1/configs/x/amount", status, &v));
     // The scheme is case-insensitive (RFC 7235).
     let (status, _, _) =
         raw(http.get(format!("{v1}/queues")).header("authorization", format!("bearer {ADMIN}"))).await;

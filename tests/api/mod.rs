@@ -3,6 +3,7 @@
 //! tokens the tests use, and an API-only server over a test context.
 
 use std::collections::HashMap;
+use std::sync::LazyLock;
 
 use gce_backend_jobs::Ctx;
 use serde_json::{Value, json};
@@ -62,19 +63,13 @@ pub(crate) async fn serve_with(
 }
 
 /// Each answer the OpenAPI document `doc` declares, by (operationId, status), as a validator
-/// that resolves the document's `#/components/schemas/…` references; and its operations.
+/// that resolves the document's `#/components/schemas/…` references.
 type Answers = HashMap<(String, u16), jsonschema::Validator>;
-fn openapi_answers(doc: &Value) -> (Answers, Vec<(String, String, String)>) {
+fn openapi_answers(doc: &Value) -> Answers {
     let mut out = HashMap::new();
-    let mut operations = Vec::new();
-    let ops = doc["paths"]
-        .as_object()
-        .unwrap()
-        .iter()
-        .flat_map(|(path, p)| p.as_object().unwrap().iter().map(move |(verb, op)| (path, verb, op)));
-    for (path, verb, op) in ops {
+    let ops = doc["paths"].as_object().unwrap().values().flat_map(|p| p.as_object().unwrap().values());
+    for op in ops {
         let id = op["operationId"].as_str().unwrap();
-        operations.push((verb.clone(), path.clone(), id.to_owned()));
         for (status, answer) in op["responses"].as_object().unwrap() {
             let mut schema = answer["content"]["application/json"]["schema"].clone();
             schema["$schema"] = json!("https://json-schema.org/draft/2020-12/schema");
@@ -83,7 +78,23 @@ fn openapi_answers(doc: &Value) -> (Answers, Vec<(String, String, String)>) {
             out.insert((id.to_owned(), status.parse().unwrap()), v);
         }
     }
-    (out, operations)
+    out
+}
+
+/// The OpenAPI document the API serves, without its `servers` (they name the deployment's
+/// root URL), and its answers' validators: built once for the whole test run, not once per
+/// client ([`Client::new`] checks that the server serves this document).
+static OPENAPI: LazyLock<(Value, Answers)> = LazyLock::new(|| {
+    let urls = gce_backend::api::urls::Urls::new("http://localhost");
+    let doc = without_servers(gce_backend::api::reference::openapi(&urls));
+    let answers = openapi_answers(&doc);
+    (doc, answers)
+});
+
+/// An OpenAPI document without its `servers`.
+fn without_servers(mut doc: Value) -> Value {
+    doc.as_object_mut().unwrap().remove("servers");
+    doc
 }
 
 /// A Config body (JSON) for `prefix`, owned by `owner`, `min`..`max` VMs.
@@ -101,10 +112,6 @@ pub(crate) struct Client {
     http: reqwest::Client,
     entries: Vec<Value>,
     schemas: HashMap<String, jsonschema::Validator>,
-    /// The OpenAPI document's answers: (operationId, status) → its schema.
-    openapi: HashMap<(String, u16), jsonschema::Validator>,
-    /// The OpenAPI document's operations: verb, path template, operationId.
-    operations: Vec<(String, String, String)>,
 }
 
 impl Client {
@@ -133,9 +140,10 @@ impl Client {
             let v = jsonschema::validator_for(&schema).unwrap_or_else(|e| panic!("{file}: {e}"));
             schemas.insert(file.to_owned(), v);
         }
-        let doc = get(format!("{root}/api/gce-backend/v1/openapi.json")).await;
-        let (openapi, operations) = openapi_answers(&doc);
-        Client { root: root.to_owned(), http, entries, schemas, openapi, operations }
+        // Answers are checked against the document built in this process: the one served.
+        let doc = without_servers(get(format!("{root}/api/gce-backend/v1/openapi.json")).await);
+        assert!(doc == OPENAPI.0, "the OpenAPI document served at {root} is the one the tests check against");
+        Client { root: root.to_owned(), http, entries, schemas }
     }
 
     /// The reference's entry of `method`.
@@ -190,38 +198,8 @@ impl Client {
         if status >= 400 {
             assert_eq!(v["requestId"].as_str(), header_id.as_deref(), "{v}");
         }
-        self.check_declared(method, status, &v);
+        check_declared(method, status, &v);
         (status, v)
-    }
-
-    /// Checks that the OpenAPI document declares `status` for `method`, with a body like `v`.
-    fn check_declared(&self, method: &str, status: u16, v: &Value) {
-        let declared = self.openapi.get(&(method.to_owned(), status)).unwrap_or_else(|| {
-            panic!("{method} answered {status}, which the OpenAPI document does not declare: {v:#}")
-        });
-        if let Err(err) = declared.validate(v) {
-            panic!("{method} answer {status} does not match the OpenAPI document: {err}\n{v:#}");
-        }
-    }
-
-    /// Checks an answer to a request made by hand (`verb` `path` under the API's root, query
-    /// and all) against the OpenAPI document, when the route is one of its operations; says
-    /// whether it was.
-    pub(crate) fn check(&self, verb: &str, path: &str, status: u16, v: &Value) -> bool {
-        let path = path.split('?').next().unwrap_or_default();
-        let path = path.strip_prefix("/api/gce-backend/v1").unwrap_or(path);
-        let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
-        let matches = |template: &str| {
-            let t: Vec<&str> = template.trim_matches('/').split('/').collect();
-            t.len() == segments.len() && t.iter().zip(&segments).all(|(t, s)| t.starts_with('{') || t == s)
-        };
-        let Some((_, _, id)) =
-            self.operations.iter().find(|(v, t, _)| v.eq_ignore_ascii_case(verb) && matches(t))
-        else {
-            return false;
-        };
-        self.check_declared(id, status, v);
-        true
     }
 
     /// [`Client::call`] that must succeed.
@@ -236,4 +214,39 @@ impl Client {
         assert!(status < 300, "{method} {args:?}: {status} {v:#}");
         v
     }
+}
+
+/// Checks that the OpenAPI document declares `status` for `method`, with a body like `v`.
+fn check_declared(method: &str, status: u16, v: &Value) {
+    let declared = OPENAPI.1.get(&(method.to_owned(), status)).unwrap_or_else(|| {
+        panic!("{method} answered {status}, which the OpenAPI document does not declare: {v:#}")
+    });
+    if let Err(err) = declared.validate(v) {
+        panic!("{method} answer {status} does not match the OpenAPI document: {err}\n{v:#}");
+    }
+}
+
+/// Checks an answer to a request made by hand (`verb` `path` under the API's root, query and
+/// all) against the OpenAPI document, when the route is one of its operations; says whether it
+/// was.
+pub(crate) fn check(verb: &str, path: &str, status: u16, v: &Value) -> bool {
+    let path = path.split('?').next().unwrap_or_default();
+    let path = path.strip_prefix("/api/gce-backend/v1").unwrap_or(path);
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let matches = |template: &str| {
+        let t: Vec<&str> = template.trim_matches('/').split('/').collect();
+        t.len() == segments.len() && t.iter().zip(&segments).all(|(t, s)| t.starts_with('{') || t == s)
+    };
+    let operation = OPENAPI.0["paths"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .filter(|(template, _)| matches(template))
+        .flat_map(|(_, ops)| ops.as_object().unwrap())
+        .find(|(v, _)| v.eq_ignore_ascii_case(verb));
+    let Some((_, op)) = operation else {
+        return false;
+    };
+    check_declared(op["operationId"].as_str().unwrap(), status, v);
+    true
 }

@@ -139,15 +139,13 @@ async fn the_cockpit_filters_controls_charts_and_greys_stale_data() {
         &crate::support::pool("stuck", 2, "1d", "10m").replace("us-central1-b", "europe-west1-b"),
     );
     b.js("location.hash = '#/configs/stuck';", json!([])).await;
-    let work = b
-        .wait(
-            "stuck-0's attempts",
-            "const c = document.querySelector('tr[data-vm=\"stuck-0\"] [data-field=\"work\"]'); \
-             return c && /^(waiting|[1-9]\\d* attempts?), next /.test(c.textContent) && c.textContent;",
-            json!([]),
-        )
-        .await;
-    assert!(!work.as_str().unwrap().starts_with("0 "), "{work}");
+    b.wait(
+        "stuck-0's attempts",
+        "const c = document.querySelector('tr[data-vm=\"stuck-0\"] [data-field=\"work\"]'); \
+         return c && /^(waiting|[1-9]\\d* attempts?), next /.test(c.textContent) && c.textContent;",
+        json!([]),
+    )
+    .await;
     let named = b
         .wait(
             "an error naming a VM of stuck",

@@ -15,11 +15,10 @@ mod webdriver;
 use serde_json::{Value, json};
 
 use crate::api::{ADMIN, WRITER};
+pub(crate) use crate::support::tokens::READER;
 use crate::support::{Backend, Env, sim_config};
 use service::Service;
 use webdriver::Browser;
-
-pub(crate) const READER: &str = "gbt_reader_infra";
 
 /// A script returning the text of `field` in the row whose `attr` is `key` (null while absent).
 const CELL: &str = "const r = document.querySelector(`tr[${arguments[0]}=\"${arguments[1]}\"]`); \
@@ -221,7 +220,9 @@ async fn the_dashboard_follows_a_config_live_and_retries_a_dead_task() {
     let rows = b
         .wait(
             "linux's history: the recycle, then the file's creation",
-            "const rows = [...document.querySelectorAll('#history tr[data-audit]')].map(r =>                ['actor', 'action', 'detail'].map(f => r.querySelector(`[data-field=\"${f}\"]`).textContent));              return rows.length === 2 && rows[0][1] === 'recycle' && rows;",
+            "const rows = [...document.querySelectorAll('#history tr[data-audit]')].map(r => \
+               ['actor', 'action', 'detail'].map(f => r.querySelector(`[data-field=\"${f}\"]`).textContent)); \
+             return rows.length === 2 && rows[0][1] === 'recycle' && rows;",
             json!([]),
         )
         .await;

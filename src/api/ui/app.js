@@ -53,8 +53,6 @@
 
   function signOut(message) {
     generation += 1;
-    failingSince = null;
-    document.body.classList.remove('stale');
     auth.token = '';
     me = null;
     try { localStorage.removeItem(STORE_KEY); } catch (_) { /* storage disabled */ }
@@ -62,8 +60,11 @@
     showLogin(message);
   }
 
-  // Drops every row and card shown, so the next token never sees the last one's data.
+  // Drops every row and card shown, so the next token never sees the last one's data, and the
+  // last one's failing refreshes (no stale banner carried over).
   function forget() {
+    failingSince = null;
+    document.body.classList.remove('stale');
     for (const tb of document.querySelectorAll('main tbody')) tb.replaceChildren();
     for (const box of document.querySelectorAll('.cards, .facts')) {
       box.replaceChildren();

@@ -78,6 +78,12 @@ const gbCharts = (() => {
     return q ? q.points : [];
   }
 
+  // A queue's retries in the last minute sampled (its last point), `—` before any sample.
+  function queueRetries(name) {
+    const points = queuePoints(name);
+    return points.length ? String(points[points.length - 1].retries) : '—';
+  }
+
   // A queue's retries sparkline (a table cell's content), with its signature.
   function queueSpark(name) {
     const points = queuePoints(name);
@@ -97,5 +103,5 @@ const gbCharts = (() => {
     setText($('#config-chart-note'), '');
   }
 
-  return { spark, refreshConfig, refreshQueues, queueSpark, forget };
+  return { spark, refreshConfig, refreshQueues, queueSpark, queueRetries, forget };
 })();

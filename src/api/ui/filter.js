@@ -9,9 +9,13 @@ const gbFilter = (() => {
 
   const words = () => $('#filter').value.toLowerCase().split(/\s+/).filter(Boolean);
 
-  // Hides the rows of `tbody` that do not match; says how many show in `#filter-count`.
-  function apply(tbody) {
-    const want = words();
+  // Hides the rows of `tbody` that lack one of the words `want`; says how many show.
+  function apply(tbody, want) {
+    if (!want.length) {
+      // No words: every row shows, and no row's text need be read.
+      for (const tr of tbody.children) if (tr.hidden) tr.hidden = false;
+      return tbody.children.length;
+    }
     let shown = 0;
     for (const tr of tbody.children) {
       const text = tr.textContent.toLowerCase();
@@ -23,10 +27,11 @@ const gbFilter = (() => {
   }
 
   function applyAll() {
-    const counts = TABLES.map((css) => [$(css), apply($(css))]);
+    const want = words();
+    const counts = TABLES.map((css) => [$(css), apply($(css), want)]);
     const visible = counts.find(([tb]) => tb.closest('section:not([hidden])'));
     const note = $('#filter-count');
-    const text = words().length && visible ? `${visible[1]} of ${visible[0].children.length} shown` : '';
+    const text = want.length && visible ? `${visible[1]} of ${visible[0].children.length} shown` : '';
     if (note.textContent !== text) note.textContent = text;
   }
 

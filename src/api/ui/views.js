@@ -13,11 +13,10 @@ const gbViews = (() => {
   // Configs of at most DETAIL_MAX VMs: each one asks Compute.
   const DETAIL_EVERY = 5;
   const DETAIL_MAX = 20;
-  const RATE_WINDOW_MS = 60000;
   // Entries of a Config's history shown (the newest; `gce-backend configs history` has all).
   const HISTORY_SHOWN = 20;
 
-  const retried = {}; // queue -> [[ms, retried counter], …] over RATE_WINDOW_MS
+  let historyOf = null; // the Config whose history is shown (read every DETAIL_EVERY polls)
   // Compute's status of an incarnation, by hostname (new for each incarnation, so a recreated
   // VM never shows its predecessor's); only for VMs listed with an instance on the last read.
   const instanceStatus = new Map();
@@ -224,6 +223,7 @@ const gbViews = (() => {
       const history = await readHistory(prefix);
       if (stale()) return;
       showHistory(history);
+      historyOf = null;
       setText($('#config-prefix'), prefix);
       banner($('#config-missing'), e.message);
       $('#config-facts').replaceChildren();
@@ -236,11 +236,15 @@ const gbViews = (() => {
       gbCharts.forget();
       return;
     }
+    // The history changes on a change to the Config: read with the VM details, and at once for
+    // another Config.
+    const wantHistory = historyOf !== prefix || polls % DETAIL_EVERY === 0;
     const [{ items: vms }, history] = await Promise.all([
-      allPages(`/configs/${enc(prefix)}/vms`, 'vms', 1000, 20), readHistory(prefix),
+      allPages(`/configs/${enc(prefix)}/vms`, 'vms', 1000, 20),
+      wantHistory ? readHistory(prefix) : null,
+      gbCharts.refreshConfig(prefix, stale, polls),
     ]);
     const read = vms.length <= DETAIL_MAX && polls % DETAIL_EVERY === 0 ? await readInstances(vms) : null;
-    await gbCharts.refreshConfig(prefix, stale, polls);
     if (stale()) return;
     gbControls.config(entry);
     if (read) for (const [h, status] of read) instanceStatus.set(h, status);
@@ -295,24 +299,13 @@ const gbViews = (() => {
         ? el('a', { href: '#', 'data-show-vm': e.vm, title: `show ${e.vm} in the VMs above`, text: e.vm })
         : document.createTextNode('')) },
     ]);
-    showHistory(history);
+    if (history) {
+      showHistory(history);
+      historyOf = prefix;
+    }
   }
 
   // ---- the queues ----------------------------------------------------------------------------
-
-  // Retries per minute over the last minute, from the `retried` counter between polls.
-  function rate(name, count, now) {
-    let s = retried[name] || [];
-    if (s.length && count < s[s.length - 1][1]) s = []; // the counter was reset
-    s.push([now, count]);
-    while (s.length > 2 && now - s[1][0] >= RATE_WINDOW_MS) s.shift();
-    retried[name] = s;
-    const [t0, c0] = s[0];
-    if (now - t0 < 1500) return '—';
-    const r = ((count - c0) * 60000) / (now - t0);
-    if (r === 0) return '0';
-    return r >= 10 ? r.toFixed(0) : r.toFixed(1);
-  }
 
   function button(action, text, attrs) {
     return el('button', Object.assign({ type: 'button', 'data-action': action, class: action === 'purge-dead' ? 'danger' : '' }, attrs), text);
@@ -324,11 +317,9 @@ const gbViews = (() => {
     const { queues } = await call('GET', '/queues');
     await gbCharts.refreshQueues(stale, polls);
     if (stale()) return;
-    const now = Date.now();
     const admin = me.may.admin;
     syncRows($('#queues tbody'), queues, 'data-queue', (q) => q.name, (q) => {
       const c = q.counts;
-      const r = rate(q.name, c.retried, now);
       const acts = admin && c.dead > 0;
       return [
         { f: 'name', text: q.name, cls: 'mono' },
@@ -339,7 +330,8 @@ const gbViews = (() => {
         { f: 'done', text: c.done, cls: 'num' },
         { f: 'failed', text: c.failed, cls: `num ${c.failed ? 'warn-text' : ''}` },
         { f: 'retried', text: c.retried, cls: 'num' },
-        { f: 'retry-rate', text: r, cls: 'num' },
+        // Retries per minute: the last minute the API sampled.
+        { f: 'retry-rate', text: gbCharts.queueRetries(q.name), cls: 'num' },
         Object.assign({ f: 'retries-hour', cls: 'spark-cell' }, gbCharts.queueSpark(q.name)),
         { f: 'actions', sig: acts, cls: 'actions', make: () => (acts
           ? el('span', {}, button('retry-all', 'retry all', { 'data-queue': q.name }), ' ',
@@ -369,10 +361,10 @@ const gbViews = (() => {
     });
   }
 
-  // Drops what the views remember (retry rates, instance statuses), so the next token never
-  // sees the last one's.
+  // Drops what the views remember (the history shown, instance statuses), so the next token
+  // never sees the last one's.
   function forget() {
-    for (const k of Object.keys(retried)) delete retried[k];
+    historyOf = null;
     instanceStatus.clear();
     gbCharts.forget();
     gbControls.forget();
