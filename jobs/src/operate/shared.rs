@@ -38,6 +38,12 @@ impl From<StoreError> for OpError {
     }
 }
 
+impl From<gce_backend_queues::QueueError> for OpError {
+    fn from(e: gce_backend_queues::QueueError) -> Self {
+        OpError::Task(e.into())
+    }
+}
+
 impl OpError {
     /// True for a failure worth trying again (the store or the queues were away, a race was
     /// lost); false for the rest.
