@@ -1,6 +1,6 @@
 //! What the operations share: who acts, the error an operation answers, the admission of a
 //! Config (the checks a file's Config passes too), the audit entry of an action on a Config
-//! named by prefix, and the order VMs are listed in.
+//! named by prefix, a VM record as a read sees it, and the order VMs are listed in.
 
 use chrono::{DateTime, Utc};
 
@@ -8,7 +8,7 @@ use crate::catalog::Verdict;
 use crate::config::{Config, ConfigError, prefixes_clash};
 use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::model::{AuditAction, AuditEntry, ConfigRecord};
+use crate::model::{AuditAction, AuditEntry, ConfigRecord, Vm};
 use crate::naming::parse_id;
 use crate::ports::store::StoreError;
 
@@ -170,6 +170,16 @@ pub(super) async fn audit_on(ctx: &Ctx, prefix: &str, by: Actor<'_>, action: Aud
         _ => AuditEntry { prefix: prefix.to_owned(), ..AuditEntry::global(now, by, action) },
     };
     ctx.audit(e.detail(detail)).await;
+}
+
+/// The record of VM `id` for a reading operation: `None` when it is gone or does not decode
+/// (one unreadable record hides itself, not the rest).
+pub(super) async fn readable_vm(ctx: &Ctx, id: &str) -> Result<Option<Vm>, OpError> {
+    match ctx.store.vm(id).await {
+        Ok(v) => Ok(v.map(|v| v.value)),
+        Err(StoreError::Corrupt { .. }) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// The order VMs are listed in: by index, ids that do not parse last.
