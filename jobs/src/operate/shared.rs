@@ -154,7 +154,7 @@ fn no_files(config: &Config) -> impl Iterator<Item = ConfigError> + '_ {
 pub(super) async fn update_config(
     ctx: &Ctx,
     prefix: &str,
-    change: impl Fn(&mut ConfigRecord, DateTime<Utc>) -> Result<bool, OpError>,
+    mut change: impl FnMut(&mut ConfigRecord, DateTime<Utc>) -> Result<bool, OpError>,
 ) -> Result<(ConfigRecord, bool), OpError> {
     let found = crate::writes::update_config(ctx, prefix, |rec| change(rec, ctx.now())).await?;
     found.ok_or_else(|| OpError::NotFound(format!("Config {prefix}")))
