@@ -401,8 +401,8 @@ impl Store for RedisStore {
         Ok(())
     }
 
-    async fn put_sample(&self, series: &Series, sample: &Sample, keep: usize) -> Result<(), StoreError> {
-        self.write_sample(series, sample, keep).await
+    async fn put_sample(&self, series: &Series, sample: &Sample) -> Result<(), StoreError> {
+        self.write_sample(series, sample).await
     }
 
     async fn samples(&self, series: &Series) -> Result<Vec<Sample>, StoreError> {

@@ -1,6 +1,7 @@
 //! Unit tests of `cron/sample_series.rs`.
 
 use super::*;
+use crate::model::KEEP_SAMPLES;
 use chrono::DurationRound;
 
 #[tokio::test]

@@ -485,8 +485,8 @@ impl Store for MemoryStore {
         Ok(())
     }
 
-    async fn put_sample(&self, series: &Series, sample: &Sample, keep: usize) -> Result<(), StoreError> {
-        self.lock().put_sample(series, sample, keep);
+    async fn put_sample(&self, series: &Series, sample: &Sample) -> Result<(), StoreError> {
+        self.lock().put_sample(series, sample);
         Ok(())
     }
 
