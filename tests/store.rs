@@ -245,32 +245,34 @@ async fn contract(store: Arc<dyn Store>) {
     audit(&*store).await;
 }
 
-/// Time series: one sample per minute (a second replaces the first), the newest `keep` kept,
-/// oldest first; a Config's dropped with its status, a queue's kept.
+/// Time series: one sample per minute (a second replaces the first), the newest
+/// [`KEEP_SAMPLES`] kept, oldest first; a Config's dropped with its status, a queue's kept.
 async fn series(store: &dyn Store) {
-    use gce_backend_jobs::model::{Sample, Series};
+    use gce_backend_jobs::model::{KEEP_SAMPLES, Sample, Series};
     let t0 = Utc.with_ymd_and_hms(2026, 11, 21, 10, 0, 30).unwrap();
     let (cfg, queue) = (Series::Config("gone".into()), Series::Queue("create_vm".into()));
+    let last = KEEP_SAMPLES as i64 + 1;
     for s in [&cfg, &queue] {
-        store.put_sample(s, &Sample::of(t0, &[("n", 1)]), 3).await.unwrap();
-        store.put_sample(s, &Sample::of(t0 + chrono::Duration::seconds(20), &[("n", 2)]), 3).await.unwrap();
-        for m in 1..=4 {
+        store.put_sample(s, &Sample::of(t0, &[("n", 1)])).await.unwrap();
+        store.put_sample(s, &Sample::of(t0 + chrono::Duration::seconds(20), &[("n", 2)])).await.unwrap();
+        for m in 1..=last {
             store
-                .put_sample(s, &Sample::of(t0 + chrono::Duration::minutes(m), &[("n", 10 + m as u64)]), 3)
+                .put_sample(s, &Sample::of(t0 + chrono::Duration::minutes(m), &[("n", 10 + m as u64)]))
                 .await
                 .unwrap();
         }
     }
     let got = store.samples(&cfg).await.unwrap();
     let values: Vec<u64> = got.iter().map(|s| s.get("n")).collect();
-    assert_eq!(values, [12, 13, 14], "{got:?}");
+    assert_eq!(values, (12..=10 + last as u64).collect::<Vec<_>>(), "{got:?}");
     assert_eq!(got[0].at, Utc.with_ymd_and_hms(2026, 11, 21, 10, 2, 0).unwrap(), "by the minute");
-    store.put_sample(&cfg, &Sample::of(t0 + chrono::Duration::minutes(4), &[("n", 7)]), 3).await.unwrap();
+    store.put_sample(&cfg, &Sample::of(t0 + chrono::Duration::minutes(last), &[("n", 7)])).await.unwrap();
     let values: Vec<u64> = store.samples(&cfg).await.unwrap().iter().map(|s| s.get("n")).collect();
-    assert_eq!(values, [12, 13, 7], "the minute's sample replaced");
+    assert_eq!(values.last(), Some(&7), "the minute's sample replaced");
+    assert_eq!(values[..KEEP_SAMPLES - 1], (12..10 + last as u64).collect::<Vec<_>>(), "the others kept");
     store.drop_status("gone").await.unwrap();
     assert!(store.samples(&cfg).await.unwrap().is_empty(), "dropped with the Config's status");
-    assert_eq!(store.samples(&queue).await.unwrap().len(), 3);
+    assert_eq!(store.samples(&queue).await.unwrap().len(), KEEP_SAMPLES);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -17,13 +17,24 @@ pub async fn tally(store: &dyn Store, prefix: &str, now: DateTime<Utc>) -> Resul
         Err(StoreError::Corrupt { .. }) => None,
         other => other?.map(|c| c.value),
     };
-    let sums = sums(store, prefix).await?;
+    let configured = config.as_ref().map_or(0, |c| c.current_amount);
+    let counts = of_config(store, prefix, configured, now).await?;
     // No VM counted: one left only as an undecodable record still keeps the Config's status.
     let left = config.is_some()
-        || sums[0] > 0
+        || counts.vms > 0
         || !store.vm_ids(VmIndex::OfConfig(prefix.to_owned())).await?.is_empty();
-    let configured = config.map_or(0, |c| c.current_amount);
-    Ok((Counts::from_sums(configured, &sums, now), left))
+    Ok((counts, left))
+}
+
+/// The counts of Config `prefix` whose record, already in hand, sets `amount` as its current
+/// amount: its sums ([`sums`]) read in O(1), its record not read again.
+pub async fn of_config(
+    store: &dyn Store,
+    prefix: &str,
+    amount: u32,
+    now: DateTime<Utc>,
+) -> Result<Counts, TaskError> {
+    Ok(Counts::from_sums(amount, &sums(store, prefix).await?, now))
 }
 
 /// A Config's sums of [`crate::model::Vm::counted`] (VMs, created, running, …), O(1); the first

@@ -22,20 +22,17 @@ pub async fn step(ctx: &Env, prefix: &str, ids: &[String]) -> Result<bool, TaskE
     let Some(cur) = ctx.store.config(prefix).await? else { return Ok(false) };
     let Some(mark) = cur.value.rollout.clone() else { return Ok(false) };
     let c = &cur.value.config;
-    let (mut healthy, mut updated, mut updated_up, mut retiring) = (0u32, 0u32, 0u32, 0u32);
+    let amount = cur.value.current_amount;
+    let (mut standing, mut healthy) = (Standing::default(), 0u32);
     let (mut serving, mut idle) = (Vec::new(), Vec::new());
     for id in ids {
         let Some(v) = ctx.store.vm(id).await? else { continue };
         let vm = v.value;
-        let up = vm.serving();
-        if !outdated(c, &vm) {
-            updated += u32::from(!vm.drained);
-            // Those that stay once the surge goes.
-            updated_up += u32::from(up && vm.index < cur.value.current_amount);
+        let (old, up) = (outdated(c, &vm), vm.serving());
+        standing.add(&vm, old, amount);
+        if !old {
             healthy += u32::from(up);
-        } else if vm.drained {
-            retiring += 1;
-        } else {
+        } else if !vm.drained {
             if up {
                 healthy += 1;
                 serving.push(vm);
@@ -44,11 +41,9 @@ pub async fn step(ctx: &Env, prefix: &str, ids: &[String]) -> Result<bool, TaskE
             }
         }
     }
-    let outdated_left = u32::try_from(serving.len() + idle.len()).unwrap_or(u32::MAX);
+    let (updated, outdated_left) = (standing.updated, standing.outdated);
     let progress = Rollout { updated, outdated: outdated_left, ..mark.clone() };
-    // Done once every old VM is gone and the amount is served by new ones: only then may the
-    // surge go (before, its bots stand in for those still on their way).
-    let done = outdated_left == 0 && retiring == 0 && updated_up >= cur.value.current_amount;
+    let done = standing.done(amount);
     let rec = ConfigRecord { rollout: (!done).then_some(progress), ..cur.value.clone() };
     if rec != cur.value {
         if !ctx.store.put_config(&rec, Expect::Version(cur.version)).await? {
@@ -61,7 +56,7 @@ pub async fn step(ctx: &Env, prefix: &str, ids: &[String]) -> Result<bool, TaskE
         }
     }
     // Retire: outdated VMs that serve nothing at once; serving ones while enough stay connected.
-    let floor = crate::model::rollout::min_connected(cur.value.current_amount, &c.update);
+    let floor = crate::model::rollout::min_connected(amount, &c.update);
     let may = healthy.saturating_sub(floor) as usize;
     serving.sort_by_key(|v| v.index);
     let chosen: Vec<Vm> = idle.into_iter().chain(serving.into_iter().take(may)).collect();
@@ -72,6 +67,43 @@ pub async fn step(ctx: &Env, prefix: &str, ids: &[String]) -> Result<bool, TaskE
         crate::lifecycle::drain(ctx, vm).await?;
     }
     Ok(true)
+}
+
+/// Where a rollout stands, counted over its Config's VMs ([`Standing::add`]); its end is
+/// [`Standing::done`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Standing {
+    /// VMs of the new attributes, not being drained.
+    pub updated: u32,
+    /// VMs of the new attributes below the amount whose bot serves: those that stay once the
+    /// surge goes.
+    pub updated_up: u32,
+    /// VMs of older attributes not yet drained.
+    pub outdated: u32,
+    /// VMs of older attributes being drained.
+    pub retiring: u32,
+}
+
+impl Standing {
+    /// Counts `vm` of a pool of `amount`; `outdated`: made from older attributes
+    /// ([`outdated`]).
+    pub fn add(&mut self, vm: &Vm, outdated: bool, amount: u32) {
+        match (outdated, vm.drained) {
+            (false, _) => {
+                self.updated += u32::from(!vm.drained);
+                self.updated_up += u32::from(vm.serving() && vm.index < amount);
+            }
+            (true, true) => self.retiring += 1,
+            (true, false) => self.outdated += 1,
+        }
+    }
+
+    /// The one test of a rollout's end in a pool of `amount`: every old VM gone and the amount
+    /// served by new ones; only then may the surge go (before, its bots stand in for those still
+    /// on their way).
+    pub fn done(&self, amount: u32) -> bool {
+        self.outdated == 0 && self.retiring == 0 && self.updated_up >= amount
+    }
 }
 
 #[cfg(test)]

@@ -122,7 +122,7 @@ pub async fn drop_uncreated(ctx: &Env, id: &str, only: impl Fn(&Vm) -> bool) -> 
 pub async fn update_config<E: From<TaskError>>(
     ctx: &Env,
     prefix: &str,
-    change: impl Fn(&mut ConfigRecord) -> Result<bool, E>,
+    mut change: impl FnMut(&mut ConfigRecord) -> Result<bool, E>,
 ) -> Result<Option<(ConfigRecord, bool)>, E> {
     for _ in 0..CAS_TRIES {
         let Some(cur) = ctx.store.config(prefix).await.map_err(TaskError::from)? else { return Ok(None) };

@@ -2,6 +2,7 @@
 
 use axum::Extension;
 use axum::extract::{Path, State};
+use gce_backend_jobs::config::Config;
 use gce_backend_jobs::model::{ConfigRecord, VmState, VmView};
 use gce_backend_jobs::naming;
 use gce_backend_jobs::operate;
@@ -20,14 +21,21 @@ pub(super) async fn list(
     Path(prefix): Path<String>,
     Params(page): Params<Page>,
 ) -> Out<VmList> {
-    readable(&api, &caller, &prefix).await?;
+    let rec = readable(&api, &caller, &prefix).await?.value;
     let state = match page.state.as_deref() {
         None | Some("") => None,
         Some(s) => Some(s.parse::<VmState>().map_err(ApiError::invalid)?),
     };
     let limit = page.limit()?;
-    let (vms, continuation_token) =
-        operate::list_vms(&api.ctx, &prefix, state, page.continuation_token.as_deref(), limit).await?;
+    let (vms, continuation_token) = operate::list_vms(
+        &api.ctx,
+        &prefix,
+        Some(&rec.config),
+        state,
+        page.continuation_token.as_deref(),
+        limit,
+    )
+    .await?;
     ok(VmList { vms, continuation_token })
 }
 
@@ -38,15 +46,9 @@ async fn visible(api: &Api, caller: &Caller, id: &str) -> Result<ConfigRecord, A
     readable(api, caller, prefix).await.map(|r| r.value).map_err(|_| hidden())
 }
 
-/// The VM and its live tasks.
-async fn detail(api: &Api, id: &str) -> Result<VmDetail, ApiError> {
-    let vm = operate::vm(&api.ctx, id).await?;
-    let mut tasks = Vec::new();
-    for q in gce_backend_jobs::tasks::QUEUES {
-        if let Some(t) = api.ctx.queues.get(q).status_by_key(id).await? {
-            tasks.push(t);
-        }
-    }
+/// The VM of Config `config` (as the caller read it) and its live tasks.
+async fn detail(api: &Api, id: &str, config: &Config) -> Result<VmDetail, ApiError> {
+    let (vm, tasks) = operate::vm(&api.ctx, id, Some(config)).await?;
     let instance_status = match &vm.vm.instance {
         None => None,
         Some(_) => {
@@ -68,8 +70,8 @@ pub(super) async fn get(
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
 ) -> Out<VmDetail> {
-    visible(&api, &caller, &id).await?;
-    ok(detail(&api, &id).await?)
+    let rec = visible(&api, &caller, &id).await?;
+    ok(detail(&api, &id, &rec.config).await?)
 }
 
 /// `recycleVm`.
@@ -84,7 +86,7 @@ pub(super) async fn recycle(
         return Err(ApiError::forbidden(msg));
     }
     let vm = operate::recycle(&api.ctx, &id, &caller.name).await?;
-    match detail(&api, &id).await {
+    match detail(&api, &id, &rec.config).await {
         // Dropped before it was sent to Compute: it is made anew.
         Err(e) if e.status() == axum::http::StatusCode::NOT_FOUND => {
             let vm = VmView::of(vm, None);

@@ -104,22 +104,6 @@ pub async fn context(
     Ok((ctx, sim))
 }
 
-/// Gives the measurements of every stored Config (lifecycle and lifetime) and of every project
-/// they name (rate-limit holds per class) series from the start, so they read 0 rather than
-/// nothing (a Config added later appears with its first VM, a project with its first hold).
-pub async fn declare_configs(ctx: &Ctx) {
-    let Ok(configs) = ctx.store.configs().await else { return };
-    let classes = gce_backend_jobs::ports::rated::Class::ALL.map(|c| c.name());
-    let mut projects = std::collections::BTreeSet::new();
-    for c in &configs {
-        ctx.metrics.declare_config(&c.value.config.prefix);
-        projects.insert(c.value.config.attributes.project.as_str());
-    }
-    for project in projects.into_iter().filter(|p| !p.is_empty()) {
-        ctx.metrics.declare_project(project, &classes);
-    }
-}
-
 /// Says at start, loudly, which Swarming servers stored Configs name that the settings do not
 /// list (an upgrade from before `[swarming] servers`, or a server dropped from the list): such a
 /// Config's bots are not asked about and its VMs not made until the list names the server.

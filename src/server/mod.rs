@@ -60,8 +60,6 @@ pub async fn start(opts: &RunOptions, settings: Settings) -> anyhow::Result<App>
         life.scheduler(scheduler::begin(&ctx, &settings).await.map_err(anyhow::Error::msg)?);
         life.keep(watch::spawn(ctx.clone(), opts.configs.clone(), life.stopped()));
     }
-    // After the cron's first import, so a first start knows its Configs' projects.
-    context::declare_configs(&ctx).await;
     if !opts.quiet {
         life.keep(tokio::spawn(progress::progress(ctx.clone(), life.stopped())));
     }

@@ -5,7 +5,7 @@
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::model::{KEEP_SAMPLES, Sample, Series};
+use crate::model::{Sample, Series};
 use crate::tasks::QUEUES;
 
 /// Names of a Config's sample values.
@@ -34,22 +34,20 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
     for rec in ctx.store.configs().await? {
         let rec = rec.value;
         let prefix = &rec.config.prefix;
-        let (counts, _) = crate::counts::tally(&*ctx.store, prefix, now).await?;
+        let counts = crate::counts::of_config(&*ctx.store, prefix, rec.current_amount, now).await?;
         let values = [
             (config::CREATED, u64::from(counts.created)),
             (config::CONNECTED, u64::from(counts.connected)),
             (config::AMOUNT, u64::from(rec.amount_at(now))),
         ];
-        ctx.store
-            .put_sample(&Series::Config(prefix.clone()), &Sample::of(now, &values), KEEP_SAMPLES)
-            .await?;
+        ctx.store.put_sample(&Series::Config(prefix.clone()), &Sample::of(now, &values)).await?;
     }
     for name in QUEUES {
         let c = ctx.queues.get(name).counts().await?;
         let values =
             [(queue::RETRIED, c.retried), (queue::FAILED, c.failed), (queue::WAITING, c.pending + c.delayed)];
         let series = Series::Queue((*name).to_owned());
-        ctx.store.put_sample(&series, &Sample::of(now, &values), KEEP_SAMPLES).await?;
+        ctx.store.put_sample(&series, &Sample::of(now, &values)).await?;
     }
     Ok(0)
 }

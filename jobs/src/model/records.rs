@@ -196,6 +196,11 @@ impl Vm {
             .map(|i| i.created + crate::config::Secs(self.lifetime).chrono())
     }
 
+    /// True once its incarnation is past its [`Vm::deadline`] at `now` (due for replacement).
+    pub fn past_deadline(&self, now: DateTime<Utc>) -> bool {
+        self.deadline().is_some_and(|d| d < now)
+    }
+
     /// Its instance's selfLink, if it has one.
     pub fn url(&self) -> Option<&str> {
         self.instance.as_ref().map(|i| i.url.as_str())
@@ -272,7 +277,7 @@ impl Vm {
         self.drained
             || self.terminate_sent.is_some()
             || self.destroying.is_some()
-            || (!paused && self.deadline().is_some_and(|d| d < now))
+            || (!paused && self.past_deadline(now))
     }
 }
 

@@ -11,9 +11,9 @@ use serde::{Deserialize, Serialize};
 pub const KEEP_SAMPLES: usize = 60;
 
 /// Which series.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Series {
-    /// A Config's: `configured`, `connected`, `amount`.
+    /// A Config's: `created`, `connected`, `amount`.
     Config(String),
     /// A queue's: its counters `retried`, `failed`, and `waiting` (pending and delayed) now.
     Queue(String),

@@ -38,6 +38,12 @@ impl ConfigRecord {
         }
     }
 
+    /// True when index `i` is wanted only by a rollout's surge (beyond the amount, for the
+    /// rollout's length only; a static pool has none).
+    pub fn in_surge(&self, i: u32) -> bool {
+        !self.config.is_static() && (self.current_amount..self.slots()).contains(&i)
+    }
+
     /// The indexes a pool with an amount wants: the amount, and the surge of a rollout.
     fn slots(&self) -> u32 {
         let surge = if self.rollout.is_some() { self.config.update.max_surge } else { 0 };

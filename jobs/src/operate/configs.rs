@@ -186,21 +186,21 @@ pub async fn set_amount(
     by: Actor<'_>,
 ) -> Result<ConfigRecord, OpError> {
     // The amount it replaced (the closure may run again after a lost race).
-    let was = std::sync::atomic::AtomicU32::new(0);
+    let mut was = 0;
     let (rec, changed) = update_config(ctx, prefix, |rec, now| {
         if rec.config.is_static() {
             return Err(crate::operate::managed_by_list(prefix, "amount"));
         }
         let clamped = rec.config.amount.at(amount, now);
         let changed = clamped != rec.current_amount;
-        was.store(rec.current_amount, std::sync::atomic::Ordering::Relaxed);
+        was = rec.current_amount;
         rec.current_amount = clamped;
         Ok(changed)
     })
     .await?;
     if changed {
         tracing::info!(config = %prefix, by = %by, asked = amount, amount = rec.current_amount, "amount set over the API");
-        let mut detail = format!("amount {} → {}", was.into_inner(), rec.current_amount);
+        let mut detail = format!("amount {was} → {}", rec.current_amount);
         if rec.current_amount != amount {
             detail.push_str(&format!(" (asked {amount}, clamped to its bounds)"));
         }
@@ -232,20 +232,16 @@ pub async fn pause(ctx: &Ctx, prefix: &str, reason: &str, by: Actor<'_>) -> Resu
 /// create_instance for its VMs waiting for an instance); the global pause, if set, still holds.
 pub async fn resume(ctx: &Ctx, prefix: &str, by: Actor<'_>) -> Result<ConfigRecord, OpError> {
     // The pause it lifted (the closure may run again after a lost race).
-    let lifted = std::sync::Mutex::new(None);
+    let mut lifted = None;
     let (rec, changed) = update_config(ctx, prefix, |rec, _| {
-        let p = rec.paused.take();
-        let some = p.is_some();
-        *lifted.lock().unwrap_or_else(|e| e.into_inner()) = p;
-        Ok(some)
+        lifted = rec.paused.take();
+        Ok(lifted.is_some())
     })
     .await?;
     if changed {
         tracing::warn!(config = %prefix, by = %by, "Config resumed");
-        let detail = lifted
-            .into_inner()
-            .unwrap_or_else(|e| e.into_inner())
-            .map(|p| format!("paused by {} since {}", p.by, p.at.format("%Y-%m-%d %H:%M:%S UTC")));
+        let detail =
+            lifted.map(|p| format!("paused by {} since {}", p.by, p.at.format("%Y-%m-%d %H:%M:%S UTC")));
         ctx.audit(
             AuditEntry::on(&rec, ctx.now(), by, AuditAction::Resume).detail(detail.unwrap_or_default()),
         )

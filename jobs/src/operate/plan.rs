@@ -5,6 +5,8 @@
 //! [`outdated`], a rollout's pace in [`crate::model::rollout`]) asked of the record applying it
 //! would write ([`super::configs::successor`]), never decided again here.
 
+use std::collections::HashSet;
+
 use serde_json::Value;
 
 use crate::config::Config;
@@ -13,6 +15,7 @@ use crate::model::rollout::{min_connected, switch_batch};
 use crate::model::{Change, ConfigRecord, Plan, PlanInput, Recycle, ReplacedBy, Replacement, Vm, outdated};
 use crate::naming::{parse_id, vm_id};
 use crate::ports::store::VmIndex;
+use crate::rollout::Standing;
 
 use super::shared::{OpError, admit, by_index};
 
@@ -38,8 +41,11 @@ pub async fn plan(ctx: &Ctx, prefix: &str, input: PlanInput) -> Result<Plan, OpE
             ch.field != "provider" || was.is_some_and(|w| w != ctx.providers.declared().resolve(&c.provider))
         });
     }
-    let Some(config) = input.config.as_ref().or(cur.as_ref().map(|r| &r.config)) else {
-        return Err(OpError::NotFound(format!("Config {prefix}")));
+    // The Config it would have: the one given, else the current one, kept as it is.
+    let (config, unchanged) = match (&input.config, &cur) {
+        (Some(c), _) => (c, None),
+        (None, Some(r)) => (&r.config, Some(r)),
+        (None, None) => return Err(OpError::NotFound(format!("Config {prefix}"))),
     };
     let current = cur.as_ref().map(|r| r.current_amount);
     let paused = crate::pause::paused(ctx, cur.as_ref()).await?;
@@ -65,10 +71,9 @@ pub async fn plan(ctx: &Ctx, prefix: &str, input: PlanInput) -> Result<Plan, OpE
         return Err(crate::operate::managed_by_list(prefix, "amount"));
     }
     // The record it would have, as `apply` would write it (a static pool's slots follow its list).
-    let mut next = match (&input.config, &cur) {
-        (Some(c), cur) => super::configs::successor(ctx, c, cur.as_ref(), true),
-        (None, Some(cur)) => cur.clone(),
-        (None, None) => return Err(OpError::NotFound(format!("Config {prefix}"))),
+    let mut next = match unchanged {
+        Some(r) => r.clone(),
+        None => super::configs::successor(ctx, config, cur.as_ref(), true),
     };
     if !config.is_static() {
         next.current_amount = config.amount.at(input.amount.or(current).unwrap_or(0), ctx.now());
@@ -85,10 +90,9 @@ pub async fn plan(ctx: &Ctx, prefix: &str, input: PlanInput) -> Result<Plan, OpE
     let ids = by_index(ctx.store.vm_ids(VmIndex::OfConfig(prefix.to_owned())).await?);
     let mut vms = Vec::with_capacity(ids.len());
     for id in &ids {
-        // One gone since the listing has nothing left to plan.
-        if let Some(v) = ctx.store.vm(id).await? {
-            vms.push(v.value);
-        }
+        // One gone since the listing has nothing left to plan; one that does not decode is left
+        // out, as listVms leaves it out.
+        vms.extend(super::shared::readable_vm(ctx, id).await?);
     }
     // A VM past its lifetime is replaced unless a pause (or an open breaker) holds it.
     let held = crate::pause::held(ctx, &next, None).await?.is_some();
@@ -101,16 +105,17 @@ pub async fn plan(ctx: &Ctx, prefix: &str, input: PlanInput) -> Result<Plan, OpE
 fn fates(ctx: &Ctx, next: &ConfigRecord, vms: &[Vm], held: bool, plan: &mut Plan) {
     let prefix = plan.prefix.clone();
     let providers = ctx.providers.declared();
-    // A rollout's surge: the indexes it wants beyond the amount, for its length only.
-    let surge = |i: u32| next.rollout.is_some() && !next.config.is_static() && i >= next.current_amount;
-    // Past its lifetime: replaced now, unless held (`manage_bot`).
     let now = ctx.now();
-    let due = |vm: &Vm| vm.deadline().is_some_and(|d| d < now);
     let (mut rolled, mut switched, mut surged) = (false, false, Vec::new());
+    // Where a rollout stands once `next` is written (counted only while it has one).
+    let mut standing = Standing::default();
     for vm in vms {
+        if next.rollout.is_some() {
+            standing.add(vm, outdated(&next.config, vm), next.current_amount);
+        }
         let index = parse_id(&vm.id).filter(|(p, _)| *p == prefix).map(|(_, i)| i);
         match index {
-            Some(i) if next.wants(i) && surge(i) => surged.push(vm.id.clone()),
+            Some(i) if next.wants(i) && next.in_surge(i) => surged.push(vm.id.clone()),
             Some(i) if next.wants(i) => {
                 if !next.keeps(vm, providers) {
                     switched = true;
@@ -121,7 +126,8 @@ fn fates(ctx: &Ctx, next: &ConfigRecord, vms: &[Vm], held: bool, plan: &mut Plan
                 } else if vm.drained {
                     // Already on its way out: made again once it is gone.
                     plan.replace.push(vm.id.clone());
-                } else if outdated(&next.config, vm) || (due(vm) && !held) {
+                } else if outdated(&next.config, vm) || (vm.past_deadline(now) && !held) {
+                    // Past its lifetime: replaced now, unless held (`manage_bot`).
                     plan.recycle.push(Recycle { id: vm.id.clone(), at: vm.deadline() });
                 } else {
                     plan.keep.push(vm.id.clone());
@@ -130,23 +136,24 @@ fn fates(ctx: &Ctx, next: &ConfigRecord, vms: &[Vm], held: bool, plan: &mut Plan
             _ => plan.drain.push(vm.id.clone()),
         }
     }
-    let made: Vec<&str> = vms.iter().map(|v| v.id.as_str()).collect();
-    let missing = next.wanted().into_iter().filter(|i| !made.contains(&vm_id(&prefix, *i).as_str()));
+    let made: HashSet<&str> = vms.iter().map(|v| v.id.as_str()).collect();
+    let missing = next.wanted().into_iter().filter(|i| !made.contains(vm_id(&prefix, *i).as_str()));
     for i in missing {
-        match surge(i) {
+        match next.in_surge(i) {
             true => surged.push(vm_id(&prefix, i)),
             false => plan.create.push(vm_id(&prefix, i)),
         }
     }
-    // A surge is made only while VMs are replaced; with none left to replace, the rollout ends
-    // at its first step and an existing surge goes.
-    if !rolled {
-        let made_surge = surged.into_iter().filter(|id| made.contains(&id.as_str()));
+    // A surge is made only while a rollout goes on; one done ends at its next step
+    // (`crate::rollout::step`, by the same test) and an existing surge goes.
+    let rolling = next.rollout.is_some() && !standing.done(next.current_amount);
+    if !rolling {
+        let made_surge = surged.into_iter().filter(|id| made.contains(id.as_str()));
         plan.drain.extend(made_surge);
         surged = Vec::new();
     }
     let (amount, update) = (next.current_amount, &next.config.update);
-    plan.replacement = match (switched, rolled) {
+    plan.replacement = match (switched, rolling) {
         (true, _) => Some(Replacement {
             by: ReplacedBy::ProviderChange,
             at_once: switch_batch(amount),

@@ -21,7 +21,7 @@ pub fn queue<'a>(ctx: &'a Ctx, name: &str) -> Result<&'a Queue, OpError> {
 
 /// Puts the dead task `t` back; NotFound when it is not dead (any more).
 pub async fn retry_task(ctx: &Ctx, t: &TaskStatus, by: Actor<'_>) -> Result<u64, OpError> {
-    let n = queue(ctx, &t.queue)?.retry_dead(DeadSelection::One(t.task_id.clone())).await.map_err(into)?;
+    let n = queue(ctx, &t.queue)?.retry_dead(DeadSelection::One(t.task_id.clone())).await?;
     if n == 0 {
         return Err(OpError::NotFound(format!("dead task {:?} in queue {}", t.task_id, t.queue)));
     }
@@ -35,21 +35,21 @@ pub async fn retry_task(ctx: &Ctx, t: &TaskStatus, by: Actor<'_>) -> Result<u64,
 
 /// Puts every dead task of queue `name` back; returns how many.
 pub async fn retry_dead(ctx: &Ctx, name: &str, by: Actor<'_>) -> Result<u64, OpError> {
-    let n = queue(ctx, name)?.retry_dead(DeadSelection::All).await.map_err(into)?;
+    let n = queue(ctx, name)?.retry_dead(DeadSelection::All).await?;
     queue_wide(ctx, by, AuditAction::RetryDead, name, n, "dead tasks put back").await;
     Ok(n)
 }
 
 /// Drops every dead task of queue `name`; returns how many.
 pub async fn purge_dead(ctx: &Ctx, name: &str, by: Actor<'_>) -> Result<u64, OpError> {
-    let n = queue(ctx, name)?.purge_dead().await.map_err(into)?;
+    let n = queue(ctx, name)?.purge_dead().await?;
     queue_wide(ctx, by, AuditAction::PurgeDead, name, n, "dead tasks dropped").await;
     Ok(n)
 }
 
 /// Drops every pending task of queue `name`; returns how many.
 pub async fn purge_pending(ctx: &Ctx, name: &str, by: Actor<'_>) -> Result<u64, OpError> {
-    let n = queue(ctx, name)?.purge_pending().await.map_err(into)?;
+    let n = queue(ctx, name)?.purge_pending().await?;
     queue_wide(ctx, by, AuditAction::PurgePending, name, n, "pending tasks dropped").await;
     Ok(n)
 }
@@ -60,10 +60,6 @@ async fn queue_wide(ctx: &Ctx, by: Actor<'_>, action: AuditAction, name: &str, n
         let detail = format!("queue {name}: {n} {what}");
         ctx.audit(AuditEntry::global(ctx.now(), by, action).detail(detail)).await;
     }
-}
-
-fn into(e: gce_backend_queues::QueueError) -> OpError {
-    OpError::Task(e.into())
 }
 
 #[cfg(test)]

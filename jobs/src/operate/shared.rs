@@ -1,6 +1,6 @@
 //! What the operations share: who acts, the error an operation answers, the admission of a
 //! Config (the checks a file's Config passes too), the audit entry of an action on a Config
-//! named by prefix, and the order VMs are listed in.
+//! named by prefix, a VM record as a read sees it, and the order VMs are listed in.
 
 use chrono::{DateTime, Utc};
 
@@ -8,7 +8,7 @@ use crate::catalog::Verdict;
 use crate::config::{Config, ConfigError, prefixes_clash};
 use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::model::{AuditAction, AuditEntry, ConfigRecord};
+use crate::model::{AuditAction, AuditEntry, ConfigRecord, Vm};
 use crate::naming::parse_id;
 use crate::ports::store::StoreError;
 
@@ -34,6 +34,12 @@ pub enum OpError {
 
 impl From<StoreError> for OpError {
     fn from(e: StoreError) -> Self {
+        OpError::Task(e.into())
+    }
+}
+
+impl From<gce_backend_queues::QueueError> for OpError {
+    fn from(e: gce_backend_queues::QueueError) -> Self {
         OpError::Task(e.into())
     }
 }
@@ -148,7 +154,7 @@ fn no_files(config: &Config) -> impl Iterator<Item = ConfigError> + '_ {
 pub(super) async fn update_config(
     ctx: &Ctx,
     prefix: &str,
-    change: impl Fn(&mut ConfigRecord, DateTime<Utc>) -> Result<bool, OpError>,
+    mut change: impl FnMut(&mut ConfigRecord, DateTime<Utc>) -> Result<bool, OpError>,
 ) -> Result<(ConfigRecord, bool), OpError> {
     let found = crate::writes::update_config(ctx, prefix, |rec| change(rec, ctx.now())).await?;
     found.ok_or_else(|| OpError::NotFound(format!("Config {prefix}")))
@@ -164,6 +170,16 @@ pub(super) async fn audit_on(ctx: &Ctx, prefix: &str, by: Actor<'_>, action: Aud
         _ => AuditEntry { prefix: prefix.to_owned(), ..AuditEntry::global(now, by, action) },
     };
     ctx.audit(e.detail(detail)).await;
+}
+
+/// The record of VM `id` for a reading operation: `None` when it is gone or does not decode
+/// (one unreadable record hides itself, not the rest).
+pub(super) async fn readable_vm(ctx: &Ctx, id: &str) -> Result<Option<Vm>, OpError> {
+    match ctx.store.vm(id).await {
+        Ok(v) => Ok(v.map(|v| v.value)),
+        Err(StoreError::Corrupt { .. }) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// The order VMs are listed in: by index, ids that do not parse last.

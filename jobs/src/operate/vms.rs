@@ -1,13 +1,13 @@
 //! VMs over the API: one VM with its derived state and bot, a page of a Config's VMs, and
 //! recycling one VM (LUCI's Instances.Delete; recorded in its Config's audit trail).
 
-use gce_backend_queues::Task;
+use gce_backend_queues::{Task, TaskStatus};
 
 use crate::config::Config;
 use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::model::{Vm, VmState, VmView, VmWork, outdated};
-use crate::ports::store::{StoreError, VmIndex};
+use crate::ports::store::VmIndex;
 use crate::work::{CreateInstance, CreateVm, ExpandConfig};
 
 use super::shared::{Actor, MAX_PAGE, OpError, audit_on, by_index, order};
@@ -37,32 +37,27 @@ pub async fn recycle(ctx: &Ctx, vm_id: &str, by: Actor<'_>) -> Result<Vm, OpErro
 }
 
 /// One page of a Config's VMs (sorted by index), optionally only those in `state`; `after` is
-/// the last VM id of the previous page. Returns at most `limit` (1 to [`MAX_PAGE`]) and the
+/// the last VM id of the previous page. `config`: the Config as the caller read it (`None`: gone
+/// or unreadable, so nothing is outdated). Returns at most `limit` (1 to [`MAX_PAGE`]) and the
 /// `after` of the next page when more match. Records that do not decode are left out. NotFound
 /// when neither the Config nor any VM of it exists.
 pub async fn list_vms(
     ctx: &Ctx,
     prefix: &str,
+    config: Option<&Config>,
     state: Option<VmState>,
     after: Option<&str>,
     limit: usize,
 ) -> Result<(Vec<VmView>, Option<String>), OpError> {
     let ids = by_index(ctx.store.vm_ids(VmIndex::OfConfig(prefix.to_owned())).await?);
-    let config = match ctx.store.config(prefix).await {
-        Ok(None) if ids.is_empty() => return Err(OpError::NotFound(format!("Config {prefix}"))),
-        Ok(rec) => rec.map(|r| r.value.config),
-        Err(StoreError::Corrupt { .. }) => None,
-        Err(e) => return Err(e.into()),
-    };
+    if config.is_none() && ids.is_empty() {
+        return Err(OpError::NotFound(format!("Config {prefix}")));
+    }
     let limit = limit.clamp(1, MAX_PAGE);
     let start = after.map_or(0, |a| ids.partition_point(|id| order(id) <= order(a)));
     let mut page: Vec<VmView> = Vec::new();
     for id in &ids[start..] {
-        let vm = match ctx.store.vm(id).await {
-            Ok(Some(v)) => v.value,
-            Ok(None) | Err(StoreError::Corrupt { .. }) => continue,
-            Err(e) => return Err(e.into()),
-        };
+        let Some(vm) = super::shared::readable_vm(ctx, id).await? else { continue };
         if state.is_some_and(|s| s != VmState::of(&vm)) {
             continue;
         }
@@ -71,48 +66,61 @@ pub async fn list_vms(
             let next = page.last().map(|v| v.vm.id.clone());
             return Ok((page, next));
         }
-        page.push(view(ctx, vm, config.as_ref()).await?);
+        // Only a VM being made has work to show: read its making queues alone.
+        let tasks = match VmState::of(&vm) {
+            VmState::Creating => live_tasks(ctx, id, &MAKING).await?,
+            _ => Vec::new(),
+        };
+        page.push(view(ctx, vm, config, &tasks).await?);
     }
     Ok((page, None))
 }
 
-/// One VM: its record, derived state, last bot observation.
-pub async fn vm(ctx: &Ctx, id: &str) -> Result<VmView, OpError> {
+/// One VM: its record, derived state, last bot observation, and its live (pending or running)
+/// tasks on every queue, read once. `config`: its Config as the caller read it (`None`: gone or
+/// unreadable, so it is not outdated).
+pub async fn vm(ctx: &Ctx, id: &str, config: Option<&Config>) -> Result<(VmView, Vec<TaskStatus>), OpError> {
     let Some(v) = ctx.store.vm(id).await? else { return Err(OpError::NotFound(format!("VM {id}"))) };
-    let config = match ctx.store.config(&v.value.config).await {
-        Ok(rec) => rec.map(|r| r.value.config),
-        Err(StoreError::Corrupt { .. }) => None,
-        Err(e) => return Err(e.into()),
-    };
-    Ok(view(ctx, v.value, config.as_ref()).await?)
+    let tasks = live_tasks(ctx, id, crate::tasks::QUEUES).await?;
+    Ok((view(ctx, v.value, config, &tasks).await?, tasks))
 }
 
-/// The view of a VM record of `config` (`None`: gone or unreadable, so nothing is outdated).
-async fn view(ctx: &Ctx, vm: Vm, config: Option<&Config>) -> Result<VmView, TaskError> {
+/// The queues whose tasks make a VM, the instance's first.
+const MAKING: [&str; 2] = [CreateInstance::QUEUE, CreateVm::QUEUE];
+
+/// The live tasks keyed by VM `id` on `queues`, in their order.
+async fn live_tasks(ctx: &Ctx, id: &str, queues: &[&str]) -> Result<Vec<TaskStatus>, TaskError> {
+    let mut tasks = Vec::new();
+    for q in queues {
+        tasks.extend(ctx.queues.get(q).status_by_key(id).await?);
+    }
+    Ok(tasks)
+}
+
+/// The view of a VM record of `config` (`None`: gone or unreadable, so nothing is outdated),
+/// `tasks` its live tasks (those it is being made by, at least, while it is `creating`).
+async fn view(ctx: &Ctx, vm: Vm, config: Option<&Config>, tasks: &[TaskStatus]) -> Result<VmView, TaskError> {
     let bot = ctx.store.bot(&vm.hostname).await?;
     let work = match VmState::of(&vm) {
-        VmState::Creating => work(ctx, &vm.id).await?,
+        VmState::Creating => work(tasks),
         _ => None,
     };
     let outdated = config.is_some_and(|c| outdated(c, &vm));
     Ok(VmView { outdated, work, ..VmView::of(vm, bot) })
 }
 
-/// The live task making VM `id` (its instance's, else its record's), if any.
-async fn work(ctx: &Ctx, id: &str) -> Result<Option<VmWork>, TaskError> {
-    for queue in [CreateInstance::QUEUE, CreateVm::QUEUE] {
-        if let Some(t) = ctx.queues.get(queue).status_by_key(id).await? {
-            let next_run = if t.state == "pending" { t.run_at } else { None };
-            return Ok(Some(VmWork {
-                queue: t.queue,
-                state: t.state,
-                attempts: t.attempts,
-                next_run,
-                last_error: t.last_error,
-            }));
-        }
-    }
-    Ok(None)
+/// Of a VM's live `tasks`, the one making it (its instance's, else its record's), if any, in the
+/// API's shape.
+fn work(tasks: &[TaskStatus]) -> Option<VmWork> {
+    let t = MAKING.iter().find_map(|q| tasks.iter().find(|t| t.queue == *q))?.clone();
+    // `run_at` is set only while it is pending.
+    Some(VmWork {
+        queue: t.queue,
+        state: t.state,
+        attempts: t.attempts,
+        next_run: t.run_at,
+        last_error: t.last_error,
+    })
 }
 
 #[cfg(test)]

@@ -252,9 +252,10 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn count_in(&self, vm: &Versioned<Vm>) -> Result<(), StoreError>;
     /// Marks a Config's sums as covering every one of its VMs.
     async fn sums_complete(&self, prefix: &str) -> Result<(), StoreError>;
-    /// Records `sample` in `series`, keeping its newest `keep`: one per minute (a second sample
-    /// of the same minute replaces the first, so a tick run twice writes one).
-    async fn put_sample(&self, series: &Series, sample: &Sample, keep: usize) -> Result<(), StoreError>;
+    /// Records `sample` in `series`, keeping its newest [`crate::model::KEEP_SAMPLES`]: one per
+    /// minute (a second sample of the same minute replaces the first, so a tick run twice writes
+    /// one).
+    async fn put_sample(&self, series: &Series, sample: &Sample) -> Result<(), StoreError>;
     /// The samples of `series`, oldest first (one that does not decode is left out).
     async fn samples(&self, series: &Series) -> Result<Vec<Sample>, StoreError>;
     /// Drops a Config's status (errors, counts, counters, sums, placements, its series).

@@ -129,3 +129,28 @@ async fn a_rollout_with_nothing_to_replace_ends_at_its_first_step_and_makes_no_s
     assert!(ctx.store.config("linux").await.unwrap().unwrap().value.rollout.is_none());
     assert_eq!(ctx.finished::<CreateVm>().await, [], "no surge VM");
 }
+
+#[test]
+fn a_rollout_is_done_once_no_old_vm_is_left_and_new_ones_serve_the_amount() {
+    let now = DateTime::<Utc>::UNIX_EPOCH;
+    let vm = |index: u32, f: &dyn Fn(&mut Vm)| {
+        let mut v = Vm { index, ..Vm::default() };
+        f(&mut v);
+        v
+    };
+    let serving = |v: &mut Vm| up(now)(v);
+    let mut s = Standing::default();
+    s.add(&vm(0, &serving), false, 2);
+    s.add(&vm(2, &serving), false, 2); // the surge: does not count towards the amount
+    assert_eq!((s.updated, s.updated_up), (2, 1));
+    assert!(!s.done(2), "one new VM serves below the amount of 2");
+    s.add(&vm(1, &serving), false, 2);
+    assert!(s.done(2));
+    let mut old = s;
+    old.add(&vm(3, &|v: &mut Vm| v.drained = true), true, 2);
+    assert_eq!(old.retiring, 1);
+    assert!(!old.done(2), "an old VM still retiring");
+    s.add(&vm(4, &|_: &mut Vm| {}), true, 2);
+    assert_eq!(s.outdated, 1);
+    assert!(!s.done(2), "an old VM not yet drained");
+}

@@ -22,10 +22,22 @@ use crate::ports::store::{Expect, VmIndex};
 /// Pause between two batches.
 const BATCH_PAUSE: Duration = Duration::from_secs(1);
 
+/// Gives the measurements of Config `rec` (lifecycle and lifetime) and of its project
+/// (rate-limit holds per class) series at zero, so they read 0 rather than nothing before
+/// anything happens; idempotent, and done here as every Config is handled at least once a minute.
+fn declare_series(ctx: &Ctx, rec: &ConfigRecord) {
+    ctx.metrics.declare_config(&rec.config.prefix);
+    let project = rec.config.attributes.project.as_str();
+    if !project.is_empty() {
+        ctx.metrics.declare_project(project, &crate::ports::rated::Class::ALL.map(|c| c.name()));
+    }
+}
+
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
     let Some(cur) = ctx.store.config(&t.prefix).await? else { return Ok(Next::Done) };
     let mut rec = cur.value;
+    declare_series(ctx, &rec);
     let amount = rec.amount_at(ctx.now());
     if amount != rec.current_amount {
         rec.current_amount = amount;

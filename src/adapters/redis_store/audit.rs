@@ -19,15 +19,7 @@ impl RedisStore {
 
     /// `Store::push_audit`.
     pub(super) async fn push_audit_entry(&self, e: &AuditEntry, keep: usize) -> Result<(), StoreError> {
-        let key = self.audit_key(&e.prefix);
-        let _: () = redis::pipe()
-            .atomic()
-            .lpush(&key, json(e)?)
-            .ltrim(&key, 0, keep.max(1) as isize - 1)
-            .query_async(&mut self.c())
-            .await
-            .map_err(err)?;
-        Ok(())
+        self.push_capped(&self.audit_key(&e.prefix), json(e)?, keep).await
     }
 
     /// `Store::audit`.

@@ -137,6 +137,19 @@ impl RedisStore {
         Ok(Self { conn, ns: namespace.to_owned(), put: std::sync::Arc::new(put) })
     }
 
+    /// Pushes `value` at the head of the LIST `key` and trims it to its newest `keep` (at least
+    /// one), in one MULTI: the error and audit lists.
+    pub(super) async fn push_capped(&self, key: &str, value: String, keep: usize) -> Result<(), StoreError> {
+        let _: () = redis::pipe()
+            .atomic()
+            .lpush(key, value)
+            .ltrim(key, 0, keep.max(1) as isize - 1)
+            .query_async(&mut self.c())
+            .await
+            .map_err(err)?;
+        Ok(())
+    }
+
     pub(super) fn k(&self, part: &str) -> String {
         format!("{{{}:db}}:{part}", self.ns)
     }

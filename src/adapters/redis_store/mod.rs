@@ -241,15 +241,7 @@ impl Store for RedisStore {
     }
 
     async fn push_error(&self, prefix: &str, e: &ErrorEntry) -> Result<(), StoreError> {
-        let key = self.k(&format!("err:{prefix}"));
-        let _: () = redis::pipe()
-            .atomic()
-            .lpush(&key, json(e)?)
-            .ltrim(&key, 0, KEEP_ERRORS as isize - 1)
-            .query_async(&mut self.c())
-            .await
-            .map_err(err)?;
-        Ok(())
+        self.push_capped(&self.k(&format!("err:{prefix}")), json(e)?, KEEP_ERRORS).await
     }
 
     async fn errors(&self, prefix: &str) -> Result<Vec<ErrorEntry>, StoreError> {
@@ -409,8 +401,8 @@ impl Store for RedisStore {
         Ok(())
     }
 
-    async fn put_sample(&self, series: &Series, sample: &Sample, keep: usize) -> Result<(), StoreError> {
-        self.write_sample(series, sample, keep).await
+    async fn put_sample(&self, series: &Series, sample: &Sample) -> Result<(), StoreError> {
+        self.write_sample(series, sample).await
     }
 
     async fn samples(&self, series: &Series) -> Result<Vec<Sample>, StoreError> {

@@ -2,7 +2,7 @@
 //! JSON scored by its minute (ms); a write replaces the minute's sample and trims the oldest, in
 //! one transaction.
 
-use gce_backend_jobs::model::{Sample, Series};
+use gce_backend_jobs::model::{KEEP_SAMPLES, Sample, Series};
 use gce_backend_jobs::ports::store::StoreError;
 use redis::AsyncCommands;
 
@@ -11,19 +11,14 @@ use super::conn::{err, json};
 
 impl RedisStore {
     /// Records `sample` in `series` (replacing one of the same minute), keeping the newest `keep`.
-    pub(super) async fn write_sample(
-        &self,
-        series: &Series,
-        sample: &Sample,
-        keep: usize,
-    ) -> Result<(), StoreError> {
+    pub(super) async fn write_sample(&self, series: &Series, sample: &Sample) -> Result<(), StoreError> {
         let key = self.series_key(series);
         let at = sample.at.timestamp_millis();
         let _: () = redis::pipe()
             .atomic()
             .zrembyscore(&key, at, at)
             .zadd(&key, json(sample)?, at)
-            .zremrangebyrank(&key, 0, -(keep.max(1) as isize) - 1)
+            .zremrangebyrank(&key, 0, -(KEEP_SAMPLES as isize) - 1)
             .query_async(&mut self.c())
             .await
             .map_err(err)?;

@@ -1,6 +1,7 @@
 //! Unit tests of `cron/sample_series.rs`.
 
 use super::*;
+use crate::model::KEEP_SAMPLES;
 use chrono::DurationRound;
 
 #[tokio::test]
@@ -20,7 +21,11 @@ async fn one_sample_a_minute_per_config_and_queue_the_last_hour_kept() {
     run(&ctx).await.unwrap();
     ctx.seed_vm("linux-1", connected).await;
     fakes.clock.advance(chrono::Duration::seconds(20));
-    assert_eq!(run(&ctx).await.unwrap(), 0, "pushes no task");
+    run(&ctx).await.unwrap();
+    for name in QUEUES {
+        let c = ctx.queues.get(name).counts().await.unwrap();
+        assert_eq!(c.pending + c.delayed + c.running, 0, "pushes no task: {name} {c:?}");
+    }
     let got = ctx.store.samples(&linux).await.unwrap();
     assert_eq!(got.len(), 1, "{got:?}");
     assert_eq!((got[0].get(config::AMOUNT), got[0].get(config::CONNECTED)), (3, 2), "{got:?}");

@@ -246,7 +246,7 @@ async fn an_api_config_goes_the_whole_way_and_drains_after_its_grace() {
     assert!(e.code == "deleted" && e.message.contains("deleted over the API"), "{e:?}");
     let _ = std::fs::remove_dir_all(&dir);
     // Its VMs are listed until they are gone.
-    let (vms, _) = crate::operate::list_vms(&ctx, "mac", None, None, 10).await.unwrap();
+    let (vms, _) = crate::operate::list_vms(&ctx, "mac", None, None, None, 10).await.unwrap();
     assert_eq!(vms[0].state, VmState::Running);
     assert!(plan(&ctx, "mac", Default::default()).await.is_err(), "no Config to plan against");
 }

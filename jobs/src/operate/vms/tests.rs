@@ -7,6 +7,11 @@ use crate::model::{Bot, Observed};
 use crate::testing::created;
 use crate::work::{ExpandConfig, ManageBot};
 
+/// Config `prefix` as an API handler reads it before listing (`None`: there is none).
+async fn config(ctx: &Ctx, prefix: &str) -> Option<Config> {
+    ctx.store.config(prefix).await.unwrap().map(|r| r.value.config)
+}
+
 #[tokio::test]
 async fn recycling_drains_a_vm_for_the_normal_path_and_a_new_incarnation_follows() {
     let (ctx, _) = Ctx::test();
@@ -39,7 +44,10 @@ async fn vms_are_listed_by_index_in_pages() {
     let mut after: Option<String> = None;
     let mut pages = 0;
     loop {
-        let (page, next) = list_vms(&ctx, "linux", None, after.as_deref(), 5).await.unwrap();
+        let (page, next) =
+            list_vms(&ctx, "linux", config(&ctx, "linux").await.as_ref(), None, after.as_deref(), 5)
+                .await
+                .unwrap();
         pages += 1;
         seen.extend(page.into_iter().map(|v| v.vm.id));
         match next {
@@ -50,10 +58,16 @@ async fn vms_are_listed_by_index_in_pages() {
     let want: Vec<String> = (0..12).map(|i| format!("linux-{i}")).collect();
     assert_eq!((seen, pages), (want, 3));
     // A page that ends exactly at the last VM says there is no next one.
-    let (page, next) = list_vms(&ctx, "linux", None, Some("linux-6"), 5).await.unwrap();
+    let (page, next) =
+        list_vms(&ctx, "linux", config(&ctx, "linux").await.as_ref(), None, Some("linux-6"), 5)
+            .await
+            .unwrap();
     assert_eq!((page.len(), next), (5, None));
     // The limit is at least one.
-    assert_eq!(list_vms(&ctx, "linux", None, None, 0).await.unwrap().0.len(), 1);
+    assert_eq!(
+        list_vms(&ctx, "linux", config(&ctx, "linux").await.as_ref(), None, None, 0).await.unwrap().0.len(),
+        1
+    );
 }
 
 #[tokio::test]
@@ -69,25 +83,49 @@ async fn a_state_filter_lists_only_vms_in_that_state() {
         })
         .await;
     }
-    let (page, next) = list_vms(&ctx, "linux", Some(VmState::Connected), None, 2).await.unwrap();
+    let (page, next) =
+        list_vms(&ctx, "linux", config(&ctx, "linux").await.as_ref(), Some(VmState::Connected), None, 2)
+            .await
+            .unwrap();
     let ids: Vec<&str> = page.iter().map(|v| v.vm.id.as_str()).collect();
     assert_eq!((ids, next.as_deref()), (vec!["linux-1", "linux-3"], Some("linux-3")));
-    let (page, next) = list_vms(&ctx, "linux", Some(VmState::Connected), Some("linux-3"), 2).await.unwrap();
+    let (page, next) = list_vms(
+        &ctx,
+        "linux",
+        config(&ctx, "linux").await.as_ref(),
+        Some(VmState::Connected),
+        Some("linux-3"),
+        2,
+    )
+    .await
+    .unwrap();
     assert_eq!((page.len(), page[0].vm.id.as_str(), next), (1, "linux-5", None));
-    let (page, _) = list_vms(&ctx, "linux", Some(VmState::Creating), None, 10).await.unwrap();
+    let (page, _) =
+        list_vms(&ctx, "linux", config(&ctx, "linux").await.as_ref(), Some(VmState::Creating), None, 10)
+            .await
+            .unwrap();
     assert!(page.iter().all(|v| v.state == VmState::Creating) && page.len() == 3);
-    assert!(list_vms(&ctx, "linux", Some(VmState::Draining), None, 10).await.unwrap().0.is_empty());
+    assert!(
+        list_vms(&ctx, "linux", config(&ctx, "linux").await.as_ref(), Some(VmState::Draining), None, 10)
+            .await
+            .unwrap()
+            .0
+            .is_empty()
+    );
 }
 
 #[tokio::test]
 async fn listing_an_unknown_config_is_not_found_and_an_empty_one_is_empty() {
     let (ctx, _) = Ctx::test();
-    match list_vms(&ctx, "nope", None, None, 10).await {
+    match list_vms(&ctx, "nope", config(&ctx, "nope").await.as_ref(), None, None, 10).await {
         Err(e @ OpError::NotFound(_)) => assert_eq!(e.to_string(), "Config nope not found"),
         other => panic!("{other:?}"),
     }
     ctx.seed_config("linux", 0).await;
-    assert_eq!(list_vms(&ctx, "linux", None, None, 10).await.unwrap(), (Vec::new(), None));
+    assert_eq!(
+        list_vms(&ctx, "linux", config(&ctx, "linux").await.as_ref(), None, None, 10).await.unwrap(),
+        (Vec::new(), None)
+    );
 }
 
 #[tokio::test]
@@ -96,11 +134,11 @@ async fn one_vm_shows_its_state_deadline_and_last_bot_observation() {
     let vm = ctx.seed_vm("linux-0", created(ctx.now())).await;
     let seen = Observed { bot: Bot { id: vm.hostname.clone(), ..Bot::default() }, at: ctx.now() };
     ctx.store.put_bots(std::slice::from_ref(&seen)).await.unwrap();
-    let v = super::vm(&ctx, "linux-0").await.unwrap();
+    let v = super::vm(&ctx, "linux-0", None).await.unwrap().0;
     assert_eq!(v.state, VmState::Running);
     assert_eq!(v.deadline, Some(ctx.now() + Duration::seconds(vm.lifetime as i64)));
     assert_eq!((v.bot, v.vm), (Some(seen), vm));
-    assert!(matches!(super::vm(&ctx, "linux-9").await, Err(OpError::NotFound(_))));
+    assert!(matches!(super::vm(&ctx, "linux-9", None).await, Err(OpError::NotFound(_))));
 }
 
 #[tokio::test]
@@ -145,7 +183,8 @@ async fn a_vm_says_whether_a_rollout_replaces_it_and_how_its_creation_goes() {
         .collect();
     q.engine().finish(q.spec(), &acks).await.unwrap();
 
-    let (page, _) = list_vms(&ctx, "linux", None, None, 10).await.unwrap();
+    let (page, _) =
+        list_vms(&ctx, "linux", config(&ctx, "linux").await.as_ref(), None, None, 10).await.unwrap();
     let outdated: Vec<bool> = page.iter().map(|v| v.outdated).collect();
     assert_eq!(outdated, [false, true, false], "made from the Config's attributes or older ones");
     assert_eq!(
@@ -156,10 +195,13 @@ async fn a_vm_says_whether_a_rollout_replaces_it_and_how_its_creation_goes() {
     let w = page[2].work.clone().expect("linux-2 is being made");
     assert_eq!((w.queue.as_str(), w.state.as_str(), w.attempts), ("create_instance", "pending", 1), "{w:?}");
     assert_eq!(w.last_error.as_deref(), Some(error.as_str()));
-    assert!(
-        w.next_run.is_some_and(|t| t > crate::ports::clock::Clock::now(&crate::ports::clock::SystemClock)),
-        "{w:?}"
-    );
-    assert!(vm(&ctx, "linux-1").await.unwrap().outdated, "one VM says it too");
-    assert_eq!(vm(&ctx, "linux-2").await.unwrap().work, Some(w));
+    // Its next run is the task's own, after it was pushed.
+    let status = q.status_by_key("linux-2").await.unwrap().expect("live");
+    assert_eq!(w.next_run, status.run_at, "{w:?}");
+    assert!(w.next_run.is_some_and(|t| t > status.created), "{w:?}");
+    let linux = config(&ctx, "linux").await;
+    assert!(vm(&ctx, "linux-1", linux.as_ref()).await.unwrap().0.outdated, "one VM says it too");
+    let (two, tasks) = vm(&ctx, "linux-2", linux.as_ref()).await.unwrap();
+    assert_eq!(two.work, Some(w));
+    assert_eq!(tasks, [status], "its live tasks, read once");
 }

@@ -20,6 +20,13 @@ use crate::ports::store::{
 mod heal;
 mod series;
 
+/// Puts `item` at the head of `list` (newest first) and keeps its newest `keep`: the error and
+/// audit lists.
+fn push_capped<T>(list: &mut Vec<T>, item: T, keep: usize) {
+    list.insert(0, item);
+    list.truncate(keep);
+}
+
 /// Adds `sign` × the counts of `bits` to `sums`.
 fn add(sums: &mut Sums, bits: u8, sign: i64) {
     for (i, s) in sums.iter_mut().enumerate() {
@@ -347,9 +354,7 @@ impl Store for MemoryStore {
 
     async fn push_error(&self, prefix: &str, e: &ErrorEntry) -> Result<(), StoreError> {
         let mut s = self.lock();
-        let list = s.errors.entry(prefix.to_owned()).or_default();
-        list.insert(0, e.clone());
-        list.truncate(KEEP_ERRORS);
+        push_capped(s.errors.entry(prefix.to_owned()).or_default(), e.clone(), KEEP_ERRORS);
         Ok(())
     }
 
@@ -382,9 +387,7 @@ impl Store for MemoryStore {
 
     async fn push_audit(&self, e: &AuditEntry, keep: usize) -> Result<(), StoreError> {
         let mut s = self.lock();
-        let list = s.audit.entry(e.prefix.clone()).or_default();
-        list.insert(0, e.clone());
-        list.truncate(keep);
+        push_capped(s.audit.entry(e.prefix.clone()).or_default(), e.clone(), keep);
         Ok(())
     }
 
@@ -482,8 +485,8 @@ impl Store for MemoryStore {
         Ok(())
     }
 
-    async fn put_sample(&self, series: &Series, sample: &Sample, keep: usize) -> Result<(), StoreError> {
-        self.lock().put_sample(series, sample, keep);
+    async fn put_sample(&self, series: &Series, sample: &Sample) -> Result<(), StoreError> {
+        self.lock().put_sample(series, sample);
         Ok(())
     }
 

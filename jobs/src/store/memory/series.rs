@@ -1,14 +1,14 @@
 //! The in-memory store's time series: per series, its samples by minute, the newest kept.
 
 use super::State;
-use crate::model::{Sample, Series};
+use crate::model::{KEEP_SAMPLES, Sample, Series};
 
 impl State {
-    /// Records `sample` (replacing one of the same minute) and keeps the newest `keep`.
-    pub(super) fn put_sample(&mut self, series: &Series, sample: &Sample, keep: usize) {
+    /// Records `sample` (replacing one of the same minute) and keeps the newest [`KEEP_SAMPLES`].
+    pub(super) fn put_sample(&mut self, series: &Series, sample: &Sample) {
         let list = self.series.entry(series.key()).or_default();
         list.insert(sample.at, sample.clone());
-        while list.len() > keep {
+        while list.len() > KEEP_SAMPLES {
             list.pop_first();
         }
     }
