@@ -1,6 +1,7 @@
 //! What the dashboard's cockpit reads from the API: whether the caller may change each Config
-//! (`may_change`), a Config's and the queues' last hour (`configSeries`, `queueSeries`) from the
-//! samples in the Store, and what a VM view says of its rollout and its creation.
+//! (`may_change`), and a Config's and the queues' last hour (`configSeries`, `queueSeries`) from
+//! the samples in the Store. (What a VM view says of its rollout and its creation is tested in
+//! `operate::vms::tests` and, as the page shows it, in `ui::cockpit`.)
 
 use chrono::DurationRound;
 use gce_backend_jobs::model::{Sample, Series};

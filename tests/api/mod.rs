@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 mod authz;
 /// The CLI on the API.
 mod cli;
-/// What the dashboard's cockpit reads: who may change what, the last hour, a VM's progress.
+/// What the dashboard's cockpit reads: who may change what, the last hour.
 mod cockpit;
 /// Errors as JSON; health and readiness.
 mod errors;
