@@ -54,7 +54,9 @@ impl Default for Settings {
     fn default() -> Self {
         Self {
             deployment: "gce-backend".into(),
-            cron: gce_backend_jobs::cron::names().map(|j| (j.to_owned(), "60s".to_owned())).collect(),
+            cron: gce_backend_jobs::cron::names()
+                .map(|j| (j.to_owned(), gce_backend_jobs::cron::default_every(j).to_owned()))
+                .collect(),
             timing: Timing::default(),
             limits: Limits::default(),
             isolation: Isolation::default(),

@@ -81,10 +81,11 @@ async fn contract(store: Arc<dyn Store>) {
     let hosts = store.vms_by_hostname(&["linux-0-abcd".into(), "nope".into()]).await.unwrap();
     assert_eq!(hosts, [Some("linux-0".to_owned()), None]);
     assert_eq!(store.vm_configs().await.unwrap(), ["linux"]);
-    let bot =
-        Observed { bot: Bot { id: "linux-0-abcd".into(), ..Bot::default() }, at: crate::support::wall_now() };
-    store.put_bots(&[bot]).await.unwrap();
-    assert!(store.bot("linux-0-abcd").await.unwrap().is_some());
+    let at = crate::support::wall_now();
+    let bot = Bot { id: "linux-0-abcd".into(), task_id: "t1".into(), ..Bot::default() };
+    let seen = Observed { bot, at, idle_since: Some(at - chrono::TimeDelta::minutes(3)) };
+    store.put_bots(std::slice::from_ref(&seen)).await.unwrap();
+    assert_eq!(store.bot("linux-0-abcd").await.unwrap(), Some(seen), "kept whole: its task and idle time");
     assert!(!store.delete_vm("linux-0", 1).await.unwrap(), "stale version");
     assert!(store.delete_vm("linux-0", 2).await.unwrap());
     assert!(store.delete_vm("linux-1", 1).await.unwrap());

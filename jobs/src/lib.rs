@@ -31,6 +31,8 @@
 //!    * `env`: [`Env`], the ports and settings; push a task, record on a Config's status.
 //!    * `counts`: a Config's counts from the store's sums, O(1).
 //!    * `writes`: compare-and-set writes of records; a VM record that does not decode quarantined.
+//!    * `demand`: a Swarming server's work read for its demand-driven Configs (one count per
+//!      dimension set, each task counted once) and each one's target.
 //!    * `pause`: the one rule of pause and hold, and waking what a pause held back.
 //!    * `backoff`: backoffs of a (project, zone) after failures to create.
 //!    * `zones`: which zone a multi-zone Config's new VM goes to.
@@ -56,6 +58,7 @@ pub mod config;
 pub mod counts;
 pub mod cron;
 pub mod ctx;
+pub mod demand;
 pub mod env;
 pub mod episodes;
 pub mod error;

@@ -93,6 +93,7 @@ pub async fn status(
         st.paused = rec.paused;
         st.breaker = rec.breaker.open;
         st.rollout = rec.rollout;
+        st.demand = rec.demand.filter(|_| rec.config.demand.is_some());
     }
     st.backoff = st.backoff.take().or_else(|| st.zones.iter().find_map(|z| z.backoff.clone()));
     st.pause_in_force = crate::pause::in_force(st.paused.as_ref(), global.as_ref());

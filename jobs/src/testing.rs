@@ -179,6 +179,8 @@ pub struct FakeBots {
     pub fail: Mutex<Option<BotError>>,
     /// Calls as `method id`.
     pub calls: Mutex<Vec<String>>,
+    /// Pending tasks, as the tags each carries.
+    pub pending: Mutex<Vec<Vec<String>>>,
 }
 
 impl FakeBots {
@@ -220,6 +222,11 @@ impl Bots for FakeBots {
     async fn delete(&self, _s: &str, id: &str) -> Result<bool, BotError> {
         self.enter(format!("delete {id}"))?;
         Ok(lock(&self.bots).get_mut(id).map(|b| b.deleted = true).is_some())
+    }
+
+    async fn count_pending(&self, _s: &str, tags: &[String], _start: DateTime<Utc>) -> Result<u32, BotError> {
+        self.enter(format!("count_pending {}", tags.join(",")))?;
+        Ok(lock(&self.pending).iter().filter(|t| tags.iter().all(|w| t.contains(w))).count() as u32)
     }
 }
 

@@ -176,6 +176,15 @@ pub struct ReportQuota {
 }
 queue!(ReportQuota, "report_quota", |t| t.project.clone());
 
+/// `read_demand`: read the work of one Swarming server's demand-driven Configs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReadDemand {
+    /// Swarming server URL.
+    pub server: String,
+}
+queue!(ReadDemand, "read_demand", |t| t.server.clone());
+
 /// The Config a task of `queue` with `key` is about, if any (keys are prefixes, VM ids, or
 /// `<VM id>@<guard>`): the one rule, which the API hands to the dashboard too.
 pub fn config_of(queue: &str, key: &str) -> Option<String> {

@@ -32,7 +32,8 @@ fn every_payload_matches_its_golden_json() {
     golden(DeleteStaleBots { server: "https://swarm.example.com".into() });
     golden(CountVms { prefix: "linux".into() });
     golden(ReportQuota { project: "p".into() });
-    assert_eq!(QUEUES.len(), 14);
+    golden(ReadDemand { server: "https://swarm.example.com".into() });
+    assert_eq!(QUEUES.len(), 15);
 }
 
 #[test]

@@ -38,6 +38,7 @@ struct BotInfo {
     is_dead: bool,
     deleted: bool,
     termination_task_id: String,
+    task_id: String,
 }
 
 impl From<BotInfo> for Bot {
@@ -49,6 +50,7 @@ impl From<BotInfo> for Bot {
             is_dead: b.is_dead,
             deleted: b.deleted,
             termination_task_id: b.termination_task_id,
+            task_id: b.task_id,
         }
     }
 }
@@ -93,7 +95,9 @@ impl Swarming {
 
     /// The URL of `method` on `server`, if the settings list it (the host is a checked DNS name:
     /// nothing in it can change the path).
+    /// Every method is of `swarming.v2.Bots` but `CountTasks` (`swarming.v2.Tasks`).
     fn url(&self, server: &str, method: &str) -> Result<(String, bool), BotError> {
+        let service = if method == "CountTasks" { "Tasks" } else { "Bots" };
         let origin = self.trust.server(server).map_err(|e| BotError::new(BotErrorKind::Denied, e))?;
         let base = match &self.template {
             Some(t) => {
@@ -103,7 +107,7 @@ impl Swarming {
             }
             None => origin.to_string(),
         };
-        Ok((format!("{base}/prpc/swarming.v2.Bots/{method}"), origin.scheme == "https"))
+        Ok((format!("{base}/prpc/swarming.v2.{service}/{method}"), origin.scheme == "https"))
     }
 
     async fn call<T: DeserializeOwned>(
@@ -210,6 +214,23 @@ impl Bots for Swarming {
             Err(e) if e.is_not_found() => Ok(false),
             Err(e) => Err(e),
         }
+    }
+
+    async fn count_pending(
+        &self,
+        server: &str,
+        tags: &[String],
+        start: DateTime<Utc>,
+    ) -> Result<u32, BotError> {
+        /// `TasksCount`: `count` is left out when 0.
+        #[derive(Deserialize, Default)]
+        #[serde(default)]
+        struct Count {
+            count: u32,
+        }
+        let start = start.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let body = json!({"start": start, "state": "QUERY_PENDING", "tags": tags});
+        Ok(self.call::<Count>(server, "CountTasks", body).await?.count)
     }
 }
 

@@ -185,6 +185,18 @@ pub(super) fn config(v: &Value) -> String {
             s(&r["outdated"])
         ));
     }
+    let d = &st["demand"];
+    if !d.is_null() {
+        out.push_str(&format!(
+            "  demand: pending {}  busy {}  idle {}  target {} ({}), read {}\n",
+            s(&d["pending"]),
+            s(&d["busy"]),
+            s(&d["idle"]),
+            s(&d["target"]),
+            s(&d["why"]),
+            when(&d["at"])
+        ));
+    }
     for z in st["zones"].as_array().into_iter().flatten() {
         let backoff = if z["backoff"].is_null() {
             "-".to_owned()

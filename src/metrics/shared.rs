@@ -59,6 +59,7 @@ impl Collector for SharedCollector {
         let mut zone_vms = Vec::new();
         let mut breaker = Vec::new();
         let mut dead = Vec::new();
+        let (mut demand, mut held) = (Vec::new(), Vec::new());
         for c in &s.configs {
             let config = [("config", c.prefix.as_str())];
             for (state, v) in partition(&c.counts) {
@@ -83,6 +84,14 @@ impl Collector for SharedCollector {
                 }
             }
             dead.push((l(&[("config", &c.prefix)]), c.dead_tasks));
+            if let Some(r) = &c.demand {
+                for (what, v) in
+                    [("pending", r.pending), ("busy", r.busy), ("idle", r.idle), ("target", r.target)]
+                {
+                    demand.push((l(&[("config", &c.prefix), ("what", what)]), i64::from(v)));
+                }
+                held.push((l(&[("config", &c.prefix)]), i64::from(r.held.is_some())));
+            }
         }
         gauge(
             &mut d,
@@ -126,6 +135,18 @@ impl Collector for SharedCollector {
             "zone_vms",
             "VMs of a multi-zone Config per zone: vms, connected, draining",
             &zone_vms,
+        )?;
+        gauge(
+            &mut d,
+            "demand_tasks",
+            "A demand-driven Config's last reading: pending tasks counted for it, its bots busy and idle, and the amount that follows (target, before the amount's bounds)",
+            &demand,
+        )?;
+        gauge(
+            &mut d,
+            "demand_held",
+            "1 while a demand-driven Config's work cannot be read from Swarming (its target is held, never shrunk)",
+            &held,
         )?;
         let mut m = d.encode_descriptor(
             "config_dead_tasks",

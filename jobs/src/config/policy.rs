@@ -73,3 +73,36 @@ fn one() -> u32 {
 
 /// Most zones of a multi-zone Config.
 pub const MAX_ZONES: usize = 16;
+
+/// A pool sized by the work waiting for it: the amount it targets is `busy + ⌈pending /
+/// per_bot⌉ + min_idle`, always inside its `amount` bounds (and a schedule window's). It grows
+/// at once; it shrinks only by VMs whose bots have been idle longer than `idle_timeout`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct Demand {
+    /// The dimensions of the tasks it serves (`pool` required): a pending task counts when its
+    /// tags hold every one of them (Swarming's `CountTasks` tag filter).
+    pub dimensions: std::collections::BTreeMap<String, String>,
+    /// Tasks one bot runs at once.
+    pub per_bot: u32,
+    /// Idle bots kept beyond the work, ready for the next task.
+    pub min_idle: u32,
+    /// How long a bot stays idle before its VM may go.
+    pub idle_timeout: Secs,
+}
+
+impl Default for Demand {
+    fn default() -> Self {
+        Self { dimensions: Default::default(), per_bot: 1, min_idle: 0, idle_timeout: Secs(600) }
+    }
+}
+
+impl Demand {
+    /// The dimensions as Swarming tags (`key:value`), in key order.
+    pub fn tags(&self) -> Vec<String> {
+        self.dimensions.iter().map(|(k, v)| format!("{k}:{v}")).collect()
+    }
+}
+
+/// Most dimensions of a demand-driven pool.
+pub const MAX_DIMENSIONS: usize = 32;

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::attributes::Attributes;
-use super::policy::{Breaker, Update, ZoneWeight};
+use super::policy::{Breaker, Demand, Update, ZoneWeight};
 use super::units::{Amount, Secs};
 
 /// One pool of VMs.
@@ -53,6 +53,10 @@ pub struct Config {
     /// How VMs made from older instance attributes are replaced after a change.
     #[serde(default, skip_serializing_if = "is_default")]
     pub update: Update,
+    /// A pool sized by the Swarming tasks waiting for it, inside `amount`'s bounds (none: the
+    /// amount an operator sets).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub demand: Option<Demand>,
 }
 
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {
@@ -78,6 +82,12 @@ impl Config {
             d.kind = d.kind.replace("{{.Zone}}", zone);
         }
         a
+    }
+
+    /// How many indexes its hostnames have room for: those with no more digits than its largest
+    /// amount's, which validation checked fit an instance name.
+    pub fn index_room(&self) -> u32 {
+        10u32.saturating_pow(index_digits(self.amount.ceiling().max(1)) as u32)
     }
 
     /// True for a static pool (it lists its machines).

@@ -60,6 +60,9 @@ impl Config {
             out.push(err(f("lifetime"), "is required and must be non-zero"));
         }
         self.check_bounds(&f, &mut out);
+        if let Some(d) = &self.demand {
+            self.check_demand(d, &f, &mut out);
+        }
         if self.swarming.is_empty() {
             out.push(err(f("swarming"), "is required"));
         } else if let Err(e) = super::trust::Origin::parse(&self.swarming) {
@@ -91,6 +94,56 @@ impl Config {
             if value > max {
                 out.push(err(f(field), format!("{value}; at most {max}")));
             }
+        }
+    }
+
+    /// The rules of a demand-driven pool (`demand`): dimensions Swarming accepts (demand.md
+    /// §1.4: key `[a-zA-Z-_.][0-9a-zA-Z-_.]*` of at most 64, value at most 256 bytes), `pool` among
+    /// them, one value per key, and an amount that lets it make VMs.
+    fn check_demand(&self, d: &Demand, f: &dyn Fn(&str) -> String, out: &mut Vec<ConfigError>) {
+        if self.is_static() {
+            out.push(err(f("demand"), "a static pool lists its machines: it cannot follow demand"));
+            return;
+        }
+        if !d.dimensions.contains_key("pool") {
+            out.push(err(f("demand.dimensions"), "needs `pool`: every Swarming task names its pool"));
+        }
+        if d.dimensions.len() > MAX_DIMENSIONS {
+            out.push(err(
+                f("demand.dimensions"),
+                format!("{}; at most {MAX_DIMENSIONS}", d.dimensions.len()),
+            ));
+        }
+        let key_ok = |k: &str| {
+            let mut c = k.chars();
+            k.len() <= 64
+                && c.next().is_some_and(|c| c.is_ascii_alphabetic() || "-_.".contains(c))
+                && c.all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        };
+        for (k, v) in &d.dimensions {
+            if !key_ok(k) {
+                out.push(err(
+                    f("demand.dimensions"),
+                    format!("{k:?} is not a dimension key ([a-zA-Z-_.][0-9a-zA-Z-_.]*, at most 64)"),
+                ));
+            } else if v.is_empty() || v.len() > 256 || v.contains('|') || v.trim() != v {
+                out.push(err(
+                    f(&format!("demand.dimensions.{k}")),
+                    "must be one value of 1 to 256 bytes, without `|` or surrounding spaces (a bot has one value per key)",
+                ));
+            }
+        }
+        if !(1..=64).contains(&d.per_bot) {
+            out.push(err(f("demand.per_bot"), format!("{}; must be 1 to 64", d.per_bot)));
+        }
+        if d.min_idle > bounds::SURGE {
+            out.push(err(f("demand.min_idle"), format!("{}; at most {}", d.min_idle, bounds::SURGE)));
+        }
+        if d.idle_timeout > bounds::TIMEOUT {
+            out.push(err(f("demand.idle_timeout"), format!("{}; at most a day", d.idle_timeout)));
+        }
+        if self.amount.ceiling() == 0 {
+            out.push(err(f("amount.max"), "is 0: a demand-driven pool grows only up to amount.max"));
         }
     }
 

@@ -13,6 +13,7 @@ pub mod inspect_instances;
 pub mod inspect_swarming;
 pub mod manage_bots;
 mod reach;
+pub mod read_demand;
 pub mod report_quota;
 pub mod sample_series;
 
@@ -36,7 +37,17 @@ pub const JOBS: &[(&str, Run)] = &[
     ("count_vms", |c| Box::pin(count_vms::run(c))),
     ("report_quota", |c| Box::pin(report_quota::run(c))),
     ("sample_series", |c| Box::pin(sample_series::run(c))),
+    ("read_demand", |c| Box::pin(read_demand::run(c))),
 ];
+
+/// How often cron job `job` runs when the settings do not say: every minute, but the reading of
+/// demand (every 10 s: pending work waits on it).
+pub fn default_every(job: &str) -> &'static str {
+    match job {
+        "read_demand" => "10s",
+        _ => "60s",
+    }
+}
 
 /// The names of the cron jobs.
 pub fn names() -> impl Iterator<Item = &'static str> {

@@ -6,8 +6,10 @@
 mod api;
 mod audit;
 pub mod breaker;
+pub mod demand;
 mod listed;
 mod records;
+pub mod release;
 pub mod rollout;
 mod series;
 mod status;

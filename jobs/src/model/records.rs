@@ -66,6 +66,13 @@ pub struct ConfigRecord {
     /// Its circuit breaker: failures in a row, and whether it is open (see `breaker`).
     #[serde(default, skip_serializing_if = "BreakerState::is_closed_clean")]
     pub breaker: BreakerState,
+    /// Indexes let go below its highest wanted one, so the VMs it keeps are the busy ones
+    /// (see `release`): it wants the first `current_amount` indexes not in this set.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub let_go: std::collections::BTreeSet<u32>,
+    /// A demand-driven Config's last reading of its work and the target that follows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub demand: Option<super::demand::DemandState>,
 }
 
 impl ConfigRecord {
@@ -296,6 +303,9 @@ pub struct Bot {
     pub deleted: bool,
     /// Set when it died because of TerminateBot.
     pub termination_task_id: String,
+    /// The task it runs now (empty: idle).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub task_id: String,
 }
 
 impl Bot {
@@ -313,6 +323,9 @@ pub struct Observed {
     pub bot: Bot,
     /// When it was seen.
     pub at: DateTime<Utc>,
+    /// Since when it has run no task, as walks of Swarming saw it (none: busy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_since: Option<DateTime<Utc>>,
 }
 
 /// What `manage_bot` acts on in an observation: first connection, dead, deleted, terminated,
@@ -320,6 +333,16 @@ pub struct Observed {
 pub type Condition = (Option<DateTime<Utc>>, bool, bool, bool, bool);
 
 impl Observed {
+    /// `bot` seen at `at`, after the observation `before` of the same bot (if any): idle since
+    /// `before` said, or since now when it was busy or not seen.
+    pub fn after(before: Option<&Observed>, bot: Bot, at: DateTime<Utc>) -> Self {
+        let idle_since = match bot.task_id.is_empty() {
+            true => Some(before.and_then(|b| b.idle_since).unwrap_or(at)),
+            false => None,
+        };
+        Self { bot, at, idle_since }
+    }
+
     /// Its [`Condition`] when it was made (a bot silent for `silent_after` counts as silent).
     pub fn condition(&self, silent_after: chrono::Duration) -> Condition {
         let b = &self.bot;

@@ -91,6 +91,9 @@ pub struct ConfigStatus {
     /// Its circuit breaker, while open (no VM is replaced but a canary).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub breaker: Option<crate::model::breaker::Open>,
+    /// A demand-driven Config's last reading of its work: pending, busy, idle, target and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub demand: Option<crate::model::demand::DemandState>,
 }
 
 /// An error of a Config file that holds no Config (it cannot be read, parsed or validated, or

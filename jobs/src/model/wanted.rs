@@ -18,7 +18,7 @@ impl ConfigRecord {
     pub fn wants(&self, index: u32) -> bool {
         match self.config.is_static() {
             true => self.listed.slots.contains_key(&index),
-            false => index < self.slots(),
+            false => !self.let_go.contains(&index) && self.rank(index) < self.slots(),
         }
     }
 
@@ -26,7 +26,9 @@ impl ConfigRecord {
     pub fn wanted(&self) -> Vec<u32> {
         match self.config.is_static() {
             true => self.listed.slots.keys().copied().collect(),
-            false => (0..self.slots()).collect(),
+            false => {
+                (0..=u32::MAX).filter(|i| !self.let_go.contains(i)).take(self.slots() as usize).collect()
+            }
         }
     }
 
@@ -41,11 +43,18 @@ impl ConfigRecord {
     /// True when index `i` is wanted only by a rollout's surge (beyond the amount, for the
     /// rollout's length only; a static pool has none).
     pub fn in_surge(&self, i: u32) -> bool {
-        !self.config.is_static() && (self.current_amount..self.slots()).contains(&i)
+        !self.config.is_static()
+            && !self.let_go.contains(&i)
+            && (self.current_amount..self.slots()).contains(&self.rank(i))
+    }
+
+    /// The place of index `i` among the indexes not let go.
+    fn rank(&self, i: u32) -> u32 {
+        i - self.let_go.range(..i).count() as u32
     }
 
     /// The indexes a pool with an amount wants: the amount, and the surge of a rollout.
-    fn slots(&self) -> u32 {
+    pub fn slots(&self) -> u32 {
         let surge = if self.rollout.is_some() { self.config.update.max_surge } else { 0 };
         self.current_amount.saturating_add(surge)
     }
@@ -64,6 +73,8 @@ impl ConfigRecord {
         if let Some(o) = old {
             self.paused = o.paused.clone();
             self.breaker = o.breaker.clone();
+            self.let_go = o.let_go.clone();
+            self.demand = o.demand.clone().filter(|_| self.config.demand.is_some());
             self.rollout = rollout_of(o, &self.config, now);
             // Marked now when the provider changes (or `o` stood in for a record that did not
             // decode, whose VMs' provider is unknown); a change still going on stays marked.
@@ -88,11 +99,16 @@ impl ConfigRecord {
     }
 
     /// The amount it targets at `now`: its list's length for a static pool, else the current
-    /// amount clamped by the Config's bounds.
+    /// amount (a demand-driven pool's: the target its last reading of the work gives) clamped by
+    /// the Config's bounds.
     pub fn amount_at(&self, now: DateTime<Utc>) -> u32 {
+        let proposed = match (&self.config.demand, &self.demand) {
+            (Some(_), Some(d)) => d.target,
+            _ => self.current_amount,
+        };
         match self.config.is_static() {
             true => self.current_amount,
-            false => self.config.amount.at(self.current_amount, now),
+            false => self.config.amount.at(proposed, now),
         }
     }
 }

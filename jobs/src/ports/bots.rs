@@ -105,7 +105,19 @@ pub trait Bots: Send + Sync + std::fmt::Debug {
     async fn terminate(&self, server: &str, id: &str) -> Result<(), BotError>;
     /// DeleteBot; false for NOT_FOUND.
     async fn delete(&self, server: &str, id: &str) -> Result<bool, BotError>;
+    /// `swarming.v2.Tasks/CountTasks` of PENDING tasks created since `start` whose tags hold
+    /// every one of `tags` (`key:value`).
+    async fn count_pending(
+        &self,
+        server: &str,
+        tags: &[String],
+        start: DateTime<Utc>,
+    ) -> Result<u32, BotError>;
 }
+
+/// How far back pending tasks are counted: a task slice waits at most 7 days (Swarming's
+/// longest expiration), so an older task is no longer pending.
+pub const PENDING_LOOKBACK: chrono::TimeDelta = chrono::TimeDelta::days(7);
 
 #[cfg(test)]
 mod tests;

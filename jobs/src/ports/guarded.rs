@@ -120,6 +120,15 @@ impl Bots for GuardedBots {
     async fn delete(&self, server: &str, id: &str) -> Result<bool, BotError> {
         self.run("DeleteBot", server, self.inner.delete(server, id)).await
     }
+
+    async fn count_pending(
+        &self,
+        server: &str,
+        tags: &[String],
+        start: DateTime<Utc>,
+    ) -> Result<u32, BotError> {
+        self.run("CountTasks", server, self.inner.count_pending(server, tags, start)).await
+    }
 }
 
 /// Compute, guarded per project.

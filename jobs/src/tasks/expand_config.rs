@@ -15,6 +15,7 @@ use std::time::Duration;
 use crate::work::{CreateVm, DrainVm, ExpandConfig, Next};
 use crate::ctx::Ctx;
 use crate::model::ConfigRecord;
+use crate::model::release::Standing;
 use crate::error::TaskError;
 use crate::ports::store::{Expect, VmIndex};
 
@@ -39,16 +40,18 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
     let mut rec = cur.value;
     declare_series(ctx, &rec);
     let amount = rec.amount_at(ctx.now());
-    if amount != rec.current_amount {
-        rec.current_amount = amount;
-        if !ctx.store.put_config(&rec, Expect::Version(cur.version)).await? {
-            return Err(TaskError::Conflict(t.prefix));
-        }
-    }
     // Sorted: the steps below drain in this order.
     let existing: BTreeSet<String> =
         ctx.store.vm_ids(VmIndex::OfConfig(t.prefix.clone())).await?.into_iter().collect();
     let ids: Vec<String> = existing.iter().cloned().collect();
+    let before = (rec.current_amount, rec.let_go.clone());
+    rec.current_amount = amount;
+    arrange(ctx, &mut rec, &ids).await?;
+    if (rec.current_amount, &rec.let_go) != (before.0, &before.1)
+        && !ctx.store.put_config(&rec, Expect::Version(cur.version)).await?
+    {
+        return Err(TaskError::Conflict(t.prefix));
+    }
     // Shrinking: the surplus is drained at once rather than at the next drain_vms tick.
     let surplus: Vec<DrainVm> = ids
         .iter()
@@ -106,6 +109,55 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
         return Ok(Next::After(if batch.is_empty() { ctx.watch() } else { BATCH_PAUSE }));
     }
     Ok(done)
+}
+
+/// Idle first: when a VM of Config `rec` would go (not wanted, not yet drained), or an index let
+/// go could be filled again, the VMs it keeps are chosen again from how they stand
+/// (`release::arrange`: no instance, down, longest idle, booting, busy last), so a shrinking pool
+/// loses the VMs whose loss costs least and never cuts a task short; it sets `rec.let_go`.
+/// Reads the Config's VM records only then (`ids`: its VM ids).
+async fn arrange(ctx: &Ctx, rec: &mut ConfigRecord, ids: &[String]) -> Result<(), TaskError> {
+    if rec.config.is_static() {
+        return Ok(());
+    }
+    let index = |id: &String| crate::naming::parse_id(id).map(|(_, i)| i);
+    let mut shrinking = false;
+    for id in ids.iter().filter(|id| index(id).is_some_and(|i| !rec.wants(i))) {
+        shrinking |= readable(ctx, id).await?.is_some_and(|v| !v.drained);
+        if shrinking {
+            break;
+        }
+    }
+    let present: BTreeSet<u32> = ids.iter().filter_map(index).collect();
+    let refill = !rec.let_go.is_empty() && rec.wanted().iter().any(|i| !present.contains(i));
+    if !shrinking && !refill {
+        return Ok(());
+    }
+    let (mut vms, mut taken) = (Vec::new(), BTreeSet::new());
+    for id in ids {
+        match readable(ctx, id).await? {
+            Some(v) if v.drained => {
+                taken.insert(v.index);
+            }
+            Some(v) => vms.push(v),
+            None => {}
+        }
+    }
+    let hostnames: Vec<String> = vms.iter().map(|v| v.hostname.clone()).collect();
+    let seen = ctx.store.bots(&hostnames).await?;
+    let live: Vec<(u32, Standing)> =
+        vms.iter().zip(&seen).map(|(v, o)| (v.index, Standing::of(v, o.as_ref()))).collect();
+    rec.let_go = crate::model::release::arrange(rec.slots(), &live, &taken, rec.config.index_room());
+    Ok(())
+}
+
+/// VM `id`'s record; `None` when gone or when it does not decode (quarantined elsewhere).
+async fn readable(ctx: &Ctx, id: &str) -> Result<Option<crate::model::Vm>, TaskError> {
+    match ctx.store.vm(id).await {
+        Ok(v) => Ok(v.map(|v| v.value)),
+        Err(crate::ports::store::StoreError::Corrupt { .. }) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// One step of a provider change of Config `prefix` (marked `provider_changed`): its VMs of

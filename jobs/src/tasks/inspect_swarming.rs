@@ -55,8 +55,9 @@ pub async fn run(ctx: &Ctx, t: InspectSwarming) -> Result<Next, TaskError> {
         for (bot, vm) in bots.into_iter().zip(vms) {
             match vm {
                 Some(id) => {
-                    let now_seen = Observed { bot, at: now };
-                    let was = before.next().flatten().map(|o| o.condition(ctx.silent_after()));
+                    let last = before.next().flatten();
+                    let was = last.as_ref().map(|o| o.condition(ctx.silent_after()));
+                    let now_seen = Observed::after(last.as_ref(), bot, now);
                     if was != Some(now_seen.condition(ctx.silent_after())) {
                         manage.push(ManageBot { id });
                     }

@@ -33,15 +33,16 @@ const STAGE: &str = "manage_bot";
 /// The bot of `vm`, from a fresh observation or GetBot.
 async fn bot_of(ctx: &Ctx, vm: &Vm, now: DateTime<Utc>) -> Result<Option<Bot>, TaskError> {
     let ttl = ctx.timing.observation_ttl.chrono();
-    if let Some(o) = ctx.store.bot(&vm.hostname).await?
+    let before = ctx.store.bot(&vm.hostname).await?;
+    if let Some(o) = &before
         && o.at + ttl > now
         && !o.bot.is_dead
     {
-        return Ok(Some(o.bot));
+        return Ok(Some(o.bot.clone()));
     }
     let bot = ctx.bots.get(&vm.swarming, &vm.hostname).await?;
     if let Some(b) = &bot {
-        ctx.store.put_bots(&[Observed { bot: b.clone(), at: now }]).await?;
+        ctx.store.put_bots(&[Observed::after(before.as_ref(), b.clone(), now)]).await?;
     }
     Ok(bot)
 }

@@ -49,6 +49,7 @@ registry!(
     delete_stale_bots => DeleteStaleBots,
     count_vms => CountVms,
     report_quota => ReportQuota,
+    read_demand => ReadDemand,
 );
 
 /// A queue's handler, as [`visit`] hands it out.

@@ -42,6 +42,7 @@ const gbViews = (() => {
     if (st.pause_in_force) box.append(badge('paused', 'warn'));
     if (st.breaker) box.append(badge('breaker open', 'bad'));
     if (st.rollout) box.append(badge(`rolling ${st.rollout.updated}/${st.rollout.updated + st.rollout.outdated}`, 'warn'));
+    if (st.demand && st.demand.held) box.append(badge('demand held', 'warn'));
     if (!st.verified) box.append(badge('unverified', 'warn'));
     return box;
   }
@@ -88,7 +89,7 @@ const gbViews = (() => {
       const deadHere = dead.byConfig[st.prefix] || 0;
       return [
         { f: 'prefix', sig: st.prefix, make: () => el('a', { href: `#/configs/${enc(st.prefix)}`, text: st.prefix }) },
-        { f: 'state', sig: `${st.state}|${!!st.pause_in_force}|${st.verified}|${!!st.breaker}|${st.rollout ? st.rollout.updated + '/' + st.rollout.outdated : ''}`, make: () => stateBadges(st),
+        { f: 'state', sig: `${st.state}|${!!st.pause_in_force}|${st.verified}|${!!st.breaker}|${st.rollout ? st.rollout.updated + '/' + st.rollout.outdated : ''}|${!!(st.demand && st.demand.held)}`, make: () => stateBadges(st),
           title: st.pause_in_force ? `paused by ${st.pause_in_force.by || 'everyone'}: ${st.pause_in_force.reason}` : undefined },
         { f: 'bar', sig: `${c.configured}|${c.created}|${c.connected}`, make: () => bar(c) },
         { f: 'configured', text: c.configured, cls: 'num' },
@@ -164,6 +165,14 @@ const gbViews = (() => {
       (z.backoff ? ` · backs off until ${hms(new Date(z.backoff.until))} (${z.backoff.reason})` : '')]);
   }
 
+  // A demand-driven Config's last reading, as the API answers it: what it found and why.
+  function demandFact(d, r) {
+    const dims = Object.entries(d.dimensions || {}).map(([k, v]) => `${k}:${v}`).join(', ');
+    if (!r) return `${dims} · not read yet`;
+    const read = `pending ${r.pending} · busy ${r.busy} · idle ${r.idle} · target ${r.target}`;
+    return `${dims} · ${read} (${r.why}) · read ${when(r.at)}`;
+  }
+
   function facts(entry) {
     const c = entry.config;
     const st = entry.status;
@@ -177,6 +186,7 @@ const gbViews = (() => {
       ['task failures', st.task_failures], ['dead tasks', st.dead_tasks],
     ];
     if (st.paused) list.push(['paused', `by ${st.paused.by} since ${when(st.paused.at)}: ${st.paused.reason}`]);
+    if (c.demand) list.push(['demand', demandFact(c.demand, st.demand)]);
     if (st.delete_at) list.push(['deleted at', when(st.delete_at)]);
     if (st.corrupt) list.push(['corrupt', st.corrupt]);
     const box = $('#config-facts');

@@ -53,7 +53,7 @@ fn a_plan_input_refuses_unknown_fields() {
 #[test]
 fn a_bots_state_follows_its_observation_else_the_record() {
     let at = DateTime::<Utc>::default();
-    let seen = |b: Bot| Some(Observed { bot: b, at });
+    let seen = |b: Bot| Some(Observed { bot: b, at, idle_since: None });
     let connected_vm = Vm { connected: Some(at), ..Vm::default() };
     let cases = [
         ("never seen", Vm::default(), None, None),

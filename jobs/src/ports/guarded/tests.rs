@@ -26,6 +26,9 @@ impl Bots for Hanging {
     async fn delete(&self, s: &str, id: &str) -> Result<bool, BotError> {
         self.0.delete(s, id).await
     }
+    async fn count_pending(&self, s: &str, tags: &[String], t: DateTime<Utc>) -> Result<u32, BotError> {
+        self.0.count_pending(s, tags, t).await
+    }
 }
 
 #[tokio::test(start_paused = true)]

@@ -64,7 +64,7 @@ async fn a_shrink_drains_the_surplus_at_once() {
 async fn a_paused_config_creates_nothing_and_still_drains_its_surplus() {
     let (ctx, _) = Ctx::test();
     ctx.seed_config("linux", 2).await;
-    for id in ["linux-0", "linux-3"] {
+    for id in ["linux-0", "linux-1", "linux-3"] {
         ctx.seed_vm(id, |_| {}).await;
     }
     crate::operate::pause(&ctx, "linux", "rollout", "bob").await.unwrap();
@@ -72,4 +72,79 @@ async fn a_paused_config_creates_nothing_and_still_drains_its_surplus() {
     assert_eq!(next, Next::Done, "resuming pushes it again");
     assert!(ctx.taken::<CreateVm>().await.is_empty());
     assert_eq!(ctx.taken::<DrainVm>().await, [DrainVm { id: "linux-3".into() }]);
+}
+
+/// Config `linux` with bounds 0..=9 and `n` connected VMs; those in `busy` run a task, the
+/// others have been idle for `i` minutes (the lower index the longer).
+async fn busy_pool(ctx: &Ctx, n: u32, busy: &[u32]) {
+    ctx.seed_config_with("linux", n, |c| {
+        c.amount.min = 0;
+        c.amount.max = 9;
+    })
+    .await;
+    let now = ctx.now();
+    for i in 0..n {
+        let vm = ctx
+            .seed_vm(&format!("linux-{i}"), |v| {
+                crate::testing::created(now)(v);
+                v.connected = Some(now);
+            })
+            .await;
+        let task_id = if busy.contains(&i) { format!("t{i}") } else { String::new() };
+        let bot = crate::model::Bot { id: vm.hostname.clone(), task_id, ..Default::default() };
+        let idle_since = (!busy.contains(&i)).then(|| now - chrono::TimeDelta::minutes(i64::from(10 - i)));
+        ctx.store.put_bots(&[crate::model::Observed { bot, at: now, idle_since }]).await.unwrap();
+    }
+}
+
+async fn set_amount(ctx: &Ctx, amount: u32) {
+    crate::writes::update_config::<TaskError>(ctx, "linux", |r| {
+        r.current_amount = amount;
+        Ok(true)
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn a_shrinking_pool_drains_idle_bots_first_and_keeps_the_busy_ones() {
+    let (ctx, _) = Ctx::test();
+    busy_pool(&ctx, 4, &[1, 3]).await;
+    set_amount(&ctx, 3).await;
+    run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
+    // 0 has been idle longest: it goes, not 3 (the highest index, busy).
+    assert_eq!(ctx.taken::<DrainVm>().await, [DrainVm { id: "linux-0".into() }]);
+    let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
+    assert_eq!(rec.wanted(), [1, 2, 3]);
+    set_amount(&ctx, 2).await;
+    run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
+    let drained: Vec<String> = ctx.taken::<DrainVm>().await.into_iter().map(|d| d.id).collect();
+    assert!(drained.contains(&"linux-2".to_owned()) && !drained.contains(&"linux-3".to_owned()), "{drained:?}");
+    let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
+    assert_eq!(rec.wanted(), [1, 3], "both busy bots stay");
+    assert!(!rec.wants(0) && !rec.wants(2));
+}
+
+#[tokio::test]
+async fn growth_refills_gone_indexes_first_and_skips_those_still_draining() {
+    let (ctx, _) = Ctx::test();
+    busy_pool(&ctx, 4, &[1, 3]).await;
+    set_amount(&ctx, 2).await;
+    run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
+    ctx.taken::<DrainVm>().await;
+    // 0 is gone, 2 still drains.
+    let v0 = ctx.store.vm("linux-0").await.unwrap().unwrap();
+    assert!(ctx.store.delete_vm("linux-0", v0.version).await.unwrap());
+    crate::writes::update_vm(&ctx, "linux-2", |v| {
+        v.drained = true;
+        true
+    })
+    .await
+    .unwrap();
+    set_amount(&ctx, 4).await;
+    run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
+    let made: Vec<String> = ctx.taken::<CreateVm>().await.into_iter().map(|c| c.id).collect();
+    assert_eq!(made, ["linux-0", "linux-4"]);
+    let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
+    assert_eq!(rec.wanted(), [0, 1, 3, 4]);
 }

@@ -1,0 +1,120 @@
+//! Unit tests of `demand.rs`: counting once, shares, a reading's target, and the hold.
+
+use std::collections::BTreeMap;
+
+use super::*;
+use crate::Ctx;
+use crate::config::Demand;
+use crate::model::{Bot, Observed};
+use crate::ports::bots::{BotError, BotErrorKind};
+use crate::testing::created;
+use crate::work::ExpandConfig;
+
+fn tags(t: &[&str]) -> Vec<String> {
+    t.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn a_task_counts_for_the_most_specific_set_it_matches() {
+    let counts: BTreeMap<Vec<String>, u32> = [
+        (tags(&["pool:ci"]), 10),
+        (tags(&["os:Linux", "pool:ci"]), 6),
+        (tags(&["gpu:none", "os:Linux", "pool:ci"]), 2),
+        (tags(&["pool:try"]), 3),
+    ]
+    .into();
+    let e = exclusive(&counts);
+    // pool:ci holds every ci task: 10 less the 6 of Linux (which hold the 2 of gpu:none) ... and
+    // the 2 again: under-counted, never twice.
+    assert_eq!(e[&tags(&["pool:ci"])], 2);
+    assert_eq!(e[&tags(&["os:Linux", "pool:ci"])], 4);
+    assert_eq!(e[&tags(&["gpu:none", "os:Linux", "pool:ci"])], 2);
+    assert_eq!(e[&tags(&["pool:try"])], 3);
+    // Configs sharing one set share its count, the remainder to the first.
+    assert_eq!([share(7, 0, 3), share(7, 1, 3), share(7, 2, 3)], [3, 2, 2]);
+    assert_eq!(share(5, 0, 1), 5);
+}
+
+fn demand(min_idle: u32) -> Demand {
+    let dimensions = [("pool".to_owned(), "ci".to_owned())].into();
+    Demand { dimensions, min_idle, ..Demand::default() }
+}
+
+/// A demand-driven Config `prefix` (bounds 0..=20) with `vms` connected VMs, the first `busy` of
+/// them running a task and the rest idle since `idle_for` ago.
+async fn pool(ctx: &Ctx, prefix: &str, vms: u32, busy: u32, idle_for: chrono::TimeDelta) {
+    ctx.seed_config_with(prefix, vms, |c| {
+        c.amount.min = 0;
+        c.amount.max = 20;
+        c.demand = Some(demand(1));
+    })
+    .await;
+    let now = ctx.now();
+    for i in 0..vms {
+        let vm = ctx
+            .seed_vm(&format!("{prefix}-{i}"), |v| {
+                created(now)(v);
+                v.connected = Some(now);
+            })
+            .await;
+        let task_id = if i < busy { format!("t{i}") } else { String::new() };
+        let bot = Bot { id: vm.hostname.clone(), task_id, ..Bot::default() };
+        let seen = Observed { bot, at: now, idle_since: (i >= busy).then(|| now - idle_for) };
+        ctx.store.put_bots(&[seen]).await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_reading_sets_the_target_and_expands_at_once() {
+    let (ctx, fakes) = Ctx::test();
+    pool(&ctx, "ci", 3, 2, chrono::TimeDelta::seconds(30)).await;
+    *fakes.bots.pending.lock().unwrap() = vec![tags(&["pool:ci", "os:Linux"]); 5];
+    assert_eq!(read(&ctx, "https://swarm.example.com").await.unwrap(), 1);
+    let rec = ctx.store.config("ci").await.unwrap().unwrap().value;
+    let d = rec.demand.clone().expect("read");
+    assert_eq!(
+        (d.pending, d.busy, d.idle, d.live, d.target),
+        (5, 2, 1, 3, 8),
+        "busy 2 + pending 5 + min_idle 1"
+    );
+    assert_eq!(rec.amount_at(ctx.now()), 8);
+    assert_eq!(ctx.taken::<ExpandConfig>().await, [ExpandConfig { prefix: "ci".into() }]);
+    // One count for the set, not one per VM.
+    assert_eq!(fakes.bots.calls(), ["count_pending pool:ci"]);
+}
+
+#[tokio::test]
+async fn it_shrinks_only_by_bots_idle_past_the_timeout() {
+    let (ctx, fakes) = Ctx::test();
+    // Six VMs, none busy, no work: min_idle 1 wants 1, but they idled 30 s of 10 minutes.
+    pool(&ctx, "ci", 6, 0, chrono::TimeDelta::seconds(30)).await;
+    read(&ctx, "https://swarm.example.com").await.unwrap();
+    let d = ctx.store.config("ci").await.unwrap().unwrap().value.demand.unwrap();
+    assert_eq!(d.target, 6, "{}", d.why);
+    assert!(ctx.taken::<ExpandConfig>().await.is_empty(), "no change, no expansion");
+    // Ten minutes later they are idle for long: down to min_idle.
+    fakes.clock.advance(chrono::TimeDelta::minutes(10));
+    read(&ctx, "https://swarm.example.com").await.unwrap();
+    let d = ctx.store.config("ci").await.unwrap().unwrap().value.demand.unwrap();
+    assert_eq!((d.idle_long, d.target), (6, 1), "{}", d.why);
+}
+
+#[tokio::test]
+async fn swarming_down_holds_the_target_and_says_why() {
+    let (ctx, fakes) = Ctx::test();
+    pool(&ctx, "ci", 4, 4, chrono::TimeDelta::seconds(0)).await;
+    read(&ctx, "https://swarm.example.com").await.unwrap();
+    assert_eq!(ctx.store.config("ci").await.unwrap().unwrap().value.demand.unwrap().target, 5);
+    ctx.taken::<ExpandConfig>().await;
+    // Swarming goes down and the bots finish their tasks: nothing shrinks.
+    *fakes.bots.fail.lock().unwrap() = Some(BotError::new(BotErrorKind::Unavailable, "no answer"));
+    fakes.clock.advance(chrono::TimeDelta::hours(1));
+    read(&ctx, "https://swarm.example.com").await.unwrap();
+    let rec = ctx.store.config("ci").await.unwrap().unwrap().value;
+    let d = rec.demand.clone().unwrap();
+    assert_eq!((d.target, d.held.is_some()), (5, true), "{}", d.why);
+    assert_eq!(rec.amount_at(ctx.now()), 5);
+    let errors = ctx.store.errors("ci").await.unwrap();
+    assert!(errors[0].code == "demand_unread" && errors[0].message.contains("target held"), "{errors:?}");
+    assert!(ctx.taken::<ExpandConfig>().await.is_empty());
+}

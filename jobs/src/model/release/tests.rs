@@ -1,0 +1,58 @@
+//! The idle-first rule.
+
+use std::collections::BTreeSet;
+
+use chrono::{TimeZone, Utc};
+
+use super::*;
+
+fn set(v: &[u32]) -> BTreeSet<u32> {
+    v.iter().copied().collect()
+}
+
+#[test]
+fn equals_keep_the_lowest_indexes_and_let_nothing_go() {
+    let live: Vec<_> = (0..5).map(|i| (i, Standing::Unknown)).collect();
+    assert_eq!(arrange(3, &live, &set(&[]), 100), set(&[]));
+    assert_eq!(arrange(5, &live, &set(&[]), 100), set(&[]));
+}
+
+#[test]
+fn idle_bots_go_before_busy_ones_the_longest_idle_first() {
+    let t = |m| Utc.with_ymd_and_hms(2026, 11, 27, 9, m, 0).unwrap();
+    // 0 and 1 idle (0 since 9:05, 1 since 9:01), 2 and 3 busy, 4 booting.
+    let live = [
+        (0, Standing::Idle(t(5))),
+        (1, Standing::Idle(t(1))),
+        (2, Standing::Busy),
+        (3, Standing::Busy),
+        (4, Standing::Booting),
+    ];
+    // Keep 4: the longest idle (1) goes.
+    assert_eq!(arrange(4, &live, &set(&[]), 100), set(&[1]));
+    // Keep 3: both idle go, busy and booting stay.
+    assert_eq!(arrange(3, &live, &set(&[]), 100), set(&[0, 1]));
+    // Keep 2: the booting one goes too; only the busy stay.
+    assert_eq!(arrange(2, &live, &set(&[]), 100), set(&[0, 1]));
+    // Keep 1: one busy goes (the higher index), after its task.
+    assert_eq!(arrange(1, &live, &set(&[]), 100), set(&[0, 1]));
+    assert_eq!(arrange(0, &live, &set(&[]), 100), set(&[]));
+}
+
+#[test]
+fn growth_fills_holes_whose_vm_is_gone_but_not_those_still_draining() {
+    // Live 1 and 3; 0 gone, 2 still draining; want 4: 0 is made again, 2 skipped, 4 made.
+    let live = [(1, Standing::Busy), (3, Standing::Busy)];
+    assert_eq!(arrange(4, &live, &set(&[2]), 100), set(&[2]));
+    // With room for indexes 0 to 3 only, the draining one's index is taken again before going past.
+    assert_eq!(arrange(4, &live, &set(&[2]), 4), set(&[]));
+    // Not made, down and idle all go before a booting VM.
+    let t = Utc.with_ymd_and_hms(2026, 11, 27, 9, 0, 0).unwrap();
+    let live = [(0, Standing::Booting), (1, Standing::Idle(t)), (2, Standing::Down), (3, Standing::NotMade)];
+    assert_eq!(arrange(1, &live, &set(&[]), 100), set(&[]));
+    assert_eq!(arrange(2, &live, &set(&[]), 100), set(&[]));
+    assert_eq!(
+        arrange(2, &[(0, Standing::NotMade), (1, Standing::Booting), (2, Standing::Busy)], &set(&[]), 100),
+        set(&[0])
+    );
+}
