@@ -241,38 +241,39 @@ async fn every_handler_run_twice_in_a_row_and_twice_at_once_reaches_the_same_end
     env.write_pool("linux", &pool("linux", 1, "1d", "10m"));
     four_times(|| run_cron(ctx, "import_configs")).await;
     four_times(|| tasks::expand_config::run(ctx, ExpandConfig { prefix: p() })).await;
-    let gone = ctx.store.vm("linux-1").await.unwrap().unwrap().value;
-    four_times(|| tasks::drain_vm::run(ctx, DrainVm { id: "linux-1".into() })).await;
-    four_times(|| tasks::drain_vm::run(ctx, DrainVm { id: "linux-0".into() })).await;
-    assert!(ctx.store.vm("linux-1").await.unwrap().unwrap().value.drained);
-    assert!(!ctx.store.vm("linux-0").await.unwrap().unwrap().value.drained);
-    let terminate = || {
-        tasks::terminate_bot::run(ctx, TerminateBot { id: "linux-1".into(), hostname: gone.hostname.clone() })
-    };
+    // The one let go is the one idle longest (idle first); the other stays untouched.
+    let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
+    let (g, k) = if rec.wants(0) { ("linux-1", "linux-0") } else { ("linux-0", "linux-1") };
+    assert!(!rec.wants(1) || !rec.wants(0), "one of the two is let go");
+    let gone = ctx.store.vm(g).await.unwrap().unwrap().value;
+    four_times(|| tasks::drain_vm::run(ctx, DrainVm { id: g.into() })).await;
+    four_times(|| tasks::drain_vm::run(ctx, DrainVm { id: k.into() })).await;
+    assert!(ctx.store.vm(g).await.unwrap().unwrap().value.drained);
+    assert!(!ctx.store.vm(k).await.unwrap().unwrap().value.drained);
+    let terminate =
+        || tasks::terminate_bot::run(ctx, TerminateBot { id: g.into(), hostname: gone.hostname.clone() });
     four_times(terminate).await;
     eventually("the drained bot is terminated", LIMIT, || async {
         env.bots()[&gone.hostname]["terminationTaskId"].is_string().then_some(())
     })
     .await;
-    four_times(|| tasks::manage_bot::run(ctx, ManageBot { id: "linux-1".into() })).await;
+    four_times(|| tasks::manage_bot::run(ctx, ManageBot { id: g.into() })).await;
     four_times(|| tasks::destroy_instance::run(ctx, DestroyInstance::of(&gone).unwrap())).await;
     to_the_end(|| tasks::destroy_instance::run(ctx, DestroyInstance::of(&gone).unwrap())).await;
-    four_times(|| {
-        tasks::delete_bot::run(ctx, DeleteBot { id: "linux-1".into(), hostname: gone.hostname.clone() })
-    })
-    .await;
+    four_times(|| tasks::delete_bot::run(ctx, DeleteBot { id: g.into(), hostname: gone.hostname.clone() }))
+        .await;
     // A late task for the old incarnation does nothing.
     four_times(|| {
         tasks::destroy_instance::run(
             ctx,
-            DestroyInstance { id: "linux-0".into(), ..DestroyInstance::of(&gone).unwrap() },
+            DestroyInstance { id: k.into(), ..DestroyInstance::of(&gone).unwrap() },
         )
     })
     .await;
 
     let left = env.vms("linux").await;
     assert_eq!(left.len(), 1);
-    assert_eq!(left[0].hostname, hosts["linux-0"], "the remaining VM is untouched");
+    assert_eq!(left[0].hostname, hosts[k], "the remaining VM is untouched");
     let state = env.state();
     let deletes: BTreeSet<&str> = state["operations"]
         .as_array()
@@ -282,9 +283,9 @@ async fn every_handler_run_twice_in_a_row_and_twice_at_once_reaches_the_same_end
         .map(|o| o["name"].as_str().unwrap())
         .collect();
     assert_eq!(deletes.len(), 1, "one delete operation (same requestId every time): {deletes:?}");
-    eventually("only linux-0's instance is left", LIMIT, || async {
+    eventually("only the kept VM's instance is left", LIMIT, || async {
         let inst = env.instances("linux");
-        (inst.len() == 1 && inst.contains_key(&hosts["linux-0"])).then_some(())
+        (inst.len() == 1 && inst.contains_key(&hosts[k])).then_some(())
     })
     .await;
     assert_eq!(env.bots()[&gone.hostname]["deleted"], true);

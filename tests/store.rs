@@ -181,7 +181,7 @@ async fn contract(store: Arc<dyn Store>) {
         assert_eq!(zones.values().map(|z| z[i]).sum::<i64>(), totals[i], "sum {i}: {zones:?}");
     }
     assert!(zones[""][0] >= 1, "{zones:?}");
-    let nonzero = |mut z: std::collections::BTreeMap<String, [i64; 7]>| {
+    let nonzero = |mut z: std::collections::BTreeMap<String, [i64; gce_backend_jobs::model::SUMS]>| {
         z.retain(|_, s| s.iter().any(|n| *n != 0));
         z
     };

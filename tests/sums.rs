@@ -123,7 +123,7 @@ async fn sums_follow_every_write(store: Arc<dyn Store>) {
     }
     let (c, _) = check("deleted").await;
     assert_eq!((c.created, c.running, c.draining, c.dead, c.unhealthy), (0, 0, 0, 0, 0));
-    assert_eq!(ctx.store.sums("linux").await.unwrap().unwrap(), [0; 7]);
+    assert_eq!(ctx.store.sums("linux").await.unwrap().unwrap(), [0; gce_backend_jobs::model::SUMS]);
     assert!(zone_sums(&*ctx.store, "linux").await.is_empty());
 }
 

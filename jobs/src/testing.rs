@@ -16,7 +16,7 @@ use crate::env::{Env, Queues};
 use crate::model::Bot;
 use crate::ports::bots::{BotError, BotEvent, Bots};
 use crate::ports::clock::ManualClock;
-use crate::ports::compute::{Compute, ComputeError, Instance, InstanceSpec, Operation, Quota};
+use crate::ports::compute::{Compute, ComputeError, Instance, InstanceSpec, Operation, Power, Quota};
 use crate::store::memory::MemoryStore;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -112,6 +112,26 @@ impl Compute for FakeCompute {
             return answer;
         }
         Ok(lock(&self.instances).remove(name).map(|_| done(name)))
+    }
+
+    async fn power(
+        &self,
+        _p: &str,
+        _z: &str,
+        name: &str,
+        power: Power,
+        rid: &str,
+    ) -> Result<Option<Operation>, ComputeError> {
+        lock(&self.calls).push(format!("{} {name} {rid}", power.verb()));
+        let status = match power {
+            Power::Suspend => "SUSPENDED",
+            Power::Stop => "TERMINATED",
+            Power::Resume | Power::Start => "RUNNING",
+        };
+        Ok(lock(&self.instances).get_mut(name).map(|i| {
+            i.status = status.into();
+            done(name)
+        }))
     }
 
     async fn list(

@@ -185,6 +185,15 @@ pub struct ReadDemand {
 }
 queue!(ReadDemand, "read_demand", |t| t.server.clone());
 
+/// `park_vm`: keep a VM warm (suspend or stop it) or wake it, as its Config wants.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParkVm {
+    /// VM id.
+    pub id: String,
+}
+queue!(ParkVm, "park_vm", |t| t.id.clone());
+
 /// The Config a task of `queue` with `key` is about, if any (keys are prefixes, VM ids, or
 /// `<VM id>@<guard>`): the one rule, which the API hands to the dashboard too.
 pub fn config_of(queue: &str, key: &str) -> Option<String> {

@@ -33,7 +33,8 @@ fn every_payload_matches_its_golden_json() {
     golden(CountVms { prefix: "linux".into() });
     golden(ReportQuota { project: "p".into() });
     golden(ReadDemand { server: "https://swarm.example.com".into() });
-    assert_eq!(QUEUES.len(), 15);
+    golden(ParkVm { id: id() });
+    assert_eq!(QUEUES.len(), 16);
 }
 
 #[test]

@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use gce_backend_jobs::ports::clock::Clock;
-use gce_backend_jobs::ports::compute::{Compute, ComputeError, Instance, InstanceSpec, Operation, Quota};
+use gce_backend_jobs::ports::compute::{
+    Compute, ComputeError, Instance, InstanceSpec, Operation, Power, Quota,
+};
 use google_cloud_compute_v1::client::{DiskTypes, Instances, Regions, ZoneOperations, Zones};
 use google_cloud_compute_v1::model;
 use google_cloud_gax::error::Error;
@@ -183,6 +185,61 @@ impl Compute for Gce {
             .set_instance(name)
             .set_request_id(request_id);
         match call.send().await {
+            Ok(op) => Ok(Some(operation(op))),
+            Err(e) if e.http_status_code() == Some(404) => Ok(None),
+            Err(e) => Err(error(e)),
+        }
+    }
+
+    async fn power(
+        &self,
+        project: &str,
+        zone: &str,
+        name: &str,
+        power: Power,
+        request_id: &str,
+    ) -> Result<Option<Operation>, ComputeError> {
+        segments(&[project, zone, name])?;
+        let i = &self.instances;
+        let sent = match power {
+            Power::Suspend => {
+                i.suspend()
+                    .set_project(project)
+                    .set_zone(zone)
+                    .set_instance(name)
+                    .set_request_id(request_id)
+                    .send()
+                    .await
+            }
+            Power::Resume => {
+                i.resume()
+                    .set_project(project)
+                    .set_zone(zone)
+                    .set_instance(name)
+                    .set_request_id(request_id)
+                    .send()
+                    .await
+            }
+            Power::Stop => {
+                i.stop()
+                    .set_project(project)
+                    .set_zone(zone)
+                    .set_instance(name)
+                    .set_request_id(request_id)
+                    .send()
+                    .await
+            }
+            Power::Start => {
+                i.start()
+                    .set_project(project)
+                    .set_zone(zone)
+                    .set_instance(name)
+                    .set_request_id(request_id)
+                    .send()
+                    .await
+            }
+        };
+        match sent {
             Ok(op) => Ok(Some(operation(op))),
             Err(e) if e.http_status_code() == Some(404) => Ok(None),
             Err(e) => Err(error(e)),

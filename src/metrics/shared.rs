@@ -15,11 +15,12 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 
 /// The states of `fleet_vms`, each VM in exactly one (the counts nest: VMs ⊇ created ⊇ running
-/// ⊇ connected), so they sum to the Config's VMs.
-pub(super) fn partition(n: &Counts) -> [(&'static str, u32); 4] {
+/// ⊇ connected, and created ⊇ parked, which running leaves out), so they sum to the Config's VMs.
+pub(super) fn partition(n: &Counts) -> [(&'static str, u32); 5] {
     [
         ("creating", n.vms.saturating_sub(n.created)),
-        ("down", n.created.saturating_sub(n.running)),
+        ("down", n.created.saturating_sub(n.running).saturating_sub(n.parked)),
+        ("warm", n.parked.min(n.created.saturating_sub(n.running))),
         ("booting", n.running.saturating_sub(n.connected)),
         ("connected", n.connected),
     ]
@@ -96,7 +97,7 @@ impl Collector for SharedCollector {
         gauge(
             &mut d,
             "fleet_vms",
-            "VMs per Config by state, each VM in one: creating (no instance yet), down (instance stopped, preempted or gone), booting (instance up, no healthy bot connected), connected; they sum to the Config's VMs",
+            "VMs per Config by state, each VM in one: creating (no instance yet), down (instance stopped, preempted or gone), warm (kept suspended or stopped by its warm pool, or waking), booting (instance up, no healthy bot connected), connected; they sum to the Config's VMs",
             &vms,
         )?;
         gauge(&mut d, "fleet_amount", "The amount of VMs a Config asks for", &amount)?;

@@ -106,3 +106,22 @@ impl Demand {
 
 /// Most dimensions of a demand-driven pool.
 pub const MAX_DIMENSIONS: usize = 32;
+
+/// A warm pool: VMs beyond the target kept suspended (memory kept, only storage billed) or
+/// stopped, up to these numbers, instead of deleted; rising demand resumes them before new ones
+/// are made.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct Warm {
+    /// VMs kept suspended.
+    pub suspended: u32,
+    /// VMs kept stopped (beyond the suspended ones).
+    pub stopped: u32,
+}
+
+impl Warm {
+    /// How many VMs it keeps in all.
+    pub fn room(&self) -> u32 {
+        self.suspended.saturating_add(self.stopped)
+    }
+}

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::attributes::Attributes;
-use super::policy::{Breaker, Demand, Update, ZoneWeight};
+use super::policy::{Breaker, Demand, Update, Warm, ZoneWeight};
 use super::units::{Amount, Secs};
 
 /// One pool of VMs.
@@ -57,6 +57,10 @@ pub struct Config {
     /// amount an operator sets).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub demand: Option<Demand>,
+    /// A warm pool: VMs beyond the target suspended or stopped instead of deleted, resumed
+    /// before new ones are made (none: surplus VMs are deleted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warm: Option<Warm>,
 }
 
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {

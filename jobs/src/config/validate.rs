@@ -63,6 +63,9 @@ impl Config {
         if let Some(d) = &self.demand {
             self.check_demand(d, &f, &mut out);
         }
+        if let Some(w) = &self.warm {
+            self.check_warm(w, &f, &mut out);
+        }
         if self.swarming.is_empty() {
             out.push(err(f("swarming"), "is required"));
         } else if let Err(e) = super::trust::Origin::parse(&self.swarming) {
@@ -144,6 +147,41 @@ impl Config {
         }
         if self.amount.ceiling() == 0 {
             out.push(err(f("amount.max"), "is 0: a demand-driven pool grows only up to amount.max"));
+        }
+    }
+
+    /// The rules of a warm pool (`warm`): a pool whose machines are made, within the bounds, and
+    /// (for `suspended`) instances Compute Engine can suspend (demand.md §3.3): no Confidential
+    /// VM, no Local SSD, no machine type with GPUs attached (`a2`, `a3`, `a4`, `g2`, `g4`), none of
+    /// the memory-optimized families (`m1`-`m4`, `x4`), whose memory is above what a suspend saves.
+    fn check_warm(&self, w: &Warm, f: &dyn Fn(&str) -> String, out: &mut Vec<ConfigError>) {
+        if self.is_static() {
+            out.push(err(f("warm"), "a static pool lists its machines: it keeps none warm"));
+            return;
+        }
+        for (field, n) in [("warm.suspended", w.suspended), ("warm.stopped", w.stopped)] {
+            if n > bounds::SURGE {
+                out.push(err(f(field), format!("{n}; at most {}", bounds::SURGE)));
+            }
+        }
+        if w.suspended == 0 {
+            return;
+        }
+        let a = &self.attributes;
+        let family = a.machine_type.rsplit('/').next().unwrap_or("").split('-').next().unwrap_or("");
+        let why = if a.enable_confidential_compute {
+            Some("a Confidential VM cannot be suspended".to_owned())
+        } else if a.disk.iter().any(|d| d.kind.contains("local-ssd")) {
+            Some("an instance with Local SSD cannot be suspended with its data".to_owned())
+        } else if ["a2", "a3", "a4", "g2", "g4"].contains(&family) {
+            Some(format!("machine type family {family} has GPUs attached: it cannot be suspended"))
+        } else if ["m1", "m2", "m3", "m4", "x4"].contains(&family) {
+            Some(format!("machine type family {family} has more memory than a suspend keeps"))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            out.push(err(f("warm.suspended"), format!("{why}; use warm.stopped instead")));
         }
     }
 

@@ -187,8 +187,12 @@ pub struct Plan {
     pub amount: u32,
     /// VM ids it would create (by index).
     pub create: Vec<String>,
-    /// VM ids it would drain for good (past the amount, or off a static pool's list).
+    /// VM ids it would drain for good (no longer wanted: idle ones first, or off a static pool's
+    /// list).
     pub drain: Vec<String>,
+    /// VM ids it would keep warm (suspended or stopped by its warm pool) rather than drain.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warm: Vec<String>,
     /// VM ids it would replace now (each drained after its task, then made again under its id
     /// with the new settings), in the order the replacement takes them; how: `replacement` (none
     /// for a VM already drained, which is made again once it is gone).

@@ -8,6 +8,7 @@ mod audit;
 pub mod breaker;
 pub mod demand;
 mod listed;
+pub mod parked;
 mod records;
 pub mod release;
 pub mod rollout;

@@ -73,6 +73,13 @@ pub struct ConfigRecord {
     /// A demand-driven Config's last reading of its work and the target that follows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub demand: Option<super::demand::DemandState>,
+    /// Indexes kept warm (a warm pool's parked VMs, not wanted; see `release`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub warm: std::collections::BTreeSet<u32>,
+    /// Indexes woken from the warm pool whose VM has not finished waking: each look at the
+    /// Config asks `park_vm` again until it has.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub waking: std::collections::BTreeSet<u32>,
 }
 
 impl ConfigRecord {
@@ -149,6 +156,9 @@ pub struct Vm {
     /// never connected); set once when found, cleared if the bot comes back.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fault: Option<Fault>,
+    /// Set while it is kept warm (suspended or stopped beyond its Config's target) or wakes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parked: Option<super::parked::Parked>,
 }
 
 /// The instance a VM's incarnation runs on, as Compute reported it when it was made.
@@ -250,7 +260,7 @@ impl Vm {
 
     /// True while its bot is connected and nothing is wrong with it.
     pub fn healthy_connected(&self) -> bool {
-        self.connected.is_some() && self.instance.is_some() && self.fault.is_none()
+        self.connected.is_some() && self.instance.is_some() && self.fault.is_none() && self.parked.is_none()
     }
 
     /// True while it serves and stays: healthy and connected, and not being drained.
@@ -266,11 +276,12 @@ impl Vm {
         [
             true,
             created,
-            created && fault != Some(FaultKind::InstanceDown),
+            created && fault != Some(FaultKind::InstanceDown) && self.parked.is_none(),
             self.healthy_connected(),
             self.drained,
             fault == Some(FaultKind::BotDead),
             matches!(fault, Some(FaultKind::InstanceDown | FaultKind::NeverConnected)),
+            created && self.parked.is_some(),
         ]
         .iter()
         .enumerate()
@@ -404,7 +415,7 @@ pub struct Counts {
     pub vms: u32,
     /// VMs with an instance.
     pub created: u32,
-    /// VMs with an instance not known to be down (stopped, preempted, gone).
+    /// VMs with an instance not known to be down (stopped, preempted, gone) nor kept warm.
     #[serde(default)]
     pub running: u32,
     /// VMs whose bot connected.
@@ -418,15 +429,18 @@ pub struct Counts {
     /// connected.
     #[serde(default)]
     pub unhealthy: u32,
+    /// VMs kept warm (suspended or stopped beyond the target), or waking.
+    #[serde(default)]
+    pub parked: u32,
     /// When counted.
     pub at: Option<DateTime<Utc>>,
 }
 
 /// The sums of [`Vm::counted`] over a Config's VMs, by bit: VMs, created, running, connected,
-/// draining, bot dead, unhealthy.
+/// draining, bot dead, unhealthy, parked (kept warm).
 pub type Sums = [i64; SUMS];
 /// How many counts [`Vm::counted`] has.
-pub const SUMS: usize = 7;
+pub const SUMS: usize = 8;
 
 impl Counts {
     /// The counts of a Config asking for `configured` VMs whose VMs sum to `s`.
@@ -441,6 +455,7 @@ impl Counts {
             draining: n(4),
             dead: n(5),
             unhealthy: n(6),
+            parked: n(7),
             at: Some(at),
         }
     }

@@ -10,7 +10,7 @@ use std::collections::BTreeSet;
 
 use chrono::{DateTime, Utc};
 
-use super::records::{Observed, Vm};
+use super::records::{ConfigRecord, Observed, Vm};
 
 /// How a live VM stands, in the order VMs are let go: the first goes first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -44,29 +44,116 @@ impl Standing {
     }
 }
 
-/// The indexes to let go so that a pool wanting `slots` VMs keeps the best of its `live` ones
-/// (index and standing; drained VMs are not live) and fills the rest with fresh indexes, lowest
-/// first, below `limit` (the indexes its hostnames have room for) and none of them `taken` (an
-/// index whose drained VM is still there: it is made again only once that one is gone, so taken
-/// ones come after the free ones below `limit`). Returns the let-go set: every index below the
-/// highest wanted one that is not wanted. Among equals the highest index goes first, so a pool
-/// of equals keeps `0..slots` and lets nothing go.
-pub fn arrange(slots: u32, live: &[(u32, Standing)], taken: &BTreeSet<u32>, limit: u32) -> BTreeSet<u32> {
-    let mut order: Vec<&(u32, Standing)> = live.iter().collect();
+/// What a pool has, for [`arrange`].
+#[derive(Debug, Clone, Copy)]
+pub struct Pool<'a> {
+    /// The VMs it wants (its amount, and a rollout's surge).
+    pub slots: u32,
+    /// Its live VMs (not drained, not parked): index and standing.
+    pub live: &'a [(u32, Standing)],
+    /// Its parked VMs that may be woken (not outdated, not past their deadline), best first.
+    pub parked: &'a [u32],
+    /// Indexes whose VM is still there but goes (drained, or parked and not to be woken).
+    pub taken: &'a BTreeSet<u32>,
+    /// The indexes its hostnames have room for.
+    pub limit: u32,
+    /// How many VMs it keeps warm at most.
+    pub warm: u32,
+}
+
+/// What [`arrange`] decided.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Arranged {
+    /// Indexes below the highest wanted one that are not wanted.
+    pub let_go: BTreeSet<u32>,
+    /// Indexes kept warm: parked VMs kept, and idle ones to park.
+    pub warm: BTreeSet<u32>,
+    /// Parked VMs wanted again: to wake.
+    pub wake: BTreeSet<u32>,
+}
+
+/// The pool `p` arranged: it keeps the best of its live VMs, wakes parked ones (lowest index
+/// first) before it makes new ones, then fills the rest with fresh indexes, lowest first, below
+/// `limit` and none taken (an index whose VM still goes is made again only once that one is
+/// gone, so taken ones come after the free ones below `limit`). Of the VMs it lets go, it keeps
+/// up to `warm` warm: parked ones first, then idle ones (the first to go first); the rest go.
+/// Among equals the highest index goes first, so a pool of equals keeps `0..slots` and lets
+/// nothing go.
+pub fn arrange(p: &Pool<'_>) -> Arranged {
+    let mut order: Vec<&(u32, Standing)> = p.live.iter().collect();
     // Best kept first: the reverse of the order they go in.
     order.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-    let mut wanted: BTreeSet<u32> = order.iter().take(slots as usize).map(|(i, _)| *i).collect();
-    let used: BTreeSet<u32> = live.iter().map(|(i, _)| *i).chain(taken.iter().copied()).collect();
-    let free = (0..limit).filter(|i| !used.contains(i));
-    let mut fresh = free
-        .chain(taken.iter().copied().filter(|i| *i < limit))
-        .chain((limit..=u32::MAX).filter(|i| !used.contains(i)));
-    while (wanted.len() as u32) < slots {
+    let slots = p.slots as usize;
+    let mut wanted: BTreeSet<u32> = order.iter().take(slots).map(|(i, _)| *i).collect();
+    let need = slots.saturating_sub(wanted.len());
+    let wake: BTreeSet<u32> = p.parked.iter().copied().take(need).collect();
+    wanted.extend(&wake);
+    let used: BTreeSet<u32> = p
+        .live
+        .iter()
+        .map(|(i, _)| *i)
+        .chain(p.taken.iter().copied())
+        .chain(p.parked.iter().copied())
+        .collect();
+    let free = (0..p.limit).filter(|i| !used.contains(i));
+    let taken = p.taken.iter().copied().filter(|i| *i < p.limit);
+    let mut fresh = free.chain(taken).chain((p.limit..=u32::MAX).filter(|i| !used.contains(i)));
+    while wanted.len() < slots {
         let Some(i) = fresh.next() else { break };
         wanted.insert(i);
     }
-    let Some(&top) = wanted.last() else { return BTreeSet::new() };
-    (0..top).filter(|i| !wanted.contains(i)).collect()
+    // Kept warm: parked ones not woken, then idle ones let go, the first to go first.
+    let idle = order
+        .iter()
+        .rev()
+        .filter(|(i, s)| !wanted.contains(i) && matches!(s, Standing::Idle(_) | Standing::Unknown));
+    let warm: BTreeSet<u32> = p
+        .parked
+        .iter()
+        .copied()
+        .filter(|i| !wake.contains(i))
+        .chain(idle.map(|(i, _)| *i))
+        .take(p.warm as usize)
+        .collect();
+    let let_go = match wanted.last() {
+        Some(&top) => (0..top).filter(|i| !wanted.contains(i)).collect(),
+        None => BTreeSet::new(),
+    };
+    Arranged { let_go, warm, wake }
+}
+/// Whether Config `rec`'s pool is arranged again ([`of_records`]): a VM it neither wants nor
+/// keeps warm is still there undrained (`surplus`), or a wanted index has no VM (`missing`) while
+/// some index is let go or kept warm (it may be filled again). Otherwise its wanted indexes
+/// stand as they are.
+pub fn must_arrange(rec: &ConfigRecord, surplus: bool, missing: bool) -> bool {
+    !rec.config.is_static() && (surplus || (missing && (!rec.let_go.is_empty() || !rec.warm.is_empty())))
+}
+
+/// Config `rec`'s pool arranged from its VM records (`vms`) and their bots' last observations
+/// (`seen`, in the same order) at `now`: drained VMs go; parked ones may be woken unless past
+/// their deadline or made from older attributes (those go); the rest stand as their bots do.
+/// What `expand_config` applies and a plan shows.
+pub fn of_records(rec: &ConfigRecord, vms: &[Vm], seen: &[Option<Observed>], now: DateTime<Utc>) -> Arranged {
+    let (mut live, mut parked, mut taken) = (Vec::new(), Vec::new(), BTreeSet::new());
+    for (v, o) in vms.iter().zip(seen) {
+        if v.drained {
+            taken.insert(v.index);
+        } else if v.parked.as_ref().is_some_and(|p| p.waking.is_none()) {
+            match v.past_deadline(now) || super::outdated(&rec.config, v) {
+                true => taken.insert(v.index),
+                false => {
+                    parked.push(v.index);
+                    true
+                }
+            };
+        } else {
+            live.push((v.index, Standing::of(v, o.as_ref())));
+        }
+    }
+    parked.sort_unstable();
+    let warm = rec.config.warm.as_ref().map_or(0, |w| w.room());
+    let limit = rec.config.index_room();
+    arrange(&Pool { slots: rec.slots(), live: &live, parked: &parked, taken: &taken, limit, warm })
 }
 
 #[cfg(test)]

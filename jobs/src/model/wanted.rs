@@ -65,6 +65,17 @@ impl ConfigRecord {
         self.wants(vm.index) && providers.resolve(&self.config.provider) == providers.resolve(&vm.provider)
     }
 
+    /// The one rule for "is this VM kept warm": its Config keeps its index warm, its machine comes
+    /// from the Config's provider, it is neither past its deadline at `now` nor made from older
+    /// instance attributes (those go rather than wait warm).
+    pub fn keeps_warm(&self, vm: &Vm, providers: &ProviderIds, now: DateTime<Utc>) -> bool {
+        self.warm.contains(&vm.index)
+            && !self.wants(vm.index)
+            && providers.resolve(&self.config.provider) == providers.resolve(&vm.provider)
+            && !vm.past_deadline(now)
+            && !outdated(&self.config, vm)
+    }
+
     /// Carries over from `old` (the record this one replaces; `None`: a new Config) what a
     /// Config keeps across revisions: its pause and breaker, a rolling update (one starts when
     /// the instance attributes change), a change of provider, and a static pool's slots. Every
@@ -74,6 +85,8 @@ impl ConfigRecord {
             self.paused = o.paused.clone();
             self.breaker = o.breaker.clone();
             self.let_go = o.let_go.clone();
+            self.warm = o.warm.clone();
+            self.waking = o.waking.clone();
             self.demand = o.demand.clone().filter(|_| self.config.demand.is_some());
             self.rollout = rollout_of(o, &self.config, now);
             // Marked now when the provider changes (or `o` stood in for a record that did not

@@ -192,12 +192,7 @@ pub async fn set_amount(
             return Err(crate::operate::managed_by_list(prefix, "amount"));
         }
         if rec.config.demand.is_some() {
-            return Err(OpError::Invalid(vec![crate::config::ConfigError {
-                field: format!("{prefix}.amount"),
-                rule: "this Config follows demand: its amount is busy + pending + demand.min_idle; \
-                       bound it with amount.min and amount.max, or pause it"
-                    .into(),
-            }]));
+            return Err(super::shared::follows_demand(prefix));
         }
         let clamped = rec.config.amount.at(amount, now);
         let changed = clamped != rec.current_amount;

@@ -54,6 +54,7 @@ pub async fn plan(ctx: &Ctx, prefix: &str, input: PlanInput) -> Result<Plan, OpE
         amount: current.unwrap_or(0),
         create: Vec::new(),
         drain: Vec::new(),
+        warm: Vec::new(),
         replace: Vec::new(),
         recycle: Vec::new(),
         keep: Vec::new(),
@@ -70,13 +71,20 @@ pub async fn plan(ctx: &Ctx, prefix: &str, input: PlanInput) -> Result<Plan, OpE
     if config.is_static() && input.amount.is_some() {
         return Err(crate::operate::managed_by_list(prefix, "amount"));
     }
+    if config.demand.is_some() && input.amount.is_some() {
+        return Err(super::shared::follows_demand(prefix));
+    }
     // The record it would have, as `apply` would write it (a static pool's slots follow its list).
     let mut next = match unchanged {
         Some(r) => r.clone(),
         None => super::configs::successor(ctx, config, cur.as_ref(), true),
     };
     if !config.is_static() {
-        next.current_amount = config.amount.at(input.amount.or(current).unwrap_or(0), ctx.now());
+        next.current_amount = match config.demand {
+            // The target its last reading of the work gives, in the new bounds.
+            Some(_) => next.amount_at(ctx.now()),
+            None => config.amount.at(input.amount.or(current).unwrap_or(0), ctx.now()),
+        };
     }
     plan.amount = next.current_amount;
     if current != Some(plan.amount) {
@@ -93,6 +101,16 @@ pub async fn plan(ctx: &Ctx, prefix: &str, input: PlanInput) -> Result<Plan, OpE
         // One gone since the listing has nothing left to plan; one that does not decode is left
         // out, as listVms leaves it out.
         vms.extend(super::shared::readable_vm(ctx, id).await?);
+    }
+    // Which VMs it keeps, as `expand_config` will choose them (idle first, a warm pool).
+    let surplus = vms.iter().any(|v| !v.drained && !next.wants(v.index) && !next.warm.contains(&v.index));
+    let present: HashSet<u32> = vms.iter().map(|v| v.index).collect();
+    let missing = next.wanted().iter().any(|i| !present.contains(i));
+    if crate::model::release::must_arrange(&next, surplus, missing) {
+        let hostnames: Vec<String> = vms.iter().map(|v| v.hostname.clone()).collect();
+        let seen = ctx.store.bots(&hostnames).await?;
+        let a = crate::model::release::of_records(&next, &vms, &seen, ctx.now());
+        (next.let_go, next.warm) = (a.let_go, a.warm);
     }
     // A VM past its lifetime is replaced unless a pause (or an open breaker) holds it.
     let held = crate::pause::held(ctx, &next, None).await?.is_some();
@@ -133,6 +151,7 @@ fn fates(ctx: &Ctx, next: &ConfigRecord, vms: &[Vm], held: bool, plan: &mut Plan
                     plan.keep.push(vm.id.clone());
                 }
             }
+            Some(_) if next.keeps_warm(vm, providers, now) && !vm.drained => plan.warm.push(vm.id.clone()),
             _ => plan.drain.push(vm.id.clone()),
         }
     }

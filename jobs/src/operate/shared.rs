@@ -52,6 +52,16 @@ impl OpError {
     }
 }
 
+/// The refusal of an amount set on a Config that follows demand.
+pub(super) fn follows_demand(prefix: &str) -> OpError {
+    OpError::Invalid(vec![ConfigError {
+        field: format!("{prefix}.amount"),
+        rule: "this Config follows demand: its amount is busy + pending + demand.min_idle; bound it \
+               with amount.min and amount.max, or pause it"
+            .into(),
+    }])
+}
+
 /// The refusal of an operation that adds or removes machines by other means than the list.
 pub fn managed_by_list(prefix: &str, what: &str) -> OpError {
     OpError::Invalid(vec![ConfigError {

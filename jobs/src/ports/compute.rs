@@ -189,6 +189,31 @@ pub struct Quota {
     pub usage: f64,
 }
 
+/// A change of an instance's power: park it warm, or wake it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Power {
+    /// `instances.suspend`.
+    Suspend,
+    /// `instances.resume`.
+    Resume,
+    /// `instances.stop`.
+    Stop,
+    /// `instances.start`.
+    Start,
+}
+
+impl Power {
+    /// The method's name (`suspend`, …).
+    pub fn verb(self) -> &'static str {
+        match self {
+            Power::Suspend => "suspend",
+            Power::Resume => "resume",
+            Power::Stop => "stop",
+            Power::Start => "start",
+        }
+    }
+}
+
 /// Compute Engine.
 #[async_trait]
 pub trait Compute: Send + Sync + std::fmt::Debug {
@@ -216,6 +241,15 @@ pub trait Compute: Send + Sync + std::fmt::Debug {
         project: &str,
         zone: &str,
         name: &str,
+        request_id: &str,
+    ) -> Result<Option<Operation>, ComputeError>;
+    /// instances.suspend, resume, stop or start with a requestId; `None` when it does not exist.
+    async fn power(
+        &self,
+        project: &str,
+        zone: &str,
+        name: &str,
+        power: Power,
         request_id: &str,
     ) -> Result<Option<Operation>, ComputeError>;
     /// One page of instances.list with `filter`.

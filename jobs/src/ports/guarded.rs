@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::bots::{BotError, BotErrorKind, BotEvent, Bots};
-use super::compute::{Compute, ComputeError, Instance, InstanceSpec, Kind, Operation, Quota};
+use super::compute::{Compute, ComputeError, Instance, InstanceSpec, Kind, Operation, Power, Quota};
 use super::guard::{Guard, Isolation, Refused};
 use crate::metrics::Metrics;
 use crate::model::Bot;
@@ -210,6 +210,23 @@ impl Compute for GuardedCompute {
         request_id: &str,
     ) -> Result<Option<Operation>, ComputeError> {
         self.run("instances.delete", project, self.inner.delete(project, zone, name, request_id)).await
+    }
+
+    async fn power(
+        &self,
+        project: &str,
+        zone: &str,
+        name: &str,
+        power: Power,
+        request_id: &str,
+    ) -> Result<Option<Operation>, ComputeError> {
+        let method = match power {
+            Power::Suspend => "instances.suspend",
+            Power::Resume => "instances.resume",
+            Power::Stop => "instances.stop",
+            Power::Start => "instances.start",
+        };
+        self.run(method, project, self.inner.power(project, zone, name, power, request_id)).await
     }
 
     async fn list(

@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use super::clock::{Clock, SystemClock};
-use super::compute::{Compute, ComputeError, Instance, InstanceSpec, Kind, Operation, Quota};
+use super::compute::{Compute, ComputeError, Instance, InstanceSpec, Kind, Operation, Power, Quota};
 use super::store::StoreError;
 use crate::episodes::{Episodes, Held};
 use crate::metrics::Metrics;
@@ -42,7 +42,7 @@ impl Rate {
 /// The classes of Compute calls, each with its own bucket per project.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Class {
-    /// `instances.insert`, `instances.delete`.
+    /// `instances.insert`, `instances.delete`, `suspend`, `resume`, `stop`, `start`.
     Mutate,
     /// `instances.get`, `instances.list`, `zones.list`, `diskTypes.list`, `regions.list`.
     Read,
@@ -398,6 +398,16 @@ impl Compute for RatedCompute {
         rid: &str,
     ) -> Result<Option<Operation>, ComputeError> {
         self.run(Class::Mutate, p, self.inner.delete(p, z, name, rid)).await
+    }
+    async fn power(
+        &self,
+        p: &str,
+        z: &str,
+        name: &str,
+        power: Power,
+        rid: &str,
+    ) -> Result<Option<Operation>, ComputeError> {
+        self.run(Class::Mutate, p, self.inner.power(p, z, name, power, rid)).await
     }
     async fn list(
         &self,

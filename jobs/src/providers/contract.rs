@@ -11,6 +11,7 @@ use crate::env::Env;
 use crate::error::TaskError;
 use crate::identity;
 use crate::model::Vm;
+use crate::model::parked::Park;
 use crate::ports::store::Versioned;
 use crate::work::Next;
 
@@ -50,6 +51,20 @@ pub trait Provider: Send + Sync + std::fmt::Debug {
     /// One step towards `vm`'s machine being gone, given the VM as read (its machine is the one
     /// the task named, and its removal has started). [`Next::Done`] once it is gone.
     async fn remove(&self, ctx: &Env, vm: Vm) -> Result<Next, TaskError>;
+
+    /// One step towards `vm`'s machine being parked `how` (kept warm: suspended or stopped), given
+    /// the VM as read (its Config keeps it warm, its bot runs no task: the handler checked).
+    /// Records on the VM with a compare-and-set; [`Next::Done`] once parked. By default a
+    /// provider keeps nothing warm (validation refuses a warm pool of one).
+    async fn park(&self, _ctx: &Env, _vm: Versioned<Vm>, _how: Park) -> Result<Next, TaskError> {
+        Err(TaskError::Invalid("this provider keeps no machine warm".into()))
+    }
+
+    /// One step towards `vm`'s parked machine running again, given the VM as read (its Config
+    /// wants it again); [`Next::Done`] once it runs, its parked state cleared.
+    async fn wake(&self, _ctx: &Env, _vm: Versioned<Vm>) -> Result<Next, TaskError> {
+        Err(TaskError::Invalid("this provider keeps no machine warm".into()))
+    }
 
     /// Whether `vm`'s machine is up.
     async fn check(&self, ctx: &Env, vm: &Vm) -> Result<Health, TaskError>;

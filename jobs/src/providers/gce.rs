@@ -26,6 +26,7 @@ use crate::error::TaskError;
 use crate::identity::{self, Refused};
 use crate::lifecycle::{created, drop_vm};
 use crate::model::Vm;
+use crate::model::parked::Park;
 use crate::ports::compute::{ComputeError, InstanceSpec, Kind as ComputeKind, Operation};
 use crate::ports::store::Versioned;
 use crate::work::CreateInstance;
@@ -153,6 +154,15 @@ impl Provider for Gce {
             Some((cur, _)) => follow(ctx, cur, op).await,
             None => Ok(Next::Done),
         }
+    }
+
+    async fn park(&self, ctx: &Env, vm: Versioned<Vm>, how: Park) -> Result<Next, TaskError> {
+        super::power::step(ctx, vm, how, false).await
+    }
+
+    async fn wake(&self, ctx: &Env, vm: Versioned<Vm>) -> Result<Next, TaskError> {
+        let how = vm.value.parked.as_ref().map_or(Park::Suspend, |p| p.how);
+        super::power::step(ctx, vm, how, true).await
     }
 
     async fn remove(&self, ctx: &Env, vm: Vm) -> Result<Next, TaskError> {

@@ -9,6 +9,7 @@
 
 mod contract;
 pub mod gce;
+mod power;
 pub mod static_machines;
 
 pub use contract::{Health, Proven, Provider};

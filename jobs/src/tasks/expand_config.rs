@@ -12,10 +12,9 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 
-use crate::work::{CreateVm, DrainVm, ExpandConfig, Next};
+use crate::work::{CreateVm, DrainVm, ExpandConfig, Next, ParkVm};
 use crate::ctx::Ctx;
 use crate::model::ConfigRecord;
-use crate::model::release::Standing;
 use crate::error::TaskError;
 use crate::ports::store::{Expect, VmIndex};
 
@@ -44,18 +43,21 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
     let existing: BTreeSet<String> =
         ctx.store.vm_ids(VmIndex::OfConfig(t.prefix.clone())).await?.into_iter().collect();
     let ids: Vec<String> = existing.iter().cloned().collect();
-    let before = (rec.current_amount, rec.let_go.clone());
+    let before = (rec.current_amount, rec.let_go.clone(), rec.warm.clone(), rec.waking.clone());
     rec.current_amount = amount;
     arrange(ctx, &mut rec, &ids).await?;
-    if (rec.current_amount, &rec.let_go) != (before.0, &before.1)
-        && !ctx.store.put_config(&rec, Expect::Version(cur.version)).await?
-    {
+    let after = (rec.current_amount, rec.let_go.clone(), rec.warm.clone(), rec.waking.clone());
+    if after != before && !ctx.store.put_config(&rec, Expect::Version(cur.version)).await? {
         return Err(TaskError::Conflict(t.prefix));
     }
+    // Woken from the warm pool: asked again on every look until awake (`park_vm` clears it).
+    let waking: Vec<ParkVm> =
+        rec.waking.iter().map(|i| ParkVm { id: crate::naming::vm_id(&t.prefix, *i) }).collect();
+    ctx.push_many(&waking).await?;
     // Shrinking: the surplus is drained at once rather than at the next drain_vms tick.
     let surplus: Vec<DrainVm> = ids
         .iter()
-        .filter(|id| crate::naming::parse_id(id).is_none_or(|(_, i)| !rec.wants(i)))
+        .filter(|id| crate::naming::parse_id(id).is_none_or(|(_, i)| !rec.wants(i) && !rec.warm.contains(&i)))
         .map(|id| DrainVm { id: id.clone() })
         .collect();
     ctx.push_many(&surplus).await?;
@@ -111,43 +113,45 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
     Ok(done)
 }
 
-/// Idle first: when a VM of Config `rec` would go (not wanted, not yet drained), or an index let
-/// go could be filled again, the VMs it keeps are chosen again from how they stand
-/// (`release::arrange`: no instance, down, longest idle, booting, busy last), so a shrinking pool
-/// loses the VMs whose loss costs least and never cuts a task short; it sets `rec.let_go`.
+/// Idle first: when a VM of Config `rec` would go (not wanted, not kept warm, not yet drained),
+/// or an index let go or kept warm could be filled again, the VMs it keeps are chosen again from
+/// how they stand (`release::arrange`: no instance, down, longest idle, booting, busy last),
+/// parked VMs woken before new ones are made, and idle VMs let go kept warm up to its warm pool;
+/// so a shrinking pool loses the VMs whose loss costs least and never cuts a task short. It sets
+/// `rec.let_go`, `rec.warm` and `rec.waking`, and asks `park_vm` to park the VMs newly kept warm.
 /// Reads the Config's VM records only then (`ids`: its VM ids).
 async fn arrange(ctx: &Ctx, rec: &mut ConfigRecord, ids: &[String]) -> Result<(), TaskError> {
-    if rec.config.is_static() {
-        return Ok(());
-    }
     let index = |id: &String| crate::naming::parse_id(id).map(|(_, i)| i);
-    let mut shrinking = false;
-    for id in ids.iter().filter(|id| index(id).is_some_and(|i| !rec.wants(i))) {
-        shrinking |= readable(ctx, id).await?.is_some_and(|v| !v.drained);
-        if shrinking {
+    let mut surplus = false;
+    for id in ids.iter().filter(|id| index(id).is_some_and(|i| !rec.wants(i) && !rec.warm.contains(&i))) {
+        surplus |= readable(ctx, id).await?.is_some_and(|v| !v.drained);
+        if surplus {
             break;
         }
     }
     let present: BTreeSet<u32> = ids.iter().filter_map(index).collect();
-    let refill = !rec.let_go.is_empty() && rec.wanted().iter().any(|i| !present.contains(i));
-    if !shrinking && !refill {
+    let missing = rec.wanted().iter().any(|i| !present.contains(i));
+    if !crate::model::release::must_arrange(rec, surplus, missing) {
         return Ok(());
     }
-    let (mut vms, mut taken) = (Vec::new(), BTreeSet::new());
+    let mut vms = Vec::new();
     for id in ids {
-        match readable(ctx, id).await? {
-            Some(v) if v.drained => {
-                taken.insert(v.index);
-            }
-            Some(v) => vms.push(v),
-            None => {}
-        }
+        vms.extend(readable(ctx, id).await?);
     }
     let hostnames: Vec<String> = vms.iter().map(|v| v.hostname.clone()).collect();
     let seen = ctx.store.bots(&hostnames).await?;
-    let live: Vec<(u32, Standing)> =
-        vms.iter().zip(&seen).map(|(v, o)| (v.index, Standing::of(v, o.as_ref()))).collect();
-    rec.let_go = crate::model::release::arrange(rec.slots(), &live, &taken, rec.config.index_room());
+    let a = crate::model::release::of_records(rec, &vms, &seen, ctx.now());
+    let parked: BTreeSet<u32> = vms.iter().filter(|v| v.parked.is_some()).map(|v| v.index).collect();
+    let newly: Vec<ParkVm> = a
+        .warm
+        .iter()
+        .filter(|i| !parked.contains(i))
+        .map(|i| ParkVm { id: crate::naming::vm_id(&rec.config.prefix, *i) })
+        .collect();
+    rec.let_go = a.let_go;
+    rec.warm = a.warm;
+    rec.waking.extend(a.wake);
+    ctx.push_many(&newly).await?;
     Ok(())
 }
 

@@ -23,7 +23,8 @@ pub async fn run(ctx: &Ctx, t: InspectInstances) -> Result<Next, TaskError> {
         for (inst, id) in down.iter().zip(ctx.store.vms_by_hostname(&names).await?) {
             let Some(id) = id else { continue }; // a leak: audit_instances' business
             let Some(vm) = ctx.vm(&id).await? else { continue };
-            if vm.value.hostname == inst.name && vm.value.instance.is_some() {
+            // Kept warm: suspended or stopped on purpose.
+            if vm.value.hostname == inst.name && vm.value.instance.is_some() && vm.value.parked.is_none() {
                 replace_down(ctx, &vm.value, Some(&inst.status), STAGE).await?;
             }
         }

@@ -14,6 +14,7 @@
 //!   instance is destroyed at once (its bot cannot come back), without waiting for the timeout.
 //!   The fault (bot dead, instance down, never connected) is recorded on the VM, so status
 //!   counts it at once, and on the Config's errors.
+//! * Kept warm (parked): nothing but its lifetime and a drain matter; either destroys it at once.
 
 use chrono::{DateTime, Utc};
 
@@ -69,6 +70,14 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<Next, TaskError> {
     // Whether the VM is still wanted is decided elsewhere (expand_config, drain_vm): here it is
     // only read, as `drained`.
     let past = |secs: u64| secs > 0 && created + crate::config::Secs(secs).chrono() < now;
+    if vm.parked.is_some() {
+        // Kept warm (or waking): its bot is silent on purpose. A warm VM still obeys its lifetime
+        // and goes when drained: nothing runs on it, so its instance goes at once.
+        if vm.drained || past(vm.lifetime) {
+            ctx.push(&destroy).await?;
+        }
+        return Ok(Next::Done);
+    }
     let grace = ctx.timing.bot_grace.chrono();
     let provider = ctx.providers.get(ctx, &vm.provider).await?;
     let lasting = provider.machines_outlive_vms();

@@ -50,6 +50,7 @@ registry!(
     count_vms => CountVms,
     report_quota => ReportQuota,
     read_demand => ReadDemand,
+    park_vm => ParkVm,
 );
 
 /// A queue's handler, as [`visit`] hands it out.

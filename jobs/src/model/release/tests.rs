@@ -10,6 +10,11 @@ fn set(v: &[u32]) -> BTreeSet<u32> {
     v.iter().copied().collect()
 }
 
+/// The let-go set of a pool with no warm pool.
+fn arrange(slots: u32, live: &[(u32, Standing)], taken: &BTreeSet<u32>, limit: u32) -> BTreeSet<u32> {
+    super::arrange(&Pool { slots, live, parked: &[], taken, limit, warm: 0 }).let_go
+}
+
 #[test]
 fn equals_keep_the_lowest_indexes_and_let_nothing_go() {
     let live: Vec<_> = (0..5).map(|i| (i, Standing::Unknown)).collect();
@@ -55,4 +60,30 @@ fn growth_fills_holes_whose_vm_is_gone_but_not_those_still_draining() {
         arrange(2, &[(0, Standing::NotMade), (1, Standing::Booting), (2, Standing::Busy)], &set(&[]), 100),
         set(&[0])
     );
+}
+
+#[test]
+fn a_warm_pool_keeps_idle_vms_let_go_and_wakes_them_before_making_new_ones() {
+    let t = |m| Utc.with_ymd_and_hms(2026, 11, 27, 9, m, 0).unwrap();
+    let live =
+        [(0, Standing::Idle(t(1))), (1, Standing::Busy), (2, Standing::Idle(t(5))), (3, Standing::Booting)];
+    let none = set(&[]);
+    // Keep 2 of 4, two warm: the idle ones go warm (the booting one is not idle: it goes).
+    let a = super::arrange(&Pool { slots: 2, live: &live, parked: &[], taken: &none, limit: 100, warm: 2 });
+    assert_eq!((a.let_go, a.warm, a.wake), (set(&[0, 2]), set(&[0, 2]), set(&[])));
+    // Room for one: the first to go (idle longest, 0) is kept warm.
+    let a = super::arrange(&Pool { slots: 2, live: &live, parked: &[], taken: &none, limit: 100, warm: 1 });
+    assert_eq!(a.warm, set(&[0]));
+    // Growth with 0 and 2 parked: they are woken before any index is made.
+    let live = [(1, Standing::Busy), (3, Standing::Busy)];
+    let a =
+        super::arrange(&Pool { slots: 3, live: &live, parked: &[0, 2], taken: &none, limit: 100, warm: 2 });
+    assert_eq!((a.wake, a.warm, a.let_go), (set(&[0]), set(&[2]), set(&[2])));
+    let a =
+        super::arrange(&Pool { slots: 5, live: &live, parked: &[0, 2], taken: &none, limit: 100, warm: 2 });
+    assert_eq!((a.wake, a.warm, a.let_go), (set(&[0, 2]), set(&[]), set(&[])), "then index 4 is made");
+    // More parked than room: the first stay warm, the rest go.
+    let a =
+        super::arrange(&Pool { slots: 2, live: &live, parked: &[0, 2], taken: &none, limit: 100, warm: 1 });
+    assert_eq!((a.wake, a.warm), (set(&[]), set(&[0])));
 }

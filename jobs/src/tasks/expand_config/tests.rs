@@ -1,6 +1,6 @@
 //! Unit tests of `tasks/expand_config.rs`.
 
-use crate::work::{CreateVm, DrainVm};
+use crate::work::{CreateVm, DrainVm, ParkVm};
 
 use super::*;
 
@@ -147,4 +147,49 @@ async fn growth_refills_gone_indexes_first_and_skips_those_still_draining() {
     assert_eq!(made, ["linux-0", "linux-4"]);
     let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
     assert_eq!(rec.wanted(), [0, 1, 3, 4]);
+}
+
+#[tokio::test]
+async fn a_warm_pool_parks_idle_vms_let_go_and_wakes_them_before_making_new_ones() {
+    let (ctx, _) = Ctx::test();
+    busy_pool(&ctx, 4, &[1, 3]).await;
+    crate::writes::update_config::<TaskError>(&ctx, "linux", |r| {
+        r.config.warm = Some(crate::config::Warm { suspended: 2, stopped: 0 });
+        r.current_amount = 2;
+        Ok(true)
+    })
+    .await
+    .unwrap();
+    run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
+    let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
+    assert_eq!((rec.wanted(), rec.warm.iter().copied().collect::<Vec<_>>()), (vec![1, 3], vec![0, 2]));
+    let mut parked: Vec<String> = ctx.finished::<ParkVm>().await.into_iter().map(|p| p.id).collect();
+    parked.sort();
+    assert_eq!(parked, ["linux-0", "linux-2"], "kept warm, not drained");
+    assert!(ctx.taken::<DrainVm>().await.is_empty());
+    // They are parked; the pool grows by one: the first is woken, nothing is made.
+    for id in ["linux-0", "linux-2"] {
+        crate::writes::update_vm(&ctx, id, |v| {
+            v.parked = Some(crate::model::parked::Parked {
+                how: crate::model::parked::Park::Suspend,
+                since: v.configured,
+                done: true,
+                waking: None,
+                operation: String::new(),
+                turns: 1,
+            });
+            true
+        })
+        .await
+        .unwrap();
+    }
+    set_amount(&ctx, 3).await;
+    run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
+    assert!(ctx.taken::<CreateVm>().await.is_empty(), "a warm VM is woken before a new one is made");
+    assert_eq!(ctx.finished::<ParkVm>().await, [ParkVm { id: "linux-0".into() }]);
+    let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
+    assert_eq!((rec.wanted(), rec.waking.iter().copied().collect::<Vec<_>>()), (vec![0, 1, 3], vec![0]));
+    // Until it is awake, every look asks again.
+    run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
+    assert_eq!(ctx.taken::<ParkVm>().await, [ParkVm { id: "linux-0".into() }]);
 }
