@@ -204,7 +204,16 @@ fn summary_is_exact_at_200000_instances() {
         let zone = ["us-central1-a", "us-central1-b", "us-central1-c"][n % 3];
         w.preempt("p", zone, &format!("vm-{n}")).unwrap();
     }
+    // Suspended by 2500 (suspend_ms 300), and still suspending then.
+    let zone_of = |n: usize| ["us-central1-a", "us-central1-b", "us-central1-c"][n % 3];
+    w.advance(at(t0, 2200));
+    for n in (3..20_000).step_by(79) {
+        let _ = w.suspend("p", zone_of(n), &format!("vm-{n}"), None);
+    }
     w.advance(at(t0, 2500));
+    for n in (20_003..40_000).step_by(79) {
+        let _ = w.suspend("p", zone_of(n), &format!("vm-{n}"), None);
+    }
     for n in (2..N).step_by(83) {
         let zone = ["us-central1-a", "us-central1-b", "us-central1-c"][n % 3];
         w.preempt("p", zone, &format!("vm-{n}")).unwrap();
