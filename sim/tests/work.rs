@@ -15,7 +15,7 @@ const URL: &str = "https://swarm.example.com/";
 const WAIT: Duration = Duration::from_secs(10);
 
 /// `quick()` with bots named `ci-linux-*` in pool ci on Linux, `ci-mac-*` on Mac.
-pub fn grouped() -> SimConfig {
+pub(crate) fn grouped() -> SimConfig {
     let groups = json!({"groups": [
         {"prefix": "ci-linux-", "dimensions": {"pool": ["ci"], "os": ["Linux", "Ubuntu"]}},
         {"prefix": "ci-", "dimensions": {"pool": ["ci"], "os": ["Mac"]}},
@@ -24,7 +24,7 @@ pub fn grouped() -> SimConfig {
 }
 
 /// Creates instance `name` with a bot and waits until the bot is alive.
-pub async fn bot_up(s: &SimHandle, name: &str) -> Value {
+pub(crate) async fn bot_up(s: &SimHandle, name: &str) -> Value {
     s.create(name, None, &[], Some(URL)).await;
     eventually("the bot connects", WAIT, || async {
         s.prpc(SERVER, "GetBot", json!({"botId": name})).await.ok().filter(|b| b.get("isDead").is_none())
@@ -32,18 +32,18 @@ pub async fn bot_up(s: &SimHandle, name: &str) -> Value {
     .await
 }
 
-pub async fn add(s: &SimHandle, tasks: Value) -> Vec<String> {
+pub(crate) async fn add(s: &SimHandle, tasks: Value) -> Vec<String> {
     let (status, v) = s.admin_post("/sim/tasks", tasks).await;
     assert_eq!(status, 200, "{v}");
     v["ids"].as_array().unwrap().iter().map(|i| i.as_str().unwrap().to_owned()).collect()
 }
 
-pub async fn task(s: &SimHandle, id: &str) -> Value {
+pub(crate) async fn task(s: &SimHandle, id: &str) -> Value {
     let all = s.admin_get("/sim/tasks").await;
     all["tasks"].as_array().unwrap().iter().find(|t| t["id"] == id).cloned().expect("the task is listed")
 }
 
-pub async fn state_becomes(s: &SimHandle, id: &str, state: &str) -> Value {
+pub(crate) async fn state_becomes(s: &SimHandle, id: &str, state: &str) -> Value {
     eventually(&format!("task {id} is {state}"), WAIT, || async {
         Some(task(s, id).await).filter(|t| t["state"] == state)
     })
