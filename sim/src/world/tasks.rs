@@ -3,7 +3,7 @@
 //! whose dimensions it matches; a task arriving while a matching bot is idle starts at once. Only
 //! in real-work mode (`bot_task_ms` 0): with the synthetic busy/idle cycle, bots take no task.
 //! Idle bots are indexed by each of their `key:value` pairs, so a world of idle bots and no
-//! tasks costs nothing per event, and a task looks only at bots with its first dimension.
+//! tasks costs nothing per event, and a task looks only at the idle bots of its rarest dimension.
 
 use super::*;
 use crate::dims::{Dims, matches};
@@ -78,7 +78,11 @@ impl World {
     /// A matching idle bot for task `n`: among those idle with its first dimension.
     fn idle_bot_for(&self, n: usize) -> Option<BotRef> {
         let dims = &self.queue.tasks[n].dimensions;
-        let Some((k, alts)) = dims.iter().next() else {
+        let idle_with = |(k, alts): (&String, &Vec<String>)| -> usize {
+            alts.iter().filter_map(|v| self.queue.idle.get(&(k.clone(), v.clone()))).map(BTreeSet::len).sum()
+        };
+        // The dimension with the fewest idle bots: often none, and nothing is scanned.
+        let Some((k, alts)) = dims.iter().min_by_key(|d| idle_with(*d)) else {
             return self.queue.idle.values().flatten().find(|r| self.bot_dims(r).is_some()).cloned();
         };
         alts.iter()
