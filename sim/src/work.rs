@@ -157,7 +157,9 @@ async fn play_trace(
         Ok(l) => l,
         Err(e) => return bad(format!("trace: {e}")),
     };
-    let secs = |s: f64| Duration::try_from_secs_f64(s / speed).unwrap_or(Duration::MAX);
+    // A century at most (as the timeline schedules), so no time overflows.
+    let far = Duration::from_secs(100 * 365 * 86_400);
+    let secs = |s: f64| Duration::try_from_secs_f64(s / speed).unwrap_or(far).min(far);
     Json(sim.with(|w| {
         let now = w.now();
         let mut last = None;

@@ -25,6 +25,11 @@ async fn a_trace_is_checked_then_played_at_its_speed() {
     assert_eq!(status, 400, "{v}");
     assert_eq!(s.admin_get("/sim/tasks").await["totals"]["total"], 0, "nothing scheduled");
 
+    // Arrivals beyond any horizon are scheduled, not a crash.
+    let far = "{\"at_s\": 1e300, \"duration_s\": 1e300, \"dimensions\": {\"pool\": \"never\"}}";
+    let (status, v) = post_trace(&s, "?speed=1e-300", far).await;
+    assert_eq!((status, v["scheduled"].clone()), (200, json!(1)), "{v}");
+
     bot_up(&s, "ci-linux-1-aaaa").await;
     // 100 times faster: arrivals at 0, 10 ms and 20 ms, each running 10 ms.
     let good = (0..3)
