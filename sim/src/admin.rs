@@ -22,7 +22,7 @@ use crate::handle::Sim;
 use crate::names::{server_key, valid_hostname};
 use crate::swarming::{BotInfo, ts};
 use crate::world::{
-    BotState, Counts, InstanceCounts, InstanceEntry, OpError, OpStatus, Operation, Status, World,
+    Billing, BotState, Counts, InstanceCounts, InstanceEntry, OpError, OpStatus, Operation, Status, World,
 };
 
 /// Rows per `/sim/state` page when `limit` is not given.
@@ -62,6 +62,9 @@ pub struct Summary {
     calls: BTreeMap<String, u64>,
     faults: Vec<String>,
     scheduled: usize,
+    billing: Billing,
+    made: BTreeMap<&'static str, u64>,
+    tasks: [u64; 5],
 }
 
 impl Summary {
@@ -73,19 +76,33 @@ impl Summary {
             calls: w.calls.iter().map(|(m, by)| (m.clone(), by.values().sum())).collect(),
             faults: w.faults.active(),
             scheduled: w.scheduled(),
+            billing: w.billing(),
+            made: w.operations_made().clone(),
+            tasks: w.task_totals(),
         }
     }
 
     /// `{"now", "instances": {"total", "PROVISIONING", ..., "TERMINATED", "deleting"}, "zones":
     /// {zone: {same}}, "bots": {"total", "alive", "terminating", "dead", "terminated",
     /// "deleted"}, "operations": {"total", "PENDING", "RUNNING", "DONE", "failed"}, "calls":
-    /// {method: n}, "callsTotal", "faults": [name], "scheduled"}`.
+    /// {method: n}, "callsTotal", "faults": [name], "scheduled", "usage": {"runningSeconds",
+    /// "suspendedSeconds", "stoppedSeconds"}, "actions": {"insert", "delete", "suspend", "resume",
+    /// "stop", "start"}, "tasks": {"total", "PENDING", ..., "BOT_DIED", "CANCELED",
+    /// "interrupted"}}`. Usage sums every instance's seconds so far: billed as running
+    /// (PROVISIONING, STAGING, RUNNING, STOPPING, SUSPENDING), SUSPENDED, and stopped
+    /// (TERMINATED); actions count the operations made (not replays); interrupted = BOT_DIED.
     pub fn json(&self) -> Value {
         fn instances(c: &InstanceCounts) -> Value {
             let mut v = json!({"total": c.total, "deleting": c.deleting});
-            for s in
-                [Status::Provisioning, Status::Staging, Status::Running, Status::Stopping, Status::Terminated]
-            {
+            for s in [
+                Status::Provisioning,
+                Status::Staging,
+                Status::Running,
+                Status::Stopping,
+                Status::Terminated,
+                Status::Suspending,
+                Status::Suspended,
+            ] {
                 v[s.name()] = json!(c.by_status[s as usize]);
             }
             v
@@ -103,7 +120,24 @@ impl Summary {
             c.zones.iter().map(|(z, n)| (z.clone(), instances(n))).collect();
         json!({"now": ts(self.now), "instances": instances(&c.instances), "zones": zones, "bots": bots,
                "operations": ops, "calls": self.calls, "callsTotal": self.calls.values().sum::<u64>(),
-               "faults": self.faults, "scheduled": self.scheduled})
+               "faults": self.faults, "scheduled": self.scheduled, "usage": self.usage(), "actions": self.actions(),
+               "tasks": self.task_json()})
+    }
+
+    fn usage(&self) -> Value {
+        let b = &self.billing;
+        json!({"runningSeconds": b.running_s, "suspendedSeconds": b.suspended_s, "stoppedSeconds": b.stopped_s})
+    }
+
+    fn actions(&self) -> Value {
+        let kinds = ["insert", "delete", "suspend", "resume", "stop", "start"];
+        kinds.iter().map(|k| (k.to_string(), json!(self.made.get(k).copied().unwrap_or(0)))).collect()
+    }
+
+    fn task_json(&self) -> Value {
+        let mut v = crate::work::totals(self.tasks);
+        v["interrupted"] = v["BOT_DIED"].clone();
+        v
     }
 }
 

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use crate::dims::{self, Dims};
 use crate::names::{server_key, valid_name};
 
 /// What the simulator simulates and how fast.
@@ -32,6 +33,12 @@ pub struct SimConfig {
     /// STOPPING → TERMINATED; a deleted instance is gone as long again after that.
     #[arg(long, default_value_t = 300)]
     pub stop_ms: u64,
+    /// SUSPENDING → SUSPENDED (`instances.suspend`).
+    #[arg(long, default_value_t = 300)]
+    pub suspend_ms: u64,
+    /// A resumed instance: STAGING → RUNNING (`instances.resume`); its bot is back at once.
+    #[arg(long, default_value_t = 300)]
+    pub resume_ms: u64,
     /// From RUNNING to the bot's first connection.
     #[arg(long, default_value_t = 500)]
     pub bot_connect_ms: u64,
@@ -69,6 +76,11 @@ pub struct SimConfig {
     /// Operations remembered (with their requestIds); the oldest are forgotten.
     #[arg(long, default_value_t = 500_000)]
     pub max_operations: usize,
+    /// Bot groups at start, as the JSON `POST /sim/bot_groups` takes: {"groups": [{"prefix":
+    /// "ci-linux-", "dimensions": {"pool": ["ci"], "os": ["Linux"]}}]}. A bot takes the dimensions
+    /// of the group with the longest prefix of its id (as Swarming's bots.cfg gives them).
+    #[arg(long, value_parser = parse_groups, default_value = "{\"groups\": []}", verbatim_doc_comment)]
+    pub bot_groups: BotGroups,
     /// Faults at start, as the JSON `POST /sim/faults` takes; every field is optional and replaces
     /// that field: {"errors": {METHOD: {"rate": 0..1, "status": 503|429|403}}, "latency_ms":
     /// {METHOD: ms}, "never_boot_rate": 0..1, "bot_never_connect_rate": 0..1,
@@ -77,8 +89,9 @@ pub struct SimConfig {
     /// "quotas": {"region" or "project/region": {"cpus": n, "instances": n}},
     /// "swarming_servers": {HOST: "hang" or "malformed"}, "compute_hang": true}. METHOD is `*` or
     /// one of compute.instances.{insert,delete,get,list}, compute.zoneOperations.{get,wait},
-    /// compute.zones.list, compute.diskTypes.list, compute.regions.list,
-    /// swarming.{GetBot,ListBots,ListBotEvents,TerminateBot,DeleteBot}. A Swarming server HOST
+    /// compute.instances.{suspend,resume,stop,start}, compute.zones.list, compute.diskTypes.list,
+    /// compute.regions.list, swarming.{GetBot,ListBots,ListBotEvents,TerminateBot,DeleteBot,
+    /// CountBots,CountTasks}. A Swarming server HOST
     /// (e.g. swarm.example.com) set to "hang" takes every pRPC call and never answers (10
     /// minutes); "malformed" answers HTTP 200 with the pRPC headers and a body that is not JSON.
     /// "compute_hang" makes Compute Engine silent: every Compute call is taken and not answered
@@ -91,6 +104,55 @@ fn parse_machine(s: &str) -> Result<(String, f64), String> {
     let (name, cpus) = s.split_once('=').ok_or_else(|| format!("{s:?}: expected name=cpus"))?;
     let cpus: f64 = cpus.parse().map_err(|_| format!("{s:?}: cpus must be a number"))?;
     Ok((name.to_owned(), cpus))
+}
+
+fn parse_groups(s: &str) -> Result<BotGroups, String> {
+    BotGroups::parse(&serde_json::from_str(s).map_err(|e| format!("bot groups JSON: {e}"))?)
+}
+
+/// One bots.cfg group: bots whose id starts with `prefix` have `dimensions`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BotGroup {
+    /// Bot-id prefix (`ci-linux-`).
+    pub prefix: String,
+    /// Its dimensions: key to values.
+    pub dimensions: Dims,
+}
+
+/// The bot groups, as `POST /sim/bot_groups` sets them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BotGroups {
+    /// The groups, as given.
+    pub groups: Vec<BotGroup>,
+}
+
+impl BotGroups {
+    /// From `{"groups": [{"prefix", "dimensions"}]}`; two groups with one prefix are an error.
+    pub fn parse(v: &serde_json::Value) -> Result<Self, String> {
+        let groups = v
+            .get("groups")
+            .and_then(serde_json::Value::as_array)
+            .ok_or("bot groups: expected {\"groups\": [{\"prefix\", \"dimensions\"}]}")?;
+        let mut out = Vec::new();
+        for (n, g) in groups.iter().enumerate() {
+            let prefix = g
+                .get("prefix")
+                .and_then(serde_json::Value::as_str)
+                .ok_or_else(|| format!("groups[{n}].prefix: expected a string"))?;
+            let dims = g.get("dimensions").cloned().unwrap_or_else(|| serde_json::json!({}));
+            let dimensions = dims::parse(&dims, &format!("groups[{n}].dimensions"))?;
+            if out.iter().any(|o: &BotGroup| o.prefix == prefix) {
+                return Err(format!("groups[{n}].prefix: {prefix:?} is given twice"));
+            }
+            out.push(BotGroup { prefix: prefix.to_owned(), dimensions });
+        }
+        Ok(Self { groups: out })
+    }
+
+    /// The group of bot `id`: the one with the longest prefix of it.
+    pub fn of(&self, id: &str) -> Option<&BotGroup> {
+        self.groups.iter().filter(|g| id.starts_with(&g.prefix)).max_by_key(|g| g.prefix.len())
+    }
 }
 
 fn parse_faults(s: &str) -> Result<Faults, String> {
@@ -152,6 +214,10 @@ pub const METHODS: &[&str] = &[
     "compute.instances.delete",
     "compute.instances.get",
     "compute.instances.list",
+    "compute.instances.suspend",
+    "compute.instances.resume",
+    "compute.instances.stop",
+    "compute.instances.start",
     "compute.zoneOperations.get",
     "compute.zoneOperations.wait",
     "compute.zones.list",
@@ -162,6 +228,8 @@ pub const METHODS: &[&str] = &[
     "swarming.ListBotEvents",
     "swarming.TerminateBot",
     "swarming.DeleteBot",
+    "swarming.CountBots",
+    "swarming.CountTasks",
 ];
 
 fn known_method(field: &str, method: &str) -> Result<(), String> {

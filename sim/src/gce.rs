@@ -1,5 +1,5 @@
 //! Compute Engine v1 REST, at the paths the official client uses: instances insert, get, delete,
-//! list; zoneOperations get and wait; zones.list; diskTypes.list; regions.list; and the JSON each
+//! list, suspend, resume, stop, start; zoneOperations get and wait; zones.list; diskTypes.list; regions.list; and the JSON each
 //! answers with.
 
 use std::collections::HashMap;
@@ -29,6 +29,7 @@ pub(super) fn routes() -> Router<Sim> {
     Router::new()
         .route(&format!("{base}/zones/{{zone}}/instances"), post(insert).get(list))
         .route(&format!("{base}/zones/{{zone}}/instances/{{name}}"), get(get_instance).delete(delete))
+        .route(&format!("{base}/zones/{{zone}}/instances/{{name}}/{{action}}"), post(action))
         .route(&format!("{base}/zones/{{zone}}/operations/{{op}}"), get(get_operation))
         .route(&format!("{base}/zones/{{zone}}/operations/{{op}}/wait"), post(wait))
         .route(&format!("{base}/zones"), get(zones))
@@ -105,6 +106,33 @@ async fn delete(
     call(&sim, "compute.instances.delete", |sim| {
         let op = sim.with(|w| {
             let op_name = w.delete(&project, &zone, &name, q.get("requestId").cloned())?;
+            copy_op(w, &op_name)
+        })?;
+        Ok(operation(&op))
+    })
+    .await
+}
+
+/// `instances.suspend`, `resume`, `stop`, `start`: a zonal operation, as insert answers.
+async fn action(
+    State(sim): State<Sim>,
+    Path((project, zone, name, action)): Path<(String, String, String, String)>,
+    q: Params,
+) -> Response {
+    type Action = fn(&mut World, &str, &str, &str, Option<String>) -> Result<String, ApiError>;
+    let (method, f): (&str, Action) = match action.as_str() {
+        "suspend" => ("compute.instances.suspend", World::suspend),
+        "resume" => ("compute.instances.resume", World::resume),
+        "stop" => ("compute.instances.stop", World::stop),
+        "start" => ("compute.instances.start", World::start),
+        _ => {
+            let message = format!("The requested URL /instances/{name}/{action} was not found");
+            return error(ApiError { status: 404, reason: "notFound", message });
+        }
+    };
+    call(&sim, method, |sim| {
+        let op = sim.with(|w| {
+            let op_name = f(w, &project, &zone, &name, q.get("requestId").cloned())?;
             copy_op(w, &op_name)
         })?;
         Ok(operation(&op))

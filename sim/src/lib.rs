@@ -17,7 +17,9 @@
 //!    * `names`: names and their rules (regions of zones, resource names, hostnames, Swarming
 //!      server keys, the agent's metadata items).
 //!    * `keys`: the simulator's signing key, RS256 signing, its public JSON Web Key.
-//!    * `config`: settings and faults ([`SimConfig`], [`Faults`]).
+//!    * `dims`: Swarming dimensions, how a task's match a bot's, tag and dimension filters.
+//!    * `trace`: task traces (JSON lines), their parser and a seeded generator.
+//!    * `config`: settings, bot groups and faults ([`SimConfig`], [`Faults`]).
 //! 2. The world (typed state, no wire formats)
 //!    * `world::model`: its records (instances, operations, bots, usage, API errors).
 //!    * `world::counts`: counts by state, kept at every transition.
@@ -26,20 +28,26 @@
 //!    * `world::compute`: the world's Compute Engine methods (and an instance's token claims).
 //!    * `world::swarming`: its Swarming methods (bots, tasks, events).
 //!    * `world::machines`: static machines and their bots.
+//!    * `world::tasks`: Swarming tasks, their queue and the idle bots that take them.
+//!    * `world::suspend`: suspend/resume, stop/start, and the instance seconds billed.
 //! 3. Machinery
 //!    * `handle`: [`Sim`], the world behind its lock, faults on entering a call, call counts.
 //!    * `listener`: the HTTP server every listener of the service runs.
 //! 4. Routes and the agent
 //!    * `gce`: Compute Engine v1 REST.
+//!    * `prpc`: pRPC's JSON encoding (statuses, answers, request parsing).
+//!    * `swarm_count`: Swarming's counts (CountTasks, CountBots) and dimension filters.
 //!    * `swarming`: Swarming v2 pRPC.
 //!    * `identity`: the published keys and instance identity tokens.
-//!    * `admin`: the `/sim/` admin API.
+//!    * `work`: the admin API's work routes: tasks, bot groups, traces.
+//!    * `admin`: the rest of the `/sim/` admin API.
 //!    * `agent`: the on-VM agent's registrations.
 //!    * this file: [`router`], [`serve`], [`spawn`].
 
 pub mod admin;
 pub mod agent;
 pub mod config;
+pub mod dims;
 pub mod filter;
 pub mod gce;
 mod handle;
@@ -47,7 +55,11 @@ pub mod identity;
 pub mod keys;
 pub mod listener;
 pub mod names;
+mod prpc;
+mod swarm_count;
 pub mod swarming;
+pub mod trace;
+pub mod work;
 pub mod world;
 
 use std::net::SocketAddr;
@@ -64,6 +76,7 @@ pub fn router(sim: Sim) -> Router {
         .merge(gce::routes())
         .merge(swarming::routes())
         .merge(admin::routes())
+        .merge(work::routes())
         .merge(identity::routes())
         .with_state(sim)
 }

@@ -1,6 +1,7 @@
-//! Swarming v2 pRPC (`swarming.v2.Bots`): GetBot, ListBots, ListBotEvents, TerminateBot,
-//! DeleteBot, at `/swarming/<server host>/prpc/swarming.v2.Bots/<Method>`, JSON encoding, and the
-//! protojson of bots and their events.
+//! Swarming v2 pRPC: `swarming.v2.Bots` GetBot, ListBots, CountBots, ListBotEvents,
+//! TerminateBot, DeleteBot and `swarming.v2.Tasks` CountTasks, at
+//! `/swarming/<server host>/prpc/swarming.v2.<Service>/<Method>`, JSON encoding, and the protojson
+//! of bots and their events. The counts are in `swarm_count.rs`, pRPC's encoding in `prpc.rs`.
 //!
 //! Success: HTTP 200, `X-Prpc-Grpc-Code: 0`, body `)]}'` + newline + protojson (zero values
 //! omitted). Failure: `X-Prpc-Grpc-Code: <code>`, the HTTP status of that code, a text body.
@@ -9,103 +10,25 @@
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::{HeaderMap, header};
+use axum::response::Response;
 use axum::routing::post;
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use serde::Deserialize;
-use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use crate::config::ServerFault;
-use crate::handle::{HANG, Sim};
-use crate::world::{Bot, BotEvent, BotView};
+use crate::dims::Dims;
+use crate::handle::Sim;
+pub(crate) use crate::prpc::ts;
+use crate::prpc::{Status, broken, fail, ok, parse, time};
+use crate::swarm_count as count;
+use crate::world::{Bot, BotEvent, BotFilter, BotView};
 
 /// Seconds after which Swarming calls a silent bot dead (reported in ListBots).
 const DEATH_TIMEOUT: i32 = 600;
 
 pub(super) fn routes() -> Router<Sim> {
-    Router::new().route("/swarming/{server}/prpc/swarming.v2.Bots/{method}", post(dispatch))
-}
-
-/// A gRPC status: code and message.
-struct Status(u16, String);
-
-fn http_of(code: u16) -> StatusCode {
-    match code {
-        0 => StatusCode::OK,
-        1 => StatusCode::from_u16(499).expect("valid"),
-        3 | 9 => StatusCode::BAD_REQUEST,
-        4 => StatusCode::GATEWAY_TIMEOUT,
-        5 => StatusCode::NOT_FOUND,
-        6 => StatusCode::CONFLICT,
-        7 => StatusCode::FORBIDDEN,
-        8 => StatusCode::TOO_MANY_REQUESTS,
-        12 => StatusCode::NOT_IMPLEMENTED,
-        14 => StatusCode::SERVICE_UNAVAILABLE,
-        16 => StatusCode::UNAUTHORIZED,
-        _ => StatusCode::INTERNAL_SERVER_ERROR,
-    }
-}
-
-fn ok(v: Value) -> Response {
-    let body = format!(")]}}'\n{v}\n");
-    (
-        StatusCode::OK,
-        [
-            ("x-prpc-grpc-code", "0"),
-            (header::CONTENT_TYPE.as_str(), "application/json"),
-            ("x-content-type-options", "nosniff"),
-        ],
-        body,
-    )
-        .into_response()
-}
-
-fn fail(Status(code, message): Status) -> Response {
-    let message = if code == 13 || code == 2 { "Internal server error".to_owned() } else { message };
-    (
-        http_of(code),
-        [
-            ("x-prpc-grpc-code", code.to_string()),
-            (header::CONTENT_TYPE.as_str(), "text/plain; charset=utf-8".into()),
-        ],
-        format!("{message}\n"),
-    )
-        .into_response()
-}
-
-/// The answer of a broken server: after [`HANG`] (the world is not locked meanwhile), or at once a
-/// success whose body is cut short.
-async fn broken(fault: ServerFault) -> Response {
-    match fault {
-        ServerFault::Hang => {
-            tokio::time::sleep(HANG).await;
-            fail(Status(4, "deadline exceeded".into()))
-        }
-        ServerFault::Malformed => (
-            StatusCode::OK,
-            [("x-prpc-grpc-code", "0"), (header::CONTENT_TYPE.as_str(), "application/json")],
-            ")]}'\n{\"items\": [{\"botId\": \"",
-        )
-            .into_response(),
-    }
-}
-
-fn parse<T: DeserializeOwned + Default>(body: &Bytes) -> Result<T, Status> {
-    if body.is_empty() {
-        return Ok(T::default());
-    }
-    serde_json::from_slice(body).map_err(|e| Status(3, format!("bad request: {e}")))
-}
-
-fn time(s: &Option<String>, field: &str) -> Result<Option<DateTime<Utc>>, Status> {
-    match s {
-        None => Ok(None),
-        Some(s) => DateTime::parse_from_rfc3339(s)
-            .map(|t| Some(t.with_timezone(&Utc)))
-            .map_err(|_| Status(3, format!("{field}: not an RFC 3339 timestamp: {s}"))),
-    }
+    Router::new().route("/swarming/{server}/prpc/{service}/{method}", post(dispatch))
 }
 
 /// A `ListBots` filter value: protojson NullableBool.
@@ -156,6 +79,9 @@ struct BotsRequest {
     cursor: String,
     #[serde(alias = "is_dead")]
     is_dead: Option<NullableBool>,
+    #[serde(alias = "is_busy")]
+    is_busy: Option<NullableBool>,
+    dimensions: Vec<count::StringPair>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -180,7 +106,16 @@ fn limit(n: i32) -> Result<usize, Status> {
     }
 }
 
-fn handle(sim: &Sim, server: &str, method: &str, body: &Bytes) -> Result<Value, Status> {
+fn handle(sim: &Sim, server: &str, service: &str, method: &str, body: &Bytes) -> Result<Value, Status> {
+    match (service, method) {
+        ("swarming.v2.Tasks", "CountTasks") => count::count_tasks(sim, body),
+        ("swarming.v2.Bots", "CountBots") => count::count_bots(sim, server, body),
+        ("swarming.v2.Bots", _) => bots(sim, server, method, body),
+        _ => Err(Status(12, format!("method {service}/{method} is not implemented"))),
+    }
+}
+
+fn bots(sim: &Sim, server: &str, method: &str, body: &Bytes) -> Result<Value, Status> {
     match method {
         "GetBot" => {
             let r: BotRequest = parse(body)?;
@@ -191,9 +126,13 @@ fn handle(sim: &Sim, server: &str, method: &str, body: &Bytes) -> Result<Value, 
         "ListBots" => {
             let r: BotsRequest = parse(body)?;
             let limit = limit(r.limit)?;
+            let filter = BotFilter {
+                dims: count::dims_filter(&r.dimensions)?,
+                is_dead: r.is_dead.and_then(NullableBool::as_filter),
+                is_busy: r.is_busy.and_then(NullableBool::as_filter),
+            };
             Ok(sim.with(|w| {
-                let (items, cursor) =
-                    w.list_bots(server, limit, &r.cursor, r.is_dead.and_then(NullableBool::as_filter));
+                let (items, cursor) = w.list_bots(server, limit, &r.cursor, &filter);
                 bot_list(w.now_utc(), &items, cursor)
             }))
         }
@@ -227,7 +166,7 @@ fn handle(sim: &Sim, server: &str, method: &str, body: &Bytes) -> Result<Value, 
 
 async fn dispatch(
     State(sim): State<Sim>,
-    Path((server, method)): Path<(String, String)>,
+    Path((server, service, method)): Path<(String, String, String)>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -247,18 +186,13 @@ async fn dispatch(
                 403 => Status(7, "permission denied (injected fault)".into()),
                 _ => Status(14, "service unavailable".into()),
             }),
-            None => match handle(&sim, &server, &method, &body) {
+            None => match handle(&sim, &server, &service, &method, &body) {
                 Ok(v) => ok(v),
                 Err(s) => fail(s),
             },
         }
     };
     sim.answer(&name, resp)
-}
-
-/// Swarming's timestamp form: `2024-05-06T07:08:09.123456Z`.
-pub(crate) fn ts(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Micros, true)
 }
 
 /// A bot as `swarming.v2.BotInfo` shows it, copied out of the world (so it can be encoded
@@ -269,12 +203,12 @@ pub(crate) struct BotInfo {
     external_ip: String,
     first_seen: DateTime<Utc>,
     last_seen: DateTime<Utc>,
-    zone: String,
     session: u64,
     task_id: Option<String>,
     dead: bool,
     deleted: bool,
     termination_task_id: Option<String>,
+    dims: Dims,
 }
 
 impl BotInfo {
@@ -286,12 +220,12 @@ impl BotInfo {
             external_ip: b.external_ip.clone(),
             first_seen: b.first_seen,
             last_seen: v.last_seen,
-            zone: b.zone.clone(),
             session: b.session,
             task_id: v.task_id.clone(),
             dead: b.dead_at.is_some(),
             deleted: b.deleted,
             termination_task_id: b.termination_task_id.clone(),
+            dims: b.dims.clone(),
         }
     }
 
@@ -308,11 +242,7 @@ impl BotInfo {
             "externalIp": self.external_ip,
             "firstSeenTs": ts(self.first_seen),
             "lastSeenTs": ts(self.last_seen),
-            "dimensions": [
-                {"key": "id", "value": [id]},
-                {"key": "pool", "value": ["gce"]},
-                {"key": "zone", "value": [self.zone]},
-            ],
+            "dimensions": self.dims.iter().map(|(k, v)| json!({"key": k, "value": v})).collect::<Vec<_>>(),
             "version": "simulated",
             "sessionId": format!("{:x}", self.session),
             "authenticatedAs": format!("bot:{id}"),

@@ -1,5 +1,5 @@
 //! The simulator through real clients: Compute Engine REST through the official
-//! google-cloud-compute-v1 client, Swarming pRPC through reqwest.
+//! google-cloud-compute-v1 client (and the Python one), Swarming pRPC through reqwest.
 
 /// Harness: an in-process simulator, the official clients pointed at it, a pRPC client.
 mod support;
@@ -8,5 +8,11 @@ mod support;
 mod admin;
 /// Compute Engine REST.
 mod compute;
+/// Suspend/resume and stop/start, through the official Rust and Python clients.
+mod suspend;
 /// Swarming pRPC.
 mod swarming;
+/// Task traces: the player and the generator.
+mod trace;
+/// Tasks on bots: dimensions, FIFO, counts, termination, interruptions.
+mod work;

@@ -95,9 +95,20 @@ impl SimHandle {
 
     /// Calls `swarming.v2.Bots/<method>` on Swarming server `server`: Ok(body) or Err((grpc code, text)).
     pub async fn prpc(&self, server: &str, method: &str, body: Value) -> Result<Value, (u16, String)> {
+        self.prpc_to(server, "swarming.v2.Bots", method, body).await
+    }
+
+    /// Calls `<service>/<method>` (`swarming.v2.Tasks`, ...) on Swarming server `server`.
+    pub async fn prpc_to(
+        &self,
+        server: &str,
+        service: &str,
+        method: &str,
+        body: Value,
+    ) -> Result<Value, (u16, String)> {
         let r = self
             .http
-            .post(format!("{}/swarming/{server}/prpc/swarming.v2.Bots/{method}", self.base))
+            .post(format!("{}/swarming/{server}/prpc/{service}/{method}", self.base))
             .header("content-type", "application/json")
             .header("accept", "application/json")
             .body(body.to_string())

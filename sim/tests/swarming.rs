@@ -155,7 +155,7 @@ async fn prpc_wire_details_and_errors() {
     assert_eq!(r.text().await.unwrap(), "no such bot: nope\n");
     let r = s.http.post(&url).body(r#"{"botId":"vm-0"}"#).send().await.unwrap();
     assert_eq!((r.status().as_u16(), r.headers()["x-prpc-grpc-code"].to_str().unwrap()), (400, "3"));
-    let (code, _) = s.prpc(SERVER, "CountBots", json!({})).await.unwrap_err();
+    let (code, _) = s.prpc(SERVER, "GetBotDimensions", json!({})).await.unwrap_err();
     assert_eq!(code, 12, "unimplemented");
     let (code, _) = s.prpc(SERVER, "GetBot", json!({})).await.unwrap_err();
     assert_eq!(code, 3, "bot_id is required");

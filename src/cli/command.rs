@@ -83,6 +83,22 @@ enum Command {
         #[command(flatten)]
         process: ProcessArgs,
     },
+    /// Print a generated task trace for the simulator's `POST /sim/trace`, as JSON lines: a
+    /// diurnal load (busy day, quiet night) with bursts, skewed durations; same seed, same trace.
+    SimTrace {
+        /// Seed of every draw.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Length in hours (from midnight).
+        #[arg(long, default_value_t = 24.0)]
+        hours: f64,
+        /// Tasks, about.
+        #[arg(long, default_value_t = 1000)]
+        tasks: usize,
+        /// Every task's dimensions: `key=value,...` (a value may hold `a|b`).
+        #[arg(long, default_value = "pool=ci", value_parser = gce_backend_sim::trace::parse_dimensions)]
+        dimensions: gce_backend_sim::dims::Dims,
+    },
     /// Print the status of the Configs the token may read (state, counts, last 20 errors,
     /// backoff) and, for admins, the errors of Config files, as JSON (over the API).
     Status {
@@ -170,6 +186,15 @@ fn expiry(s: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
 async fn main_(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Run { opts, .. } => crate::server::run(&opts).await,
+        Command::SimTrace { seed, hours, tasks, dimensions } => {
+            let params = gce_backend_sim::trace::TraceParams { seed, hours, tasks, dimensions };
+            for t in gce_backend_sim::trace::generate(&params) {
+                if !out::line(&t.json().to_string()) {
+                    break;
+                }
+            }
+            Ok(())
+        }
         Command::Sim { listen, allow_remote, config, limits, .. } => {
             gce_backend_sim::check_listen(listen, allow_remote).map_err(anyhow::Error::msg)?;
             config.validate().map_err(anyhow::Error::msg)?;

@@ -4,7 +4,7 @@
 use super::*;
 
 impl World {
-    fn new_op(
+    pub(super) fn new_op(
         &mut self,
         project: &str,
         zone: &str,
@@ -16,6 +16,7 @@ impl World {
         let n = self.next();
         let hex: u64 = self.rng.random();
         let name = format!("operation-{n}-{hex:016x}");
+        *self.ops_made.entry(kind).or_default() += 1;
         let op = Operation {
             id: self.rng.random::<u64>() >> 1,
             name: name.clone(),
@@ -50,13 +51,18 @@ impl World {
     }
 
     /// Schedules an operation's PENDING → RUNNING → DONE over `total`.
-    fn run_op(&mut self, name: &str, total: Duration) {
+    pub(super) fn run_op(&mut self, name: &str, total: Duration) {
         self.at(total / 2, Ev::OpStatus { op: name.to_owned(), to: OpStatus::Running });
         self.at(total, Ev::OpStatus { op: name.to_owned(), to: OpStatus::Done });
     }
 
     /// A requestId: a valid non-nil UUID, still inside its window.
-    fn replay(&self, project: &str, zone: &str, rid: &Option<String>) -> Result<Option<String>, ApiError> {
+    pub(super) fn replay(
+        &self,
+        project: &str,
+        zone: &str,
+        rid: &Option<String>,
+    ) -> Result<Option<String>, ApiError> {
         let Some(rid) = rid else { return Ok(None) };
         match uuid::Uuid::parse_str(rid) {
             Ok(u) if !u.is_nil() => {}
@@ -76,7 +82,7 @@ impl World {
             .map(|op| op.name.clone()))
     }
 
-    fn check_zone(&self, zone: &str) -> Result<(), ApiError> {
+    pub(super) fn check_zone(&self, zone: &str) -> Result<(), ApiError> {
         if self.cfg.zones.iter().any(|z| z == zone) {
             Ok(())
         } else {
@@ -263,6 +269,9 @@ impl World {
             swarming,
             deleting: false,
             counted: true,
+            cpus_held: true,
+            stopped: false,
+            resuming: false,
         }
     }
 
@@ -290,24 +299,17 @@ impl World {
             inst.status = Status::Stopping;
         }
         self.counts.instance(zone, Some(before), Some(counts::class(inst)));
-        let server = inst.swarming.clone();
+        inst.resuming = false;
         let stop = Duration::from_millis(self.cfg.stop_ms);
         let total = stop * 2;
         let op = self.new_op(project, zone, "delete", name, id, rid);
         self.run_op(&op, total);
         if first {
             self.at(stop, Ev::InstStatus { key: key.clone(), id, to: Status::Terminated });
-            self.at(total, Ev::InstGone { key, id });
-            if let Some(server) = server {
-                self.bot_loses_instance(server, name, id);
-            }
+            self.at(total, Ev::InstGone { key: key.clone(), id });
+            self.instance_silences(&key);
         }
         Ok(op)
-    }
-
-    fn bot_loses_instance(&mut self, server: String, bot: &str, session: u64) {
-        let after = Duration::from_millis(self.cfg.bot_death_ms);
-        self.at(after, Ev::BotDeath { server, bot: bot.to_owned(), session, terminated: false });
     }
 
     /// Preempts a running instance: STOPPING, then TERMINATED (it stays); its bot dies.
@@ -320,11 +322,12 @@ impl World {
         let before = counts::class(inst);
         inst.status = Status::Stopping;
         self.counts.instance(zone, Some(before), Some(counts::class(inst)));
-        let (id, server) = (inst.id, inst.swarming.clone());
-        self.at(Duration::from_millis(self.cfg.stop_ms), Ev::InstStatus { key, id, to: Status::Terminated });
-        if let Some(server) = server {
-            self.bot_loses_instance(server, name, id);
-        }
+        let id = inst.id;
+        self.at(
+            Duration::from_millis(self.cfg.stop_ms),
+            Ev::InstStatus { key: key.clone(), id, to: Status::Terminated },
+        );
+        self.instance_silences(&key);
         Ok(())
     }
 

@@ -12,8 +12,9 @@ use super::model::{Bot, Instance, OpStatus, Status};
 pub struct InstanceCounts {
     /// Every instance.
     pub total: u64,
-    /// By [`Status`], in its order (PROVISIONING, STAGING, RUNNING, STOPPING, TERMINATED).
-    pub by_status: [u64; 5],
+    /// By [`Status`], in its order (PROVISIONING, STAGING, RUNNING, STOPPING, TERMINATED,
+    /// SUSPENDING, SUSPENDED).
+    pub by_status: [u64; 7],
     /// Being deleted.
     pub deleting: u64,
 }

@@ -23,18 +23,22 @@ mod compute;
 mod counts;
 mod machines;
 mod model;
+mod suspend;
 mod swarming;
+mod tasks;
 
 use counts::class;
 pub use counts::{BotState, Counts, InstanceCounts};
 use model::push_event;
 pub use model::{
-    ApiError, Bot, BotEvent, BotView, Instance, InstanceEntry, InstanceKey, Nic, OpError, OpStatus,
-    Operation, Region, Status, Usage,
+    ApiError, Billing, Bot, BotCount, BotEvent, BotFilter, BotView, Instance, InstanceEntry, InstanceKey,
+    NewTask, Nic, OpError, OpStatus, Operation, Region, Status, Task, TaskState, Usage,
 };
 
 /// Insert arrival times kept.
 const KEEP_INSERT_TIMES: usize = 1_000_000;
+/// The latest an event is scheduled after now.
+const FAR: Duration = Duration::from_secs(100 * 365 * 86_400);
 /// requestIds remembered per instance name, for the insert audit.
 const KEEP_INSERT_IDS: usize = 8;
 
@@ -47,6 +51,9 @@ enum Ev {
     BotDeath { server: String, bot: String, session: u64, terminated: bool },
     MachineBot { server: String, hostname: String },
     Preempt { key: InstanceKey, id: u64 },
+    TaskArrive(Box<NewTask>),
+    TaskEnd { task: usize, session: u64 },
+    BotSilentDeath { server: String, bot: String, session: u64, silence: u64 },
 }
 
 /// The whole simulated world.
@@ -87,6 +94,14 @@ pub struct World {
     pub machines: BTreeMap<(String, String), u64>,
     /// Counts by state, kept up to date at every transition (see [`counts`]).
     counts: Counts,
+    /// Tasks and idle bots (see `tasks.rs`).
+    queue: model::Queue,
+    /// Bot groups: the dimensions of bots by id prefix.
+    bot_groups: crate::config::BotGroups,
+    /// Instance seconds by billing class, summed as the clock moves.
+    billing: Billing,
+    /// Operations made, by kind.
+    ops_made: BTreeMap<&'static str, u64>,
 }
 
 /// The simulator's one clock: the wall time its timeline starts at. From then on the world's time
@@ -101,6 +116,7 @@ impl World {
     pub fn new(cfg: SimConfig, now: Instant) -> Self {
         let rng = StdRng::seed_from_u64(cfg.seed);
         let faults = cfg.faults.clone();
+        let bot_groups = cfg.bot_groups.clone();
         Self {
             cfg,
             faults,
@@ -122,12 +138,31 @@ impl World {
             registrations: Vec::new(),
             machines: BTreeMap::new(),
             counts: Counts::default(),
+            queue: model::Queue::default(),
+            bot_groups,
+            billing: Billing::default(),
+            ops_made: BTreeMap::new(),
         }
     }
 
     /// Wall-clock time of `t` on the simulator's timeline.
     pub fn utc(&self, t: Instant) -> DateTime<Utc> {
         self.base.1 + chrono::Duration::from_std(t.saturating_duration_since(self.base.0)).unwrap_or_default()
+    }
+
+    /// Milliseconds from the simulator's start to `t`, on its clock.
+    pub fn clock_ms(&self, t: Instant) -> u64 {
+        t.saturating_duration_since(self.base.0).as_millis() as u64
+    }
+
+    /// The world's current time.
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// The bot groups in force.
+    pub fn bot_groups(&self) -> &crate::config::BotGroups {
+        &self.bot_groups
     }
 
     /// Current simulated wall-clock time.
@@ -142,7 +177,9 @@ impl World {
 
     fn at(&mut self, after: Duration, ev: Ev) {
         let seq = self.next();
-        self.timeline.push(Reverse((self.now + after, seq, ev)));
+        // A century at most: no later time overflows the clock.
+        let when = self.now.checked_add(after.min(FAR)).unwrap_or(self.now);
+        self.timeline.push(Reverse((when, seq, ev)));
     }
 
     /// Draws from the seeded generator: true with probability `p`.
@@ -174,10 +211,19 @@ impl World {
                 break;
             }
             let Reverse((t, _, ev)) = self.timeline.pop().expect("peeked");
-            self.now = t;
+            self.tick(t);
             self.apply(ev);
         }
-        self.now = self.now.max(now);
+        self.tick(now);
+    }
+
+    /// Moves the clock to `t` (never back), billing the instances for the time between.
+    fn tick(&mut self, t: Instant) {
+        if t > self.now {
+            let dt = t.duration_since(self.now).as_secs_f64();
+            self.billing.add(&self.counts.instances.by_status, dt);
+            self.now = t;
+        }
     }
 
     fn apply(&mut self, ev: Ev) {
@@ -204,15 +250,15 @@ impl World {
                 }
                 let before = class(inst);
                 inst.status = status;
+                let resumed = std::mem::take(&mut inst.resuming) && status == Status::Running;
+                let spot = inst.spot;
                 self.counts.instance(&key.1, Some(before), Some(class(inst)));
-                if status == Status::Terminated && inst.counted {
-                    inst.counted = false;
-                    let cpus = inst.cpus;
-                    let u = self.usage.entry((key.0.clone(), region_of(&key.1).to_owned())).or_default();
-                    u.cpus -= cpus;
-                    u.instances -= 1;
+                self.quota_follows(&key, status);
+                if resumed {
+                    self.bot_resumes(&key);
+                    return;
                 }
-                if status == Status::Running && inst.spot {
+                if status == Status::Running && spot {
                     let (rate, ms) = (self.faults.spot_preempt_rate, self.faults.spot_preempt_ms);
                     if self.chance(rate) {
                         self.at(Duration::from_millis(ms), Ev::Preempt { key: key.clone(), id });
@@ -233,9 +279,11 @@ impl World {
                 if self.instances.get(&key).is_some_and(|i| i.id == id) {
                     let inst = self.instances.remove(&key).expect("checked");
                     self.counts.instance(&key.1, Some(class(&inst)), None);
-                    if inst.counted {
-                        let u = self.usage.entry((key.0.clone(), region_of(&key.1).to_owned())).or_default();
+                    let u = self.usage.entry((key.0.clone(), region_of(&key.1).to_owned())).or_default();
+                    if inst.cpus_held {
                         u.cpus -= inst.cpus;
+                    }
+                    if inst.counted {
                         u.instances -= 1;
                     }
                 }
@@ -247,12 +295,21 @@ impl World {
                     let _ = self.preempt(&key.0, &key.1, &key.2);
                 }
             }
+            Ev::TaskArrive(t) => {
+                let _ = self.add_task(*t); // ids of a trace are checked when it is scheduled
+            }
+            Ev::TaskEnd { task, session } => self.end_task(task, session),
+            Ev::BotSilentDeath { server, bot, session, silence } => {
+                self.silent_death(server, bot, session, silence)
+            }
             Ev::BotDeath { server, bot, session, terminated } => {
                 let now = self.now_utc();
-                let Some(b) = self.bots.get_mut(&server).and_then(|m| m.get_mut(&bot)) else { return };
+                let Some(b) = self.bots.get(&server).and_then(|m| m.get(&bot)) else { return };
                 if b.session != session || b.dead_at.is_some() {
                     return;
                 }
+                self.bot_stops_working(&server, &bot);
+                let Some(b) = self.bots.get_mut(&server).and_then(|m| m.get_mut(&bot)) else { return };
                 let before = BotState::of(b);
                 b.dead_at = Some(now);
                 let (kind, message) = if terminated {

@@ -2,12 +2,14 @@
 //! regions, Swarming bots and their events, and Compute Engine's error answers. Only the world's
 //! methods change them (`World` in `mod.rs`, and its methods per API beside it).
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
 use crate::config::QuotaLimits;
+use crate::dims::Dims;
 
 /// Events kept per bot (oldest dropped).
 pub(super) const KEEP_BOT_EVENTS: usize = 20;
@@ -29,8 +31,12 @@ pub enum Status {
     Running,
     /// Stopping (also while being deleted).
     Stopping,
-    /// Stopped (preempted, or about to be deleted).
+    /// Stopped (preempted, stopped, or about to be deleted).
     Terminated,
+    /// Being suspended.
+    Suspending,
+    /// Suspended (memory saved; no CPUs billed).
+    Suspended,
 }
 
 impl Status {
@@ -42,6 +48,8 @@ impl Status {
             Status::Running => "RUNNING",
             Status::Stopping => "STOPPING",
             Status::Terminated => "TERMINATED",
+            Status::Suspending => "SUSPENDING",
+            Status::Suspended => "SUSPENDED",
         }
     }
 }
@@ -92,6 +100,12 @@ pub struct Instance {
     pub(crate) deleting: bool,
     /// Counted in its region's quota usage.
     pub(super) counted: bool,
+    /// Its CPUs counted in its region's quota usage (not while suspended or stopped).
+    pub(super) cpus_held: bool,
+    /// Stopped by `instances.stop`: keeps its instance quota while TERMINATED.
+    pub(super) stopped: bool,
+    /// Being resumed: its bot comes back when it runs again.
+    pub(super) resuming: bool,
 }
 
 /// An operation error (the first of `error.errors[]`).
@@ -231,6 +245,14 @@ pub struct Bot {
     pub(crate) zone: String,
     /// Lifecycle events, oldest first (at most [`KEEP_BOT_EVENTS`]).
     pub(crate) events: VecDeque<BotEvent>,
+    /// Its dimensions (its group's, `id`, and the defaults `pool`, `zone`).
+    pub(crate) dims: Dims,
+    /// The task it runs (an index into the world's tasks).
+    pub(super) task: Option<usize>,
+    /// Silent since (its instance stopped, went or was suspended): last seen then.
+    pub(super) silent_at: Option<DateTime<Utc>>,
+    /// Which silence it is in (its death is scheduled for that one only).
+    pub(super) silence: u64,
 }
 
 /// A bot as `GetBot` answers it: its record, with what depends on the time.
@@ -252,4 +274,138 @@ pub(super) fn push_event(b: &mut Bot, ts: DateTime<Utc>, kind: &'static str, mes
     if b.events.len() > KEEP_BOT_EVENTS {
         b.events.pop_front();
     }
+}
+
+/// A task's state, as Swarming names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum TaskState {
+    /// Waiting for a bot.
+    Pending,
+    /// A bot runs it.
+    Running,
+    /// Ran to its end.
+    Completed,
+    /// Its bot died (its instance stopped, went, was preempted or suspended) while running it.
+    BotDied,
+    /// Canceled before it ran.
+    Canceled,
+}
+
+impl TaskState {
+    /// Every state, in the order of the task totals.
+    pub const ALL: [TaskState; 5] = [
+        TaskState::Pending,
+        TaskState::Running,
+        TaskState::Completed,
+        TaskState::BotDied,
+        TaskState::Canceled,
+    ];
+
+    /// Swarming's name (`PENDING`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            TaskState::Pending => "PENDING",
+            TaskState::Running => "RUNNING",
+            TaskState::Completed => "COMPLETED",
+            TaskState::BotDied => "BOT_DIED",
+            TaskState::Canceled => "CANCELED",
+        }
+    }
+}
+
+/// A task to add: its id (made up when none), dimensions and how long it runs.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct NewTask {
+    /// Its id, if given.
+    pub id: Option<String>,
+    /// What a bot must have.
+    pub dimensions: Dims,
+    /// How long it runs.
+    pub duration: Duration,
+}
+
+/// A Swarming task.
+#[derive(Debug, Clone)]
+pub struct Task {
+    /// Its id.
+    pub id: String,
+    /// What a bot must have (also its tags, `key:value` each).
+    pub dimensions: Dims,
+    /// How long it runs.
+    pub duration: Duration,
+    /// State.
+    pub state: TaskState,
+    /// Created (arrived).
+    pub created: Instant,
+    /// Started on a bot.
+    pub started: Option<Instant>,
+    /// Ended (completed, bot died, canceled).
+    pub ended: Option<Instant>,
+    /// The bot that ran it: server and bot id.
+    pub bot: Option<(String, String)>,
+}
+
+/// A bot: server and id.
+pub(super) type BotRef = (String, String);
+
+/// The task queue and the idle bots.
+#[derive(Debug, Default)]
+pub(super) struct Queue {
+    /// Every task, by index (ids in `by_id`).
+    pub(super) tasks: Vec<Task>,
+    pub(super) by_id: HashMap<String, usize>,
+    /// Pending tasks, oldest first.
+    pub(super) pending: BTreeSet<usize>,
+    /// Idle bots by each `key:value` they have.
+    pub(super) idle: HashMap<(String, String), BTreeSet<BotRef>>,
+    /// Tasks by state, in the order of [`TaskState::ALL`].
+    pub(super) totals: [u64; 5],
+}
+
+/// Seconds instances spent, summed over all of them.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Billing {
+    /// PROVISIONING, STAGING, RUNNING, STOPPING, SUSPENDING: billed as running.
+    pub running_s: f64,
+    /// SUSPENDED.
+    pub suspended_s: f64,
+    /// TERMINATED (stopped or preempted, not yet deleted).
+    pub stopped_s: f64,
+}
+
+impl Billing {
+    /// Adds `dt` seconds of the instances counted by status in `by_status`.
+    pub(super) fn add(&mut self, by_status: &[u64; 7], dt: f64) {
+        let n = |s: Status| by_status[s as usize] as f64;
+        let running = n(Status::Provisioning)
+            + n(Status::Staging)
+            + n(Status::Running)
+            + n(Status::Stopping)
+            + n(Status::Suspending);
+        self.running_s += running * dt;
+        self.suspended_s += n(Status::Suspended) * dt;
+        self.stopped_s += n(Status::Terminated) * dt;
+    }
+}
+
+/// What `ListBots` filters on besides the cursor.
+#[derive(Debug, Clone, Default)]
+pub struct BotFilter {
+    /// Dimensions (`key` and `a|b` values).
+    pub dims: crate::dims::Filter,
+    /// Dead or alive only.
+    pub is_dead: Option<bool>,
+    /// Busy (running a task) or idle only.
+    pub is_busy: Option<bool>,
+}
+
+/// What `CountBots` answers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BotCount {
+    /// Every bot matching (dead ones too).
+    pub count: u64,
+    /// Running a task.
+    pub busy: u64,
+    /// Dead.
+    pub dead: u64,
 }

@@ -30,6 +30,8 @@ impl World {
     pub(super) fn put_bot(&mut self, server: String, bot: String, session: u64, ip: String, zone: String) {
         let now = self.now_utc();
         let early = self.chance(self.faults.bot_early_death_rate);
+        self.bot_stops_working(&server, &bot); // a record it replaces runs nothing any more
+        let dims = self.dims_of(&bot, &zone);
         let events =
             self.bots.get(&server).and_then(|m| m.get(&bot)).map(|b| b.events.clone()).unwrap_or_default();
         let mut b = Bot {
@@ -43,10 +45,15 @@ impl World {
             external_ip: ip,
             zone,
             events,
+            dims,
+            task: None,
+            silent_at: None,
+            silence: 0,
         };
         push_event(&mut b, now, "bot_connected", format!("session {session:x}"));
         let replaced = self.bots.entry(server.clone()).or_default().insert(bot.clone(), b);
         self.counts.bot(replaced.as_ref().map(BotState::of), Some(BotState::Alive));
+        self.bot_idle(&server, &bot);
         if early {
             let after = Duration::from_millis(self.faults.bot_early_death_ms);
             self.at(after, Ev::BotDeath { server, bot, session, terminated: false });
@@ -101,18 +108,21 @@ impl World {
         BotView {
             id,
             bot: b,
-            last_seen: b.dead_at.unwrap_or_else(|| self.now_utc()),
-            task_id: self.task_of(b).map(|(k, _)| format!("{:x}{k:04x}0", b.session & 0xffff_ffff)),
+            last_seen: b.dead_at.or(b.silent_at).unwrap_or_else(|| self.now_utc()),
+            task_id: self
+                .real_task_id(b)
+                .or_else(|| self.task_of(b).map(|(k, _)| format!("{:x}{k:04x}0", b.session & 0xffff_ffff))),
         }
     }
 
-    /// `ListBots`: bots that are not deleted, by id, after `cursor`, and the next cursor.
+    /// `ListBots`: bots that are not deleted and pass `filter`, by id, after `cursor`, and the
+    /// next cursor.
     pub fn list_bots(
         &self,
         server: &str,
         limit: usize,
         cursor: &str,
-        is_dead: Option<bool>,
+        filter: &BotFilter,
     ) -> (Vec<BotView<'_>>, Option<String>) {
         let Some(bots) = self.bots.get(server) else { return (Vec::new(), None) };
         let mut items = Vec::new();
@@ -120,15 +130,40 @@ impl World {
             if cursor.is_empty() { std::ops::Bound::Unbounded } else { std::ops::Bound::Excluded(cursor) };
         let range = bots.range::<str, _>((after, std::ops::Bound::Unbounded));
         for (id, b) in range {
-            if b.deleted || is_dead.is_some_and(|d| d != b.dead_at.is_some()) {
+            if b.deleted
+                || !filter.dims.matches(&b.dims)
+                || filter.is_dead.is_some_and(|d| d != b.dead_at.is_some())
+            {
                 continue;
             }
-            items.push(self.bot_view(id, b));
+            let view = self.bot_view(id, b);
+            if filter.is_busy.is_some_and(|busy| busy != view.task_id.is_some()) {
+                continue;
+            }
+            items.push(view);
             if items.len() == limit {
                 return (items, Some(id.clone()));
             }
         }
         (items, None)
+    }
+
+    /// `CountBots`: bots not deleted matching `dims`: all of them, the busy (running a task) and
+    /// the dead. O(bots of the server).
+    pub fn count_bots(&self, server: &str, dims: &crate::dims::Filter) -> BotCount {
+        let mut c = BotCount::default();
+        for (id, b) in self.bots.get(server).into_iter().flatten() {
+            if b.deleted || !dims.matches(&b.dims) {
+                continue;
+            }
+            c.count += 1;
+            if b.dead_at.is_some() {
+                c.dead += 1;
+            } else if self.bot_view(id, b).task_id.is_some() {
+                c.busy += 1;
+            }
+        }
+        c
     }
 
     /// `ListBotEvents`: the bot and its events newest first, at most `limit`, from `start` and
@@ -159,6 +194,7 @@ impl World {
         let now = self.now;
         let task_end =
             self.bots.get(server).and_then(|m| m.get(id)).map(|b| self.task_of(b).map(|(_, end)| end));
+        self.bot_stops_idling(server, id);
         let Some(b) = self.bots.get_mut(server).and_then(|m| m.get_mut(id)) else { return fresh };
         if let Some(t) = &b.termination
             && b.dead_at.is_none()
@@ -172,6 +208,9 @@ impl World {
         b.termination = Some(fresh.clone());
         self.counts.bot(Some(before), Some(BotState::of(b)));
         let session = b.session;
+        if b.task.is_some() {
+            return fresh; // it dies when its task ends
+        }
         let dies = task_end.flatten().unwrap_or(now);
         let ev = Ev::BotDeath { server: server.to_owned(), bot: id.to_owned(), session, terminated: true };
         let seq = self.next();
@@ -186,6 +225,8 @@ impl World {
         if b.deleted {
             return false;
         }
+        self.bot_stops_working(server, id);
+        let Some(b) = self.bots.get_mut(server).and_then(|m| m.get_mut(id)) else { return false };
         let before = BotState::of(b);
         let (alive, session) = (b.dead_at.is_none(), b.session);
         b.deleted = true;

@@ -204,7 +204,16 @@ fn summary_is_exact_at_200000_instances() {
         let zone = ["us-central1-a", "us-central1-b", "us-central1-c"][n % 3];
         w.preempt("p", zone, &format!("vm-{n}")).unwrap();
     }
+    // Suspended by 2500 (suspend_ms 300), and still suspending then.
+    let zone_of = |n: usize| ["us-central1-a", "us-central1-b", "us-central1-c"][n % 3];
+    w.advance(at(t0, 2200));
+    for n in (3..20_000).step_by(79) {
+        let _ = w.suspend("p", zone_of(n), &format!("vm-{n}"), None);
+    }
     w.advance(at(t0, 2500));
+    for n in (20_003..40_000).step_by(79) {
+        let _ = w.suspend("p", zone_of(n), &format!("vm-{n}"), None);
+    }
     for n in (2..N).step_by(83) {
         let zone = ["us-central1-a", "us-central1-b", "us-central1-c"][n % 3];
         w.preempt("p", zone, &format!("vm-{n}")).unwrap();
@@ -253,4 +262,46 @@ fn spot_instances_are_preempted_at_the_rate_asked_and_others_never() {
     let status = |w: &World, name: &str| w.get("p", "us-central1-b", name).unwrap().1.status;
     assert_eq!(status(&w, "spot-1"), Status::Terminated, "preempted");
     assert_eq!(status(&w, "std-1"), Status::Running);
+}
+
+#[test]
+fn suspended_and_stopped_instances_release_cpus_and_bill_by_status() {
+    let cfg = SimConfig {
+        provision_ms: 1000,
+        stage_ms: 1000,
+        suspend_ms: 300,
+        resume_ms: 300,
+        stop_ms: 500,
+        ..SimConfig::default()
+    };
+    let (mut w, t0) = world(cfg);
+    w.insert("p", "us-central1-b", None, &body("vm-1")).unwrap();
+    let usage = |w: &World| w.regions("p").into_iter().find(|r| r.name == "us-central1").unwrap().usage;
+    w.advance(at(t0, 3000));
+    assert_eq!(w.get("p", "us-central1-b", "vm-1").unwrap().1.status, Status::Running);
+    assert!((w.billing().running_s - 3.0).abs() < 1e-9, "{:?}", w.billing());
+    let err = w.resume("p", "us-central1-b", "vm-1", None).unwrap_err();
+    assert_eq!(err.status, 400, "only a suspended instance resumes");
+    w.suspend("p", "us-central1-b", "vm-1", None).unwrap();
+    w.advance(at(t0, 5000));
+    assert_eq!(w.get("p", "us-central1-b", "vm-1").unwrap().1.status, Status::Suspended);
+    let b = w.billing();
+    assert!((b.running_s - 3.3).abs() < 1e-9 && (b.suspended_s - 1.7).abs() < 1e-9, "{b:?}");
+    assert_eq!((usage(&w).cpus, usage(&w).instances), (0.0, 1), "suspended: no CPUs, still an instance");
+    exact(&w, "suspended");
+    w.stop("p", "us-central1-b", "vm-1", None).unwrap();
+    w.advance(at(t0, 6000));
+    assert_eq!(w.get("p", "us-central1-b", "vm-1").unwrap().1.status, Status::Terminated);
+    assert!((w.billing().stopped_s - 0.5).abs() < 1e-9, "{:?}", w.billing());
+    assert_eq!((usage(&w).cpus, usage(&w).instances), (0.0, 1));
+    w.start("p", "us-central1-b", "vm-1", None).unwrap();
+    assert_eq!(usage(&w).cpus, 2.0, "a started instance holds its CPUs again");
+    w.advance(at(t0, 9000));
+    assert_eq!(w.get("p", "us-central1-b", "vm-1").unwrap().1.status, Status::Running);
+    w.delete("p", "us-central1-b", "vm-1", None).unwrap();
+    w.advance(at(t0, 20_000));
+    assert_eq!((usage(&w).cpus, usage(&w).instances), (0.0, 0));
+    let made = w.operations_made();
+    assert_eq!([made["insert"], made["suspend"], made["stop"], made["start"], made["delete"]], [1; 5]);
+    exact(&w, "deleted");
 }
