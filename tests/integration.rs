@@ -10,6 +10,8 @@ mod bad_input;
 mod breaker;
 /// `docker-compose.yml` run without Docker: every service's command and healthcheck.
 mod compose;
+/// Demand-driven pools and warm pools: a burst, the quiet, a resume, Swarming down.
+mod demand;
 /// Derived keys heal from the VM records; cron jobs run past a key of the wrong type.
 mod heal;
 /// `/metrics`: one scrape after convergence, bounded labels, a workers process's own.

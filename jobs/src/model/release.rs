@@ -122,11 +122,13 @@ pub fn arrange(p: &Pool<'_>) -> Arranged {
     Arranged { let_go, warm, wake }
 }
 /// Whether Config `rec`'s pool is arranged again ([`of_records`]): a VM it neither wants nor
-/// keeps warm is still there undrained (`surplus`), or a wanted index has no VM (`missing`) while
-/// some index is let go or kept warm (it may be filled again). Otherwise its wanted indexes
-/// stand as they are.
+/// keeps warm is still there undrained (`surplus`), a wanted index has no VM (`missing`) while
+/// some index is let go or kept warm (it may be filled again), or a wanted index is one kept warm
+/// (grown into: it is woken). Otherwise its wanted indexes stand as they are.
 pub fn must_arrange(rec: &ConfigRecord, surplus: bool, missing: bool) -> bool {
-    !rec.config.is_static() && (surplus || (missing && (!rec.let_go.is_empty() || !rec.warm.is_empty())))
+    let holes = !rec.let_go.is_empty() || !rec.warm.is_empty();
+    let grown_into_warm = !rec.warm.is_empty() && rec.wanted().iter().any(|i| rec.warm.contains(i));
+    !rec.config.is_static() && (surplus || (missing && holes) || grown_into_warm)
 }
 
 /// Config `rec`'s pool arranged from its VM records (`vms`) and their bots' last observations

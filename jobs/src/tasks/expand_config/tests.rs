@@ -193,3 +193,43 @@ async fn a_warm_pool_parks_idle_vms_let_go_and_wakes_them_before_making_new_ones
     run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
     assert_eq!(ctx.taken::<ParkVm>().await, [ParkVm { id: "linux-0".into() }]);
 }
+
+#[tokio::test]
+async fn growing_into_an_index_kept_warm_wakes_its_vm() {
+    let (ctx, _) = Ctx::test();
+    busy_pool(&ctx, 2, &[]).await;
+    // Shrunk to nothing: both kept warm, parked.
+    crate::writes::update_config::<TaskError>(&ctx, "linux", |r| {
+        r.config.warm = Some(crate::config::Warm { suspended: 2, stopped: 0 });
+        r.current_amount = 0;
+        Ok(true)
+    })
+    .await
+    .unwrap();
+    run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
+    ctx.finished::<ParkVm>().await;
+    for id in ["linux-0", "linux-1"] {
+        crate::writes::update_vm(&ctx, id, |v| {
+            v.parked = Some(crate::model::parked::Parked {
+                how: crate::model::parked::Park::Suspend,
+                since: v.configured,
+                done: true,
+                waking: None,
+                operation: String::new(),
+                turns: 1,
+            });
+            true
+        })
+        .await
+        .unwrap();
+    }
+    let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
+    assert_eq!((rec.wanted(), rec.warm.len()), (vec![], 2));
+    // One is wanted again: index 0, kept warm, is woken (not made anew).
+    set_amount(&ctx, 1).await;
+    run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
+    assert!(ctx.taken::<CreateVm>().await.is_empty());
+    assert_eq!(ctx.finished::<ParkVm>().await, [ParkVm { id: "linux-0".into() }]);
+    let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
+    assert_eq!(rec.waking.iter().copied().collect::<Vec<_>>(), [0]);
+}

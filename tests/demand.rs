@@ -1,0 +1,146 @@
+//! Demand-driven pools and warm pools end to end on Redis and the simulator: a burst of tasks
+//! scales a pool up, the quiet after it scales it down to `min_idle` without cutting a task
+//! short, a VM kept warm is resumed and its bot serves the next task, and Swarming down holds the
+//! fleet.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::{Backend, Env, pool, sim_config};
+use gce_backend_queues::testing::eventually;
+
+const LIMIT: Duration = Duration::from_secs(90);
+
+/// A demand-driven Config `prefix` (up to `max` VMs, serving Swarming pool `prefix`), plus `extra`
+/// lines (a warm pool).
+fn demand_pool(prefix: &str, max: u32, min_idle: u32, extra: &str) -> String {
+    let yaml = pool(prefix, 0, "1d", "10m")
+        .replace("amount: {min: 0, max: 0}", &format!("amount: {{min: 0, max: {max}}}"));
+    format!(
+        "{yaml}demand: {{dimensions: {{pool: {prefix}}}, min_idle: {min_idle}, idle_timeout: 2s}}\n{extra}"
+    )
+}
+
+async fn post(env: &Env, path: &str, body: Value) -> Value {
+    let r = reqwest::Client::new().post(format!("{}{path}", env.sim_url)).json(&body).send().await.unwrap();
+    assert_eq!(r.status(), 200, "{path}");
+    r.json().await.unwrap()
+}
+
+/// The simulator's tasks of Swarming pool `pool`.
+async fn tasks(env: &Env, pool: &str) -> Vec<Value> {
+    let all: Value = reqwest::get(format!("{}/sim/tasks", env.sim_url)).await.unwrap().json().await.unwrap();
+    all["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["dimensions"]["pool"].to_string().contains(pool))
+        .cloned()
+        .collect()
+}
+
+/// Starts the service with Config `prefix` and the simulator's bots of hostnames `prefix-…` in
+/// Swarming pool `prefix`.
+async fn start(prefix: &str, yaml: String) -> Env {
+    let env = Env::start(Backend::Redis, sim_config(), &[(prefix, yaml)], true).await;
+    let groups = json!({"groups": [{"prefix": format!("{prefix}-"), "dimensions": {"pool": [prefix]}}]});
+    post(&env, "/sim/bot_groups", groups).await;
+    env
+}
+
+/// `n` tasks of `ms` for Swarming pool `pool`.
+async fn submit(env: &Env, pool: &str, n: usize, ms: u64) {
+    let one = json!({"dimensions": {"pool": pool}, "duration_ms": ms});
+    post(env, "/sim/tasks", json!({"tasks": vec![one; n]})).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_scales_up_and_the_quiet_scales_down_to_min_idle_without_cutting_a_task() {
+    let env = start("ci", demand_pool("ci", 10, 1, "")).await;
+    env.converged("ci", 1).await;
+    submit(&env, "ci", 6, 3000).await;
+    eventually("the burst scales the pool up", LIMIT, || async {
+        (env.counts("ci").await.connected >= 5).then_some(())
+    })
+    .await;
+    eventually("every task ends", LIMIT, || async {
+        let t = tasks(&env, "ci").await;
+        t.iter().all(|t| t["state"] != "PENDING" && t["state"] != "RUNNING").then_some(())
+    })
+    .await;
+    // Idle past the timeout: back to min_idle, each bot after its task.
+    env.converged("ci", 1).await;
+    let t = tasks(&env, "ci").await;
+    assert_eq!(t.len(), 6);
+    assert!(t.iter().all(|t| t["state"] == "COMPLETED"), "no task cut short: {t:?}");
+    let st = env.status("ci", true).await;
+    let d = st.demand.expect("a reading");
+    assert_eq!((d.pending, d.busy, d.target), (0, 0, 1), "{}", d.why);
+    assert!(d.why.contains("min_idle 1"), "{}", d.why);
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vm_kept_warm_is_resumed_and_its_bot_serves_the_next_task() {
+    let env = start("wp", demand_pool("wp", 4, 0, "warm: {suspended: 2}\n")).await;
+    submit(&env, "wp", 2, 2000).await;
+    eventually("two VMs serve the burst", LIMIT, || async {
+        (env.counts("wp").await.connected == 2).then_some(())
+    })
+    .await;
+    // The quiet: both are kept warm (suspended), none deleted.
+    eventually("both are suspended", LIMIT, || async {
+        let i = env.instances("wp");
+        (i.len() == 2 && i.values().all(|s| s == "SUSPENDED") && env.counts("wp").await.parked == 2)
+            .then_some(())
+    })
+    .await;
+    let warm: Vec<String> = env.instances("wp").into_keys().collect();
+    let inserted = env.inserts().len();
+    submit(&env, "wp", 1, 1000).await;
+    eventually("a warm VM serves the task", LIMIT, || async {
+        let t = tasks(&env, "wp").await;
+        t.iter().filter(|t| t["state"] == "COMPLETED").count().eq(&3).then_some(())
+    })
+    .await;
+    let t = tasks(&env, "wp").await;
+    let last = t.iter().max_by_key(|t| t["createdMs"].as_u64()).unwrap();
+    assert!(warm.iter().any(|h| last["bot"]["id"] == h.as_str()), "served by a resumed VM: {last}");
+    assert_eq!(env.inserts().len(), inserted, "no new instance made");
+    let summary: Value =
+        reqwest::get(format!("{}/sim/summary", env.sim_url)).await.unwrap().json().await.unwrap();
+    assert!(summary["actions"]["resume"].as_u64() >= Some(1), "{summary}");
+    assert!(t.iter().all(|t| t["state"] == "COMPLETED"), "{t:?}");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn swarming_down_holds_the_fleet() {
+    let env = start("hd", demand_pool("hd", 6, 0, "")).await;
+    submit(&env, "hd", 3, 1500).await;
+    eventually("three VMs serve the burst", LIMIT, || async {
+        (env.counts("hd").await.connected == 3).then_some(())
+    })
+    .await;
+    env.faults(json!({"errors": {"swarming.CountTasks": {"rate": 1.0, "status": 503}}})).await;
+    eventually("the target is held", LIMIT, || async {
+        env.status("hd", true).await.demand.filter(|d| d.held.is_some()).map(drop)
+    })
+    .await;
+    // The tasks end and the bots idle past the timeout: nothing shrinks while it is held.
+    eventually("every task ends", LIMIT, || async {
+        tasks(&env, "hd").await.iter().all(|t| t["state"] == "COMPLETED").then_some(())
+    })
+    .await;
+    let held = env.status("hd", true).await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let c = env.counts("hd").await;
+    assert_eq!((c.vms, c.draining), (3, 0), "held: {:?}", held.demand);
+    let errors = env.status("hd", true).await.errors;
+    assert!(errors.iter().any(|e| e.code == "demand_unread" && e.resolved.is_none()), "{errors:?}");
+    // Swarming answers again: the idle pool shrinks to nothing.
+    env.faults(json!({"errors": {}})).await;
+    env.converged("hd", 0).await;
+    env.stop().await;
+}
