@@ -49,6 +49,18 @@ async fn start(prefix: &str, yaml: String) -> Env {
     env
 }
 
+/// The value of the series of `family` whose labels include every one of `labels`, scraped from
+/// the API's `/metrics`.
+async fn metric(env: &Env, family: &str, labels: &[&str]) -> Option<f64> {
+    let api = env.api_url.clone().expect("the API");
+    let r =
+        reqwest::Client::new().get(format!("{api}/metrics")).bearer_auth(crate::api::METRICS).send().await;
+    let text = r.unwrap().text().await.unwrap();
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{family}{{")) && labels.iter().all(|w| l.contains(w)))
+        .find_map(|l| l.rsplit(' ').next()?.parse().ok())
+}
+
 /// `n` tasks of `ms` for Swarming pool `pool`.
 async fn submit(env: &Env, pool: &str, n: usize, ms: u64) {
     let one = json!({"dimensions": {"pool": pool}, "duration_ms": ms});
@@ -78,6 +90,10 @@ async fn a_burst_scales_up_and_the_quiet_scales_down_to_min_idle_without_cutting
     let d = st.demand.expect("a reading");
     assert_eq!((d.pending, d.busy, d.target), (0, 0, 1), "{}", d.why);
     assert!(d.why.contains("min_idle 1"), "{}", d.why);
+    let target = metric(&env, "gce_backend_demand_tasks", &["config=\"ci\"", "what=\"target\""]).await;
+    assert_eq!(target, Some(1.0));
+    let held = metric(&env, "gce_backend_demand_held", &["config=\"ci\""]).await;
+    assert_eq!(held, Some(0.0));
     env.stop().await;
 }
 
@@ -97,6 +113,8 @@ async fn a_vm_kept_warm_is_resumed_and_its_bot_serves_the_next_task() {
     })
     .await;
     let warm: Vec<String> = env.instances("wp").into_keys().collect();
+    let shown = metric(&env, "gce_backend_fleet_vms", &["config=\"wp\"", "state=\"warm\""]).await;
+    assert_eq!(shown, Some(2.0), "/metrics counts them");
     let inserted = env.inserts().len();
     submit(&env, "wp", 1, 1000).await;
     eventually("a warm VM serves the task", LIMIT, || async {

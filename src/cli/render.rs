@@ -185,6 +185,14 @@ pub(super) fn config(v: &Value) -> String {
             s(&r["outdated"])
         ));
     }
+    if !c["warm"].is_null() {
+        out.push_str(&format!(
+            "  warm pool: {} kept warm (up to {} suspended, {} stopped)\n",
+            s(&n["parked"]),
+            s(&c["warm"]["suspended"]),
+            s(&c["warm"]["stopped"])
+        ));
+    }
     let d = &st["demand"];
     if !d.is_null() {
         out.push_str(&format!(

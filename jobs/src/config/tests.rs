@@ -311,3 +311,50 @@ fn a_days_name_is_the_one_a_config_file_writes() {
     }
     assert_eq!(crate::config::Day::from_name("monday"), None);
 }
+
+#[test]
+fn demand_and_warm_pools_are_checked_field_by_field() {
+    let with = |extra: &str| Config::parse(&format!("{YAML}{extra}"), "linux.yaml").unwrap();
+    let fields = |c: Config| -> Vec<String> { c.problems().into_iter().map(|e| e.to_string()).collect() };
+    let good = with(
+        "demand: {dimensions: {pool: ci, os: Linux}, per_bot: 1, min_idle: 2, idle_timeout: 10m}\nwarm: {suspended: 3, stopped: 1}\n",
+    );
+    assert_eq!(fields(good.clone()), Vec::<String>::new());
+    let d = good.demand.unwrap();
+    assert_eq!((d.tags(), d.idle_timeout), (vec!["os:Linux".to_owned(), "pool:ci".to_owned()], Secs(600)));
+    // Defaults: one task a bot, no idle bot kept, ten minutes.
+    let d = with("demand: {dimensions: {pool: ci}}\n").demand.unwrap();
+    assert_eq!((d.per_bot, d.min_idle, d.idle_timeout), (1, 0, Secs(600)));
+    let cases = [
+        ("demand: {dimensions: {os: Linux}}\n", "linux.demand.dimensions: needs `pool`"),
+        ("demand: {dimensions: {pool: \"a|b\"}}\n", "linux.demand.dimensions.pool: must be one value"),
+        ("demand: {dimensions: {pool: ci, \"1x\": y}}\n", "is not a dimension key"),
+        ("demand: {dimensions: {pool: ci}, per_bot: 0}\n", "linux.demand.per_bot: 0; must be 1 to 64"),
+        ("demand: {dimensions: {pool: ci}, idle_timeout: 2d}\n", "linux.demand.idle_timeout"),
+        ("demand: {dimensions: {pool: ci}, min_idle: 20000}\n", "linux.demand.min_idle"),
+        ("warm: {suspended: 20000}\n", "linux.warm.suspended: 20000; at most"),
+    ];
+    for (extra, want) in cases {
+        let got = fields(with(extra));
+        assert!(got.iter().any(|e| e.contains(want)), "{extra}: {got:?}");
+    }
+    assert!(
+        Config::parse(&format!("{YAML}demand: {{dimensions: {{pool: ci}}, typo: 1}}\n"), "l.yaml").is_err()
+    );
+    // What Compute Engine cannot suspend: said, with the way out.
+    let gpu = YAML.replace("e2-small", "a2-highgpu-1g") + "warm: {suspended: 1}\n";
+    let got = fields(Config::parse(&gpu, "linux.yaml").unwrap());
+    assert!(got.iter().any(|e| e.contains("GPUs attached") && e.contains("warm.stopped")), "{got:?}");
+    let stopped = YAML.replace("e2-small", "a2-highgpu-1g") + "warm: {stopped: 1}\n";
+    assert_eq!(
+        fields(Config::parse(&stopped, "linux.yaml").unwrap()),
+        Vec::<String>::new(),
+        "stop works for any"
+    );
+    let ssd = YAML.replace("pd-ssd", "local-ssd") + "warm: {suspended: 1}\n";
+    assert!(fields(Config::parse(&ssd, "linux.yaml").unwrap()).iter().any(|e| e.contains("Local SSD")));
+    let conf = YAML
+        .replace("  label: {team: infra}\n", "  label: {team: infra}\n  enable_confidential_compute: true\n")
+        + "warm: {suspended: 1}\n";
+    assert!(fields(Config::parse(&conf, "linux.yaml").unwrap()).iter().any(|e| e.contains("Confidential")));
+}
