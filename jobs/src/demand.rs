@@ -136,7 +136,7 @@ async fn record(env: &Env, prefix: &str, state: DemandState) -> Result<(), TaskE
     Ok(())
 }
 
-/// The bots of Config `rec`'s live VMs (not drained, not kept warm), from its VM records and the last
+/// The bots of Config `rec`'s live VMs (not drained, not kept warm; resuming ones count), from its VM records and the last
 /// observations of their bots.
 async fn tally(env: &Env, rec: &ConfigRecord) -> Result<Reading, TaskError> {
     let Some(d) = &rec.config.demand else { return Ok(Reading::default()) };
@@ -144,7 +144,10 @@ async fn tally(env: &Env, rec: &ConfigRecord) -> Result<Reading, TaskError> {
     let mut vms = Vec::new();
     for id in env.store.vm_ids(VmIndex::OfConfig(rec.config.prefix.clone())).await? {
         match env.store.vm(&id).await {
-            Ok(Some(v)) if !v.value.drained && v.value.parked.is_none() => vms.push(v.value),
+            // Resuming from the warm pool counts as capacity, as booting does.
+            Ok(Some(v)) if !v.value.drained && v.value.parked.as_ref().is_none_or(|p| p.waking.is_some()) => {
+                vms.push(v.value)
+            }
             // Gone, drained, kept warm, or a record that does not decode (quarantined elsewhere).
             Ok(_) | Err(crate::ports::store::StoreError::Corrupt { .. }) => {}
             Err(e) => return Err(e.into()),

@@ -180,6 +180,29 @@ async fn the_dashboard_follows_a_config_live_and_retries_a_dead_task() {
             "zone us-central1-b: weight 1 · 1 VM · 1 connected"
         ]),
     );
+    // A demand-driven Config's page says what it read and why, and its warm pool.
+    let demand = crate::support::pool("ci", 0, "1d", "10m")
+        .replace("amount: {min: 0, max: 0}", "amount: {min: 0, max: 3}")
+        + "demand: {dimensions: {pool: ci}, min_idle: 1, idle_timeout: 1m}\nwarm: {suspended: 2}\n";
+    svc.write_yaml("ci", &demand);
+    b.js("location.hash = '#/configs/ci';", json!([])).await;
+    let facts = b
+        .wait(
+            "ci's demand read with its one idle bot",
+            "const f = Object.fromEntries([...document.querySelectorAll('#config-facts dt')] \
+               .map(d => [d.textContent, d.nextElementSibling.textContent])); \
+             return (f.demand || '').includes('idle 1') && f;",
+            json!([]),
+        )
+        .await;
+    let line = facts["demand"].as_str().unwrap();
+    assert!(
+        line.starts_with(
+            "pool:ci · pending 0 · busy 0 · idle 1 · target 1 (busy 0 + pending 0 + min_idle 1)"
+        ),
+        "{line}"
+    );
+    assert_eq!(facts["warm pool"], "0 kept warm (up to 2 suspended, 0 stopped)");
     b.js("location.hash = '#/';", json!([])).await;
 
     // A dead task counts on the Config the API says it belongs to: a guarded key
