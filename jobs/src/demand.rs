@@ -78,6 +78,22 @@ pub async fn read(env: &Env, server: &str) -> Result<usize, TaskError> {
             }
         }
     }
+    // A set under one that could not be read is held too: its count would hold that one's tasks.
+    let covered: Vec<(Vec<String>, String)> = sets
+        .keys()
+        .filter(|s| !failed.contains_key(*s))
+        .filter_map(|s| {
+            let under = failed.keys().find(|f| f.len() > s.len() && s.iter().all(|t| f.contains(t)))?;
+            Some((
+                s.clone(),
+                format!("the more specific dimension set {} could not be read", under.join(",")),
+            ))
+        })
+        .collect();
+    for (s, why) in covered {
+        counts.remove(&s);
+        failed.insert(s, why);
+    }
     let pending = exclusive(&counts);
     for (set, members) in &sets {
         for (k, rec) in members.iter().enumerate() {
@@ -87,7 +103,12 @@ pub async fn read(env: &Env, server: &str) -> Result<usize, TaskError> {
                     let mut r = tally(env, rec).await?;
                     r.pending = share(*n, k, members.len());
                     env.resolved(prefix, &[STAGE]).await?;
-                    DemandState::read(rec.config.demand.as_ref().expect("filtered"), r, now)
+                    DemandState::read(
+                        rec.config.demand.as_ref().expect("filtered"),
+                        r,
+                        rec.demand.as_ref(),
+                        now,
+                    )
                 }
                 (None, e) => {
                     let what = format!(
@@ -154,7 +175,11 @@ async fn tally(env: &Env, rec: &ConfigRecord) -> Result<Reading, TaskError> {
         }
     }
     let hostnames: Vec<String> = vms.iter().map(|v| v.hostname.clone()).collect();
-    let seen = env.store.bots(&hostnames).await?;
+    // An observation older than `observation_ttl` says nothing of now (a walk failed): such a
+    // bot counts as idle, never as idle for long, so a ListBots outage shrinks nothing.
+    let ttl = env.timing.observation_ttl.chrono();
+    let seen: Vec<_> =
+        env.store.bots(&hostnames).await?.into_iter().map(|o| o.filter(|o| o.at + ttl > now)).collect();
     let mut r = Reading { live: vms.len() as u32, ..Reading::default() };
     for (vm, o) in vms.iter().zip(&seen) {
         match Standing::of(vm, o.as_ref()) {

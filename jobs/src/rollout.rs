@@ -29,7 +29,7 @@ pub async fn step(ctx: &Env, prefix: &str, ids: &[String]) -> Result<bool, TaskE
         let Some(v) = ctx.store.vm(id).await? else { continue };
         let vm = v.value;
         let (old, up) = (outdated(c, &vm), vm.serving());
-        standing.add(&vm, old, amount);
+        standing.add(&vm, old, cur.value.wants(vm.index) && !cur.value.in_surge(vm.index));
         if !old {
             healthy += u32::from(up);
         } else if !vm.drained {
@@ -85,13 +85,15 @@ pub struct Standing {
 }
 
 impl Standing {
-    /// Counts `vm` of a pool of `amount`; `outdated`: made from older attributes
-    /// ([`outdated`]).
-    pub fn add(&mut self, vm: &Vm, outdated: bool, amount: u32) {
+    /// Counts `vm`; `outdated`: made from older attributes ([`outdated`]); `in_amount`: its
+    /// Config wants it within its amount, not for a rollout's surge ([`ConfigRecord::in_surge`]).
+    ///
+    /// [`ConfigRecord::in_surge`]: crate::model::ConfigRecord::in_surge
+    pub fn add(&mut self, vm: &Vm, outdated: bool, in_amount: bool) {
         match (outdated, vm.drained) {
             (false, _) => {
                 self.updated += u32::from(!vm.drained);
-                self.updated_up += u32::from(vm.serving() && vm.index < amount);
+                self.updated_up += u32::from(vm.serving() && in_amount);
             }
             (true, true) => self.retiring += 1,
             (true, false) => self.outdated += 1,

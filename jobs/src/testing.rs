@@ -33,6 +33,8 @@ pub struct FakeCompute {
     pub inserts: Mutex<VecDeque<Result<Operation, ComputeError>>>,
     /// Next answers to delete (empty: DONE, and the instance is gone).
     pub deletes: Mutex<VecDeque<Result<Option<Operation>, ComputeError>>>,
+    /// Next answers to suspend, resume, stop and start (empty: DONE, and the status follows).
+    pub powers: Mutex<VecDeque<Result<Option<Operation>, ComputeError>>>,
     /// Next answers to zoneOperations.get (empty: DONE without error).
     pub operations: Mutex<VecDeque<Result<Option<Operation>, ComputeError>>>,
     /// Calls as `method name request_id`.
@@ -123,6 +125,9 @@ impl Compute for FakeCompute {
         rid: &str,
     ) -> Result<Option<Operation>, ComputeError> {
         lock(&self.calls).push(format!("{} {name} {rid}", power.verb()));
+        if let Some(answer) = lock(&self.powers).pop_front() {
+            return answer;
+        }
         let status = match power {
             Power::Suspend => "SUSPENDED",
             Power::Stop => "TERMINATED",
@@ -201,6 +206,8 @@ pub struct FakeBots {
     pub calls: Mutex<Vec<String>>,
     /// Pending tasks, as the tags each carries.
     pub pending: Mutex<Vec<Vec<String>>>,
+    /// When set, counting pending tasks with exactly these tags fails (unavailable).
+    pub fail_tags: Mutex<Option<Vec<String>>>,
 }
 
 impl FakeBots {
@@ -246,6 +253,9 @@ impl Bots for FakeBots {
 
     async fn count_pending(&self, _s: &str, tags: &[String], _start: DateTime<Utc>) -> Result<u32, BotError> {
         self.enter(format!("count_pending {}", tags.join(",")))?;
+        if lock(&self.fail_tags).as_deref() == Some(tags) {
+            return Err(BotError::new(crate::ports::bots::BotErrorKind::Unavailable, "no answer"));
+        }
         Ok(lock(&self.pending).iter().filter(|t| tags.iter().all(|w| t.contains(w))).count() as u32)
     }
 }

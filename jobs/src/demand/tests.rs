@@ -92,8 +92,18 @@ async fn it_shrinks_only_by_bots_idle_past_the_timeout() {
     let d = ctx.store.config("ci").await.unwrap().unwrap().value.demand.unwrap();
     assert_eq!(d.target, 6, "{}", d.why);
     assert!(ctx.taken::<ExpandConfig>().await.is_empty(), "no change, no expansion");
-    // Ten minutes later they are idle for long: down to min_idle.
+    // Ten minutes later (a walk saw them again, still idle) they are idle for long: down to
+    // min_idle.
     fakes.clock.advance(chrono::TimeDelta::minutes(10));
+    let seen: Vec<Observed> = ctx
+        .store
+        .bots(&(0..6).map(|i| format!("ci-{i}-abcd")).collect::<Vec<_>>())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|o| Observed { at: ctx.now(), ..o.unwrap() })
+        .collect();
+    ctx.store.put_bots(&seen).await.unwrap();
     read(&ctx, "https://swarm.example.com").await.unwrap();
     let d = ctx.store.config("ci").await.unwrap().unwrap().value.demand.unwrap();
     assert_eq!((d.idle_long, d.target), (6, 1), "{}", d.why);
@@ -117,4 +127,46 @@ async fn swarming_down_holds_the_target_and_says_why() {
     let errors = ctx.store.errors("ci").await.unwrap();
     assert!(errors[0].code == "demand_unread" && errors[0].message.contains("target held"), "{errors:?}");
     assert!(ctx.taken::<ExpandConfig>().await.is_empty());
+}
+
+#[tokio::test]
+async fn a_walk_that_failed_shrinks_nothing() {
+    let (ctx, fakes) = Ctx::test();
+    pool(&ctx, "ci", 4, 0, chrono::TimeDelta::minutes(30)).await;
+    // Idle for half an hour, as of the last walk; the walks fail from then on.
+    fakes.clock.advance(chrono::TimeDelta::minutes(10));
+    read(&ctx, "https://swarm.example.com").await.unwrap();
+    let d = ctx.store.config("ci").await.unwrap().unwrap().value.demand.unwrap();
+    assert_eq!((d.idle, d.idle_long, d.target), (4, 0, 4), "{}", d.why);
+}
+
+async fn state(ctx: &Ctx, prefix: &str) -> crate::model::demand::DemandState {
+    ctx.store.config(prefix).await.unwrap().unwrap().value.demand.unwrap()
+}
+
+#[tokio::test]
+async fn a_set_under_one_that_cannot_be_read_is_held_too() {
+    let (ctx, fakes) = Ctx::test();
+    pool(&ctx, "ci", 2, 2, chrono::TimeDelta::seconds(0)).await;
+    ctx.seed_config_with("cilinux", 1, |c| {
+        c.amount.min = 0;
+        c.amount.max = 20;
+        let dimensions = [("pool".to_owned(), "ci".to_owned()), ("os".to_owned(), "Linux".to_owned())].into();
+        c.demand = Some(Demand { dimensions, ..Demand::default() });
+    })
+    .await;
+    *fakes.bots.pending.lock().unwrap() = vec![tags(&["pool:ci", "os:Linux"]); 4];
+    read(&ctx, "https://swarm.example.com").await.unwrap();
+    assert_eq!(
+        (state(&ctx, "ci").await.pending, state(&ctx, "cilinux").await.pending),
+        (0, 4),
+        "counted once, where most specific"
+    );
+    // Only the specific set's count fails: ci would count those 4 tasks as its own; it holds.
+    *fakes.bots.fail_tags.lock().unwrap() = Some(tags(&["os:Linux", "pool:ci"]));
+    read(&ctx, "https://swarm.example.com").await.unwrap();
+    let (a, b) = (state(&ctx, "ci").await, state(&ctx, "cilinux").await);
+    assert!(a.held.is_some() && b.held.is_some(), "{} / {}", a.why, b.why);
+    assert_eq!(a.pending, 0, "{}", a.why);
+    assert!(a.why.contains("more specific dimension set os:Linux,pool:ci"), "{}", a.why);
 }

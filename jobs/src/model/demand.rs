@@ -28,6 +28,11 @@ pub struct DemandState {
     /// Set while Swarming cannot be read: since when. The target is held meanwhile (never shrunk).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held: Option<DateTime<Utc>>,
+    /// Since when pending tasks and bots idle past `idle_timeout` have been found together: tasks
+    /// these bots do not take (they ask for what the Config's bots lack). Past `idle_timeout` more,
+    /// they are no longer counted, so such tasks do not hold the pool at its maximum.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unserved_since: Option<DateTime<Utc>>,
 }
 
 /// What one reading found for a Config: its share of pending tasks and its bots.
@@ -46,28 +51,42 @@ pub struct Reading {
 }
 
 impl DemandState {
-    /// The state after reading `r` for a Config with demand `d` at `now`: the target is `busy +
-    /// ⌈pending / per_bot⌉ + min_idle`; below the live VMs it goes down only by the bots idle
-    /// longer than `idle_timeout` (VMs booting count as capacity, drained ones do not).
-    pub fn read(d: &Demand, r: Reading, now: DateTime<Utc>) -> Self {
+    /// The state after reading `r` for a Config with demand `d` at `now` (`last`: the state it
+    /// had): the target is `busy + ⌈pending / per_bot⌉ + min_idle`; below the live VMs it goes
+    /// down only by the bots idle longer than `idle_timeout` (VMs booting count as capacity,
+    /// drained ones do not). Pending tasks found beside bots idle past `idle_timeout` for another
+    /// `idle_timeout` are tasks these bots do not take: not counted.
+    pub fn read(d: &Demand, r: Reading, last: Option<&DemandState>, now: DateTime<Utc>) -> Self {
         let per_bot = d.per_bot.max(1);
-        let work = r.busy.saturating_add(r.pending.div_ceil(per_bot));
+        let unserved_since = match r.pending > 0 && r.idle_long > 0 {
+            true => Some(last.and_then(|l| l.unserved_since).unwrap_or(now)),
+            false => None,
+        };
+        let unserved = unserved_since.is_some_and(|t| t + d.idle_timeout.chrono() <= now);
+        let pending = if unserved { 0 } else { r.pending };
+        let work = r.busy.saturating_add(pending.div_ceil(per_bot));
         let wanted = work.saturating_add(d.min_idle);
         let floor = r.live.saturating_sub(r.idle_long);
-        let (target, why) = match wanted >= floor {
-            true => (wanted, format!("busy {} + pending {} + min_idle {}", r.busy, r.pending, d.min_idle)),
+        let (target, mut why) = match wanted >= floor {
+            true => (wanted, format!("busy {} + pending {} + min_idle {}", r.busy, pending, d.min_idle)),
             false => (
                 floor,
                 format!(
                     "busy {} + pending {} + min_idle {} = {wanted}; {} idle ≤ {}: kept until idle longer",
                     r.busy,
-                    r.pending,
+                    pending,
                     d.min_idle,
                     r.idle - r.idle_long.min(r.idle),
                     d.idle_timeout
                 ),
             ),
         };
+        if unserved {
+            why.push_str(&format!(
+                "; {} pending not counted: {} bots idle past {} do not take them",
+                r.pending, r.idle_long, d.idle_timeout
+            ));
+        }
         Self {
             at: now,
             pending: r.pending,
@@ -78,6 +97,7 @@ impl DemandState {
             target,
             why,
             held: None,
+            unserved_since,
         }
     }
 

@@ -42,7 +42,8 @@ pub struct Parked {
     /// The operation followed (park's, then wake's).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub operation: String,
-    /// Parks and wakes of this incarnation so far (each request's id names it).
+    /// The turn of its request in flight ([`crate::model::Vm::power_turns`] when it was asked):
+    /// its request's id names it.
     #[serde(default)]
     pub turns: u32,
 }

@@ -159,6 +159,18 @@ pub struct Vm {
     /// Set while it is kept warm (suspended or stopped beyond its Config's target) or wakes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parked: Option<super::parked::Parked>,
+    /// Parks and wakes of this incarnation so far: each request's id names its turn, so no two
+    /// are the same request.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub power_turns: u32,
+    /// When it last woke from the warm pool (its bot's death before then is not held against it
+    /// for `bot_grace`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub woken: Option<DateTime<Utc>>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// The instance a VM's incarnation runs on, as Compute reported it when it was made.

@@ -32,6 +32,10 @@ pub enum Standing {
 impl Standing {
     /// The standing of `vm` (not drained) with its last bot observation `seen`.
     pub fn of(vm: &Vm, seen: Option<&Observed>) -> Self {
+        // Waking from the warm pool: as good as booting (its bot's last word is from before).
+        if vm.parked.as_ref().is_some_and(|p| p.waking.is_some()) {
+            return Self::Booting;
+        }
         match (&vm.instance, &vm.fault, vm.connected, seen) {
             (None, ..) => Self::NotMade,
             (_, Some(_), ..) => Self::Down,
@@ -121,14 +125,23 @@ pub fn arrange(p: &Pool<'_>) -> Arranged {
     };
     Arranged { let_go, warm, wake }
 }
+/// Whether Config `rec` grew past the VMs it has (`present`: their indexes): it wants an index
+/// above every one of them. (A VM made again under its index, as after its lifetime, is not.)
+pub fn grew(rec: &ConfigRecord, present: &BTreeSet<u32>) -> bool {
+    let top = present.last().copied();
+    rec.wanted().iter().any(|i| !present.contains(i) && top.is_none_or(|t| *i > t))
+}
+
 /// Whether Config `rec`'s pool is arranged again ([`of_records`]): a VM it neither wants nor
-/// keeps warm is still there undrained (`surplus`), a wanted index has no VM (`missing`) while
-/// some index is let go or kept warm (it may be filled again), or a wanted index is one kept warm
-/// (grown into: it is woken). Otherwise its wanted indexes stand as they are.
-pub fn must_arrange(rec: &ConfigRecord, surplus: bool, missing: bool) -> bool {
+/// keeps warm is still there undrained (`surplus`), it [`grew`] while some
+/// index is let go or kept warm (they may be filled again), a wanted index is one kept warm (grown
+/// into: it is woken), or it keeps more warm than its warm pool now allows. Otherwise its wanted
+/// indexes stand as they are (a VM made again under the same index needs no arranging).
+pub fn must_arrange(rec: &ConfigRecord, surplus: bool, grew: bool) -> bool {
     let holes = !rec.let_go.is_empty() || !rec.warm.is_empty();
     let grown_into_warm = !rec.warm.is_empty() && rec.wanted().iter().any(|i| rec.warm.contains(i));
-    !rec.config.is_static() && (surplus || (missing && holes) || grown_into_warm)
+    let room = rec.config.warm.as_ref().map_or(0, |w| w.room()) as usize;
+    !rec.config.is_static() && (surplus || (grew && holes) || grown_into_warm || rec.warm.len() > room)
 }
 
 /// Config `rec`'s pool arranged from its VM records (`vms`) and their bots' last observations

@@ -104,9 +104,9 @@ pub async fn plan(ctx: &Ctx, prefix: &str, input: PlanInput) -> Result<Plan, OpE
     }
     // Which VMs it keeps, as `expand_config` will choose them (idle first, a warm pool).
     let surplus = vms.iter().any(|v| !v.drained && !next.wants(v.index) && !next.warm.contains(&v.index));
-    let present: HashSet<u32> = vms.iter().map(|v| v.index).collect();
-    let missing = next.wanted().iter().any(|i| !present.contains(i));
-    if crate::model::release::must_arrange(&next, surplus, missing) {
+    let present: std::collections::BTreeSet<u32> = vms.iter().map(|v| v.index).collect();
+    let grew = crate::model::release::grew(&next, &present);
+    if crate::model::release::must_arrange(&next, surplus, grew) {
         let hostnames: Vec<String> = vms.iter().map(|v| v.hostname.clone()).collect();
         let seen = ctx.store.bots(&hostnames).await?;
         let a = crate::model::release::of_records(&next, &vms, &seen, ctx.now());
@@ -129,7 +129,7 @@ fn fates(ctx: &Ctx, next: &ConfigRecord, vms: &[Vm], held: bool, plan: &mut Plan
     let mut standing = Standing::default();
     for vm in vms {
         if next.rollout.is_some() {
-            standing.add(vm, outdated(&next.config, vm), next.current_amount);
+            standing.add(vm, outdated(&next.config, vm), next.wants(vm.index) && !next.in_surge(vm.index));
         }
         let index = parse_id(&vm.id).filter(|(p, _)| *p == prefix).map(|(_, i)| i);
         match index {

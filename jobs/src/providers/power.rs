@@ -1,13 +1,17 @@
 //! Compute Engine's warm pool: a VM parked with `instances.suspend` (or `stop`) and woken with
-//! `resume` (or `start`), each request's id deterministic (`<verb>-<hostname>-<turn>`), the
-//! intent recorded on the VM before the request is sent and its operation followed between
-//! runs, as inserts and deletes are.
+//! `resume` (or `start`), each request's id deterministic and never reused within an
+//! incarnation (`<verb>-<hostname>-<turn>`), the intent recorded on the VM before the request is
+//! sent and its operation followed between runs, as inserts and deletes are. Before a request is
+//! sent the instance is looked at: one already where it should be is recorded so, one on its way
+//! is waited for, so a park cut short or a wake after an unfinished park ends right.
+
+use chrono::{DateTime, Utc};
 
 use crate::env::{Env, request_id};
 use crate::error::TaskError;
 use crate::model::Vm;
 use crate::model::parked::{Park, Parked};
-use crate::ports::compute::{ComputeError, Kind as ComputeKind, Power};
+use crate::ports::compute::{ComputeError, Kind as ComputeKind, Operation, Power};
 use crate::ports::store::Versioned;
 use crate::work::Next;
 use crate::writes::{update_vm, write_vm_at};
@@ -26,24 +30,38 @@ fn power(how: Park, wake: bool) -> Power {
 }
 
 /// The parked state `vm` moves to for this step, or `None` when there is nothing to do (parked
-/// already, or awake).
-fn intent(vm: &Vm, how: Park, wake: bool, now: chrono::DateTime<chrono::Utc>) -> Option<Parked> {
+/// already, or awake). A new request takes the incarnation's next turn.
+fn intent(vm: &Vm, how: Park, wake: bool, now: DateTime<Utc>) -> Option<Parked> {
+    let turns = vm.power_turns + 1;
     match (&vm.parked, wake) {
         (None, true) => None,
         (None, false) => {
-            Some(Parked { how, since: now, done: false, waking: None, operation: String::new(), turns: 1 })
+            Some(Parked { how, since: now, done: false, waking: None, operation: String::new(), turns })
         }
         (Some(p), true) if p.waking.is_none() => {
-            Some(Parked { waking: Some(now), operation: String::new(), turns: p.turns + 1, ..p.clone() })
+            Some(Parked { waking: Some(now), operation: String::new(), turns, ..p.clone() })
         }
         (Some(p), false) if p.done || p.waking.is_some() => None,
         (Some(p), _) => Some(p.clone()),
     }
 }
 
+/// Where the instance is, for a park (`wake` false) or a wake by `call`: `Some(true)` already
+/// there, `Some(false)` on its way (wait), `None` to be asked.
+fn arrived(status: &str, call: Power) -> Option<bool> {
+    match (call, status) {
+        (Power::Suspend, "SUSPENDED") | (Power::Stop, "TERMINATED" | "STOPPED") => Some(true),
+        (Power::Resume | Power::Start, "RUNNING" | "STAGING" | "PROVISIONING") => Some(true),
+        (_, "SUSPENDING" | "STOPPING" | "PENDING_STOP") => Some(false),
+        (Power::Suspend | Power::Stop, "RUNNING") => None,
+        (Power::Suspend | Power::Stop, _) => Some(false),
+        (Power::Resume | Power::Start, _) => None,
+    }
+}
+
 /// One step of parking (`wake` false) or waking `cur`: records the intent, then sends the call
 /// or follows its operation; [`Next::Done`] once parked (recorded `done`) or awake (parked state
-/// cleared).
+/// cleared, `woken` set).
 pub(super) async fn step(ctx: &Env, cur: Versioned<Vm>, how: Park, wake: bool) -> Result<Next, TaskError> {
     let now = ctx.now();
     let Some(p) = intent(&cur.value, how, wake, now) else { return Ok(Next::Done) };
@@ -53,19 +71,22 @@ pub(super) async fn step(ctx: &Env, cur: Versioned<Vm>, how: Park, wake: bool) -
         false => {
             let written = write_vm_at(ctx, cur, |v| {
                 v.hostname == hostname && {
+                    v.power_turns = v.power_turns.max(p.turns);
                     v.parked = Some(p.clone());
                     true
                 }
             })
             .await?;
+            // Gone, or another incarnation by now: not this task's to touch.
             match written {
-                Some((cur, _)) => cur,
-                None => return Ok(Next::Done),
+                Some((cur, true)) => cur,
+                _ => return Ok(Next::Done),
             }
         }
     };
     let vm = &cur.value;
     let call = power(p.how, wake);
+    let since = now - p.waking.unwrap_or(p.since);
     let followed = match p.operation.as_str() {
         "" => None,
         name => ctx.compute.operation(vm.project(), vm.zone(), name).await?,
@@ -73,62 +94,103 @@ pub(super) async fn step(ctx: &Env, cur: Versioned<Vm>, how: Park, wake: bool) -
     let op = match followed {
         Some(op) => op,
         None => {
+            let Some(instance) = ctx.compute.get(vm.project(), vm.zone(), &vm.hostname).await? else {
+                // Gone: it cannot be parked or woken; it is replaced like any instance that went.
+                crate::lifecycle::replace_down(ctx, vm, None, STAGE).await?;
+                return Ok(Next::Done);
+            };
+            match arrived(&instance.status, call) {
+                Some(true) => return finish(ctx, vm, wake, p.turns, since).await,
+                Some(false) => return Ok(Next::After(ctx.operation_poll(since))),
+                None => {}
+            }
             let rid = request_id(&format!("{}-{}-{}", call.verb(), vm.hostname, p.turns));
             match ctx.compute.power(vm.project(), vm.zone(), &vm.hostname, call, &rid).await {
                 Ok(Some(op)) => op,
-                // Gone: it cannot be woken; it is replaced like any instance that went away.
                 Ok(None) => {
                     crate::lifecycle::replace_down(ctx, vm, None, STAGE).await?;
                     return Ok(Next::Done);
                 }
                 Err(e) if e.retry_after.is_some() => return Err(e.into()),
-                Err(e) => {
-                    ctx.metrics.instance_op(vm, call.verb(), e.kind.as_str(), &e.code);
-                    ctx.record_vm(vm, STAGE, &e.code, &e.message, "").await?;
-                    return Err(e.into());
-                }
+                Err(e) => return failed(ctx, vm, call, p.turns, e, "").await,
             }
         }
     };
-    let since = now - p.waking.unwrap_or(p.since);
-    let turns = p.turns;
     if !op.done {
-        if op.name != p.operation {
-            update_vm(ctx, &vm.id, |v| {
-                v.hostname == hostname
-                    && v.parked.as_mut().is_some_and(|q| {
-                        q.turns == turns && {
-                            q.operation = op.name.clone();
-                            true
-                        }
-                    })
-            })
-            .await?;
-        }
+        record_operation(ctx, vm, p.turns, &op).await?;
         return Ok(Next::After(ctx.operation_poll(since)));
     }
-    if let Some(e) = op.error {
-        ctx.metrics.instance_op(vm, call.verb(), e.kind.as_str(), &e.code);
-        ctx.record_vm(vm, STAGE, &e.code, &e.message, &op.name).await?;
-        // The failed operation stays bound to its requestId: the next try needs a new one.
-        update_vm(ctx, &vm.id, |v| {
-            v.hostname == hostname
-                && v.parked.as_mut().is_some_and(|q| {
-                    q.turns == turns && {
-                        q.turns += 1;
-                        q.operation.clear();
-                        true
-                    }
-                })
-        })
-        .await?;
-        return Err(TaskError::Compute(ComputeError { kind: ComputeKind::Transient, ..e }));
+    match op.error {
+        Some(e) => failed(ctx, vm, call, p.turns, e, &op.name).await,
+        None => finish(ctx, vm, wake, p.turns, since).await,
     }
-    ctx.metrics.instance_op(vm, call.verb(), "ok", "");
+}
+
+/// Records the operation of turn `turns` on `vm`, so the next look follows it.
+async fn record_operation(ctx: &Env, vm: &Vm, turns: u32, op: &Operation) -> Result<(), TaskError> {
+    if vm.parked.as_ref().is_some_and(|p| p.operation == op.name) {
+        return Ok(());
+    }
     update_vm(ctx, &vm.id, |v| {
-        v.hostname == hostname && v.parked.as_ref().is_some_and(|q| q.turns == turns) && {
+        v.hostname == vm.hostname
+            && v.parked.as_mut().is_some_and(|q| {
+                q.turns == turns && {
+                    q.operation = op.name.clone();
+                    true
+                }
+            })
+    })
+    .await
+    .map(drop)
+}
+
+/// Turn `turns` failed with `e`: recorded, and the next try takes a new turn (the failed request
+/// stays bound to its id).
+async fn failed(
+    ctx: &Env,
+    vm: &Vm,
+    call: Power,
+    turns: u32,
+    e: ComputeError,
+    op: &str,
+) -> Result<Next, TaskError> {
+    ctx.metrics.instance_op(vm, call.verb(), e.kind.as_str(), &e.code);
+    ctx.record_vm(vm, STAGE, &e.code, &e.message, op).await?;
+    update_vm(ctx, &vm.id, |v| {
+        v.hostname == vm.hostname && {
+            let next = v.power_turns.max(turns) + 1;
+            v.parked.as_mut().is_some_and(|q| {
+                q.turns == turns && {
+                    q.turns = next;
+                    q.operation.clear();
+                    true
+                }
+            }) && {
+                v.power_turns = next;
+                true
+            }
+        }
+    })
+    .await?;
+    Err(TaskError::Compute(ComputeError { kind: ComputeKind::Transient, ..e }))
+}
+
+/// Turn `turns` is done: parked (`done`), or awake (parked state cleared, `woken` set).
+async fn finish(
+    ctx: &Env,
+    vm: &Vm,
+    wake: bool,
+    turns: u32,
+    since: chrono::TimeDelta,
+) -> Result<Next, TaskError> {
+    let now = ctx.now();
+    update_vm(ctx, &vm.id, |v| {
+        v.hostname == vm.hostname && v.parked.as_ref().is_some_and(|q| q.turns == turns) && {
             match wake {
-                true => v.parked = None,
+                true => {
+                    v.parked = None;
+                    v.woken = Some(now);
+                }
                 false => {
                     if let Some(q) = v.parked.as_mut() {
                         q.done = true;
@@ -140,6 +202,10 @@ pub(super) async fn step(ctx: &Env, cur: Versioned<Vm>, how: Park, wake: bool) -
         }
     })
     .await?;
-    tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), seconds = since.num_milliseconds() as f64 / 1000.0, "{}", if wake { "woken from the warm pool" } else { "parked in the warm pool" });
+    let verb = power(vm.parked.as_ref().map_or(Park::Suspend, |p| p.how), wake).verb();
+    ctx.metrics.instance_op(vm, verb, "ok", "");
+    let what = if wake { "woken from the warm pool" } else { "parked in the warm pool" };
+    let seconds = since.num_milliseconds() as f64 / 1000.0;
+    tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), seconds, "{what}");
     Ok(Next::Done)
 }

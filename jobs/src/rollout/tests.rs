@@ -140,17 +140,17 @@ fn a_rollout_is_done_once_no_old_vm_is_left_and_new_ones_serve_the_amount() {
     };
     let serving = |v: &mut Vm| up(now)(v);
     let mut s = Standing::default();
-    s.add(&vm(0, &serving), false, 2);
-    s.add(&vm(2, &serving), false, 2); // the surge: does not count towards the amount
+    s.add(&vm(0, &serving), false, true);
+    s.add(&vm(2, &serving), false, false); // the surge: does not count towards the amount
     assert_eq!((s.updated, s.updated_up), (2, 1));
     assert!(!s.done(2), "one new VM serves below the amount of 2");
-    s.add(&vm(1, &serving), false, 2);
+    s.add(&vm(1, &serving), false, true);
     assert!(s.done(2));
     let mut old = s;
-    old.add(&vm(3, &|v: &mut Vm| v.drained = true), true, 2);
+    old.add(&vm(3, &|v: &mut Vm| v.drained = true), true, false);
     assert_eq!(old.retiring, 1);
     assert!(!old.done(2), "an old VM still retiring");
-    s.add(&vm(4, &|_: &mut Vm| {}), true, 2);
+    s.add(&vm(4, &|_: &mut Vm| {}), true, false);
     assert_eq!(s.outdated, 1);
     assert!(!s.done(2), "an old VM not yet drained");
 }

@@ -46,14 +46,25 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
     let before = (rec.current_amount, rec.let_go.clone(), rec.warm.clone(), rec.waking.clone());
     rec.current_amount = amount;
     arrange(ctx, &mut rec, &ids).await?;
+    // Woken indexes no longer wanted, or whose VM is gone, are not asked for again.
+    let keep: BTreeSet<u32> = rec
+        .waking
+        .iter()
+        .copied()
+        .filter(|i| rec.wants(*i) && existing.contains(&crate::naming::vm_id(&t.prefix, *i)))
+        .collect();
+    rec.waking = keep;
     let after = (rec.current_amount, rec.let_go.clone(), rec.warm.clone(), rec.waking.clone());
     if after != before && !ctx.store.put_config(&rec, Expect::Version(cur.version)).await? {
         return Err(TaskError::Conflict(t.prefix));
     }
-    // Woken from the warm pool: asked again on every look until awake (`park_vm` clears it).
-    let waking: Vec<ParkVm> =
-        rec.waking.iter().map(|i| ParkVm { id: crate::naming::vm_id(&t.prefix, *i) }).collect();
-    ctx.push_many(&waking).await?;
+    // Woken from the warm pool: asked again on every look until awake (`park_vm` clears it),
+    // unless paused (resuming pushes this task again).
+    if !rec.waking.is_empty() && crate::pause::paused(ctx, Some(&rec)).await?.is_none() {
+        let waking: Vec<ParkVm> =
+            rec.waking.iter().map(|i| ParkVm { id: crate::naming::vm_id(&t.prefix, *i) }).collect();
+        ctx.push_many(&waking).await?;
+    }
     // Shrinking: the surplus is drained at once rather than at the next drain_vms tick.
     let surplus: Vec<DrainVm> = ids
         .iter()
@@ -114,7 +125,7 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
 }
 
 /// Idle first: when a VM of Config `rec` would go (not wanted, not kept warm, not yet drained),
-/// or an index let go or kept warm could be filled again, the VMs it keeps are chosen again from
+/// or it `grew` while an index is let go or kept warm (`release::must_arrange`), the VMs it keeps are chosen again from
 /// how they stand (`release::arrange`: no instance, down, longest idle, booting, busy last),
 /// parked VMs woken before new ones are made, and idle VMs let go kept warm up to its warm pool;
 /// so a shrinking pool loses the VMs whose loss costs least and never cuts a task short. It sets
@@ -130,8 +141,8 @@ async fn arrange(ctx: &Ctx, rec: &mut ConfigRecord, ids: &[String]) -> Result<()
         }
     }
     let present: BTreeSet<u32> = ids.iter().filter_map(index).collect();
-    let missing = rec.wanted().iter().any(|i| !present.contains(i));
-    if !crate::model::release::must_arrange(rec, surplus, missing) {
+    let grew = crate::model::release::grew(rec, &present);
+    if !crate::model::release::must_arrange(rec, surplus, grew) {
         return Ok(());
     }
     let mut vms = Vec::new();

@@ -15,6 +15,7 @@
 //!   The fault (bot dead, instance down, never connected) is recorded on the VM, so status
 //!   counts it at once, and on the Config's errors.
 //! * Kept warm (parked): nothing but its lifetime and a drain matter; either destroys it at once.
+//!   Just woken: a bot dead since before it slept has `bot_grace` to come back.
 
 use chrono::{DateTime, Utc};
 
@@ -70,10 +71,11 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<Next, TaskError> {
     // Whether the VM is still wanted is decided elsewhere (expand_config, drain_vm): here it is
     // only read, as `drained`.
     let past = |secs: u64| secs > 0 && created + crate::config::Secs(secs).chrono() < now;
-    if vm.parked.is_some() {
-        // Kept warm (or waking): its bot is silent on purpose. A warm VM still obeys its lifetime
-        // and goes when drained: nothing runs on it, so its instance goes at once.
-        if vm.drained || past(vm.lifetime) {
+    if let Some(p) = &vm.parked {
+        // Kept warm: its bot is silent on purpose. A warm VM still obeys its lifetime and goes
+        // when drained: nothing runs on it, so its instance goes at once. Waking: `park_vm`
+        // finishes the wake, then asks again.
+        if p.waking.is_none() && (vm.drained || past(vm.lifetime)) {
             ctx.push(&destroy).await?;
         }
         return Ok(Next::Done);
@@ -118,6 +120,15 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<Next, TaskError> {
     // A dead bot, or one silent for long (Swarming takes minutes to call it dead): will it come
     // back? Not if its instance is stopped, preempted or gone.
     let silent = bot.silent(now, ctx.silent_after());
+    // Just woken from the warm pool: its bot's death is from before it slept; it has `bot_grace`
+    // to come back.
+    if let Some(w) = vm.woken
+        && w + grace > now
+        && (bot.is_dead || silent)
+        && bot.last_seen.is_none_or(|t| t <= w)
+    {
+        return Ok(Next::After(ctx.watch()));
+    }
     if (bot.is_dead || silent) && !bot.deleted && vm.destroying.is_none() {
         match provider.check(ctx, &vm).await? {
             Health::Up(_) => {

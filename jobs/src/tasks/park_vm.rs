@@ -7,6 +7,7 @@
 use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::model::parked::Park;
+use crate::model::{ConfigRecord, Vm};
 use crate::work::{DrainVm, ManageBot, Next, ParkVm};
 use crate::writes::update_config;
 
@@ -14,35 +15,41 @@ use crate::writes::update_config;
 pub async fn run(ctx: &Ctx, t: ParkVm) -> Result<Next, TaskError> {
     let Some(cur) = ctx.vm(&t.id).await? else { return Ok(Next::Done) };
     let vm = cur.value.clone();
-    let Some(rec) = ctx.store.config(&vm.config).await?.map(|c| c.value) else {
-        ctx.push(&DrainVm { id: vm.id }).await?;
-        return Ok(Next::Done);
-    };
-    if vm.drained || vm.instance.is_none() || vm.destroying.is_some() {
+    if vm.instance.is_none() || vm.destroying.is_some() {
         return Ok(Next::Done);
     }
     let provider = ctx.providers.get(ctx, &vm.provider).await?;
+    let config = ctx.store.config(&vm.config).await?.map(|c| c.value);
+    // A wake under way is finished whatever happened since (drained, let go again): a VM is
+    // never left half awake; then `manage_bot` and `drain_vm` take it from there.
+    if vm.parked.as_ref().is_some_and(|p| p.waking.is_some()) {
+        return woken(ctx, provider.wake(ctx, cur).await?, &vm, config.as_ref()).await;
+    }
+    let Some(rec) = config else {
+        ctx.push(&DrainVm { id: vm.id }).await?;
+        return Ok(Next::Done);
+    };
+    if vm.drained {
+        return Ok(Next::Done);
+    }
     let now = ctx.now();
     if rec.keeps(&vm, ctx.providers.declared()) {
-        if vm.parked.is_some() {
-            let next = provider.wake(ctx, cur).await?;
-            if next != Next::Done {
-                return Ok(next);
-            }
-            // Awake: its bot comes back by itself; look at it soon.
-            ctx.push(&ManageBot { id: vm.id.clone() }).await?;
+        if vm.parked.is_none() {
+            return woken(ctx, Next::Done, &vm, Some(&rec)).await;
         }
-        if rec.waking.contains(&vm.index) {
-            update_config::<TaskError>(ctx, &vm.config, |r| Ok(r.waking.remove(&vm.index))).await?;
+        // Held: resuming the Config pushes its expansion, which asks again.
+        if crate::pause::paused(ctx, Some(&rec)).await?.is_some() {
+            return Ok(Next::Done);
         }
-        return Ok(Next::Done);
+        return woken(ctx, provider.wake(ctx, cur).await?, &vm, Some(&rec)).await;
     }
     if !rec.keeps_warm(&vm, ctx.providers.declared(), now) {
         ctx.push(&DrainVm { id: vm.id }).await?;
         return Ok(Next::Done);
     }
-    if vm.parked.is_none() {
-        // Only an idle bot is parked: Swarming is asked now, not the last walk.
+    // About to ask Compute to park it (first, or again after a failure): only an idle bot.
+    // Swarming is asked now, not the last walk.
+    if vm.parked.as_ref().is_none_or(|p| !p.done && p.operation.is_empty()) {
         let bot = ctx.bots.get(&vm.swarming, &vm.hostname).await?;
         if bot.as_ref().is_some_and(|b| !b.task_id.is_empty()) {
             return Ok(Next::After(ctx.watch()));
@@ -56,6 +63,21 @@ pub async fn run(ctx: &Ctx, t: ParkVm) -> Result<Next, TaskError> {
         None => Park::Stop,
     };
     provider.park(ctx, cur, how).await
+}
+
+/// After a wake step of `vm` that returned `next`: once awake, its bot is looked at soon and its
+/// index leaves its Config's `waking`.
+async fn woken(ctx: &Ctx, next: Next, vm: &Vm, rec: Option<&ConfigRecord>) -> Result<Next, TaskError> {
+    if next != Next::Done {
+        return Ok(next);
+    }
+    if vm.parked.is_some() {
+        ctx.push(&ManageBot { id: vm.id.clone() }).await?;
+    }
+    if rec.is_some_and(|r| r.waking.contains(&vm.index)) {
+        update_config::<TaskError>(ctx, &vm.config, |r| Ok(r.waking.remove(&vm.index))).await?;
+    }
+    Ok(Next::Done)
 }
 
 #[cfg(test)]

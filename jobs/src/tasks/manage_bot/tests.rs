@@ -287,3 +287,67 @@ async fn paused_past_its_deadline_a_dead_bot_is_a_fault_that_waits_for_the_timeo
     let got = ctx.store.vm(&vm.id).await.unwrap().unwrap().value;
     assert_eq!(got.fault.map(|f| f.kind), Some(FaultKind::BotDead), "and it shows");
 }
+
+#[tokio::test]
+async fn a_vm_just_woken_gives_its_bot_dead_since_it_slept_time_to_come_back() {
+    let (ctx, f, vm) = setup().await;
+    // Connected, then suspended for an hour (its bot dead since), woken now; timeout 0 would
+    // otherwise destroy a dead bot's instance at once.
+    let slept = ctx.now();
+    f.clock.advance(D::hours(1));
+    crate::writes::update_vm(&ctx, &vm.id, |v| {
+        v.connected = Some(slept);
+        v.timeout = 0;
+        v.woken = Some(slept + D::hours(1));
+        true
+    })
+    .await
+    .unwrap();
+    let dead = Bot { is_dead: true, ..bot(&vm.hostname, slept) };
+    f.bots.bots.lock().unwrap().insert(vm.hostname.clone(), dead);
+    let next = run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
+    assert_eq!(next, Next::After(ctx.watch()));
+    assert!(ctx.taken::<DestroyInstance>().await.is_empty(), "not destroyed while it wakes");
+    // Still dead once bot_grace has passed: it is not coming back.
+    f.clock.advance(ctx.timing.bot_grace.chrono() + D::seconds(1));
+    run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
+    assert_eq!(ctx.taken::<DestroyInstance>().await.len(), 1);
+}
+
+#[tokio::test]
+async fn a_parked_vm_past_its_lifetime_goes_at_once_and_one_waking_is_left_to_park_vm() {
+    let (ctx, f, vm) = setup().await;
+    let parked = crate::model::parked::Parked {
+        how: crate::model::parked::Park::Suspend,
+        since: ctx.now(),
+        done: true,
+        waking: None,
+        operation: String::new(),
+        turns: 1,
+    };
+    crate::writes::update_vm(&ctx, &vm.id, |v| {
+        v.parked = Some(parked.clone());
+        true
+    })
+    .await
+    .unwrap();
+    run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
+    assert!(ctx.taken::<DestroyInstance>().await.is_empty() && f.bots.calls().is_empty(), "warm: left alone");
+    f.clock.advance(D::days(2));
+    crate::writes::update_vm(&ctx, &vm.id, |v| {
+        v.parked.as_mut().unwrap().waking = Some(v.configured);
+        true
+    })
+    .await
+    .unwrap();
+    run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
+    assert!(ctx.taken::<DestroyInstance>().await.is_empty(), "waking: park_vm finishes first");
+    crate::writes::update_vm(&ctx, &vm.id, |v| {
+        v.parked.as_mut().unwrap().waking = None;
+        true
+    })
+    .await
+    .unwrap();
+    run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
+    assert_eq!(ctx.taken::<DestroyInstance>().await.len(), 1, "past its lifetime: gone");
+}

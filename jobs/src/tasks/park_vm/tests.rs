@@ -83,3 +83,47 @@ async fn a_busy_bot_is_not_parked_and_one_not_kept_warm_goes_to_drain() {
     run(&ctx, ParkVm { id: "linux-2".into() }).await.unwrap();
     assert_eq!(ctx.taken::<DrainVm>().await, [DrainVm { id: "linux-2".into() }]);
 }
+
+#[tokio::test]
+async fn each_park_and_wake_is_a_request_of_its_own_and_a_retry_asks_swarming_again() {
+    let (ctx, fakes) = Ctx::test();
+    warm_pool(&ctx, &fakes, 2, &[2]).await;
+    // The first suspend is refused; meanwhile the bot takes a task: no second suspend.
+    let refused = crate::ports::compute::ComputeError::from_http(Some(503), "backendError", "try later");
+    fakes.compute.powers.lock().unwrap().push_back(Err(refused));
+    assert!(run(&ctx, ParkVm { id: "linux-2".into() }).await.is_err());
+    let busy = Bot { id: "linux-2-abcd".into(), task_id: "t1".into(), ..Bot::default() };
+    fakes.bots.bots.lock().unwrap().insert(busy.id.clone(), busy);
+    assert_eq!(run(&ctx, ParkVm { id: "linux-2".into() }).await.unwrap(), Next::After(ctx.watch()));
+    assert_eq!(fakes.compute.calls().iter().filter(|c| c.starts_with("suspend")).count(), 1);
+    // Idle again: suspended with a new request; woken; parked again: three more, all different.
+    fakes.bots.bots.lock().unwrap().clear();
+    run(&ctx, ParkVm { id: "linux-2".into() }).await.unwrap();
+    want(&ctx, 3).await;
+    run(&ctx, ParkVm { id: "linux-2".into() }).await.unwrap();
+    assert!(ctx.store.vm("linux-2").await.unwrap().unwrap().value.woken.is_some());
+    want(&ctx, 2).await;
+    run(&ctx, ParkVm { id: "linux-2".into() }).await.unwrap();
+    let ids: Vec<String> = fakes
+        .compute
+        .calls()
+        .into_iter()
+        .filter(|c| ["suspend ", "resume "].iter().any(|v| c.starts_with(v)))
+        .map(|c| c.rsplit(' ').next().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids.len(), 4, "{ids:?}");
+    let distinct: std::collections::BTreeSet<&String> = ids.iter().collect();
+    assert_eq!(distinct.len(), 4, "no request id twice: {ids:?}");
+    assert!(ctx.store.vm("linux-2").await.unwrap().unwrap().value.parked.is_some_and(|p| p.done));
+}
+
+/// Config `linux` now wants `n` VMs (3: index 2 too; 2: index 2 kept warm again).
+async fn want(ctx: &Ctx, n: u32) {
+    crate::writes::update_config::<TaskError>(ctx, "linux", |r| {
+        r.current_amount = n;
+        r.warm = if n == 3 { Default::default() } else { [2].into() };
+        Ok(true)
+    })
+    .await
+    .unwrap();
+}
