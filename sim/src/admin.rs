@@ -22,7 +22,8 @@ use crate::handle::Sim;
 use crate::names::{server_key, valid_hostname};
 use crate::swarming::{BotInfo, ts};
 use crate::world::{
-    Billing, BotState, Counts, InstanceCounts, InstanceEntry, OpError, OpStatus, Operation, Status, World,
+    Billing, BotState, ConfigUsage, Counts, InstanceCounts, InstanceEntry, OpError, OpStatus, Operation,
+    Status, World,
 };
 
 /// Rows per `/sim/state` page when `limit` is not given.
@@ -64,6 +65,7 @@ pub struct Summary {
     scheduled: usize,
     billing: Billing,
     made: BTreeMap<&'static str, u64>,
+    by_config: BTreeMap<String, ConfigUsage>,
     tasks: [u64; 5],
 }
 
@@ -78,6 +80,7 @@ impl Summary {
             scheduled: w.scheduled(),
             billing: w.billing(),
             made: w.operations_made().clone(),
+            by_config: w.usage_by_config().clone(),
             tasks: w.task_totals(),
         }
     }
@@ -88,9 +91,12 @@ impl Summary {
     /// {method: n}, "callsTotal", "faults": [name], "scheduled", "usage": {"runningSeconds",
     /// "suspendedSeconds", "stoppedSeconds"}, "actions": {"insert", "delete", "suspend", "resume",
     /// "stop", "start"}, "tasks": {"total", "PENDING", ..., "BOT_DIED", "CANCELED",
-    /// "interrupted"}}`. Usage sums every instance's seconds so far: billed as running
+    /// "interrupted"}, "usageByConfig": {prefix: {"runningSeconds", "suspendedSeconds",
+    /// "stoppedSeconds", "insert", "delete", "suspend", "resume", "stop", "start", "running",
+    /// "suspended", "stopped"}}}` (the last three: its instances now, by the same classes). Usage sums every instance's seconds so far: billed as running
     /// (PROVISIONING, STAGING, RUNNING, STOPPING, SUSPENDING), SUSPENDED, and stopped
     /// (TERMINATED); actions count the operations made (not replays); interrupted = BOT_DIED.
+    /// `usageByConfig` is the same per Config (the instance name's prefix: `ci-3-ab12` → `ci`).
     pub fn json(&self) -> Value {
         fn instances(c: &InstanceCounts) -> Value {
             let mut v = json!({"total": c.total, "deleting": c.deleting});
@@ -120,18 +126,35 @@ impl Summary {
             c.zones.iter().map(|(z, n)| (z.clone(), instances(n))).collect();
         json!({"now": ts(self.now), "instances": instances(&c.instances), "zones": zones, "bots": bots,
                "operations": ops, "calls": self.calls, "callsTotal": self.calls.values().sum::<u64>(),
-               "faults": self.faults, "scheduled": self.scheduled, "usage": self.usage(), "actions": self.actions(),
-               "tasks": self.task_json()})
+               "faults": self.faults, "scheduled": self.scheduled, "usage": self.usage(), "actions": actions(&self.made),
+               "tasks": self.task_json(), "usageByConfig": self.by_config()})
     }
 
     fn usage(&self) -> Value {
-        let b = &self.billing;
-        json!({"runningSeconds": b.running_s, "suspendedSeconds": b.suspended_s, "stoppedSeconds": b.stopped_s})
+        usage(&self.billing)
     }
 
-    fn actions(&self) -> Value {
-        let kinds = ["insert", "delete", "suspend", "resume", "stop", "start"];
-        kinds.iter().map(|k| (k.to_string(), json!(self.made.get(k).copied().unwrap_or(0)))).collect()
+    fn by_config(&self) -> Value {
+        let one = |p: &str, c: &ConfigUsage| {
+            let mut v = usage(&c.billing);
+            // Its instances now: billed as running, suspended, stopped (as the seconds are).
+            let n = self.counts.configs.get(p).copied().unwrap_or_default();
+            let of = |s: &[Status]| s.iter().map(|s| n[*s as usize]).sum::<u64>();
+            v["running"] = json!(of(&[
+                Status::Provisioning,
+                Status::Staging,
+                Status::Running,
+                Status::Stopping,
+                Status::Suspending
+            ]));
+            v["suspended"] = json!(of(&[Status::Suspended]));
+            v["stopped"] = json!(of(&[Status::Terminated]));
+            for (k, n) in actions(&c.actions).as_object().into_iter().flatten() {
+                v[k] = n.clone();
+            }
+            v
+        };
+        self.by_config.iter().map(|(p, c)| (p.clone(), one(p, c))).collect()
     }
 
     fn task_json(&self) -> Value {
@@ -139,6 +162,15 @@ impl Summary {
         v["interrupted"] = v["BOT_DIED"].clone();
         v
     }
+}
+
+fn usage(b: &Billing) -> Value {
+    json!({"runningSeconds": b.running_s, "suspendedSeconds": b.suspended_s, "stoppedSeconds": b.stopped_s})
+}
+
+fn actions(made: &BTreeMap<&'static str, u64>) -> Value {
+    let kinds = ["insert", "delete", "suspend", "resume", "stop", "start"];
+    kinds.iter().map(|k| (k.to_string(), json!(made.get(k).copied().unwrap_or(0)))).collect()
 }
 
 async fn summary(State(sim): State<Sim>) -> Response {
