@@ -159,6 +159,11 @@ pub struct Vm {
     /// Set while it is kept warm (suspended or stopped beyond its Config's target) or wakes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parked: Option<super::parked::Parked>,
+    /// When it was last woken from the warm pool: its bot, silent on purpose while parked, is
+    /// coming back, so a death Swarming recorded before this is no fault (see
+    /// [`Vm::coming_back`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub woken: Option<DateTime<Utc>>,
 }
 
 /// The instance a VM's incarnation runs on, as Compute reported it when it was made.
@@ -204,6 +209,17 @@ pub struct Fault {
 }
 
 impl Vm {
+    /// True when its bot, dead with `last_seen`, went silent while the VM was parked and the VM
+    /// has since been woken: the bot is coming back (the same bot after a resume, a new
+    /// connection after a start), as a booting VM's is; not a dead bot to replace or let go
+    /// first. At `now`, within the timeout from the wake (after it, a dead bot is one).
+    pub fn coming_back(&self, last_seen: Option<DateTime<Utc>>, now: Option<DateTime<Utc>>) -> bool {
+        self.woken.is_some_and(|w| {
+            last_seen.is_none_or(|t| t <= w)
+                && now.is_none_or(|n| n < w + crate::config::Secs(self.timeout).chrono())
+        })
+    }
+
     /// When this incarnation is due for replacement.
     pub fn deadline(&self) -> Option<DateTime<Utc>> {
         // A zero lifetime (static machines may have one): no deadline.

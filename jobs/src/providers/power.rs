@@ -128,7 +128,10 @@ pub(super) async fn step(ctx: &Env, cur: Versioned<Vm>, how: Park, wake: bool) -
     update_vm(ctx, &vm.id, |v| {
         v.hostname == hostname && v.parked.as_ref().is_some_and(|q| q.turns == turns) && {
             match wake {
-                true => v.parked = None,
+                true => {
+                    v.parked = None;
+                    v.woken = Some(now);
+                }
                 false => {
                     if let Some(q) = v.parked.as_mut() {
                         q.done = true;

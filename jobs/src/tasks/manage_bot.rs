@@ -115,6 +115,13 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<Next, TaskError> {
         ctx.resolved(&vm.config, &[STAGE, "inspect_instances"]).await?;
         crate::breaker::connected(ctx, &vm).await?;
     }
+    // Woken from the warm pool: its bot, dead while parked, comes back as a booting one does.
+    if bot.is_dead
+        && !bot.deleted
+        && let Some(woken) = vm.woken.filter(|_| vm.coming_back(bot.last_seen, Some(now)))
+    {
+        return Ok(Next::After(ctx.look_again(now - woken)));
+    }
     // A dead bot, or one silent for long (Swarming takes minutes to call it dead): will it come
     // back? Not if its instance is stopped, preempted or gone.
     let silent = bot.silent(now, ctx.silent_after());
