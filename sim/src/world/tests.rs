@@ -342,3 +342,25 @@ fn usage_and_actions_are_kept_per_config() {
     assert_eq!(w.counts().configs.get("a"), None, "a Config without instances is not counted");
     exact(&w, "per Config");
 }
+
+#[test]
+fn a_silent_bot_called_dead_was_last_seen_when_it_went_silent() {
+    let cfg = SimConfig {
+        op_ms: 100,
+        provision_ms: 100,
+        stage_ms: 100,
+        bot_connect_ms: 100,
+        suspend_ms: 100,
+        bot_death_ms: 1000,
+        ..SimConfig::default()
+    };
+    let (mut w, t0) = world(cfg);
+    w.insert("p", "us-central1-b", None, &body("ci-0-aaaa")).unwrap();
+    w.advance(at(t0, 1000));
+    w.suspend("p", "us-central1-b", "ci-0-aaaa", None).unwrap();
+    let silent = w.now_utc();
+    w.advance(at(t0, 5000));
+    let view = w.bot("s.example.com", "ci-0-aaaa").unwrap();
+    assert!(view.bot.dead_at.is_some(), "dead after bot_death_ms");
+    assert_eq!(view.last_seen, silent, "last seen when it went silent, not when called dead");
+}
