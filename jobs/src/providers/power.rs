@@ -73,7 +73,10 @@ pub(super) async fn step(ctx: &Env, cur: Versioned<Vm>, how: Park, wake: bool) -
     let op = match followed {
         Some(op) => op,
         None => {
-            let rid = request_id(&format!("{}-{}-{}", call.verb(), vm.hostname, p.turns));
+            // Named by the park it belongs to (its start) and the turn within it: a VM parked
+            // again after a wake asks anew instead of replaying its first park's operation.
+            let park = p.since.timestamp_millis();
+            let rid = request_id(&format!("{}-{}-{park}-{}", call.verb(), vm.hostname, p.turns));
             match ctx.compute.power(vm.project(), vm.zone(), &vm.hostname, call, &rid).await {
                 Ok(Some(op)) => op,
                 // Gone: it cannot be woken; it is replaced like any instance that went away.
