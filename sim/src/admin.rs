@@ -20,10 +20,9 @@ use serde_json::{Value, json};
 use crate::config::FaultsPatch;
 use crate::handle::Sim;
 use crate::names::{server_key, valid_hostname};
+pub use crate::summary::Summary;
 use crate::swarming::{BotInfo, ts};
-use crate::world::{
-    Billing, BotState, Counts, InstanceCounts, InstanceEntry, OpError, OpStatus, Operation, Status, World,
-};
+use crate::world::{InstanceEntry, OpError, OpStatus, Operation, Status, World};
 
 /// Rows per `/sim/state` page when `limit` is not given.
 pub const DEFAULT_PAGE: usize = 1000;
@@ -51,93 +50,6 @@ async fn encoded(f: impl FnOnce() -> Vec<u8> + Send + 'static) -> Response {
     match tokio::task::spawn_blocking(f).await {
         Ok(body) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, Json(json!({"error": e.to_string()}))).into_response(),
-    }
-}
-
-/// What `/sim/summary` answers: counts only, copied in O(zones + methods) under the lock.
-#[derive(Debug, Clone)]
-pub struct Summary {
-    now: DateTime<Utc>,
-    counts: Counts,
-    calls: BTreeMap<String, u64>,
-    faults: Vec<String>,
-    scheduled: usize,
-    billing: Billing,
-    made: BTreeMap<&'static str, u64>,
-    tasks: [u64; 5],
-}
-
-impl Summary {
-    /// The summary of `w`.
-    pub fn of(w: &World) -> Self {
-        Self {
-            now: w.now_utc(),
-            counts: w.counts().clone(),
-            calls: w.calls.iter().map(|(m, by)| (m.clone(), by.values().sum())).collect(),
-            faults: w.faults.active(),
-            scheduled: w.scheduled(),
-            billing: w.billing(),
-            made: w.operations_made().clone(),
-            tasks: w.task_totals(),
-        }
-    }
-
-    /// `{"now", "instances": {"total", "PROVISIONING", ..., "TERMINATED", "deleting"}, "zones":
-    /// {zone: {same}}, "bots": {"total", "alive", "terminating", "dead", "terminated",
-    /// "deleted"}, "operations": {"total", "PENDING", "RUNNING", "DONE", "failed"}, "calls":
-    /// {method: n}, "callsTotal", "faults": [name], "scheduled", "usage": {"runningSeconds",
-    /// "suspendedSeconds", "stoppedSeconds"}, "actions": {"insert", "delete", "suspend", "resume",
-    /// "stop", "start"}, "tasks": {"total", "PENDING", ..., "BOT_DIED", "CANCELED",
-    /// "interrupted"}}`. Usage sums every instance's seconds so far: billed as running
-    /// (PROVISIONING, STAGING, RUNNING, STOPPING, SUSPENDING), SUSPENDED, and stopped
-    /// (TERMINATED); actions count the operations made (not replays); interrupted = BOT_DIED.
-    pub fn json(&self) -> Value {
-        fn instances(c: &InstanceCounts) -> Value {
-            let mut v = json!({"total": c.total, "deleting": c.deleting});
-            for s in [
-                Status::Provisioning,
-                Status::Staging,
-                Status::Running,
-                Status::Stopping,
-                Status::Terminated,
-                Status::Suspending,
-                Status::Suspended,
-            ] {
-                v[s.name()] = json!(c.by_status[s as usize]);
-            }
-            v
-        }
-        let c = &self.counts;
-        let mut bots = json!({"total": c.bots.iter().sum::<u64>()});
-        for s in BotState::ALL {
-            bots[s.name()] = json!(c.bots[s as usize]);
-        }
-        let mut ops = json!({"total": c.operations.iter().sum::<u64>(), "failed": c.failed_operations});
-        for s in [OpStatus::Pending, OpStatus::Running, OpStatus::Done] {
-            ops[s.name()] = json!(c.operations[s as usize]);
-        }
-        let zones: serde_json::Map<String, Value> =
-            c.zones.iter().map(|(z, n)| (z.clone(), instances(n))).collect();
-        json!({"now": ts(self.now), "instances": instances(&c.instances), "zones": zones, "bots": bots,
-               "operations": ops, "calls": self.calls, "callsTotal": self.calls.values().sum::<u64>(),
-               "faults": self.faults, "scheduled": self.scheduled, "usage": self.usage(), "actions": self.actions(),
-               "tasks": self.task_json()})
-    }
-
-    fn usage(&self) -> Value {
-        let b = &self.billing;
-        json!({"runningSeconds": b.running_s, "suspendedSeconds": b.suspended_s, "stoppedSeconds": b.stopped_s})
-    }
-
-    fn actions(&self) -> Value {
-        let kinds = ["insert", "delete", "suspend", "resume", "stop", "start"];
-        kinds.iter().map(|k| (k.to_string(), json!(self.made.get(k).copied().unwrap_or(0)))).collect()
-    }
-
-    fn task_json(&self) -> Value {
-        let mut v = crate::work::totals(self.tasks);
-        v["interrupted"] = v["BOT_DIED"].clone();
-        v
     }
 }
 

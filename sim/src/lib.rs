@@ -40,6 +40,7 @@
 //!    * `swarming`: Swarming v2 pRPC.
 //!    * `identity`: the published keys and instance identity tokens.
 //!    * `work`: the admin API's work routes: tasks, bot groups, traces.
+//!    * `summary`: what `/sim/summary` answers (counts, usage overall and per Config).
 //!    * `admin`: the rest of the `/sim/` admin API.
 //!    * `agent`: the on-VM agent's registrations.
 //!    * this file: [`router`], [`serve`], [`spawn`].
@@ -56,6 +57,7 @@ pub mod keys;
 pub mod listener;
 pub mod names;
 mod prpc;
+pub mod summary;
 mod swarm_count;
 pub mod swarming;
 pub mod trace;

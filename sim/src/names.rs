@@ -30,6 +30,21 @@ pub fn valid_hostname(h: &str) -> bool {
     !h.is_empty() && h.len() <= 253 && h.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'.')
 }
 
+/// The Config an instance belongs to, by the service's naming (`<prefix>-<index>-<suffix>`):
+/// `ci-linux-3-ab12` → `ci-linux`. Names not so made are grouped together under `""` (so the
+/// number of groups stays the number of Configs, however instances are named).
+pub fn config_of(name: &str) -> &str {
+    let mut parts = name.rsplitn(3, '-');
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some(_), Some(index), Some(prefix))
+            if !index.is_empty() && !prefix.is_empty() && index.bytes().all(|c| c.is_ascii_digit()) =>
+        {
+            prefix
+        }
+        _ => "",
+    }
+}
+
 /// The metadata item naming where the agent registers.
 pub const REGISTER_URL: &str = "register-url";
 /// The metadata item naming the audience of its token, when not the URL's root.

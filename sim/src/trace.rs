@@ -1,6 +1,6 @@
 //! Task traces: JSON lines `{"at_s": 12.5, "duration_s": 300, "dimensions": {"pool": "ci"}}`
 //! (arrival seconds from the trace's start), their parser, and a pure, seeded generator of
-//! realistic load: a diurnal rate (a busy day, a quiet night), bursts (a CI push: tens of tasks
+//! realistic load: a diurnal rate (a busy day, a quiet night; the day may be compressed), bursts (a CI push: tens of tasks
 //! within seconds), and durations drawn from a skewed (log-normal) distribution.
 
 use rand::rngs::StdRng;
@@ -57,6 +57,9 @@ pub struct TraceParams {
     pub seed: u64,
     /// Length, hours (the trace starts at midnight).
     pub hours: f64,
+    /// Length of the trace's day, hours: 24 for a real day; less compresses the diurnal cycle
+    /// (busy afternoon, quiet night) into that many hours, durations and bursts unchanged.
+    pub day_hours: f64,
     /// Tasks, about.
     pub tasks: usize,
     /// Dimensions of every task.
@@ -76,7 +79,14 @@ const DURATION_BOUNDS_S: (f64, f64) = (5.0, 4.0 * 3600.0);
 
 /// The relative arrival rate at `t_s` seconds after midnight: 1 at 14:00, 0.1 at 02:00.
 pub fn diurnal(t_s: f64) -> f64 {
-    let h = (t_s / 3600.0).rem_euclid(24.0);
+    diurnal_in(t_s, 24.0)
+}
+
+/// The same over a day of `day_hours`: the hour of a 24-hour day is `t_s` scaled by
+/// `24 / day_hours` (a day of 2 hours peaks at 70 minutes); a day not above 0 is a real one.
+pub fn diurnal_in(t_s: f64, day_hours: f64) -> f64 {
+    let scale = if day_hours > 0.0 && day_hours.is_finite() { 24.0 / day_hours } else { 1.0 };
+    let h = (t_s * scale / 3600.0).rem_euclid(24.0);
     0.1 + 0.9 * (0.5 - 0.5 * (std::f64::consts::TAU * (h - 2.0) / 24.0).cos())
 }
 
@@ -87,7 +97,7 @@ pub fn generate(p: &TraceParams) -> Vec<TraceTask> {
     // An arrival time drawn with the diurnal rate (by thinning).
     let arrival = |rng: &mut StdRng| loop {
         let t = rng.random::<f64>() * span;
-        if rng.random::<f64>() < diurnal(t) {
+        if rng.random::<f64>() < diurnal_in(t, p.day_hours) {
             return t;
         }
     };

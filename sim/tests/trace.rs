@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use gce_backend_sim::trace::{TraceParams, diurnal, generate, parse, parse_dimensions};
+use gce_backend_sim::trace::{TraceParams, diurnal, diurnal_in, generate, parse, parse_dimensions};
 use serde_json::json;
 
 use crate::support::{eventually, start};
@@ -78,6 +78,7 @@ fn the_generator_is_seeded_and_diurnal() {
     let p = TraceParams {
         seed: 7,
         hours: 24.0,
+        day_hours: 24.0,
         tasks: 5000,
         dimensions: parse_dimensions("pool=ci,os=Linux").unwrap(),
     };
@@ -105,4 +106,29 @@ fn the_generator_is_seeded_and_diurnal() {
         *per_second.entry(t.at_s as u64).or_insert(0) += 1;
     }
     assert!(per_second.values().any(|&n| n >= 10), "a burst");
+}
+
+#[test]
+fn a_compressed_day_keeps_its_shape() {
+    let p = TraceParams {
+        seed: 7,
+        hours: 2.0,
+        day_hours: 2.0,
+        tasks: 3000,
+        dimensions: parse_dimensions("pool=ci").unwrap(),
+    };
+    let a = generate(&p);
+    assert_eq!(a.len(), 3000);
+    assert!(a.iter().all(|t| t.at_s <= 7200.0));
+    // The day of 2 hours: the night is its first half hour, the afternoon 55–85 minutes.
+    let between =
+        |from: f64, to: f64| a.iter().filter(|t| t.at_s >= from * 60.0 && t.at_s < to * 60.0).count();
+    let (night, day) = (between(0.0, 30.0), between(55.0, 85.0));
+    assert!(night * 3 < day, "night {night}, day {day}");
+    assert!(diurnal_in(70.0 * 60.0, 2.0) > 0.99 && diurnal_in(10.0 * 60.0, 2.0) < 0.11);
+    assert_eq!(diurnal_in(5000.0, 24.0), diurnal(5000.0));
+    // Durations are not compressed: the median stays near two minutes.
+    let mut d: Vec<f64> = a.iter().map(|t| t.duration_s).collect();
+    d.sort_by(f64::total_cmp);
+    assert!(d[d.len() / 2] > 90.0 && d[d.len() / 2] < 160.0, "median {}", d[d.len() / 2]);
 }

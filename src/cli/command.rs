@@ -92,6 +92,10 @@ enum Command {
         /// Length in hours (from midnight).
         #[arg(long, default_value_t = 24.0)]
         hours: f64,
+        /// Length of the trace's day in hours: less than 24 compresses the busy day and quiet
+        /// night into that many hours (task durations and bursts unchanged).
+        #[arg(long, default_value_t = 24.0)]
+        day_hours: f64,
         /// Tasks, about.
         #[arg(long, default_value_t = 1000)]
         tasks: usize,
@@ -186,8 +190,8 @@ fn expiry(s: &str) -> Result<chrono::DateTime<chrono::Utc>, String> {
 async fn main_(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Run { opts, .. } => crate::server::run(&opts).await,
-        Command::SimTrace { seed, hours, tasks, dimensions } => {
-            let params = gce_backend_sim::trace::TraceParams { seed, hours, tasks, dimensions };
+        Command::SimTrace { seed, hours, day_hours, tasks, dimensions } => {
+            let params = gce_backend_sim::trace::TraceParams { seed, hours, day_hours, tasks, dimensions };
             for t in gce_backend_sim::trace::generate(&params) {
                 if !out::line(&t.json().to_string()) {
                     break;

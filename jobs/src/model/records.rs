@@ -163,8 +163,9 @@ pub struct Vm {
     /// are the same request.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub power_turns: u32,
-    /// When it last woke from the warm pool (its bot's death before then is not held against it
-    /// for `bot_grace`).
+    /// When it was last woken from the warm pool: its bot, silent on purpose while parked, is
+    /// coming back, so a death Swarming recorded before this is no fault (see
+    /// [`Vm::coming_back`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub woken: Option<DateTime<Utc>>,
 }
@@ -216,6 +217,22 @@ pub struct Fault {
 }
 
 impl Vm {
+    /// True when its bot, dead with `last_seen`, went silent while the VM was parked and the VM
+    /// has since been woken: the bot is coming back (the same bot after a resume, a new
+    /// connection after a start), as a booting VM's is; not a dead bot to replace or let go
+    /// first. At `now` (time and `bot_grace`), within the timeout or the grace from the wake,
+    /// whichever is longer (after it, a dead bot is one).
+    pub fn coming_back(
+        &self,
+        last_seen: Option<DateTime<Utc>>,
+        now: Option<(DateTime<Utc>, chrono::TimeDelta)>,
+    ) -> bool {
+        self.woken.is_some_and(|w| {
+            let within = crate::config::Secs(self.timeout).chrono();
+            last_seen.is_none_or(|t| t <= w) && now.is_none_or(|(n, grace)| n < w + within.max(grace))
+        })
+    }
+
     /// When this incarnation is due for replacement.
     pub fn deadline(&self) -> Option<DateTime<Utc>> {
         // A zero lifetime (static machines may have one): no deadline.

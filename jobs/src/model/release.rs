@@ -40,6 +40,10 @@ impl Standing {
             (None, ..) => Self::NotMade,
             (_, Some(_), ..) => Self::Down,
             (_, _, None, _) => Self::Booting,
+            // Woken from the warm pool, its bot not back yet: booting, not dead.
+            (_, _, Some(_), Some(o)) if o.bot.is_dead && vm.coming_back(o.bot.last_seen, None) => {
+                Self::Booting
+            }
             (_, _, Some(_), Some(o)) if o.bot.is_dead => Self::Down,
             (_, _, Some(_), Some(o)) if !o.bot.task_id.is_empty() => Self::Busy,
             (_, _, Some(_), Some(o)) => Self::Idle(o.idle_since.unwrap_or(o.at)),

@@ -15,7 +15,8 @@
 //!   The fault (bot dead, instance down, never connected) is recorded on the VM, so status
 //!   counts it at once, and on the Config's errors.
 //! * Kept warm (parked): nothing but its lifetime and a drain matter; either destroys it at once.
-//!   Just woken: a bot dead since before it slept has `bot_grace` to come back.
+//!   Just woken: a bot dead since before it slept is coming back, as a booting one is, for the
+//!   timeout or `bot_grace` from the wake, whichever is longer (`Vm::coming_back`).
 
 use chrono::{DateTime, Utc};
 
@@ -117,18 +118,16 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<Next, TaskError> {
         ctx.resolved(&vm.config, &[STAGE, "inspect_instances"]).await?;
         crate::breaker::connected(ctx, &vm).await?;
     }
+    // Woken from the warm pool: its bot, dead while parked, comes back as a booting one does.
+    if bot.is_dead
+        && !bot.deleted
+        && let Some(woken) = vm.woken.filter(|_| vm.coming_back(bot.last_seen, Some((now, grace))))
+    {
+        return Ok(Next::After(ctx.look_again(now - woken)));
+    }
     // A dead bot, or one silent for long (Swarming takes minutes to call it dead): will it come
     // back? Not if its instance is stopped, preempted or gone.
     let silent = bot.silent(now, ctx.silent_after());
-    // Just woken from the warm pool: its bot's death is from before it slept; it has `bot_grace`
-    // to come back.
-    if let Some(w) = vm.woken
-        && w + grace > now
-        && (bot.is_dead || silent)
-        && bot.last_seen.is_none_or(|t| t <= w)
-    {
-        return Ok(Next::After(ctx.watch()));
-    }
     if (bot.is_dead || silent) && !bot.deleted && vm.destroying.is_none() {
         match provider.check(ctx, &vm).await? {
             Health::Up(_) => {

@@ -17,6 +17,15 @@ impl World {
         let hex: u64 = self.rng.random();
         let name = format!("operation-{n}-{hex:016x}");
         *self.ops_made.entry(kind).or_default() += 1;
+        let config = crate::names::config_of(target);
+        match self.by_config.get_mut(config) {
+            Some(c) => *c.actions.entry(kind).or_default() += 1,
+            None => {
+                let mut c = ConfigUsage::default();
+                c.actions.insert(kind, 1);
+                self.by_config.insert(config.to_owned(), c);
+            }
+        }
         let op = Operation {
             id: self.rng.random::<u64>() >> 1,
             name: name.clone(),
@@ -158,7 +167,7 @@ impl World {
         }
         let inst = self.build_instance(id, machine_type, cpus, body);
         let never_boots = inst.never_boots;
-        self.counts.instance(zone, None, Some(counts::class(&inst)));
+        self.counts.instance(zone, &name, None, Some(counts::class(&inst)));
         self.instances.insert(key.clone(), inst);
         let u = self.usage.entry((project.to_owned(), region)).or_default();
         u.cpus += cpus;
@@ -298,7 +307,7 @@ impl World {
         if inst.status != Status::Terminated {
             inst.status = Status::Stopping;
         }
-        self.counts.instance(zone, Some(before), Some(counts::class(inst)));
+        self.counts.instance(zone, name, Some(before), Some(counts::class(inst)));
         inst.resuming = false;
         let stop = Duration::from_millis(self.cfg.stop_ms);
         let total = stop * 2;
@@ -321,7 +330,7 @@ impl World {
         }
         let before = counts::class(inst);
         inst.status = Status::Stopping;
-        self.counts.instance(zone, Some(before), Some(counts::class(inst)));
+        self.counts.instance(zone, name, Some(before), Some(counts::class(inst)));
         let id = inst.id;
         self.at(
             Duration::from_millis(self.cfg.stop_ms),

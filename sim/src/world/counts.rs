@@ -1,6 +1,7 @@
 //! Counts of the world by state, kept up to date at every transition so `/sim/summary` answers
 //! without scanning: instances by status (and deleting), overall and per zone; bots by state;
-//! operations by status. [`World::scan_counts`] recounts by scanning, for checks. Only the
+//! operations by status; instances by status per Config (the name's prefix, see
+//! [`crate::names::config_of`]). [`World::scan_counts`] recounts by scanning, for checks. Only the
 //! world's methods change instances, bots and operations (the maps are public to read).
 
 use std::collections::BTreeMap;
@@ -80,6 +81,8 @@ pub struct Counts {
     pub instances: InstanceCounts,
     /// Instances per zone (zones without instances are absent).
     pub zones: BTreeMap<String, InstanceCounts>,
+    /// Instances by [`Status`] per Config (Configs without instances are absent).
+    pub configs: BTreeMap<String, [u64; 7]>,
     /// Bots by [`BotState`], in the order of [`BotState::ALL`].
     pub bots: [u64; 5],
     /// Operations remembered, by [`OpStatus`] (PENDING, RUNNING, DONE).
@@ -89,16 +92,18 @@ pub struct Counts {
 }
 
 impl Counts {
-    /// An instance in `zone` changed from `before` to `after` (`None`: absent).
+    /// The instance `name` in `zone` changed from `before` to `after` (`None`: absent).
     pub(super) fn instance(
         &mut self,
         zone: &str,
+        name: &str,
         before: Option<(Status, bool)>,
         after: Option<(Status, bool)>,
     ) {
         if before == after {
             return;
         }
+        self.config(name, before.map(|b| b.0), after.map(|a| a.0));
         if let Some(b) = before {
             self.instances.add(b, -1);
             if let Some(z) = self.zones.get_mut(zone) {
@@ -118,6 +123,25 @@ impl Counts {
                     self.zones.insert(zone.to_owned(), z);
                 }
             }
+        }
+    }
+
+    /// The instance `name`'s status changed from `before` to `after`, counted for its Config.
+    fn config(&mut self, name: &str, before: Option<Status>, after: Option<Status>) {
+        if before == after {
+            return;
+        }
+        let config = crate::names::config_of(name);
+        if let Some(b) = before
+            && let Some(c) = self.configs.get_mut(config)
+        {
+            c[b as usize] = step(c[b as usize], -1);
+            if c.iter().all(|n| *n == 0) {
+                self.configs.remove(config);
+            }
+        }
+        if let Some(a) = after {
+            self.configs.entry(config.to_owned()).or_default()[a as usize] += 1;
         }
     }
 

@@ -31,8 +31,8 @@ use counts::class;
 pub use counts::{BotState, Counts, InstanceCounts};
 use model::push_event;
 pub use model::{
-    ApiError, Billing, Bot, BotCount, BotEvent, BotFilter, BotView, Instance, InstanceEntry, InstanceKey,
-    NewTask, Nic, OpError, OpStatus, Operation, Region, Status, Task, TaskState, Usage,
+    ApiError, Billing, Bot, BotCount, BotEvent, BotFilter, BotView, ConfigUsage, Instance, InstanceEntry,
+    InstanceKey, NewTask, Nic, OpError, OpStatus, Operation, Region, Status, Task, TaskState, Usage,
 };
 
 /// Insert arrival times kept.
@@ -102,6 +102,8 @@ pub struct World {
     billing: Billing,
     /// Operations made, by kind.
     ops_made: BTreeMap<&'static str, u64>,
+    /// Instance seconds and operations made per Config (the instance name's prefix).
+    by_config: BTreeMap<String, ConfigUsage>,
 }
 
 /// The simulator's one clock: the wall time its timeline starts at. From then on the world's time
@@ -142,6 +144,7 @@ impl World {
             bot_groups,
             billing: Billing::default(),
             ops_made: BTreeMap::new(),
+            by_config: BTreeMap::new(),
         }
     }
 
@@ -222,6 +225,16 @@ impl World {
         if t > self.now {
             let dt = t.duration_since(self.now).as_secs_f64();
             self.billing.add(&self.counts.instances.by_status, dt);
+            for (config, by_status) in &self.counts.configs {
+                match self.by_config.get_mut(config) {
+                    Some(c) => c.billing.add(by_status, dt),
+                    None => {
+                        let mut c = ConfigUsage::default();
+                        c.billing.add(by_status, dt);
+                        self.by_config.insert(config.clone(), c);
+                    }
+                }
+            }
             self.now = t;
         }
     }
@@ -252,7 +265,7 @@ impl World {
                 inst.status = status;
                 let resumed = std::mem::take(&mut inst.resuming) && status == Status::Running;
                 let spot = inst.spot;
-                self.counts.instance(&key.1, Some(before), Some(class(inst)));
+                self.counts.instance(&key.1, &key.2, Some(before), Some(class(inst)));
                 self.quota_follows(&key, status);
                 if resumed {
                     self.bot_resumes(&key);
@@ -278,7 +291,7 @@ impl World {
             Ev::InstGone { key, id } => {
                 if self.instances.get(&key).is_some_and(|i| i.id == id) {
                     let inst = self.instances.remove(&key).expect("checked");
-                    self.counts.instance(&key.1, Some(class(&inst)), None);
+                    self.counts.instance(&key.1, &key.2, Some(class(&inst)), None);
                     let u = self.usage.entry((key.0.clone(), region_of(&key.1).to_owned())).or_default();
                     if inst.cpus_held {
                         u.cpus -= inst.cpus;
@@ -335,8 +348,8 @@ impl World {
     /// The counts by scanning every instance, bot and operation: O(n), for checks.
     pub fn scan_counts(&self) -> Counts {
         let mut c = Counts::default();
-        for ((_, zone, _), i) in &self.instances {
-            c.instance(zone, None, Some(class(i)));
+        for ((_, zone, name), i) in &self.instances {
+            c.instance(zone, name, None, Some(class(i)));
         }
         for b in self.bots.values().flat_map(BTreeMap::values) {
             c.bot(None, Some(BotState::of(b)));

@@ -388,6 +388,15 @@ impl Billing {
     }
 }
 
+/// One Config's instance seconds and operations made.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ConfigUsage {
+    /// Seconds billed, by class.
+    pub billing: Billing,
+    /// Operations made, by kind (`insert`, `delete`, `suspend`, `resume`, `stop`, `start`).
+    pub actions: BTreeMap<&'static str, u64>,
+}
+
 /// What `ListBots` filters on besides the cursor.
 #[derive(Debug, Clone, Default)]
 pub struct BotFilter {

@@ -23,6 +23,12 @@ impl World {
         &self.ops_made
     }
 
+    /// Seconds billed and operations made per Config (the instance name's prefix, see
+    /// [`crate::names::config_of`]), for every Config that had an instance or an operation.
+    pub fn usage_by_config(&self) -> &BTreeMap<String, ConfigUsage> {
+        &self.by_config
+    }
+
     /// The live (not deleting) instance `name` for an action, or why not.
     fn for_action(&mut self, project: &str, zone: &str, name: &str) -> Result<InstanceKey, ApiError> {
         self.check_zone(zone)?;
@@ -43,7 +49,7 @@ impl World {
         let Some(inst) = self.instances.get_mut(key) else { return };
         let before = counts::class(inst);
         inst.status = to;
-        self.counts.instance(&key.1, Some(before), Some(counts::class(inst)));
+        self.counts.instance(&key.1, &key.2, Some(before), Some(counts::class(inst)));
     }
 
     /// Makes an operation for an action on `key` (running over `op_ms`).

@@ -108,7 +108,8 @@ impl World {
         BotView {
             id,
             bot: b,
-            last_seen: b.dead_at.or(b.silent_at).unwrap_or_else(|| self.now_utc()),
+            // A bot that went silent was last seen then, whenever Swarming called it dead after.
+            last_seen: b.silent_at.or(b.dead_at).unwrap_or_else(|| self.now_utc()),
             task_id: self
                 .real_task_id(b)
                 .or_else(|| self.task_of(b).map(|(k, _)| format!("{:x}{k:04x}0", b.session & 0xffff_ffff))),

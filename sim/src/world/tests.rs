@@ -305,3 +305,62 @@ fn suspended_and_stopped_instances_release_cpus_and_bill_by_status() {
     assert_eq!([made["insert"], made["suspend"], made["stop"], made["start"], made["delete"]], [1; 5]);
     exact(&w, "deleted");
 }
+
+#[test]
+fn usage_and_actions_are_kept_per_config() {
+    assert_eq!(crate::names::config_of("ci-linux-3-ab12"), "ci-linux");
+    assert_eq!(crate::names::config_of("warm-10-zz99"), "warm");
+    assert_eq!(crate::names::config_of("vm-1"), "", "not the service's naming: the others");
+    let cfg =
+        SimConfig { op_ms: 100, provision_ms: 1000, stage_ms: 1000, suspend_ms: 300, ..SimConfig::default() };
+    let (mut w, t0) = world(cfg);
+    for name in ["a-0-aaaa", "b-0-bbbb", "b-1-cccc"] {
+        w.insert("p", "us-central1-b", None, &body(name)).unwrap();
+    }
+    w.advance(at(t0, 3000));
+    w.suspend("p", "us-central1-b", "b-1-cccc", None).unwrap();
+    w.advance(at(t0, 5000));
+    w.delete("p", "us-central1-b", "a-0-aaaa", None).unwrap();
+    w.advance(at(t0, 20_000));
+    let by = w.usage_by_config();
+    let (a, b) = (&by["a"], &by["b"]);
+    // a: 5 s running, then deleting (STOPPING, billed) until TERMINATED at stop_ms.
+    let stop = SimConfig::default().stop_ms as f64 / 1000.0;
+    assert!((a.billing.running_s - (5.0 + stop)).abs() < 1e-9, "{a:?}");
+    assert!(a.billing.suspended_s == 0.0, "{a:?}");
+    // b: b-0 runs 20 s, b-1 runs 3.3 s and is suspended 16.7 s.
+    assert!((b.billing.running_s - 23.3).abs() < 1e-9, "{b:?}");
+    assert!((b.billing.suspended_s - 16.7).abs() < 1e-9, "{b:?}");
+    assert_eq!((a.actions["insert"], a.actions["delete"]), (1, 1));
+    assert_eq!((b.actions["insert"], b.actions["suspend"]), (2, 1));
+    assert!(!b.actions.contains_key("delete"));
+    let all = w.billing();
+    let sum = |f: fn(&Billing) -> f64| by.values().map(|c| f(&c.billing)).sum::<f64>();
+    assert!((sum(|b| b.running_s) - all.running_s).abs() < 1e-9);
+    assert!((sum(|b| b.suspended_s) - all.suspended_s).abs() < 1e-9);
+    assert!((sum(|b| b.stopped_s) - all.stopped_s).abs() < 1e-9);
+    assert_eq!(w.counts().configs.get("a"), None, "a Config without instances is not counted");
+    exact(&w, "per Config");
+}
+
+#[test]
+fn a_silent_bot_called_dead_was_last_seen_when_it_went_silent() {
+    let cfg = SimConfig {
+        op_ms: 100,
+        provision_ms: 100,
+        stage_ms: 100,
+        bot_connect_ms: 100,
+        suspend_ms: 100,
+        bot_death_ms: 1000,
+        ..SimConfig::default()
+    };
+    let (mut w, t0) = world(cfg);
+    w.insert("p", "us-central1-b", None, &body("ci-0-aaaa")).unwrap();
+    w.advance(at(t0, 1000));
+    w.suspend("p", "us-central1-b", "ci-0-aaaa", None).unwrap();
+    let silent = w.now_utc();
+    w.advance(at(t0, 5000));
+    let view = w.bot("s.example.com", "ci-0-aaaa").unwrap();
+    assert!(view.bot.dead_at.is_some(), "dead after bot_death_ms");
+    assert_eq!(view.last_seen, silent, "last seen when it went silent, not when called dead");
+}

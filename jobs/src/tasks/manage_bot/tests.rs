@@ -306,7 +306,7 @@ async fn a_vm_just_woken_gives_its_bot_dead_since_it_slept_time_to_come_back() {
     let dead = Bot { is_dead: true, ..bot(&vm.hostname, slept) };
     f.bots.bots.lock().unwrap().insert(vm.hostname.clone(), dead);
     let next = run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
-    assert_eq!(next, Next::After(ctx.watch()));
+    assert!(matches!(next, Next::After(d) if d <= ctx.watch()), "looked at again soon: {next:?}");
     assert!(ctx.taken::<DestroyInstance>().await.is_empty(), "not destroyed while it wakes");
     // Still dead once bot_grace has passed: it is not coming back.
     f.clock.advance(ctx.timing.bot_grace.chrono() + D::seconds(1));
@@ -350,4 +350,42 @@ async fn a_parked_vm_past_its_lifetime_goes_at_once_and_one_waking_is_left_to_pa
     .unwrap();
     run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
     assert_eq!(ctx.taken::<DestroyInstance>().await.len(), 1, "past its lifetime: gone");
+}
+
+#[tokio::test]
+async fn a_vm_woken_from_the_warm_pool_waits_for_its_bot_like_a_booting_one() {
+    use crate::model::release::Standing;
+    let (ctx, f, vm) = setup().await;
+    let created = vm.instance.as_ref().unwrap().created;
+    // Connected, parked an hour later, woken two hours after that: Swarming called its silent
+    // bot dead long ago (longer than the VM's timeout).
+    f.clock.advance(D::hours(3));
+    let now = ctx.now();
+    let mut b = bot(&vm.hostname, created);
+    b.last_seen = Some(created + D::hours(1));
+    b.is_dead = true;
+    f.bots.bots.lock().unwrap().insert(vm.hostname.clone(), b.clone());
+    update_vm(&ctx, &vm.id, |v| {
+        v.connected = Some(created);
+        v.woken = Some(now);
+        true
+    })
+    .await
+    .unwrap();
+    let next = run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
+    assert!(ctx.taken::<DestroyInstance>().await.is_empty(), "a woken VM is not destroyed for its old death");
+    let got = ctx.store.vm(&vm.id).await.unwrap().unwrap().value;
+    assert!(got.fault.is_none(), "no fault: {:?}", got.fault);
+    assert!(matches!(next, Next::After(d) if d <= ctx.watch()), "looked at again soon");
+    let seen = Observed { bot: b.clone(), at: now, idle_since: None };
+    assert_eq!(Standing::of(&got, Some(&seen)), Standing::Booting, "not let go first as a dead one");
+    // A bot that died after the wake is dead.
+    let mut later = b.clone();
+    later.last_seen = Some(now + D::seconds(1));
+    assert_eq!(Standing::of(&got, Some(&Observed { bot: later, ..seen })), Standing::Down);
+    // Not back within the timeout (or bot_grace) from the wake: dead after all, and replaced.
+    let wait = D::seconds(vm.timeout as i64).max(ctx.timing.bot_grace.chrono());
+    f.clock.advance(wait + D::seconds(1));
+    run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
+    assert_eq!(ctx.taken::<DestroyInstance>().await.len(), 1);
 }

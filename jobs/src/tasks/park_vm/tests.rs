@@ -63,6 +63,19 @@ async fn a_vm_kept_warm_is_suspended_then_the_next_stopped_and_woken_when_wanted
     assert_eq!(ctx.store.vm("linux-2").await.unwrap().unwrap().value.parked, None);
     assert!(ctx.store.config("linux").await.unwrap().unwrap().value.waking.is_empty());
     assert_eq!(ctx.taken::<ManageBot>().await, [ManageBot { id: "linux-2".into() }]);
+    // Let go again later: a new suspend, not a replay of the first one's requestId.
+    fakes.clock.advance(chrono::Duration::seconds(30));
+    crate::writes::update_config::<TaskError>(&ctx, "linux", |r| {
+        r.current_amount = 2;
+        r.warm.insert(2);
+        Ok(true)
+    })
+    .await
+    .unwrap();
+    assert_eq!(run(&ctx, ParkVm { id: "linux-2".into() }).await.unwrap(), Next::Done);
+    let suspends: Vec<String> = fakes.compute.calls().into_iter().filter(|c| c.starts_with("suspend linux-2")).collect();
+    assert_eq!(suspends.len(), 2, "{suspends:?}");
+    assert_ne!(suspends[0], suspends[1], "each park has its own requestId");
 }
 
 #[tokio::test]
