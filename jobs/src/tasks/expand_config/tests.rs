@@ -168,7 +168,7 @@ async fn a_warm_pool_parks_idle_vms_let_go_and_wakes_them_before_making_new_ones
     assert_eq!(parked, ["linux-0", "linux-2"], "kept warm, not drained");
     assert!(ctx.taken::<DrainVm>().await.is_empty());
     // They are parked; the pool grows by one: the first is woken, nothing is made.
-    parked(&ctx, &["linux-0", "linux-2"]).await;
+    park_all(&ctx, &["linux-0", "linux-2"]).await;
     set_amount(&ctx, 3).await;
     run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
     assert!(ctx.taken::<CreateVm>().await.is_empty(), "a warm VM is woken before a new one is made");
@@ -194,7 +194,7 @@ async fn growing_into_an_index_kept_warm_wakes_its_vm() {
     .unwrap();
     run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
     ctx.finished::<ParkVm>().await;
-    parked(&ctx, &["linux-0", "linux-1"]).await;
+    park_all(&ctx, &["linux-0", "linux-1"]).await;
     let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
     assert_eq!((rec.wanted(), rec.warm.len()), (vec![], 2));
     // One is wanted again: index 0, kept warm, is woken (not made anew).
@@ -207,7 +207,7 @@ async fn growing_into_an_index_kept_warm_wakes_its_vm() {
 }
 
 /// Records VMs `ids` as suspended in the warm pool.
-async fn parked(ctx: &Ctx, ids: &[&str]) {
+async fn park_all(ctx: &Ctx, ids: &[&str]) {
     for id in ids {
         crate::writes::update_vm(ctx, id, |v| {
             v.parked = Some(crate::model::parked::Parked {
