@@ -61,6 +61,17 @@ async fn metric(env: &Env, family: &str, labels: &[&str]) -> Option<f64> {
         .find_map(|l| l.rsplit(' ').next()?.parse().ok())
 }
 
+/// The `read_demand` cron runs of this process so far.
+fn read_demand_ticks(env: &Env) -> f64 {
+    let text = env.ctx.metrics.text();
+    text.lines()
+        .filter(|l| {
+            l.contains("cron_runs_total{") && l.contains("job=\"read_demand\"") && l.contains("result=\"ok\"")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 /// `n` tasks of `ms` for Swarming pool `pool`.
 async fn submit(env: &Env, pool: &str, n: usize, ms: u64) {
     let one = json!({"dimensions": {"pool": pool}, "duration_ms": ms});
@@ -152,7 +163,12 @@ async fn swarming_down_holds_the_fleet() {
     })
     .await;
     let held = env.status("hd", true).await;
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    // Four more readings (a cron tick a second), well past the 2 s idle timeout: nothing shrinks.
+    let from = read_demand_ticks(&env);
+    eventually("four more readings", LIMIT, || async {
+        (read_demand_ticks(&env) >= from + 4.0).then_some(())
+    })
+    .await;
     let c = env.counts("hd").await;
     assert_eq!((c.vms, c.draining), (3, 0), "held: {:?}", held.demand);
     let errors = env.status("hd", true).await.errors;

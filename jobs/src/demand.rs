@@ -16,9 +16,9 @@ use std::collections::BTreeMap;
 
 use crate::env::Env;
 use crate::error::TaskError;
-use crate::model::ConfigRecord;
 use crate::model::demand::{DemandState, Reading};
 use crate::model::release::Standing;
+use crate::model::{ConfigRecord, Vm};
 use crate::ports::bots::PENDING_LOOKBACK;
 use crate::ports::store::VmIndex;
 use crate::work::ExpandConfig;
@@ -162,27 +162,17 @@ async fn record(env: &Env, prefix: &str, state: DemandState) -> Result<(), TaskE
 async fn tally(env: &Env, rec: &ConfigRecord) -> Result<Reading, TaskError> {
     let Some(d) = &rec.config.demand else { return Ok(Reading::default()) };
     let now = env.now();
-    let mut vms = Vec::new();
-    for id in env.store.vm_ids(VmIndex::OfConfig(rec.config.prefix.clone())).await? {
-        match env.store.vm(&id).await {
-            // Resuming from the warm pool counts as capacity, as booting does.
-            Ok(Some(v)) if !v.value.drained && v.value.parked.as_ref().is_none_or(|p| p.waking.is_some()) => {
-                vms.push(v.value)
-            }
-            // Gone, drained, kept warm, or a record that does not decode (quarantined elsewhere).
-            Ok(_) | Err(crate::ports::store::StoreError::Corrupt { .. }) => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
-    let hostnames: Vec<String> = vms.iter().map(|v| v.hostname.clone()).collect();
+    let ids = env.store.vm_ids(VmIndex::OfConfig(rec.config.prefix.clone())).await?;
+    let (vms, seen) = crate::writes::vms_and_bots(env, &ids).await?;
     // An observation older than `observation_ttl` says nothing of now (a walk failed): such a
     // bot counts as idle, never as idle for long, so a ListBots outage shrinks nothing.
     let ttl = env.timing.observation_ttl.chrono();
-    let seen: Vec<_> =
-        env.store.bots(&hostnames).await?.into_iter().map(|o| o.filter(|o| o.at + ttl > now)).collect();
-    let mut r = Reading { live: vms.len() as u32, ..Reading::default() };
-    for (vm, o) in vms.iter().zip(&seen) {
-        match Standing::of(vm, o.as_ref()) {
+    // Live: not drained, not kept warm; resuming from the warm pool counts, as booting does.
+    let live = |v: &Vm| !v.drained && v.parked.as_ref().is_none_or(|p| p.waking.is_some());
+    let mut r = Reading::default();
+    for (vm, o) in vms.iter().zip(&seen).filter(|(v, _)| live(v)) {
+        r.live += 1;
+        match Standing::of(vm, o.as_ref().filter(|o| o.at + ttl > now)) {
             Standing::Busy => r.busy += 1,
             Standing::Idle(since) => {
                 r.idle += 1;

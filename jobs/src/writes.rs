@@ -4,7 +4,7 @@
 
 use crate::env::Env;
 use crate::error::TaskError;
-use crate::model::{ConfigRecord, Vm};
+use crate::model::{ConfigRecord, Observed, Vm};
 use crate::ports::store::{Expect, StoreError, Versioned};
 use crate::work::{ExpandConfig, ManageBot};
 
@@ -23,6 +23,28 @@ pub async fn read_vm(ctx: &Env, id: &str) -> Result<Option<Versioned<Vm>>, TaskE
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// The record of VM `id` for reading: `None` when it is gone or does not decode (one unreadable
+/// record hides itself, not the rest; `read_vm` is what quarantines it).
+pub async fn readable_vm(ctx: &Env, id: &str) -> Result<Option<Vm>, TaskError> {
+    match ctx.store.vm(id).await {
+        Ok(v) => Ok(v.map(|v| v.value)),
+        Err(StoreError::Corrupt { .. }) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The readable records of VMs `ids` ([`readable_vm`]), in order, and the last observation of
+/// each one's bot.
+pub async fn vms_and_bots(ctx: &Env, ids: &[String]) -> Result<(Vec<Vm>, Vec<Option<Observed>>), TaskError> {
+    let mut vms = Vec::with_capacity(ids.len());
+    for id in ids {
+        vms.extend(readable_vm(ctx, id).await?);
+    }
+    let hostnames: Vec<String> = vms.iter().map(|v| v.hostname.clone()).collect();
+    let seen = ctx.store.bots(&hostnames).await?;
+    Ok((vms, seen))
 }
 
 /// A VM record that does not decode: its instance is looked up by label in its Config's

@@ -200,44 +200,24 @@ impl Compute for Gce {
         request_id: &str,
     ) -> Result<Option<Operation>, ComputeError> {
         segments(&[project, zone, name])?;
+        // Each method has its own builder type; the same four fields on each.
+        macro_rules! send {
+            ($call:expr) => {
+                $call
+                    .set_project(project)
+                    .set_zone(zone)
+                    .set_instance(name)
+                    .set_request_id(request_id)
+                    .send()
+                    .await
+            };
+        }
         let i = &self.instances;
         let sent = match power {
-            Power::Suspend => {
-                i.suspend()
-                    .set_project(project)
-                    .set_zone(zone)
-                    .set_instance(name)
-                    .set_request_id(request_id)
-                    .send()
-                    .await
-            }
-            Power::Resume => {
-                i.resume()
-                    .set_project(project)
-                    .set_zone(zone)
-                    .set_instance(name)
-                    .set_request_id(request_id)
-                    .send()
-                    .await
-            }
-            Power::Stop => {
-                i.stop()
-                    .set_project(project)
-                    .set_zone(zone)
-                    .set_instance(name)
-                    .set_request_id(request_id)
-                    .send()
-                    .await
-            }
-            Power::Start => {
-                i.start()
-                    .set_project(project)
-                    .set_zone(zone)
-                    .set_instance(name)
-                    .set_request_id(request_id)
-                    .send()
-                    .await
-            }
+            Power::Suspend => send!(i.suspend()),
+            Power::Resume => send!(i.resume()),
+            Power::Stop => send!(i.stop()),
+            Power::Start => send!(i.start()),
         };
         match sent {
             Ok(op) => Ok(Some(operation(op))),

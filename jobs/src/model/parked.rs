@@ -14,18 +14,6 @@ pub enum Park {
     Stop,
 }
 
-impl Park {
-    /// The Compute Engine verb that parks (`suspend`, `stop`) or wakes (`resume`, `start`).
-    pub fn verb(self, wake: bool) -> &'static str {
-        match (self, wake) {
-            (Park::Suspend, false) => "suspend",
-            (Park::Suspend, true) => "resume",
-            (Park::Stop, false) => "stop",
-            (Park::Stop, true) => "start",
-        }
-    }
-}
-
 /// A VM's warm state: parked (or on its way), or waking.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Parked {

@@ -131,21 +131,26 @@ pub fn arrange(p: &Pool<'_>) -> Arranged {
 }
 /// Whether Config `rec` grew past the VMs it has (`present`: their indexes): it wants an index
 /// above every one of them. (A VM made again under its index, as after its lifetime, is not.)
-pub fn grew(rec: &ConfigRecord, present: &BTreeSet<u32>) -> bool {
+fn grew(rec: &ConfigRecord, present: &BTreeSet<u32>) -> bool {
     let top = present.last().copied();
     rec.wanted().iter().any(|i| !present.contains(i) && top.is_none_or(|t| *i > t))
 }
 
 /// Whether Config `rec`'s pool is arranged again ([`of_records`]): a VM it neither wants nor
-/// keeps warm is still there undrained (`surplus`), it [`grew`] while some
+/// keeps warm is still there undrained (`surplus`), it [`grew`] past its VMs (`present`: their
+/// indexes) while some
 /// index is let go or kept warm (they may be filled again), a wanted index is one kept warm (grown
 /// into: it is woken), or it keeps more warm than its warm pool now allows. Otherwise its wanted
 /// indexes stand as they are (a VM made again under the same index needs no arranging).
-pub fn must_arrange(rec: &ConfigRecord, surplus: bool, grew: bool) -> bool {
+pub fn must_arrange(rec: &ConfigRecord, surplus: bool, present: &BTreeSet<u32>) -> bool {
+    if rec.config.is_static() {
+        return false;
+    }
+    // A pool with no index let go or kept warm (most pools) lists its wanted indexes never.
     let holes = !rec.let_go.is_empty() || !rec.warm.is_empty();
-    let grown_into_warm = !rec.warm.is_empty() && rec.wanted().iter().any(|i| rec.warm.contains(i));
     let room = rec.config.warm.as_ref().map_or(0, |w| w.room()) as usize;
-    !rec.config.is_static() && (surplus || (grew && holes) || grown_into_warm || rec.warm.len() > room)
+    let grown_into_warm = || !rec.warm.is_empty() && rec.wanted().iter().any(|i| rec.warm.contains(i));
+    surplus || rec.warm.len() > room || (holes && (grew(rec, present) || grown_into_warm()))
 }
 
 /// Config `rec`'s pool arranged from its VM records (`vms`) and their bots' last observations

@@ -96,19 +96,13 @@ pub async fn plan(ctx: &Ctx, prefix: &str, input: PlanInput) -> Result<Plan, OpE
         });
     }
     let ids = by_index(ctx.store.vm_ids(VmIndex::OfConfig(prefix.to_owned())).await?);
-    let mut vms = Vec::with_capacity(ids.len());
-    for id in &ids {
-        // One gone since the listing has nothing left to plan; one that does not decode is left
-        // out, as listVms leaves it out.
-        vms.extend(super::shared::readable_vm(ctx, id).await?);
-    }
+    // One gone since the listing has nothing left to plan; one that does not decode is left out,
+    // as listVms leaves it out.
+    let (vms, seen) = crate::writes::vms_and_bots(ctx, &ids).await?;
     // Which VMs it keeps, as `expand_config` will choose them (idle first, a warm pool).
     let surplus = vms.iter().any(|v| !v.drained && !next.wants(v.index) && !next.warm.contains(&v.index));
     let present: std::collections::BTreeSet<u32> = vms.iter().map(|v| v.index).collect();
-    let grew = crate::model::release::grew(&next, &present);
-    if crate::model::release::must_arrange(&next, surplus, grew) {
-        let hostnames: Vec<String> = vms.iter().map(|v| v.hostname.clone()).collect();
-        let seen = ctx.store.bots(&hostnames).await?;
+    if crate::model::release::must_arrange(&next, surplus, &present) {
         let a = crate::model::release::of_records(&next, &vms, &seen, ctx.now());
         (next.let_go, next.warm) = (a.let_go, a.warm);
     }

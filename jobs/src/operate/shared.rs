@@ -8,7 +8,7 @@ use crate::catalog::Verdict;
 use crate::config::{Config, ConfigError, prefixes_clash};
 use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::model::{AuditAction, AuditEntry, ConfigRecord, Vm};
+use crate::model::{AuditAction, AuditEntry, ConfigRecord};
 use crate::naming::parse_id;
 use crate::ports::store::StoreError;
 
@@ -180,16 +180,6 @@ pub(super) async fn audit_on(ctx: &Ctx, prefix: &str, by: Actor<'_>, action: Aud
         _ => AuditEntry { prefix: prefix.to_owned(), ..AuditEntry::global(now, by, action) },
     };
     ctx.audit(e.detail(detail)).await;
-}
-
-/// The record of VM `id` for a reading operation: `None` when it is gone or does not decode
-/// (one unreadable record hides itself, not the rest).
-pub(super) async fn readable_vm(ctx: &Ctx, id: &str) -> Result<Option<Vm>, OpError> {
-    match ctx.store.vm(id).await {
-        Ok(v) => Ok(v.map(|v| v.value)),
-        Err(StoreError::Corrupt { .. }) => Ok(None),
-        Err(e) => Err(e.into()),
-    }
 }
 
 /// The order VMs are listed in: by index, ids that do not parse last.

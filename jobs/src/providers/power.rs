@@ -100,7 +100,7 @@ pub(super) async fn step(ctx: &Env, cur: Versioned<Vm>, how: Park, wake: bool) -
                 return Ok(Next::Done);
             };
             match arrived(&instance.status, call) {
-                Some(true) => return finish(ctx, vm, wake, p.turns, since).await,
+                Some(true) => return finish(ctx, vm, call, p.turns, since).await,
                 Some(false) => return Ok(Next::After(ctx.operation_poll(since))),
                 None => {}
             }
@@ -122,7 +122,7 @@ pub(super) async fn step(ctx: &Env, cur: Versioned<Vm>, how: Park, wake: bool) -
     }
     match op.error {
         Some(e) => failed(ctx, vm, call, p.turns, e, &op.name).await,
-        None => finish(ctx, vm, wake, p.turns, since).await,
+        None => finish(ctx, vm, call, p.turns, since).await,
     }
 }
 
@@ -175,15 +175,16 @@ async fn failed(
     Err(TaskError::Compute(ComputeError { kind: ComputeKind::Transient, ..e }))
 }
 
-/// Turn `turns` is done: parked (`done`), or awake (parked state cleared, `woken` set).
+/// Turn `turns` (of `call`) is done: parked (`done`), or awake (parked state cleared, `woken` set).
 async fn finish(
     ctx: &Env,
     vm: &Vm,
-    wake: bool,
+    call: Power,
     turns: u32,
     since: chrono::TimeDelta,
 ) -> Result<Next, TaskError> {
     let now = ctx.now();
+    let wake = matches!(call, Power::Resume | Power::Start);
     update_vm(ctx, &vm.id, |v| {
         v.hostname == vm.hostname && v.parked.as_ref().is_some_and(|q| q.turns == turns) && {
             match wake {
@@ -202,8 +203,7 @@ async fn finish(
         }
     })
     .await?;
-    let verb = power(vm.parked.as_ref().map_or(Park::Suspend, |p| p.how), wake).verb();
-    ctx.metrics.instance_op(vm, verb, "ok", "");
+    ctx.metrics.instance_op(vm, call.verb(), "ok", "");
     let what = if wake { "woken from the warm pool" } else { "parked in the warm pool" };
     let seconds = since.num_milliseconds() as f64 / 1000.0;
     tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), seconds, "{what}");

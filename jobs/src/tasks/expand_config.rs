@@ -135,22 +135,16 @@ async fn arrange(ctx: &Ctx, rec: &mut ConfigRecord, ids: &[String]) -> Result<()
     let index = |id: &String| crate::naming::parse_id(id).map(|(_, i)| i);
     let mut surplus = false;
     for id in ids.iter().filter(|id| index(id).is_some_and(|i| !rec.wants(i) && !rec.warm.contains(&i))) {
-        surplus |= readable(ctx, id).await?.is_some_and(|v| !v.drained);
+        surplus |= crate::writes::readable_vm(ctx, id).await?.is_some_and(|v| !v.drained);
         if surplus {
             break;
         }
     }
     let present: BTreeSet<u32> = ids.iter().filter_map(index).collect();
-    let grew = crate::model::release::grew(rec, &present);
-    if !crate::model::release::must_arrange(rec, surplus, grew) {
+    if !crate::model::release::must_arrange(rec, surplus, &present) {
         return Ok(());
     }
-    let mut vms = Vec::new();
-    for id in ids {
-        vms.extend(readable(ctx, id).await?);
-    }
-    let hostnames: Vec<String> = vms.iter().map(|v| v.hostname.clone()).collect();
-    let seen = ctx.store.bots(&hostnames).await?;
+    let (vms, seen) = crate::writes::vms_and_bots(ctx, ids).await?;
     let a = crate::model::release::of_records(rec, &vms, &seen, ctx.now());
     let parked: BTreeSet<u32> = vms.iter().filter(|v| v.parked.is_some()).map(|v| v.index).collect();
     let newly: Vec<ParkVm> = a
@@ -164,15 +158,6 @@ async fn arrange(ctx: &Ctx, rec: &mut ConfigRecord, ids: &[String]) -> Result<()
     rec.waking.extend(a.wake);
     ctx.push_many(&newly).await?;
     Ok(())
-}
-
-/// VM `id`'s record; `None` when gone or when it does not decode (quarantined elsewhere).
-async fn readable(ctx: &Ctx, id: &str) -> Result<Option<crate::model::Vm>, TaskError> {
-    match ctx.store.vm(id).await {
-        Ok(v) => Ok(v.map(|v| v.value)),
-        Err(crate::ports::store::StoreError::Corrupt { .. }) => Ok(None),
-        Err(e) => Err(e.into()),
-    }
 }
 
 /// One step of a provider change of Config `prefix` (marked `provider_changed`): its VMs of
