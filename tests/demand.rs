@@ -109,15 +109,11 @@ async fn a_burst_scales_up_and_the_quiet_scales_down_to_min_idle_without_cutting
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_vm_kept_warm_is_resumed_and_its_bot_serves_the_next_task() {
+async fn a_warm_pool_is_filled_at_rest_lent_to_a_burst_by_resumes_and_parked_again() {
     let env = start("wp", demand_pool("wp", 4, 0, "warm: {suspended: 2}\n")).await;
-    submit(&env, "wp", 2, 2000).await;
-    eventually("two VMs serve the burst", LIMIT, || async {
-        (env.counts("wp").await.connected == 2).then_some(())
-    })
-    .await;
-    // The quiet: both are kept warm (suspended), none deleted.
-    eventually("both are suspended", LIMIT, || async {
+    // No work yet (min_idle 0): two VMs are made for the warm pool and suspended once their bots
+    // have connected.
+    eventually("the warm pool is filled", LIMIT, || async {
         let i = env.instances("wp");
         (i.len() == 2 && i.values().all(|s| s == "SUSPENDED") && env.counts("wp").await.parked == 2)
             .then_some(())
@@ -127,20 +123,33 @@ async fn a_vm_kept_warm_is_resumed_and_its_bot_serves_the_next_task() {
     let shown = metric(&env, "gce_backend_fleet_vms", &["config=\"wp\"", "state=\"warm\""]).await;
     assert_eq!(shown, Some(2.0), "/metrics counts them");
     let inserted = env.inserts().len();
-    submit(&env, "wp", 1, 1000).await;
-    eventually("a warm VM serves the task", LIMIT, || async {
+    assert_eq!(inserted, 2);
+    // A burst of two: both are resumed and serve it; nothing is made.
+    submit(&env, "wp", 2, 1000).await;
+    eventually("the warm VMs serve the burst", LIMIT, || async {
         let t = tasks(&env, "wp").await;
-        t.iter().filter(|t| t["state"] == "COMPLETED").count().eq(&3).then_some(())
+        t.iter().filter(|t| t["state"] == "COMPLETED").count().eq(&2).then_some(())
     })
     .await;
-    let t = tasks(&env, "wp").await;
-    let last = t.iter().max_by_key(|t| t["createdMs"].as_u64()).unwrap();
-    assert!(warm.iter().any(|h| last["bot"]["id"] == h.as_str()), "served by a resumed VM: {last}");
-    assert_eq!(env.inserts().len(), inserted, "no new instance made");
+    for t in tasks(&env, "wp").await {
+        assert!(warm.iter().any(|h| t["bot"]["id"] == h.as_str()), "served by a resumed VM: {t}");
+    }
     let summary: Value =
         reqwest::get(format!("{}/sim/summary", env.sim_url)).await.unwrap().json().await.unwrap();
-    assert!(summary["actions"]["resume"].as_u64() >= Some(1), "{summary}");
-    assert!(t.iter().all(|t| t["state"] == "COMPLETED"), "{t:?}");
+    assert!(summary["actions"]["resume"].as_u64() >= Some(2), "{summary}");
+    // The quiet: both go back to the warm pool; none is deleted, none made.
+    eventually("both are suspended again", LIMIT, || async {
+        let i = env.instances("wp");
+        (i.len() == 2 && i.values().all(|s| s == "SUSPENDED") && env.counts("wp").await.parked == 2)
+            .then_some(())
+    })
+    .await;
+    let mut now: Vec<String> = env.instances("wp").into_keys().collect();
+    now.sort();
+    let mut before = warm.clone();
+    before.sort();
+    assert_eq!(now, before, "the same two VMs");
+    assert_eq!(env.inserts().len(), inserted, "no new instance made");
     env.stop().await;
 }
 

@@ -167,8 +167,10 @@ async fn tally(env: &Env, rec: &ConfigRecord) -> Result<Reading, TaskError> {
     // An observation older than `observation_ttl` says nothing of now (a walk failed): such a
     // bot counts as idle, never as idle for long, so a ListBots outage shrinks nothing.
     let ttl = env.timing.observation_ttl.chrono();
-    // Live: not drained, not kept warm; resuming from the warm pool counts, as booting does.
-    let live = |v: &Vm| !v.drained && v.parked.as_ref().is_none_or(|p| p.waking.is_some());
+    // Live: not drained, not kept warm (parked, or to be); resuming counts, as booting does.
+    let live = |v: &Vm| {
+        !v.drained && !rec.warm.contains(&v.index) && v.parked.as_ref().is_none_or(|p| p.waking.is_some())
+    };
     let mut r = Reading::default();
     for (vm, o) in vms.iter().zip(&seen).filter(|(v, _)| live(v)) {
         r.live += 1;

@@ -67,6 +67,9 @@ pub struct Pool<'a> {
     pub limit: u32,
     /// How many VMs it keeps warm at most.
     pub warm: u32,
+    /// How many VMs its warm pool holds now ([`ConfigRecord::warm_stock`]; at most `warm`): when it
+    /// keeps fewer, VMs on their way that it lets go are kept to be parked, then new ones made.
+    pub stock: u32,
 }
 
 /// What [`arrange`] decided.
@@ -85,6 +88,8 @@ pub struct Arranged {
 /// `limit` and none taken (an index whose VM still goes is made again only once that one is
 /// gone, so taken ones come after the free ones below `limit`). Of the VMs it lets go, it keeps
 /// up to `warm` warm: parked ones first, then idle ones (the first to go first); the rest go.
+/// A warm pool short of `stock` is filled: with the VMs it lets go that are on their way (not
+/// down; the first to go first), then with new indexes below `limit`, to be parked once up.
 /// Among equals the highest index goes first, so a pool of equals keeps `0..slots` and lets
 /// nothing go.
 pub fn arrange(p: &Pool<'_>) -> Arranged {
@@ -115,7 +120,7 @@ pub fn arrange(p: &Pool<'_>) -> Arranged {
         .iter()
         .rev()
         .filter(|(i, s)| !wanted.contains(i) && matches!(s, Standing::Idle(_) | Standing::Unknown));
-    let warm: BTreeSet<u32> = p
+    let mut warm: BTreeSet<u32> = p
         .parked
         .iter()
         .copied()
@@ -123,6 +128,17 @@ pub fn arrange(p: &Pool<'_>) -> Arranged {
         .chain(idle.map(|(i, _)| *i))
         .take(p.warm as usize)
         .collect();
+    let stock = p.stock.min(p.warm) as usize;
+    if warm.len() < stock {
+        let coming = order
+            .iter()
+            .rev()
+            .filter(|(i, s)| !wanted.contains(i) && !warm.contains(i) && *s != Standing::Down)
+            .map(|(i, _)| *i);
+        let new = (0..p.limit).filter(|i| !used.contains(i) && !wanted.contains(i));
+        let short = stock - warm.len();
+        warm.extend(coming.chain(new).take(short).collect::<Vec<_>>());
+    }
     let let_go = match wanted.last() {
         Some(&top) => (0..top).filter(|i| !wanted.contains(i)).collect(),
         None => BTreeSet::new(),
@@ -140,9 +156,10 @@ fn grew(rec: &ConfigRecord, present: &BTreeSet<u32>) -> bool {
 /// keeps warm is still there undrained (`surplus`), it [`grew`] past its VMs (`present`: their
 /// indexes) while some
 /// index is let go or kept warm (they may be filled again), a wanted index is one kept warm (grown
-/// into: it is woken), or it keeps more warm than its warm pool now allows. Otherwise its wanted
-/// indexes stand as they are (a VM made again under the same index needs no arranging).
-pub fn must_arrange(rec: &ConfigRecord, surplus: bool, present: &BTreeSet<u32>) -> bool {
+/// into: it is woken), or it keeps more warm than its warm pool now allows or fewer than it holds
+/// at `now` ([`ConfigRecord::warm_stock`]). Otherwise its wanted indexes stand as they are (a VM
+/// made again under the same index needs no arranging).
+pub fn must_arrange(rec: &ConfigRecord, surplus: bool, present: &BTreeSet<u32>, now: DateTime<Utc>) -> bool {
     if rec.config.is_static() {
         return false;
     }
@@ -150,7 +167,8 @@ pub fn must_arrange(rec: &ConfigRecord, surplus: bool, present: &BTreeSet<u32>) 
     let holes = !rec.let_go.is_empty() || !rec.warm.is_empty();
     let room = rec.config.warm.as_ref().map_or(0, |w| w.room()) as usize;
     let grown_into_warm = || !rec.warm.is_empty() && rec.wanted().iter().any(|i| rec.warm.contains(i));
-    surplus || rec.warm.len() > room || (holes && (grew(rec, present) || grown_into_warm()))
+    let short = || rec.warm.len() < rec.warm_stock(now) as usize;
+    surplus || rec.warm.len() > room || short() || (holes && (grew(rec, present) || grown_into_warm()))
 }
 
 /// Config `rec`'s pool arranged from its VM records (`vms`) and their bots' last observations
@@ -177,7 +195,8 @@ pub fn of_records(rec: &ConfigRecord, vms: &[Vm], seen: &[Option<Observed>], now
     parked.sort_unstable();
     let warm = rec.config.warm.as_ref().map_or(0, |w| w.room());
     let limit = rec.config.index_room();
-    arrange(&Pool { slots: rec.slots(), live: &live, parked: &parked, taken: &taken, limit, warm })
+    let stock = rec.warm_stock(now);
+    arrange(&Pool { slots: rec.slots(), live: &live, parked: &parked, taken: &taken, limit, warm, stock })
 }
 
 #[cfg(test)]

@@ -124,6 +124,28 @@ impl ConfigRecord {
             false => self.config.amount.at(proposed, now),
         }
     }
+
+    /// The amount it targets at `now` when no work is waiting or running: a demand-driven
+    /// pool's `min_idle` within its bounds, any other pool's [`ConfigRecord::amount_at`].
+    pub fn rest_amount(&self, now: DateTime<Utc>) -> u32 {
+        match &self.config.demand {
+            Some(d) if !self.config.is_static() => self.config.amount.at(d.min_idle, now),
+            _ => self.amount_at(now),
+        }
+    }
+
+    /// How many VMs its warm pool holds at `now`: its size, less the VMs it lends to work above
+    /// [`ConfigRecord::rest_amount`] (woken or made for it). At rest the pool is full; a burst
+    /// takes VMs out and does not have them made again, as they come back when let go.
+    pub fn warm_stock(&self, now: DateTime<Utc>) -> u32 {
+        let room = self.config.warm.as_ref().map_or(0, |w| w.room());
+        room.saturating_sub(self.slots().saturating_sub(self.rest_amount(now)))
+    }
+
+    /// Whether it has a VM made under index `i`: one it wants, or one its warm pool keeps.
+    pub fn makes(&self, i: u32) -> bool {
+        self.wants(i) || self.warm.contains(&i)
+    }
 }
 
 /// True when `vm` was made from other instance attributes than `c` has now.

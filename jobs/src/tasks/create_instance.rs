@@ -3,7 +3,7 @@
 //! the handling of quota, stockout and invalid requests live).
 //!
 //! * Gone, or its machine already recorded: nothing to make (the bot is looked at).
-//! * Not sent yet and no longer wanted (the amount dropped, drained): the record is dropped,
+//! * Not sent yet and neither wanted nor kept warm any more (the amount dropped, drained): the record is dropped,
 //!   since nothing exists to clean up.
 //! * Paused Config: a VM not yet sent waits (resuming pushes this task again); one already
 //!   sent is followed to its end.
@@ -15,7 +15,7 @@ use gce_backend_queues::Task;
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::model::Vm;
+use crate::model::{ConfigRecord, Vm};
 
 
 /// The stage its errors are recorded under: the queue's name.
@@ -30,8 +30,10 @@ pub async fn run(ctx: &Ctx, t: CreateInstance) -> Result<Next, TaskError> {
         return Ok(Next::Done);
     }
     if vm.insert_sent.is_none() {
-        // Not sent yet: still wanted? (The amount may have dropped since it was made.)
-        let cfg = ctx.store.config(&vm.config).await?.filter(|c| c.value.keeps(vm, ctx.providers.declared()));
+        // Not sent yet: still wanted, or kept warm? (The amount may have dropped since it was made.)
+        let (providers, now) = (ctx.providers.declared(), ctx.now());
+        let made = |c: &ConfigRecord| c.keeps(vm, providers) || c.keeps_warm(vm, providers, now);
+        let cfg = ctx.store.config(&vm.config).await?.filter(|c| made(&c.value));
         let Some(cfg) = cfg.filter(|_| !vm.drained) else {
             // Never sent to GCE: there is nothing to clean up.
             let unsent = |v: &Vm| v.insert_sent.is_none();

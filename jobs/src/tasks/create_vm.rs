@@ -1,6 +1,6 @@
 //! `create_vm`: creates one VM record (id `<prefix>-<index>`, a fresh hostname, the Config's
 //! template with its zone filled in; for a static pool, the hostname listed for that index) if
-//! it does not exist, is still wanted and its Config is not paused, then pushes
+//! it does not exist, is still wanted (or kept warm) and its Config is not paused, then pushes
 //! `create_instance` at once.
 
 use rand::Rng;
@@ -20,7 +20,7 @@ pub async fn run(ctx: &Ctx, t: CreateVm) -> Result<Next, TaskError> {
     }
     let (prefix, index) = parse_id(&t.id).ok_or_else(|| TaskError::Invalid(format!("VM id {:?}", t.id)))?;
     let Some(cfg) = ctx.store.config(prefix).await? else { return Ok(Next::Done) };
-    if !cfg.value.wants(index) || crate::pause::held(ctx, &cfg.value, Some(&t.id)).await?.is_some() {
+    if !cfg.value.makes(index) || crate::pause::held(ctx, &cfg.value, Some(&t.id)).await?.is_some() {
         return Ok(Next::Done); // resuming a paused Config expands it again
     }
     let c = &cfg.value.config;

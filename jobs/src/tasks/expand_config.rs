@@ -91,9 +91,11 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
         None => false,
     };
     let done = if switching || rolling { Next::After(ctx.watch()) } else { Next::Done };
+    // Wanted first, then the warm pool's VMs not made yet.
     let missing: Vec<String> = rec
         .wanted()
         .into_iter()
+        .chain(rec.warm.iter().copied())
         .map(|i| crate::naming::vm_id(&t.prefix, i))
         .filter(|id| !existing.contains(id))
         .collect();
@@ -141,7 +143,7 @@ async fn arrange(ctx: &Ctx, rec: &mut ConfigRecord, ids: &[String]) -> Result<()
         }
     }
     let present: BTreeSet<u32> = ids.iter().filter_map(index).collect();
-    if !crate::model::release::must_arrange(rec, surplus, &present) {
+    if !crate::model::release::must_arrange(rec, surplus, &present, ctx.now()) {
         return Ok(());
     }
     let (vms, seen) = crate::writes::vms_and_bots(ctx, ids).await?;

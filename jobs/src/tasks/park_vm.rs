@@ -2,7 +2,8 @@
 //! woken (`resume`, or `start` after a stop) and taken off the Config's `waking`; a VM it keeps
 //! warm is parked (`suspend` for the first `warm.suspended` indexes kept warm, `stop` for the
 //! rest) once its bot runs no task (asked of Swarming right before, so no task is cut short; a
-//! busy bot is looked at again later); any other is handed to `drain_vm`.
+//! busy bot is looked at again later), and a VM made for the warm pool once its bot has
+//! connected; any other is handed to `drain_vm`.
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
@@ -15,7 +16,7 @@ use crate::writes::update_config;
 pub async fn run(ctx: &Ctx, t: ParkVm) -> Result<Next, TaskError> {
     let Some(cur) = ctx.vm(&t.id).await? else { return Ok(Next::Done) };
     let vm = cur.value.clone();
-    if vm.instance.is_none() || vm.destroying.is_some() {
+    if vm.destroying.is_some() {
         return Ok(Next::Done);
     }
     let provider = ctx.providers.get(ctx, &vm.provider).await?;
@@ -46,6 +47,11 @@ pub async fn run(ctx: &Ctx, t: ParkVm) -> Result<Next, TaskError> {
     if !rec.keeps_warm(&vm, ctx.providers.declared(), now) {
         ctx.push(&DrainVm { id: vm.id }).await?;
         return Ok(Next::Done);
+    }
+    // Made for the warm pool: parked once its bot has connected (its start-up done), so that a
+    // wake gives a bot ready for work.
+    if vm.parked.is_none() && (vm.instance.is_none() || vm.connected.is_none()) {
+        return Ok(Next::After(ctx.watch()));
     }
     // About to ask Compute to park it (first, or again after a failure): only an idle bot.
     // Swarming is asked now, not the last walk.

@@ -12,7 +12,7 @@ fn set(v: &[u32]) -> BTreeSet<u32> {
 
 /// The let-go set of a pool with no warm pool.
 fn arrange(slots: u32, live: &[(u32, Standing)], taken: &BTreeSet<u32>, limit: u32) -> BTreeSet<u32> {
-    super::arrange(&Pool { slots, live, parked: &[], taken, limit, warm: 0 }).let_go
+    super::arrange(&Pool { slots, live, parked: &[], taken, limit, warm: 0, stock: 0 }).let_go
 }
 
 #[test]
@@ -69,21 +69,83 @@ fn a_warm_pool_keeps_idle_vms_let_go_and_wakes_them_before_making_new_ones() {
         [(0, Standing::Idle(t(1))), (1, Standing::Busy), (2, Standing::Idle(t(5))), (3, Standing::Booting)];
     let none = set(&[]);
     // Keep 2 of 4, two warm: the idle ones go warm (the booting one is not idle: it goes).
-    let a = super::arrange(&Pool { slots: 2, live: &live, parked: &[], taken: &none, limit: 100, warm: 2 });
+    let a = super::arrange(&Pool {
+        slots: 2,
+        live: &live,
+        parked: &[],
+        taken: &none,
+        limit: 100,
+        warm: 2,
+        stock: 0,
+    });
     assert_eq!((a.let_go, a.warm, a.wake), (set(&[0, 2]), set(&[0, 2]), set(&[])));
     // Room for one: the first to go (idle longest, 0) is kept warm.
-    let a = super::arrange(&Pool { slots: 2, live: &live, parked: &[], taken: &none, limit: 100, warm: 1 });
+    let a = super::arrange(&Pool {
+        slots: 2,
+        live: &live,
+        parked: &[],
+        taken: &none,
+        limit: 100,
+        warm: 1,
+        stock: 0,
+    });
     assert_eq!(a.warm, set(&[0]));
     // Growth with 0 and 2 parked: they are woken before any index is made.
     let live = [(1, Standing::Busy), (3, Standing::Busy)];
-    let a =
-        super::arrange(&Pool { slots: 3, live: &live, parked: &[0, 2], taken: &none, limit: 100, warm: 2 });
+    let a = super::arrange(&Pool {
+        slots: 3,
+        live: &live,
+        parked: &[0, 2],
+        taken: &none,
+        limit: 100,
+        warm: 2,
+        stock: 0,
+    });
     assert_eq!((a.wake, a.warm, a.let_go), (set(&[0]), set(&[2]), set(&[2])));
-    let a =
-        super::arrange(&Pool { slots: 5, live: &live, parked: &[0, 2], taken: &none, limit: 100, warm: 2 });
+    let a = super::arrange(&Pool {
+        slots: 5,
+        live: &live,
+        parked: &[0, 2],
+        taken: &none,
+        limit: 100,
+        warm: 2,
+        stock: 0,
+    });
     assert_eq!((a.wake, a.warm, a.let_go), (set(&[0, 2]), set(&[]), set(&[])), "then index 4 is made");
     // More parked than room: the first stay warm, the rest go.
-    let a =
-        super::arrange(&Pool { slots: 2, live: &live, parked: &[0, 2], taken: &none, limit: 100, warm: 1 });
+    let a = super::arrange(&Pool {
+        slots: 2,
+        live: &live,
+        parked: &[0, 2],
+        taken: &none,
+        limit: 100,
+        warm: 1,
+        stock: 0,
+    });
     assert_eq!((a.wake, a.warm), (set(&[]), set(&[0])));
+}
+
+#[test]
+fn a_warm_pool_short_of_its_stock_keeps_vms_on_their_way_then_makes_new_ones() {
+    let t = Utc.with_ymd_and_hms(2026, 11, 27, 9, 0, 0).unwrap();
+    let none = set(&[]);
+    let pool =
+        |slots, live, parked, limit, stock| Pool { slots, live, parked, taken: &none, limit, warm: 3, stock };
+    // Keep 1 (the busy one): the idle VM is kept warm, then the booting one, then a new index.
+    let live = [(0, Standing::Busy), (1, Standing::Booting), (2, Standing::Idle(t))];
+    let a = super::arrange(&pool(1, &live, &[], 100, 3));
+    assert_eq!((a.warm, a.let_go, a.wake), (set(&[1, 2, 3]), set(&[]), set(&[])));
+    // A down VM is not kept: new indexes are made instead (not its index, still in use).
+    let live = [(0, Standing::Busy), (1, Standing::Down)];
+    assert_eq!(super::arrange(&pool(1, &live, &[], 100, 2)).warm, set(&[2, 3]));
+    // Not past the indexes the hostnames have room for.
+    assert_eq!(super::arrange(&pool(1, &live, &[], 3, 2)).warm, set(&[2]));
+    // Parked VMs count: one parked and a stock of 2 make one new VM, in the lowest free index.
+    let live = [(0, Standing::Busy)];
+    assert_eq!(super::arrange(&pool(1, &live, &[3], 100, 2)).warm, set(&[1, 3]));
+    // The stock, not the room, is what is made: none when it is 0.
+    assert_eq!(super::arrange(&pool(1, &live, &[], 100, 0)).warm, set(&[]));
+    // Growth still wakes first: the parked VM is woken, and the stock is filled with a new one.
+    let a = super::arrange(&pool(2, &live, &[3], 100, 1));
+    assert_eq!((a.wake, a.warm), (set(&[3]), set(&[1])));
 }

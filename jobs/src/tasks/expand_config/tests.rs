@@ -171,8 +171,10 @@ async fn a_warm_pool_parks_idle_vms_let_go_and_wakes_them_before_making_new_ones
     park_all(&ctx, &["linux-0", "linux-2"]).await;
     set_amount(&ctx, 3).await;
     run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
-    assert!(ctx.taken::<CreateVm>().await.is_empty(), "a warm VM is woken before a new one is made");
-    assert_eq!(ctx.finished::<ParkVm>().await, [ParkVm { id: "linux-0".into() }]);
+    // Index 0 is woken, not made; the warm pool (2 beyond the amount) gets a new VM, index 4.
+    assert_eq!(ctx.taken::<CreateVm>().await, [CreateVm { id: "linux-4".into() }]);
+    let woken = [ParkVm { id: "linux-4".into() }, ParkVm { id: "linux-0".into() }];
+    assert_eq!(ctx.finished::<ParkVm>().await, woken, "0 woken, 4 parked once up");
     let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
     assert_eq!((rec.wanted(), rec.waking.iter().copied().collect::<Vec<_>>()), (vec![0, 1, 3], vec![0]));
     // Until it is awake, every look asks again.
@@ -200,10 +202,55 @@ async fn growing_into_an_index_kept_warm_wakes_its_vm() {
     // One is wanted again: index 0, kept warm, is woken (not made anew).
     set_amount(&ctx, 1).await;
     run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
-    assert!(ctx.taken::<CreateVm>().await.is_empty());
-    assert_eq!(ctx.finished::<ParkVm>().await, [ParkVm { id: "linux-0".into() }]);
+    assert_eq!(ctx.taken::<CreateVm>().await, [CreateVm { id: "linux-2".into() }], "only the warm pool's refill");
+    let woken = [ParkVm { id: "linux-2".into() }, ParkVm { id: "linux-0".into() }];
+    assert_eq!(ctx.finished::<ParkVm>().await, woken, "0 woken, 2 parked once up");
     let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
     assert_eq!(rec.waking.iter().copied().collect::<Vec<_>>(), [0]);
+}
+
+#[tokio::test]
+async fn a_demand_pool_fills_its_warm_pool_at_rest_and_lends_it_to_a_burst() {
+    let (ctx, _) = Ctx::test();
+    busy_pool(&ctx, 1, &[]).await;
+    let demand = |target| {
+        move |r: &mut ConfigRecord| {
+            r.config.warm = Some(crate::config::Warm { suspended: 3, stopped: 0 });
+            r.config.demand = Some(crate::config::Demand { min_idle: 1, ..Default::default() });
+            r.demand = Some(crate::model::demand::DemandState { target, ..Default::default() });
+            Ok(true)
+        }
+    };
+    crate::writes::update_config::<TaskError>(&ctx, "linux", demand(1)).await.unwrap();
+    // At rest (min_idle 1): three new VMs are made for the warm pool, each to be parked once up.
+    run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
+    let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
+    assert_eq!((rec.wanted(), rec.warm.iter().copied().collect::<Vec<_>>()), (vec![0], vec![1, 2, 3]));
+    let made: Vec<String> = ctx.taken::<CreateVm>().await.into_iter().map(|c| c.id).collect();
+    assert_eq!(made, ["linux-1", "linux-2", "linux-3"]);
+    let mut parking: Vec<String> = ctx.finished::<ParkVm>().await.into_iter().map(|p| p.id).collect();
+    parking.sort();
+    assert_eq!(parking, ["linux-1", "linux-2", "linux-3"]);
+    for id in ["linux-1", "linux-2", "linux-3"] {
+        crate::tasks::create_vm::run(&ctx, CreateVm { id: id.into() }).await.unwrap();
+        crate::writes::update_vm(&ctx, id, |v| {
+            crate::testing::created(v.configured)(v);
+            true
+        })
+        .await
+        .unwrap();
+    }
+    park_all(&ctx, &["linux-1", "linux-2", "linux-3"]).await;
+    // Looked at again, full: nothing more is made.
+    run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
+    assert!(ctx.taken::<CreateVm>().await.is_empty());
+    // A burst of two: two are woken and lent; none is made to take their place.
+    crate::writes::update_config::<TaskError>(&ctx, "linux", demand(3)).await.unwrap();
+    run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
+    assert!(ctx.taken::<CreateVm>().await.is_empty(), "a burst borrows from the warm pool");
+    let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
+    assert_eq!((rec.wanted(), rec.warm.iter().copied().collect::<Vec<_>>()), (vec![0, 1, 2], vec![3]));
+    assert_eq!(rec.waking.iter().copied().collect::<Vec<_>>(), [1, 2]);
 }
 
 /// Records VMs `ids` as suspended in the warm pool.

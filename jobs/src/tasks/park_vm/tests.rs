@@ -140,3 +140,36 @@ async fn want(ctx: &Ctx, n: u32) {
     .await
     .unwrap();
 }
+
+#[tokio::test]
+async fn a_vm_made_for_the_warm_pool_is_parked_only_once_its_bot_has_connected() {
+    let (ctx, fakes) = Ctx::test();
+    warm_pool(&ctx, &fakes, 2, &[2]).await;
+    // No instance yet, then an instance whose bot has not connected: looked at again later.
+    crate::writes::update_vm(&ctx, "linux-2", |v| {
+        v.instance = None;
+        v.connected = None;
+        true
+    })
+    .await
+    .unwrap();
+    assert_eq!(run(&ctx, ParkVm { id: "linux-2".into() }).await.unwrap(), Next::After(ctx.watch()));
+    crate::writes::update_vm(&ctx, "linux-2", |v| {
+        created(v.configured)(v);
+        true
+    })
+    .await
+    .unwrap();
+    assert_eq!(run(&ctx, ParkVm { id: "linux-2".into() }).await.unwrap(), Next::After(ctx.watch()));
+    assert!(!fakes.compute.calls().iter().any(|c| c.starts_with("suspend")), "not before its bot is up");
+    // Its bot connected: suspended.
+    let now = ctx.now();
+    crate::writes::update_vm(&ctx, "linux-2", |v| {
+        v.connected = Some(now);
+        true
+    })
+    .await
+    .unwrap();
+    assert_eq!(run(&ctx, ParkVm { id: "linux-2".into() }).await.unwrap(), Next::Done);
+    assert!(fakes.compute.calls().iter().any(|c| c.starts_with("suspend linux-2-abcd ")));
+}
