@@ -137,7 +137,7 @@ methods! {
     "configSeries": get "/configs/<prefix>/series" [] => ConfigSeries,
         Reader, series::config, "A Config's last hour for the dashboard's charts: VMs created, bots connected and the amount, one point a minute.";
     "listVms": get "/configs/<prefix>/vms" ["state", "continuationToken", "limit"] => VmList,
-        Reader, vms::list, "A Config's VMs (paged; state: creating, running, connected, draining, unhealthy).";
+        Reader, vms::list, "A Config's VMs (paged; state: creating, running, connected, warm, draining, unhealthy).";
     "vm": get "/vms/<id>" [] => VmDetail,
         Reader, vms::get, "One VM: its record, instance, last bot observation and its tasks.";
     "recycleVm": post "/vms/<id>/recycle" [] => VmDetail,

@@ -126,7 +126,7 @@ pub enum VmsCmd {
     List {
         /// The Config's prefix.
         prefix: String,
-        /// Only VMs in this state: creating, running, connected, draining, unhealthy.
+        /// Only VMs in this state: creating, running, connected, warm, draining, unhealthy.
         #[arg(long)]
         state: Option<String>,
     },

@@ -88,10 +88,22 @@ impl Config {
         a
     }
 
-    /// How many indexes its hostnames have room for: those with no more digits than its largest
-    /// amount's, which validation checked fit an instance name.
+    /// How many indexes its hostnames have room for: those with no more digits than
+    /// [`Config::most_vms`] needs, which validation checked fit an instance name.
     pub fn index_room(&self) -> u32 {
-        10u32.saturating_pow(index_digits(self.amount.ceiling().max(1)) as u32)
+        10u32.saturating_pow(index_digits(self.most_vms().max(1)) as u32)
+    }
+
+    /// The most VMs it may have at once: its listed machines, or its amount's ceiling (weekly
+    /// windows included) and its warm pool.
+    pub fn most_vms(&self) -> u32 {
+        match &self.machines {
+            Some(list) => u32::try_from(list.len()).unwrap_or(u32::MAX),
+            None => {
+                let warm = self.warm.as_ref().map_or(0, |w| w.room());
+                self.amount.ceiling().max(self.amount.min).saturating_add(warm)
+            }
+        }
     }
 
     /// True for a static pool (it lists its machines).

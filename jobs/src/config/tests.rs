@@ -113,6 +113,17 @@ fn amounts_above_the_limit_are_refused() {
     let mut c = cfg();
     c.amount.change[0].max = 101;
     assert!(c.check_limits(&limits).is_err(), "a window's max counts too");
+    // A warm pool is made too: it counts, and its VMs' indexes fit the hostnames.
+    let mut c = cfg();
+    c.amount.max = 60;
+    c.warm = Some(crate::config::Warm { suspended: 30, stopped: 0 });
+    c.check_limits(&limits).unwrap();
+    assert_eq!((c.most_vms(), c.index_room()), (90, 100));
+    c.warm = Some(crate::config::Warm { suspended: 30, stopped: 11 });
+    let e = c.check_limits(&limits).unwrap_err();
+    assert_eq!(e.field, "linux.amount (with warm)");
+    assert!(e.rule.contains("up to 101 VMs (41 of them kept warm)"), "{e}");
+    assert_eq!(c.index_room(), 1000, "three digits for index 100");
 }
 
 #[test]

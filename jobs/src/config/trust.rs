@@ -174,15 +174,6 @@ fn namespaces_overlap(a: &str, b: &str) -> bool {
     }
 }
 
-/// The most VMs a Config may ask for: its listed machines, or its amount's ceiling (weekly
-/// windows included).
-pub fn most_vms(c: &Config) -> u32 {
-    match &c.machines {
-        Some(list) => u32::try_from(list.len()).unwrap_or(u32::MAX),
-        None => c.amount.ceiling().max(c.amount.min),
-    }
-}
-
 /// Google's public image projects: an image from one of them is no other team's.
 pub const PUBLIC_IMAGE_PROJECTS: &[&str] = &[
     "centos-cloud",
@@ -419,11 +410,11 @@ impl Trust {
             }
         }
         if let Some(max) = tenant.max_vms {
-            let mine = most_vms(c);
+            let mine = c.most_vms();
             let theirs: u64 = others
                 .iter()
                 .filter(|o| self.tenant_of(o).is_ok_and(|(n, _)| n == name))
-                .map(|o| u64::from(most_vms(o)))
+                .map(|o| u64::from(o.most_vms()))
                 .sum();
             if theirs + u64::from(mine) > u64::from(max) {
                 out.push(err(

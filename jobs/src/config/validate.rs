@@ -12,12 +12,15 @@ pub const SWARMING_SERVER_KEY: &str = "swarming-server";
 impl Config {
     /// Checks the service's limits (settings `[limits]`).
     pub fn check_limits(&self, limits: &super::settings::Limits) -> Result<(), ConfigError> {
-        let ceiling = super::trust::most_vms(self);
+        let ceiling = self.most_vms();
         if ceiling > limits.max_amount {
+            let warm = self.warm.as_ref().map_or(0, |w| w.room());
+            let field = if warm > 0 { "amount (with warm)" } else { "amount" };
             return Err(err(
-                format!("{}.amount", self.prefix),
+                format!("{}.{field}", self.prefix),
                 format!(
-                    "asks for up to {ceiling} VMs, above the service's max_amount {} (settings [limits])",
+                    "asks for up to {ceiling} VMs{}, above the service's max_amount {} (settings [limits])",
+                    if warm > 0 { format!(" ({warm} of them kept warm)") } else { String::new() },
                     limits.max_amount
                 ),
             ));
@@ -258,7 +261,7 @@ impl Config {
             }
         }
         // Every hostname <prefix>-<index>-<4 chars> must be a valid instance name.
-        let longest = self.prefix.len() + 1 + index_digits(a.ceiling().max(1)) + 5;
+        let longest = self.prefix.len() + 1 + index_digits(self.most_vms().max(1)) + 5;
         if longest > 63 {
             out.push(err(
                 f("prefix"),

@@ -17,6 +17,8 @@ pub enum VmState {
     Running,
     /// Its bot connected and nothing is wrong.
     Connected,
+    /// Kept warm: suspended or stopped by its Config's warm pool (or on its way there).
+    Warm,
     /// Being retired on purpose: drained, its bot asked to terminate, or its instance being
     /// deleted.
     Draining,
@@ -26,16 +28,25 @@ pub enum VmState {
 
 impl VmState {
     /// Every state, in the order of a VM's life.
-    pub const ALL: [VmState; 5] =
-        [VmState::Creating, VmState::Running, VmState::Connected, VmState::Draining, VmState::Unhealthy];
+    pub const ALL: [VmState; 6] = [
+        VmState::Creating,
+        VmState::Running,
+        VmState::Connected,
+        VmState::Warm,
+        VmState::Draining,
+        VmState::Unhealthy,
+    ];
 
     /// The state of `vm`. A fault wins (one is never recorded on a VM retired on purpose, and
-    /// status counts it as dead or unhealthy), then retirement, then how far creation got.
+    /// status counts it as dead or unhealthy), then retirement, then the warm pool, then how far
+    /// creation got.
     pub fn of(vm: &Vm) -> VmState {
         if vm.fault.is_some() {
             VmState::Unhealthy
         } else if vm.drained || vm.terminate_sent.is_some() || vm.destroying.is_some() {
             VmState::Draining
+        } else if vm.parked.as_ref().is_some_and(|p| p.waking.is_none()) {
+            VmState::Warm
         } else if vm.instance.is_none() {
             VmState::Creating
         } else if vm.connected.is_some() {
@@ -51,6 +62,7 @@ impl VmState {
             VmState::Creating => "creating",
             VmState::Running => "running",
             VmState::Connected => "connected",
+            VmState::Warm => "warm",
             VmState::Draining => "draining",
             VmState::Unhealthy => "unhealthy",
         }
@@ -65,7 +77,7 @@ impl std::fmt::Display for VmState {
 
 /// A VM state name that is not one.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown VM state {0:?}: one of creating, running, connected, draining, unhealthy")]
+#[error("unknown VM state {0:?}: one of creating, running, connected, warm, draining, unhealthy")]
 pub struct UnknownState(pub String);
 
 /// Its message, for callers that report errors as text.

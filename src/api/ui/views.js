@@ -112,7 +112,7 @@ const gbViews = (() => {
   // ---- one Config ----------------------------------------------------------------------------
 
   function vmState(v) {
-    const kind = { connected: 'ok', running: 'info', creating: 'muted', draining: 'warn', unhealthy: 'bad' }[v.state];
+    const kind = { connected: 'ok', running: 'info', creating: 'muted', warm: 'muted', draining: 'warn', unhealthy: 'bad' }[v.state];
     return badge(v.state, kind);
   }
 

@@ -1,6 +1,7 @@
 //! Unit tests of `model/api.rs`.
 
 use super::*;
+use crate::model::parked::{Park, Parked};
 use crate::model::{Bot, Fault, FaultKind, Observed, Placed};
 
 #[test]
@@ -15,6 +16,14 @@ fn the_state_of_a_vm_follows_its_record() {
     };
     let made = Vm { instance: Some(placed), ..Vm::default() };
     let fault = Some(Fault { kind: FaultKind::BotDead, detail: "dead".into(), at });
+    let parked = Parked {
+        how: Park::Suspend,
+        since: at,
+        done: true,
+        waking: None,
+        operation: String::new(),
+        turns: 1,
+    };
     let cases = [
         ("new", Vm::default(), VmState::Creating),
         ("instance", made.clone(), VmState::Running),
@@ -27,7 +36,13 @@ fn the_state_of_a_vm_follows_its_record() {
             VmState::Draining,
         ),
         ("destroying", Vm { destroying: Some(at), ..made.clone() }, VmState::Draining),
-        ("fault", Vm { fault, connected: Some(at), ..made }, VmState::Unhealthy),
+        ("fault", Vm { fault, connected: Some(at), ..made.clone() }, VmState::Unhealthy),
+        ("parked", Vm { parked: Some(parked.clone()), connected: Some(at), ..made.clone() }, VmState::Warm),
+        (
+            "waking",
+            Vm { parked: Some(Parked { waking: Some(at), ..parked }), connected: Some(at), ..made },
+            VmState::Connected,
+        ),
     ];
     for (name, vm, want) in cases {
         assert_eq!(VmState::of(&vm), want, "{name}");
@@ -41,7 +56,10 @@ fn state_names_parse_and_an_unknown_one_lists_the_valid_names() {
         assert_eq!(serde_json::to_value(s).unwrap(), s.name());
     }
     let e = "dead".parse::<VmState>().unwrap_err().to_string();
-    assert!(e.contains("\"dead\"") && e.contains("creating, running, connected, draining, unhealthy"), "{e}");
+    assert!(
+        e.contains("\"dead\"") && e.contains("creating, running, connected, warm, draining, unhealthy"),
+        "{e}"
+    );
 }
 
 #[test]
