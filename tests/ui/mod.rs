@@ -188,10 +188,11 @@ async fn the_dashboard_follows_a_config_live_and_retries_a_dead_task() {
     b.js("location.hash = '#/configs/ci';", json!([])).await;
     let facts = b
         .wait(
-            "ci's demand read with its one idle bot",
+            "ci's demand read with its one idle bot, and its warm pool filled",
             "const f = Object.fromEntries([...document.querySelectorAll('#config-facts dt')] \
                .map(d => [d.textContent, d.nextElementSibling.textContent])); \
-             return (f.demand || '').includes('idle 1') && f;",
+             return (f.demand || '').includes(' · idle 1 · ') \
+               && (f['warm pool'] || '').startsWith('2 kept warm') && f;",
             json!([]),
         )
         .await;
@@ -202,7 +203,8 @@ async fn the_dashboard_follows_a_config_live_and_retries_a_dead_task() {
         ),
         "{line}"
     );
-    assert_eq!(facts["warm pool"], "0 kept warm (up to 2 suspended, 0 stopped)");
+    // Filled at rest: two VMs made and suspended beyond the one min_idle asks for.
+    assert_eq!(facts["warm pool"], "2 kept warm (up to 2 suspended, 0 stopped)");
     b.js("location.hash = '#/';", json!([])).await;
 
     // A dead task counts on the Config the API says it belongs to: a guarded key

@@ -67,62 +67,26 @@ fn a_warm_pool_keeps_idle_vms_let_go_and_wakes_them_before_making_new_ones() {
     let t = |m| Utc.with_ymd_and_hms(2026, 11, 27, 9, m, 0).unwrap();
     let live =
         [(0, Standing::Idle(t(1))), (1, Standing::Busy), (2, Standing::Idle(t(5))), (3, Standing::Booting)];
-    let none = set(&[]);
     // Keep 2 of 4, two warm: the idle ones go warm (the booting one is not idle: it goes).
-    let a = super::arrange(&Pool {
-        slots: 2,
-        live: &live,
-        parked: &[],
-        taken: &none,
-        limit: 100,
-        warm: 2,
-        stock: 0,
-    });
+    let a = super::arrange(&warm_pool(2, &live, &[], 2));
     assert_eq!((a.let_go, a.warm, a.wake), (set(&[0, 2]), set(&[0, 2]), set(&[])));
     // Room for one: the first to go (idle longest, 0) is kept warm.
-    let a = super::arrange(&Pool {
-        slots: 2,
-        live: &live,
-        parked: &[],
-        taken: &none,
-        limit: 100,
-        warm: 1,
-        stock: 0,
-    });
-    assert_eq!(a.warm, set(&[0]));
+    assert_eq!(super::arrange(&warm_pool(2, &live, &[], 1)).warm, set(&[0]));
     // Growth with 0 and 2 parked: they are woken before any index is made.
     let live = [(1, Standing::Busy), (3, Standing::Busy)];
-    let a = super::arrange(&Pool {
-        slots: 3,
-        live: &live,
-        parked: &[0, 2],
-        taken: &none,
-        limit: 100,
-        warm: 2,
-        stock: 0,
-    });
+    let a = super::arrange(&warm_pool(3, &live, &[0, 2], 2));
     assert_eq!((a.wake, a.warm, a.let_go), (set(&[0]), set(&[2]), set(&[2])));
-    let a = super::arrange(&Pool {
-        slots: 5,
-        live: &live,
-        parked: &[0, 2],
-        taken: &none,
-        limit: 100,
-        warm: 2,
-        stock: 0,
-    });
+    let a = super::arrange(&warm_pool(5, &live, &[0, 2], 2));
     assert_eq!((a.wake, a.warm, a.let_go), (set(&[0, 2]), set(&[]), set(&[])), "then index 4 is made");
     // More parked than room: the first stay warm, the rest go.
-    let a = super::arrange(&Pool {
-        slots: 2,
-        live: &live,
-        parked: &[0, 2],
-        taken: &none,
-        limit: 100,
-        warm: 1,
-        stock: 0,
-    });
+    let a = super::arrange(&warm_pool(2, &live, &[0, 2], 1));
     assert_eq!((a.wake, a.warm), (set(&[]), set(&[0])));
+}
+
+/// A pool keeping up to `warm` warm and filling none (stock 0), room for 100 indexes.
+fn warm_pool<'a>(slots: u32, live: &'a [(u32, Standing)], parked: &'a [u32], warm: u32) -> Pool<'a> {
+    static NONE: BTreeSet<u32> = BTreeSet::new();
+    Pool { slots, live, parked, taken: &NONE, limit: 100, warm, stock: 0 }
 }
 
 #[test]
