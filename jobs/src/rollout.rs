@@ -28,7 +28,8 @@ pub async fn step(ctx: &Env, prefix: &str, ids: &[String]) -> Result<bool, TaskE
     for id in ids {
         let Some(v) = ctx.store.vm(id).await? else { continue };
         let vm = v.value;
-        let (old, up) = (outdated(c, &vm), vm.serving());
+        // A VM kept warm (made for the pool, not parked yet) serves no one for long.
+        let (old, up) = (outdated(c, &vm), vm.serving() && !cur.value.warm.contains(&vm.index));
         standing.add(&vm, old, cur.value.wants(vm.index) && !cur.value.in_surge(vm.index));
         if !old {
             healthy += u32::from(up);

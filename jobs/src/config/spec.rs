@@ -99,10 +99,21 @@ impl Config {
     pub fn most_vms(&self) -> u32 {
         match &self.machines {
             Some(list) => u32::try_from(list.len()).unwrap_or(u32::MAX),
-            None => {
-                let warm = self.warm.as_ref().map_or(0, |w| w.room());
-                self.amount.ceiling().max(self.amount.min).saturating_add(warm)
-            }
+            None => self.amount.ceiling().max(self.amount.min).saturating_add(self.warm_room()),
+        }
+    }
+
+    /// How many VMs its warm pool keeps (0: none).
+    pub fn warm_room(&self) -> u32 {
+        self.warm.as_ref().map_or(0, |w| w.room())
+    }
+
+    /// The field a limit on [`Config::most_vms`] names (`amount`, or `warm` when a warm pool
+    /// counts), and words for the count (` (N of them kept warm)`).
+    pub fn most_vms_field(&self) -> (&'static str, String) {
+        match self.warm_room() {
+            0 => ("amount", String::new()),
+            n => ("warm", format!(" ({n} of them kept warm)")),
         }
     }
 

@@ -121,7 +121,7 @@ fn amounts_above_the_limit_are_refused() {
     assert_eq!((c.most_vms(), c.index_room()), (90, 100));
     c.warm = Some(crate::config::Warm { suspended: 30, stopped: 11 });
     let e = c.check_limits(&limits).unwrap_err();
-    assert_eq!(e.field, "linux.amount (with warm)");
+    assert_eq!(e.field, "linux.warm");
     assert!(e.rule.contains("up to 101 VMs (41 of them kept warm)"), "{e}");
     assert_eq!(c.index_room(), 1000, "three digits for index 100");
 }

@@ -417,10 +417,11 @@ impl Trust {
                 .map(|o| u64::from(o.most_vms()))
                 .sum();
             if theirs + u64::from(mine) > u64::from(max) {
+                let (field, warm) = c.most_vms_field();
                 out.push(err(
-                    f("amount"),
+                    f(field),
                     format!(
-                        "asks for up to {mine} VMs; tenant {name}'s other Configs ask for up to {theirs} and its max_vms is {max}"
+                        "asks for up to {mine} VMs{warm}; tenant {name}'s other Configs ask for up to {theirs} and its max_vms is {max}"
                     ),
                 ));
             }

@@ -14,13 +14,11 @@ impl Config {
     pub fn check_limits(&self, limits: &super::settings::Limits) -> Result<(), ConfigError> {
         let ceiling = self.most_vms();
         if ceiling > limits.max_amount {
-            let warm = self.warm.as_ref().map_or(0, |w| w.room());
-            let field = if warm > 0 { "amount (with warm)" } else { "amount" };
+            let (field, warm) = self.most_vms_field();
             return Err(err(
                 format!("{}.{field}", self.prefix),
                 format!(
-                    "asks for up to {ceiling} VMs{}, above the service's max_amount {} (settings [limits])",
-                    if warm > 0 { format!(" ({warm} of them kept warm)") } else { String::new() },
+                    "asks for up to {ceiling} VMs{warm}, above the service's max_amount {} (settings [limits])",
                     limits.max_amount
                 ),
             ));

@@ -17,7 +17,8 @@ pub enum VmState {
     Running,
     /// Its bot connected and nothing is wrong.
     Connected,
-    /// Kept warm: suspended or stopped by its Config's warm pool (or on its way there).
+    /// Kept warm: suspended or stopped by its Config's warm pool, or being so (a VM made for the
+    /// pool is running or connected until it is asked to park).
     Warm,
     /// Being retired on purpose: drained, its bot asked to terminate, or its instance being
     /// deleted.
@@ -189,8 +190,8 @@ pub struct PlanInput {
 }
 
 /// What applying a [`PlanInput`] would do. Every VM of the Config is named once: in `create`,
-/// `drain`, `replace`, `recycle` or `keep` (a rolling update's surge, made for its length only,
-/// in `replacement`).
+/// `drain`, `replace`, `recycle`, `keep` or `warm` (a rolling update's surge, made for its length
+/// only, in `replacement`; a VM made for the warm pool in `create` and in `warm`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Plan {
     /// The Config.
@@ -202,7 +203,8 @@ pub struct Plan {
     /// VM ids it would drain for good (no longer wanted: idle ones first, or off a static pool's
     /// list).
     pub drain: Vec<String>,
-    /// VM ids it would keep warm (suspended or stopped by its warm pool) rather than drain.
+    /// VM ids it would keep warm (suspended or stopped by its warm pool): VMs it has, rather than
+    /// drain them, and VMs it makes for the pool (those are in `create` too).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warm: Vec<String>,
     /// VM ids it would replace now (each drained after its task, then made again under its id

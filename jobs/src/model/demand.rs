@@ -13,13 +13,13 @@ pub struct DemandState {
     pub at: DateTime<Utc>,
     /// Pending tasks counted for this Config (its share: see `demand::shares`).
     pub pending: u32,
-    /// Its bots running a task (VMs not drained).
+    /// Its bots running a task (VMs neither drained nor kept warm).
     pub busy: u32,
-    /// Its bots idle (VMs not drained).
+    /// Its bots idle (VMs neither drained nor kept warm).
     pub idle: u32,
     /// Of those, idle longer than `idle_timeout`: the most it may shrink by now.
     pub idle_long: u32,
-    /// Its VMs not drained (booting, resuming, connected): the capacity it has.
+    /// Its VMs neither drained nor kept warm (booting, resuming, connected): the capacity it has.
     pub live: u32,
     /// The amount it targets (before the `amount` bounds).
     pub target: u32,
@@ -46,7 +46,7 @@ pub struct Reading {
     pub idle: u32,
     /// Idle bots idle longer than `idle_timeout`.
     pub idle_long: u32,
-    /// VMs not drained.
+    /// VMs neither drained nor kept warm.
     pub live: u32,
 }
 

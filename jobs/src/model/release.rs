@@ -70,6 +70,9 @@ pub struct Pool<'a> {
     /// How many VMs its warm pool holds now ([`ConfigRecord::warm_stock`]; at most `warm`): when it
     /// keeps fewer, VMs on their way that it lets go are kept to be parked, then new ones made.
     pub stock: u32,
+    /// Live VMs it keeps warm now (on their way to be parked): wanted only after the others, so
+    /// a VM made for the warm pool does not displace a bot that is ready.
+    pub kept: &'a BTreeSet<u32>,
 }
 
 /// What [`arrange`] decided.
@@ -89,13 +92,15 @@ pub struct Arranged {
 /// gone, so taken ones come after the free ones below `limit`). Of the VMs it lets go, it keeps
 /// up to `warm` warm: parked ones first, then idle ones (the first to go first); the rest go.
 /// A warm pool short of `stock` is filled: with the VMs it lets go that are on their way (not
-/// down; the first to go first), then with new indexes below `limit`, to be parked once up.
+/// down; the first to go first), then with new indexes below `limit`, to be parked once up. Live
+/// VMs already `kept` warm are wanted only after every other live VM.
 /// Among equals the highest index goes first, so a pool of equals keeps `0..slots` and lets
 /// nothing go.
 pub fn arrange(p: &Pool<'_>) -> Arranged {
     let mut order: Vec<&(u32, Standing)> = p.live.iter().collect();
-    // Best kept first: the reverse of the order they go in.
-    order.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    // Best kept first: the reverse of the order they go in; VMs kept warm after the others.
+    let warm_now = |i: &u32| p.kept.contains(i);
+    order.sort_by(|a, b| warm_now(&a.0).cmp(&warm_now(&b.0)).then(b.1.cmp(&a.1)).then(a.0.cmp(&b.0)));
     let slots = p.slots as usize;
     let mut wanted: BTreeSet<u32> = order.iter().take(slots).map(|(i, _)| *i).collect();
     let need = slots.saturating_sub(wanted.len());
@@ -156,7 +161,8 @@ fn grew(rec: &ConfigRecord, present: &BTreeSet<u32>) -> bool {
 /// keeps warm is still there undrained (`surplus`), it [`grew`] past its VMs (`present`: their
 /// indexes) while some
 /// index is let go or kept warm (they may be filled again), a wanted index is one kept warm (grown
-/// into: it is woken), or it keeps more warm than its warm pool now allows or fewer than it holds
+/// into, or an index with no VM while some VM is kept warm: one is woken), or it keeps more warm
+/// than its warm pool now allows or fewer than it holds
 /// at `now` ([`ConfigRecord::warm_stock`]). Otherwise its wanted indexes stand as they are (a VM
 /// made again under the same index needs no arranging).
 pub fn must_arrange(rec: &ConfigRecord, surplus: bool, present: &BTreeSet<u32>, now: DateTime<Utc>) -> bool {
@@ -165,8 +171,11 @@ pub fn must_arrange(rec: &ConfigRecord, surplus: bool, present: &BTreeSet<u32>, 
     }
     // A pool with no index let go or kept warm (most pools) lists its wanted indexes never.
     let holes = !rec.let_go.is_empty() || !rec.warm.is_empty();
-    let room = rec.config.warm.as_ref().map_or(0, |w| w.room()) as usize;
-    let grown_into_warm = || !rec.warm.is_empty() && rec.wanted().iter().any(|i| rec.warm.contains(i));
+    let room = rec.config.warm_room() as usize;
+    // Growth while VMs are kept warm: into a warm index, or into one with no VM (a warm VM is
+    // woken for it rather than a new one made).
+    let grown_into_warm =
+        || !rec.warm.is_empty() && rec.wanted().iter().any(|i| rec.warm.contains(i) || !present.contains(i));
     let short = || rec.warm.len() < rec.warm_stock(now) as usize;
     surplus || rec.warm.len() > room || short() || (holes && (grew(rec, present) || grown_into_warm()))
 }
@@ -193,10 +202,20 @@ pub fn of_records(rec: &ConfigRecord, vms: &[Vm], seen: &[Option<Observed>], now
         }
     }
     parked.sort_unstable();
-    let warm = rec.config.warm.as_ref().map_or(0, |w| w.room());
+    let warm = rec.config.warm_room();
     let limit = rec.config.index_room();
     let stock = rec.warm_stock(now);
-    arrange(&Pool { slots: rec.slots(), live: &live, parked: &parked, taken: &taken, limit, warm, stock })
+    let kept = &rec.warm;
+    arrange(&Pool {
+        slots: rec.slots(),
+        live: &live,
+        parked: &parked,
+        taken: &taken,
+        limit,
+        warm,
+        stock,
+        kept,
+    })
 }
 
 #[cfg(test)]

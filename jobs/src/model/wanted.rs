@@ -138,7 +138,7 @@ impl ConfigRecord {
     /// [`ConfigRecord::rest_amount`] (woken or made for it). At rest the pool is full; a burst
     /// takes VMs out and does not have them made again, as they come back when let go.
     pub fn warm_stock(&self, now: DateTime<Utc>) -> u32 {
-        let room = self.config.warm.as_ref().map_or(0, |w| w.room());
+        let room = self.config.warm_room();
         room.saturating_sub(self.slots().saturating_sub(self.rest_amount(now)))
     }
 

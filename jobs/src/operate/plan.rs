@@ -157,6 +157,11 @@ fn fates(ctx: &Ctx, next: &ConfigRecord, vms: &[Vm], held: bool, plan: &mut Plan
             false => plan.create.push(vm_id(&prefix, i)),
         }
     }
+    // The warm pool's new VMs: made, then kept warm.
+    for id in next.warm.iter().map(|i| vm_id(&prefix, *i)).filter(|id| !made.contains(id.as_str())) {
+        plan.create.push(id.clone());
+        plan.warm.push(id);
+    }
     // A surge is made only while a rollout goes on; one done ends at its next step
     // (`crate::rollout::step`, by the same test) and an existing surge goes.
     let rolling = next.rollout.is_some() && !standing.done(next.current_amount);

@@ -154,3 +154,30 @@ fn a_rollout_is_done_once_no_old_vm_is_left_and_new_ones_serve_the_amount() {
     assert_eq!(s.outdated, 1);
     assert!(!s.done(2), "an old VM not yet drained");
 }
+
+#[tokio::test]
+async fn a_vm_made_for_the_warm_pool_does_not_count_as_connected_for_a_rollout() {
+    let (ctx, _) = Ctx::test();
+    let mut c = crate::testing::config("linux", 2);
+    // Two warm, less the surge's one while the rollout lasts: one VM made for the pool.
+    c.warm = Some(crate::config::Warm { suspended: 2, stopped: 0 });
+    crate::operate::apply(&ctx, c.clone(), "t").await.unwrap();
+    for id in ["linux-0", "linux-1"] {
+        ctx.seed_vm(id, up(ctx.now())).await;
+    }
+    c.attributes.disk[0].image = "global/images/y".into();
+    crate::operate::apply(&ctx, c.clone(), "t").await.unwrap();
+    expand(&ctx).await;
+    let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
+    assert!(rec.wants(2) && rec.warm.iter().eq([3].iter()), "the surge, and a VM for the warm pool: {rec:?}");
+    // Both new VMs connect; the warm pool's is not parked yet: only the surge stands in.
+    for id in ["linux-2", "linux-3"] {
+        ctx.seed_vm(id, |v| {
+            up(ctx.now())(v);
+            v.attributes = c.attributes_in("z");
+        })
+        .await;
+    }
+    expand(&ctx).await;
+    assert_eq!(drained(&ctx, &["linux-0", "linux-1"]).await, ["linux-0"], "one at a time");
+}

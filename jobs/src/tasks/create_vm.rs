@@ -1,11 +1,11 @@
 //! `create_vm`: creates one VM record (id `<prefix>-<index>`, a fresh hostname, the Config's
 //! template with its zone filled in; for a static pool, the hostname listed for that index) if
 //! it does not exist, is still wanted (or kept warm) and its Config is not paused, then pushes
-//! `create_instance` at once.
+//! `create_instance` at once (and `park_vm` for a VM made for the warm pool).
 
 use rand::Rng;
 
-use crate::work::{CreateInstance, CreateVm, Next};
+use crate::work::{CreateInstance, CreateVm, Next, ParkVm};
 use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::model::Vm;
@@ -48,6 +48,10 @@ pub async fn run(ctx: &Ctx, t: CreateVm) -> Result<Next, TaskError> {
         ..Vm::default()
     };
     if ctx.store.put_vm(&vm, Expect::Absent).await? {
+        // Made for the warm pool: `park_vm` follows it until its bot has connected, then parks it.
+        if !cfg.value.wants(index) {
+            ctx.push(&ParkVm { id: t.id.clone() }).await?;
+        }
         ctx.push(&CreateInstance { id: t.id }).await?;
     }
     Ok(Next::Done)

@@ -12,7 +12,8 @@ fn set(v: &[u32]) -> BTreeSet<u32> {
 
 /// The let-go set of a pool with no warm pool.
 fn arrange(slots: u32, live: &[(u32, Standing)], taken: &BTreeSet<u32>, limit: u32) -> BTreeSet<u32> {
-    super::arrange(&Pool { slots, live, parked: &[], taken, limit, warm: 0, stock: 0 }).let_go
+    let kept = BTreeSet::new();
+    super::arrange(&Pool { slots, live, parked: &[], taken, limit, warm: 0, stock: 0, kept: &kept }).let_go
 }
 
 #[test]
@@ -86,15 +87,23 @@ fn a_warm_pool_keeps_idle_vms_let_go_and_wakes_them_before_making_new_ones() {
 /// A pool keeping up to `warm` warm and filling none (stock 0), room for 100 indexes.
 fn warm_pool<'a>(slots: u32, live: &'a [(u32, Standing)], parked: &'a [u32], warm: u32) -> Pool<'a> {
     static NONE: BTreeSet<u32> = BTreeSet::new();
-    Pool { slots, live, parked, taken: &NONE, limit: 100, warm, stock: 0 }
+    Pool { slots, live, parked, taken: &NONE, limit: 100, warm, stock: 0, kept: &NONE }
 }
 
 #[test]
 fn a_warm_pool_short_of_its_stock_keeps_vms_on_their_way_then_makes_new_ones() {
     let t = Utc.with_ymd_and_hms(2026, 11, 27, 9, 0, 0).unwrap();
     let none = set(&[]);
-    let pool =
-        |slots, live, parked, limit, stock| Pool { slots, live, parked, taken: &none, limit, warm: 3, stock };
+    let pool = |slots, live, parked, limit, stock| Pool {
+        slots,
+        live,
+        parked,
+        taken: &none,
+        limit,
+        warm: 3,
+        stock,
+        kept: &none,
+    };
     // Keep 1 (the busy one): the idle VM is kept warm, then the booting one, then a new index.
     let live = [(0, Standing::Busy), (1, Standing::Booting), (2, Standing::Idle(t))];
     let a = super::arrange(&pool(1, &live, &[], 100, 3));
@@ -112,4 +121,33 @@ fn a_warm_pool_short_of_its_stock_keeps_vms_on_their_way_then_makes_new_ones() {
     // Growth still wakes first: the parked VM is woken, and the stock is filled with a new one.
     let a = super::arrange(&pool(2, &live, &[3], 100, 1));
     assert_eq!((a.wake, a.warm), (set(&[3]), set(&[1])));
+}
+
+#[test]
+fn a_bot_ready_is_wanted_before_vms_made_for_the_warm_pool_and_gaps_wake_warm_vms() {
+    let t = Utc.with_ymd_and_hms(2026, 11, 27, 9, 0, 0).unwrap();
+    let none = set(&[]);
+    // 0 idle and wanted; 1 to 3 booting, made for the warm pool. One more is wanted: a booting
+    // one is taken from the pool, and the ready bot is kept (not parked).
+    let live =
+        [(0, Standing::Idle(t)), (1, Standing::Booting), (2, Standing::Booting), (3, Standing::Booting)];
+    let kept = set(&[1, 2, 3]);
+    let pool =
+        Pool { slots: 2, live: &live, parked: &[], taken: &none, limit: 100, warm: 3, stock: 2, kept: &kept };
+    let a = super::arrange(&pool);
+    assert_eq!((a.let_go, a.warm), (set(&[]), set(&[2, 3])));
+    // Parked VMs above an empty gap (3 and 4) are woken, not new VMs made in the gap.
+    let live = [(0, Standing::Idle(t)), (1, Standing::Idle(t)), (2, Standing::Idle(t))];
+    let pool = Pool {
+        slots: 5,
+        live: &live,
+        parked: &[5, 6],
+        taken: &none,
+        limit: 100,
+        warm: 2,
+        stock: 0,
+        kept: &none,
+    };
+    let a = super::arrange(&pool);
+    assert_eq!((a.wake, a.let_go), (set(&[5, 6]), set(&[3, 4])));
 }

@@ -243,3 +243,19 @@ async fn another_provider_replaces_every_vm_and_naming_the_default_changes_nothi
         rec.provider_changed
     );
 }
+
+#[tokio::test]
+async fn a_warm_pool_added_lists_the_vms_made_for_it() {
+    let ctx = setup(2, 2).await;
+    let mut c = config("linux", 1);
+    c.amount.max = 12;
+    c.warm = Some(crate::config::Warm { suspended: 3, stopped: 0 });
+    let p = plan(&ctx, "linux", PlanInput { config: Some(c), amount: None }).await.unwrap();
+    let made = ["linux-2", "linux-3", "linux-4"];
+    assert_eq!(
+        (p.create.clone(), p.warm.clone()),
+        (made.map(String::from).to_vec(), made.map(String::from).to_vec())
+    );
+    assert_eq!(p.keep, ["linux-0", "linux-1"]);
+    assert!(ctx.taken::<CreateVm>().await.is_empty(), "nothing made");
+}

@@ -240,6 +240,10 @@ async fn a_demand_pool_fills_its_warm_pool_at_rest_and_lends_it_to_a_burst() {
         .await
         .unwrap();
     }
+    // Each new VM record has park_vm follow it (it parks once the bot has connected).
+    let mut following: Vec<String> = ctx.taken::<ParkVm>().await.into_iter().map(|p| p.id).collect();
+    following.sort();
+    assert_eq!(following, ["linux-1", "linux-2", "linux-3"]);
     park_all(&ctx, &["linux-1", "linux-2", "linux-3"]).await;
     // Looked at again, full: nothing more is made.
     run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
@@ -251,6 +255,42 @@ async fn a_demand_pool_fills_its_warm_pool_at_rest_and_lends_it_to_a_burst() {
     let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
     assert_eq!((rec.wanted(), rec.warm.iter().copied().collect::<Vec<_>>()), (vec![0, 1, 2], vec![3]));
     assert_eq!(rec.waking.iter().copied().collect::<Vec<_>>(), [1, 2]);
+}
+
+#[tokio::test]
+async fn a_burst_wakes_warm_vms_above_a_gap_instead_of_making_vms_in_it() {
+    let (ctx, _) = Ctx::test();
+    // VMs 0-2 idle (min_idle 3), 5 and 6 parked in the warm pool, no VM under 3 and 4.
+    busy_pool(&ctx, 7, &[]).await;
+    for id in ["linux-3", "linux-4"] {
+        let v = ctx.store.vm(id).await.unwrap().unwrap();
+        assert!(ctx.store.delete_vm(id, v.version).await.unwrap());
+    }
+    park_all(&ctx, &["linux-5", "linux-6"]).await;
+    let demand = |target| {
+        move |r: &mut ConfigRecord| {
+            r.config.warm = Some(crate::config::Warm { suspended: 2, stopped: 0 });
+            r.config.demand = Some(crate::config::Demand { min_idle: 3, ..Default::default() });
+            r.demand = Some(crate::model::demand::DemandState { target, ..Default::default() });
+            r.warm = [5, 6].into();
+            r.let_go.clear();
+            Ok(true)
+        }
+    };
+    crate::writes::update_config::<TaskError>(&ctx, "linux", demand(3)).await.unwrap();
+    run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
+    assert!(ctx.taken::<CreateVm>().await.is_empty(), "at rest, full: nothing made");
+    // A burst of two: 5 and 6 are woken; nothing is made under 3 and 4.
+    crate::writes::update_config::<TaskError>(&ctx, "linux", |r| {
+        r.demand = Some(crate::model::demand::DemandState { target: 5, ..Default::default() });
+        Ok(true)
+    })
+    .await
+    .unwrap();
+    run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
+    assert!(ctx.taken::<CreateVm>().await.is_empty(), "woken, not made");
+    let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
+    assert_eq!((rec.wanted(), rec.waking.iter().copied().collect::<Vec<_>>()), (vec![0, 1, 2, 5, 6], vec![5, 6]));
 }
 
 /// Records VMs `ids` as suspended in the warm pool.
