@@ -367,3 +367,6 @@ fn allowed_zones(region: &str, served: Vec<String>, req: &BulkRequest) -> Result
     }
     Ok(zones)
 }
+
+#[cfg(test)]
+mod tests;
