@@ -1,5 +1,6 @@
 //! The admin API under `/sim/`: counts (`summary`), the state (whole, or paged) and call counts
-//! for invariant checks, fault settings, and actions (preempt an instance, kill a bot).
+//! for invariant checks, fault settings, and actions (preempt an instance, kill a bot, move the
+//! clock ahead).
 //!
 //! Answers that can be big are copied out of the world under its lock as typed rows and encoded
 //! after the lock is released, off the async workers.
@@ -22,7 +23,7 @@ use crate::handle::Sim;
 use crate::names::{server_key, valid_hostname};
 pub use crate::summary::Summary;
 use crate::swarming::{BotInfo, ts};
-use crate::world::{InstanceEntry, OpError, OpStatus, Operation, Status, World};
+use crate::world::{InstanceEntry, OpError, OpStatus, Operation, Scope, Status, World};
 
 /// Rows per `/sim/state` page when `limit` is not given.
 pub const DEFAULT_PAGE: usize = 1000;
@@ -39,6 +40,7 @@ pub(super) fn routes() -> Router<Sim> {
         .route("/sim/preempt", post(preempt))
         .route("/sim/kill-bot", post(kill_bot))
         .route("/sim/machines", post(add_machines))
+        .route("/sim/clock", post(clock))
 }
 
 fn bad(msg: String) -> Response {
@@ -125,7 +127,9 @@ impl BotRow {
 struct OpRow {
     name: String,
     project: String,
-    zone: String,
+    scope: Scope,
+    location: String,
+    group: Option<String>,
     kind: &'static str,
     target: String,
     status: OpStatus,
@@ -138,7 +142,9 @@ impl OpRow {
         Self {
             name: op.name.clone(),
             project: op.project.clone(),
-            zone: op.zone.clone(),
+            scope: op.scope,
+            location: op.location.clone(),
+            group: op.group.clone(),
             kind: op.kind,
             target: op.target.clone(),
             status: op.status,
@@ -150,8 +156,17 @@ impl OpRow {
     fn json(&self) -> Value {
         let error =
             self.error.as_ref().map(|e| json!({"code": e.code, "message": e.message, "http": e.http}));
-        json!({"name": self.name, "project": self.project, "zone": self.zone, "type": self.kind,
-               "target": self.target, "status": self.status.name(), "error": error, "requestId": self.request_id})
+        let mut v = json!({"name": self.name, "project": self.project, "type": self.kind,
+               "target": self.target, "status": self.status.name(), "error": error, "requestId": self.request_id});
+        match self.scope {
+            Scope::Zone => v["zone"] = json!(self.location),
+            Scope::Region => v["region"] = json!(self.location),
+            Scope::Global => {}
+        }
+        if let Some(g) = &self.group {
+            v["operationGroupId"] = json!(g);
+        }
+        v
     }
 }
 
@@ -348,6 +363,42 @@ async fn set_faults(State(sim): State<Sim>, body: axum::body::Bytes) -> Response
         Ok(v) => Json(v).into_response(),
         Err(e) => bad(e),
     }
+}
+
+/// Most a clock move takes at once: a day.
+const MAX_SKIP_MS: u64 = 86_400_000;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClockMove {
+    advance_ms: Option<u64>,
+    #[serde(default)]
+    next_minute: bool,
+}
+
+/// Moves the simulator's clock ahead: `{"advance_ms": n}` (at most a day), or `{"next_minute":
+/// true}` to the start of the next whole minute (a fresh rate-quota window). Everything due
+/// meanwhile happens, in time order. Answers `{"now", "nowMs"}`.
+async fn clock(State(sim): State<Sim>, body: axum::body::Bytes) -> Response {
+    let m: ClockMove = match serde_json::from_slice(&body) {
+        Ok(m) => m,
+        Err(e) => return bad(format!("clock: {e} (expected advance_ms or next_minute)")),
+    };
+    let by = match (m.advance_ms, m.next_minute) {
+        (Some(ms), false) if ms <= MAX_SKIP_MS => Some(ms),
+        (None, true) => None,
+        _ => {
+            return bad(format!(
+                "clock: give advance_ms (0 to {MAX_SKIP_MS}) or next_minute: true, one of them"
+            ));
+        }
+    };
+    Json(sim.with(|w| {
+        let ms = by.unwrap_or_else(|| 60_000 - w.now_utc().timestamp_millis().rem_euclid(60_000) as u64);
+        w.skip(std::time::Duration::from_millis(ms));
+        json!({"now": ts(w.now_utc()), "nowMs": w.clock_ms(w.now())})
+    }))
+    .into_response()
 }
 
 #[derive(Deserialize)]

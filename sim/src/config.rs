@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::dims::{self, Dims};
 use crate::names::{server_key, valid_name};
+use crate::quota::RateQuota;
 
 /// What the simulator simulates and how fast.
 #[derive(Debug, Clone, clap::Args, Serialize, Deserialize)]
@@ -85,12 +86,15 @@ pub struct SimConfig {
     /// that field: {"errors": {METHOD: {"rate": 0..1, "status": 503|429|403}}, "latency_ms":
     /// {METHOD: ms}, "never_boot_rate": 0..1, "bot_never_connect_rate": 0..1,
     /// "bot_early_death_rate": 0..1, "bot_early_death_ms": ms, "spot_preempt_rate": 0..1,
-    /// "spot_preempt_ms": ms, "stockout_zones": [zone], "broken_images": [image],
+    /// "spot_preempt_ms": ms, "stockout_zones": [zone], "stockouts": [zone or zone/machine-type],
+    /// "broken_images": [image],
     /// "quotas": {"region" or "project/region": {"cpus": n, "instances": n}},
     /// "swarming_servers": {HOST: "hang" or "malformed"}, "compute_hang": true}. METHOD is `*` or
     /// one of compute.instances.{insert,delete,get,list}, compute.zoneOperations.{get,wait},
-    /// compute.instances.{suspend,resume,stop,start}, compute.zones.list, compute.diskTypes.list,
-    /// compute.regions.list, swarming.{GetBot,ListBots,ListBotEvents,TerminateBot,DeleteBot,
+    /// compute.instances.{suspend,resume,stop,start,bulkInsert}, compute.zones.list,
+    /// compute.diskTypes.list, compute.regions.list, compute.regionInstances.bulkInsert,
+    /// compute.regionOperations.get, compute.instanceTemplates.{insert,get,delete,list},
+    /// compute.globalOperations.get, swarming.{GetBot,ListBots,ListBotEvents,TerminateBot,DeleteBot,
     /// CountBots,CountTasks}. A Swarming server HOST
     /// (e.g. swarm.example.com) set to "hang" takes every pRPC call and never answers (10
     /// minutes); "malformed" answers HTTP 200 with the pRPC headers and a body that is not JSON.
@@ -98,6 +102,16 @@ pub struct SimConfig {
     /// until the fault is lifted (at most 10 minutes), as in an outage.
     #[arg(long, value_parser = parse_faults, default_value = "{}", verbatim_doc_comment)]
     pub faults: Faults,
+    /// API rate quotas per project, per minute on the simulator's clock (refilled at each
+    /// synchronized minute); a call over one is answered 403 `rateLimitExceeded` and does
+    /// nothing. `none`: no rate quota. `gce-default`: Compute Engine's older published defaults,
+    /// 1 500 a minute in each group (mutations, reads, lists, operation reads; a bulkInsert is one
+    /// mutation), bulk inserts also at most 20 a second and 10 running. Else a JSON file:
+    /// {"default": {LIMITS}, "projects": {"my-project": {LIMITS}}}, LIMITS any of "mutations",
+    /// "reads", "lists", "operations", "bulk_per_second", "bulk_running" (0: no limit); limits not
+    /// given in "default" are gce-default's, those not given for a project are "default"'s.
+    #[arg(long, value_parser = RateQuota::parse, default_value = "gce-default", verbatim_doc_comment)]
+    pub quota: RateQuota,
 }
 
 fn parse_machine(s: &str) -> Result<(String, f64), String> {
@@ -223,6 +237,14 @@ pub const METHODS: &[&str] = &[
     "compute.zones.list",
     "compute.diskTypes.list",
     "compute.regions.list",
+    "compute.instances.bulkInsert",
+    "compute.regionInstances.bulkInsert",
+    "compute.regionOperations.get",
+    "compute.instanceTemplates.insert",
+    "compute.instanceTemplates.get",
+    "compute.instanceTemplates.delete",
+    "compute.instanceTemplates.list",
+    "compute.globalOperations.get",
     "swarming.GetBot",
     "swarming.ListBots",
     "swarming.ListBotEvents",
@@ -292,6 +314,10 @@ pub struct Faults {
     pub spot_preempt_ms: u64,
     /// Zones out of capacity: inserts fail with ZONE_RESOURCE_POOL_EXHAUSTED.
     pub stockout_zones: BTreeSet<String>,
+    /// Out of capacity: a zone (`us-central1-c`, as `stockout_zones`) or one machine type in a
+    /// zone (`us-central1-b/n2-standard-8`).
+    #[serde(default)]
+    pub stockouts: BTreeSet<String>,
     /// Boot images whose instances' bots never connect (a broken image).
     #[serde(default)]
     pub broken_images: BTreeSet<String>,
@@ -319,6 +345,7 @@ pub struct FaultsPatch {
     spot_preempt_rate: Option<f64>,
     spot_preempt_ms: Option<u64>,
     stockout_zones: Option<BTreeSet<String>>,
+    stockouts: Option<BTreeSet<String>>,
     broken_images: Option<BTreeSet<String>>,
     quotas: Option<BTreeMap<String, QuotaLimits>>,
     swarming_servers: Option<BTreeMap<String, ServerFault>>,
@@ -346,6 +373,14 @@ impl Faults {
                 return Err(format!("errors.{method}.status: {} (use 503, 429 or 403)", e.status));
             }
         }
+        for s in patch.stockouts.iter().flatten() {
+            let (zone, machine) = s.split_once('/').map_or((s.as_str(), None), |(z, m)| (z, Some(m)));
+            if !valid_name(zone) || !zone.contains('-') || machine.is_some_and(|m| !valid_name(m)) {
+                return Err(format!(
+                    "stockouts: {s:?} is not a zone (us-central1-c) or a zone and machine type (us-central1-b/n2-standard-8)"
+                ));
+            }
+        }
         let servers = match patch.swarming_servers {
             Some(m) => Some(server_hosts(m)?),
             None => None,
@@ -364,6 +399,7 @@ impl Faults {
             spot_preempt_rate,
             spot_preempt_ms,
             stockout_zones,
+            stockouts,
             broken_images,
             quotas,
             compute_hang
@@ -384,6 +420,15 @@ impl Faults {
             .unwrap_or(QuotaLimits { cpus: cfg.cpu_quota, instances: cfg.instance_quota })
     }
 
+    /// Whether `zone` is out of capacity for `machine_type` (a name or a URL ending in it):
+    /// the zone is (`stockout_zones` or `stockouts`), or that machine type in it is.
+    pub fn stocked_out(&self, zone: &str, machine_type: &str) -> bool {
+        let machine = machine_type.rsplit('/').next().unwrap_or(machine_type);
+        self.stockout_zones.contains(zone)
+            || self.stockouts.contains(zone)
+            || self.stockouts.contains(&format!("{zone}/{machine}"))
+    }
+
     /// The injected error for `method`, if any.
     pub fn error_for(&self, method: &str) -> Option<&ErrorFault> {
         self.errors.get(method).or_else(|| self.errors.get("*"))
@@ -401,7 +446,8 @@ impl Faults {
 
     /// The faults in force, one name each: `errors.<method>`, `latency_ms.<method>`,
     /// `never_boot_rate`, `bot_never_connect_rate`, `bot_early_death_rate`,
-    /// `stockout_zones.<zone>`, `quotas.<region>`, `swarming_servers.<host>`.
+    /// `stockout_zones.<zone>`, `stockouts.<zone>[/<machine type>]`, `quotas.<region>`,
+    /// `swarming_servers.<host>`.
     pub fn active(&self) -> Vec<String> {
         let named = |field: &str, keys: &mut dyn Iterator<Item = &String>| -> Vec<String> {
             keys.map(|k| format!("{field}.{k}")).collect()
@@ -422,6 +468,7 @@ impl Faults {
             }
         }
         out.extend(named("stockout_zones", &mut self.stockout_zones.iter()));
+        out.extend(named("stockouts", &mut self.stockouts.iter()));
         out.extend(named("broken_images", &mut self.broken_images.iter()));
         out.extend(named("quotas", &mut self.quotas.keys()));
         out.extend(named("swarming_servers", &mut self.swarming_servers.keys()));

@@ -16,13 +16,12 @@ use chrono::SecondsFormat;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use crate::config::ErrorFault;
 use crate::filter::Filter;
-use crate::handle::Sim;
+use crate::handle::{Refused, Sim};
 use crate::names::region_of;
-use crate::world::{ApiError, InstanceEntry, OpStatus, Operation, Region, World};
+use crate::world::{ApiError, InstanceEntry, OpStatus, Operation, Region, Scope, World};
 
-type Params = Query<HashMap<String, String>>;
+pub(crate) type Params = Query<HashMap<String, String>>;
 
 pub(super) fn routes() -> Router<Sim> {
     let base = "/compute/v1/projects/{project}";
@@ -44,23 +43,37 @@ fn error(e: ApiError) -> Response {
     (StatusCode::from_u16(e.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), Json(body)).into_response()
 }
 
-fn injected(f: &ErrorFault) -> Response {
-    error(match f.status {
-        429 => ApiError { status: 429, reason: "rateLimitExceeded", message: "Rate Limit Exceeded".into() },
-        403 => ApiError { status: 403, reason: "rateLimitExceeded", message: "Rate Limit Exceeded".into() },
-        _ => ApiError {
-            status: 503,
-            reason: "backendError",
-            message: "Internal error. Please try again.".into(),
+/// The answer to a call refused on entering: an injected error, or a rate quota's.
+fn refused(r: Refused) -> Response {
+    error(match r {
+        Refused::Quota(e) => e,
+        Refused::Fault(f) => match f.status {
+            429 => {
+                ApiError { status: 429, reason: "rateLimitExceeded", message: "Rate Limit Exceeded".into() }
+            }
+            403 => {
+                ApiError { status: 403, reason: "rateLimitExceeded", message: "Rate Limit Exceeded".into() }
+            }
+            _ => ApiError {
+                status: 503,
+                reason: "backendError",
+                message: "Internal error. Please try again.".into(),
+            },
         },
     })
 }
 
-/// Runs a handler body after the faults, and counts the answer.
-async fn call(sim: &Sim, method: &str, f: impl FnOnce(&Sim) -> Result<Value, ApiError>) -> Response {
-    let resp = match sim.enter(method).await {
-        Some(fault) => injected(&fault),
-        None => match f(sim) {
+/// Runs a handler body of `project`'s call of `method` after its rate quota and the faults,
+/// and counts the answer.
+pub(crate) async fn call(
+    sim: &Sim,
+    method: &str,
+    project: &str,
+    f: impl FnOnce(&Sim) -> Result<Value, ApiError>,
+) -> Response {
+    let resp = match sim.enter(method, Some(project)).await {
+        Err(r) => refused(r),
+        Ok(()) => match f(sim) {
             Ok(v) => Json(v).into_response(),
             Err(e) => error(e),
         },
@@ -68,8 +81,17 @@ async fn call(sim: &Sim, method: &str, f: impl FnOnce(&Sim) -> Result<Value, Api
     sim.answer(method, resp)
 }
 
+/// A request body as JSON, or 400 `parseError`.
+pub(crate) fn json_body(body: &[u8]) -> Result<Value, ApiError> {
+    serde_json::from_slice(body).map_err(|e| ApiError {
+        status: 400,
+        reason: "parseError",
+        message: format!("Invalid JSON payload received. {e}"),
+    })
+}
+
 /// A copy of the operation `name` (to encode once the world is unlocked).
-fn copy_op(w: &World, name: &str) -> Result<Operation, ApiError> {
+pub(crate) fn copy_op(w: &World, name: &str) -> Result<Operation, ApiError> {
     w.operations.get(name).cloned().ok_or_else(|| ApiError {
         status: 500,
         reason: "internal",
@@ -83,12 +105,8 @@ async fn insert(
     q: Params,
     body: Bytes,
 ) -> Response {
-    call(&sim, "compute.instances.insert", |sim| {
-        let body: Value = serde_json::from_slice(&body).map_err(|e| ApiError {
-            status: 400,
-            reason: "parseError",
-            message: format!("Invalid JSON payload received. {e}"),
-        })?;
+    call(&sim, "compute.instances.insert", &project, |sim| {
+        let body = json_body(&body)?;
         let op = sim.with(|w| {
             let name = w.insert(&project, &zone, q.get("requestId").cloned(), &body)?;
             copy_op(w, &name)
@@ -103,7 +121,7 @@ async fn delete(
     Path((project, zone, name)): Path<(String, String, String)>,
     q: Params,
 ) -> Response {
-    call(&sim, "compute.instances.delete", |sim| {
+    call(&sim, "compute.instances.delete", &project, |sim| {
         let op = sim.with(|w| {
             let op_name = w.delete(&project, &zone, &name, q.get("requestId").cloned())?;
             copy_op(w, &op_name)
@@ -130,7 +148,7 @@ async fn action(
             return error(ApiError { status: 404, reason: "notFound", message });
         }
     };
-    call(&sim, method, |sim| {
+    call(&sim, method, &project, |sim| {
         let op = sim.with(|w| {
             let op_name = f(w, &project, &zone, &name, q.get("requestId").cloned())?;
             copy_op(w, &op_name)
@@ -144,11 +162,14 @@ async fn get_instance(
     State(sim): State<Sim>,
     Path((project, zone, name)): Path<(String, String, String)>,
 ) -> Response {
-    call(&sim, "compute.instances.get", |sim| sim.with(|w| w.get(&project, &zone, &name).map(instance))).await
+    call(&sim, "compute.instances.get", &project, |sim| {
+        sim.with(|w| w.get(&project, &zone, &name).map(instance))
+    })
+    .await
 }
 
 async fn list(State(sim): State<Sim>, Path((project, zone)): Path<(String, String)>, q: Params) -> Response {
-    call(&sim, "compute.instances.list", |sim| {
+    call(&sim, "compute.instances.list", &project, |sim| {
         let invalid = |field: &str, msg: String| ApiError {
             status: 400,
             reason: "invalid",
@@ -177,7 +198,7 @@ async fn get_operation(
     State(sim): State<Sim>,
     Path((project, zone, name)): Path<(String, String, String)>,
 ) -> Response {
-    call(&sim, "compute.zoneOperations.get", |sim| {
+    call(&sim, "compute.zoneOperations.get", &project, |sim| {
         sim.with(|w| w.operation(&project, &zone, &name).cloned()).map(|op| operation(&op))
     })
     .await
@@ -189,8 +210,8 @@ async fn wait(
     Path((project, zone, name)): Path<(String, String, String)>,
 ) -> Response {
     let method = "compute.zoneOperations.wait";
-    if let Some(fault) = sim.enter(method).await {
-        return sim.answer(method, injected(&fault));
+    if let Err(r) = sim.enter(method, Some(&project)).await {
+        return sim.answer(method, refused(r));
     }
     let deadline = Instant::now() + Duration::from_millis(sim.with(|w| w.cfg.wait_max_ms));
     loop {
@@ -210,7 +231,8 @@ async fn wait(
 }
 
 async fn zones(State(sim): State<Sim>, Path(project): Path<String>) -> Response {
-    call(&sim, "compute.zones.list", |sim| Ok(sim.with(|w| zone_list(&project, &w.cfg.zones)))).await
+    call(&sim, "compute.zones.list", &project, |sim| Ok(sim.with(|w| zone_list(&project, &w.cfg.zones))))
+        .await
 }
 
 /// Disk types every zone offers.
@@ -226,7 +248,7 @@ const DISK_TYPES: &[&str] = &[
 ];
 
 async fn disk_types(State(sim): State<Sim>, Path((project, zone)): Path<(String, String)>) -> Response {
-    call(&sim, "compute.diskTypes.list", |sim| {
+    call(&sim, "compute.diskTypes.list", &project, |sim| {
         if !sim.with(|w| w.cfg.zones.contains(&zone)) {
             let message = format!("The resource 'projects/{project}/zones/{zone}' was not found");
             return Err(ApiError { status: 404, reason: "notFound", message });
@@ -245,12 +267,14 @@ async fn disk_types(State(sim): State<Sim>, Path((project, zone)): Path<(String,
 }
 
 async fn regions(State(sim): State<Sim>, Path(project): Path<String>) -> Response {
-    call(&sim, "compute.regions.list", |sim| Ok(sim.with(|w| region_list(&project, &w.regions(&project)))))
-        .await
+    call(&sim, "compute.regions.list", &project, |sim| {
+        Ok(sim.with(|w| region_list(&project, &w.regions(&project))))
+    })
+    .await
 }
 
 /// `https://www.googleapis.com/compute/v1/projects/<p>/<rest>`.
-fn url(project: &str, rest: &str) -> String {
+pub(crate) fn url(project: &str, rest: &str) -> String {
     format!("https://www.googleapis.com/compute/v1/projects/{project}/{rest}")
 }
 
@@ -260,7 +284,7 @@ fn last(path: &str) -> &str {
 }
 
 /// Compute Engine's timestamp form: `2024-05-06T07:08:09.123+00:00`.
-fn time(t: chrono::DateTime<chrono::Utc>) -> String {
+pub(crate) fn time(t: chrono::DateTime<chrono::Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, false)
 }
 
@@ -339,22 +363,56 @@ fn instance_list(project: &str, zone: &str, items: &[InstanceEntry<'_>], next: O
     v
 }
 
-/// `compute#operation`: times, `clientOperationId` and the error only when set.
-fn operation(op: &Operation) -> Value {
+/// `compute#operation`: its zone or region (none when global), the target (none for a
+/// bulkInsert, which has its `instancesBulkInsertOperationMetadata`), times,
+/// `clientOperationId`, `operationGroupId` and the error only when set.
+pub(crate) fn operation(op: &Operation) -> Value {
+    let (scope_key, at) = match op.scope {
+        Scope::Zone => (Some("zone"), format!("zones/{}", op.location)),
+        Scope::Region => (Some("region"), format!("regions/{}", op.location)),
+        Scope::Global => (None, "global".to_owned()),
+    };
     let mut v = json!({
         "kind": "compute#operation",
         "id": op.id.to_string(),
         "name": op.name,
-        "zone": url(&op.project, &format!("zones/{}", op.zone)),
         "operationType": op.kind,
-        "targetLink": url(&op.project, &format!("zones/{}/instances/{}", op.zone, op.target)),
-        "targetId": op.target_id.to_string(),
         "status": op.status.name(),
         "user": "simulator@gce-backend",
         "progress": match op.status { OpStatus::Pending => 0, OpStatus::Running => 50, OpStatus::Done => 100 },
         "insertTime": time(op.insert_time),
-        "selfLink": url(&op.project, &format!("zones/{}/operations/{}", op.zone, op.name)),
+        "selfLink": url(&op.project, &format!("{at}/operations/{}", op.name)),
     });
+    if let Some(k) = scope_key {
+        v[k] = json!(url(&op.project, &at));
+    }
+    match &op.bulk {
+        None => {
+            let target = match op.scope {
+                Scope::Global => format!("global/instanceTemplates/{}", op.target),
+                _ => format!("{at}/instances/{}", op.target),
+            };
+            v["targetLink"] = json!(url(&op.project, &target));
+            v["targetId"] = json!(op.target_id.to_string());
+        }
+        Some(b) => {
+            let status = match op.status {
+                OpStatus::Done => "DONE",
+                _ if b.rolled_back => "ROLLING_BACK",
+                _ => "CREATING",
+            };
+            let per: serde_json::Map<String, Value> = b
+                .zones
+                .iter()
+                .map(|(z, n)| {
+                    let counts = json!({"status": status, "targetVmCount": n.target, "createdVmCount": n.created,
+                                        "failedToCreateVmCount": n.failed, "deletedVmCount": n.deleted});
+                    (format!("zones/{z}"), counts)
+                })
+                .collect();
+            v["instancesBulkInsertOperationMetadata"] = json!({"perLocationStatus": per});
+        }
+    }
     if let Some(t) = op.start_time {
         v["startTime"] = json!(time(t));
     }
@@ -364,9 +422,18 @@ fn operation(op: &Operation) -> Value {
     if let Some(rid) = &op.request_id {
         v["clientOperationId"] = json!(rid);
     }
+    if let Some(g) = &op.group {
+        v["operationGroupId"] = json!(g);
+    }
     if let Some(e) = &op.error {
         v["httpErrorStatusCode"] = json!(e.http);
-        v["httpErrorMessage"] = json!(if e.http == 403 { "FORBIDDEN" } else { "SERVICE UNAVAILABLE" });
+        v["httpErrorMessage"] = json!(match e.http {
+            400 => "BAD REQUEST",
+            403 => "FORBIDDEN",
+            404 => "NOT FOUND",
+            409 => "CONFLICT",
+            _ => "SERVICE UNAVAILABLE",
+        });
         v["error"] = json!({"errors": [{"code": e.code, "message": e.message}]});
     }
     v

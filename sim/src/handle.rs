@@ -1,6 +1,6 @@
 //! [`Sim`], the shared handle every route holds: the world behind its lock, advanced to the
-//! current time on each use; the latency and error faults applied on entering a call; the
-//! answer counted on leaving it.
+//! current time on each use (plus how far its clock was moved ahead); the rate quotas, the
+//! latency and error faults applied on entering a call; the answer counted on leaving it.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -9,11 +9,20 @@ use axum::response::Response;
 use tokio::time::Instant;
 
 use crate::config::{ErrorFault, SimConfig};
-use crate::world::World;
+use crate::world::{ApiError, World};
 
 /// How long a call to something broken to hang (a Swarming server, a silent Compute) waits
 /// unanswered at most: beyond any client timeout.
 pub(crate) const HANG: Duration = Duration::from_secs(600);
+
+/// Why a call is refused on entering it.
+#[derive(Debug, Clone)]
+pub(crate) enum Refused {
+    /// An injected error (faults `errors`).
+    Fault(ErrorFault),
+    /// Over a rate quota (403 `rateLimitExceeded`).
+    Quota(ApiError),
+}
 
 /// Shared handle to the simulated world.
 #[derive(Debug, Clone)]
@@ -33,16 +42,19 @@ impl Sim {
         self.world.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Runs `f` on the world advanced to now.
+    /// Runs `f` on the world advanced to now (the monotonic time, plus how far the clock was
+    /// moved ahead).
     pub fn with<T>(&self, f: impl FnOnce(&mut World) -> T) -> T {
         let mut w = self.lock();
-        w.advance(Instant::now());
+        let now = Instant::now() + w.skew;
+        w.advance(now);
         f(&mut w)
     }
 
-    /// Applies the latency and error faults for `method`: returns the error to answer with, if
-    /// the draw says this call fails.
-    pub(crate) async fn enter(&self, method: &str) -> Option<ErrorFault> {
+    /// Applies the faults for `method` on entering it: waits while Compute is silent, refuses a
+    /// call of `project` over its rate quota (Compute calls name their project), adds the
+    /// latency, and draws the injected error.
+    pub(crate) async fn enter(&self, method: &str, project: Option<&str>) -> Result<(), Refused> {
         // Compute silent (faults `compute_hang`): the call waits, unanswered, until it is lifted.
         let compute = method.starts_with("compute.");
         let started = Instant::now();
@@ -50,16 +62,19 @@ impl Sim {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         let (latency, fail) = self.with(|w| {
+            if let Some(p) = project {
+                w.admit(p, method).map_err(Refused::Quota)?;
+            }
             let fail = w.faults.error_for(method).cloned().filter(|e| {
                 let rate = e.rate;
                 w.chance(rate)
             });
-            (w.faults.latency_for(method), fail)
-        });
+            Ok((w.faults.latency_for(method), fail))
+        })?;
         if latency > 0 {
             tokio::time::sleep(Duration::from_millis(latency)).await;
         }
-        fail
+        fail.map_or(Ok(()), |f| Err(Refused::Fault(f)))
     }
 
     /// Counts the answer to `method` and returns it.

@@ -19,22 +19,30 @@
 //!    * `keys`: the simulator's signing key, RS256 signing, its public JSON Web Key.
 //!    * `dims`: Swarming dimensions, how a task's match a bot's, tag and dimension filters.
 //!    * `trace`: task traces (JSON lines), their parser and a seeded generator.
+//!    * `quota`: API rate quotas as settings (groups, limits, the `--quota` file).
+//!    * `bulk`: a bulkInsert's body, read and checked.
 //!    * `config`: settings, bot groups and faults ([`SimConfig`], [`Faults`]).
 //! 2. The world (typed state, no wire formats)
+//!    * `world::records`: the records of bulk inserts, templates and rate quotas.
 //!    * `world::model`: its records (instances, operations, bots, usage, API errors).
 //!    * `world::counts`: counts by state, kept at every transition.
 //!    * `filter`: Compute Engine list filters over instances.
 //!    * `world`: the [`world::World`] and its timeline (events applied in time order).
+//!    * `world::make`: how an instance is made (refusals, the instance, its insert operation).
 //!    * `world::compute`: the world's Compute Engine methods (and an instance's token claims).
 //!    * `world::swarming`: its Swarming methods (bots, tasks, events).
 //!    * `world::machines`: static machines and their bots.
 //!    * `world::tasks`: Swarming tasks, their queue and the idle bots that take them.
 //!    * `world::suspend`: suspend/resume, stop/start, and the instance seconds billed.
+//!    * `world::rate`: API rate quotas counted and enforced per project.
+//!    * `world::templates`: instance templates.
+//!    * `world::bulk`: bulkInsert (placement, ranked machine types, rollback).
 //! 3. Machinery
 //!    * `handle`: [`Sim`], the world behind its lock, faults on entering a call, call counts.
 //!    * `listener`: the HTTP server every listener of the service runs.
 //! 4. Routes and the agent
-//!    * `gce`: Compute Engine v1 REST.
+//!    * `gce`: Compute Engine v1 REST: instances, their operations, zones, regions.
+//!    * `gce_bulk`: bulkInsert (zonal, regional), region and global operations, templates.
 //!    * `prpc`: pRPC's JSON encoding (statuses, answers, request parsing).
 //!    * `swarm_count`: Swarming's counts (CountTasks, CountBots) and dimension filters.
 //!    * `swarming`: Swarming v2 pRPC.
@@ -47,16 +55,19 @@
 
 pub mod admin;
 pub mod agent;
+pub mod bulk;
 pub mod config;
 pub mod dims;
 pub mod filter;
 pub mod gce;
+mod gce_bulk;
 mod handle;
 pub mod identity;
 pub mod keys;
 pub mod listener;
 pub mod names;
 mod prpc;
+pub mod quota;
 pub mod summary;
 mod swarm_count;
 pub mod swarming;
@@ -76,6 +87,7 @@ pub use handle::Sim;
 pub fn router(sim: Sim) -> Router {
     Router::new()
         .merge(gce::routes())
+        .merge(gce_bulk::routes())
         .merge(swarming::routes())
         .merge(admin::routes())
         .merge(work::routes())

@@ -7,8 +7,11 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 
+use crate::quota::Group;
 use crate::swarming::ts;
-use crate::world::{Billing, BotState, ConfigUsage, Counts, InstanceCounts, OpStatus, Status, World};
+use crate::world::{
+    ApiCalls, Billing, BotState, ConfigUsage, Counts, InstanceCounts, OpStatus, Status, World,
+};
 
 /// What `/sim/summary` answers: counts only, copied in O(zones + methods) under the lock.
 #[derive(Debug, Clone)]
@@ -22,6 +25,8 @@ pub struct Summary {
     made: BTreeMap<&'static str, u64>,
     by_config: BTreeMap<String, ConfigUsage>,
     tasks: [u64; 5],
+    api: ApiCalls,
+    quota: String,
 }
 
 impl Summary {
@@ -37,6 +42,8 @@ impl Summary {
             made: w.operations_made().clone(),
             by_config: w.usage_by_config().clone(),
             tasks: w.task_totals(),
+            api: w.api_calls().clone(),
+            quota: w.cfg.quota.source.clone(),
         }
     }
 
@@ -45,13 +52,19 @@ impl Summary {
     /// "deleted"}, "operations": {"total", "PENDING", "RUNNING", "DONE", "failed"}, "calls":
     /// {method: n}, "callsTotal", "faults": [name], "scheduled", "usage": {"runningSeconds",
     /// "suspendedSeconds", "stoppedSeconds"}, "actions": {"insert", "delete", "suspend", "resume",
-    /// "stop", "start"}, "tasks": {"total", "PENDING", ..., "BOT_DIED", "CANCELED",
+    /// "stop", "start", "bulkInsert"}, "tasks": {"total", "PENDING", ..., "BOT_DIED", "CANCELED",
     /// "interrupted"}, "usageByConfig": {prefix: {"runningSeconds", "suspendedSeconds",
     /// "stoppedSeconds", "insert", "delete", "suspend", "resume", "stop", "start", "running",
     /// "suspended", "stopped"}}}` (the last three: its instances now, by the same classes). Usage sums every instance's seconds so far: billed as running
     /// (PROVISIONING, STAGING, RUNNING, STOPPING, SUSPENDING), SUSPENDED, and stopped
     /// (TERMINATED); actions count the operations made (not replays); interrupted = BOT_DIED.
     /// `usageByConfig` is the same per Config (the instance name's prefix: `ci-3-ab12` → `ci`).
+    /// `actions` and each Config's also count `bulkInsert` operations (each instance a bulk
+    /// made also counts as an `insert`). `"quota"` names the rate quotas in force (`none`,
+    /// `gce-default`, a file); `"apiRequests": {"total", "byProject": {project: {"mutations",
+    /// "reads", "lists", "operations"}}}` counts every Compute Engine call by quota group, taken
+    /// or refused; `"rateLimited": {"total", "byMethod": {method: n}}` the calls refused by a rate
+    /// quota (403 `rateLimitExceeded`).
     pub fn json(&self) -> Value {
         fn instances(c: &InstanceCounts) -> Value {
             let mut v = json!({"total": c.total, "deleting": c.deleting});
@@ -82,7 +95,25 @@ impl Summary {
         json!({"now": ts(self.now), "instances": instances(&c.instances), "zones": zones, "bots": bots,
                "operations": ops, "calls": self.calls, "callsTotal": self.calls.values().sum::<u64>(),
                "faults": self.faults, "scheduled": self.scheduled, "usage": self.usage(), "actions": actions(&self.made),
-               "tasks": self.task_json(), "usageByConfig": self.by_config()})
+               "tasks": self.task_json(), "usageByConfig": self.by_config(), "quota": self.quota,
+               "apiRequests": self.api_requests(), "rateLimited": self.rate_limited()})
+    }
+
+    fn api_requests(&self) -> Value {
+        let by_project: serde_json::Map<String, Value> = self
+            .api
+            .requests
+            .iter()
+            .map(|(p, n)| {
+                (p.clone(), Group::ALL.iter().map(|g| (g.name().to_owned(), json!(n[*g as usize]))).collect())
+            })
+            .collect();
+        let total: u64 = self.api.requests.values().flatten().sum();
+        json!({"total": total, "byProject": by_project})
+    }
+
+    fn rate_limited(&self) -> Value {
+        json!({"total": self.api.rate_limited.values().sum::<u64>(), "byMethod": self.api.rate_limited})
     }
 
     fn usage(&self) -> Value {
@@ -124,6 +155,6 @@ fn usage(b: &Billing) -> Value {
 }
 
 fn actions(made: &BTreeMap<&'static str, u64>) -> Value {
-    let kinds = ["insert", "delete", "suspend", "resume", "stop", "start"];
+    let kinds = ["insert", "delete", "suspend", "resume", "stop", "start", "bulkInsert"];
     kinds.iter().map(|k| (k.to_string(), json!(made.get(k).copied().unwrap_or(0)))).collect()
 }

@@ -18,7 +18,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::dims::Dims;
-use crate::handle::Sim;
+use crate::handle::{Refused, Sim};
 pub(crate) use crate::prpc::ts;
 use crate::prpc::{Status, broken, fail, ok, parse, time};
 use crate::swarm_count as count;
@@ -180,13 +180,14 @@ async fn dispatch(
     } else if let Some(fault) = sim.with(|w| w.faults.server_fault(&server)) {
         broken(fault).await
     } else {
-        match sim.enter(&name).await {
-            Some(f) => fail(match f.status {
+        match sim.enter(&name, None).await {
+            Err(Refused::Fault(f)) => fail(match f.status {
                 429 => Status(8, "rate limited".into()),
                 403 => Status(7, "permission denied (injected fault)".into()),
                 _ => Status(14, "service unavailable".into()),
             }),
-            None => match handle(&sim, &server, &service, &method, &body) {
+            Err(Refused::Quota(_)) => fail(Status(8, "rate limited".into())),
+            Ok(()) => match handle(&sim, &server, &service, &method, &body) {
                 Ok(v) => ok(v),
                 Err(s) => fail(s),
             },

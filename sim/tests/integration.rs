@@ -6,8 +6,12 @@ mod support;
 
 /// The admin API at scale: summary and paged state.
 mod admin;
+/// bulkInsert, zonal and regional, and instance templates.
+mod bulk;
 /// Compute Engine REST.
 mod compute;
+/// API rate quotas and the clock moved ahead.
+mod quota;
 /// Suspend/resume and stop/start, through the official Rust and Python clients.
 mod suspend;
 /// Swarming pRPC.

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use gce_backend_sim::{self as sim, SimConfig};
-use google_cloud_compute_v1::client::{Instances, Regions, ZoneOperations, Zones};
+use google_cloud_compute_v1::client::{Instances, RegionInstances, Regions, ZoneOperations, Zones};
 use google_cloud_gax::error::Error;
 use google_cloud_gax::error::rpc::StatusDetails;
 use google_cloud_gax::exponential_backoff::ExponentialBackoffBuilder;
@@ -65,6 +65,28 @@ impl SimHandle {
             .build()
             .await
             .expect("instances client")
+    }
+
+    pub async fn region_instances(&self) -> RegionInstances {
+        RegionInstances::builder()
+            .with_endpoint(&self.base)
+            .with_credentials(anonymous())
+            .with_backoff_policy(fast())
+            .with_polling_backoff_policy(fast())
+            .build()
+            .await
+            .expect("region instances client")
+    }
+
+    /// Sends `method` to `path` (under the simulator's base) with a JSON `body` if given:
+    /// the HTTP status and the answer's JSON (`null` if it is not JSON).
+    pub async fn send(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> (u16, Value) {
+        let mut r = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(b) = body {
+            r = r.json(&b);
+        }
+        let r = r.send().await.unwrap();
+        (r.status().as_u16(), r.json().await.unwrap_or(Value::Null))
     }
 
     pub async fn operations(&self) -> ZoneOperations {

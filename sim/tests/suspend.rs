@@ -143,7 +143,7 @@ async fn stop_and_start_through_the_official_client() {
 }
 
 /// The Python interpreter with google-cloud-compute: `$GCE_BACKEND_PYTHON`, else `python3`.
-fn python() -> String {
+pub(crate) fn python() -> String {
     let name = std::env::var("GCE_BACKEND_PYTHON").unwrap_or_else(|_| "python3".into());
     let found = std::process::Command::new(&name)
         .args(["-c", "import google.cloud.compute_v1"])

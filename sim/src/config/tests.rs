@@ -107,3 +107,35 @@ fn compute_is_made_silent_and_back() {
     f.apply(serde_json::from_str(r#"{"compute_hang": false}"#).unwrap()).unwrap();
     assert!(!f.compute_hang && f.active() == ["never_boot_rate"]);
 }
+
+#[test]
+fn stockouts_name_a_zone_or_a_machine_type_in_it() {
+    let mut f = Faults::default();
+    let p = r#"{"stockouts": ["us-central1-b/n2-standard-8", "us-central1-c"], "stockout_zones": ["us-east1-b"]}"#;
+    f.apply(serde_json::from_str(p).unwrap()).unwrap();
+    assert!(f.stocked_out("us-central1-b", "zones/us-central1-b/machineTypes/n2-standard-8"));
+    assert!(!f.stocked_out("us-central1-b", "n2d-standard-8"));
+    assert!(f.stocked_out("us-central1-c", "e2-small") && f.stocked_out("us-east1-b", "e2-small"));
+    assert!(!f.stocked_out("us-central1-a", "n2-standard-8"));
+    assert!(f.active().contains(&"stockouts.us-central1-b/n2-standard-8".to_owned()), "{:?}", f.active());
+    for bad in [r#"{"stockouts": ["us-central1-b/N2"]}"#, r#"{"stockouts": ["nozone"]}"#] {
+        let e = f.apply(serde_json::from_str(bad).unwrap()).unwrap_err();
+        assert!(e.starts_with("stockouts:"), "{e}");
+    }
+    assert!(f.stocked_out("us-central1-c", "e2-small"), "a rejected patch changes nothing");
+}
+
+#[test]
+fn the_quota_flag_defaults_to_gce_default_and_a_bad_file_stops_the_start() {
+    #[derive(clap::Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        cfg: SimConfig,
+    }
+    use clap::Parser;
+    assert_eq!(SimConfig::default().quota.source, "gce-default");
+    let none = Wrap::try_parse_from(["sim", "--quota", "none"]).unwrap().cfg;
+    assert_eq!(none.quota.limits("p"), None);
+    let e = Wrap::try_parse_from(["sim", "--quota", "/no/such/quota.json"]).err().unwrap().to_string();
+    assert!(e.contains("--quota") && e.contains("/no/such/quota.json"), "{e}");
+}

@@ -4,6 +4,7 @@
 use super::*;
 
 impl World {
+    /// Makes and records a zonal operation on `target` (see [`World::add_op`]).
     pub(super) fn new_op(
         &mut self,
         project: &str,
@@ -13,47 +14,70 @@ impl World {
         target_id: u64,
         rid: Option<String>,
     ) -> String {
+        let mut op = self.fresh_op(project, Scope::Zone, zone, kind, target);
+        op.target_id = target_id;
+        op.request_id = rid;
+        self.add_op(op)
+    }
+
+    /// A new PENDING operation, not yet recorded: no requestId, group, nor target id.
+    pub(super) fn fresh_op(
+        &mut self,
+        project: &str,
+        scope: Scope,
+        location: &str,
+        kind: &'static str,
+        target: &str,
+    ) -> Operation {
         let n = self.next();
         let hex: u64 = self.rng.random();
-        let name = format!("operation-{n}-{hex:016x}");
-        *self.ops_made.entry(kind).or_default() += 1;
-        let config = crate::names::config_of(target);
-        match self.by_config.get_mut(config) {
-            Some(c) => *c.actions.entry(kind).or_default() += 1,
-            None => {
-                let mut c = ConfigUsage::default();
-                c.actions.insert(kind, 1);
-                self.by_config.insert(config.to_owned(), c);
-            }
-        }
-        let op = Operation {
+        Operation {
             id: self.rng.random::<u64>() >> 1,
-            name: name.clone(),
+            name: format!("operation-{n}-{hex:016x}"),
             project: project.to_owned(),
-            zone: zone.to_owned(),
+            scope,
+            location: location.to_owned(),
             kind,
             target: target.to_owned(),
-            target_id,
+            target_id: 0,
             status: OpStatus::Pending,
             insert_time: self.now_utc(),
             start_time: None,
             end_time: None,
             error: None,
             pending_error: None,
-            request_id: rid.clone(),
-        };
-        self.operations.insert(name.clone(), op);
-        self.counts.operation(None, Some(OpStatus::Pending), false);
-        self.op_order.push_back(name.clone());
-        if let Some(rid) = rid {
-            self.request_ids.insert((project.to_owned(), zone.to_owned(), rid), name.clone());
+            request_id: None,
+            group: None,
+            bulk: None,
         }
+    }
+
+    /// Records `op`: counts it (by kind, overall and per Config) and its requestId; forgets the
+    /// oldest operations beyond `max_operations`. Returns its name.
+    pub(super) fn add_op(&mut self, op: Operation) -> String {
+        let name = op.name.clone();
+        *self.ops_made.entry(op.kind).or_default() += 1;
+        let config = crate::names::config_of(&op.target);
+        match self.by_config.get_mut(config) {
+            Some(c) => *c.actions.entry(op.kind).or_default() += 1,
+            None => {
+                let mut c = ConfigUsage::default();
+                c.actions.insert(op.kind, 1);
+                self.by_config.insert(config.to_owned(), c);
+            }
+        }
+        if let Some(rid) = &op.request_id {
+            self.request_ids.insert((op.project.clone(), op.location.clone(), rid.clone()), name.clone());
+        }
+        self.counts.operation(None, Some(op.status), false);
+        self.operations.insert(name.clone(), op);
+        self.op_order.push_back(name.clone());
         while self.op_order.len() > self.cfg.max_operations {
             let old = self.op_order.pop_front().expect("non-empty");
             let Some(op) = self.operations.remove(&old) else { continue };
             self.counts.operation(Some(op.status), None, op.error.is_some());
             if let Some(rid) = op.request_id {
-                self.request_ids.remove(&(op.project, op.zone, rid));
+                self.request_ids.remove(&(op.project, op.location, rid));
             }
         }
         name
@@ -137,151 +161,8 @@ impl World {
             return Err(ApiError::new(409, "alreadyExists", msg));
         }
         self.audit_insert(&key, rid.clone());
-        let cpus = self.cfg.cpus_of(&machine_type);
-        let region = region_of(zone).to_owned();
-        let limits = self.faults.limits(project, &region, &self.cfg);
-        let usage = self.usage.get(&(project.to_owned(), region.clone())).cloned().unwrap_or_default();
-        let live = self.instances.len();
-        let failure = if self.faults.stockout_zones.contains(zone) || live >= self.cfg.max_instances {
-            Some(OpError {
-                code: "ZONE_RESOURCE_POOL_EXHAUSTED".into(),
-                message: format!(
-                    "The zone 'projects/{project}/zones/{zone}' does not have enough resources available to fulfill the request.  Try a different zone, or try again later."
-                ),
-                http: 503,
-            })
-        } else if usage.cpus + cpus > limits.cpus {
-            Some(quota_error("CPUS", limits.cpus, &region))
-        } else if usage.instances + 1 > limits.instances {
-            Some(quota_error("INSTANCES", limits.instances as f64, &region))
-        } else {
-            None
-        };
-        let id = self.rng.random::<u64>() >> 1;
-        let total = Duration::from_millis(self.cfg.op_ms);
-        let op = self.new_op(project, zone, "insert", &name, id, rid);
-        self.run_op(&op, total);
-        if let Some(err) = failure {
-            self.operations.get_mut(&op).expect("just made").pending_error = Some(err);
-            return Ok(op);
-        }
-        let inst = self.build_instance(id, machine_type, cpus, body);
-        let never_boots = inst.never_boots;
-        self.counts.instance(zone, &name, None, Some(counts::class(&inst)));
-        self.instances.insert(key.clone(), inst);
-        let u = self.usage.entry((project.to_owned(), region)).or_default();
-        u.cpus += cpus;
-        u.instances += 1;
-        let provision = Duration::from_millis(self.cfg.provision_ms);
-        self.at(provision, Ev::InstStatus { key: key.clone(), id, to: Status::Staging });
-        if !never_boots {
-            let boot = provision + Duration::from_millis(self.cfg.stage_ms);
-            self.at(boot, Ev::InstStatus { key, id, to: Status::Running });
-        }
-        Ok(op)
-    }
-
-    fn audit_insert(&mut self, key: &InstanceKey, rid: Option<String>) {
-        let ids = self.inserts.entry(key.clone()).or_default();
-        if ids.is_empty() {
-            self.insert_order.push_back(key.clone());
-        }
-        if ids.len() < KEEP_INSERT_IDS {
-            ids.push(rid.unwrap_or_default());
-        }
-        while self.insert_order.len() > self.cfg.max_operations {
-            let old = self.insert_order.pop_front().expect("non-empty");
-            self.inserts.remove(&old);
-        }
-    }
-
-    fn build_instance(&mut self, id: u64, machine_type: String, cpus: f64, body: &Value) -> Instance {
-        let labels: BTreeMap<String, String> = body
-            .get("labels")
-            .and_then(Value::as_object)
-            .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_owned())).collect())
-            .unwrap_or_default();
-        let metadata: Vec<(String, Option<String>)> = body
-            .pointer("/metadata/items")
-            .and_then(Value::as_array)
-            .map(|items| {
-                items
-                    .iter()
-                    .map(|i| {
-                        let k = i.get("key").and_then(Value::as_str).unwrap_or_default().to_owned();
-                        (k, i.get("value").and_then(Value::as_str).map(str::to_owned))
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        let swarming = metadata
-            .iter()
-            .find(|(k, _)| k == "swarming-server")
-            .and_then(|(_, v)| v.as_deref())
-            .map(server_key);
-        let given: Vec<Value> = body
-            .get("networkInterfaces")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_else(|| vec![json!({})]);
-        let mut nics = Vec::new();
-        for nic in given {
-            let nat = nic
-                .pointer("/accessConfigs/0")
-                .map(|ac| ac.get("name").and_then(Value::as_str).unwrap_or("External NAT").to_owned())
-                .map(|name| (name, self.random_ip(35)));
-            nics.push(Nic {
-                network: nic
-                    .get("network")
-                    .and_then(Value::as_str)
-                    .unwrap_or("global/networks/default")
-                    .to_owned(),
-                subnetwork: nic.get("subnetwork").and_then(Value::as_str).map(str::to_owned),
-                ip: self.random_ip(10),
-                nat,
-            });
-        }
-        let mut rest = body.clone();
-        if let Some(obj) = rest.as_object_mut() {
-            for k in [
-                "name",
-                "machineType",
-                "labels",
-                "metadata",
-                "networkInterfaces",
-                "id",
-                "status",
-                "selfLink",
-                "zone",
-            ] {
-                obj.remove(k);
-            }
-        }
-        let never_boots = self.chance(self.faults.never_boot_rate);
-        let sched = &body["scheduling"];
-        let spot = sched["provisioningModel"] == "SPOT" || sched["preemptible"] == true;
-        let image =
-            body["disks"][0]["initializeParams"]["sourceImage"].as_str().unwrap_or_default().to_owned();
-        Instance {
-            spot,
-            image,
-            id,
-            status: Status::Provisioning,
-            created: self.now_utc(),
-            machine_type,
-            cpus,
-            labels,
-            metadata,
-            nics,
-            rest: rest.to_string().into_boxed_str(),
-            never_boots,
-            swarming,
-            deleting: false,
-            counted: true,
-            cpus_held: true,
-            stopped: false,
-            resuming: false,
-        }
+        let failure = self.refusal(project, zone, &machine_type);
+        Ok(self.make(key, machine_type, body, rid, None, failure))
     }
 
     /// `instances.delete`; returns the operation's name.
@@ -377,13 +258,29 @@ impl World {
 
     /// The operation `name` of `project`/`zone`.
     pub fn operation(&self, project: &str, zone: &str, name: &str) -> Result<&Operation, ApiError> {
-        self.operations.get(name).filter(|op| op.project == project && op.zone == zone).ok_or_else(|| {
-            ApiError::new(
-                404,
-                "notFound",
-                format!("The resource 'projects/{project}/zones/{zone}/operations/{name}' was not found"),
-            )
-        })
+        self.operation_in(project, Scope::Zone, zone, name)
+    }
+
+    /// The operation `name` of `project` in `location` (a zone, a region, or `global`).
+    pub fn operation_in(
+        &self,
+        project: &str,
+        scope: Scope,
+        location: &str,
+        name: &str,
+    ) -> Result<&Operation, ApiError> {
+        let found = self.operations.get(name);
+        found.filter(|op| op.project == project && op.scope == scope && op.location == location).ok_or_else(
+            || {
+                let path = match scope {
+                    Scope::Zone => format!("zones/{location}"),
+                    Scope::Region => format!("regions/{location}"),
+                    Scope::Global => "global".to_owned(),
+                };
+                let msg = format!("The resource 'projects/{project}/{path}/operations/{name}' was not found");
+                ApiError::new(404, "notFound", msg)
+            },
+        )
     }
 
     /// The regions of the served zones, by name, with `project`'s CPUS and INSTANCES quotas and

@@ -19,21 +19,27 @@ use tokio::time::Instant;
 use crate::config::{Faults, SimConfig};
 use crate::names::{region_of, server_key, valid_name};
 
+mod bulk;
 mod compute;
 mod counts;
 mod machines;
+mod make;
 mod model;
+mod rate;
+mod records;
 mod suspend;
 mod swarming;
 mod tasks;
+mod templates;
 
 use counts::class;
 pub use counts::{BotState, Counts, InstanceCounts};
 use model::push_event;
 pub use model::{
     ApiError, Billing, Bot, BotCount, BotEvent, BotFilter, BotView, ConfigUsage, Instance, InstanceEntry,
-    InstanceKey, NewTask, Nic, OpError, OpStatus, Operation, Region, Status, Task, TaskState, Usage,
+    InstanceKey, NewTask, Nic, OpError, OpStatus, Operation, Region, Scope, Status, Task, TaskState, Usage,
 };
+pub use records::{ApiCalls, BulkOutcome, Template, TemplateKey, ZoneOutcome};
 
 /// Insert arrival times kept.
 const KEEP_INSERT_TIMES: usize = 1_000_000;
@@ -104,6 +110,14 @@ pub struct World {
     ops_made: BTreeMap<&'static str, u64>,
     /// Instance seconds and operations made per Config (the instance name's prefix).
     by_config: BTreeMap<String, ConfigUsage>,
+    /// Rate quotas used per project (see `rate.rs`).
+    rates: HashMap<String, records::ProjectRate>,
+    /// Compute Engine calls counted, and those refused by a rate quota.
+    api: ApiCalls,
+    /// Instance templates by (project, name).
+    templates: BTreeMap<TemplateKey, Template>,
+    /// How far the clock was moved ahead of the monotonic time (`POST /sim/clock`).
+    pub skew: Duration,
 }
 
 /// The simulator's one clock: the wall time its timeline starts at. From then on the world's time
@@ -145,6 +159,10 @@ impl World {
             billing: Billing::default(),
             ops_made: BTreeMap::new(),
             by_config: BTreeMap::new(),
+            rates: HashMap::new(),
+            api: ApiCalls::default(),
+            templates: BTreeMap::new(),
+            skew: Duration::ZERO,
         }
     }
 
@@ -218,6 +236,15 @@ impl World {
             self.apply(ev);
         }
         self.tick(now);
+    }
+
+    /// Moves the clock `by` ahead at once, applying every event due meanwhile in time order (as
+    /// if that time had passed); from then on it runs that far ahead of the monotonic time
+    /// ([`World::skew`]).
+    pub fn skip(&mut self, by: Duration) {
+        self.skew += by;
+        let t = self.now + by;
+        self.advance(t);
     }
 
     /// Moves the clock to `t` (never back), billing the instances for the time between.

@@ -11,6 +11,8 @@ use tokio::time::Instant;
 use crate::config::QuotaLimits;
 use crate::dims::Dims;
 
+use super::records::BulkOutcome;
+
 /// Events kept per bot (oldest dropped).
 pub(super) const KEEP_BOT_EVENTS: usize = 20;
 
@@ -141,7 +143,18 @@ impl OpStatus {
     }
 }
 
-/// A zonal operation.
+/// Where an operation is: in a zone, a region, or global.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// `zoneOperations` (instances and their actions, a zonal bulkInsert).
+    Zone,
+    /// `regionOperations` (a regional bulkInsert).
+    Region,
+    /// `globalOperations` (instance templates).
+    Global,
+}
+
+/// An operation: zonal, regional or global.
 #[derive(Debug, Clone)]
 pub struct Operation {
     /// Unique id.
@@ -150,11 +163,14 @@ pub struct Operation {
     pub name: String,
     /// Project.
     pub(crate) project: String,
-    /// Zone.
-    pub(crate) zone: String,
-    /// `insert` or `delete`.
+    /// Zonal, regional or global.
+    pub(crate) scope: Scope,
+    /// Its zone or region (`global` for a global one).
+    pub(crate) location: String,
+    /// `insert`, `delete`, `suspend`, ..., `bulkInsert`.
     pub kind: &'static str,
-    /// Instance name.
+    /// Instance (or template) name; a bulkInsert's first instance (for the Config it counts
+    /// under; it has no target).
     pub target: String,
     /// Id of the instance incarnation it acts on.
     pub(crate) target_id: u64,
@@ -171,6 +187,10 @@ pub struct Operation {
     pub(super) pending_error: Option<OpError>,
     /// The requestId it was made with.
     pub(crate) request_id: Option<String>,
+    /// `operationGroupId`: a bulkInsert's, shared by the inserts it made.
+    pub(crate) group: Option<String>,
+    /// A bulkInsert's outcome per zone.
+    pub(crate) bulk: Option<Box<BulkOutcome>>,
 }
 
 /// Usage of one (project, region).
