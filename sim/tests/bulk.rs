@@ -437,17 +437,8 @@ async fn the_official_client_bulk_inserts_in_a_zone_and_a_region() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_official_python_client_bulk_inserts_in_a_zone_and_a_region() {
-    let python = crate::suspend::python();
     let s = start(quick()).await;
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/bulk_insert.py");
-    let out = tokio::process::Command::new(&python)
-        .args([script, &s.base, P, Z])
-        .output()
-        .await
-        .expect("run python");
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "bulk_insert.py failed:\n{text}");
-    assert_eq!(text.trim(), "ok");
+    crate::suspend::python_says_ok("bulk_insert.py", &[&s.base, P, Z]).await;
     let summary = s.admin_get("/sim/summary").await;
     assert_eq!(summary["actions"]["bulkInsert"], 2);
     assert_eq!(summary["instances"]["total"], 4);

@@ -156,20 +156,21 @@ pub(crate) fn python() -> String {
     name
 }
 
+/// Runs the test script `script` (under `tests/`) with the official Python client and `args`;
+/// it must succeed and print `ok`.
+pub(crate) async fn python_says_ok(script: &str, args: &[&str]) {
+    let path = format!("{}/tests/{script}", env!("CARGO_MANIFEST_DIR"));
+    let out =
+        tokio::process::Command::new(python()).arg(&path).args(args).output().await.expect("run python");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{script} failed:\n{text}");
+    assert_eq!(text.trim(), "ok");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_official_python_client_suspends_and_resumes() {
-    let python = python();
     let s = start(grouped()).await;
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/suspend_resume.py");
-    let base = s.base.clone();
-    let out = tokio::process::Command::new(&python)
-        .args([script, &base, P, Z, "py-vm-1"])
-        .output()
-        .await
-        .expect("run python");
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "suspend_resume.py failed:\n{text}");
-    assert_eq!(text.trim(), "ok");
+    python_says_ok("suspend_resume.py", &[&s.base, P, Z, "py-vm-1"]).await;
     let summary = s.admin_get("/sim/summary").await;
     assert_eq!(
         (summary["actions"]["suspend"].clone(), summary["actions"]["resume"].clone()),
