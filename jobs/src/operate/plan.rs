@@ -100,7 +100,7 @@ pub async fn plan(ctx: &Ctx, prefix: &str, input: PlanInput) -> Result<Plan, OpE
     // as listVms leaves it out.
     let (vms, seen) = crate::writes::vms_and_bots(ctx, &ids).await?;
     // Which VMs it keeps, as `expand_config` will choose them (idle first, a warm pool).
-    let surplus = vms.iter().any(|v| !v.drained && !next.wants(v.index) && !next.warm.contains(&v.index));
+    let surplus = vms.iter().any(|v| !v.drained && !next.makes(v.index));
     let present: std::collections::BTreeSet<u32> = vms.iter().map(|v| v.index).collect();
     if crate::model::release::must_arrange(&next, surplus, &present, ctx.now()) {
         let a = crate::model::release::of_records(&next, &vms, &seen, ctx.now());

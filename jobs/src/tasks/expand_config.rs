@@ -68,7 +68,7 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
     // Shrinking: the surplus is drained at once rather than at the next drain_vms tick.
     let surplus: Vec<DrainVm> = ids
         .iter()
-        .filter(|id| crate::naming::parse_id(id).is_none_or(|(_, i)| !rec.wants(i) && !rec.warm.contains(&i)))
+        .filter(|id| crate::naming::parse_id(id).is_none_or(|(_, i)| !rec.makes(i)))
         .map(|id| DrainVm { id: id.clone() })
         .collect();
     ctx.push_many(&surplus).await?;
@@ -136,7 +136,7 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
 async fn arrange(ctx: &Ctx, rec: &mut ConfigRecord, ids: &[String]) -> Result<(), TaskError> {
     let index = |id: &String| crate::naming::parse_id(id).map(|(_, i)| i);
     let mut surplus = false;
-    for id in ids.iter().filter(|id| index(id).is_some_and(|i| !rec.wants(i) && !rec.warm.contains(&i))) {
+    for id in ids.iter().filter(|id| index(id).is_some_and(|i| !rec.makes(i))) {
         surplus |= crate::writes::readable_vm(ctx, id).await?.is_some_and(|v| !v.drained);
         if surplus {
             break;
@@ -148,11 +148,13 @@ async fn arrange(ctx: &Ctx, rec: &mut ConfigRecord, ids: &[String]) -> Result<()
     }
     let (vms, seen) = crate::writes::vms_and_bots(ctx, ids).await?;
     let a = crate::model::release::of_records(rec, &vms, &seen, ctx.now());
-    let parked: BTreeSet<u32> = vms.iter().filter(|v| v.parked.is_some()).map(|v| v.index).collect();
+    // Kept warm and not parked yet; a VM not made yet is followed by `park_vm` once `create_vm`
+    // has made its record.
+    let unparked: BTreeSet<u32> = vms.iter().filter(|v| v.parked.is_none()).map(|v| v.index).collect();
     let newly: Vec<ParkVm> = a
         .warm
         .iter()
-        .filter(|i| !parked.contains(i))
+        .filter(|i| unparked.contains(i))
         .map(|i| ParkVm { id: crate::naming::vm_id(&rec.config.prefix, *i) })
         .collect();
     rec.let_go = a.let_go;
