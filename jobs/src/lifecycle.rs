@@ -1,16 +1,45 @@
-//! The steps of a VM's life that handlers and providers share: its machine made, a fault
-//! recorded (and the breaker told), a down instance replaced, the VM drained, an unsent
-//! incarnation dropped. Each is a compare-and-set on the VM record plus the follow-up it needs.
+//! The steps of a VM's life that handlers and providers share: whether it may be sent, its
+//! machine made, a fault recorded (and the breaker told), a down instance replaced, the VM
+//! drained, an unsent incarnation dropped. Each is a compare-and-set on the VM record plus the follow-up it needs.
 
 use gce_backend_queues::{Task, When};
 
+use crate::config::providers::ProviderIds;
 use crate::env::Env;
 use crate::error::TaskError;
 use crate::metrics::Stage;
-use crate::model::{Fault, FaultKind, Placed, Vm};
+use crate::model::{ConfigRecord, Fault, FaultKind, Placed, Vm};
 use crate::ports::store::Versioned;
 use crate::work::{CountVms, CreateInstance, DestroyInstance, ManageBot};
 use crate::writes::{drop_uncreated, update_vm, write_vm, write_vm_at};
+
+/// Whether `vm`, not sent yet, may be sent now, given its Config `cfg` as read: the one rule.
+/// No longer made by its Config (neither wanted nor kept warm: the amount dropped), drained, or
+/// its Config gone: its record is dropped, since nothing exists to clean up. Held by a pause or
+/// an open breaker (its canary excepted): it waits (resuming pushes `create_instance` again). Its
+/// Swarming server not listed in the settings (a record from before them): recorded, not sent.
+pub async fn sendable(
+    ctx: &Env,
+    providers: &ProviderIds,
+    cfg: Option<&ConfigRecord>,
+    vm: &Vm,
+) -> Result<bool, TaskError> {
+    let now = ctx.now();
+    let made = |c: &&ConfigRecord| c.keeps(vm, providers) || c.keeps_warm(vm, providers, now);
+    let Some(cfg) = cfg.filter(made).filter(|_| !vm.drained) else {
+        drop_uncreated(ctx, &vm.id, |v| v.insert_sent.is_none() && v.batch.is_empty()).await?;
+        return Ok(false);
+    };
+    if crate::pause::held(ctx, cfg, Some(&vm.id)).await?.is_some() {
+        return Ok(false);
+    }
+    if let Err(why) = ctx.trust.server(&vm.swarming) {
+        let msg = format!("VM {} not made: its Swarming {why}", vm.id);
+        ctx.record_once(&vm.config, CreateInstance::QUEUE, "untrusted", &msg).await?;
+        return Ok(false);
+    }
+    Ok(true)
+}
 
 /// Records `placed` as `cur`'s machine (once per incarnation), and starts watching its bot.
 /// `fixed`: a static machine (recorded, never inserted; logs call it so).

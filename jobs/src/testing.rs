@@ -16,7 +16,9 @@ use crate::env::{Env, Queues};
 use crate::model::Bot;
 use crate::ports::bots::{BotError, BotEvent, Bots};
 use crate::ports::clock::ManualClock;
-use crate::ports::compute::{Compute, ComputeError, Instance, InstanceSpec, Operation, Power, Quota};
+use crate::ports::compute::{
+    BulkSpec, Compute, ComputeError, Instance, InstanceSpec, Operation, Power, Quota,
+};
 use crate::store::memory::MemoryStore;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -87,6 +89,29 @@ impl Compute for FakeCompute {
         let refs: Vec<(&str, &str)> = spec.labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         lock(&self.instances).entry(name.clone()).or_insert_with(|| Self::instance(&name, &refs));
         Ok(done(&name))
+    }
+
+    /// Makes every name not taken yet (an answer queued in `inserts` comes first), each with the
+    /// spec's labels; the operation is `op-bulk-<first name>`.
+    async fn bulk_insert(
+        &self,
+        _p: &str,
+        _z: &str,
+        rid: &str,
+        spec: &BulkSpec,
+    ) -> Result<Operation, ComputeError> {
+        lock(&self.calls).push(format!("bulk_insert {} {rid}", spec.names.join(",")));
+        if let Some(answer) = lock(&self.inserts).pop_front() {
+            return answer;
+        }
+        let labels = &spec.instance.labels;
+        let refs: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let mut instances = lock(&self.instances);
+        for name in &spec.names {
+            instances.entry(name.clone()).or_insert_with(|| Self::instance(name, &refs));
+        }
+        let first = spec.names.first().cloned().unwrap_or_default();
+        Ok(Operation { name: format!("op-bulk-{first}"), done: true, error: None })
     }
 
     async fn operation(&self, _p: &str, _z: &str, op: &str) -> Result<Option<Operation>, ComputeError> {

@@ -194,10 +194,20 @@ pub struct ParkVm {
 }
 queue!(ParkVm, "park_vm", |t| t.id.clone());
 
+/// `bulk_insert`: send a Config's VMs waiting for an instance to Compute in bulk, and follow
+/// the bulk inserts it sent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BulkInsert {
+    /// Config prefix.
+    pub prefix: String,
+}
+queue!(BulkInsert, "bulk_insert", |t| t.prefix.clone());
+
 /// The Config a task of `queue` with `key` is about, if any (keys are prefixes, VM ids, or
 /// `<VM id>@<guard>`): the one rule, which the API hands to the dashboard too.
 pub fn config_of(queue: &str, key: &str) -> Option<String> {
-    if [ExpandConfig::QUEUE, CountVms::QUEUE].contains(&queue) {
+    if [ExpandConfig::QUEUE, CountVms::QUEUE, BulkInsert::QUEUE].contains(&queue) {
         return Some(key.to_owned());
     }
     vm_of(queue, key).and_then(|id| crate::naming::parse_id(id).map(|(p, _)| p.to_owned()))

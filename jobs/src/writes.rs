@@ -72,17 +72,25 @@ pub async fn quarantine(ctx: &Env, id: &str, error: &str, version: Option<u64>) 
     let mut found = None;
     // Its instance, in any zone of its Config (a static pool has none).
     if let Some(c) = config.as_ref().filter(|c| !c.is_static()) {
+        // By the Config's label: an instance made in bulk has no VM label (its name tells).
         let filter = format!(
-            "(labels.{} = \"{}\") (labels.{} = \"{id}\")",
+            "(labels.{} = \"{}\") (labels.{} = \"{prefix}\")",
             crate::config::labels::DEPLOYMENT,
             ctx.deployment,
-            crate::config::labels::VM
+            crate::config::labels::CONFIG
         );
-        for zone in c.zone_names() {
-            let listed = ctx.compute.list(&c.attributes.project, zone, &filter, None).await?.0;
-            if let Some(inst) = listed.into_iter().find(|i| i.belongs_to(id, &ctx.deployment)) {
-                found = Some((inst, zone.to_owned()));
-                break;
+        'zones: for zone in c.zone_names() {
+            let mut page = None;
+            loop {
+                let (listed, next) = ctx.compute.list(&c.attributes.project, zone, &filter, page).await?;
+                if let Some(inst) = listed.into_iter().find(|i| i.belongs_to(id, &ctx.deployment)) {
+                    found = Some((inst, zone.to_owned()));
+                    break 'zones;
+                }
+                match next {
+                    Some(p) => page = Some(p),
+                    None => break,
+                }
             }
         }
     }

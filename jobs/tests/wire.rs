@@ -34,7 +34,8 @@ fn every_payload_matches_its_golden_json() {
     golden(ReportQuota { project: "p".into() });
     golden(ReadDemand { server: "https://swarm.example.com".into() });
     golden(ParkVm { id: id() });
-    assert_eq!(QUEUES.len(), 16);
+    golden(BulkInsert { prefix: "linux".into() });
+    assert_eq!(QUEUES.len(), 17);
 }
 
 #[test]

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use gce_backend_jobs::ports::clock::Clock;
 use gce_backend_jobs::ports::compute::{
-    Compute, ComputeError, Instance, InstanceSpec, Operation, Power, Quota,
+    BulkSpec, Compute, ComputeError, Instance, InstanceSpec, Operation, Power, Quota,
 };
 use google_cloud_compute_v1::client::{DiskTypes, Instances, Regions, ZoneOperations, Zones};
 use google_cloud_compute_v1::model;
@@ -136,6 +136,30 @@ impl Compute for Gce {
         let op = self
             .instances
             .insert()
+            .set_project(project)
+            .set_zone(zone)
+            .set_request_id(request_id)
+            .set_body(body)
+            .send()
+            .await
+            .map_err(error)?;
+        Ok(operation(op))
+    }
+
+    async fn bulk_insert(
+        &self,
+        project: &str,
+        zone: &str,
+        request_id: &str,
+        spec: &BulkSpec,
+    ) -> Result<Operation, ComputeError> {
+        segments(&[project, zone])?;
+        let body: model::BulkInsertInstanceResource =
+            serde_json::from_value(super::gce_resource::bulk(&spec.instance, &spec.names))
+                .map_err(|e| ComputeError::from_http(Some(400), "invalid", &format!("bulk body: {e}")))?;
+        let op = self
+            .instances
+            .bulk_insert()
             .set_project(project)
             .set_zone(zone)
             .set_request_id(request_id)

@@ -126,5 +126,36 @@ pub fn resource(spec: &InstanceSpec) -> Value {
     body
 }
 
+/// The last segment of a resource path (`zones/z/machineTypes/e2-small` → `e2-small`).
+fn short(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// Compute's `BulkInsertInstanceResource` (its JSON) making `names` from `spec`: the instance's
+/// properties (as [`resource`] has them, with no name, and with machine and disk types by name,
+/// as `InstanceProperties` wants them), one `perInstanceProperties` entry per name, and
+/// `minCount` 1, so what can be made is made and the rest is told apart by name.
+pub fn bulk(spec: &InstanceSpec, names: &[String]) -> Value {
+    let mut properties = resource(spec);
+    if let Value::Object(o) = &mut properties {
+        o.remove("name");
+    }
+    properties["machineType"] = json!(short(&spec.attributes.machine_type));
+    if let Some(disks) = properties["disks"].as_array_mut() {
+        for d in disks {
+            if let Some(kind) = d["initializeParams"]["diskType"].as_str().map(str::to_owned) {
+                d["initializeParams"]["diskType"] = json!(short(&kind));
+            }
+        }
+    }
+    let each: serde_json::Map<String, Value> = names.iter().map(|n| (n.clone(), json!({}))).collect();
+    json!({
+        "count": names.len().to_string(),
+        "minCount": "1",
+        "perInstanceProperties": each,
+        "instanceProperties": properties,
+    })
+}
+
 #[cfg(test)]
 mod tests;

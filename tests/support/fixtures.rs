@@ -47,6 +47,7 @@ pub(crate) fn settings() -> Settings {
         operation_poll: Secs(1),
         sweep: Secs(60),
         fan_out_jitter: Secs(1),
+        bulk_gather: Secs(1),
     };
     // The example server, and the misbehaving ones of `bad_input`.
     s.swarming.servers =

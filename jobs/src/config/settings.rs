@@ -39,6 +39,10 @@ pub struct Timing {
     /// `inspect_swarming`, `report_quota`) are spread over this much time after its tick, so
     /// the scans of many projects, zones and servers do not all call at once (0: no spread).
     pub fan_out_jitter: Secs,
+    /// A Config's first VM waiting for an instance waits at most this long for more before the
+    /// VMs waiting are sent (in bulk when there are `[limits] bulk_min` or more), unless no more
+    /// are coming or a full bulk (`bulk_max`) is there.
+    pub bulk_gather: Secs,
 }
 
 impl Default for Timing {
@@ -56,6 +60,7 @@ impl Default for Timing {
             config_delete_grace: Secs(900),
             sweep: Secs(4 * 3600),
             fan_out_jitter: Secs(5),
+            bulk_gather: Secs(2),
         }
     }
 }
@@ -75,11 +80,27 @@ pub struct Limits {
     /// Entries of the audit trail kept per Config (and in the global list); older ones are
     /// dropped as new ones come.
     pub audit_keep: u32,
+    /// The fewest VMs of a Config (one zone, one revision) waiting at once that are sent in one
+    /// `instances.bulkInsert` (one call against the project's rate quota); fewer go one insert each.
+    pub bulk_min: u32,
+    /// The most VMs one bulkInsert makes (Compute takes up to 5 000).
+    pub bulk_max: u32,
+    /// The most bulk inserts running at once per project (Compute refuses an 11th with
+    /// `rateLimitExceeded`).
+    pub bulk_running: u32,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Self { max_amount: 10_000, expand_batch: 500, creating_per_config: 1_000, audit_keep: 200 }
+        Self {
+            max_amount: 10_000,
+            expand_batch: 500,
+            creating_per_config: 1_000,
+            audit_keep: 200,
+            bulk_min: 10,
+            bulk_max: 1_000,
+            bulk_running: 10,
+        }
     }
 }
 
@@ -93,6 +114,16 @@ impl Limits {
         {
             return Err(
                 "limits: max_amount, expand_batch, creating_per_config and audit_keep must be positive"
+                    .into(),
+            );
+        }
+        if self.bulk_min < 2
+            || self.bulk_max < self.bulk_min
+            || self.bulk_max > 5_000
+            || self.bulk_running == 0
+        {
+            return Err(
+                "limits: bulk_min must be at least 2, bulk_max from bulk_min to 5000, bulk_running positive"
                     .into(),
             );
         }

@@ -156,6 +156,9 @@ pub mod labels {
     pub const CONFIG: &str = "gce-backend-config";
     /// The VM id.
     pub const VM: &str = "gce-backend-vm";
+    /// The requestId of the bulkInsert that made the instance (instances made in bulk have no
+    /// [`VM`] label: Compute gives them all the same labels).
+    pub const BATCH: &str = "gce-backend-batch";
 }
 
 /// Digits of the largest index a pool can have.

@@ -127,6 +127,11 @@ pub struct Vm {
     /// zoneOperations.get, never waited on.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub operation: String,
+    /// The requestId of the bulkInsert this attempt was sent in (empty: sent alone, or not yet):
+    /// set with [`Vm::insert_sent`] before the bulk goes, so a bulk sent again after a crash is
+    /// the same request with the same members; `operation` is the bulk's once it is known.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub batch: String,
     /// Its instance, once Compute has made it (set once per incarnation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instance: Option<Placed>,
@@ -496,6 +501,9 @@ pub mod marks {
     pub const LEAKS: &str = "leak";
     /// Stale bots: bots named like ours with no VM (`<server>|<bot id>`).
     pub const STALE_BOTS: &str = "stale-bot";
+    /// Configs whose VMs waiting for an instance are being gathered into a bulk (`<prefix>`,
+    /// since when).
+    pub const GATHER: &str = "bulk-gather";
 }
 
 /// Names of the per-Config counters.

@@ -142,6 +142,14 @@ impl ConfigRecord {
         room.saturating_sub(self.slots().saturating_sub(self.rest_amount(now)))
     }
 
+    /// How many VMs it makes now: those it wants and those its warm pool keeps.
+    pub fn vms_made(&self) -> u32 {
+        match self.config.is_static() {
+            true => self.listed.slots.len() as u32,
+            false => self.slots().saturating_add(self.warm.len() as u32),
+        }
+    }
+
     /// Whether it has a VM made under index `i`: one it wants, or one its warm pool keeps.
     pub fn makes(&self, i: u32) -> bool {
         self.wants(i) || self.warm.contains(&i)

@@ -62,11 +62,14 @@ pub struct ComputeError {
 impl ComputeError {
     /// Classifies an HTTP error answer (`http`: status, `reason`: `errors[].reason`).
     pub fn from_http(http: Option<u16>, reason: &str, message: &str) -> Self {
+        // A bulkInsert refused because no zone had room (503 `insufficientCapacity`).
+        let stockout = reason == "insufficientCapacity";
         let rate = reason == "rateLimitExceeded"
             || reason == "userRateLimitExceeded"
             || message.contains("Rate Limit Exceeded");
         let kind = match http {
             _ if rate => Kind::RateLimited,
+            _ if stockout => Kind::Stockout,
             Some(404) => Kind::NotFound,
             Some(409) => Kind::AlreadyExists,
             Some(429) => Kind::RateLimited,
@@ -149,11 +152,25 @@ impl Instance {
         }
     }
 
-    /// True when its labels say it is VM `vm_id` of `deployment` (the one test for "ours":
-    /// adoption after a 409, a quarantined VM's instance, a registering instance).
+    /// True when it is VM `vm_id` of `deployment` (the one test for "ours": adoption after a
+    /// 409, a quarantined VM's instance, a registering instance): its labels name the deployment
+    /// and the VM; or, made by a bulkInsert (which cannot label each instance on its own), they
+    /// name the deployment and the VM's Config, and its name is one of the VM's hostnames.
     pub fn belongs_to(&self, vm_id: &str, deployment: &str) -> bool {
-        self.labels.get(crate::config::labels::VM).map(String::as_str) == Some(vm_id)
-            && self.labels.get(crate::config::labels::DEPLOYMENT).map(String::as_str) == Some(deployment)
+        use crate::config::labels;
+        let label = |k: &str| self.labels.get(k).map(String::as_str);
+        if label(labels::DEPLOYMENT) != Some(deployment) {
+            return false;
+        }
+        match label(labels::VM) {
+            Some(vm) => vm == vm_id,
+            None => {
+                let config = crate::naming::parse_id(vm_id).map(|(prefix, _)| prefix);
+                config.is_some()
+                    && label(labels::CONFIG) == config
+                    && crate::naming::vm_id_of(&self.name) == Some(vm_id)
+            }
+        }
     }
 
     /// True when the instance cannot run its bot and will not by itself again: stopped,
@@ -174,6 +191,15 @@ pub struct InstanceSpec {
     pub metadata: Vec<(String, String)>,
     /// Labels: the template's and ours (deployment, Config, VM).
     pub labels: BTreeMap<String, String>,
+}
+
+/// Instances to create in one `instances.bulkInsert`: the same instance under several names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BulkSpec {
+    /// What every instance is made from (its `name` is not used).
+    pub instance: InstanceSpec,
+    /// The instances' names (each VM's hostname), at least one.
+    pub names: Vec<String>,
 }
 
 /// Quota of one region.
@@ -224,6 +250,16 @@ pub trait Compute: Send + Sync + std::fmt::Debug {
         zone: &str,
         request_id: &str,
         spec: &InstanceSpec,
+    ) -> Result<Operation, ComputeError>;
+    /// instances.bulkInsert of `spec.names` in one zone with a requestId, at least one of them
+    /// made (`minCount` 1). Compute counts it as one call; its operation is followed with
+    /// [`Compute::operation`], and what it made is found by the spec's labels.
+    async fn bulk_insert(
+        &self,
+        project: &str,
+        zone: &str,
+        request_id: &str,
+        spec: &BulkSpec,
     ) -> Result<Operation, ComputeError>;
     /// zoneOperations.get: where an operation is now (it never blocks: a pending operation is
     /// looked at again later, holding no worker); `None` when Compute no longer knows it.

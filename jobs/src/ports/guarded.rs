@@ -12,7 +12,9 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::bots::{BotError, BotErrorKind, BotEvent, Bots};
-use super::compute::{Compute, ComputeError, Instance, InstanceSpec, Kind, Operation, Power, Quota};
+use super::compute::{
+    BulkSpec, Compute, ComputeError, Instance, InstanceSpec, Kind, Operation, Power, Quota,
+};
 use super::guard::{Guard, Isolation, Refused};
 use crate::metrics::Metrics;
 use crate::model::Bot;
@@ -187,6 +189,17 @@ impl Compute for GuardedCompute {
         spec: &InstanceSpec,
     ) -> Result<Operation, ComputeError> {
         self.run("instances.insert", project, self.inner.insert(project, zone, request_id, spec)).await
+    }
+
+    async fn bulk_insert(
+        &self,
+        project: &str,
+        zone: &str,
+        request_id: &str,
+        spec: &BulkSpec,
+    ) -> Result<Operation, ComputeError> {
+        self.run("instances.bulkInsert", project, self.inner.bulk_insert(project, zone, request_id, spec))
+            .await
     }
 
     async fn operation(

@@ -14,7 +14,9 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use super::clock::{Clock, SystemClock};
-use super::compute::{Compute, ComputeError, Instance, InstanceSpec, Kind, Operation, Power, Quota};
+use super::compute::{
+    BulkSpec, Compute, ComputeError, Instance, InstanceSpec, Kind, Operation, Power, Quota,
+};
 use super::store::StoreError;
 use crate::episodes::{Episodes, Held};
 use crate::metrics::Metrics;
@@ -42,7 +44,8 @@ impl Rate {
 /// The classes of Compute calls, each with its own bucket per project.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Class {
-    /// `instances.insert`, `instances.delete`, `suspend`, `resume`, `stop`, `start`.
+    /// `instances.insert`, `instances.bulkInsert` (one call however many it makes),
+    /// `instances.delete`, `suspend`, `resume`, `stop`, `start`.
     Mutate,
     /// `instances.get`, `instances.list`, `zones.list`, `diskTypes.list`, `regions.list`.
     Read,
@@ -136,6 +139,12 @@ pub trait Buckets: Send + Sync + std::fmt::Debug {
     async fn slow(&self, key: &str, rate: Rate) -> Result<(), StoreError>;
     /// Every bucket used within the last hour.
     async fn levels(&self) -> Result<Vec<Level>, StoreError>;
+    /// Takes one of at most `max` places of `key` for `who`, held for `ttl` unless left sooner
+    /// (taking it again renews it; a holder that died frees its place when `ttl` ends): true
+    /// when `who` holds one. What Compute limits by number at once (bulk operations running).
+    async fn enter(&self, key: &str, who: &str, max: u32, ttl: Duration) -> Result<bool, StoreError>;
+    /// Gives `who`'s place of `key` back (none held: nothing to do).
+    async fn leave(&self, key: &str, who: &str) -> Result<(), StoreError>;
 }
 
 /// A bucket as operators see it (what `status` and `/metrics` show of its saturation).
@@ -254,6 +263,8 @@ fn now_ms(clock: &dyn Clock) -> u64 {
 #[derive(Debug)]
 pub struct MemoryBuckets {
     buckets: std::sync::Mutex<BTreeMap<String, (Bucket, Rate)>>,
+    /// Places: key → holder → until (ms).
+    places: std::sync::Mutex<BTreeMap<String, BTreeMap<String, u64>>>,
     clock: Arc<dyn Clock>,
 }
 
@@ -267,7 +278,7 @@ impl Default for MemoryBuckets {
 impl MemoryBuckets {
     /// Empty buckets whose tokens come back as `clock` moves.
     pub fn new(clock: Arc<dyn Clock>) -> Self {
-        Self { buckets: std::sync::Mutex::default(), clock }
+        Self { buckets: std::sync::Mutex::default(), places: std::sync::Mutex::default(), clock }
     }
 
     fn step(&self, key: &str, cfg: Rate, slow: bool) -> Duration {
@@ -293,6 +304,24 @@ impl Buckets for MemoryBuckets {
         let mut m = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
         m.retain(|_, (b, _)| b.at_ms >= hour_ago);
         Ok(m.iter().map(|(k, (b, cfg))| Level::of_key(k, b.level(*cfg))).collect())
+    }
+    async fn enter(&self, key: &str, who: &str, max: u32, ttl: Duration) -> Result<bool, StoreError> {
+        let now = now_ms(&*self.clock);
+        let mut m = self.places.lock().unwrap_or_else(|e| e.into_inner());
+        let held = m.entry(key.to_owned()).or_default();
+        held.retain(|_, until| *until > now);
+        if !held.contains_key(who) && held.len() >= max as usize {
+            return Ok(false);
+        }
+        held.insert(who.to_owned(), now.saturating_add(ttl.as_millis() as u64));
+        Ok(true)
+    }
+    async fn leave(&self, key: &str, who: &str) -> Result<(), StoreError> {
+        let mut m = self.places.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(held) = m.get_mut(key) {
+            held.remove(who);
+        }
+        Ok(())
     }
 }
 
@@ -383,6 +412,16 @@ impl Compute for RatedCompute {
         spec: &InstanceSpec,
     ) -> Result<Operation, ComputeError> {
         self.run(Class::Mutate, p, self.inner.insert(p, z, rid, spec)).await
+    }
+    /// One call, as Compute counts it, however many instances it makes.
+    async fn bulk_insert(
+        &self,
+        p: &str,
+        z: &str,
+        rid: &str,
+        spec: &BulkSpec,
+    ) -> Result<Operation, ComputeError> {
+        self.run(Class::Mutate, p, self.inner.bulk_insert(p, z, rid, spec)).await
     }
     async fn operation(&self, p: &str, z: &str, op: &str) -> Result<Option<Operation>, ComputeError> {
         self.run(Class::Operations, p, self.inner.operation(p, z, op)).await

@@ -9,6 +9,8 @@
 
 mod contract;
 pub mod gce;
+pub mod gce_bulk;
+pub mod gce_insert;
 mod power;
 pub mod static_machines;
 

@@ -51,6 +51,7 @@ registry!(
     report_quota => ReportQuota,
     read_demand => ReadDemand,
     park_vm => ParkVm,
+    bulk_insert => BulkInsert,
 );
 
 /// A queue's handler, as [`visit`] hands it out.

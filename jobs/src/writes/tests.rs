@@ -8,7 +8,9 @@ async fn a_corrupt_vm_is_rebuilt_around_its_instance_and_drained_or_dropped_with
     let (ctx, f) = Ctx::test();
     ctx.seed_config("linux", 2).await;
     let vm = ctx.seed_vm("linux-0", crate::testing::created(ctx.now())).await;
-    let labels = [(crate::config::labels::VM, "linux-0"), (crate::config::labels::DEPLOYMENT, "test")];
+    // Made in bulk: no VM label, its name tells (instances made alone have one too).
+    use crate::config::labels::{BATCH, CONFIG, DEPLOYMENT};
+    let labels = [(CONFIG, "linux"), (DEPLOYMENT, "test"), (BATCH, "b")];
     let inst = crate::testing::FakeCompute::instance(&vm.hostname, &labels);
     f.compute.instances.lock().unwrap().insert(vm.hostname.clone(), inst.clone());
     ctx.seed_vm("linux-1", |_| {}).await;

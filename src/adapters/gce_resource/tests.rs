@@ -25,3 +25,28 @@ fn the_resource_has_the_spec_s_name_labels_metadata_disks_and_nics() {
     let decoded: google_cloud_compute_v1::model::Instance = serde_json::from_value(r).unwrap();
     assert_eq!(decoded.name.as_deref(), Some("linux-0-abcd"), "the official client reads it");
 }
+
+#[test]
+fn a_bulk_names_each_instance_and_gives_types_by_name() {
+    let yaml = "prefix: linux\namount: {min: 1, max: 1}\nattributes:\n  project: p\n  zone: z\n  machine_type: zones/z/machineTypes/e2-small\n  disk: [{image: global/images/x, size: 10, type: zones/z/diskTypes/pd-ssd}]\n  network_interface: [{network: global/networks/default}]\nlifetime: 1d\nswarming: https://swarm.example.com\n";
+    let c = gce_backend_jobs::config::Config::parse(yaml, "t").unwrap();
+    let spec = InstanceSpec {
+        name: String::new(),
+        attributes: c.attributes,
+        metadata: vec![],
+        labels: [("gce-backend".to_owned(), "prod".to_owned())].into(),
+    };
+    let names = vec!["linux-0-abcd".to_owned(), "linux-1-efgh".to_owned()];
+    let b = bulk(&spec, &names);
+    assert_eq!((b["count"].as_str(), b["minCount"].as_str()), (Some("2"), Some("1")));
+    assert!(b["perInstanceProperties"]["linux-1-efgh"].is_object());
+    let p = &b["instanceProperties"];
+    assert_eq!(p["machineType"], "e2-small");
+    assert_eq!(p["disks"][0]["initializeParams"]["diskType"], "pd-ssd");
+    assert!(p.get("name").is_none());
+    assert_eq!(p["labels"]["gce-backend"], "prod");
+    let decoded: google_cloud_compute_v1::model::BulkInsertInstanceResource =
+        serde_json::from_value(b).unwrap();
+    assert_eq!(decoded.count, Some(2), "the official client reads it");
+    assert_eq!(decoded.per_instance_properties.len(), 2);
+}

@@ -1,7 +1,8 @@
 //! The rate-limit token buckets in Redis, one hash per (project, class) under the deployment's
 //! hash tag (`bucket:<project>/<class>`, listed in the set `buckets`), changed by one script that
 //! mirrors `Bucket::step` (jobs/src/ports/rated.rs) with Redis's own clock, so every process
-//! shares one bucket and one time.
+//! shares one bucket and one time. Places (what Compute limits by number at once) are a sorted
+//! set per key (`places:<key>`), taken by another script.
 
 use std::collections::HashMap;
 use std::sync::LazyLock;
@@ -50,6 +51,24 @@ return wait
     )
 });
 
+/// KEYS[1]: the places (a sorted set: holder → until, in ms); ARGV: the holder, the most
+/// places, how long it holds one (ms). Returns 1 when the holder has a place.
+static ENTER: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) or redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[2]) then
+  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
+  redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[3]))
+  return 1
+end
+return 0
+"#,
+    )
+});
+
 impl RedisStore {
     async fn step(&self, key: &str, rate: Rate, op: &str) -> Result<Duration, StoreError> {
         let ms: u64 = STEP
@@ -74,6 +93,23 @@ impl Buckets for RedisStore {
 
     async fn slow(&self, key: &str, rate: Rate) -> Result<(), StoreError> {
         self.step(key, rate, "slow").await.map(drop)
+    }
+
+    async fn enter(&self, key: &str, who: &str, max: u32, ttl: Duration) -> Result<bool, StoreError> {
+        let held: u8 = ENTER
+            .key(self.k(&format!("places:{key}")))
+            .arg(who)
+            .arg(max)
+            .arg(ttl.as_millis().max(1) as u64)
+            .invoke_async(&mut self.c())
+            .await
+            .map_err(err)?;
+        Ok(held == 1)
+    }
+
+    async fn leave(&self, key: &str, who: &str) -> Result<(), StoreError> {
+        let _: () = self.c().zrem(self.k(&format!("places:{key}")), who).await.map_err(err)?;
+        Ok(())
     }
 
     async fn levels(&self) -> Result<Vec<Level>, StoreError> {

@@ -4,9 +4,10 @@ use crate::work::ManageBot;
 
 use super::*;
 use crate::config::labels;
+use crate::model::Vm;
 use crate::ports::compute::{ComputeError, Operation};
 use crate::env::request_id;
-use crate::providers::gce::{follow, instance_spec};
+use crate::providers::gce_insert::{follow, instance_spec};
 use crate::testing::created as made;
 
 fn op_error(code: &str, http: u16) -> Operation {

@@ -1,0 +1,201 @@
+//! Unit tests of `tasks/bulk_insert.rs` (and the bulk creation of `providers/gce_bulk.rs`): one
+//! bulk for a pool, the gather, a crash after the claim, members not made, a refusal, the places.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::*;
+use crate::config::{Limits, labels};
+use crate::ports::compute::{ComputeError, Operation};
+use crate::providers::gce_bulk::bulk_request_id;
+use crate::testing::FakeCompute;
+use crate::work::{CreateInstance, ManageBot};
+
+const N: u32 = 12;
+
+/// A Config of `N` VMs, `have` of their records made (none sent).
+async fn pool(ctx: &Ctx, have: u32) -> Vec<Vm> {
+    ctx.seed_config("linux", N).await;
+    let mut out = Vec::new();
+    for i in 0..have {
+        out.push(ctx.seed_vm(&format!("linux-{i}"), |_| {}).await);
+    }
+    out
+}
+
+async fn vm(ctx: &Ctx, id: &str) -> Vm {
+    ctx.store.vm(id).await.unwrap().unwrap().value
+}
+
+fn task() -> BulkInsert {
+    BulkInsert { prefix: "linux".into() }
+}
+
+#[tokio::test]
+async fn a_pool_goes_in_one_bulk_and_each_vm_records_its_own_instance() {
+    let (ctx, f) = Ctx::test();
+    let vms = pool(&ctx, N).await;
+    assert_eq!(run(&ctx, task()).await.unwrap(), Next::Done);
+    let refs: Vec<&Vm> = vms.iter().collect();
+    let rid = bulk_request_id(&refs);
+    let names: Vec<String> = vms.iter().map(|v| v.hostname.clone()).collect();
+    assert_eq!(f.compute.calls(), [format!("bulk_insert {} {rid}", names.join(",")), "list".to_owned()]);
+    for v in &vms {
+        let got = vm(&ctx, &v.id).await;
+        assert!(got.instance.is_some(), "{} recorded", v.id);
+        assert_eq!((got.batch.as_str(), got.operation.as_str()), (rid.as_str(), ""), "the bulk kept, its operation done");
+    }
+    // The instances carry our labels and the bulk's, and no VM's: Compute labels them alike.
+    let made = f.compute.instances.lock().unwrap().get(&names[3]).cloned().unwrap();
+    assert_eq!(made.labels.get(labels::BATCH), Some(&rid));
+    assert_eq!(made.labels.get(labels::CONFIG).map(String::as_str), Some("linux"));
+    assert!(!made.labels.contains_key(labels::VM) && made.belongs_to("linux-3", "test"));
+    assert!(!made.belongs_to("linux-4", "test"), "the name tells the VM");
+    assert_eq!(ctx.delayed::<ManageBot>().await.len(), N as usize, "each bot is looked for after boot");
+    let m = ctx.metrics.text();
+    let line = r#"gce_backend_instance_operations_total{config="linux",zone="z",op="insert",result="ok",code=""} 12"#;
+    assert!(m.lines().any(|l| l == line), "{line} in\n{m}");
+}
+
+#[tokio::test]
+async fn it_gathers_while_records_are_made_then_sends_what_is_there() {
+    let (mut ctx, f) = Ctx::test();
+    ctx.limits = Arc::new(Limits { bulk_min: 3, ..Limits::default() });
+    pool(&ctx, 4).await;
+    let next = run(&ctx, task()).await.unwrap();
+    assert!(matches!(next, Next::After(d) if d <= Duration::from_millis(250)), "{next:?}");
+    assert!(f.compute.calls().is_empty(), "more are coming");
+    f.clock.advance(chrono::Duration::seconds(3));
+    run(&ctx, task()).await.unwrap();
+    assert!(f.compute.calls()[0].starts_with("bulk_insert linux-0-abcd,linux-1-abcd,linux-2-abcd,linux-3-abcd "));
+}
+
+#[tokio::test]
+async fn a_group_smaller_than_bulk_min_goes_one_insert_each() {
+    let (ctx, f) = Ctx::test();
+    pool(&ctx, N).await;
+    for i in 0..N - 2 {
+        let id = format!("linux-{i}");
+        crate::writes::update_vm(&ctx, &id, |v| {
+            crate::testing::created(v.configured)(v);
+            true
+        })
+        .await
+        .unwrap();
+    }
+    run(&ctx, task()).await.unwrap();
+    let calls = f.compute.calls();
+    assert!(calls.iter().all(|c| !c.starts_with("bulk_insert")), "{calls:?}");
+    assert_eq!(calls.iter().filter(|c| c.starts_with("insert ")).count(), 2, "{calls:?}");
+    assert!(vm(&ctx, "linux-11").await.instance.is_some());
+}
+
+#[tokio::test]
+async fn a_bulk_claimed_before_a_crash_is_sent_again_the_same_and_one_in_flight_is_only_looked_at() {
+    let (ctx, f) = Ctx::test();
+    let vms = pool(&ctx, N).await;
+    let refs: Vec<&Vm> = vms.iter().collect();
+    let rid = bulk_request_id(&refs);
+    // A run claimed them all, then died before the call.
+    for v in &vms {
+        crate::writes::update_vm(&ctx, &v.id, |v| {
+            v.insert_sent = Some(v.configured);
+            v.batch = rid.clone();
+            true
+        })
+        .await
+        .unwrap();
+    }
+    let pending = Operation { name: "op-bulk".into(), done: false, error: None };
+    f.compute.inserts.lock().unwrap().push_back(Ok(pending.clone()));
+    let next = run(&ctx, task()).await.unwrap();
+    assert!(matches!(next, Next::After(_)), "{next:?}");
+    let calls = f.compute.calls();
+    assert!(calls.len() == 1 && calls[0].ends_with(&format!(" {rid}")), "the same request: {calls:?}");
+    assert_eq!(vm(&ctx, "linux-5").await.operation, "op-bulk");
+    // In flight: looked at, not sent again; a create_instance of a member only hands it back.
+    f.compute.operations.lock().unwrap().push_back(Ok(Some(pending)));
+    run(&ctx, task()).await.unwrap();
+    assert_eq!(f.compute.calls()[1], "operation op-bulk");
+    crate::tasks::create_instance::run(&ctx, CreateInstance { id: "linux-5".into() }).await.unwrap();
+    assert_eq!(f.compute.calls().len(), 2, "no insert of its own");
+    assert_eq!(ctx.keys::<BulkInsert>().await, ["linux"]);
+}
+
+#[tokio::test]
+async fn members_not_made_go_again_alone_with_their_next_attempt() {
+    let (ctx, f) = Ctx::test();
+    let vms = pool(&ctx, N).await;
+    let refs: Vec<&Vm> = vms.iter().collect();
+    let rid = bulk_request_id(&refs);
+    // Compute made two of them only.
+    f.compute.inserts.lock().unwrap().push_back(Ok(Operation { name: "op-bulk".into(), done: true, error: None }));
+    for v in &vms[..2] {
+        let labels = [(labels::DEPLOYMENT, "test"), (labels::CONFIG, "linux"), (labels::BATCH, rid.as_str())];
+        f.compute.instances.lock().unwrap().insert(v.hostname.clone(), FakeCompute::instance(&v.hostname, &labels));
+    }
+    run(&ctx, task()).await.unwrap();
+    assert!(vm(&ctx, "linux-1").await.instance.is_some());
+    let rest = vm(&ctx, "linux-2").await;
+    assert!(rest.instance.is_none() && rest.batch.is_empty() && rest.insert_sent.is_none());
+    assert_eq!(rest.insert_attempt, 1, "its next insert has a new requestId");
+    assert_eq!(ctx.taken::<CreateInstance>().await.len(), N as usize - 2);
+    let e = &ctx.store.errors("linux").await.unwrap()[0];
+    assert!(e.stage == "bulk_insert" && e.message.contains("10 of its VMs not made"), "{e:?}");
+    // Sent again alone, as create_instance does for a later attempt.
+    f.compute.calls.lock().unwrap().clear();
+    crate::tasks::create_instance::run(&ctx, CreateInstance { id: "linux-2".into() }).await.unwrap();
+    assert!(f.compute.calls()[0].starts_with("insert linux-2-abcd "), "{:?}", f.compute.calls());
+}
+
+#[tokio::test]
+async fn a_bulk_refused_for_want_of_room_backs_the_zone_off_and_keeps_each_attempt() {
+    let (ctx, f) = Ctx::test();
+    pool(&ctx, N).await;
+    let no_room = ComputeError::from_http(Some(503), "insufficientCapacity", "no room in the zone");
+    f.compute.inserts.lock().unwrap().push_back(Err(no_room));
+    assert_eq!(run(&ctx, task()).await.unwrap(), Next::Done);
+    let v = vm(&ctx, "linux-4").await;
+    assert!(v.batch.is_empty() && v.insert_sent.is_none() && v.insert_attempt == 0, "{v:?}");
+    let b = ctx.store.backoff("test-project", "z").await.unwrap();
+    assert!(b.is_some_and(|b| b.until > ctx.now()), "the zone backs off");
+    assert_eq!(ctx.taken::<CreateInstance>().await.len(), N as usize, "each waits in create_instance");
+    // While the zone backs off, a run sends nothing.
+    f.compute.calls.lock().unwrap().clear();
+    run(&ctx, task()).await.unwrap();
+    assert!(f.compute.calls().is_empty(), "{:?}", f.compute.calls());
+}
+
+#[tokio::test]
+async fn a_bulk_waits_for_a_place_when_the_project_runs_its_most_at_once() {
+    let (mut ctx, f) = Ctx::test();
+    ctx.limits = Arc::new(Limits { bulk_running: 1, ..Limits::default() });
+    pool(&ctx, N).await;
+    assert!(ctx.buckets.enter("test-project/bulk", "another", 1, Duration::from_secs(60)).await.unwrap());
+    assert_eq!(run(&ctx, task()).await.unwrap(), Next::After(Duration::from_secs(1)));
+    assert!(f.compute.calls().is_empty());
+    assert!(!vm(&ctx, "linux-0").await.batch.is_empty(), "claimed: sent as it is once a place is free");
+    ctx.buckets.leave("test-project/bulk", "another").await.unwrap();
+    assert_eq!(run(&ctx, task()).await.unwrap(), Next::Done);
+    assert!(vm(&ctx, "linux-0").await.instance.is_some());
+    assert!(ctx.buckets.enter("test-project/bulk", "another", 1, Duration::from_secs(60)).await.unwrap(), "its place given back");
+}
+
+#[tokio::test]
+async fn create_instance_hands_a_big_pool_s_first_inserts_to_the_bulk_and_sends_a_replacement_alone() {
+    let (ctx, f) = Ctx::test();
+    pool(&ctx, 3).await;
+    crate::tasks::create_instance::run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap();
+    assert!(f.compute.calls().is_empty());
+    assert_eq!(ctx.taken::<BulkInsert>().await, [task()]);
+    // All made but one: a replacement goes alone.
+    let (ctx, f) = Ctx::test();
+    ctx.seed_config("linux", N).await;
+    ctx.seed_vm("linux-0", |_| {}).await;
+    for i in 1..N {
+        ctx.seed_vm(&format!("linux-{i}"), crate::testing::created(ctx.now())).await;
+    }
+    crate::tasks::create_instance::run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap();
+    assert!(f.compute.calls()[0].starts_with("insert linux-0-abcd "), "{:?}", f.compute.calls());
+    assert!(ctx.taken::<BulkInsert>().await.is_empty());
+}
