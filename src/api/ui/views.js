@@ -300,8 +300,9 @@ const gbViews = (() => {
         { f: 'ip', text: (i && i.internal_ip) || '', cls: 'mono' },
         { f: 'age', text: born ? span(Date.now() - Date.parse(born)) : '', cls: 'num', title: when(born) },
         { f: 'deadline', text: until(v.deadline), title: when(v.deadline) },
-        { f: 'rollout', sig: v.outdated, make: () => (v.outdated ? badge('outdated', 'warn') : document.createTextNode('')),
-          title: v.outdated ? 'made from older instance attributes: a rolling update replaces it' : undefined },
+        { f: 'rollout', sig: `${v.outdated}|${!!v.vm.failover}`, make: () => (v.outdated ? badge('outdated', 'warn') : v.vm.failover ? badge('standard (spot failover)', 'info') : document.createTextNode('')),
+          title: v.outdated ? 'made from older instance attributes: a rolling update replaces it'
+            : v.vm.failover ? 'made standard while its Spot pool failed over: replaced when its lifetime ends' : undefined },
         workCell(v),
         gbControls.recycleCell(v, entry.may_change),
       ];
