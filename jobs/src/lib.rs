@@ -38,6 +38,8 @@
 //!    * `zones`: which zone a multi-zone Config's new VM goes to.
 //!    * `heal`: indexes and sums rebuilt from the VM records when unusable or wrong.
 //!    * `breaker`: a Config's circuit breaker (failed VMs in a row stop replacement; canaries).
+//!    * `spot`: a Spot pool's failover (preemptions and refusals counted; standard VMs for a
+//!      cooldown).
 //!    * `status`: the read model operators see.
 //!    * `lifecycle`: a VM's shared steps (made, faulted, replaced, drained, dropped).
 //!    * `rollout`: rolling updates of VMs made from older instance attributes.
@@ -73,6 +75,7 @@ pub mod pause;
 pub mod ports;
 pub mod providers;
 pub mod rollout;
+pub mod spot;
 pub mod status;
 pub mod store;
 pub mod tasks;

@@ -1,6 +1,7 @@
 //! The steps of a VM's life that handlers and providers share: whether it may be sent, its
-//! machine made, a fault recorded (and the breaker told), a down instance replaced, the VM
-//! drained, an unsent incarnation dropped. Each is a compare-and-set on the VM record plus the follow-up it needs.
+//! machine made, a fault recorded (and the breaker told), a down instance replaced (and a Spot
+//! failover told), the VM drained, an unsent incarnation dropped. Each is a compare-and-set on
+//! the VM record plus the follow-up it needs.
 
 use gce_backend_queues::{Task, When};
 
@@ -163,8 +164,14 @@ pub async fn replace_down(ctx: &Env, vm: &Vm, status: Option<&str>, stage: &str)
         (Some(s), false) => format!("instance {s}: replacing it now"),
         (None, _) => "instance gone: replacing it now".to_owned(),
     };
-    if fault(ctx, vm, FaultKind::InstanceDown, &detail, stage).await? && preempted && status.is_some() {
+    let recorded = fault(ctx, vm, FaultKind::InstanceDown, &detail, stage).await?;
+    if recorded && preempted && status.is_some() {
         ctx.metrics.instance_op(vm, "preempted", "ok", ""); // once per incarnation
+    }
+    // Counted for a Spot failover (once per incarnation, also when a run that recorded the
+    // fault stopped before counting it).
+    if recorded || vm.fault.as_ref().is_some_and(|f| f.kind == FaultKind::InstanceDown) {
+        crate::spot::preempted(ctx, vm).await?;
     }
     match DestroyInstance::of(vm) {
         Some(destroy) => ctx.push(&destroy).await.map(drop),

@@ -1,6 +1,6 @@
 //! The read model operators see (`gce-backend status`, progress lines): per-Config counts from
-//! the VM records (and per zone), errors, backoff, life state, source and pauses, the errors of
-//! Config files, and the rate-limit buckets' saturation.
+//! the VM records (and per zone), errors, backoff, life state, source and pauses, a Spot pool's
+//! failover, the errors of Config files, and the rate-limit buckets' saturation.
 
 use std::collections::BTreeSet;
 
@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::counts::{tally, zone_sums};
 use crate::error::TaskError;
+use crate::model::spot::SpotStatus;
 use crate::model::{ConfigState, ConfigStatus, Counts, FileError, Pause, ZoneStatus, counters};
 use crate::ports::rated::{Buckets, Level};
 use crate::ports::store::{Store, StoreError};
@@ -94,6 +95,7 @@ pub async fn status(
         st.breaker = rec.breaker.open;
         st.rollout = rec.rollout;
         st.demand = rec.demand.filter(|_| rec.config.demand.is_some());
+        st.spot = rec.config.spot_failover.as_ref().map(|r| SpotStatus::of(&rec.spot, r, now));
     }
     st.backoff = st.backoff.take().or_else(|| st.zones.iter().find_map(|z| z.backoff.clone()));
     st.pause_in_force = crate::pause::in_force(st.paused.as_ref(), global.as_ref());

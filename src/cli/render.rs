@@ -102,6 +102,39 @@ fn when(v: &Value) -> String {
     }
 }
 
+/// Seconds as `90s`, `10m`, `2h` (the largest whole unit).
+fn secs(v: &Value) -> String {
+    match v.as_u64() {
+        Some(n) if n > 0 && n % 3600 == 0 => format!("{}h", n / 3600),
+        Some(n) if n > 0 && n % 60 == 0 => format!("{}m", n / 60),
+        Some(n) => format!("{n}s"),
+        None => s(v),
+    }
+}
+
+/// A Spot pool's failover line (status `spot`, as the API decided it).
+fn spot(sp: &Value) -> String {
+    let f = &sp["failover"];
+    let so_far = format!("{} failovers so far", s(&sp["failovers_total"]));
+    match f.is_null() {
+        false => format!(
+            "  Spot failover: standard VMs until {} ({} preemptions, {} refusals in {}); {so_far}\n",
+            when(&f["until"]),
+            s(&f["preempted"]),
+            s(&f["refused"]),
+            secs(&sp["within"])
+        ),
+        true => format!(
+            "  Spot: {} preemptions, {} refusals in the last {} (more than {} make standard VMs for {}); {so_far}\n",
+            s(&sp["preempted"]),
+            s(&sp["refused"]),
+            secs(&sp["within"]),
+            s(&sp["more_than"]),
+            secs(&sp["cooldown"])
+        ),
+    }
+}
+
 /// `configs list`.
 pub(super) fn configs(v: &Value) -> String {
     let rows = v["configs"]
@@ -192,6 +225,10 @@ pub(super) fn config(v: &Value) -> String {
             s(&c["warm"]["suspended"]),
             s(&c["warm"]["stopped"])
         ));
+    }
+    let sp = &st["spot"];
+    if !sp.is_null() {
+        out.push_str(&spot(sp));
     }
     let d = &st["demand"];
     if !d.is_null() {

@@ -1,6 +1,6 @@
 //! The state every process shares, read from the store when the API's process is scraped: the
 //! fleet per Config (states that partition its VMs, the amount asked for, flags), pauses,
-//! backoffs and breakers, rate-limit buckets, queue depths and the queues' counters.
+//! backoffs and breakers, Spot failovers, rate-limit buckets, queue depths and the queues' counters.
 
 use std::sync::{Arc, Mutex};
 
@@ -47,6 +47,19 @@ fn gauge(d: &mut DescriptorEncoder<'_>, name: &str, help: &str, rows: &[(Labels,
     Ok(())
 }
 
+fn counter(
+    d: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    rows: &[(Labels, u64)],
+) -> std::fmt::Result {
+    let mut m = d.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for (labels, v) in rows {
+        ConstCounter::new(*v).encode(m.encode_family(labels)?)?;
+    }
+    Ok(())
+}
+
 impl Collector for SharedCollector {
     fn encode(&self, mut d: DescriptorEncoder<'_>) -> std::fmt::Result {
         let s = self.0.lock().unwrap_or_else(|e| e.into_inner());
@@ -61,6 +74,7 @@ impl Collector for SharedCollector {
         let mut breaker = Vec::new();
         let mut dead = Vec::new();
         let (mut demand, mut held) = (Vec::new(), Vec::new());
+        let (mut spot_active, mut spot_failovers, mut spot_events) = (Vec::new(), Vec::new(), Vec::new());
         for c in &s.configs {
             let config = [("config", c.prefix.as_str())];
             for (state, v) in partition(&c.counts) {
@@ -85,6 +99,13 @@ impl Collector for SharedCollector {
                 }
             }
             dead.push((l(&[("config", &c.prefix)]), c.dead_tasks));
+            if let Some(sp) = &c.spot {
+                spot_active.push((l(&[("config", &c.prefix)]), i64::from(sp.failover.is_some())));
+                spot_failovers.push((l(&[("config", &c.prefix)]), sp.failovers_total));
+                for (kind, v) in [("preempted", sp.preempted_total), ("refused", sp.refused_total)] {
+                    spot_events.push((l(&[("config", &c.prefix), ("kind", kind)]), v));
+                }
+            }
             if let Some(r) = &c.demand {
                 for (what, v) in
                     [("pending", r.pending), ("busy", r.busy), ("idle", r.idle), ("target", r.target)]
@@ -148,6 +169,24 @@ impl Collector for SharedCollector {
             "demand_held",
             "1 while a demand-driven Config's work cannot be read from Swarming (its target is held, never shrunk)",
             &held,
+        )?;
+        gauge(
+            &mut d,
+            "spot_failover_active",
+            "1 while a Spot pool is failed over: the VMs it makes are standard until its cooldown ends",
+            &spot_active,
+        )?;
+        counter(
+            &mut d,
+            "spot_failovers",
+            "Failovers of a Spot pool to standard VMs, ever (more than spot_failover.more_than preemptions and refusals within its window)",
+            &spot_failovers,
+        )?;
+        counter(
+            &mut d,
+            "spot_events",
+            "A Spot pool's events counted toward a failover, ever: preempted (an instance found down or gone), refused (a Spot insert refused for capacity or quota)",
+            &spot_events,
         )?;
         let mut m = d.encode_descriptor(
             "config_dead_tasks",

@@ -184,4 +184,15 @@ impl Attributes {
     pub fn preemptible(&self) -> bool {
         self.preemptible || self.provisioning_model == "SPOT"
     }
+
+    /// The same instance made standard (what a Spot pool makes while it fails over):
+    /// `provisioning_model: STANDARD`, not preemptible, no termination action; the rest as is.
+    pub fn standard(&self) -> Attributes {
+        Attributes {
+            provisioning_model: "STANDARD".to_owned(),
+            preemptible: false,
+            instance_termination_action: String::new(),
+            ..self.clone()
+        }
+    }
 }

@@ -45,6 +45,12 @@ pub mod bounds {
     pub const BREAKER_WAIT: Secs = Secs(86_400);
     /// Most `breaker.after`.
     pub const BREAKER_AFTER: u32 = 1_000;
+    /// Most `spot_failover.more_than`.
+    pub const SPOT_EVENTS: u32 = 100;
+    /// Longest `spot_failover.within`: a day.
+    pub const SPOT_WITHIN: Secs = Secs(86_400);
+    /// Longest `spot_failover.cooldown`: a week.
+    pub const SPOT_COOLDOWN: Secs = Secs(7 * 86_400);
     /// Most `update.max_surge` and `update.max_unavailable`.
     pub const SURGE: u32 = 10_000;
     /// Largest disk, in GB (Compute Engine's largest persistent disk).

@@ -125,3 +125,25 @@ impl Warm {
         self.suspended.saturating_add(self.stopped)
     }
 }
+
+/// A Spot pool's failover: when its VMs are preempted, or its Spot inserts refused (stockout,
+/// quota), more than `more_than` times within `within`, the VMs it makes are standard ones
+/// until `cooldown` has passed; then it makes Spot VMs again (the standard ones are replaced when
+/// their lifetime ends, not before). Only for a Spot or preemptible pool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(default, deny_unknown_fields)]
+pub struct SpotFailover {
+    /// Preemptions and refusals within `within` that are too many (one more fails over).
+    pub more_than: u32,
+    /// The window they are counted in.
+    pub within: Secs,
+    /// How long the pool makes standard VMs once failed over (each further burst of more than
+    /// `more_than` lengthens it to `cooldown` from then).
+    pub cooldown: Secs,
+}
+
+impl Default for SpotFailover {
+    fn default() -> Self {
+        Self { more_than: 3, within: Secs(600), cooldown: Secs(1800) }
+    }
+}

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::attributes::Attributes;
-use super::policy::{Breaker, Demand, Update, Warm, ZoneWeight};
+use super::policy::{Breaker, Demand, SpotFailover, Update, Warm, ZoneWeight};
 use super::units::{Amount, Secs};
 
 /// One pool of VMs.
@@ -61,6 +61,10 @@ pub struct Config {
     /// before new ones are made (none: surplus VMs are deleted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warm: Option<Warm>,
+    /// A Spot pool's failover to standard VMs while Spot VMs are preempted or refused too often
+    /// (none: always Spot).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spot_failover: Option<SpotFailover>,
 }
 
 fn is_default<T: Default + PartialEq>(v: &T) -> bool {

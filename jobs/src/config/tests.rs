@@ -369,3 +369,67 @@ fn demand_and_warm_pools_are_checked_field_by_field() {
         + "warm: {suspended: 1}\n";
     assert!(fields(Config::parse(&conf, "linux.yaml").unwrap()).iter().any(|e| e.contains("Confidential")));
 }
+
+#[test]
+fn spot_failover_is_for_a_spot_pool_and_its_fields_are_checked() {
+    let spot =
+        YAML.replace("  label: {team: infra}\n", "  label: {team: infra}\n  provisioning_model: SPOT\n");
+    let with = |base: &str, extra: &str| Config::parse(&format!("{base}{extra}"), "linux.yaml").unwrap();
+    let fields = |c: Config| -> Vec<String> { c.problems().into_iter().map(|e| e.to_string()).collect() };
+    let good = with(&spot, "spot_failover: {more_than: 3, within: 10m, cooldown: 30m}\n");
+    assert_eq!(fields(good.clone()), Vec::<String>::new());
+    assert_eq!(
+        good.spot_failover,
+        Some(SpotFailover { more_than: 3, within: Secs(600), cooldown: Secs(1800) })
+    );
+    // Defaults: more than 3 within 10 minutes, for 30 minutes; JSON as YAML.
+    assert_eq!(with(&spot, "spot_failover: {}\n").spot_failover, Some(SpotFailover::default()));
+    let legacy = YAML.replace("  label: {team: infra}\n", "  label: {team: infra}\n  preemptible: true\n");
+    assert_eq!(fields(with(&legacy, "spot_failover: {more_than: 0}\n")), Vec::<String>::new());
+    let cases = [
+        (
+            YAML,
+            "spot_failover: {}\n",
+            "linux.spot_failover: is for a Spot pool: set attributes.provisioning_model: SPOT",
+        ),
+        (&spot, "spot_failover: {more_than: 101}\n", "linux.spot_failover.more_than: 101; at most 100"),
+        (&spot, "spot_failover: {within: 0}\n", "linux.spot_failover.within: must be non-zero"),
+        (
+            &spot,
+            "spot_failover: {within: 2d}\n",
+            "linux.spot_failover.within: 172800s is above the most allowed, 86400s (1d)",
+        ),
+        (&spot, "spot_failover: {cooldown: 0s}\n", "linux.spot_failover.cooldown: must be non-zero"),
+        (
+            &spot,
+            "spot_failover: {cooldown: 8d}\n",
+            "linux.spot_failover.cooldown: 691200s is above the most allowed",
+        ),
+    ];
+    for (base, extra, want) in cases {
+        let got = fields(with(base, extra));
+        assert!(got.iter().any(|e| e.starts_with(want)), "{extra}: {got:?}");
+    }
+    let e = Config::parse(&format!("{spot}spot_failover: {{after: 3}}\n"), "linux.yaml").unwrap_err();
+    assert!(e.to_string().contains("after"), "an unknown field is an error naming it: {e}");
+    let e =
+        Config::parse(&format!("{spot}spot_failover:\n  within: 10 minutes\n"), "linux.yaml").unwrap_err();
+    let e = e.to_string();
+    assert!(e.contains("spot_failover") && e.contains("unit must be s, m, h, d or mo"), "{e}");
+    // A static pool makes no Spot VMs.
+    let mut s = Config {
+        prefix: "mac".into(),
+        machines: Some(vec!["mac-a.example.com".into()]),
+        ..Default::default()
+    };
+    s.swarming = "https://swarm.example.com".into();
+    s.spot_failover = Some(SpotFailover::default());
+    assert!(fields(s).iter().any(|e| e.starts_with("mac.spot_failover: a static pool")));
+    // LUCI's vms.cfg has no place for it.
+    let e = crate::config::luci::to_text_proto(&[Config {
+        spot_failover: Some(SpotFailover::default()),
+        ..cfg()
+    }])
+    .unwrap_err();
+    assert_eq!(e.field, "linux.spot_failover");
+}

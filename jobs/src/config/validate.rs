@@ -67,6 +67,9 @@ impl Config {
         if let Some(w) = &self.warm {
             self.check_warm(w, &f, &mut out);
         }
+        if let Some(s) = &self.spot_failover {
+            self.check_spot_failover(s, &f, &mut out);
+        }
         if self.swarming.is_empty() {
             out.push(err(f("swarming"), "is required"));
         } else if let Err(e) = super::trust::Origin::parse(&self.swarming) {
@@ -183,6 +186,37 @@ impl Config {
         };
         if let Some(why) = why {
             out.push(err(f("warm.suspended"), format!("{why}; use warm.stopped instead")));
+        }
+    }
+
+    /// The rules of a Spot pool's failover (`spot_failover`): a pool of Spot or preemptible
+    /// instances, a window and a cooldown within their bounds, a count within its own.
+    fn check_spot_failover(&self, s: &SpotFailover, f: &dyn Fn(&str) -> String, out: &mut Vec<ConfigError>) {
+        if self.is_static() {
+            out.push(err(f("spot_failover"), "a static pool lists its machines: it makes no Spot VMs"));
+            return;
+        }
+        if !self.attributes.preemptible() {
+            out.push(err(
+                f("spot_failover"),
+                "is for a Spot pool: set attributes.provisioning_model: SPOT (or attributes.preemptible: true), or remove it",
+            ));
+        }
+        if s.more_than > bounds::SPOT_EVENTS {
+            out.push(err(
+                f("spot_failover.more_than"),
+                format!("{}; at most {}", s.more_than, bounds::SPOT_EVENTS),
+            ));
+        }
+        for (field, value, max) in [
+            ("spot_failover.within", s.within, bounds::SPOT_WITHIN),
+            ("spot_failover.cooldown", s.cooldown, bounds::SPOT_COOLDOWN),
+        ] {
+            if value.0 == 0 {
+                out.push(err(f(field), "must be non-zero"));
+            } else if value > max {
+                out.push(err(f(field), format!("{value} is above the most allowed, {max} ({})", days(max))));
+            }
         }
     }
 

@@ -13,6 +13,7 @@ mod records;
 pub mod release;
 pub mod rollout;
 mod series;
+pub mod spot;
 mod status;
 mod wanted;
 

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::breaker::BreakerState;
 use super::listed::Listed;
 use super::rollout::Rollout;
+use super::spot::SpotState;
 use crate::config::{Attributes, Config};
 
 /// The `source` of a Config made over the operator API. File sources are file names, which
@@ -80,6 +81,10 @@ pub struct ConfigRecord {
     /// Config asks `park_vm` again until it has.
     #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
     pub waking: std::collections::BTreeSet<u32>,
+    /// A Spot pool's failover: its recent preemptions and refusals, the failover in force, and
+    /// totals (see `spot`).
+    #[serde(default, skip_serializing_if = "SpotState::is_empty")]
+    pub spot: SpotState,
 }
 
 impl ConfigRecord {
@@ -138,6 +143,10 @@ pub struct Vm {
     /// The bot's first_seen_ts (set once).
     #[serde(default)]
     pub connected: Option<DateTime<Utc>>,
+    /// Made standard while its Spot Config failed over (its attributes are the Config's made
+    /// standard: it counts as current, and is replaced on its lifetime like any other).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub failover: bool,
     /// Made as its Config's canary while the Config's breaker was open.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub canary: bool,

@@ -1,5 +1,5 @@
-//! What operators see of a Config: its state, counts, errors, backoffs, pause, breaker and
-//! rollout; and the errors of Config files that hold no Config.
+//! What operators see of a Config: its state, counts, errors, backoffs, pause, breaker,
+//! rollout and Spot failover; and the errors of Config files that hold no Config.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -94,6 +94,10 @@ pub struct ConfigStatus {
     /// A demand-driven Config's last reading of its work: pending, busy, idle, target and why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub demand: Option<crate::model::demand::DemandState>,
+    /// A Spot pool's failover (a Config with `spot_failover`): the failover in force, the
+    /// preemptions and refusals counted toward one, the rule and the totals.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spot: Option<crate::model::spot::SpotStatus>,
 }
 
 /// An error of a Config file that holds no Config (it cannot be read, parsed or validated, or

@@ -8,8 +8,9 @@ use chrono::{DateTime, Utc};
 use super::listed::Listed;
 use super::records::{ConfigRecord, Vm};
 use super::rollout::Rollout;
+use super::spot::Failover;
 use crate::config::providers::ProviderIds;
-use crate::config::{Config, UpdateMode};
+use crate::config::{Attributes, Config, UpdateMode};
 
 impl ConfigRecord {
     /// The one rule for "is this VM still wanted": a static pool wants the indexes of its listed
@@ -84,6 +85,7 @@ impl ConfigRecord {
         if let Some(o) = old {
             self.paused = o.paused.clone();
             self.breaker = o.breaker.clone();
+            self.spot = o.spot.clone();
             self.let_go = o.let_go.clone();
             self.warm = o.warm.clone();
             self.waking = o.waking.clone();
@@ -154,11 +156,35 @@ impl ConfigRecord {
     pub fn makes(&self, i: u32) -> bool {
         self.wants(i) || self.warm.contains(&i)
     }
+
+    /// The Spot failover in force at `now` (a Config with `spot_failover` only).
+    pub fn spot_failover(&self, now: DateTime<Utc>) -> Option<&Failover> {
+        self.config.spot_failover.as_ref().and(self.spot.active(now))
+    }
+
+    /// The one rule for the instance attributes of a VM it makes now in `zone`: its template
+    /// with the zone filled in, made standard while a Spot failover is in force; and whether it
+    /// was (the VM's `failover`).
+    pub fn new_vm_attributes(&self, zone: &str, now: DateTime<Utc>) -> (Attributes, bool) {
+        let a = self.config.attributes_in(zone);
+        match self.spot_failover(now) {
+            Some(_) => (a.standard(), true),
+            None => (a, false),
+        }
+    }
 }
 
-/// True when `vm` was made from other instance attributes than `c` has now.
+/// True when `vm` was made from other instance attributes than `c` has now (a VM made standard
+/// by a Spot failover is compared with the standard form of them: it is current).
 pub fn outdated(c: &Config, vm: &Vm) -> bool {
-    !c.is_static() && (!c.zone_names().contains(&vm.zone()) || vm.attributes != c.attributes_in(vm.zone()))
+    if c.is_static() {
+        return false;
+    }
+    if !c.zone_names().contains(&vm.zone()) {
+        return true;
+    }
+    let now = c.attributes_in(vm.zone());
+    vm.attributes != if vm.failover { now.standard() } else { now }
 }
 
 /// The rollout mark of a Config record replacing `old` with `new`: a new one when the instance

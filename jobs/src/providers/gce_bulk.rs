@@ -291,6 +291,7 @@ async fn done_or_later(
     ctx.metrics.instance_op(&first, "bulk_insert", why.kind.as_str(), &why.code);
     ctx.record_vm(&missing[0].value, STAGE, &why.code, &message, &op.name).await?;
     if matches!(why.kind, Kind::Quota | Kind::Stockout) {
+        crate::spot::refused(ctx, &missing[0].value, &why.code, &op.name).await?;
         backoff::hit(ctx, &Scope::zone(&first), &why.code).await?;
     }
     // The bulk's requestId stays bound to its operation: each goes again alone, a new attempt.
@@ -360,6 +361,7 @@ async fn refused(
     ctx.record_vm(&first, STAGE, &e.code, &message, "").await?;
     let capacity = matches!(e.kind, Kind::Quota | Kind::Stockout);
     if capacity {
+        crate::spot::refused(ctx, &first, &e.code, "").await?;
         backoff::hit(ctx, &Scope::zone(&first), &e.code).await?;
     }
     // No operation holds the requestId: a refusal for want of room leaves the attempt as it is

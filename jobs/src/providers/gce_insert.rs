@@ -190,6 +190,7 @@ async fn failed(ctx: &Env, vm: &Vm, e: ComputeError, op: &str) -> Result<Next, T
             if op.is_empty() {
                 unsent(ctx, vm).await?; // refused outright
             }
+            crate::spot::refused(ctx, vm, &e.code, op).await?;
             let wait = backoff::hit(ctx, &Scope::zone(vm), &e.code).await?;
             // A multi-zone Config: made again at once in a zone that has room.
             if crate::zones::elsewhere(ctx, vm).await? {

@@ -65,6 +65,8 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
             rec.waking.iter().map(|i| ParkVm { id: crate::naming::vm_id(&t.prefix, *i) }).collect();
         ctx.push_many(&waking).await?;
     }
+    // A Spot failover whose cooldown has passed is over: new VMs are Spot again.
+    crate::spot::settle(ctx, &rec).await?;
     // Shrinking: the surplus is drained at once rather than at the next drain_vms tick.
     let surplus: Vec<DrainVm> = ids
         .iter()

@@ -41,6 +41,7 @@ const gbViews = (() => {
     box.append(badge(st.state, kind));
     if (st.pause_in_force) box.append(badge('paused', 'warn'));
     if (st.breaker) box.append(badge('breaker open', 'bad'));
+    if (st.spot && st.spot.failover) box.append(badge(`spot failover until ${hms(new Date(st.spot.failover.until))}`, 'warn'));
     if (st.rollout) box.append(badge(`rolling ${st.rollout.updated}/${st.rollout.updated + st.rollout.outdated}`, 'warn'));
     if (st.demand && st.demand.held) box.append(badge('demand held', 'warn'));
     if (!st.verified) box.append(badge('unverified', 'warn'));
@@ -89,7 +90,7 @@ const gbViews = (() => {
       const deadHere = dead.byConfig[st.prefix] || 0;
       return [
         { f: 'prefix', sig: st.prefix, make: () => el('a', { href: `#/configs/${enc(st.prefix)}`, text: st.prefix }) },
-        { f: 'state', sig: `${st.state}|${!!st.pause_in_force}|${st.verified}|${!!st.breaker}|${st.rollout ? st.rollout.updated + '/' + st.rollout.outdated : ''}|${!!(st.demand && st.demand.held)}`, make: () => stateBadges(st),
+        { f: 'state', sig: `${st.state}|${!!st.pause_in_force}|${st.verified}|${!!st.breaker}|${st.rollout ? st.rollout.updated + '/' + st.rollout.outdated : ''}|${!!(st.demand && st.demand.held)}|${st.spot && st.spot.failover ? st.spot.failover.until : ''}`, make: () => stateBadges(st),
           title: st.pause_in_force ? `paused by ${st.pause_in_force.by || 'everyone'}: ${st.pause_in_force.reason}` : undefined },
         { f: 'bar', sig: `${c.configured}|${c.created}|${c.connected}`, make: () => bar(c) },
         { f: 'configured', text: c.configured, cls: 'num' },
@@ -173,6 +174,14 @@ const gbViews = (() => {
     return `${dims} · ${read} (${r.why}) · read ${when(r.at)}`;
   }
 
+  // A Spot pool's failover, as the API answers it (status `spot`).
+  function spotFact(sp) {
+    const f = sp.failover;
+    const total = `${sp.failovers_total} failover${sp.failovers_total === 1 ? '' : 's'} so far`;
+    if (f) return `standard VMs until ${when(f.until)} (${f.preempted} preemptions, ${f.refused} refusals in ${secs(sp.within)}) · ${total}`;
+    return `Spot · ${sp.preempted} preemptions, ${sp.refused} refusals in the last ${secs(sp.within)} (more than ${sp.more_than} make standard VMs for ${secs(sp.cooldown)}) · ${total}`;
+  }
+
   function facts(entry) {
     const c = entry.config;
     const st = entry.status;
@@ -187,6 +196,7 @@ const gbViews = (() => {
     ];
     if (st.paused) list.push(['paused', `by ${st.paused.by} since ${when(st.paused.at)}: ${st.paused.reason}`]);
     if (c.demand) list.push(['demand', demandFact(c.demand, st.demand)]);
+    if (st.spot) list.push(['spot failover', spotFact(st.spot)]);
     if (c.warm) list.push(['warm pool', `${st.counts.parked || 0} kept warm (up to ${c.warm.suspended || 0} suspended, ${c.warm.stopped || 0} stopped)`]);
     if (st.delete_at) list.push(['deleted at', when(st.delete_at)]);
     if (st.corrupt) list.push(['corrupt', st.corrupt]);
@@ -290,8 +300,9 @@ const gbViews = (() => {
         { f: 'ip', text: (i && i.internal_ip) || '', cls: 'mono' },
         { f: 'age', text: born ? span(Date.now() - Date.parse(born)) : '', cls: 'num', title: when(born) },
         { f: 'deadline', text: until(v.deadline), title: when(v.deadline) },
-        { f: 'rollout', sig: v.outdated, make: () => (v.outdated ? badge('outdated', 'warn') : document.createTextNode('')),
-          title: v.outdated ? 'made from older instance attributes: a rolling update replaces it' : undefined },
+        { f: 'rollout', sig: `${v.outdated}|${!!v.vm.failover}`, make: () => (v.outdated ? badge('outdated', 'warn') : v.vm.failover ? badge('standard (spot failover)', 'info') : document.createTextNode('')),
+          title: v.outdated ? 'made from older instance attributes: a rolling update replaces it'
+            : v.vm.failover ? 'made standard while its Spot pool failed over: replaced when its lifetime ends' : undefined },
         workCell(v),
         gbControls.recycleCell(v, entry.may_change),
       ];

@@ -94,3 +94,27 @@ fn a_plan_names_each_vm_and_the_waves_of_its_replacement() {
     );
     assert!(t.ends_with("  problem: no\n"), "{t}");
 }
+
+#[test]
+fn a_config_says_its_spot_failover_and_what_counts_toward_one() {
+    let spot = |failover: serde_json::Value| {
+        json!({"config": {"prefix": "spot"}, "amount": 3, "status": {"state": "active", "counts": {},
+            "spot": {"failover": failover, "preempted": 1, "refused": 0, "more_than": 3, "within": 600,
+                "cooldown": 1800, "preempted_total": 9, "refused_total": 2, "failovers_total": 2}}})
+    };
+    let t = super::config(&spot(json!({"since": "2026-11-26T12:00:00Z", "until": "2026-11-26T12:30:00Z",
+        "preempted": 3, "refused": 1})));
+    assert!(
+        t.contains("  Spot failover: standard VMs until 2026-11-26T12:30:00Z (3 preemptions, 1 refusals in 10m); 2 failovers so far\n"),
+        "{t}"
+    );
+    let t = super::config(&spot(serde_json::Value::Null));
+    assert!(
+        t.contains("  Spot: 1 preemptions, 0 refusals in the last 10m (more than 3 make standard VMs for 30m); 2 failovers so far\n"),
+        "{t}"
+    );
+    assert!(
+        !super::config(&json!({"config": {}, "status": {}})).contains("Spot"),
+        "none without spot_failover"
+    );
+}

@@ -72,6 +72,7 @@ fn not_in_luci(c: &Config) -> Option<&'static str> {
         (c.machines.is_some(), "machines"),
         (c.breaker != Default::default(), "breaker"),
         (c.update != Default::default(), "update"),
+        (c.spot_failover.is_some(), "spot_failover"),
         (!a.provisioning_model.is_empty(), "attributes.provisioning_model"),
         (a.preemptible, "attributes.preemptible"),
         (!a.instance_termination_action.is_empty(), "attributes.instance_termination_action"),
