@@ -1,6 +1,6 @@
 //! Rate limits per Compute project on Redis and the simulator: two processes share one bucket
-//! (the inserts the simulator saw never exceed it), and a throttled project never holds up
-//! another.
+//! (the inserts the simulator saw never exceed it; one insert per VM here, bulks are
+//! `tests/bulk.rs`'s), and a throttled project never holds up another.
 
 use std::time::Duration;
 
@@ -30,7 +30,7 @@ fn most_within(times: &[Instant], span: Duration) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_processes_never_insert_faster_than_their_projects_bucket() {
     let limits = format!(
-        "[limits]\nexpand_batch = 1000\ncreating_per_config = 1000\n[rate_limits]\nmutate = {{rate = {RATE:.1}, burst = {BURST}}}\n"
+        "[limits]\nexpand_batch = 1000\ncreating_per_config = 1000\nbulk_min = 5000\nbulk_max = 5000\n[rate_limits]\nmutate = {{rate = {RATE:.1}, burst = {BURST}}}\n"
     );
     let env = Procs::start(32, &limits).await;
     // 300 by default; GCE_BACKEND_RATE_VMS=2000 for the figure (about 100 s).

@@ -27,9 +27,14 @@ pub(crate) struct Procs {
 impl Procs {
     /// Starts them; `toml` is added to the settings (after `[cron]`: start it with a table).
     pub(crate) async fn start(concurrency: usize, toml: &str) -> Procs {
+        Self::start_with(concurrency, toml, sim_config()).await
+    }
+
+    /// [`Procs::start`] with the simulator configured as `sim`.
+    pub(crate) async fn start_with(concurrency: usize, toml: &str, sim: gce_backend::sim::SimConfig) -> Procs {
         gce_backend::adapters::install_crypto();
         let redis = RedisServer::start();
-        let (addr, sim) = sim::spawn(sim_config()).await.unwrap();
+        let (addr, sim) = sim::spawn(sim).await.unwrap();
         let dir = temp_dir();
         let configs = dir.join("pools");
         std::fs::create_dir_all(&configs).unwrap();

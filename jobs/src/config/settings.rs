@@ -60,7 +60,7 @@ impl Default for Timing {
             config_delete_grace: Secs(900),
             sweep: Secs(4 * 3600),
             fan_out_jitter: Secs(5),
-            bulk_gather: Secs(2),
+            bulk_gather: Secs(10),
         }
     }
 }

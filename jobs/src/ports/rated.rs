@@ -51,11 +51,14 @@ pub enum Class {
     Read,
     /// `zoneOperations.get`.
     Operations,
+    /// `instances.bulkInsert`, which Compute also holds to a rate of its own (20 a second per
+    /// project); each also takes a [`Class::Mutate`] token.
+    Bulk,
 }
 
 impl Class {
     /// Every class.
-    pub const ALL: [Class; 3] = [Class::Mutate, Class::Read, Class::Operations];
+    pub const ALL: [Class; 4] = [Class::Mutate, Class::Read, Class::Operations, Class::Bulk];
 
     /// Its name (settings, metrics, bucket keys).
     pub fn name(self) -> &'static str {
@@ -63,6 +66,7 @@ impl Class {
             Class::Mutate => "mutate",
             Class::Read => "read",
             Class::Operations => "operations",
+            Class::Bulk => "bulk",
         }
     }
 }
@@ -77,6 +81,8 @@ pub struct ProjectRates {
     pub read: Option<Rate>,
     /// Operation polls.
     pub operations: Option<Rate>,
+    /// Bulk inserts.
+    pub bulk: Option<Rate>,
 }
 
 /// Settings `[rate_limits]`: per-class rates for every project, and overrides by project.
@@ -89,6 +95,8 @@ pub struct RateLimits {
     pub read: Rate,
     /// Operation polls per project.
     pub operations: Rate,
+    /// Bulk inserts per project (each also a mutation).
+    pub bulk: Rate,
     /// Other rates for some projects (`[rate_limits.projects.<project>]`).
     pub projects: BTreeMap<String, ProjectRates>,
 }
@@ -98,7 +106,7 @@ impl Default for RateLimits {
     /// default per-project quotas).
     fn default() -> Self {
         let none = Rate { rate: 0.0, burst: 1 };
-        Self { mutate: none, read: none, operations: none, projects: BTreeMap::new() }
+        Self { mutate: none, read: none, operations: none, bulk: none, projects: BTreeMap::new() }
     }
 }
 
@@ -111,6 +119,7 @@ impl RateLimits {
             Class::Mutate => pick(o.and_then(|o| o.mutate), self.mutate),
             Class::Read => pick(o.and_then(|o| o.read), self.read),
             Class::Operations => pick(o.and_then(|o| o.operations), self.operations),
+            Class::Bulk => pick(o.and_then(|o| o.bulk), self.bulk),
         }
     }
 
@@ -153,7 +162,7 @@ pub struct Level {
     /// The project.
     #[serde(default)]
     pub project: String,
-    /// The class of calls (`mutate`, `read`, `operations`).
+    /// The class of calls (`mutate`, `read`, `operations`, `bulk`).
     #[serde(default)]
     pub class: String,
     /// Calls per second set (`[rate_limits]`).
@@ -421,7 +430,8 @@ impl Compute for RatedCompute {
         rid: &str,
         spec: &BulkSpec,
     ) -> Result<Operation, ComputeError> {
-        self.run(Class::Mutate, p, self.inner.bulk_insert(p, z, rid, spec)).await
+        let mutation = self.run(Class::Mutate, p, self.inner.bulk_insert(p, z, rid, spec));
+        self.run(Class::Bulk, p, mutation).await
     }
     async fn operation(&self, p: &str, z: &str, op: &str) -> Result<Option<Operation>, ComputeError> {
         self.run(Class::Operations, p, self.inner.operation(p, z, op)).await

@@ -21,6 +21,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use futures::{StreamExt, TryStreamExt};
+
 use super::gce_insert::{insert_alone, instance_spec};
 use crate::backoff::{self, Scope};
 use crate::config::labels;
@@ -265,13 +267,19 @@ async fn done_or_later(
         Err(ComputeError { retry_after: Some(wait), .. }) => return Ok(Next::After(wait)),
         Err(e) => return Err(e.into()),
     };
-    let mut missing = Vec::new();
+    let (mut found, mut missing) = (Vec::new(), Vec::new());
     for cur in members {
         match made.get(&cur.value.hostname).filter(|i| i.belongs_to(&cur.value.id, &ctx.deployment)) {
-            Some(inst) => created(ctx, cur, inst.placed(), false).await?,
+            Some(inst) => found.push((cur, inst.placed())),
             None => missing.push(cur),
         }
     }
+    // Recorded a few at a time (each its own compare-and-set).
+    futures::stream::iter(found)
+        .map(|(cur, placed)| created(ctx, cur, placed, false))
+        .buffer_unordered(16)
+        .try_collect::<Vec<()>>()
+        .await?;
     if missing.is_empty() {
         return Ok(Next::Done);
     }

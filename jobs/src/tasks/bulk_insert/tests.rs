@@ -65,7 +65,10 @@ async fn it_gathers_while_records_are_made_then_sends_what_is_there() {
     let next = run(&ctx, task()).await.unwrap();
     assert!(matches!(next, Next::After(d) if d <= Duration::from_millis(250)), "{next:?}");
     assert!(f.compute.calls().is_empty(), "more are coming");
-    f.clock.advance(chrono::Duration::seconds(3));
+    f.clock.advance(chrono::Duration::seconds(9));
+    run(&ctx, task()).await.unwrap();
+    assert!(f.compute.calls().is_empty(), "still within bulk_gather");
+    f.clock.advance(chrono::Duration::seconds(2));
     run(&ctx, task()).await.unwrap();
     assert!(f.compute.calls()[0].starts_with("bulk_insert linux-0-abcd,linux-1-abcd,linux-2-abcd,linux-3-abcd "));
 }
