@@ -8,6 +8,8 @@ mod bad_input;
 
 /// The circuit breaker: a broken image opens it, a fixed one's canary closes it.
 mod breaker;
+/// Bulk creation under Compute Engine's default API quotas; a worker killed mid-bulk.
+mod bulk;
 /// `docker-compose.yml` run without Docker: every service's command and healthcheck.
 mod compose;
 /// Demand-driven pools and warm pools: a burst, the quiet, a resume, Swarming down.

@@ -513,6 +513,9 @@ pub mod marks {
     /// Configs whose VMs waiting for an instance are being gathered into a bulk (`<prefix>`,
     /// since when).
     pub const GATHER: &str = "bulk-gather";
+    /// Configs with bulk inserts sent and not yet followed to their end (`<prefix>`): they are
+    /// followed even while more VMs are gathered.
+    pub const BULKS_OPEN: &str = "bulk-open";
 }
 
 /// Names of the per-Config counters.

@@ -141,6 +141,8 @@ pub enum VmIndex {
     Created,
     /// Of one Config.
     OfConfig(String),
+    /// Of one Config, without an instance (read as one intersection: the waiting ones only).
+    UncreatedOf(String),
     /// With an instance whose deadline ([`Vm::deadline`]) is this time or earlier, soonest
     /// first: kept in step with every VM write, so the due ones are found without a scan.
     DueBy(DateTime<Utc>),
@@ -297,6 +299,10 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn unmark(&self, space: &str, key: &str) -> Result<(), StoreError>;
     /// Every mark of `space`.
     async fn marks(&self, space: &str) -> Result<Vec<(String, DateTime<Utc>)>, StoreError>;
+    /// The mark of `key` in `space`, if any (read only).
+    async fn marked(&self, space: &str, key: &str) -> Result<Option<DateTime<Utc>>, StoreError> {
+        Ok(self.marks(space).await?.into_iter().find(|(k, _)| k == key).map(|(_, t)| t))
+    }
     /// The global pause (every Config), if set; [`StoreError::Corrupt`] when it does not
     /// decode (read through `ctx::global_pause`, which takes that as paused).
     async fn global_pause(&self) -> Result<Option<Pause>, StoreError>;

@@ -31,7 +31,7 @@ use crate::env::{Env, request_id};
 use crate::error::TaskError;
 use crate::lifecycle::created;
 use crate::metrics::Stage;
-use crate::model::marks::GATHER;
+use crate::model::marks::{BULKS_OPEN, GATHER};
 use crate::model::{ConfigRecord, Vm};
 use crate::ports::compute::{BulkSpec, ComputeError, Instance, Kind, Operation};
 use crate::ports::store::Versioned;
@@ -202,6 +202,7 @@ async fn send(ctx: &Env, members: Vec<Versioned<Vm>>, rid: &str) -> Result<Next,
             return refused(ctx, members, rid, e).await;
         }
     };
+    ctx.store.mark(BULKS_OPEN, &first.config, ctx.now()).await?;
     let now = ctx.now();
     let mut recorded = Vec::with_capacity(members.len());
     for cur in members {

@@ -2,7 +2,8 @@
 //! together, and follows the bulks it sent (`providers/gce_bulk.rs`).
 //!
 //! * While the Config's records are still being made and fewer than a full bulk wait, it waits
-//!   for more, up to `[timing] bulk_gather`.
+//!   for more, up to `[timing] bulk_gather` (unless bulks of the Config are in flight: those are
+//!   followed meanwhile, and nothing new is sent while gathering).
 //! * Its VMs in a bulk (sent, or claimed for one) are followed until their instances are recorded.
 //! * Its VMs waiting for a first insert, of a Compute Engine provider, that may be sent (the one
 //!   rule, `lifecycle::sendable`: one no longer made is dropped) are sent, in bulk by (zone,
@@ -18,6 +19,7 @@ use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::lifecycle::sendable;
 use crate::model::Vm;
+use crate::model::marks::BULKS_OPEN;
 use crate::ports::store::{StoreError, Versioned, VmIndex};
 use crate::providers::gce_bulk;
 use crate::work::{BulkInsert, Next};
@@ -25,9 +27,13 @@ use crate::work::{BulkInsert, Next};
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: BulkInsert) -> Result<Next, TaskError> {
     let cfg = ctx.store.config(&t.prefix).await?.map(|c| c.value);
-    if let Some(c) = &cfg
-        && let Some(wait) = gce_bulk::gathering(ctx, c).await?
-    {
+    let gather = match &cfg {
+        Some(c) => gce_bulk::gathering(ctx, c).await?,
+        None => None,
+    };
+    // Bulks in flight are followed while more VMs are gathered.
+    let open_known = ctx.store.marked(BULKS_OPEN, &t.prefix).await?.is_some();
+    if let Some(wait) = gather.filter(|_| !open_known) {
         return Ok(Next::After(wait));
     }
     let providers = ctx.providers.declared();
@@ -42,20 +48,24 @@ pub async fn run(ctx: &Ctx, t: BulkInsert) -> Result<Next, TaskError> {
             continue;
         }
         let gce = providers.kind(providers.resolve(&vm.provider)) == Some(Kind::Gce);
-        if vm.insert_sent.is_some() || vm.insert_attempt > 0 || !gce {
+        if vm.insert_sent.is_some() || vm.insert_attempt > 0 || !gce || gather.is_some() {
             continue;
         }
         if sendable(ctx, providers, cfg.as_ref(), vm).await? {
             waiting.push(cur);
         }
     }
-    gce_bulk::step(ctx, open.into_values().collect(), waiting).await
+    if open.is_empty() && open_known {
+        ctx.store.unmark(BULKS_OPEN, &t.prefix).await?;
+    }
+    let next = gce_bulk::step(ctx, open.into_values().collect(), waiting).await?;
+    Ok(gather.map_or(next, |wait| gce_bulk::sooner(next, Next::After(wait))))
 }
 
-/// The VM records of Config `prefix` (read a few at a time; one gone or not decoding is left
-/// out: it is repaired elsewhere).
+/// The VM records of Config `prefix` without an instance (read a few at a time; one gone or not
+/// decoding is left out: it is repaired elsewhere).
 async fn vms_of(ctx: &Ctx, prefix: &str) -> Result<Vec<Versioned<Vm>>, TaskError> {
-    let ids = ctx.store.vm_ids(VmIndex::OfConfig(prefix.to_owned())).await?;
+    let ids = ctx.store.vm_ids(VmIndex::UncreatedOf(prefix.to_owned())).await?;
     let read = futures::stream::iter(ids).map(|id| async move {
         match ctx.store.vm(&id).await {
             Ok(vm) => Ok(vm),

@@ -2,11 +2,14 @@
 //! template with its zone filled in, made standard while a Spot failover is in force
 //! (`ConfigRecord::new_vm_attributes`); for a static pool, the hostname listed for that index) if
 //! it does not exist, is still wanted (or kept warm) and its Config is not paused, then pushes
-//! `create_instance` at once (and `park_vm` for a VM made for the warm pool).
+//! `create_instance` at once, or `bulk_insert` while many of its Config's VMs are on their way
+//! (and `park_vm` for a VM made for the warm pool).
 
 use rand::Rng;
 
-use crate::work::{CreateInstance, CreateVm, Next, ParkVm};
+use crate::config::providers::Kind;
+use crate::providers::gce_bulk;
+use crate::work::{BulkInsert, CreateInstance, CreateVm, Next, ParkVm};
 use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::model::Vm;
@@ -54,7 +57,14 @@ pub async fn run(ctx: &Ctx, t: CreateVm) -> Result<Next, TaskError> {
         if !cfg.value.wants(index) {
             ctx.push(&ParkVm { id: t.id.clone() }).await?;
         }
-        ctx.push(&CreateInstance { id: t.id }).await?;
+        // Many of the Config's VMs on their way: sent with the others, by `bulk_insert`.
+        let providers = ctx.providers.declared();
+        let gce = providers.kind(&vm.provider) == Some(Kind::Gce);
+        if gce && gce_bulk::in_bulk(ctx, prefix).await? {
+            ctx.push(&BulkInsert { prefix: prefix.to_owned() }).await?;
+        } else {
+            ctx.push(&CreateInstance { id: t.id }).await?;
+        }
     }
     Ok(Next::Done)
 }

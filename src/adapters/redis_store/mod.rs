@@ -156,6 +156,18 @@ impl Store for RedisStore {
             VmIndex::Uncreated => "vm:uncreated".to_owned(),
             VmIndex::Created => "vm:created".to_owned(),
             VmIndex::OfConfig(p) => format!("vm:cfg:{p}"),
+            VmIndex::UncreatedOf(p) => {
+                let part = format!("vm:cfg:{p}");
+                let read: Result<Vec<String>, _> =
+                    self.c().sinter(&[self.k("vm:uncreated"), self.k(&part)]).await;
+                return match read {
+                    Ok(mut ids) => {
+                        ids.sort();
+                        Ok(ids)
+                    }
+                    Err(e) => Err(derived(self, "vm:uncreated", e).await),
+                };
+            }
             VmIndex::DueBy(t) => {
                 let read: Result<Vec<String>, _> = redis::cmd("ZRANGEBYSCORE")
                     .arg(self.k("vm:deadline"))
@@ -500,6 +512,11 @@ impl Store for RedisStore {
         all.into_iter()
             .filter_map(|(k, v)| Some(Ok((k, DateTime::parse_from_rfc3339(&v).ok()?.with_timezone(&Utc)))))
             .collect()
+    }
+
+    async fn marked(&self, space: &str, key: &str) -> Result<Option<DateTime<Utc>>, StoreError> {
+        let at: Option<String> = self.c().hget(self.k(&format!("mark:{space}")), key).await.map_err(err)?;
+        Ok(at.and_then(|v| DateTime::parse_from_rfc3339(&v).ok()).map(|t| t.with_timezone(&Utc)))
     }
 
     async fn global_pause(&self) -> Result<Option<Pause>, StoreError> {

@@ -313,6 +313,13 @@ impl Store for MemoryStore {
                 s.healing(&format!("vm:cfg:{p}"))?;
                 s.by_config.get(&p).map(|v| v.iter().cloned().collect()).unwrap_or_default()
             }
+            VmIndex::UncreatedOf(p) => {
+                s.healing(&format!("vm:cfg:{p}"))?;
+                s.healing("vm:uncreated")?;
+                let of = s.by_config.get(&p);
+                of.map(|v| v.iter().filter(|id| s.uncreated.contains(*id)).cloned().collect())
+                    .unwrap_or_default()
+            }
         })
     }
 

@@ -202,3 +202,26 @@ async fn create_instance_hands_a_big_pool_s_first_inserts_to_the_bulk_and_sends_
     assert!(f.compute.calls()[0].starts_with("insert linux-0-abcd "), "{:?}", f.compute.calls());
     assert!(ctx.taken::<BulkInsert>().await.is_empty());
 }
+
+#[tokio::test]
+async fn bulks_in_flight_are_followed_while_more_are_gathered() {
+    let (mut ctx, f) = Ctx::test();
+    ctx.limits = Arc::new(Limits { bulk_min: 3, ..Limits::default() });
+    pool(&ctx, 4).await;
+    run(&ctx, task()).await.unwrap();
+    f.clock.advance(chrono::Duration::seconds(11));
+    let pending = Operation { name: "op-bulk".into(), done: false, error: None };
+    f.compute.inserts.lock().unwrap().push_back(Ok(pending.clone()));
+    run(&ctx, task()).await.unwrap();
+    assert_eq!(f.compute.calls().len(), 1, "{:?}", f.compute.calls());
+    // Two more records come while the bulk runs: they are gathered, the bulk is followed.
+    for i in 4..6 {
+        ctx.seed_vm(&format!("linux-{i}"), |_| {}).await;
+    }
+    f.compute.operations.lock().unwrap().push_back(Ok(Some(Operation { done: true, ..pending })));
+    let next = run(&ctx, task()).await.unwrap();
+    assert!(matches!(next, Next::After(d) if d <= Duration::from_millis(250)), "{next:?}");
+    assert_eq!(&f.compute.calls()[1..], ["operation op-bulk", "list"], "followed, nothing new sent");
+    assert!(vm(&ctx, "linux-3").await.batch.is_empty(), "its bulk followed to its end");
+    assert!(vm(&ctx, "linux-4").await.insert_sent.is_none(), "gathered, not sent");
+}
