@@ -60,7 +60,8 @@ pub async fn in_bulk(ctx: &Env, prefix: &str) -> Result<bool, TaskError> {
 }
 
 /// How long `bulk_insert` waits for more before it sends, if at all: while `cfg`'s records are
-/// still being made and fewer than a full bulk wait, up to `bulk_gather` after its first look.
+/// still being made and fewer than a full bulk wait, up to `bulk_gather` after its first look
+/// (what is left of it).
 pub async fn gathering(ctx: &Env, cfg: &ConfigRecord) -> Result<Option<Duration>, TaskError> {
     let (now, prefix) = (ctx.now(), cfg.config.prefix.as_str());
     let c = counts::of_config(&*ctx.store, prefix, 0, now).await?;
@@ -69,12 +70,16 @@ pub async fn gathering(ctx: &Env, cfg: &ConfigRecord) -> Result<Option<Duration>
         let first = ctx.store.mark(GATHER, prefix, now).await?;
         let left = (first + ctx.timing.bulk_gather.chrono() - now).to_std().unwrap_or_default();
         if !left.is_zero() {
-            return Ok(Some(left.min(Duration::from_millis(250))));
+            return Ok(Some(left));
         }
     }
     ctx.store.unmark(GATHER, prefix).await?;
     Ok(None)
 }
+
+/// How soon a gathering `bulk_insert` with nothing in flight looks again (a look costs a few
+/// reads; one with bulks in flight looks when their operations are due).
+pub const GATHER_LOOK: Duration = Duration::from_millis(250);
 
 /// The requestId of a bulk of `members`: from their hostnames and attempts, in name order.
 pub fn bulk_request_id(members: &[&Vm]) -> String {

@@ -34,7 +34,7 @@ pub async fn run(ctx: &Ctx, t: BulkInsert) -> Result<Next, TaskError> {
     // Bulks in flight are followed while more VMs are gathered.
     let open_known = ctx.store.marked(BULKS_OPEN, &t.prefix).await?.is_some();
     if let Some(wait) = gather.filter(|_| !open_known) {
-        return Ok(Next::After(wait));
+        return Ok(Next::After(wait.min(gce_bulk::GATHER_LOOK)));
     }
     let providers = ctx.providers.declared();
     let (mut open, mut waiting) = (BTreeMap::<String, Vec<Versioned<Vm>>>::new(), Vec::new());
@@ -59,7 +59,12 @@ pub async fn run(ctx: &Ctx, t: BulkInsert) -> Result<Next, TaskError> {
         ctx.store.unmark(BULKS_OPEN, &t.prefix).await?;
     }
     let next = gce_bulk::step(ctx, open.into_values().collect(), waiting).await?;
-    Ok(gather.map_or(next, |wait| gce_bulk::sooner(next, Next::After(wait))))
+    // Gathering: looked at again when its bulks in flight are due, or soon when none is.
+    Ok(match (gather, next) {
+        (None, next) => next,
+        (Some(wait), Next::Done) => Next::After(wait.min(gce_bulk::GATHER_LOOK)),
+        (Some(wait), Next::After(due)) => Next::After(wait.min(due)),
+    })
 }
 
 /// The VM records of Config `prefix` without an instance (read a few at a time; one gone or not
