@@ -31,7 +31,11 @@ impl Procs {
     }
 
     /// [`Procs::start`] with the simulator configured as `sim`.
-    pub(crate) async fn start_with(concurrency: usize, toml: &str, sim: gce_backend::sim::SimConfig) -> Procs {
+    pub(crate) async fn start_with(
+        concurrency: usize,
+        toml: &str,
+        sim: gce_backend::sim::SimConfig,
+    ) -> Procs {
         gce_backend::adapters::install_crypto();
         let redis = RedisServer::start();
         let (addr, sim) = sim::spawn(sim).await.unwrap();
