@@ -11,10 +11,10 @@
 use chrono::{DateTime, Utc};
 
 use crate::backoff::Scope;
-use crate::config::Config;
+use crate::config::{Config, short_machine_type};
 use crate::env::Env;
 use crate::error::TaskError;
-use crate::model::{Backoff, Vm};
+use crate::model::{Backoff, Counts, RankStatus, Vm, counters};
 use crate::ports::store::Store;
 
 /// A zone of a Config as placement sees it: its own backoff and each rank's.
@@ -108,6 +108,37 @@ pub async fn closed(store: &dyn Store, c: &Config, vm: &Vm, now: DateTime<Utc>) 
         None => z.backoff.is_some(),
     });
     Ok(own && grid.iter().any(|z| z.open_rank().is_some()))
+}
+
+/// The ranks of `c` (a Config with fallback machine types; none for another) as status shows
+/// them at `now`: VMs and connected bots per rank from the store's sums, placements from its
+/// counters, the active backoffs of each rank's machine type per zone.
+pub async fn status(store: &dyn Store, c: &Config, now: DateTime<Utc>) -> Result<Vec<RankStatus>, TaskError> {
+    if !c.has_ranks() {
+        return Ok(Vec::new());
+    }
+    let sums = crate::counts::rank_sums(store, &c.prefix).await?;
+    let grid = grid(store, c, now).await?;
+    let mut out = Vec::new();
+    for rank in 0..c.ranks() {
+        let n = sums.get(&rank).map(|s| Counts::from_sums(0, s, now)).unwrap_or_default();
+        let backoffs = grid
+            .iter()
+            .filter_map(|z| {
+                let b = z.ranks.get(rank as usize).cloned().flatten()?;
+                Some(Backoff { zone: z.zone.clone(), ..b })
+            })
+            .collect();
+        out.push(RankStatus {
+            rank,
+            machine_type: short_machine_type(c.machine_type_of(rank).unwrap_or_default()).to_owned(),
+            vms: sums.get(&rank).map_or(0, |s| s[0].clamp(0, i64::from(u32::MAX)) as u32),
+            connected: n.connected,
+            placed: store.counter(&c.prefix, &counters::placed(rank)).await?,
+            backoffs,
+        });
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

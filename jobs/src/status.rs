@@ -1,5 +1,5 @@
 //! The read model operators see (`gce-backend status`, progress lines): per-Config counts from
-//! the VM records (and per zone), errors, backoff, life state, source and pauses, a Spot pool's
+//! the VM records (and per zone and rank), errors, backoff, life state, source and pauses, a Spot pool's
 //! failover, the errors of Config files, and the rate-limit buckets' saturation.
 
 use std::collections::BTreeSet;
@@ -86,6 +86,7 @@ pub async fn status(
                 backoff,
             });
         }
+        st.ranks = crate::ranks::status(store, &rec.config, now).await?;
         st.state = if rec.orphaned.is_some() { ConfigState::Orphaned } else { ConfigState::Active };
         st.delete_at = rec.delete_at.or(rec.orphaned.map(|t| t + grace));
         st.source = rec.source;
