@@ -93,7 +93,8 @@ pub struct ConfigStatus {
     /// Newest first; a resolved error has `resolved` set.
     pub errors: Vec<ErrorEntry>,
     /// Backoff of its (project, zone), while active; for a multi-zone Config, its own backoff or
-    /// else the first of its zones that backs off.
+    /// else the first of its zones that backs off; for a Config with ranks, else the first
+    /// rank's machine type that backs off (`zone` is then `<zone>/<machine type>`).
     pub backoff: Option<Backoff>,
     /// A multi-zone Config's zones: weight, VMs, connected bots and active backoff of each.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
