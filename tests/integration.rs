@@ -30,6 +30,8 @@ mod pipeline_faults;
 mod plan;
 /// Worker processes on Redis: kill -9 mid-run, SIGTERM shutdown.
 mod queue_processes;
+/// Ranked fallbacks: a stockout of rank 0's machine type moves a pool to rank 1, and back.
+mod ranks;
 /// Rate limits per Compute project: shared by processes, never holding up another project.
 mod rate_limits;
 /// Rolling updates: a new image with a surge, never fewer connected bots than the amount.

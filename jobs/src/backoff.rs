@@ -1,5 +1,6 @@
 //! Backoffs of a scope where creating instances fails for a while: a (project, zone) out of
-//! quota or capacity, or a Config whose instances Compute refuses as invalid. Exponential
+//! quota or capacity (or one machine type in it, for a Config with ranked machine types), or a
+//! Config whose instances Compute refuses as invalid. Exponential
 //! (`timing.backoff_base` doubling to `backoff_cap`), one step per wave of failures, cleared by a
 //! success. A task that meets one waits for its end (no attempt spent). Logged once per change
 //! of state: its start (WARN; a further step INFO), a summary of the tasks it held back every
@@ -30,9 +31,30 @@ impl Scope {
         Scope(String::new(), prefix.to_owned())
     }
 
-    /// Both scopes an insert of `vm` depends on: its zone and its Config.
-    pub fn of(vm: &Vm) -> [Self; 2] {
-        [Scope::zone(vm), Scope::config(&vm.config)]
+    /// One machine type in a (project, zone): the zone `<zone>/<machine type>` (the type's name
+    /// without its path).
+    pub fn machine_type(project: &str, zone: &str, machine_type: &str) -> Self {
+        Scope(project.to_owned(), format!("{zone}/{}", crate::config::short_machine_type(machine_type)))
+    }
+
+    /// The one rule of what a refusal of `vm`'s insert for want of capacity or quota backs off:
+    /// its machine type in its zone when it has a rank (its Config lists fallback machine types,
+    /// so the next rank is tried there at once), else its whole zone.
+    pub fn refused(vm: &Vm) -> Self {
+        match vm.rank {
+            Some(_) => Scope::machine_type(vm.project(), vm.zone(), &vm.attributes.machine_type),
+            None => Scope::zone(vm),
+        }
+    }
+
+    /// The scopes an insert of `vm` depends on: its zone, its Config, and its machine type in its
+    /// zone when it has a rank.
+    pub fn of(vm: &Vm) -> Vec<Self> {
+        let mut out = vec![Scope::zone(vm), Scope::config(&vm.config)];
+        if vm.rank.is_some() {
+            out.push(Scope::refused(vm));
+        }
+        out
     }
 
     /// As the store names it: (project, zone).
@@ -52,11 +74,13 @@ pub async fn active(ctx: &Env, scope: &Scope) -> Result<Option<Backoff>, TaskErr
     Ok(ctx.store.backoff(&scope.0, &scope.1).await?.filter(|b| b.until > now))
 }
 
-/// The longest time left among the active backoffs of a VM's zone and Config (one read); the
-/// task waits that long (counted for the backoff's summary, said at DEBUG).
+/// The longest time left among the active backoffs of a VM's zone, Config and (with a rank)
+/// machine type in its zone (one read); the task waits that long (counted for the backoff's
+/// summary, said at DEBUG).
 pub async fn wait_for(ctx: &Env, vm: &Vm) -> Result<Option<Duration>, TaskError> {
     let now = ctx.now();
-    let found = ctx.store.backoffs(&Scope::of(vm).each_ref().map(Scope::pair)).await?;
+    let scopes = Scope::of(vm);
+    let found = ctx.store.backoffs(&scopes.iter().map(Scope::pair).collect::<Vec<_>>()).await?;
     let Some(b) = found.iter().flatten().filter(|b| b.until > now).max_by_key(|b| b.until) else {
         return Ok(None);
     };
@@ -76,9 +100,10 @@ pub async fn wait_for(ctx: &Env, vm: &Vm) -> Result<Option<Duration>, TaskError>
 
 /// The key of a backoff's episode and how logs name its scope.
 fn named(project: &str, zone: &str) -> (String, String) {
-    match project {
-        "" => (format!("backoff {zone}"), format!("Config {zone}")),
-        p => (format!("backoff {p}/{zone}"), format!("zone {p}/{zone}")),
+    match (project, zone.contains('/')) {
+        ("", _) => (format!("backoff {zone}"), format!("Config {zone}")),
+        (p, true) => (format!("backoff {p}/{zone}"), format!("machine type {p}/{zone}")),
+        (p, false) => (format!("backoff {p}/{zone}"), format!("zone {p}/{zone}")),
     }
 }
 
@@ -122,11 +147,11 @@ pub async fn clear(ctx: &Env, scope: &Scope) -> Result<(), TaskError> {
     Ok(ctx.store.set_backoff(&scope.0, &scope.1, None).await?)
 }
 
-/// An instance of `vm` was made: the backoffs of its zone and its Config end (one read; a
-/// write and a line each when there were any).
+/// An instance of `vm` was made: the backoffs of its zone, its Config and (with a rank) its
+/// machine type in its zone end (one read; a write and a line each when there were any).
 pub async fn clear_for(ctx: &Env, vm: &Vm) -> Result<(), TaskError> {
     let scopes = Scope::of(vm);
-    let pairs = scopes.each_ref().map(Scope::pair);
+    let pairs: Vec<(&str, &str)> = scopes.iter().map(Scope::pair).collect();
     let found = ctx.store.backoffs(&pairs).await?;
     if found.iter().all(Option::is_none) {
         return Ok(());

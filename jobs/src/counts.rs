@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 
 use crate::error::TaskError;
-use crate::model::{Counts, SUMS, Sums};
+use crate::model::{Counts, SUMS, Sums, split_place};
 use crate::ports::store::{Store, StoreError, VmIndex};
 
 /// A Config's counts now, exact, and whether anything of it is left (its record or a VM): the
@@ -56,10 +56,35 @@ pub async fn sums(store: &dyn Store, prefix: &str) -> Result<Sums, TaskError> {
     Ok(store.sums(prefix).await?.unwrap_or_default())
 }
 
-/// A Config's sums per zone (zones with a name), O(1). When they disagree with its totals (VMs
-/// counted before zone sums were kept, or written by a build that keeps none), they are counted
-/// again from its VMs first, once.
+/// A Config's sums per zone (zones with a name), O(1): its [`place_sums`] with each zone's ranks
+/// added up.
 pub async fn zone_sums(store: &dyn Store, prefix: &str) -> Result<BTreeMap<String, Sums>, TaskError> {
+    let mut zones: BTreeMap<String, Sums> = BTreeMap::new();
+    for (place, s) in place_sums(store, prefix).await? {
+        let sum = zones.entry(split_place(&place).0.to_owned()).or_insert([0; SUMS]);
+        for (t, v) in sum.iter_mut().zip(s) {
+            *t += v;
+        }
+    }
+    Ok(zones)
+}
+
+/// A Config's sums per rank of its machine types (rank 0 holds VMs made without one), O(1).
+pub async fn rank_sums(store: &dyn Store, prefix: &str) -> Result<BTreeMap<u32, Sums>, TaskError> {
+    let mut ranks: BTreeMap<u32, Sums> = BTreeMap::new();
+    for (place, s) in place_sums(store, prefix).await? {
+        let sum = ranks.entry(split_place(&place).1).or_insert([0; SUMS]);
+        for (t, v) in sum.iter_mut().zip(s) {
+            *t += v;
+        }
+    }
+    Ok(ranks)
+}
+
+/// A Config's sums per place (zone, or zone and fallback rank: [`crate::model::Vm::place`]; places
+/// with a name), O(1). When they disagree with its totals (VMs counted before zone sums were
+/// kept, or written by a build that keeps none), they are counted again from its VMs first, once.
+async fn place_sums(store: &dyn Store, prefix: &str) -> Result<BTreeMap<String, Sums>, TaskError> {
     let mut read = store.zone_sums(prefix).await?;
     if read.is_none() {
         sums(store, prefix).await?; // counts in VMs written before sums were kept

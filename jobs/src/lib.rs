@@ -34,7 +34,10 @@
 //!    * `demand`: a Swarming server's work read for its demand-driven Configs (one count per
 //!      dimension set, each task counted once) and each one's target.
 //!    * `pause`: the one rule of pause and hold, and waking what a pause held back.
-//!    * `backoff`: backoffs of a (project, zone) after failures to create.
+//!    * `backoff`: backoffs of a (project, zone), or a machine type in it, after failures to
+//!      create.
+//!    * `ranks`: which of a Config's ranked machine types a new VM gets, and when one not sent
+//!      yet is made again on another rank or zone.
 //!    * `zones`: which zone a multi-zone Config's new VM goes to.
 //!    * `heal`: indexes and sums rebuilt from the VM records when unusable or wrong.
 //!    * `breaker`: a Config's circuit breaker (failed VMs in a row stop replacement; canaries).
@@ -74,6 +77,7 @@ pub mod operate;
 pub mod pause;
 pub mod ports;
 pub mod providers;
+pub mod ranks;
 pub mod rollout;
 pub mod spot;
 pub mod status;

@@ -1,5 +1,5 @@
 //! The read model operators see (`gce-backend status`, progress lines): per-Config counts from
-//! the VM records (and per zone), errors, backoff, life state, source and pauses, a Spot pool's
+//! the VM records (and per zone and rank), errors, backoff, life state, source and pauses, a Spot pool's
 //! failover, the errors of Config files, and the rate-limit buckets' saturation.
 
 use std::collections::BTreeSet;
@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::counts::{tally, zone_sums};
 use crate::error::TaskError;
 use crate::model::spot::SpotStatus;
-use crate::model::{ConfigState, ConfigStatus, Counts, FileError, Pause, ZoneStatus, counters};
+use crate::model::{Backoff, ConfigState, ConfigStatus, Counts, FileError, Pause, ZoneStatus, counters};
 use crate::ports::rated::{Buckets, Level};
 use crate::ports::store::{Store, StoreError};
 
@@ -86,6 +86,7 @@ pub async fn status(
                 backoff,
             });
         }
+        st.ranks = crate::ranks::status(store, &rec.config, now).await?;
         st.state = if rec.orphaned.is_some() { ConfigState::Orphaned } else { ConfigState::Active };
         st.delete_at = rec.delete_at.or(rec.orphaned.map(|t| t + grace));
         st.source = rec.source;
@@ -97,7 +98,15 @@ pub async fn status(
         st.demand = rec.demand.filter(|_| rec.config.demand.is_some());
         st.spot = rec.config.spot_failover.as_ref().map(|r| SpotStatus::of(&rec.spot, r, now));
     }
-    st.backoff = st.backoff.take().or_else(|| st.zones.iter().find_map(|z| z.backoff.clone()));
+    // Else the first of its zones that backs off, else the first rank's machine type that does
+    // (named as its backoff is: `<zone>/<machine type>`).
+    st.backoff =
+        st.backoff.take().or_else(|| st.zones.iter().find_map(|z| z.backoff.clone())).or_else(|| {
+            st.ranks.iter().find_map(|r| {
+                let b = r.backoffs.first()?;
+                Some(Backoff { zone: format!("{}/{}", b.zone, r.machine_type), ..b.clone() })
+            })
+        });
     st.pause_in_force = crate::pause::in_force(st.paused.as_ref(), global.as_ref());
     Ok(st)
 }

@@ -1,11 +1,12 @@
 //! Where a multi-zone Config's new VMs go, in one place: each to the zone with the most
 //! headroom by weight (its weight's share of the VMs the Config wants, less the VMs it holds
-//! that are not draining, read from the store's per-zone sums). A zone backed off for quota or
-//! stockout is skipped, so creation moves to the other zones at once; zones of weight 0 are
-//! used only while every weighted zone backs off. `expand_config` places a whole batch at once
-//! ([`place_batch`]: each placement counts for the next), so `create_vm` tasks running together
-//! do not all read the same counts; a VM keeps its zone for its incarnation, and one not yet sent
-//! to Compute whose zone gets backed off is made again elsewhere ([`elsewhere`]).
+//! that are not draining, read from the store's per-zone sums). A zone closed for quota or
+//! stockout (backed off, or every rank of its machine types backed off there: `ranks`) is
+//! skipped, so creation moves to the other zones at once; zones of weight 0 are used only while
+//! every weighted zone is closed. `expand_config` places a whole batch at once ([`place_batch`]:
+//! each placement counts for the next), so `create_vm` tasks running together do not all read
+//! the same counts; a VM keeps its zone (and rank) for its incarnation, and one not yet sent to
+//! Compute whose zone or rank gets backed off is made again elsewhere (`ranks::elsewhere`).
 
 use std::collections::BTreeMap;
 
@@ -14,8 +15,9 @@ use chrono::{DateTime, Utc};
 use crate::config::Config;
 use crate::env::Env;
 use crate::error::TaskError;
-use crate::model::{Backoff, ConfigRecord, Sums, Vm};
+use crate::model::{Backoff, ConfigRecord, Sums};
 use crate::ports::store::Store;
+use crate::ranks::ZoneRanks;
 
 /// A zone as placement sees it: its weight, the VMs it holds, whether it backs off.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,22 +68,18 @@ pub async fn backoffs(
     Ok(store.backoffs(&scopes).await?.into_iter().map(|b| b.filter(|b| b.until > now)).collect())
 }
 
-/// The rooms of `c`'s zones now: VMs per zone from the store's zone sums, and `backoffs` (as
-/// [`backoffs`] read them).
-async fn rooms<'a>(
-    ctx: &Env,
-    c: &'a Config,
-    backoffs: Vec<Option<Backoff>>,
-) -> Result<Vec<Room<'a>>, TaskError> {
+/// The rooms of `c`'s zones now: VMs per zone from the store's zone sums, and each zone closed
+/// when `grid` (as `ranks::grid` read it) has no open rank there.
+async fn rooms<'a>(ctx: &Env, c: &'a Config, grid: &[ZoneRanks]) -> Result<Vec<Room<'a>>, TaskError> {
     let sums: BTreeMap<String, Sums> = crate::counts::zone_sums(&*ctx.store, &c.prefix).await?;
     Ok(c.zones
         .iter()
-        .zip(backoffs)
-        .map(|(z, b)| Room {
+        .zip(grid)
+        .map(|(z, g)| Room {
             zone: &z.zone,
             weight: z.weight,
             vms: sums.get(&z.zone).map_or(0, |s| (s[0] - s[4]).max(0)),
-            backed_off: b.is_some(),
+            backed_off: g.open_rank().is_none(),
         })
         .collect())
 }
@@ -93,50 +91,47 @@ pub async fn place_batch(ctx: &Env, rec: &ConfigRecord, ids: &[String]) -> Resul
     if c.zones.len() < 2 || ids.is_empty() {
         return Ok(());
     }
-    let mut rooms = rooms(ctx, c, backoffs(&*ctx.store, c, ctx.now()).await?).await?;
+    let grid = crate::ranks::grid(&*ctx.store, c, ctx.now()).await?;
+    let mut rooms = rooms(ctx, c, &grid).await?;
     let zones = place(&mut rooms, rec.wanted_len(), ids.len());
     let placed: Vec<(String, String)> =
         ids.iter().cloned().zip(zones.into_iter().map(str::to_owned)).collect();
     Ok(ctx.store.set_placements(&c.prefix, &placed).await?)
 }
 
-/// The zone of new VM `id` of `rec`: where `expand_config` placed it, unless that zone has backed
-/// off since (or it was not placed: then by the same rule, now). The placement is taken as it is
-/// read: a run that fails after it decides again, from the counts. (VMs whose placed zone backs
-/// off all decide from the same counts, so they may go to one zone together; the next batch
-/// evens it out.)
-pub async fn pick(ctx: &Env, rec: &ConfigRecord, id: &str) -> Result<String, TaskError> {
+/// The zone and rank (`None` for a Config without fallback machine types) of new VM `id` of
+/// `rec`: the zone `expand_config` placed it in, unless that zone has closed since (or it was not
+/// placed: then by the same rule, now), and the rank that zone gives a new VM
+/// (`ranks::ZoneRanks::rank`). The placement is taken as it is read: a run that fails after it
+/// decides again, from the counts. (VMs whose placed zone closes all decide from the same counts,
+/// so they may go to one zone together; the next batch evens it out.)
+pub async fn pick(ctx: &Env, rec: &ConfigRecord, id: &str) -> Result<(String, Option<u32>), TaskError> {
     let c = &rec.config;
-    if c.zones.len() < 2 {
-        return Ok(c.zone_names()[0].to_owned());
+    if c.zones.len() < 2 && !c.has_ranks() {
+        return Ok((c.zone_names()[0].to_owned(), None));
     }
-    let placed = ctx.store.take_placement(&c.prefix, id).await?;
-    let backoffs = backoffs(&*ctx.store, c, ctx.now()).await?;
-    // Placed in a zone that does not back off: no count to read.
+    let placed = match c.zones.len() {
+        0 | 1 => None,
+        _ => ctx.store.take_placement(&c.prefix, id).await?,
+    };
+    let grid = crate::ranks::grid(&*ctx.store, c, ctx.now()).await?;
+    let rank_in =
+        |zone: &str| c.has_ranks().then(|| grid.iter().find(|g| g.zone == zone).map_or(0, |g| g.rank()));
+    if c.zones.len() < 2 {
+        let zone = c.zone_names()[0];
+        return Ok((zone.to_owned(), rank_in(zone)));
+    }
+    // Placed in a zone that is open: no count to read.
     if let Some(placed) = placed
-        && c.zones.iter().zip(&backoffs).any(|(z, b)| z.zone == placed && b.is_none())
+        && grid.iter().any(|g| g.zone == placed && g.open_rank().is_some())
     {
-        return Ok(placed);
+        let rank = rank_in(&placed);
+        return Ok((placed, rank));
     }
-    let mut rooms = rooms(ctx, c, backoffs).await?;
-    Ok(place(&mut rooms, rec.wanted_len(), 1)[0].to_owned())
-}
-
-/// True when `vm` (no instance; the caller knows no insert of it is in flight) is better made
-/// again in another zone: its Config has several zones, its own backs off and another does not.
-pub async fn elsewhere(ctx: &Env, vm: &Vm) -> Result<bool, TaskError> {
-    if vm.instance.is_some() {
-        return Ok(false);
-    }
-    let Some(cfg) = ctx.store.config(&vm.config).await? else { return Ok(false) };
-    let c = &cfg.value.config;
-    if c.zones.len() < 2 {
-        return Ok(false);
-    }
-    let backoffs = backoffs(&*ctx.store, c, ctx.now()).await?;
-    let mut zones = c.zones.iter().zip(&backoffs);
-    let own_backs_off = zones.clone().any(|(z, b)| z.zone == vm.zone() && b.is_some());
-    Ok(own_backs_off && zones.any(|(z, b)| z.zone != vm.zone() && b.is_none()))
+    let mut rooms = rooms(ctx, c, &grid).await?;
+    let zone = place(&mut rooms, rec.wanted_len(), 1)[0].to_owned();
+    let rank = rank_in(&zone);
+    Ok((zone, rank))
 }
 
 #[cfg(test)]

@@ -258,6 +258,23 @@ pub(super) fn config(v: &Value) -> String {
             backoff
         ));
     }
+    for r in st["ranks"].as_array().into_iter().flatten() {
+        let backoffs: Vec<String> = r["backoffs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|b| format!("{} until {}", s(&b["zone"]), when(&b["until"])))
+            .collect();
+        out.push_str(&format!(
+            "  rank {} {}  vms {}  connected {}  placed {}  backoff {}\n",
+            s(&r["rank"]),
+            s(&r["machine_type"]),
+            s(&r["vms"]),
+            s(&r["connected"]),
+            s(&r["placed"]),
+            if backoffs.is_empty() { "-".to_owned() } else { backoffs.join(", ") }
+        ));
+    }
     for e in st["errors"].as_array().into_iter().flatten().take(5) {
         out.push_str(&format!(
             "  error {} {} ({}): {}\n",
@@ -282,22 +299,34 @@ pub(super) fn vms(v: &Value) -> String {
                 s(&e["vm"]["hostname"]),
                 s(&e["state"]),
                 s(&e["vm"]["attributes"]["zone"]),
+                machine(&e["vm"]),
                 when(&e["deadline"]),
             ]
         })
         .collect();
-    table(&["ID", "HOSTNAME", "STATE", "ZONE", "DEADLINE"], rows)
+    table(&["ID", "HOSTNAME", "STATE", "ZONE", "MACHINE TYPE", "DEADLINE"], rows)
+}
+
+/// A VM's machine type by name, and its rank when it has one (`n2d-standard-2 (rank 1)`).
+fn machine(vm: &Value) -> String {
+    let t = s(&vm["attributes"]["machine_type"]);
+    let name = t.rsplit('/').next().unwrap_or_default().to_owned();
+    match vm["rank"].as_u64() {
+        Some(r) => format!("{name} (rank {r})"),
+        None => name,
+    }
 }
 
 /// One VM.
 pub(super) fn vm(v: &Value) -> String {
     let e = &v["vm"];
     let mut out = format!(
-        "{}  {}  {}\n  zone {}  instance {} ({})\n  deadline {}  drained {}\n",
+        "{}  {}  {}\n  zone {}  machine type {}  instance {} ({})\n  deadline {}  drained {}\n",
         s(&e["vm"]["id"]),
         s(&e["vm"]["hostname"]),
         s(&e["state"]),
         s(&e["vm"]["attributes"]["zone"]),
+        machine(&e["vm"]),
         s(&e["vm"]["instance"]["url"]),
         s(&v["instance_status"]),
         when(&e["deadline"]),

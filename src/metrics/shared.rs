@@ -1,6 +1,7 @@
 //! The state every process shares, read from the store when the API's process is scraped: the
 //! fleet per Config (states that partition its VMs, the amount asked for, flags), pauses,
-//! backoffs and breakers, Spot failovers, rate-limit buckets, queue depths and the queues' counters.
+//! backoffs and breakers, ranks of machine types, Spot failovers, rate-limit buckets, queue
+//! depths and the queues' counters.
 
 use std::sync::{Arc, Mutex};
 
@@ -75,6 +76,7 @@ impl Collector for SharedCollector {
         let mut dead = Vec::new();
         let (mut demand, mut held) = (Vec::new(), Vec::new());
         let (mut spot_active, mut spot_failovers, mut spot_events) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut rank_vms, mut rank_backoff, mut rank_placed) = (Vec::new(), Vec::new(), Vec::new());
         for c in &s.configs {
             let config = [("config", c.prefix.as_str())];
             for (state, v) in partition(&c.counts) {
@@ -99,6 +101,19 @@ impl Collector for SharedCollector {
                 }
             }
             dead.push((l(&[("config", &c.prefix)]), c.dead_tasks));
+            for r in &c.ranks {
+                let rank = r.rank.to_string();
+                let of = [
+                    ("config", c.prefix.as_str()),
+                    ("rank", rank.as_str()),
+                    ("machine_type", &r.machine_type),
+                ];
+                for (state, v) in [("vms", r.vms), ("connected", r.connected)] {
+                    rank_vms.push((l(&[of[0], of[1], of[2], ("state", state)]), i64::from(v)));
+                }
+                rank_backoff.push((l(&of), r.backoffs.len() as i64));
+                rank_placed.push((l(&of), r.placed));
+            }
             if let Some(sp) = &c.spot {
                 spot_active.push((l(&[("config", &c.prefix)]), i64::from(sp.failover.is_some())));
                 spot_failovers.push((l(&[("config", &c.prefix)]), sp.failovers_total));
@@ -157,6 +172,24 @@ impl Collector for SharedCollector {
             "zone_vms",
             "VMs of a multi-zone Config per zone: vms, connected, draining",
             &zone_vms,
+        )?;
+        gauge(
+            &mut d,
+            "rank_vms",
+            "VMs of a Config with fallback machine types per rank (0: attributes.machine_type, then each fallback): vms, connected",
+            &rank_vms,
+        )?;
+        gauge(
+            &mut d,
+            "rank_backoff",
+            "Zones where a rank's machine type backs off (quota, stockout): its new VMs there go to the next rank",
+            &rank_backoff,
+        )?;
+        counter(
+            &mut d,
+            "rank_placements",
+            "VMs placed on each rank of a Config's machine types, ever",
+            &rank_placed,
         )?;
         gauge(
             &mut d,

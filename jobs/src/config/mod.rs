@@ -3,7 +3,7 @@
 //! and §7.4).
 //!
 //! Floors, bottom to top: `units` (durations, amounts, the error), `names` and `attributes` and
-//! `policy` and `settings`; `spec` (the Config); `textproto` (the text format LUCI writes in);
+//! `policy` and `settings`; `spec` (the Config); `ranks` (its ranked machine types); `textproto` (the text format LUCI writes in);
 //! `luci` (LUCI's `vms.cfg` read as Configs, and written back); `trust` and `providers` (what
 //! the settings let a Config name); `validate` (every rule of a Config); `mistakes` (what a
 //! parser says, every mistake at once, no value quoted); `yaml` (Config files as YAML text, read
@@ -16,6 +16,7 @@ mod mistakes;
 pub mod names;
 mod policy;
 pub mod providers;
+mod ranks;
 mod settings;
 mod spec;
 pub mod textproto;
@@ -27,6 +28,7 @@ mod yaml;
 pub use attributes::*;
 pub use names::{bounds, check_endpoint, prefixes_clash, valid_gce_name, valid_host, valid_project};
 pub use policy::*;
+pub use ranks::{MAX_RANKS, short_machine_type};
 pub use settings::{Limits, Timing};
 pub use spec::*;
 pub use trust::{Origin, SwarmingServers, Tenant, Trust};

@@ -25,6 +25,11 @@ pub struct Config {
     /// incarnation; quota or stockout in one zone moves creation to the others at once.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub zones: Vec<ZoneWeight>,
+    /// Ranked fallbacks: machine types to make VMs of, in order, when `attributes.machine_type`
+    /// (rank 0) is refused for want of capacity or quota in a zone (rank 1 is the first listed
+    /// here, and so on); empty: none, the zone backs off as a whole. See `config/ranks.rs`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fallback_machine_types: Vec<String>,
     /// How long an instance lives before it is replaced (required).
     #[serde(default)]
     pub lifetime: Secs,

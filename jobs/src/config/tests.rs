@@ -433,3 +433,47 @@ fn spot_failover_is_for_a_spot_pool_and_its_fields_are_checked() {
     .unwrap_err();
     assert_eq!(e.field, "linux.spot_failover");
 }
+
+#[test]
+fn fallback_machine_types_are_ranks_after_the_machine_type_and_are_checked() {
+    let with = |extra: &str| Config::parse(&format!("{YAML}{extra}"), "linux.yaml").unwrap();
+    let fields = |c: Config| -> Vec<String> { c.problems().into_iter().map(|e| e.to_string()).collect() };
+    let good = with("fallback_machine_types: [\"zones/{{.Zone}}/machineTypes/n2d-standard-2\", e2-medium]\n");
+    assert_eq!(fields(good.clone()), Vec::<String>::new());
+    assert!(good.has_ranks() && !cfg().has_ranks());
+    assert_eq!((good.ranks(), cfg().ranks()), (3, 1));
+    let on = |rank| good.attributes_on("us-central1-b", rank).map(|a| a.machine_type);
+    assert_eq!(on(0).as_deref(), Some("zones/us-central1-b/machineTypes/e2-small"));
+    assert_eq!(on(1).as_deref(), Some("zones/us-central1-b/machineTypes/n2d-standard-2"));
+    assert_eq!(on(2).as_deref(), Some("e2-medium"));
+    assert_eq!(on(3), None);
+    assert_eq!(good.attributes_on("us-central1-b", 1).unwrap().zone, "us-central1-b");
+    let cases = [
+        ("fallback_machine_types: [e2-small]\n", "linux.fallback_machine_types[0]: e2-small is listed twice"),
+        ("fallback_machine_types: [a, b, a]\n", "linux.fallback_machine_types[2]: a is listed twice"),
+        ("fallback_machine_types: [\"\"]\n", "linux.fallback_machine_types[0]: must name a machine type"),
+        (
+            "fallback_machine_types: [\"zones/x/machineTypes/../y\"]\n",
+            "linux.fallback_machine_types[0]: must not hold",
+        ),
+        (
+            "fallback_machine_types: [a, b, c, d, e]\n",
+            "linux.fallback_machine_types: 5 machine types; at most 4",
+        ),
+    ];
+    for (extra, want) in cases {
+        let got = fields(with(extra));
+        assert!(got.iter().any(|e| e.starts_with(want)), "{extra}: {got:?}");
+    }
+    // A static pool makes no machines; LUCI's vms.cfg has no place for the list.
+    let mut s = Config {
+        prefix: "mac".into(),
+        machines: Some(vec!["mac-a.example.com".into()]),
+        fallback_machine_types: vec!["e2-small".into()],
+        ..Default::default()
+    };
+    s.swarming = "https://swarm.example.com".into();
+    assert!(fields(s).iter().any(|e| e.starts_with("mac.fallback_machine_types: a static pool")));
+    let e = crate::config::luci::to_text_proto(&[good]).unwrap_err();
+    assert_eq!(e.field, "linux.fallback_machine_types");
+}

@@ -196,6 +196,9 @@ pub const PUBLIC_IMAGE_PROJECTS: &[&str] = &[
 fn resources(c: &Config) -> Vec<(String, &str)> {
     let a = &c.attributes;
     let mut out = vec![("attributes.machine_type".to_owned(), a.machine_type.as_str())];
+    for (i, t) in c.fallback_machine_types.iter().enumerate() {
+        out.push((format!("fallback_machine_types[{i}]"), t));
+    }
     for (i, d) in a.disk.iter().enumerate() {
         out.push((format!("attributes.disk[{i}].image"), &d.image));
         out.push((format!("attributes.disk[{i}].type"), &d.kind));

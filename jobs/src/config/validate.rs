@@ -52,6 +52,7 @@ impl Config {
             self.check_amount(&f, &mut out);
             self.check_attributes(&f, &mut out);
         }
+        self.check_ranks(&f, &mut out);
         if let Some(why) =
             (!self.provider.is_empty()).then(|| super::providers::id_problem(&self.provider)).flatten()
         {

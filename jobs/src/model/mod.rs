@@ -25,5 +25,5 @@ pub use audit::{AuditAction, AuditEntry, GLOBAL_AUDIT};
 pub use listed::Listed;
 pub use records::*;
 pub use series::{KEEP_SAMPLES, Sample, Series};
-pub use status::{ConfigState, ConfigStatus, FileError, ZoneStatus};
+pub use status::{ConfigState, ConfigStatus, FileError, RankStatus, ZoneStatus};
 pub use wanted::outdated;

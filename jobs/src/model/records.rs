@@ -147,6 +147,12 @@ pub struct Vm {
     /// standard: it counts as current, and is replaced on its lifetime like any other).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub failover: bool,
+    /// Its rank among its Config's machine types (0: `attributes.machine_type`, then each of
+    /// `fallback_machine_types` in order; its attributes carry the rank's machine type), when
+    /// its Config had fallbacks as it was made (`None`: none; a refusal for want of capacity
+    /// then backs off the whole zone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<u32>,
     /// Made as its Config's canary while the Config's breaker was open.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub canary: bool,
@@ -186,6 +192,14 @@ pub struct Vm {
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
+}
+
+/// The zone and rank of a place [`Vm::place`] wrote (rank 0 when it names none).
+pub fn split_place(place: &str) -> (&str, u32) {
+    match place.rsplit_once('#') {
+        Some((zone, rank)) => (zone, rank.parse().unwrap_or(0)),
+        None => (place, 0),
+    }
 }
 
 /// The instance a VM's incarnation runs on, as Compute reported it when it was made.
@@ -299,6 +313,15 @@ impl Vm {
     /// Zone of its instance.
     pub fn zone(&self) -> &str {
         &self.attributes.zone
+    }
+
+    /// Where the stores sum its counts per place: its zone, and `#<rank>` after it on a fallback
+    /// rank (1 or more); read back with [`split_place`].
+    pub fn place(&self) -> String {
+        match self.rank {
+            Some(r @ 1..) => format!("{}#{r}", self.zone()),
+            _ => self.zone().to_owned(),
+        }
     }
 
     /// True while its bot is connected and nothing is wrong with it.
@@ -524,6 +547,11 @@ pub mod counters {
     pub const DEAD_TASKS: &str = "dead_tasks";
     /// Failed task runs.
     pub const TASK_FAILURES: &str = "task_failures";
+
+    /// VMs made on rank `rank` of a Config's machine types (a Config with fallbacks).
+    pub fn placed(rank: u32) -> String {
+        format!("placed_rank_{rank}")
+    }
 }
 
 /// Errors kept per Config.

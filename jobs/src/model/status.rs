@@ -1,5 +1,5 @@
-//! What operators see of a Config: its state, counts, errors, backoffs, pause, breaker,
-//! rollout and Spot failover; and the errors of Config files that hold no Config.
+//! What operators see of a Config: its state, counts, errors, backoffs, zones and ranks, pause,
+//! breaker, rollout and Spot failover; and the errors of Config files that hold no Config.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -25,6 +25,29 @@ pub struct ZoneStatus {
     /// Its backoff (quota, stockout), while active.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backoff: Option<Backoff>,
+}
+
+/// One rank of a Config's machine types (a Config with `fallback_machine_types`), as status
+/// shows it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct RankStatus {
+    /// The rank: 0 for `attributes.machine_type`, then each fallback in order.
+    pub rank: u32,
+    /// Its machine type's name.
+    pub machine_type: String,
+    /// The Config's VMs on it (draining ones too), counted now.
+    #[serde(default)]
+    pub vms: u32,
+    /// Those whose bot is connected.
+    #[serde(default)]
+    pub connected: u32,
+    /// VMs placed on it, ever (each record made on it counts once).
+    #[serde(default)]
+    pub placed: u64,
+    /// The active backoffs of its machine type, one per zone of the Config where it backs off
+    /// (each one's `zone` is the zone's name): no new VM is made on it there until `until`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub backoffs: Vec<Backoff>,
 }
 
 /// Where a Config stands in its life.
@@ -70,11 +93,16 @@ pub struct ConfigStatus {
     /// Newest first; a resolved error has `resolved` set.
     pub errors: Vec<ErrorEntry>,
     /// Backoff of its (project, zone), while active; for a multi-zone Config, its own backoff or
-    /// else the first of its zones that backs off.
+    /// else the first of its zones that backs off; for a Config with ranks, else the first
+    /// rank's machine type that backs off (`zone` is then `<zone>/<machine type>`).
     pub backoff: Option<Backoff>,
     /// A multi-zone Config's zones: weight, VMs, connected bots and active backoff of each.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub zones: Vec<ZoneStatus>,
+    /// A Config with fallback machine types: each rank's machine type, VMs, connected bots,
+    /// placements and active backoffs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ranks: Vec<RankStatus>,
     /// Set while this Config is paused (who, why, since when).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused: Option<Pause>,

@@ -162,11 +162,12 @@ impl ConfigRecord {
         self.config.spot_failover.as_ref().and(self.spot.active(now))
     }
 
-    /// The one rule for the instance attributes of a VM it makes now in `zone`: its template
-    /// with the zone filled in, made standard while a Spot failover is in force; and whether it
-    /// was (the VM's `failover`).
-    pub fn new_vm_attributes(&self, zone: &str, now: DateTime<Utc>) -> (Attributes, bool) {
-        let a = self.config.attributes_in(zone);
+    /// The one rule for the instance attributes of a VM it makes now in `zone` on `rank` (see
+    /// [`Vm::rank`]): its template with the zone filled in and the rank's machine type, made
+    /// standard while a Spot failover is in force; and whether it was (the VM's `failover`).
+    pub fn new_vm_attributes(&self, zone: &str, rank: Option<u32>, now: DateTime<Utc>) -> (Attributes, bool) {
+        let c = &self.config;
+        let a = c.attributes_on(zone, rank.unwrap_or(0)).unwrap_or_else(|| c.attributes_in(zone));
         match self.spot_failover(now) {
             Some(_) => (a.standard(), true),
             None => (a, false),
@@ -175,7 +176,8 @@ impl ConfigRecord {
 }
 
 /// True when `vm` was made from other instance attributes than `c` has now (a VM made standard
-/// by a Spot failover is compared with the standard form of them: it is current).
+/// by a Spot failover is compared with the standard form of them, one made on a fallback rank
+/// with those of its rank: it is current while its Config still has that rank's machine type).
 pub fn outdated(c: &Config, vm: &Vm) -> bool {
     if c.is_static() {
         return false;
@@ -183,7 +185,7 @@ pub fn outdated(c: &Config, vm: &Vm) -> bool {
     if !c.zone_names().contains(&vm.zone()) {
         return true;
     }
-    let now = c.attributes_in(vm.zone());
+    let Some(now) = c.attributes_on(vm.zone(), vm.rank.unwrap_or(0)) else { return true };
     vm.attributes != if vm.failover { now.standard() } else { now }
 }
 
@@ -191,7 +193,9 @@ pub fn outdated(c: &Config, vm: &Vm) -> bool {
 /// attributes (or zones) change and the update is rolling, else `old`'s (one going on goes on).
 fn rollout_of(old: &ConfigRecord, new: &Config, now: DateTime<Utc>) -> Option<Rollout> {
     let o = &old.config;
-    let other = o.attributes != new.attributes || o.zones != new.zones;
+    let other = o.attributes != new.attributes
+        || o.zones != new.zones
+        || o.fallback_machine_types != new.fallback_machine_types;
     let rolling = new.update.mode == UpdateMode::Rolling && !new.is_static();
     match (other && rolling && !old.revision.is_empty(), &old.rollout) {
         (true, _) => Some(Rollout { since: now, updated: 0, outdated: 0 }),

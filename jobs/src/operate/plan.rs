@@ -186,7 +186,7 @@ fn fates(ctx: &Ctx, next: &ConfigRecord, vms: &[Vm], held: bool, plan: &mut Plan
         }),
         (false, false) => None,
     };
-    let instance = |f: &str| f.starts_with("attributes.") || f == "zones";
+    let instance = |f: &str| f.starts_with("attributes.") || f == "zones" || f == "fallback_machine_types";
     for ch in &mut plan.changes {
         let whom = match ch.field.as_str() {
             f if instance(f) && rolled => Change::REPLACED_NOW,
@@ -227,7 +227,7 @@ fn diff(old: Option<&Config>, new: &Config) -> Vec<Change> {
             }
         } else if &from != to {
             let applies = match key.as_str() {
-                "lifetime" | "timeout" | "swarming" => Change::NEW_INSTANCES,
+                "lifetime" | "timeout" | "swarming" | "fallback_machine_types" => Change::NEW_INSTANCES,
                 _ => Change::THE_POOL,
             };
             out.push(change(key, from, to.clone(), applies));

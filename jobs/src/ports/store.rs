@@ -236,7 +236,8 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// (`counts::tally` does both, once per Config).
     async fn sums(&self, prefix: &str) -> Result<Option<Sums>, StoreError>;
     /// A Config's sums and, read with them, its sums per zone (the same sums over its VMs in each
-    /// zone, zone `""` for VMs without one), kept with them; `None` while [`Store::sums`] is.
+    /// zone, zone `""` for VMs without one; a VM on a fallback rank in the zone's entry for the
+    /// rank, [`crate::model::Vm::place`]), kept with them; `None` while [`Store::sums`] is.
     /// A zone none of its VMs is in may be missing or all zero. They disagree with the totals
     /// only after VMs were written by a build that keeps no zone sums: `counts::zone_sums` then
     /// has them counted again ([`Store::recount_zones`]).

@@ -5,8 +5,10 @@
 //! * Insert (`create-<hostname>`, then `-<attempt>` after an insert that failed for good); an
 //!   operation Compute no longer knows is asked for again with the same insert.
 //! * 409 `alreadyExists`: adopt the instance when its labels say it is this VM's.
-//! * Quota or stockout: keep the VM (no name churn), back off its (project, zone), record the
-//!   error on the Config's status, try again when the backoff ends.
+//! * Quota or stockout: keep the VM (no name churn), back off its (project, zone) (its machine
+//!   type in the zone, for a Config with ranked machine types: `backoff::Scope::refused`), record
+//!   the error on the Config's status, try again when the backoff ends; a VM not sent yet is made
+//!   again at once on another rank or zone while one is open (`ranks::elsewhere`).
 //! * Rate limits and 5xx: retry with the queue's backoff.
 //! * Held back, not sent (the project's rate limit used up, its breaker open): a wait, not a
 //!   failure; nothing is recorded, and the task is looked at again when the way is open.
@@ -69,7 +71,7 @@ impl Provider for Gce {
             }
         }
         if let Some(wait) = backoff::wait_for(ctx, vm).await? {
-            if vm.insert_sent.is_none() && crate::zones::elsewhere(ctx, vm).await? {
+            if vm.insert_sent.is_none() && crate::ranks::elsewhere(ctx, vm).await? {
                 return move_zone(ctx, vm).await;
             }
             return Ok(Next::After(wait));

@@ -13,8 +13,9 @@
 //!   instances carrying its batch label are listed and recorded on their VMs. A member not made
 //!   gets its next attempt, sent alone (its own insert reports its own error: a stockout backs the
 //!   zone off, a name in use is adopted or given up).
-//! * Refused outright (no room anywhere, quota): nothing was made, the zone backs off and the
-//!   members go back to waiting, each through `create_instance` (a multi-zone Config's then move).
+//! * Refused outright (no room anywhere, quota): nothing was made, the zone (or the rank's machine
+//!   type in it) backs off and the members go back to waiting, each through `create_instance` (a
+//!   multi-zone Config's, or one with ranks, then move to another zone or rank).
 //! * Compute runs at most `bulk_running` bulks at once per project: a place is taken before a bulk
 //!   is sent and given back once its operation is DONE (or after 15 minutes, if a process died).
 
@@ -306,7 +307,7 @@ async fn done_or_later(
     ctx.record_vm(&missing[0].value, STAGE, &why.code, &message, &op.name).await?;
     if matches!(why.kind, Kind::Quota | Kind::Stockout) {
         crate::spot::refused(ctx, &missing[0].value, &why.code, &op.name).await?;
-        backoff::hit(ctx, &Scope::zone(&first), &why.code).await?;
+        backoff::hit(ctx, &Scope::refused(&first), &why.code).await?;
     }
     // The bulk's requestId stays bound to its operation: each goes again alone, a new attempt.
     let mut again = Vec::with_capacity(missing.len());
@@ -376,7 +377,7 @@ async fn refused(
     let capacity = matches!(e.kind, Kind::Quota | Kind::Stockout);
     if capacity {
         crate::spot::refused(ctx, &first, &e.code, "").await?;
-        backoff::hit(ctx, &Scope::zone(&first), &e.code).await?;
+        backoff::hit(ctx, &Scope::refused(&first), &e.code).await?;
     }
     // No operation holds the requestId: a refusal for want of room leaves the attempt as it is
     // (sent again in bulk when the zone's backoff ends); any other goes again alone, a new

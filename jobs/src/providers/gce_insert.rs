@@ -154,9 +154,10 @@ async fn adopt(ctx: &Env, cur: Versioned<Vm>, e: ComputeError) -> Result<Next, T
 }
 
 /// Drops `vm` (no instance was made) and asks for its Config's expansion, so the VM is made
-/// again at once in another zone.
+/// again at once on another rank of its machine types or in another zone (`ranks::elsewhere`).
 pub(crate) async fn move_zone(ctx: &Env, vm: &Vm) -> Result<Next, TaskError> {
-    tracing::info!(config = %vm.config, vm = %vm.id, zone = %vm.zone(), "zone backed off: the VM is made again in another zone");
+    let machine_type = crate::config::short_machine_type(&vm.attributes.machine_type);
+    tracing::info!(config = %vm.config, vm = %vm.id, zone = %vm.zone(), machine_type, rank = ?vm.rank, "zone or machine type backed off: the VM is made again on another rank or zone");
     drop_vm(ctx, vm).await?;
     ctx.push(&crate::work::ExpandConfig { prefix: vm.config.clone() }).await?;
     Ok(Next::Done)
@@ -191,9 +192,9 @@ async fn failed(ctx: &Env, vm: &Vm, e: ComputeError, op: &str) -> Result<Next, T
                 unsent(ctx, vm).await?; // refused outright
             }
             crate::spot::refused(ctx, vm, &e.code, op).await?;
-            let wait = backoff::hit(ctx, &Scope::zone(vm), &e.code).await?;
-            // A multi-zone Config: made again at once in a zone that has room.
-            if crate::zones::elsewhere(ctx, vm).await? {
+            let wait = backoff::hit(ctx, &Scope::refused(vm), &e.code).await?;
+            // A multi-zone Config, or one with ranks: made again at once where there is room.
+            if crate::ranks::elsewhere(ctx, vm).await? {
                 return move_zone(ctx, vm).await;
             }
             Ok(Next::After(wait))

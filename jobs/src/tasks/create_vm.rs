@@ -1,6 +1,7 @@
 //! `create_vm`: creates one VM record (id `<prefix>-<index>`, a fresh hostname, the Config's
-//! template with its zone filled in, made standard while a Spot failover is in force
-//! (`ConfigRecord::new_vm_attributes`); for a static pool, the hostname listed for that index) if
+//! template with its zone filled in and the machine type of its rank (`zones::pick`), made
+//! standard while a Spot failover is in force (`ConfigRecord::new_vm_attributes`), the rank
+//! counted among its Config's placements; for a static pool, the hostname listed for that index) if
 //! it does not exist, is still wanted (or kept warm) and its Config is not paused, then pushes
 //! `create_instance` at once, or `bulk_insert` while many of its Config's VMs are on their way
 //! (and `park_vm` for a VM made for the warm pool).
@@ -34,8 +35,8 @@ pub async fn run(ctx: &Ctx, t: CreateVm) -> Result<Next, TaskError> {
     };
     // Up to 10 % more lifetime, so a pool's instances are not all replaced at once.
     let extra = if c.lifetime.0 >= 10 { rand::rng().random_range(0..c.lifetime.0 / 10) } else { 0 };
-    let zone = crate::zones::pick(ctx, &cfg.value, &t.id).await?;
-    let (attributes, failover) = cfg.value.new_vm_attributes(&zone, ctx.now());
+    let (zone, rank) = crate::zones::pick(ctx, &cfg.value, &t.id).await?;
+    let (attributes, failover) = cfg.value.new_vm_attributes(&zone, rank, ctx.now());
     let vm = Vm {
         id: t.id.clone(),
         config: prefix.to_owned(),
@@ -49,10 +50,14 @@ pub async fn run(ctx: &Ctx, t: CreateVm) -> Result<Next, TaskError> {
         configured: ctx.now(),
         provider: ctx.providers.declared().resolve(&c.provider).to_owned(),
         failover,
+        rank,
         canary: cfg.value.breaker.open.as_ref().is_some_and(|o| o.canary.as_deref() == Some(t.id.as_str())),
         ..Vm::default()
     };
     if ctx.store.put_vm(&vm, Expect::Absent).await? {
+        if let Some(r) = rank {
+            ctx.store.bump(prefix, &crate::model::counters::placed(r)).await?;
+        }
         // Made for the warm pool: `park_vm` follows it until its bot has connected, then parks it.
         if !cfg.value.wants(index) {
             ctx.push(&ParkVm { id: t.id.clone() }).await?;

@@ -52,25 +52,25 @@ async fn a_batch_is_placed_at_once_and_a_placement_in_a_zone_backed_off_since_is
     place_batch(&ctx, &rec, &ids).await.unwrap();
     let mut picked = Vec::new();
     for id in &ids {
-        picked.push(pick(&ctx, &rec, id).await.unwrap());
+        picked.push(pick(&ctx, &rec, id).await.unwrap().0);
     }
     assert_eq!(picked, ["b", "a", "b"], "one decision for the batch: 2 and 2");
     // Taken once: a second pick decides again, from the counts (one VM in a, none in b).
-    assert_eq!(pick(&ctx, &rec, "linux-1").await.unwrap(), "b");
+    assert_eq!(pick(&ctx, &rec, "linux-1").await.unwrap().0, "b");
     place_batch(&ctx, &rec, &ids[..1]).await.unwrap();
     crate::backoff::hit(&ctx, &Scope("test-project".into(), "b".into()), "ZONE_RESOURCE_POOL_EXHAUSTED")
         .await
         .unwrap();
-    assert_eq!(pick(&ctx, &rec, "linux-1").await.unwrap(), "a", "b backs off since");
+    assert_eq!(pick(&ctx, &rec, "linux-1").await.unwrap().0, "a", "b backs off since");
     let waiting = ctx.seed_vm("linux-2", |v| v.attributes.zone = "b".into()).await;
-    assert!(elsewhere(&ctx, &waiting).await.unwrap(), "b backs off, a does not");
+    assert!(crate::ranks::elsewhere(&ctx, &waiting).await.unwrap(), "b backs off, a does not");
     let in_a = ctx.seed_vm("linux-3", |v| v.attributes.zone = "a".into()).await;
-    assert!(!elsewhere(&ctx, &in_a).await.unwrap());
+    assert!(!crate::ranks::elsewhere(&ctx, &in_a).await.unwrap());
     crate::backoff::hit(&ctx, &Scope("test-project".into(), "a".into()), "QUOTA_EXCEEDED").await.unwrap();
-    assert!(!elsewhere(&ctx, &waiting).await.unwrap(), "nowhere better");
+    assert!(!crate::ranks::elsewhere(&ctx, &waiting).await.unwrap(), "nowhere better");
     let one = crate::testing::config("linux", 1);
     let one = ConfigRecord { config: one, ..rec.clone() };
-    assert_eq!(pick(&ctx, &one, "linux-0").await.unwrap(), "z", "one zone");
+    assert_eq!(pick(&ctx, &one, "linux-0").await.unwrap(), ("z".to_owned(), None), "one zone");
 }
 
 #[tokio::test]

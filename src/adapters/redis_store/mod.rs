@@ -14,7 +14,7 @@
 //! | `audit:<prefix>`, `audit` | LIST | a Config's audit trail, and the global one, newest first (`limits.audit_keep` each; kept after the Config is deleted) |
 //! | `counts`, `backoff` | HASH | prefix → counts; `project/zone` → backoff |
 //! | `vm:counted`, `vm:zoned` | HASH | VM id → what it adds to its Config's sums (bits of `Vm::counted`), and to its zone's (`bits@zone`) |
-//! | `sums:<prefix>` | HASH | a Config's sums, field `i` per bit, `<zone>/i` per zone; `complete` once they cover every VM |
+//! | `sums:<prefix>` | HASH | a Config's sums, field `i` per bit, `<zone>/i` per zone (`<zone>#<rank>/i` for a fallback rank); `complete` once they cover every VM |
 //! | `place:<prefix>` | HASH | VM id → zone `expand_config` placed it in, until `create_vm` takes it (expires after 10 minutes) |
 //! | `counters:<prefix>` | HASH | a Config's counters: dead_tasks, task_failures |
 //! | `files` | STRING | errors of Config files that hold no Config (JSON list) |
@@ -545,10 +545,10 @@ impl Store for RedisStore {
     }
 }
 
-/// What a VM adds to its Config's zone sums, as the scripts read it: `bits@zone` (zone '' for a
-/// VM without one).
+/// What a VM adds to its Config's zone sums, as the scripts read it: `bits@place` (its zone, with
+/// `#<rank>` on a fallback rank: `Vm::place`; '' for a VM without one).
 fn zoned(vm: &Vm) -> String {
-    format!("{}@{}", vm.counted(), vm.zone())
+    format!("{}@{}", vm.counted(), vm.place())
 }
 
 /// How long placements not taken are kept (ms).

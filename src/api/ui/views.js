@@ -166,6 +166,15 @@ const gbViews = (() => {
       (z.backoff ? ` · backs off until ${hms(new Date(z.backoff.until))} (${z.backoff.reason})` : '')]);
   }
 
+  // Its machine type; for a Config with fallback machine types, one line per rank (VMs,
+  // connected, placements, the zones where it backs off).
+  function rankFacts(st, a) {
+    if (!(st.ranks || []).length) return [['machine type', (a.machine_type || '').split('/').pop()]];
+    return st.ranks.map((r) => [`rank ${r.rank}`,
+      `${r.machine_type} · ${r.vms} VM${r.vms === 1 ? '' : 's'} · ${r.connected} connected · ${r.placed} placed` +
+      (r.backoffs || []).map((b) => ` · backs off in ${b.zone} until ${hms(new Date(b.until))} (${b.reason})`).join('')]);
+  }
+
   // A demand-driven Config's last reading, as the API answers it: what it found and why.
   function demandFact(d, r) {
     const dims = Object.entries(d.dimensions || {}).map(([k, v]) => `${k}:${v}`).join(', ');
@@ -189,7 +198,7 @@ const gbViews = (() => {
     const list = [
       ['source', st.source], ['revision', st.revision],
       ['amount', `${entry.amount} (min ${c.amount.min}, max ${c.amount.max})`],
-      ['project', a.project], ...zoneFacts(st, a), ['machine type', (a.machine_type || '').split('/').pop()],
+      ['project', a.project], ...zoneFacts(st, a), ...rankFacts(st, a),
       ['lifetime', secs(c.lifetime)], ['timeout', secs(c.timeout)],
       ['swarming', c.swarming], ['owner', (c.owner || []).join(', ') || '(admins only)'],
       ['task failures', st.task_failures], ['dead tasks', st.dead_tasks],
@@ -296,7 +305,8 @@ const gbViews = (() => {
         { f: 'instance', text: inst, cls: inst === 'RUNNING' || inst === 'created' ? 'good' : '' },
         { f: 'bot', text: bot, cls: bot === 'connected' ? 'good' : bot === 'dead' ? 'bad' : '',
           title: v.bot && v.bot.bot ? `last seen ${when(v.bot.bot.last_seen)}` : undefined },
-        { f: 'zone', text: (v.vm.attributes && v.vm.attributes.zone) || '' },
+        { f: 'zone', text: (v.vm.attributes && v.vm.attributes.zone) || '',
+          title: v.vm.attributes ? (v.vm.attributes.machine_type || '').split('/').pop() + (v.vm.rank != null ? ` (rank ${v.vm.rank})` : '') : undefined },
         { f: 'ip', text: (i && i.internal_ip) || '', cls: 'mono' },
         { f: 'age', text: born ? span(Date.now() - Date.parse(born)) : '', cls: 'num', title: when(born) },
         { f: 'deadline', text: until(v.deadline), title: when(v.deadline) },

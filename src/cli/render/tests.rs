@@ -118,3 +118,27 @@ fn a_config_says_its_spot_failover_and_what_counts_toward_one() {
         "none without spot_failover"
     );
 }
+
+#[test]
+fn a_config_with_ranks_shows_each_rank_and_a_vm_its_machine_type() {
+    let t = super::config(
+        &json!({"config": {"prefix": "ranked"}, "amount": 3, "status": {"state": "active", "counts": {},
+        "ranks": [
+            {"rank": 0, "machine_type": "n2-standard-2", "vms": 1, "connected": 1, "placed": 4,
+             "backoffs": [{"project": "p", "zone": "us-central1-a", "until": "2026-11-26T12:30:00Z", "failures": 1, "reason": "ZONE_RESOURCE_POOL_EXHAUSTED"}]},
+            {"rank": 1, "machine_type": "n2d-standard-2", "vms": 2, "connected": 1, "placed": 2}]}}),
+    );
+    assert!(
+        t.contains("  rank 0 n2-standard-2  vms 1  connected 1  placed 4  backoff us-central1-a until 2026-11-26T12:30:00Z\n"),
+        "{t}"
+    );
+    assert!(t.contains("  rank 1 n2d-standard-2  vms 2  connected 1  placed 2  backoff -\n"), "{t}");
+    let vm = |rank: serde_json::Value| {
+        json!({"vms": [{"vm": {"id": "ranked-0", "hostname": "ranked-0-abcd", "rank": rank,
+            "attributes": {"zone": "z", "machine_type": "zones/z/machineTypes/n2d-standard-2"}}, "state": "connected"}]})
+    };
+    let t = super::vms(&vm(json!(1)));
+    assert!(t.contains("MACHINE TYPE") && t.contains("n2d-standard-2 (rank 1)"), "{t}");
+    let t = super::vms(&vm(serde_json::Value::Null));
+    assert!(t.contains("n2d-standard-2") && !t.contains("(rank"), "no rank: the type alone\n{t}");
+}

@@ -183,11 +183,14 @@ fn the_resources_a_vm_is_made_from_are_in_its_tenants_projects() {
     c.attributes.network_interface[0].subnetwork = "projects/team-b-prod/regions/r/subnetworks/s".into();
     c.attributes.machine_type =
         "https://www.googleapis.com/compute/v1/projects/team-b-prod/zones/z/machineTypes/x".into();
+    c.fallback_machine_types =
+        vec!["zones/z/machineTypes/y".into(), "projects/team-b-prod/zones/z/machineTypes/z".into()];
     let fields = fields(t.problems(&c, []));
     assert_eq!(
         fields,
         [
             "team-a-ci.attributes.machine_type",
+            "team-a-ci.fallback_machine_types[1]",
             "team-a-ci.attributes.disk[0].image",
             "team-a-ci.attributes.network_interface[0].subnetwork"
         ]

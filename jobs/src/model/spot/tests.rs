@@ -104,11 +104,11 @@ fn spot_record() -> ConfigRecord {
 #[test]
 fn a_failed_over_pool_makes_standard_vms_and_spot_ones_again_after_the_cooldown() {
     let mut rec = spot_record();
-    let (a, failover) = rec.new_vm_attributes("z", t0());
+    let (a, failover) = rec.new_vm_attributes("z", None, t0());
     assert!(!failover && a.provisioning_model == "SPOT" && a.instance_termination_action == "DELETE");
     rec.spot.failover =
         Some(Failover { since: t0(), until: t0() + Duration::minutes(30), preempted: 4, refused: 0 });
-    let (a, failover) = rec.new_vm_attributes("z", t0());
+    let (a, failover) = rec.new_vm_attributes("z", None, t0());
     assert!(failover, "made for the failover");
     assert_eq!(
         (a.provisioning_model.as_str(), a.preemptible, a.instance_termination_action.as_str()),
@@ -123,11 +123,11 @@ fn a_failed_over_pool_makes_standard_vms_and_spot_ones_again_after_the_cooldown(
             ..rec.config.attributes_in("z")
         }
     );
-    let (a, failover) = rec.new_vm_attributes("z", t0() + Duration::minutes(30));
+    let (a, failover) = rec.new_vm_attributes("z", None, t0() + Duration::minutes(30));
     assert!(!failover && a.preemptible(), "Spot again");
     // Without spot_failover (removed from the Config) a stored failover does nothing.
     rec.config.spot_failover = None;
-    assert!(!rec.new_vm_attributes("z", t0()).1);
+    assert!(!rec.new_vm_attributes("z", None, t0()).1);
 }
 
 use crate::config::Attributes;

@@ -159,8 +159,8 @@ impl State {
         true
     }
 
-    /// Adds `sign` × what a VM counts (`bits`, in `zone`: `""` for none) to its Config's sums and
-    /// zone sums.
+    /// Adds `sign` × what a VM counts (`bits`, in `zone`: its `Vm::place`, `""` for none) to its
+    /// Config's sums and zone sums.
     fn count(&mut self, config: &str, (bits, zone): &(u8, String), sign: i64) {
         add(&mut self.sums.entry(config.to_owned()).or_default().0, *bits, sign);
         let z = self.zone_sums.entry(config.to_owned()).or_default();
@@ -274,7 +274,7 @@ impl Store for MemoryStore {
         if let Some(old) = &old {
             s.count(&vm.config, old, -1);
         }
-        let new = (vm.counted(), vm.zone().to_owned());
+        let new = (vm.counted(), vm.place());
         s.count(&vm.config, &new, 1);
         s.counted.insert(vm.id.clone(), new);
         s.vms.insert(vm.id.clone(), Versioned { value: vm.clone(), version });
@@ -434,7 +434,7 @@ impl Store for MemoryStore {
         if !current || s.counted.contains_key(&vm.value.id) {
             return Ok(());
         }
-        let new = (vm.value.counted(), vm.value.zone().to_owned());
+        let new = (vm.value.counted(), vm.value.place());
         s.count(&vm.value.config, &new, 1);
         s.counted.insert(vm.value.id.clone(), new);
         Ok(())
