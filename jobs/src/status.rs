@@ -95,6 +95,7 @@ pub async fn status(
         st.breaker = rec.breaker.open;
         st.rollout = rec.rollout;
         st.demand = rec.demand.filter(|_| rec.config.demand.is_some());
+        st.resources = rec.resources;
         st.spot = rec.config.spot_failover.as_ref().map(|r| SpotStatus::of(&rec.spot, r, now));
     }
     st.backoff = st.backoff.take().or_else(|| st.zones.iter().find_map(|z| z.backoff.clone()));
