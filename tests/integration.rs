@@ -49,6 +49,8 @@ mod sums;
 /// The one harness every module shares: fixtures, the service in process or as processes, the
 /// binary, tokens, temporary directories, ports and the wall clock.
 mod support;
+/// Instance templates: one per Config revision, named by bulk inserts, removed once unused.
+mod templates;
 /// The dashboard in headless Chromium (WebDriver) on the binary, Redis and the simulator.
 mod ui;
 /// The configs directory watched: a file written is imported at once.

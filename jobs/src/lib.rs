@@ -17,8 +17,8 @@
 //!    * `config`: the Config as operators write it, its units, the settings it is checked
 //!      against (trust, providers, limits, timings) and every rule of it.
 //!    * `model`: the stored records (Config records, VMs, bots, pauses, errors, sums, samples, the
-//!      breaker's and a rollout's state, audit entries) and the rules on one record (wanted,
-//!      kept, outdated).
+//!      breaker's and a rollout's state, a Config's per-pool resources, audit entries) and the
+//!      rules on one record (wanted, kept, outdated, resources unused).
 //!    * `metrics`: what the reconcile logic measures.
 //!    * `work`: each queue's payload (ids only), [`work::Next`], and which Config a task is about.
 //! 2. Ports
@@ -46,7 +46,8 @@
 //!    * `status`: the read model operators see.
 //!    * `lifecycle`: a VM's shared steps (made, faulted, replaced, drained, dropped).
 //!    * `rollout`: rolling updates of VMs made from older instance attributes.
-//!    * `providers`: where machines come from (the contract, Compute Engine, static machines).
+//!    * `providers`: where machines come from (the contract, Compute Engine with its instance
+//!      templates, static machines).
 //!    * `ctx`: [`Ctx`], the [`Env`] and the providers: what the top floor gets.
 //! 4. The top, imported by nothing but the binary
 //!    * `tasks`: one handler per queue, and the registry of queues.

@@ -96,6 +96,7 @@ pub async fn status(
         st.breaker = rec.breaker.open;
         st.rollout = rec.rollout;
         st.demand = rec.demand.filter(|_| rec.config.demand.is_some());
+        st.resources = rec.resources;
         st.spot = rec.config.spot_failover.as_ref().map(|r| SpotStatus::of(&rec.spot, r, now));
     }
     // Else the first of its zones that backs off, else the first rank's machine type that does

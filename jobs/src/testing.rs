@@ -17,7 +17,7 @@ use crate::model::Bot;
 use crate::ports::bots::{BotError, BotEvent, Bots};
 use crate::ports::clock::ManualClock;
 use crate::ports::compute::{
-    BulkSpec, Compute, ComputeError, Instance, InstanceSpec, Operation, Power, Quota,
+    BulkSpec, Compute, ComputeError, Instance, InstanceSpec, Operation, Power, Quota, Template, TemplateSpec,
 };
 use crate::store::memory::MemoryStore;
 
@@ -45,6 +45,13 @@ pub struct FakeCompute {
     pub zones: Mutex<Vec<String>>,
     /// When set, zones.list and diskTypes.list fail with it.
     pub catalog_fail: Mutex<Option<ComputeError>>,
+    /// Instance templates by name, as inserted.
+    pub templates: Mutex<BTreeMap<String, TemplateSpec>>,
+    /// Next answers to instanceTemplates.insert and delete, in call order (empty, or `Ok(None)`
+    /// for an insert: DONE, and it exists or is gone).
+    pub template_calls: Mutex<VecDeque<Result<Option<Operation>, ComputeError>>>,
+    /// Next answers to globalOperations.get (empty: DONE without error).
+    pub global_operations: Mutex<VecDeque<Result<Option<Operation>, ComputeError>>>,
 }
 
 impl FakeCompute {
@@ -100,7 +107,8 @@ impl Compute for FakeCompute {
         rid: &str,
         spec: &BulkSpec,
     ) -> Result<Operation, ComputeError> {
-        lock(&self.calls).push(format!("bulk_insert {} {rid}", spec.names.join(",")));
+        let from = spec.template.as_ref().map(|t| format!(" from {}", t.name)).unwrap_or_default();
+        lock(&self.calls).push(format!("bulk_insert {} {rid}{from}", spec.names.join(",")));
         if let Some(answer) = lock(&self.inserts).pop_front() {
             return answer;
         }
@@ -194,6 +202,63 @@ impl Compute for FakeCompute {
             })
         };
         Ok((lock(&self.instances).values().filter(|i| keep(i)).cloned().collect(), None))
+    }
+
+    async fn insert_template(
+        &self,
+        _p: &str,
+        rid: &str,
+        spec: &TemplateSpec,
+    ) -> Result<Operation, ComputeError> {
+        lock(&self.calls).push(format!("insert_template {} {rid}", spec.name));
+        // A queued `Ok(None)` stands for the default answer.
+        if let Some(answer) = lock(&self.template_calls).pop_front().filter(|a| !matches!(a, Ok(None))) {
+            return answer.map(|op| op.unwrap_or_else(|| done(&spec.name)));
+        }
+        lock(&self.templates).entry(spec.name.clone()).or_insert_with(|| spec.clone());
+        Ok(done(&spec.name))
+    }
+
+    async fn template(&self, _p: &str, name: &str) -> Result<Option<Template>, ComputeError> {
+        lock(&self.calls).push(format!("template {name}"));
+        let t = lock(&self.templates).get(name).cloned();
+        Ok(t.map(|t| Template { name: t.name, labels: t.instance.labels }))
+    }
+
+    async fn delete_template(
+        &self,
+        _p: &str,
+        name: &str,
+        rid: &str,
+    ) -> Result<Option<Operation>, ComputeError> {
+        lock(&self.calls).push(format!("delete_template {name} {rid}"));
+        if let Some(answer) = lock(&self.template_calls).pop_front() {
+            return answer;
+        }
+        Ok(lock(&self.templates).remove(name).map(|_| done(name)))
+    }
+
+    /// Every template (the filter is not read: callers check the labels).
+    async fn templates(
+        &self,
+        _p: &str,
+        _filter: &str,
+        _page: Option<String>,
+    ) -> Result<(Vec<Template>, Option<String>), ComputeError> {
+        lock(&self.calls).push("templates".into());
+        let all = lock(&self.templates)
+            .values()
+            .map(|t| Template { name: t.name.clone(), labels: t.instance.labels.clone() })
+            .collect();
+        Ok((all, None))
+    }
+
+    async fn global_operation(&self, _p: &str, op: &str) -> Result<Option<Operation>, ComputeError> {
+        lock(&self.calls).push(format!("global_operation {op}"));
+        match lock(&self.global_operations).pop_front() {
+            Some(answer) => answer,
+            None => Ok(Some(Operation { name: op.to_owned(), done: true, error: None })),
+        }
     }
 
     async fn zones(&self, _p: &str) -> Result<Vec<String>, ComputeError> {

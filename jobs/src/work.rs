@@ -204,10 +204,30 @@ pub struct BulkInsert {
 }
 queue!(BulkInsert, "bulk_insert", |t| t.prefix.clone());
 
+/// `pool_resources`: bring a Config's per-pool resources in line (its provider's: Compute
+/// Engine's instance template of its revision made, those of revisions no VM uses removed).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolResources {
+    /// Config prefix.
+    pub prefix: String,
+}
+queue!(PoolResources, "pool_resources", |t| t.prefix.clone());
+
+/// `audit_templates`: find instance templates with our label that no Config names and no VM's
+/// revision uses, in one project.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditTemplates {
+    /// Project.
+    pub project: String,
+}
+queue!(AuditTemplates, "audit_templates", |t| t.project.clone());
+
 /// The Config a task of `queue` with `key` is about, if any (keys are prefixes, VM ids, or
 /// `<VM id>@<guard>`): the one rule, which the API hands to the dashboard too.
 pub fn config_of(queue: &str, key: &str) -> Option<String> {
-    if [ExpandConfig::QUEUE, CountVms::QUEUE, BulkInsert::QUEUE].contains(&queue) {
+    if [ExpandConfig::QUEUE, CountVms::QUEUE, BulkInsert::QUEUE, PoolResources::QUEUE].contains(&queue) {
         return Some(key.to_owned());
     }
     vm_of(queue, key).and_then(|id| crate::naming::parse_id(id).map(|(p, _)| p.to_owned()))

@@ -35,6 +35,15 @@ pub async fn readable_vm(ctx: &Env, id: &str) -> Result<Option<Vm>, TaskError> {
     }
 }
 
+/// The revisions Config `prefix`'s readable VM records were made from (read a few at a time).
+pub async fn revisions_of(ctx: &Env, prefix: &str) -> Result<std::collections::BTreeSet<String>, TaskError> {
+    use futures::{StreamExt, TryStreamExt};
+    let ids = ctx.store.vm_ids(crate::ports::store::VmIndex::OfConfig(prefix.to_owned())).await?;
+    let read = futures::stream::iter(ids).map(|id| async move { readable_vm(ctx, &id).await });
+    let all: Vec<Option<Vm>> = read.buffered(32).try_collect().await?;
+    Ok(all.into_iter().flatten().map(|v| v.revision).collect())
+}
+
 /// The readable records of VMs `ids` ([`readable_vm`]), in order, and the last observation of
 /// each one's bot.
 pub async fn vms_and_bots(ctx: &Env, ids: &[String]) -> Result<(Vec<Vm>, Vec<Option<Observed>>), TaskError> {

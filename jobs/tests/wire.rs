@@ -35,7 +35,9 @@ fn every_payload_matches_its_golden_json() {
     golden(ReadDemand { server: "https://swarm.example.com".into() });
     golden(ParkVm { id: id() });
     golden(BulkInsert { prefix: "linux".into() });
-    assert_eq!(QUEUES.len(), 17);
+    golden(PoolResources { prefix: "linux".into() });
+    golden(AuditTemplates { project: "p".into() });
+    assert_eq!(QUEUES.len(), 19);
 }
 
 #[test]

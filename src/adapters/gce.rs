@@ -7,9 +7,11 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use gce_backend_jobs::ports::clock::Clock;
 use gce_backend_jobs::ports::compute::{
-    BulkSpec, Compute, ComputeError, Instance, InstanceSpec, Operation, Power, Quota,
+    BulkSpec, Compute, ComputeError, Instance, InstanceSpec, Operation, Power, Quota, Template, TemplateSpec,
 };
-use google_cloud_compute_v1::client::{DiskTypes, Instances, Regions, ZoneOperations, Zones};
+use google_cloud_compute_v1::client::{
+    DiskTypes, InstanceTemplates, Instances, Regions, ZoneOperations, Zones,
+};
 use google_cloud_compute_v1::model;
 use google_cloud_gax::error::Error;
 use google_cloud_gax::error::rpc::StatusDetails;
@@ -22,6 +24,7 @@ pub struct Gce {
     zones: Zones,
     disk_types: DiskTypes,
     regions: Regions,
+    templates: InstanceTemplates,
 }
 
 fn error(e: Error) -> ComputeError {
@@ -73,6 +76,11 @@ fn instance(i: model::Instance) -> Instance {
     }
 }
 
+fn template(t: model::InstanceTemplate) -> Template {
+    let labels = t.properties.map(|p| p.labels.into_iter().collect()).unwrap_or_default();
+    Template { name: t.name.unwrap_or_default(), labels }
+}
+
 impl Gce {
     /// Clients for `endpoint` (with anonymous credentials: the simulator), or for Compute Engine
     /// with Application Default Credentials when `endpoint` is `None`.
@@ -95,6 +103,7 @@ impl Gce {
             zones: client!(Zones),
             disk_types: client!(DiskTypes),
             regions: client!(Regions),
+            templates: client!(InstanceTemplates),
         })
     }
 }
@@ -154,9 +163,8 @@ impl Compute for Gce {
         spec: &BulkSpec,
     ) -> Result<Operation, ComputeError> {
         segments(&[project, zone])?;
-        let body: model::BulkInsertInstanceResource =
-            serde_json::from_value(super::gce_resource::bulk(&spec.instance, &spec.names))
-                .map_err(|e| ComputeError::from_http(Some(400), "invalid", &format!("bulk body: {e}")))?;
+        let body: model::BulkInsertInstanceResource = serde_json::from_value(super::gce_resource::bulk(spec))
+            .map_err(|e| ComputeError::from_http(Some(400), "invalid", &format!("bulk body: {e}")))?;
         let op = self
             .instances
             .bulk_insert()
@@ -265,6 +273,73 @@ impl Compute for Gce {
         let list = call.send().await.map_err(error)?;
         let next = list.next_page_token.filter(|t| !t.is_empty());
         Ok((list.items.into_iter().map(instance).collect(), next))
+    }
+
+    async fn insert_template(
+        &self,
+        project: &str,
+        request_id: &str,
+        spec: &TemplateSpec,
+    ) -> Result<Operation, ComputeError> {
+        segments(&[project])?;
+        let body: model::InstanceTemplate = serde_json::from_value(super::gce_resource::template(spec))
+            .map_err(|e| ComputeError::from_http(Some(400), "invalid", &format!("template body: {e}")))?;
+        let call = self.templates.insert().set_project(project).set_request_id(request_id).set_body(body);
+        Ok(operation(call.send().await.map_err(error)?))
+    }
+
+    async fn template(&self, project: &str, name: &str) -> Result<Option<Template>, ComputeError> {
+        segments(&[project, name])?;
+        match self.templates.get().set_project(project).set_instance_template(name).send().await {
+            Ok(t) => Ok(Some(template(t))),
+            Err(e) if e.http_status_code() == Some(404) => Ok(None),
+            Err(e) => Err(error(e)),
+        }
+    }
+
+    async fn delete_template(
+        &self,
+        project: &str,
+        name: &str,
+        request_id: &str,
+    ) -> Result<Option<Operation>, ComputeError> {
+        segments(&[project, name])?;
+        let call = self
+            .templates
+            .delete()
+            .set_project(project)
+            .set_instance_template(name)
+            .set_request_id(request_id);
+        match call.send().await {
+            Ok(op) => Ok(Some(operation(op))),
+            Err(e) if e.http_status_code() == Some(404) => Ok(None),
+            Err(e) => Err(error(e)),
+        }
+    }
+
+    async fn templates(
+        &self,
+        project: &str,
+        filter: &str,
+        page: Option<String>,
+    ) -> Result<(Vec<Template>, Option<String>), ComputeError> {
+        segments(&[project])?;
+        let mut call = self.templates.list().set_project(project).set_filter(filter);
+        if let Some(p) = page {
+            call = call.set_page_token(p);
+        }
+        let list = call.send().await.map_err(error)?;
+        let next = list.next_page_token.filter(|t| !t.is_empty());
+        Ok((list.items.into_iter().map(template).collect(), next))
+    }
+
+    async fn global_operation(&self, project: &str, op: &str) -> Result<Option<Operation>, ComputeError> {
+        segments(&[project, op])?;
+        match self.templates.get_operation().set_project(project).set_operation(op).send().await {
+            Ok(op) => Ok(Some(operation(op))),
+            Err(e) if e.http_status_code() == Some(404) => Ok(None),
+            Err(e) => Err(error(e)),
+        }
     }
 
     async fn zones(&self, project: &str) -> Result<Vec<String>, ComputeError> {

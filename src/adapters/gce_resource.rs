@@ -1,7 +1,8 @@
-//! The Compute Engine Instance resource of an [`InstanceSpec`]: the one place that knows
-//! Compute's wire format for what the service creates (the official client decodes it).
+//! The Compute Engine Instance resource of an [`InstanceSpec`], and the instance templates and
+//! bulk inserts made of them: the one place that knows Compute's wire format for what the
+//! service creates (the official client decodes it).
 
-use gce_backend_jobs::ports::compute::InstanceSpec;
+use gce_backend_jobs::ports::compute::{BulkSpec, InstanceSpec, TemplateSpec};
 use serde_json::{Value, json};
 
 /// Compute's Instance resource (its JSON) for `spec`.
@@ -131,11 +132,10 @@ fn short(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
-/// Compute's `BulkInsertInstanceResource` (its JSON) making `names` from `spec`: the instance's
-/// properties (as [`resource`] has them, with no name, and with machine and disk types by name,
-/// as `InstanceProperties` wants them), one `perInstanceProperties` entry per name, and
-/// `minCount` 1, so what can be made is made and the rest is told apart by name.
-pub fn bulk(spec: &InstanceSpec, names: &[String]) -> Value {
+/// Compute's `InstanceProperties` (its JSON) of `spec`: the instance as [`resource`] has it,
+/// with no name, and with machine and disk types by name (zone-free, as templates and bulks
+/// want them).
+pub fn properties(spec: &InstanceSpec) -> Value {
     let mut properties = resource(spec);
     if let Value::Object(o) = &mut properties {
         o.remove("name");
@@ -148,13 +148,60 @@ pub fn bulk(spec: &InstanceSpec, names: &[String]) -> Value {
             }
         }
     }
-    let each: serde_json::Map<String, Value> = names.iter().map(|n| (n.clone(), json!({}))).collect();
-    json!({
-        "count": names.len().to_string(),
+    properties
+}
+
+/// Compute's `InstanceTemplate` (its JSON) of `spec`: its name, description and properties.
+pub fn template(spec: &TemplateSpec) -> Value {
+    json!({"name": spec.name, "description": spec.description, "properties": properties(&spec.instance)})
+}
+
+/// The JSON Merge Patch (RFC 7396) that makes `to` of `from`: what differs, objects patched key
+/// by key, anything else replaced whole. `None` when a field of `from` would have to go (a
+/// `null`, which the client's types cannot carry).
+fn patch(from: &Value, to: &Value) -> Option<Value> {
+    let (Value::Object(f), Value::Object(t)) = (from, to) else { return Some(to.clone()) };
+    if f.keys().any(|k| !t.contains_key(k)) {
+        return None;
+    }
+    let mut out = serde_json::Map::new();
+    for (k, tv) in t {
+        match f.get(k) {
+            Some(fv) if fv == tv => {}
+            Some(fv) if fv.is_object() && tv.is_object() => {
+                out.insert(k.clone(), patch(fv, tv)?);
+            }
+            _ => {
+                out.insert(k.clone(), tv.clone());
+            }
+        }
+    }
+    Some(Value::Object(out))
+}
+
+/// Compute's `BulkInsertInstanceResource` (its JSON) making `spec.names`: one
+/// `perInstanceProperties` entry per name, and `minCount` 1, so what can be made is made and the
+/// rest is told apart by name. With a template, it is the source and `instanceProperties` holds
+/// only what differs from it (the batch label, say); without one, or when a difference is a
+/// field to remove, `instanceProperties` is the whole instance ([`properties`]) and no template
+/// is named.
+pub fn bulk(spec: &BulkSpec) -> Value {
+    let whole = properties(&spec.instance);
+    let each: serde_json::Map<String, Value> = spec.names.iter().map(|n| (n.clone(), json!({}))).collect();
+    let mut body = json!({
+        "count": spec.names.len().to_string(),
         "minCount": "1",
         "perInstanceProperties": each,
-        "instanceProperties": properties,
-    })
+    });
+    let from = spec.template.as_ref().and_then(|t| Some((&t.name, patch(&properties(&t.instance), &whole)?)));
+    match from {
+        Some((name, differs)) => {
+            body["sourceInstanceTemplate"] = json!(format!("global/instanceTemplates/{name}"));
+            body["instanceProperties"] = differs;
+        }
+        None => body["instanceProperties"] = whole,
+    }
+    body
 }
 
 #[cfg(test)]

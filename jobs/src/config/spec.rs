@@ -168,6 +168,9 @@ pub mod labels {
     /// The requestId of the bulkInsert that made the instance (instances made in bulk have no
     /// [`VM`] label: Compute gives them all the same labels).
     pub const BATCH: &str = "gce-backend-batch";
+    /// The Config revision an instance template (and what a bulk makes from it) was made for,
+    /// as `providers::gce_template::revision_label` writes it.
+    pub const REVISION: &str = "gce-backend-revision";
 }
 
 /// Digits of the largest index a pool can have.

@@ -1,15 +1,16 @@
-//! `audit_instances`: every zone of every Config's project → `audit_instances` (spread over
-//! `timing.fan_out_jitter`).
+//! `audit_instances`: every zone of every Config's project → `audit_instances`, and every such
+//! project → `audit_templates` (spread over `timing.fan_out_jitter`).
 
-use crate::work::AuditInstances;
+use crate::work::{AuditInstances, AuditTemplates};
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
 
 /// Runs once; a project whose zones cannot be listed is skipped (and logged).
 pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
-    let mut tasks = Vec::new();
+    let (mut tasks, mut templates) = (Vec::new(), Vec::new());
     for project in super::reach::projects(ctx).await? {
+        templates.push(AuditTemplates { project: project.clone() });
         match ctx.compute.zones(&project).await {
             Ok(zones) => {
                 tasks.extend(zones.into_iter().map(|zone| AuditInstances { project: project.clone(), zone }))
@@ -21,5 +22,5 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
             Err(e) => tracing::warn!(project, error = %e, "cannot list zones; project not audited this time"),
         }
     }
-    ctx.push_spread(&tasks).await
+    Ok(ctx.push_spread(&tasks).await? + ctx.push_spread(&templates).await?)
 }

@@ -1,8 +1,10 @@
 //! `count_vms`: first rebuilds the derived keys flagged for it or found unusable, and compares one
 //! Config's with its records (`heal::check`), then
-//! every Config, and every prefix that still has VMs → `count_vms`.
+//! every Config, and every prefix that still has VMs → `count_vms`; every Config whose per-pool
+//! resources are not made yet, or that holds some of an older revision → `pool_resources` (so a
+//! Config's VM records are read for it at most once a tick).
 
-use crate::work::CountVms;
+use crate::work::{CountVms, PoolResources};
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
@@ -14,5 +16,15 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
         tracing::warn!(error = %e, "checking the indexes failed; tried again next tick");
     }
     let prefixes = crate::status::prefixes(&*ctx.store).await?;
-    ctx.push_many(&prefixes.into_iter().map(|prefix| CountVms { prefix }).collect::<Vec<_>>()).await
+    let counted =
+        ctx.push_many(&prefixes.into_iter().map(|prefix| CountVms { prefix }).collect::<Vec<_>>()).await?;
+    let due: Vec<PoolResources> = ctx
+        .store
+        .configs()
+        .await?
+        .into_iter()
+        .filter(|c| c.value.needs_resources() || c.value.has_old_resources())
+        .map(|c| PoolResources { prefix: c.value.config.prefix })
+        .collect();
+    Ok(counted + ctx.push_many(&due).await?)
 }

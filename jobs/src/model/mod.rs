@@ -11,6 +11,7 @@ mod listed;
 pub mod parked;
 mod records;
 pub mod release;
+mod resources;
 pub mod rollout;
 mod series;
 pub mod spot;
@@ -24,6 +25,7 @@ pub use api::{
 pub use audit::{AuditAction, AuditEntry, GLOBAL_AUDIT};
 pub use listed::Listed;
 pub use records::*;
+pub use resources::PoolResource;
 pub use series::{KEEP_SAMPLES, Sample, Series};
 pub use status::{ConfigState, ConfigStatus, FileError, RankStatus, ZoneStatus};
 pub use wanted::outdated;

@@ -85,6 +85,10 @@ pub struct ConfigRecord {
     /// totals (see `spot`).
     #[serde(default, skip_serializing_if = "SpotState::is_empty")]
     pub spot: SpotState,
+    /// Its provider's per-pool resources (Compute Engine: an instance template per revision),
+    /// kept across revisions until removed (see `PoolResource`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resources: Vec<super::resources::PoolResource>,
 }
 
 impl ConfigRecord {
@@ -531,6 +535,8 @@ impl Counts {
 pub mod marks {
     /// Leak candidates: instances with our label and no VM (`<project>/<zone>/<name>`).
     pub const LEAKS: &str = "leak";
+    /// Leak candidates: instance templates with our label that nothing names (`<project>/<name>`).
+    pub const TEMPLATE_LEAKS: &str = "template-leak";
     /// Stale bots: bots named like ours with no VM (`<server>|<bot id>`).
     pub const STALE_BOTS: &str = "stale-bot";
     /// Configs whose VMs waiting for an instance are being gathered into a bulk (`<prefix>`,

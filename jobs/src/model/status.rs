@@ -126,6 +126,10 @@ pub struct ConfigStatus {
     /// preemptions and refusals counted toward one, the rule and the totals.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spot: Option<crate::model::spot::SpotStatus>,
+    /// Its provider's per-pool resources (Compute Engine: its instance templates, one per
+    /// revision still in use): name, revision, made or not, being removed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resources: Vec<crate::model::PoolResource>,
 }
 
 /// An error of a Config file that holds no Config (it cannot be read, parsed or validated, or

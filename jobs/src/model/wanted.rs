@@ -7,6 +7,7 @@ use chrono::{DateTime, Utc};
 
 use super::listed::Listed;
 use super::records::{ConfigRecord, Vm};
+use super::resources::PoolResource;
 use super::rollout::Rollout;
 use super::spot::Failover;
 use crate::config::providers::ProviderIds;
@@ -89,6 +90,7 @@ impl ConfigRecord {
             self.let_go = o.let_go.clone();
             self.warm = o.warm.clone();
             self.waking = o.waking.clone();
+            self.resources = o.resources.clone();
             self.demand = o.demand.clone().filter(|_| self.config.demand.is_some());
             self.rollout = rollout_of(o, &self.config, now);
             // Marked now when the provider changes (or `o` stood in for a record that did not
@@ -172,6 +174,43 @@ impl ConfigRecord {
             Some(_) => (a.standard(), true),
             None => (a, false),
         }
+    }
+}
+
+// A Config's per-pool resources (see `PoolResource`).
+impl ConfigRecord {
+    /// Its resource made for `revision`, if any.
+    pub fn resource(&self, revision: &str) -> Option<&PoolResource> {
+        self.resources.iter().find(|r| r.revision == revision)
+    }
+
+    /// Its resource made for `revision`, to change.
+    pub fn resource_mut(&mut self, revision: &str) -> Option<&mut PoolResource> {
+        self.resources.iter_mut().find(|r| r.revision == revision)
+    }
+
+    /// The one rule for which resources go: those of another revision than its own that no VM
+    /// is made from (`in_use`: the revisions of its VMs, being made or not; a bulk in flight is
+    /// its VMs'), in revision order.
+    pub fn unused(&self, in_use: &std::collections::BTreeSet<String>) -> Vec<String> {
+        self.resources
+            .iter()
+            .filter(|r| r.revision != self.revision && !in_use.contains(&r.revision))
+            .map(|r| r.revision.clone())
+            .collect()
+    }
+
+    /// True when its revision's resources are not made yet (a static pool has none to make).
+    pub fn needs_resources(&self) -> bool {
+        !self.config.is_static()
+            && !self.revision.is_empty()
+            && self.resource(&self.revision).is_none_or(|r| !r.usable())
+    }
+
+    /// True when it holds resources of another revision than its own (a look at its VMs may
+    /// let them go).
+    pub fn has_old_resources(&self) -> bool {
+        self.resources.iter().any(|r| r.revision != self.revision)
     }
 }
 

@@ -200,6 +200,32 @@ pub struct BulkSpec {
     pub instance: InstanceSpec,
     /// The instances' names (each VM's hostname), at least one.
     pub names: Vec<String>,
+    /// An instance template of the project made from what it names (`None`: none to use): the
+    /// bulk names it as its source and sends only what differs from it (the adapter sends the
+    /// whole instance instead when a difference cannot be said as a patch).
+    pub template: Option<TemplateSpec>,
+}
+
+/// A global instance template to create: its name, and the instance it makes (the spec's
+/// `name` is not used; its labels are the template's, so a list can find ours).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TemplateSpec {
+    /// Template name.
+    pub name: String,
+    /// Its description.
+    pub description: String,
+    /// The instance properties it holds.
+    pub instance: InstanceSpec,
+}
+
+/// What the service reads of an instance template.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Template {
+    /// Name.
+    pub name: String,
+    /// The labels its instances get (`properties.labels`): ours name the deployment, the Config
+    /// and its revision.
+    pub labels: BTreeMap<String, String>,
 }
 
 /// Quota of one region.
@@ -296,6 +322,37 @@ pub trait Compute: Send + Sync + std::fmt::Debug {
         filter: &str,
         page: Option<String>,
     ) -> Result<(Vec<Instance>, Option<String>), ComputeError>;
+    /// instanceTemplates.insert (global) with a requestId; its operation is followed with
+    /// [`Compute::global_operation`].
+    async fn insert_template(
+        &self,
+        project: &str,
+        request_id: &str,
+        spec: &TemplateSpec,
+    ) -> Result<Operation, ComputeError>;
+    /// instanceTemplates.get; `None` when it does not exist.
+    async fn template(&self, project: &str, name: &str) -> Result<Option<Template>, ComputeError>;
+    /// instanceTemplates.delete with a requestId; `None` when it does not exist.
+    async fn delete_template(
+        &self,
+        project: &str,
+        name: &str,
+        request_id: &str,
+    ) -> Result<Option<Operation>, ComputeError>;
+    /// One page of instanceTemplates.list with `filter` (callers check the labels again: not
+    /// every server filters).
+    async fn templates(
+        &self,
+        project: &str,
+        filter: &str,
+        page: Option<String>,
+    ) -> Result<(Vec<Template>, Option<String>), ComputeError>;
+    /// globalOperations.get; `None` when Compute no longer knows it.
+    async fn global_operation(
+        &self,
+        project: &str,
+        operation: &str,
+    ) -> Result<Option<Operation>, ComputeError>;
     /// zones.list names.
     async fn zones(&self, project: &str) -> Result<Vec<String>, ComputeError>;
     /// diskTypes.list names of a zone (`pd-ssd`, …).

@@ -13,7 +13,8 @@ use chrono::{DateTime, Utc};
 
 use super::bots::{BotError, BotErrorKind, BotEvent, Bots};
 use super::compute::{
-    BulkSpec, Compute, ComputeError, Instance, InstanceSpec, Kind, Operation, Power, Quota,
+    BulkSpec, Compute, ComputeError, Instance, InstanceSpec, Kind, Operation, Power, Quota, Template,
+    TemplateSpec,
 };
 use super::guard::{Guard, Isolation, Refused};
 use crate::metrics::Metrics;
@@ -250,6 +251,43 @@ impl Compute for GuardedCompute {
         page: Option<String>,
     ) -> Result<(Vec<Instance>, Option<String>), ComputeError> {
         self.run("instances.list", project, self.inner.list(project, zone, filter, page)).await
+    }
+
+    async fn insert_template(
+        &self,
+        project: &str,
+        request_id: &str,
+        spec: &TemplateSpec,
+    ) -> Result<Operation, ComputeError> {
+        self.run("instanceTemplates.insert", project, self.inner.insert_template(project, request_id, spec))
+            .await
+    }
+
+    async fn template(&self, project: &str, name: &str) -> Result<Option<Template>, ComputeError> {
+        self.run("instanceTemplates.get", project, self.inner.template(project, name)).await
+    }
+
+    async fn delete_template(
+        &self,
+        project: &str,
+        name: &str,
+        request_id: &str,
+    ) -> Result<Option<Operation>, ComputeError> {
+        self.run("instanceTemplates.delete", project, self.inner.delete_template(project, name, request_id))
+            .await
+    }
+
+    async fn templates(
+        &self,
+        project: &str,
+        filter: &str,
+        page: Option<String>,
+    ) -> Result<(Vec<Template>, Option<String>), ComputeError> {
+        self.run("instanceTemplates.list", project, self.inner.templates(project, filter, page)).await
+    }
+
+    async fn global_operation(&self, project: &str, op: &str) -> Result<Option<Operation>, ComputeError> {
+        self.run("globalOperations.get", project, self.inner.global_operation(project, op)).await
     }
 
     async fn zones(&self, project: &str) -> Result<Vec<String>, ComputeError> {

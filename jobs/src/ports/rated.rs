@@ -15,7 +15,8 @@ use serde::{Deserialize, Serialize};
 
 use super::clock::{Clock, SystemClock};
 use super::compute::{
-    BulkSpec, Compute, ComputeError, Instance, InstanceSpec, Kind, Operation, Power, Quota,
+    BulkSpec, Compute, ComputeError, Instance, InstanceSpec, Kind, Operation, Power, Quota, Template,
+    TemplateSpec,
 };
 use super::store::StoreError;
 use crate::episodes::{Episodes, Held};
@@ -45,11 +46,13 @@ impl Rate {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Class {
     /// `instances.insert`, `instances.bulkInsert` (one call however many it makes),
-    /// `instances.delete`, `suspend`, `resume`, `stop`, `start`.
+    /// `instances.delete`, `suspend`, `resume`, `stop`, `start`, `instanceTemplates.insert`
+    /// and `delete`.
     Mutate,
-    /// `instances.get`, `instances.list`, `zones.list`, `diskTypes.list`, `regions.list`.
+    /// `instances.get`, `instances.list`, `zones.list`, `diskTypes.list`, `regions.list`,
+    /// `instanceTemplates.get` and `list`.
     Read,
-    /// `zoneOperations.get`.
+    /// `zoneOperations.get`, `globalOperations.get`.
     Operations,
     /// `instances.bulkInsert`, which Compute also holds to a rate of its own (20 a second per
     /// project); each also takes a [`Class::Mutate`] token.
@@ -466,6 +469,36 @@ impl Compute for RatedCompute {
         page: Option<String>,
     ) -> Result<(Vec<Instance>, Option<String>), ComputeError> {
         self.run(Class::Read, p, self.inner.list(p, z, filter, page)).await
+    }
+    async fn insert_template(
+        &self,
+        p: &str,
+        rid: &str,
+        spec: &TemplateSpec,
+    ) -> Result<Operation, ComputeError> {
+        self.run(Class::Mutate, p, self.inner.insert_template(p, rid, spec)).await
+    }
+    async fn template(&self, p: &str, name: &str) -> Result<Option<Template>, ComputeError> {
+        self.run(Class::Read, p, self.inner.template(p, name)).await
+    }
+    async fn delete_template(
+        &self,
+        p: &str,
+        name: &str,
+        rid: &str,
+    ) -> Result<Option<Operation>, ComputeError> {
+        self.run(Class::Mutate, p, self.inner.delete_template(p, name, rid)).await
+    }
+    async fn templates(
+        &self,
+        p: &str,
+        filter: &str,
+        page: Option<String>,
+    ) -> Result<(Vec<Template>, Option<String>), ComputeError> {
+        self.run(Class::Read, p, self.inner.templates(p, filter, page)).await
+    }
+    async fn global_operation(&self, p: &str, op: &str) -> Result<Option<Operation>, ComputeError> {
+        self.run(Class::Operations, p, self.inner.global_operation(p, op)).await
     }
     async fn zones(&self, p: &str) -> Result<Vec<String>, ComputeError> {
         self.run(Class::Read, p, self.inner.zones(p)).await

@@ -10,8 +10,8 @@ use crate::config::providers::Kind;
 use crate::env::Env;
 use crate::error::TaskError;
 use crate::identity;
-use crate::model::Vm;
 use crate::model::parked::Park;
+use crate::model::{ConfigRecord, Vm};
 use crate::ports::store::Versioned;
 use crate::work::Next;
 
@@ -75,6 +75,21 @@ pub trait Provider: Send + Sync + std::fmt::Debug {
     /// reason the caller keeps to itself. By default a provider takes no registration.
     async fn identify(&self, _ctx: &Env, _proof: &str, _audience: &str) -> Result<Proven, identity::Refused> {
         Err(identity::Refused("this provider takes no registration"))
+    }
+
+    /// One step towards the per-pool resources of `rec`'s revision being there (Compute Engine:
+    /// its instance template), called when a Config appears or changes and again until done.
+    /// Records on the Config record with a compare-and-set; [`Next::After`] to look again while
+    /// the provider works. By default a provider keeps none (static machines).
+    async fn ensure_resources(&self, _ctx: &Env, _rec: &Versioned<ConfigRecord>) -> Result<Next, TaskError> {
+        Ok(Next::Done)
+    }
+
+    /// One step towards Config `prefix`'s resources of `revision` being gone, called once no VM
+    /// of that revision is left (and it is not the Config's current one): [`Next::Done`] once
+    /// gone and forgotten by the Config record. By default there are none.
+    async fn remove_resources(&self, _ctx: &Env, _prefix: &str, _revision: &str) -> Result<Next, TaskError> {
+        Ok(Next::Done)
     }
 
     /// Called before a periodic scan of this provider's machines (`inspect_instances`).

@@ -17,6 +17,8 @@
 //! * Delete (`destroy-<hostname>`, then `-<attempt>`), followed the same way; 404 is done.
 //! * A first insert while many of a Config's VMs wait goes in a bulk (`gce_bulk.rs`); one alone
 //!   is `gce_insert.rs`'s.
+//! * Per-pool resources: an instance template per Config revision (`gce_template.rs`), which
+//!   bulk inserts name as their source.
 
 use async_trait::async_trait;
 
@@ -30,8 +32,8 @@ use crate::config::providers::Kind;
 use crate::env::Env;
 use crate::error::TaskError;
 use crate::identity::{self, Refused};
-use crate::model::Vm;
 use crate::model::parked::Park;
+use crate::model::{ConfigRecord, Vm};
 use crate::ports::compute::{ComputeError, Kind as ComputeKind};
 use crate::ports::store::Versioned;
 use crate::work::{BulkInsert, Next};
@@ -85,6 +87,15 @@ impl Provider for Gce {
             return Ok(Next::Done);
         }
         insert_alone(ctx, cur).await
+    }
+
+    /// The Config's instance template of its revision (`gce_template.rs`).
+    async fn ensure_resources(&self, ctx: &Env, rec: &Versioned<ConfigRecord>) -> Result<Next, TaskError> {
+        super::gce_template::ensure(ctx, &rec.value).await
+    }
+
+    async fn remove_resources(&self, ctx: &Env, prefix: &str, revision: &str) -> Result<Next, TaskError> {
+        super::gce_template::remove(ctx, prefix, revision).await
     }
 
     async fn park(&self, ctx: &Env, vm: Versioned<Vm>, how: Park) -> Result<Next, TaskError> {

@@ -4,6 +4,9 @@
 //!
 //! * Form: the VMs waiting, by (zone, instance attributes, Swarming server), in bulks of at most
 //!   `[limits] bulk_max`; a group smaller than `bulk_min` goes one insert per VM, as before.
+//! * Source: a bulk of VMs of the Config's current revision names the Config's instance template
+//!   (`gce_template.rs`) once it is made, and sends only what differs from it (the batch label);
+//!   before that, or for VMs of an older revision, it sends the whole instance.
 //! * Claim, then send: each member's record gets `insert_sent` and the bulk's requestId (`batch`)
 //!   with a compare-and-set before the call. The requestId is derived from the members' hostnames
 //!   and attempts, so a bulk sent again (after a crash, a throttle, a 5xx, or an operation Compute
@@ -24,7 +27,8 @@ use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
 
-use super::gce_insert::{insert_alone, instance_spec};
+use super::gce_insert::insert_alone;
+use super::gce_template::{bulk_instance, for_bulk};
 use crate::backoff::{self, Scope};
 use crate::config::labels;
 use crate::counts;
@@ -195,12 +199,13 @@ async fn send(ctx: &Env, members: Vec<Versioned<Vm>>, rid: &str) -> Result<Next,
     if !ctx.buckets.enter(&place, rid, ctx.limits.bulk_running, HOLD).await.unwrap_or(true) {
         return Ok(Next::After(Duration::from_secs(1)));
     }
-    let mut instance = instance_spec(&first, &ctx.deployment);
-    instance.name.clear();
-    instance.labels.remove(labels::VM);
+    let mut instance = bulk_instance(&first, &ctx.deployment);
     instance.labels.insert(labels::BATCH.into(), rid.to_owned());
     let names = members.iter().map(|c| c.value.hostname.clone()).collect();
-    let spec = BulkSpec { instance, names };
+    // The Config's template of this revision, once made: the bulk names it; until then (or
+    // for VMs of an older revision) it sends the whole instance.
+    let template = for_bulk(ctx, &first).await?;
+    let spec = BulkSpec { instance, names, template };
     let op = match ctx.compute.bulk_insert(&project, &zone, rid, &spec).await {
         Ok(op) => op,
         Err(e) => {

@@ -11,6 +11,7 @@ mod contract;
 pub mod gce;
 pub mod gce_bulk;
 pub mod gce_insert;
+pub mod gce_template;
 mod power;
 pub mod static_machines;
 

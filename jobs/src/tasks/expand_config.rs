@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 
-use crate::work::{CreateVm, DrainVm, ExpandConfig, Next, ParkVm};
+use crate::work::{CreateVm, DrainVm, ExpandConfig, Next, ParkVm, PoolResources};
 use crate::ctx::Ctx;
 use crate::model::ConfigRecord;
 use crate::error::TaskError;
@@ -64,6 +64,10 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
         let waking: Vec<ParkVm> =
             rec.waking.iter().map(|i| ParkVm { id: crate::naming::vm_id(&t.prefix, *i) }).collect();
         ctx.push_many(&waking).await?;
+    }
+    // A new or changed Config: its provider's per-pool resources (an instance template) are made.
+    if rec.needs_resources() {
+        ctx.push(&PoolResources { prefix: t.prefix.clone() }).await?;
     }
     // A Spot failover whose cooldown has passed is over: new VMs are Spot again.
     crate::spot::settle(ctx, &rec).await?;

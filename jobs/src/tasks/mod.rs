@@ -52,6 +52,8 @@ registry!(
     read_demand => ReadDemand,
     park_vm => ParkVm,
     bulk_insert => BulkInsert,
+    pool_resources => PoolResources,
+    audit_templates => AuditTemplates,
 );
 
 /// A queue's handler, as [`visit`] hands it out.

@@ -225,3 +225,46 @@ async fn bulks_in_flight_are_followed_while_more_are_gathered() {
     assert!(vm(&ctx, "linux-3").await.batch.is_empty(), "its bulk followed to its end");
     assert!(vm(&ctx, "linux-4").await.insert_sent.is_none(), "gathered, not sent");
 }
+
+#[tokio::test]
+async fn a_bulk_names_its_config_s_template_once_made_and_sends_the_whole_instance_before() {
+    let (mut ctx, f) = Ctx::test();
+    ctx.limits = Arc::new(Limits { bulk_min: 3, ..Limits::default() });
+    // No template yet: the whole instance, as before.
+    let first = pool(&ctx, 6).await;
+    run(&ctx, task()).await.unwrap();
+    f.clock.advance(chrono::Duration::seconds(11));
+    run(&ctx, task()).await.unwrap();
+    let bulks: Vec<String> = f.compute.calls().into_iter().filter(|c| c.starts_with("bulk_insert")).collect();
+    assert_eq!(bulks.len(), 1, "{bulks:?}");
+    assert!(!bulks[0].contains(" from "), "no template yet: {bulks:?}");
+    assert!(vm(&ctx, &first[0].id).await.instance.is_some());
+    // The Config's template of its revision made: the next bulk names it.
+    let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
+    assert_eq!(crate::providers::gce_template::ensure(&ctx, &rec).await.unwrap(), Next::Done);
+    for i in 6..N {
+        ctx.seed_vm(&format!("linux-{i}"), |_| {}).await;
+    }
+    run(&ctx, task()).await.unwrap();
+    let bulks: Vec<String> = f.compute.calls().into_iter().filter(|c| c.starts_with("bulk_insert")).collect();
+    assert_eq!(bulks.len(), 2, "{bulks:?}");
+    assert!(bulks[1].ends_with(" from linux-r1"), "{bulks:?}");
+    let made = f.compute.instances.lock().unwrap().get("linux-7-abcd").cloned().unwrap();
+    assert_eq!(made.labels.get(labels::REVISION).map(String::as_str), Some("r1"));
+    assert!(made.belongs_to("linux-7", "test"));
+}
+
+#[tokio::test]
+async fn vms_of_an_older_revision_are_not_made_from_the_new_template() {
+    let (ctx, f) = Ctx::test();
+    pool(&ctx, N).await;
+    let cur = ctx.store.config("linux").await.unwrap().unwrap();
+    let mut rec = cur.value;
+    rec.revision = "r2".into();
+    assert!(ctx.store.put_config(&rec, crate::ports::store::Expect::Version(cur.version)).await.unwrap());
+    crate::providers::gce_template::ensure(&ctx, &rec).await.unwrap();
+    run(&ctx, task()).await.unwrap();
+    let bulks: Vec<String> = f.compute.calls().into_iter().filter(|c| c.starts_with("bulk_insert")).collect();
+    assert_eq!(bulks.len(), 1, "{bulks:?}");
+    assert!(!bulks[0].contains(" from "), "its VMs are r1's: {bulks:?}");
+}

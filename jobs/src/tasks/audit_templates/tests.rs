@@ -1,0 +1,50 @@
+//! Unit tests of `tasks/audit_templates.rs`: a template of ours no Config names and no VM uses is
+//! deleted after the grace; one named, one used, one of another deployment never.
+
+use super::*;
+use crate::ports::compute::TemplateSpec;
+use crate::providers::gce_template::template_spec;
+
+fn task() -> AuditTemplates {
+    AuditTemplates { project: "test-project".into() }
+}
+
+/// A template `name` of Config `prefix`'s revision `revision` in `deployment`.
+fn template(prefix: &str, revision: &str, name: &str, deployment: &str) -> TemplateSpec {
+    let rec = crate::model::ConfigRecord {
+        config: crate::testing::config(prefix, 1),
+        revision: revision.into(),
+        ..Default::default()
+    };
+    template_spec(&rec, name, deployment)
+}
+
+#[tokio::test]
+async fn a_leaked_template_is_deleted_after_the_grace_and_nothing_else_is() {
+    let (ctx, f) = Ctx::test();
+    ctx.seed_config("linux", 1).await;
+    crate::providers::gce_template::ensure(&ctx, &ctx.store.config("linux").await.unwrap().unwrap().value)
+        .await
+        .unwrap();
+    ctx.seed_vm("mac-0", |v| v.revision = "m1".into()).await;
+    {
+        let mut t = f.compute.templates.lock().unwrap();
+        for spec in [
+            template("gone", "g1", "gone-g1", "test"),     // leaked: no Config, no VM
+            template("mac", "m1", "mac-m1", "test"),       // a VM of its revision is left
+            template("linux", "r0", "linux-r0", "other"),  // another deployment's
+        ] {
+            t.insert(spec.name.clone(), spec);
+        }
+    }
+    run(&ctx, task()).await.unwrap();
+    assert!(!f.compute.calls().iter().any(|c| c.starts_with("delete_template")), "marked, not deleted yet");
+    f.clock.advance(ctx.timing.leak_grace.chrono());
+    run(&ctx, task()).await.unwrap();
+    let deleted: Vec<String> = f.compute.calls().into_iter().filter(|c| c.starts_with("delete_template")).collect();
+    assert_eq!(deleted.len(), 1, "{deleted:?}");
+    assert!(deleted[0].starts_with("delete_template gone-g1 "));
+    let left: Vec<String> = f.compute.templates.lock().unwrap().keys().cloned().collect();
+    assert_eq!(left, ["linux-r0", "linux-r1", "mac-m1"], "the Config's own, the used one and another deployment's stay");
+    assert!(ctx.store.marks(TEMPLATE_LEAKS).await.unwrap().iter().all(|(k, _)| k != "test-project/mac-m1"));
+}
