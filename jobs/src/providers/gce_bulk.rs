@@ -20,7 +20,8 @@
 //!   type in it) backs off and the members go back to waiting, each through `create_instance` (a
 //!   multi-zone Config's, or one with ranks, then move to another zone or rank).
 //! * Compute runs at most `bulk_running` bulks at once per project: a place is taken before a bulk
-//!   is sent and given back once its operation is DONE (or after 15 minutes, if a process died).
+//!   is claimed (so its members' wait is not counted as its operation's) and given back once its
+//!   operation is DONE (or after 15 minutes, if a process died).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -49,6 +50,9 @@ const STAGE: &str = "bulk_insert";
 
 /// How long a bulk holds its place among those running at once, unless given back sooner.
 const HOLD: Duration = Duration::from_secs(900);
+
+/// How soon a bulk that found no place looks again.
+const PLACE_WAIT: Duration = Duration::from_millis(500);
 
 /// Whether Config `prefix`'s VM waiting for its first insert goes in a bulk: the Config makes
 /// `bulk_min` VMs or more, and more of them are still being made (it has fewer records than it
@@ -158,7 +162,16 @@ pub async fn step(
         }
         let refs: Vec<&Vm> = group.iter().map(|c| &c.value).collect();
         let rid = bulk_request_id(&refs);
+        // A place first: members are claimed (and their time counted) only when it can go now.
+        let place = format!("{}/bulk", group[0].value.project());
+        if !ctx.buckets.enter(&place, &rid, ctx.limits.bulk_running, HOLD).await.unwrap_or(true) {
+            next = sooner(next, Next::After(PLACE_WAIT));
+            continue;
+        }
         let claimed = claim(ctx, group, &rid).await?;
+        if claimed.is_empty() {
+            let _ = ctx.buckets.leave(&place, &rid).await;
+        }
         if !claimed.is_empty() {
             next = sooner(next, send(ctx, claimed, &rid).await?);
         }
@@ -197,7 +210,7 @@ async fn send(ctx: &Env, members: Vec<Versioned<Vm>>, rid: &str) -> Result<Next,
     let (project, zone) = (first.project().to_owned(), first.zone().to_owned());
     let place = format!("{project}/bulk");
     if !ctx.buckets.enter(&place, rid, ctx.limits.bulk_running, HOLD).await.unwrap_or(true) {
-        return Ok(Next::After(Duration::from_secs(1)));
+        return Ok(Next::After(PLACE_WAIT));
     }
     let mut instance = bulk_instance(&first, &ctx.deployment);
     instance.labels.insert(labels::BATCH.into(), rid.to_owned());
