@@ -157,6 +157,8 @@ pub trait Buckets: Send + Sync + std::fmt::Debug {
     async fn enter(&self, key: &str, who: &str, max: u32, ttl: Duration) -> Result<bool, StoreError>;
     /// Gives `who`'s place of `key` back (none held: nothing to do).
     async fn leave(&self, key: &str, who: &str) -> Result<(), StoreError>;
+    /// How many places of `key` are held (a look only: [`Buckets::enter`] decides).
+    async fn holders(&self, key: &str) -> Result<u32, StoreError>;
 }
 
 /// A bucket as operators see it (what `status` and `/metrics` show of its saturation).
@@ -334,6 +336,11 @@ impl Buckets for MemoryBuckets {
             held.remove(who);
         }
         Ok(())
+    }
+    async fn holders(&self, key: &str) -> Result<u32, StoreError> {
+        let now = now_ms(&*self.clock);
+        let m = self.places.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(m.get(key).map_or(0, |held| held.values().filter(|until| **until > now).count() as u32))
     }
 }
 

@@ -51,9 +51,6 @@ const STAGE: &str = "bulk_insert";
 /// How long a bulk holds its place among those running at once, unless given back sooner.
 const HOLD: Duration = Duration::from_secs(900);
 
-/// How soon a bulk that found no place looks again.
-const PLACE_WAIT: Duration = Duration::from_millis(500);
-
 /// Whether Config `prefix`'s VM waiting for its first insert goes in a bulk: the Config makes
 /// `bulk_min` VMs or more, and more of them are still being made (it has fewer records than it
 /// makes) or `bulk_min` or more wait for an instance. A one-off replacement, or a VM of a small
@@ -85,6 +82,15 @@ pub async fn gathering(ctx: &Env, cfg: &ConfigRecord) -> Result<Option<Duration>
     ctx.store.unmark(GATHER, prefix).await?;
     Ok(None)
 }
+
+/// Whether project `project` has a place for one more bulk now (a look: taking one decides).
+pub async fn place_free(ctx: &Env, project: &str) -> bool {
+    let held = ctx.buckets.holders(&format!("{project}/bulk")).await;
+    held.map_or(true, |n| n < ctx.limits.bulk_running)
+}
+
+/// How soon a bulk that found no place looks again.
+pub const PLACE_WAIT: Duration = Duration::from_millis(500);
 
 /// How soon a gathering `bulk_insert` with nothing in flight looks again (a look costs a few
 /// reads; one with bulks in flight looks when their operations are due).

@@ -36,6 +36,12 @@ pub async fn run(ctx: &Ctx, t: BulkInsert) -> Result<Next, TaskError> {
     if let Some(wait) = gather.filter(|_| !open_known) {
         return Ok(Next::After(wait.min(gce_bulk::GATHER_LOOK)));
     }
+    // Nothing in flight and no place for a bulk in the project: its VMs are not read for nothing.
+    if let Some(c) = cfg.as_ref().filter(|_| !open_known)
+        && !gce_bulk::place_free(ctx, &c.config.attributes.project).await
+    {
+        return Ok(Next::After(gce_bulk::PLACE_WAIT));
+    }
     let providers = ctx.providers.declared();
     let (mut open, mut waiting) = (BTreeMap::<String, Vec<Versioned<Vm>>>::new(), Vec::new());
     for cur in vms_of(ctx, &t.prefix).await? {

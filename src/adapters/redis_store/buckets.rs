@@ -112,6 +112,11 @@ impl Buckets for RedisStore {
         Ok(())
     }
 
+    /// Places whose time ran out are counted until the next `enter` removes them.
+    async fn holders(&self, key: &str) -> Result<u32, StoreError> {
+        self.c().zcard(self.k(&format!("places:{key}"))).await.map_err(err)
+    }
+
     async fn levels(&self) -> Result<Vec<Level>, StoreError> {
         let names: Vec<String> = self.c().smembers(self.k("buckets")).await.map_err(err)?;
         if names.is_empty() {
