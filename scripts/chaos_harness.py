@@ -354,7 +354,9 @@ class Harness:
         live = [i for i in ours if not i.get("deleting")]
         bad = {k: [] for k in ("leaked", "duplicates", "lost", "stuck", "stale_bots")}
         bad["leaked"] = [f"{i['name']}({i['status']})" for i in live if i["name"] not in host_of]
-        per_vm = Counter(i["labels"].get("gce-backend-vm") for i in live)
+        # The VM an instance is: its label, or (made in bulk, which labels all alike) its name
+        # `<VM id>-<4 chars>`.
+        per_vm = Counter(i["labels"].get("gce-backend-vm") or i["name"].rsplit("-", 1)[0] for i in live)
         bad["duplicates"] = [f"{k}x{n}" for k, n in per_vm.items() if n > 1]
         for p, a in self.amounts.items():
             for i in range(a):
