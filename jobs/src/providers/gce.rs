@@ -78,9 +78,12 @@ impl Provider for Gce {
             }
             return Ok(Next::After(wait));
         }
-        if vm.insert_sent.is_none()
-            && vm.insert_attempt == 0
-            && super::gce_bulk::in_bulk(ctx, &vm.config).await?
+        let bulk = match vm.insert_sent.is_none() && vm.insert_attempt == 0 {
+            true => ctx.store.config(&vm.config).await?,
+            false => None,
+        };
+        if let Some(cfg) = bulk
+            && super::gce_bulk::in_bulk(ctx, &cfg.value).await?
         {
             // Sent with the Config's other VMs waiting, by `bulk_insert`.
             ctx.push(&BulkInsert { prefix: vm.config.clone() }).await?;

@@ -51,17 +51,16 @@ const STAGE: &str = "bulk_insert";
 /// How long a bulk holds its place among those running at once, unless given back sooner.
 const HOLD: Duration = Duration::from_secs(900);
 
-/// Whether Config `prefix`'s VM waiting for its first insert goes in a bulk: the Config makes
+/// Whether a VM of `cfg` waiting for its first insert goes in a bulk: the Config makes
 /// `bulk_min` VMs or more, and more of them are still being made (it has fewer records than it
 /// makes) or `bulk_min` or more wait for an instance. A one-off replacement, or a VM of a small
 /// pool, goes alone: as cheap, and its error is its own.
-pub async fn in_bulk(ctx: &Env, prefix: &str) -> Result<bool, TaskError> {
-    let Some(cfg) = ctx.store.config(prefix).await? else { return Ok(false) };
-    let (made, min) = (cfg.value.vms_made(), ctx.limits.bulk_min);
+pub async fn in_bulk(ctx: &Env, cfg: &ConfigRecord) -> Result<bool, TaskError> {
+    let (made, min) = (cfg.vms_made(), ctx.limits.bulk_min);
     if made < min {
         return Ok(false);
     }
-    let c = counts::of_config(&*ctx.store, prefix, 0, ctx.now()).await?;
+    let c = counts::of_config(&*ctx.store, &cfg.config.prefix, 0, ctx.now()).await?;
     Ok(c.vms < made || c.vms.saturating_sub(c.created) >= min)
 }
 
@@ -334,30 +333,7 @@ async fn done_or_later(
         backoff::hit(ctx, &Scope::refused(&first), &why.code).await?;
     }
     // The bulk's requestId stays bound to its operation: each goes again alone, a new attempt.
-    let mut again = Vec::with_capacity(missing.len());
-    for cur in missing {
-        let (id, hostname, attempt) =
-            (cur.value.id.clone(), cur.value.hostname.clone(), cur.value.insert_attempt);
-        let written = write_vm_at(ctx, cur, |v| {
-            v.hostname == hostname
-                && v.insert_attempt == attempt
-                && v.batch == rid
-                && v.instance.is_none()
-                && {
-                    v.insert_attempt += 1;
-                    v.insert_sent = None;
-                    v.batch.clear();
-                    v.operation.clear();
-                    true
-                }
-        })
-        .await?;
-        if written.is_some() {
-            again.push(CreateInstance { id });
-        }
-    }
-    ctx.push_many(&again).await?;
-    Ok(Next::Done)
+    release(ctx, missing, rid, true).await
 }
 
 /// The instances bulk `rid` made in `vm`'s project and zone, by name (every page).
@@ -406,22 +382,39 @@ async fn refused(
     // No operation holds the requestId: a refusal for want of room leaves the attempt as it is
     // (sent again in bulk when the zone's backoff ends); any other goes again alone, a new
     // attempt, so each VM's own insert says what is wrong with it.
+    release(ctx, members, rid, !capacity).await
+}
+
+/// Gives `members` of bulk `rid` back to waiting (not sent, in no bulk), each on its next attempt
+/// when `next_attempt`, and hands them to `create_instance` (a compare-and-set each: a member
+/// that moved on since is left alone).
+async fn release(
+    ctx: &Env,
+    members: Vec<Versioned<Vm>>,
+    rid: &str,
+    next_attempt: bool,
+) -> Result<Next, TaskError> {
     let mut again = Vec::with_capacity(members.len());
     for cur in members {
-        let id = cur.value.id.clone();
-        write_vm_at(ctx, cur, |v| {
-            v.batch == rid && v.instance.is_none() && {
-                v.batch.clear();
-                v.insert_sent = None;
-                v.operation.clear();
-                if !capacity {
-                    v.insert_attempt += 1;
+        let (id, hostname, attempt) =
+            (cur.value.id.clone(), cur.value.hostname.clone(), cur.value.insert_attempt);
+        let written = write_vm_at(ctx, cur, |v| {
+            v.hostname == hostname
+                && v.insert_attempt == attempt
+                && v.batch == rid
+                && v.instance.is_none()
+                && {
+                    v.insert_attempt += u32::from(next_attempt);
+                    v.insert_sent = None;
+                    v.batch.clear();
+                    v.operation.clear();
+                    true
                 }
-                true
-            }
         })
         .await?;
-        again.push(CreateInstance { id });
+        if matches!(written, Some((_, true))) {
+            again.push(CreateInstance { id });
+        }
     }
     ctx.push_many(&again).await?;
     Ok(Next::Done)

@@ -217,15 +217,28 @@ async fn made(ctx: &Env, rec: &ConfigRecord, r: PoolResource, op: Operation) -> 
     let prefix = rec.config.prefix.as_str();
     let Some(e) = op.error else { return ready(ctx, prefix, &r).await };
     let message = format!("instance template {}: {}", r.name, e.message);
+    failed_attempt(ctx, prefix, &r, e.kind, message, e).await
+}
+
+/// An operation on `r` ended with `e`: recorded on the Config's status once, and the next try
+/// gets a new attempt (the failed operation stays bound to its requestId); the task fails as
+/// `kind`, so it is retried.
+async fn failed_attempt(
+    ctx: &Env,
+    prefix: &str,
+    r: &PoolResource,
+    kind: Kind,
+    message: String,
+    e: ComputeError,
+) -> Result<Next, TaskError> {
     ctx.record_once(prefix, STAGE, &e.code, &message).await?;
-    // The failed operation stays bound to its requestId: the next try needs a new one.
-    update(ctx, prefix, &r, |x| {
+    update(ctx, prefix, r, |x| {
         x.attempt += 1;
         x.operation.clear();
         true
     })
     .await?;
-    Err(TaskError::Compute(ComputeError { message, ..e }))
+    Err(TaskError::Compute(ComputeError { kind, message, ..e }))
 }
 
 /// Marks `r` made: bulks of its revision name it from now on.
@@ -309,14 +322,7 @@ async fn removed(
         return forget(ctx, prefix, &r).await; // gone anyway
     }
     let message = format!("instance template {}: delete: {}", r.name, e.message);
-    ctx.record_once(prefix, STAGE, &e.code, &message).await?;
-    update(ctx, prefix, &r, |x| {
-        x.attempt += 1;
-        x.operation.clear();
-        true
-    })
-    .await?;
-    Err(TaskError::Compute(ComputeError { kind: Kind::Transient, message, ..e }))
+    failed_attempt(ctx, prefix, &r, Kind::Transient, message, e).await
 }
 
 /// Drops `r` from its Config record once its template is gone.

@@ -65,7 +65,7 @@ pub async fn run(ctx: &Ctx, t: CreateVm) -> Result<Next, TaskError> {
         // Many of the Config's VMs on their way: sent with the others, by `bulk_insert`.
         let providers = ctx.providers.declared();
         let gce = providers.kind(&vm.provider) == Some(Kind::Gce);
-        if gce && gce_bulk::in_bulk(ctx, prefix).await? {
+        if gce && gce_bulk::in_bulk(ctx, &cfg.value).await? {
             ctx.push(&BulkInsert { prefix: prefix.to_owned() }).await?;
         } else {
             ctx.push(&CreateInstance { id: t.id }).await?;
