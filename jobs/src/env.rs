@@ -161,7 +161,12 @@ impl Env {
 
     /// Pushes many tasks of one queue; returns how many added work.
     pub async fn push_many<T: Task>(&self, tasks: &[T]) -> Result<usize, TaskError> {
-        self.push_group(&tasks.iter().collect::<Vec<_>>(), When::Now).await
+        self.push_many_at(tasks, When::Now).await
+    }
+
+    /// Pushes many tasks of one queue at `when`; returns how many added work.
+    pub async fn push_many_at<T: Task>(&self, tasks: &[T], when: When) -> Result<usize, TaskError> {
+        self.push_group(&tasks.iter().collect::<Vec<_>>(), when).await
     }
 
     /// Pushes `tasks` (of one queue) at `when`, a thousand per call; returns how many added work.

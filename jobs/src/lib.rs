@@ -49,6 +49,8 @@
 //!    * `providers`: where machines come from (the contract, Compute Engine with its instance
 //!      templates, static machines).
 //!    * `ctx`: [`Ctx`], the [`Env`] and the providers: what the top floor gets.
+//!    * `making`: a VM record made, the one way (`create_vm`'s one, `expand_config`'s batches),
+//!      and handed on to what sends it.
 //! 4. The top, imported by nothing but the binary
 //!    * `tasks`: one handler per queue, and the registry of queues.
 //!    * `cron`: one function per cron job, and their table.
@@ -71,6 +73,7 @@ pub mod error;
 pub mod heal;
 pub mod identity;
 pub mod lifecycle;
+pub mod making;
 pub mod metrics;
 pub mod model;
 pub mod naming;

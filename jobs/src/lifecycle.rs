@@ -3,13 +3,14 @@
 //! failover told), the VM drained, an unsent incarnation dropped. Each is a compare-and-set on
 //! the VM record plus the follow-up it needs.
 
+use futures::{StreamExt, TryStreamExt};
 use gce_backend_queues::{Task, When};
 
 use crate::config::providers::ProviderIds;
 use crate::env::Env;
 use crate::error::TaskError;
 use crate::metrics::Stage;
-use crate::model::{ConfigRecord, Fault, FaultKind, Placed, Vm};
+use crate::model::{ConfigRecord, Fault, FaultKind, Pause, Placed, Vm};
 use crate::ports::store::Versioned;
 use crate::work::{CountVms, CreateInstance, DestroyInstance, ManageBot};
 use crate::writes::{drop_uncreated, update_vm, write_vm, write_vm_at};
@@ -19,10 +20,12 @@ use crate::writes::{drop_uncreated, update_vm, write_vm, write_vm_at};
 /// its Config gone: its record is dropped, since nothing exists to clean up. Held by a pause or
 /// an open breaker (its canary excepted): it waits (resuming pushes `create_instance` again). Its
 /// Swarming server not listed in the settings (a record from before them): recorded, not sent.
+/// `paused` is the pause in force for `cfg`, as the caller read it (`pause::paused`).
 pub async fn sendable(
     ctx: &Env,
     providers: &ProviderIds,
     cfg: Option<&ConfigRecord>,
+    paused: Option<&Pause>,
     vm: &Vm,
 ) -> Result<bool, TaskError> {
     let now = ctx.now();
@@ -31,7 +34,7 @@ pub async fn sendable(
         drop_uncreated(ctx, &vm.id, |v| v.insert_sent.is_none() && v.batch.is_empty()).await?;
         return Ok(false);
     };
-    if crate::pause::held(ctx, cfg, Some(&vm.id)).await?.is_some() {
+    if crate::pause::held_by(cfg, paused, Some(&vm.id)).is_some() {
         return Ok(false);
     }
     if let Err(why) = ctx.trust.server(&vm.swarming) {
@@ -45,6 +48,34 @@ pub async fn sendable(
 /// Records `placed` as `cur`'s machine (once per incarnation), and starts watching its bot.
 /// `fixed`: a static machine (recorded, never inserted; logs call it so).
 pub async fn created(ctx: &Env, cur: Versioned<Vm>, placed: Placed, fixed: bool) -> Result<(), TaskError> {
+    match record_created(ctx, cur, placed, fixed).await? {
+        Some(vm) => after_created(ctx, &[vm]).await,
+        None => Ok(()),
+    }
+}
+
+/// [`created`] for the instances one bulk made (one Config, project and zone): each recorded
+/// (a few at a time, each its own compare-and-set), then what follows done once for them all.
+pub async fn created_in_bulk(ctx: &Env, made: Vec<(Versioned<Vm>, Placed)>) -> Result<(), TaskError> {
+    let recorded: Vec<Option<Vm>> = futures::stream::iter(made)
+        .map(|(cur, placed)| record_created(ctx, cur, placed, false))
+        .buffered(RECORD_AT_ONCE)
+        .try_collect()
+        .await?;
+    after_created(ctx, &recorded.into_iter().flatten().collect::<Vec<_>>()).await
+}
+
+/// How many VM records a bulk step writes at once.
+pub const RECORD_AT_ONCE: usize = 32;
+
+/// Writes `placed` on `cur` (unless it is another incarnation's, or has an instance already);
+/// returns the VM when its record names that instance (written now, or by a run before).
+async fn record_created(
+    ctx: &Env,
+    cur: Versioned<Vm>,
+    placed: Placed,
+    fixed: bool,
+) -> Result<Option<Vm>, TaskError> {
     let hostname = cur.value.hostname.clone();
     let written = write_vm_at(ctx, cur, |v| {
         if v.hostname != hostname || v.instance.is_some() {
@@ -55,26 +86,34 @@ pub async fn created(ctx: &Env, cur: Versioned<Vm>, placed: Placed, fixed: bool)
         true
     })
     .await?;
-    if let Some((Versioned { value: v, .. }, wrote)) =
-        written.as_ref().filter(|(v, _)| v.value.url() == Some(placed.url.as_str()))
-    {
-        let vm = v;
-        // Only the run that recorded the instance counts it (another may have recorded it first);
-        // a static machine is recorded, not inserted.
-        if *wrote && !fixed {
-            ctx.metrics.instance_op(vm, "insert", "ok", "");
-            if let Some(sent) = v.insert_sent {
-                ctx.metrics.lifecycle(vm, Stage::InsertToCreated, sent, ctx.now());
-            }
+    let Some((Versioned { value: vm, .. }, wrote)) =
+        written.filter(|(v, _)| v.value.url() == Some(placed.url.as_str()))
+    else {
+        return Ok(None);
+    };
+    // Only the run that recorded the instance counts it (another may have recorded it first);
+    // a static machine is recorded, not inserted.
+    if wrote && !fixed {
+        ctx.metrics.instance_op(&vm, "insert", "ok", "");
+        if let Some(sent) = vm.insert_sent {
+            ctx.metrics.lifecycle(&vm, Stage::InsertToCreated, sent, ctx.now());
         }
-        crate::backoff::clear_for(ctx, vm).await?;
-        let what = if fixed { "static machine" } else { "instance" };
-        tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), "{what} created");
-        ctx.resolved(&vm.config, &[CreateInstance::QUEUE]).await?;
-        // Its bot cannot be there yet: the first look comes soon after boot.
-        let first = ctx.look_again(chrono::Duration::zero());
-        ctx.push_at(&ManageBot { id: vm.id.clone() }, When::After(first)).await?;
     }
+    let what = if fixed { "static machine" } else { "instance" };
+    tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), "{what} created");
+    Ok(Some(vm))
+}
+
+/// What follows instances recorded, all of one Config and one place: the place's backoff ends,
+/// the Config's insert errors are resolved, and each bot is first looked for soon after boot.
+async fn after_created(ctx: &Env, vms: &[Vm]) -> Result<(), TaskError> {
+    let Some(first) = vms.first() else { return Ok(()) };
+    crate::backoff::clear_for(ctx, first).await?;
+    ctx.resolved(&first.config, &[CreateInstance::QUEUE]).await?;
+    // Its bot cannot be there yet: the first look comes soon after boot.
+    let look = ctx.look_again(chrono::Duration::zero());
+    let watch: Vec<ManageBot> = vms.iter().map(|v| ManageBot { id: v.id.clone() }).collect();
+    ctx.push_many_at(&watch, When::After(look)).await?;
     Ok(())
 }
 

@@ -49,10 +49,13 @@ pub async fn paused(env: &Env, rec: Option<&ConfigRecord>) -> Result<Option<Paus
 /// Whether making or replacing VMs of `rec` is held: [`paused`], or the Config's breaker is open
 /// (for any VM but its canary, when `vm_id` names one).
 pub async fn held(env: &Env, rec: &ConfigRecord, vm_id: Option<&str>) -> Result<Option<Pause>, TaskError> {
-    match paused(env, Some(rec)).await? {
-        Some(p) => Ok(Some(p)),
-        None => Ok(breaker_hold(rec, vm_id)),
-    }
+    Ok(held_by(rec, paused(env, Some(rec)).await?.as_ref(), vm_id))
+}
+
+/// [`held`] given `paused`, the pause in force for `rec` as the caller read it ([`paused`], once
+/// for many VMs): no read.
+pub fn held_by(rec: &ConfigRecord, paused: Option<&Pause>, vm_id: Option<&str>) -> Option<Pause> {
+    paused.cloned().or_else(|| breaker_hold(rec, vm_id))
 }
 
 /// [`held`] for Config `prefix` as stored: only the global pause when it has no record, or one

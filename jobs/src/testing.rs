@@ -537,7 +537,12 @@ impl Ctx {
             ..crate::model::Vm::default()
         };
         f(&mut vm);
-        assert!(self.store.put_vm(&vm, crate::ports::store::Expect::Absent).await.expect("store"));
+        // Seeded over a record made before (by `expand_config`, say): it replaces it.
+        let expect = match self.store.vm(id).await.expect("store") {
+            Some(cur) => crate::ports::store::Expect::Version(cur.version),
+            None => crate::ports::store::Expect::Absent,
+        };
+        assert!(self.store.put_vm(&vm, expect).await.expect("store"));
         vm
     }
 }

@@ -72,8 +72,8 @@ pub struct Limits {
     /// The largest amount a Config may ask for (its `max`, and the `max` of each window); above
     /// it the file is invalid and nothing is applied.
     pub max_amount: u32,
-    /// `create_vm` tasks one `expand_config` run pushes; it re-queues itself for the rest, so
-    /// each batch re-reads the Config.
+    /// VM records one `expand_config` run makes; it re-queues itself for the rest, so each batch
+    /// re-reads the Config.
     pub expand_batch: u32,
     /// VMs of one Config waiting for their instance at once; expansion pauses above it.
     pub creating_per_config: u32,

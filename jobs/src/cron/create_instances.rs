@@ -1,14 +1,40 @@
-//! `create_instances`: every VM without an instance → `create_instance`.
+//! `create_instances`: every VM without an instance → `create_instance`; the VMs of a Config
+//! whose first inserts go in bulk now (`gce_bulk::in_bulk`) → one `bulk_insert` for the Config,
+//! which sends them and hands the others (retries, single inserts) on to `create_instance`.
 
-use crate::work::CreateInstance;
+use std::collections::BTreeMap;
 
+use crate::config::providers::Kind;
 use crate::ctx::Ctx;
 use crate::error::TaskError;
+use crate::naming::parse_id;
 use crate::ports::store::VmIndex;
+use crate::providers::gce_bulk;
+use crate::work::{BulkInsert, CreateInstance};
 
 /// Runs once.
 pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
     let read = ctx.store.vm_ids(VmIndex::Uncreated).await;
     let Some(ids) = crate::heal::or_skip(ctx, "create_instances", None, read).await? else { return Ok(0) };
-    ctx.push_many(&ids.into_iter().map(|id| CreateInstance { id }).collect::<Vec<_>>()).await
+    let mut by_config: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for id in ids {
+        let prefix = parse_id(&id).map_or_else(String::new, |(p, _)| p.to_owned());
+        by_config.entry(prefix).or_default().push(id);
+    }
+    let providers = ctx.providers.declared();
+    let (mut bulks, mut alone) = (Vec::new(), Vec::new());
+    for (prefix, ids) in by_config {
+        let cfg = match prefix.is_empty() {
+            true => None,
+            false => ctx.store.config(&prefix).await?,
+        };
+        let gce = cfg
+            .as_ref()
+            .filter(|c| providers.kind(providers.resolve(&c.value.config.provider)) == Some(Kind::Gce));
+        match gce {
+            Some(c) if gce_bulk::in_bulk(ctx, &c.value).await? => bulks.push(BulkInsert { prefix }),
+            _ => alone.extend(ids.into_iter().map(|id| CreateInstance { id })),
+        }
+    }
+    Ok(ctx.push_many(&bulks).await? + ctx.push_many(&alone).await?)
 }

@@ -50,9 +50,6 @@ async fn contract(ctx: &Ctx, config: Config) -> Seen {
     crate::tasks::expand_config::run(ctx, crate::work::ExpandConfig { prefix: prefix.clone() })
         .await
         .unwrap();
-    for t in ctx.finished::<crate::work::CreateVm>().await {
-        crate::tasks::create_vm::run(ctx, t).await.unwrap();
-    }
     let id = format!("{prefix}-0");
     // create: a few steps at most (Compute Engine: the insert, then its operation), then the
     // machine is recorded; more calls change nothing.
@@ -161,9 +158,6 @@ async fn a_machine_belongs_to_one_pool() {
 async fn made(ctx: &Ctx, machines: &[&str]) {
     crate::operate::apply(ctx, listed("lab", machines), "test").await.unwrap();
     crate::tasks::expand_config::run(ctx, crate::work::ExpandConfig { prefix: "lab".into() }).await.unwrap();
-    for t in ctx.finished::<crate::work::CreateVm>().await {
-        crate::tasks::create_vm::run(ctx, t).await.unwrap();
-    }
     for t in ctx.finished::<CreateInstance>().await {
         create_instance::run(ctx, t).await.unwrap();
     }

@@ -8,14 +8,15 @@
 //!   (`gce_template.rs`) once it is made, and sends only what differs from it (the batch label);
 //!   before that, or for VMs of an older revision, it sends the whole instance.
 //! * Claim, then send: each member's record gets `insert_sent` and the bulk's requestId (`batch`)
-//!   with a compare-and-set before the call. The requestId is derived from the members' hostnames
-//!   and attempts, so a bulk sent again (after a crash, a throttle, a 5xx, or an operation Compute
-//!   forgot) is the same request with the same members, which Compute answers with the same
-//!   operation: nothing is made twice.
-//! * Follow: the bulk's operation is looked at (zoneOperations.get) until DONE; then the
-//!   instances carrying its batch label are listed and recorded on their VMs. A member not made
-//!   gets its next attempt, sent alone (its own insert reports its own error: a stockout backs the
-//!   zone off, a name in use is adopted or given up).
+//!   with a compare-and-set before the call (a few writes at a time). The requestId is derived
+//!   from the members' hostnames and attempts, so a bulk sent again (after a crash, a throttle, a
+//!   5xx, or an operation Compute forgot) is the same request with the same members, which
+//!   Compute answers with the same operation: nothing is made twice.
+//! * Follow: the bulk's operation (its name recorded on one member: one write, not one per VM)
+//!   is looked at (zoneOperations.get) until DONE; then the instances carrying its batch label
+//!   are listed and recorded on their VMs. A member not made gets its next attempt, sent alone
+//!   (its own insert reports its own error: a stockout backs the zone off, a name in use is
+//!   adopted or given up).
 //! * Refused outright (no room anywhere, quota): nothing was made, the zone (or the rank's machine
 //!   type in it) backs off and the members go back to waiting, each through `create_instance` (a
 //!   multi-zone Config's, or one with ranks, then move to another zone or rank).
@@ -35,7 +36,7 @@ use crate::config::labels;
 use crate::counts;
 use crate::env::{Env, request_id};
 use crate::error::TaskError;
-use crate::lifecycle::created;
+use crate::lifecycle::{RECORD_AT_ONCE, created_in_bulk};
 use crate::metrics::Stage;
 use crate::model::marks::{BULKS_OPEN, GATHER};
 use crate::model::{ConfigRecord, Vm};
@@ -184,11 +185,11 @@ pub async fn step(
     Ok(next)
 }
 
-/// Marks each member sent in bulk `rid` (compare-and-set: one another run took is left out).
+/// Marks each member sent in bulk `rid` (compare-and-set: one another run took is left out),
+/// a few at a time.
 async fn claim(ctx: &Env, group: Vec<Versioned<Vm>>, rid: &str) -> Result<Vec<Versioned<Vm>>, TaskError> {
     let now = ctx.now();
-    let mut out = Vec::with_capacity(group.len());
-    for cur in group {
+    let claimed = each(group, |cur| async move {
         let hostname = cur.value.hostname.clone();
         let written = write_vm_at(ctx, cur, |v| {
             v.hostname == hostname
@@ -202,11 +203,19 @@ async fn claim(ctx: &Env, group: Vec<Versioned<Vm>>, rid: &str) -> Result<Vec<Ve
                 }
         })
         .await?;
-        if let Some((cur, true)) = written {
-            out.push(cur);
-        }
-    }
-    Ok(out)
+        Ok(written.filter(|(_, took)| *took).map(|(cur, _)| cur))
+    })
+    .await?;
+    Ok(claimed.into_iter().flatten().collect())
+}
+
+/// `f` of each of `members`, [`RECORD_AT_ONCE`] at a time, in their order.
+async fn each<T, F, Fut>(members: Vec<Versioned<Vm>>, f: F) -> Result<Vec<T>, TaskError>
+where
+    F: Fn(Versioned<Vm>) -> Fut,
+    Fut: std::future::Future<Output = Result<T, TaskError>>,
+{
+    futures::stream::iter(members).map(f).buffered(RECORD_AT_ONCE).try_collect().await
 }
 
 /// Sends bulk `rid` of `members` (all claimed by it): the same request each time.
@@ -232,33 +241,50 @@ async fn send(ctx: &Env, members: Vec<Versioned<Vm>>, rid: &str) -> Result<Next,
         }
     };
     ctx.store.mark(BULKS_OPEN, &first.config, ctx.now()).await?;
+    // Counted once per VM: on the bulk's first sending, not when it is sent again.
     let now = ctx.now();
-    let mut recorded = Vec::with_capacity(members.len());
-    for cur in members {
-        let vm = &cur.value;
-        if vm.operation.is_empty() && vm.insert_attempt == 0 {
+    if members.iter().all(|c| c.value.operation.is_empty()) {
+        for vm in members.iter().map(|c| &c.value).filter(|v| v.insert_attempt == 0) {
             ctx.metrics.lifecycle(vm, Stage::ChangeToInsert, vm.configured, now);
         }
-        if vm.operation == op.name {
-            recorded.push(cur);
-            continue;
-        }
-        let written = write_vm_at(ctx, cur, |v| {
-            v.batch == rid && v.instance.is_none() && {
-                v.operation = op.name.clone();
-                true
-            }
-        })
-        .await?;
-        if let Some((cur, _)) = written.filter(|(c, _)| c.value.batch == rid) {
-            recorded.push(cur);
-        }
     }
+    let recorded = note_operation(ctx, members, rid, &op.name).await?;
     tracing::info!(config = %first.config, zone = %zone, vms = recorded.len(), operation = %op.name, "bulk insert sent");
     match recorded.is_empty() {
         true => Ok(Next::Done),
         false => done_or_later(ctx, recorded, rid, op).await,
     }
+}
+
+/// Records operation `op` of bulk `rid` on one member still in it (the first that takes the
+/// write; the requestId is on every member, and `follow` looks for the operation on any), and
+/// returns the members (one that moved on to another incarnation or bulk left out).
+async fn note_operation(
+    ctx: &Env,
+    members: Vec<Versioned<Vm>>,
+    rid: &str,
+    op: &str,
+) -> Result<Vec<Versioned<Vm>>, TaskError> {
+    if members.iter().any(|c| c.value.operation == op) {
+        return Ok(members);
+    }
+    let mut out = Vec::with_capacity(members.len());
+    let mut rest = members.into_iter();
+    for cur in rest.by_ref() {
+        let written = write_vm_at(ctx, cur, |v| {
+            v.batch == rid && v.instance.is_none() && {
+                v.operation = op.to_owned();
+                true
+            }
+        })
+        .await?;
+        if let Some((cur, _)) = written.filter(|(c, _)| c.value.batch == rid && c.value.operation == op) {
+            out.push(cur);
+            break;
+        }
+    }
+    out.extend(rest);
+    Ok(out)
 }
 
 /// Follows bulk `members[0].batch`: sends it again when not known to be sent (or forgotten by
@@ -304,12 +330,7 @@ async fn done_or_later(
             None => missing.push(cur),
         }
     }
-    // Recorded a few at a time (each its own compare-and-set).
-    futures::stream::iter(found)
-        .map(|(cur, placed)| created(ctx, cur, placed, false))
-        .buffer_unordered(16)
-        .try_collect::<Vec<()>>()
-        .await?;
+    created_in_bulk(ctx, found).await?;
     if missing.is_empty() {
         return Ok(Next::Done);
     }
@@ -394,8 +415,7 @@ async fn release(
     rid: &str,
     next_attempt: bool,
 ) -> Result<Next, TaskError> {
-    let mut again = Vec::with_capacity(members.len());
-    for cur in members {
+    let again = each(members, |cur| async move {
         let (id, hostname, attempt) =
             (cur.value.id.clone(), cur.value.hostname.clone(), cur.value.insert_attempt);
         let written = write_vm_at(ctx, cur, |v| {
@@ -412,10 +432,10 @@ async fn release(
                 }
         })
         .await?;
-        if matches!(written, Some((_, true))) {
-            again.push(CreateInstance { id });
-        }
-    }
+        Ok(matches!(written, Some((_, true))).then_some(CreateInstance { id }))
+    })
+    .await?;
+    let again: Vec<CreateInstance> = again.into_iter().flatten().collect();
     ctx.push_many(&again).await?;
     Ok(Next::Done)
 }

@@ -3,7 +3,7 @@
 use super::*;
 use crate::ctx::Ctx;
 use crate::testing::created;
-use crate::work::{CreateVm, ExpandConfig};
+use crate::work::{CreateInstance, ExpandConfig};
 use chrono::{DateTime, Utc};
 
 fn up(now: DateTime<Utc>) -> impl FnOnce(&mut Vm) {
@@ -44,7 +44,11 @@ async fn a_new_image_rolls_one_surge_vm_at_a_time_and_an_amount_change_rolls_not
     assert!(rec.rollout.is_some() && rec.wants(2) && !rec.wants(3), "amount 2 plus a surge of 1");
     ctx.finished::<ExpandConfig>().await;
     expand(&ctx).await;
-    assert_eq!(ctx.finished::<CreateVm>().await, [CreateVm { id: "linux-2".into() }], "the surge");
+    assert_eq!(
+        ctx.finished::<CreateInstance>().await,
+        [CreateInstance { id: "linux-2".into() }],
+        "the surge"
+    );
     assert!(drained(&ctx, &["linux-0", "linux-1"]).await.is_empty(), "none goes before it connects");
     // The surge VM (new attributes) connects: one old VM may go.
     ctx.seed_vm("linux-2", |v| {
@@ -124,10 +128,10 @@ async fn a_rollout_with_nothing_to_replace_ends_at_its_first_step_and_makes_no_s
         (2, 0, 0, None),
         "as planned:"
     );
-    ctx.finished::<CreateVm>().await;
+    ctx.finished::<CreateInstance>().await;
     expand(&ctx).await;
     assert!(ctx.store.config("linux").await.unwrap().unwrap().value.rollout.is_none());
-    assert_eq!(ctx.finished::<CreateVm>().await, [], "no surge VM");
+    assert_eq!(ctx.finished::<CreateInstance>().await, [], "no surge VM");
 }
 
 #[test]

@@ -8,7 +8,10 @@
 //! * Its VMs waiting for a first insert, of a Compute Engine provider, that may be sent (the one
 //!   rule, `lifecycle::sendable`: one no longer made is dropped) are sent, in bulk by (zone,
 //!   attributes) or alone when few.
-//! * A VM sent alone, or retried after a failed insert, is `create_instance`'s.
+//! * A VM sent alone, or retried after a failed insert, is `create_instance`'s: once nothing of
+//!   the Config is in flight here, such VMs are handed on to it (pushed; one with its task
+//!   waiting keeps it), so the `create_instances` cron, which pushes this task for a Config in
+//!   bulk, loses none of them.
 
 use std::collections::BTreeMap;
 
@@ -22,7 +25,7 @@ use crate::model::Vm;
 use crate::model::marks::BULKS_OPEN;
 use crate::ports::store::{StoreError, Versioned, VmIndex};
 use crate::providers::gce_bulk;
-use crate::work::{BulkInsert, Next};
+use crate::work::{BulkInsert, CreateInstance, Next};
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: BulkInsert) -> Result<Next, TaskError> {
@@ -43,7 +46,9 @@ pub async fn run(ctx: &Ctx, t: BulkInsert) -> Result<Next, TaskError> {
         return Ok(Next::After(gce_bulk::PLACE_WAIT));
     }
     let providers = ctx.providers.declared();
+    let paused = crate::pause::paused(ctx, cfg.as_ref()).await?;
     let (mut open, mut waiting) = (BTreeMap::<String, Vec<Versioned<Vm>>>::new(), Vec::new());
+    let mut others = Vec::new();
     for cur in vms_of(ctx, &t.prefix).await? {
         let vm = &cur.value;
         if vm.instance.is_some() {
@@ -54,10 +59,14 @@ pub async fn run(ctx: &Ctx, t: BulkInsert) -> Result<Next, TaskError> {
             continue;
         }
         let gce = providers.kind(providers.resolve(&vm.provider)) == Some(Kind::Gce);
-        if vm.insert_sent.is_some() || vm.insert_attempt > 0 || !gce || gather.is_some() {
+        if vm.insert_sent.is_some() || vm.insert_attempt > 0 || !gce {
+            others.push(CreateInstance { id: vm.id.clone() });
             continue;
         }
-        if sendable(ctx, providers, cfg.as_ref(), vm).await? {
+        if gather.is_some() {
+            continue;
+        }
+        if sendable(ctx, providers, cfg.as_ref(), paused.as_ref(), vm).await? {
             waiting.push(cur);
         }
     }
@@ -65,6 +74,11 @@ pub async fn run(ctx: &Ctx, t: BulkInsert) -> Result<Next, TaskError> {
         ctx.store.unmark(BULKS_OPEN, &t.prefix).await?;
     }
     let next = gce_bulk::step(ctx, open.into_values().collect(), waiting).await?;
+    // Nothing of its own left to follow: the VMs sent alone (or on a later attempt) are
+    // create_instance's, handed on (a task already waiting for one stays as it is).
+    if next == Next::Done && gather.is_none() {
+        ctx.push_many(&others).await?;
+    }
     // Gathering: looked at again when its bulks in flight are due, or soon when none is.
     Ok(match (gather, next) {
         (None, next) => next,

@@ -30,7 +30,9 @@ pub async fn run(ctx: &Ctx, t: CreateInstance) -> Result<Next, TaskError> {
     if vm.insert_sent.is_none() {
         // Not sent yet: still made (wanted, or kept warm), not paused, trusted?
         let cfg = ctx.store.config(&vm.config).await?;
-        if !sendable(ctx, ctx.providers.declared(), cfg.as_ref().map(|c| &c.value), vm).await? {
+        let cfg = cfg.as_ref().map(|c| &c.value);
+        let paused = crate::pause::paused(ctx, cfg).await?;
+        if !sendable(ctx, ctx.providers.declared(), cfg, paused.as_ref(), vm).await? {
             return Ok(Next::Done);
         }
     }

@@ -1,5 +1,6 @@
-//! `expand_config`: brings a Config's amount up to date and pushes `create_vm` for missing VM
-//! ids, in bounded batches: at most `limits.expand_batch` per run, and only while fewer than
+//! `expand_config`: brings a Config's amount up to date and makes its missing VM records
+//! (`making.rs`, a few at a time, each then handed on to what sends it), in bounded batches: at
+//! most `limits.expand_batch` per run, and only while fewer than
 //! `limits.creating_per_config` of its VMs wait for an instance; a multi-zone Config's batch is
 //! placed in its zones at once (`zones::place_batch`). It then looks again a second
 //! later, re-reading the Config, so a lowered amount or a restored file stops creation at once.
@@ -12,7 +13,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 
-use crate::work::{CreateVm, DrainVm, ExpandConfig, Next, ParkVm, PoolResources};
+use crate::work::{DrainVm, ExpandConfig, Next, ParkVm, PoolResources};
 use crate::ctx::Ctx;
 use crate::model::ConfigRecord;
 use crate::error::TaskError;
@@ -121,11 +122,13 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
     let limits = &ctx.limits;
     let room =
         (limits.creating_per_config as usize).saturating_sub(creating).min(limits.expand_batch as usize);
-    let batch: Vec<CreateVm> = missing.iter().take(room).map(|id| CreateVm { id: id.clone() }).collect();
-    crate::zones::place_batch(ctx, &rec, &missing[..batch.len()]).await?;
-    ctx.push_many(&batch).await?;
+    let batch = &missing[..room.min(missing.len())];
+    crate::zones::place_batch(ctx, &rec, batch).await?;
+    let ids: Vec<(String, u32)> =
+        batch.iter().filter_map(|id| crate::naming::parse_id(id).map(|(_, i)| (id.clone(), i))).collect();
+    crate::making::make_all(ctx, &rec, &ids).await?;
     if missing.len() > batch.len() {
-        tracing::debug!(config = %t.prefix, pushed = batch.len(), left = missing.len() - batch.len(), "expanding in batches");
+        tracing::debug!(config = %t.prefix, made = batch.len(), left = missing.len() - batch.len(), "expanding in batches");
         // Room frees as instances are made; with none (quota, stockout), look again later.
         return Ok(Next::After(if batch.is_empty() { ctx.watch() } else { BATCH_PAUSE }));
     }

@@ -15,7 +15,7 @@
 //! | `counts`, `backoff` | HASH | prefix → counts; `project/zone` → backoff |
 //! | `vm:counted`, `vm:zoned` | HASH | VM id → what it adds to its Config's sums (bits of `Vm::counted`), and to its zone's (`bits@zone`) |
 //! | `sums:<prefix>` | HASH | a Config's sums, field `i` per bit, `<zone>/i` per zone (`<zone>#<rank>/i` for a fallback rank); `complete` once they cover every VM |
-//! | `place:<prefix>` | HASH | VM id → zone `expand_config` placed it in, until `create_vm` takes it (expires after 10 minutes) |
+//! | `place:<prefix>` | HASH | VM id → zone `expand_config` placed it in, until its VM's record is made (expires after 10 minutes) |
 //! | `counters:<prefix>` | HASH | a Config's counters: dead_tasks, task_failures |
 //! | `files` | STRING | errors of Config files that hold no Config (JSON list) |
 //! | `claim:<key>` | STRING | a claimed cron tick, or the Config admission claim (expires) |

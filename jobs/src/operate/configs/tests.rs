@@ -5,7 +5,7 @@ use super::*;
 use crate::model::{ConfigState, VmState};
 use crate::operate::plan;
 use crate::testing::config;
-use crate::work::{CreateInstance, CreateVm, DrainVm, ExpandConfig};
+use crate::work::{CreateInstance, DrainVm, ExpandConfig};
 
 /// A Config of `min` to `max` VMs.
 fn ranged(prefix: &str, min: u32, max: u32) -> Config {
@@ -171,7 +171,7 @@ async fn a_paused_config_creates_nothing_until_resumed_and_resume_pushes_expansi
         .unwrap();
     assert_eq!((st.paused, st.paused_all, st.source.as_str()), (Some(p), false, "linux.yaml"));
     crate::tasks::expand_config::run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
-    assert!(ctx.taken::<CreateVm>().await.is_empty(), "paused: nothing created");
+    assert!(ctx.taken::<CreateInstance>().await.is_empty(), "paused: nothing created");
 
     let rec = resume(&ctx, "linux", "bob").await.unwrap();
     assert!(rec.paused.is_none() && record(&ctx, "linux").await.paused.is_none());
@@ -180,7 +180,7 @@ async fn a_paused_config_creates_nothing_until_resumed_and_resume_pushes_expansi
     let looked: Vec<String> = ctx.taken::<crate::work::ManageBot>().await.into_iter().map(|t| t.id).collect();
     assert_eq!(looked, ["linux-1"], "a VM kept past its deadline is looked at again at once");
     crate::tasks::expand_config::run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
-    assert_eq!(ctx.taken::<CreateVm>().await.len(), 1);
+    assert_eq!(ctx.taken::<CreateInstance>().await.len(), 1);
     assert!(matches!(pause(&ctx, "nope", "x", "bob").await, Err(OpError::NotFound(_))));
 }
 
@@ -197,7 +197,7 @@ async fn the_global_pause_holds_every_config_until_lifted() {
     for prefix in ["linux", "mac"] {
         crate::tasks::expand_config::run(&ctx, ExpandConfig { prefix: prefix.into() }).await.unwrap();
     }
-    assert!(ctx.taken::<CreateVm>().await.is_empty());
+    assert!(ctx.taken::<CreateInstance>().await.is_empty());
     let report =
         crate::status::report(&*ctx.store, &*ctx.buckets, &[], ctx.now(), chrono::Duration::zero(), false)
             .await

@@ -5,7 +5,7 @@ use super::*;
 use crate::model::ConfigRecord;
 use crate::ports::store::Versioned;
 use crate::testing::config;
-use crate::work::{CreateVm, DrainVm, ExpandConfig};
+use crate::work::{CreateInstance, DrainVm, ExpandConfig};
 
 /// A stored API Config `linux` of 1 to 12 VMs targeting `amount`, with VMs `0..vms`.
 async fn setup(amount: u32, vms: u32) -> Ctx {
@@ -52,7 +52,7 @@ async fn growing_lists_the_vms_to_create_in_index_order_and_writes_nothing() {
     // Clamped as set_amount would.
     assert_eq!(plan(&ctx, "linux", amount(50)).await.unwrap().amount, 12);
     assert_eq!(snapshot(&ctx).await, before, "nothing written");
-    assert!(ctx.taken::<ExpandConfig>().await.is_empty() && ctx.taken::<CreateVm>().await.is_empty());
+    assert!(ctx.taken::<ExpandConfig>().await.is_empty() && ctx.taken::<CreateInstance>().await.is_empty());
 }
 
 #[tokio::test]
@@ -257,5 +257,5 @@ async fn a_warm_pool_added_lists_the_vms_made_for_it() {
         (made.map(String::from).to_vec(), made.map(String::from).to_vec())
     );
     assert_eq!(p.keep, ["linux-0", "linux-1"]);
-    assert!(ctx.taken::<CreateVm>().await.is_empty(), "nothing made");
+    assert!(ctx.taken::<CreateInstance>().await.is_empty(), "nothing made");
 }

@@ -1,17 +1,17 @@
 //! Unit tests of `tasks/expand_config.rs`.
 
-use crate::work::{CreateVm, DrainVm, ParkVm};
+use crate::work::{CreateInstance, DrainVm, ParkVm};
 
 use super::*;
 
 #[tokio::test]
-async fn pushes_create_vm_for_missing_ids_only() {
+async fn makes_the_missing_vms_only_and_hands_them_to_create_instance() {
     let (ctx, _) = Ctx::test();
     run(&ctx, ExpandConfig { prefix: "none".into() }).await.unwrap();
     ctx.seed_config("linux", 3).await;
     ctx.seed_vm("linux-1", |_| {}).await;
     let next = run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
-    let ids: Vec<String> = ctx.taken::<CreateVm>().await.into_iter().map(|t| t.id).collect();
+    let ids: Vec<String> = ctx.taken::<CreateInstance>().await.into_iter().map(|t| t.id).collect();
     assert_eq!(ids, ["linux-0", "linux-2"]);
     assert_eq!(next, Next::Done, "nothing left: no second batch");
 }
@@ -26,15 +26,11 @@ async fn a_large_amount_goes_out_in_batches_that_reread_the_config() {
     });
     ctx.seed_config("linux", 10).await;
     let next = run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
-    assert_eq!(ctx.taken::<CreateVm>().await.len(), 4, "one batch");
+    assert_eq!(made(&ctx).await, ["linux-0", "linux-1", "linux-2", "linux-3"], "one batch");
     assert_eq!(next, Next::After(BATCH_PAUSE), "it looks again for the rest");
     // Four VMs now wait for their instance: only two more fit under creating_per_config.
-    for i in 0..4 {
-        ctx.seed_vm(&format!("linux-{i}"), |_| {}).await;
-    }
     run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
-    let ids: Vec<String> = ctx.taken::<CreateVm>().await.into_iter().map(|t| t.id).collect();
-    assert_eq!(ids, ["linux-4", "linux-5"]);
+    assert_eq!(made(&ctx).await[4..], ["linux-4", "linux-5"]);
     // The amount is lowered between batches: the next one creates nothing more.
     let cfg = ctx.store.config("linux").await.unwrap().unwrap();
     let mut rec = cfg.value;
@@ -43,9 +39,9 @@ async fn a_large_amount_goes_out_in_batches_that_reread_the_config() {
     rec.current_amount = 4;
     ctx.store.put_config(&rec, Expect::Version(cfg.version)).await.unwrap();
     run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
-    assert!(ctx.taken::<CreateVm>().await.is_empty());
+    assert_eq!(made(&ctx).await.len(), 6, "nothing more made");
     let drained: Vec<String> = ctx.taken::<DrainVm>().await.into_iter().map(|t| t.id).collect();
-    assert!(drained.is_empty(), "nothing past 4 exists yet: {drained:?}");
+    assert_eq!(drained, ["linux-4", "linux-5"], "made past 4: drained at once");
 }
 
 #[tokio::test]
@@ -70,7 +66,7 @@ async fn a_paused_config_creates_nothing_and_still_drains_its_surplus() {
     crate::operate::pause(&ctx, "linux", "rollout", "bob").await.unwrap();
     let next = run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
     assert_eq!(next, Next::Done, "resuming pushes it again");
-    assert!(ctx.taken::<CreateVm>().await.is_empty());
+    assert!(ctx.taken::<CreateInstance>().await.is_empty());
     assert_eq!(ctx.taken::<DrainVm>().await, [DrainVm { id: "linux-3".into() }]);
 }
 
@@ -143,7 +139,7 @@ async fn growth_refills_gone_indexes_first_and_skips_those_still_draining() {
     .unwrap();
     set_amount(&ctx, 4).await;
     run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
-    let made: Vec<String> = ctx.taken::<CreateVm>().await.into_iter().map(|c| c.id).collect();
+    let made: Vec<String> = ctx.taken::<CreateInstance>().await.into_iter().map(|c| c.id).collect();
     assert_eq!(made, ["linux-0", "linux-4"]);
     let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
     assert_eq!(rec.wanted(), [0, 1, 3, 4]);
@@ -172,8 +168,9 @@ async fn a_warm_pool_parks_idle_vms_let_go_and_wakes_them_before_making_new_ones
     set_amount(&ctx, 3).await;
     run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
     // Index 0 is woken, not made; the warm pool (2 beyond the amount) gets a new VM, index 4.
-    assert_eq!(ctx.taken::<CreateVm>().await, [CreateVm { id: "linux-4".into() }]);
-    assert_eq!(ctx.finished::<ParkVm>().await, [ParkVm { id: "linux-0".into() }], "0 woken (4: once made)");
+    assert_eq!(ctx.taken::<CreateInstance>().await, [CreateInstance { id: "linux-4".into() }]);
+    let parked = [ParkVm { id: "linux-0".into() }, ParkVm { id: "linux-4".into() }];
+    assert_eq!(ctx.finished::<ParkVm>().await, parked, "0 woken, 4 followed until it parks");
     let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
     assert_eq!((rec.wanted(), rec.waking.iter().copied().collect::<Vec<_>>()), (vec![0, 1, 3], vec![0]));
     // Until it is awake, every look asks again.
@@ -201,8 +198,9 @@ async fn growing_into_an_index_kept_warm_wakes_its_vm() {
     // One is wanted again: index 0, kept warm, is woken (not made anew).
     set_amount(&ctx, 1).await;
     run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
-    assert_eq!(ctx.taken::<CreateVm>().await, [CreateVm { id: "linux-2".into() }], "only the warm pool's refill");
-    assert_eq!(ctx.finished::<ParkVm>().await, [ParkVm { id: "linux-0".into() }], "0 woken (2: once made)");
+    assert_eq!(ctx.taken::<CreateInstance>().await, [CreateInstance { id: "linux-2".into() }], "only the warm pool's refill");
+    let parked = [ParkVm { id: "linux-0".into() }, ParkVm { id: "linux-2".into() }];
+    assert_eq!(ctx.finished::<ParkVm>().await, parked, "0 woken, 2 followed until it parks");
     let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
     assert_eq!(rec.waking.iter().copied().collect::<Vec<_>>(), [0]);
 }
@@ -224,11 +222,10 @@ async fn a_demand_pool_fills_its_warm_pool_at_rest_and_lends_it_to_a_burst() {
     run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
     let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
     assert_eq!((rec.wanted(), rec.warm.iter().copied().collect::<Vec<_>>()), (vec![0], vec![1, 2, 3]));
-    let made: Vec<String> = ctx.taken::<CreateVm>().await.into_iter().map(|c| c.id).collect();
+    let made: Vec<String> = ctx.taken::<CreateInstance>().await.into_iter().map(|c| c.id).collect();
     assert_eq!(made, ["linux-1", "linux-2", "linux-3"]);
-    assert!(ctx.finished::<ParkVm>().await.is_empty(), "no park_vm before a record exists");
     for id in ["linux-1", "linux-2", "linux-3"] {
-        crate::tasks::create_vm::run(&ctx, CreateVm { id: id.into() }).await.unwrap();
+        assert!(ctx.store.vm(id).await.unwrap().is_some(), "{id} made");
         crate::writes::update_vm(&ctx, id, |v| {
             crate::testing::created(v.configured)(v);
             true
@@ -243,11 +240,11 @@ async fn a_demand_pool_fills_its_warm_pool_at_rest_and_lends_it_to_a_burst() {
     park_all(&ctx, &["linux-1", "linux-2", "linux-3"]).await;
     // Looked at again, full: nothing more is made.
     run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
-    assert!(ctx.taken::<CreateVm>().await.is_empty());
+    assert!(ctx.taken::<CreateInstance>().await.is_empty());
     // A burst of two: two are woken and lent; none is made to take their place.
     crate::writes::update_config::<TaskError>(&ctx, "linux", demand(3)).await.unwrap();
     run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
-    assert!(ctx.taken::<CreateVm>().await.is_empty(), "a burst borrows from the warm pool");
+    assert!(ctx.taken::<CreateInstance>().await.is_empty(), "a burst borrows from the warm pool");
     let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
     assert_eq!((rec.wanted(), rec.warm.iter().copied().collect::<Vec<_>>()), (vec![0, 1, 2], vec![3]));
     assert_eq!(rec.waking.iter().copied().collect::<Vec<_>>(), [1, 2]);
@@ -275,7 +272,7 @@ async fn a_burst_wakes_warm_vms_above_a_gap_instead_of_making_vms_in_it() {
     };
     crate::writes::update_config::<TaskError>(&ctx, "linux", demand(3)).await.unwrap();
     run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
-    assert!(ctx.taken::<CreateVm>().await.is_empty(), "at rest, full: nothing made");
+    assert!(ctx.taken::<CreateInstance>().await.is_empty(), "at rest, full: nothing made");
     // A burst of two: 5 and 6 are woken; nothing is made under 3 and 4.
     crate::writes::update_config::<TaskError>(&ctx, "linux", |r| {
         r.demand = Some(crate::model::demand::DemandState { target: 5, ..Default::default() });
@@ -284,9 +281,16 @@ async fn a_burst_wakes_warm_vms_above_a_gap_instead_of_making_vms_in_it() {
     .await
     .unwrap();
     run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
-    assert!(ctx.taken::<CreateVm>().await.is_empty(), "woken, not made");
+    assert!(ctx.taken::<CreateInstance>().await.is_empty(), "woken, not made");
     let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
     assert_eq!((rec.wanted(), rec.waking.iter().copied().collect::<Vec<_>>()), (vec![0, 1, 2, 5, 6], vec![5, 6]));
+}
+
+/// The ids of Config `linux`'s VM records, by index.
+async fn made(ctx: &Ctx) -> Vec<String> {
+    let mut ids = ctx.store.vm_ids(VmIndex::OfConfig("linux".into())).await.unwrap();
+    ids.sort_by_key(|id| crate::naming::parse_id(id).map(|(_, i)| i));
+    ids
 }
 
 /// Records VMs `ids` as suspended in the warm pool.

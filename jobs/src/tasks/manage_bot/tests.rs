@@ -272,7 +272,8 @@ async fn paused_a_faulty_vm_is_destroyed_and_not_replaced() {
     for t in ctx.taken::<crate::work::ExpandConfig>().await {
         crate::tasks::expand_config::run(&ctx, t).await.unwrap();
     }
-    assert!(ctx.taken::<crate::work::CreateVm>().await.is_empty(), "no new incarnation while paused");
+    assert!(ctx.taken::<crate::work::CreateInstance>().await.is_empty(), "no new incarnation while paused");
+    assert!(ctx.store.vm(&vm.id).await.unwrap().is_none(), "nor its record");
 }
 
 #[tokio::test]

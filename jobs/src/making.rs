@@ -1,0 +1,96 @@
+//! Making VM records, the one way: `create_vm` makes one, `expand_config` a batch of its
+//! Config's missing ones. A record is made once (written only where none exists) with a fresh
+//! hostname (for a static pool, the one listed for its index), the Config's template with its
+//! zone filled in and the machine type of its rank (`zones::pick`), made standard while a Spot
+//! failover is in force (`ConfigRecord::new_vm_attributes`), the rank counted among its
+//! Config's placements; then it is handed on: `create_instance`, or `bulk_insert` while many of
+//! its Config's VMs are on their way (and `park_vm` for a VM made for the warm pool).
+
+use futures::{StreamExt, TryStreamExt};
+use rand::Rng;
+
+use crate::config::providers::Kind;
+use crate::ctx::Ctx;
+use crate::error::TaskError;
+use crate::model::{ConfigRecord, Vm};
+use crate::naming::new_hostname;
+use crate::ports::store::Expect;
+use crate::providers::gce_bulk;
+use crate::work::{BulkInsert, CreateInstance, ParkVm};
+
+/// How many records a batch writes at once.
+const AT_ONCE: usize = 32;
+
+/// Makes the record of VM `id` (index `index`) of Config `rec` unless one exists; returns
+/// whether this call made it. Whether it is wanted and not held is the caller's to decide.
+pub async fn make(ctx: &Ctx, rec: &ConfigRecord, id: &str, index: u32) -> Result<bool, TaskError> {
+    let c = &rec.config;
+    let hostname = match rec.listed.slots.get(&index) {
+        Some(listed) if c.is_static() => listed.clone(),
+        _ => new_hostname(id),
+    };
+    // Up to 10 % more lifetime, so a pool's instances are not all replaced at once.
+    let extra = if c.lifetime.0 >= 10 { rand::rng().random_range(0..c.lifetime.0 / 10) } else { 0 };
+    let (zone, rank) = crate::zones::pick(ctx, rec, id).await?;
+    let (attributes, failover) = rec.new_vm_attributes(&zone, rank, ctx.now());
+    let vm = Vm {
+        id: id.to_owned(),
+        config: c.prefix.clone(),
+        index,
+        hostname,
+        attributes,
+        swarming: c.swarming.clone(),
+        lifetime: c.lifetime.0.saturating_add(extra),
+        timeout: c.timeout.0,
+        revision: rec.revision.clone(),
+        configured: ctx.now(),
+        provider: ctx.providers.declared().resolve(&c.provider).to_owned(),
+        failover,
+        rank,
+        canary: rec.breaker.open.as_ref().is_some_and(|o| o.canary.as_deref() == Some(id)),
+        ..Vm::default()
+    };
+    if !ctx.store.put_vm(&vm, Expect::Absent).await? {
+        return Ok(false);
+    }
+    if let Some(r) = rank {
+        ctx.store.bump(&c.prefix, &crate::model::counters::placed(r)).await?;
+    }
+    // Made for the warm pool: `park_vm` follows it until its bot has connected, then parks it.
+    if !rec.wants(index) {
+        ctx.push(&ParkVm { id: id.to_owned() }).await?;
+    }
+    Ok(true)
+}
+
+/// Makes the records of `ids` (each with its index) of Config `rec`, a few at a time, and hands
+/// those made on ([`send`]); returns how many were made.
+pub async fn make_all(ctx: &Ctx, rec: &ConfigRecord, ids: &[(String, u32)]) -> Result<usize, TaskError> {
+    let each = ids.iter().cloned().map(|(id, index)| made_id(ctx, rec, id, index));
+    let made: Vec<Option<String>> = futures::stream::iter(each).buffered(AT_ONCE).try_collect().await?;
+    let made: Vec<String> = made.into_iter().flatten().collect();
+    send(ctx, rec, &made).await?;
+    Ok(made.len())
+}
+
+/// [`make`], giving back the id when this call made the record.
+async fn made_id(ctx: &Ctx, rec: &ConfigRecord, id: String, index: u32) -> Result<Option<String>, TaskError> {
+    Ok(make(ctx, rec, &id, index).await?.then_some(id))
+}
+
+/// Hands VMs of Config `rec` just made to what sends them: its `bulk_insert` while many of its
+/// VMs are on their way (`gce_bulk::in_bulk`, a Compute Engine provider's), else a
+/// `create_instance` each.
+pub async fn send(ctx: &Ctx, rec: &ConfigRecord, made: &[String]) -> Result<(), TaskError> {
+    if made.is_empty() {
+        return Ok(());
+    }
+    let providers = ctx.providers.declared();
+    let gce = providers.kind(providers.resolve(&rec.config.provider)) == Some(Kind::Gce);
+    if gce && gce_bulk::in_bulk(ctx, rec).await? {
+        ctx.push(&BulkInsert { prefix: rec.config.prefix.clone() }).await?;
+        return Ok(());
+    }
+    let each: Vec<CreateInstance> = made.iter().map(|id| CreateInstance { id: id.clone() }).collect();
+    ctx.push_many(&each).await.map(drop)
+}
