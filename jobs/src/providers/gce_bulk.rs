@@ -83,9 +83,14 @@ pub async fn gathering(ctx: &Env, cfg: &ConfigRecord) -> Result<Option<Duration>
     Ok(None)
 }
 
+/// The name of project `project`'s places for bulks running at once.
+fn places(project: &str) -> String {
+    format!("{project}/bulk")
+}
+
 /// Whether project `project` has a place for one more bulk now (a look: taking one decides).
 pub async fn place_free(ctx: &Env, project: &str) -> bool {
-    let held = ctx.buckets.holders(&format!("{project}/bulk")).await;
+    let held = ctx.buckets.holders(&places(project)).await;
     held.map_or(true, |n| n < ctx.limits.bulk_running)
 }
 
@@ -169,7 +174,7 @@ pub async fn step(
         let refs: Vec<&Vm> = group.iter().map(|c| &c.value).collect();
         let rid = bulk_request_id(&refs);
         // A place first: members are claimed (and their time counted) only when it can go now.
-        let place = format!("{}/bulk", group[0].value.project());
+        let place = places(group[0].value.project());
         if !ctx.buckets.enter(&place, &rid, ctx.limits.bulk_running, HOLD).await.unwrap_or(true) {
             next = sooner(next, Next::After(PLACE_WAIT));
             continue;
@@ -222,7 +227,7 @@ where
 async fn send(ctx: &Env, members: Vec<Versioned<Vm>>, rid: &str) -> Result<Next, TaskError> {
     let first = members[0].value.clone();
     let (project, zone) = (first.project().to_owned(), first.zone().to_owned());
-    let place = format!("{project}/bulk");
+    let place = places(&project);
     if !ctx.buckets.enter(&place, rid, ctx.limits.bulk_running, HOLD).await.unwrap_or(true) {
         return Ok(Next::After(PLACE_WAIT));
     }
@@ -317,7 +322,7 @@ async fn done_or_later(
         let sent = first.insert_sent.unwrap_or_else(|| ctx.now());
         return Ok(Next::After(ctx.operation_poll(ctx.now() - sent)));
     }
-    let _ = ctx.buckets.leave(&format!("{}/bulk", first.project()), rid).await;
+    let _ = ctx.buckets.leave(&places(first.project()), rid).await;
     let made = match listed(ctx, &first, rid).await {
         Ok(made) => made,
         Err(ComputeError { retry_after: Some(wait), .. }) => return Ok(Next::After(wait)),

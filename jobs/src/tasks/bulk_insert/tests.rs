@@ -274,3 +274,31 @@ async fn vms_of_an_older_revision_are_not_made_from_the_new_template() {
     assert_eq!(bulks.len(), 1, "{bulks:?}");
     assert!(!bulks[0].contains(" from "), "its VMs are r1's: {bulks:?}");
 }
+
+#[tokio::test]
+async fn the_cron_pushes_one_bulk_insert_for_a_config_in_bulk_which_hands_its_retries_on() {
+    let (ctx, _) = Ctx::test();
+    // `linux` (12 VMs, 3 made, one of them on its second attempt) is in bulk; `mac` (2) is not.
+    pool(&ctx, 3).await;
+    crate::writes::update_vm(&ctx, "linux-2", |v| {
+        v.insert_attempt = 1;
+        true
+    })
+    .await
+    .unwrap();
+    ctx.seed_config("mac", 2).await;
+    ctx.seed_vm("mac-0", |_| {}).await;
+    crate::cron::create_instances::run(&ctx).await.unwrap();
+    assert_eq!(ctx.taken::<BulkInsert>().await, [task()], "one task for the Config in bulk");
+    assert_eq!(ctx.taken::<CreateInstance>().await, [CreateInstance { id: "mac-0".into() }], "one per VM of the other");
+    // Gathering while records are made: nothing is handed on yet.
+    assert!(matches!(run(&ctx, task()).await.unwrap(), Next::After(_)));
+    assert!(ctx.taken::<CreateInstance>().await.is_empty());
+    // All made, sent: the VM on its second attempt is create_instance's, handed on.
+    for i in 3..N {
+        ctx.seed_vm(&format!("linux-{i}"), |_| {}).await;
+    }
+    assert_eq!(run(&ctx, task()).await.unwrap(), Next::Done);
+    assert_eq!(ctx.taken::<CreateInstance>().await, [CreateInstance { id: "linux-2".into() }]);
+    assert!(vm(&ctx, "linux-0").await.instance.is_some() && vm(&ctx, "linux-2").await.instance.is_none());
+}
