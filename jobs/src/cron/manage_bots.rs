@@ -77,16 +77,20 @@ fn in_window(p: i64, from: DateTime<Utc>, to: DateTime<Utc>, period: i64) -> boo
 }
 
 /// Once per store: VMs written by a build without the deadline index are written again as they
-/// are, which indexes them. (Not while the index of VMs with an instance is being rebuilt: the
-/// next tick does it.)
+/// are, which indexes them; only those with an instance the index lacks (a store this build
+/// filled, or a fleet made before its first tick, has none: nothing is written). (Not while an
+/// index is being rebuilt: the next tick does it.)
 async fn index_older_vms(ctx: &Ctx) -> Result<(), TaskError> {
     if ctx.store.marks(MIGRATIONS).await?.iter().any(|(k, _)| k == DEADLINES) {
         return Ok(());
     }
     let read = ctx.store.vm_ids(VmIndex::Created).await;
     let Some(created) = crate::heal::or_skip(ctx, "manage_bots", None, read).await? else { return Ok(()) };
-    for id in created {
-        if let Some(cur) = ctx.vm(&id).await? {
+    let read = ctx.store.vm_ids(VmIndex::DueBy(DateTime::<Utc>::MAX_UTC)).await;
+    let Some(indexed) = crate::heal::or_skip(ctx, "manage_bots", None, read).await? else { return Ok(()) };
+    let indexed: BTreeSet<String> = indexed.into_iter().collect();
+    for id in created.into_iter().filter(|id| !indexed.contains(id)) {
+        if let Some(cur) = ctx.vm(&id).await?.filter(|c| c.value.deadline().is_some()) {
             // Written since (indexed then) if the version moved on: nothing to do.
             ctx.store.put_vm(&cur.value, Expect::Version(cur.version)).await?;
         }

@@ -50,12 +50,16 @@ fn each_place_of_the_period_falls_in_exactly_one_window() {
 #[tokio::test]
 async fn vms_written_before_the_deadline_index_are_indexed_once() {
     let (ctx, f) = Ctx::test();
-    ctx.seed_config("linux", 1).await;
+    ctx.seed_config("linux", 2).await;
     ctx.seed_vm("linux-0", created(ctx.now() - D::days(2))).await;
     f.store.forget_deadlines();
     assert!(ctx.store.vm_ids(VmIndex::DueBy(ctx.now())).await.unwrap().is_empty());
+    // Written by this build (indexed): left as it is.
+    ctx.seed_vm("linux-1", created(ctx.now())).await;
+    let fresh = ctx.store.vm_version("linux-1").await.unwrap();
     run(&ctx).await.unwrap();
     assert_eq!(ctx.taken::<ManageBot>().await, [ManageBot { id: "linux-0".into() }]);
+    assert_eq!(ctx.store.vm_version("linux-1").await.unwrap(), fresh, "an indexed VM is not written");
     let version = ctx.store.vm_version("linux-0").await.unwrap();
     run(&ctx).await.unwrap();
     assert_eq!(ctx.store.vm_version("linux-0").await.unwrap(), version, "only once");
