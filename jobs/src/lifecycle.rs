@@ -3,7 +3,6 @@
 //! failover told), the VM drained, an unsent incarnation dropped. Each is a compare-and-set on
 //! the VM record plus the follow-up it needs.
 
-use futures::{StreamExt, TryStreamExt};
 use gce_backend_queues::{Task, When};
 
 use crate::config::providers::ProviderIds;
@@ -13,7 +12,7 @@ use crate::metrics::Stage;
 use crate::model::{ConfigRecord, Fault, FaultKind, Pause, Placed, Vm};
 use crate::ports::store::Versioned;
 use crate::work::{CountVms, CreateInstance, DestroyInstance, ManageBot};
-use crate::writes::{drop_uncreated, update_vm, write_vm, write_vm_at};
+use crate::writes::{drop_uncreated, each, update_vm, write_vm, write_vm_at};
 
 /// Whether `vm`, not sent yet, may be sent now, given its Config `cfg` as read: the one rule.
 /// No longer made by its Config (neither wanted nor kept warm: the amount dropped), drained, or
@@ -57,16 +56,9 @@ pub async fn created(ctx: &Env, cur: Versioned<Vm>, placed: Placed, fixed: bool)
 /// [`created`] for the instances one bulk made (one Config, project and zone): each recorded
 /// (a few at a time, each its own compare-and-set), then what follows done once for them all.
 pub async fn created_in_bulk(ctx: &Env, made: Vec<(Versioned<Vm>, Placed)>) -> Result<(), TaskError> {
-    let recorded: Vec<Option<Vm>> = futures::stream::iter(made)
-        .map(|(cur, placed)| record_created(ctx, cur, placed, false))
-        .buffered(RECORD_AT_ONCE)
-        .try_collect()
-        .await?;
+    let recorded = each(made, |(cur, placed)| record_created(ctx, cur, placed, false)).await?;
     after_created(ctx, &recorded.into_iter().flatten().collect::<Vec<_>>()).await
 }
-
-/// How many VM records a bulk step writes at once.
-pub const RECORD_AT_ONCE: usize = 32;
 
 /// Writes `placed` on `cur` (unless it is another incarnation's, or has an instance already);
 /// returns the VM when its record names that instance (written now, or by a run before).

@@ -6,20 +6,17 @@
 //! Config's placements; then it is handed on: `create_instance`, or `bulk_insert` while many of
 //! its Config's VMs are on their way (and `park_vm` for a VM made for the warm pool).
 
-use futures::{StreamExt, TryStreamExt};
 use rand::Rng;
 
 use crate::config::providers::Kind;
 use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::model::{ConfigRecord, Vm};
-use crate::naming::new_hostname;
+use crate::naming::{new_hostname, parse_id};
 use crate::ports::store::Expect;
 use crate::providers::gce_bulk;
 use crate::work::{BulkInsert, CreateInstance, ParkVm};
-
-/// How many records a batch writes at once.
-const AT_ONCE: usize = 32;
+use crate::writes::each;
 
 /// Makes the record of VM `id` (index `index`) of Config `rec` unless one exists; returns
 /// whether this call made it. Whether it is wanted and not held is the caller's to decide.
@@ -63,31 +60,35 @@ pub async fn make(ctx: &Ctx, rec: &ConfigRecord, id: &str, index: u32) -> Result
     Ok(true)
 }
 
-/// Makes the records of `ids` (each with its index) of Config `rec`, a few at a time, and hands
-/// those made on ([`send`]); returns how many were made.
-pub async fn make_all(ctx: &Ctx, rec: &ConfigRecord, ids: &[(String, u32)]) -> Result<usize, TaskError> {
-    let each = ids.iter().cloned().map(|(id, index)| made_id(ctx, rec, id, index));
-    let made: Vec<Option<String>> = futures::stream::iter(each).buffered(AT_ONCE).try_collect().await?;
-    let made: Vec<String> = made.into_iter().flatten().collect();
-    send(ctx, rec, &made).await?;
-    Ok(made.len())
+/// Makes the records of VMs `ids` of Config `rec` (an id that names no index is skipped), a few
+/// at a time, and hands those made on ([`send`]).
+pub async fn make_all(ctx: &Ctx, rec: &ConfigRecord, ids: &[String]) -> Result<(), TaskError> {
+    let indexed: Vec<(String, u32)> =
+        ids.iter().filter_map(|id| parse_id(id).map(|(_, index)| (id.clone(), index))).collect();
+    let made =
+        each(indexed, |(id, index)| async move { Ok(make(ctx, rec, &id, index).await?.then_some(id)) })
+            .await?;
+    send(ctx, rec, &made.into_iter().flatten().collect::<Vec<_>>()).await
 }
 
-/// [`make`], giving back the id when this call made the record.
-async fn made_id(ctx: &Ctx, rec: &ConfigRecord, id: String, index: u32) -> Result<Option<String>, TaskError> {
-    Ok(make(ctx, rec, &id, index).await?.then_some(id))
+/// Whether VMs of `rec` waiting for their first insert go in bulk now: its provider is Compute
+/// Engine's and `gce_bulk::in_bulk` says so (the one rule for `send` and the
+/// `create_instances` cron).
+pub async fn in_bulk(ctx: &Ctx, rec: &ConfigRecord) -> Result<bool, TaskError> {
+    let providers = ctx.providers.declared();
+    if providers.kind(providers.resolve(&rec.config.provider)) != Some(Kind::Gce) {
+        return Ok(false);
+    }
+    gce_bulk::in_bulk(ctx, rec).await
 }
 
 /// Hands VMs of Config `rec` just made to what sends them: its `bulk_insert` while many of its
-/// VMs are on their way (`gce_bulk::in_bulk`, a Compute Engine provider's), else a
-/// `create_instance` each.
+/// VMs are on their way ([`in_bulk`]), else a `create_instance` each.
 pub async fn send(ctx: &Ctx, rec: &ConfigRecord, made: &[String]) -> Result<(), TaskError> {
     if made.is_empty() {
         return Ok(());
     }
-    let providers = ctx.providers.declared();
-    let gce = providers.kind(providers.resolve(&rec.config.provider)) == Some(Kind::Gce);
-    if gce && gce_bulk::in_bulk(ctx, rec).await? {
+    if in_bulk(ctx, rec).await? {
         ctx.push(&BulkInsert { prefix: rec.config.prefix.clone() }).await?;
         return Ok(());
     }

@@ -8,6 +8,20 @@ use crate::model::{ConfigRecord, Observed, Vm};
 use crate::ports::store::{Expect, StoreError, Versioned};
 use crate::work::{ExpandConfig, ManageBot};
 
+/// How many records one step reads or writes at once (each its own call).
+pub const AT_ONCE: usize = 32;
+
+/// `f` of each of `items`, [`AT_ONCE`] at a time, the results in the items' order (the first
+/// error ends it).
+pub async fn each<I, T, F, Fut>(items: impl IntoIterator<Item = I>, f: F) -> Result<Vec<T>, TaskError>
+where
+    F: FnMut(I) -> Fut,
+    Fut: std::future::Future<Output = Result<T, TaskError>>,
+{
+    use futures::{StreamExt, TryStreamExt};
+    futures::stream::iter(items).map(f).buffered(AT_ONCE).try_collect().await
+}
+
 /// How many times a compare-and-set write re-reads after losing a race before it gives up
 /// with a Conflict (the one retry count of record writes).
 pub const CAS_TRIES: usize = 5;
@@ -37,10 +51,8 @@ pub async fn readable_vm(ctx: &Env, id: &str) -> Result<Option<Vm>, TaskError> {
 
 /// The revisions Config `prefix`'s readable VM records were made from (read a few at a time).
 pub async fn revisions_of(ctx: &Env, prefix: &str) -> Result<std::collections::BTreeSet<String>, TaskError> {
-    use futures::{StreamExt, TryStreamExt};
     let ids = ctx.store.vm_ids(crate::ports::store::VmIndex::OfConfig(prefix.to_owned())).await?;
-    let read = futures::stream::iter(ids).map(|id| async move { readable_vm(ctx, &id).await });
-    let all: Vec<Option<Vm>> = read.buffered(32).try_collect().await?;
+    let all = each(ids, |id| async move { readable_vm(ctx, &id).await }).await?;
     Ok(all.into_iter().flatten().map(|v| v.revision).collect())
 }
 

@@ -1,15 +1,13 @@
 //! `create_instances`: every VM without an instance → `create_instance`; the VMs of a Config
-//! whose first inserts go in bulk now (`gce_bulk::in_bulk`) → one `bulk_insert` for the Config,
+//! whose first inserts go in bulk now (`making::in_bulk`) → one `bulk_insert` for the Config,
 //! which sends them and hands the others (retries, single inserts) on to `create_instance`.
 
 use std::collections::BTreeMap;
 
-use crate::config::providers::Kind;
 use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::naming::parse_id;
 use crate::ports::store::VmIndex;
-use crate::providers::gce_bulk;
 use crate::work::{BulkInsert, CreateInstance};
 
 /// Runs once.
@@ -21,18 +19,14 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
         let prefix = parse_id(&id).map_or_else(String::new, |(p, _)| p.to_owned());
         by_config.entry(prefix).or_default().push(id);
     }
-    let providers = ctx.providers.declared();
     let (mut bulks, mut alone) = (Vec::new(), Vec::new());
     for (prefix, ids) in by_config {
         let cfg = match prefix.is_empty() {
             true => None,
             false => ctx.store.config(&prefix).await?,
         };
-        let gce = cfg
-            .as_ref()
-            .filter(|c| providers.kind(providers.resolve(&c.value.config.provider)) == Some(Kind::Gce));
-        match gce {
-            Some(c) if gce_bulk::in_bulk(ctx, &c.value).await? => bulks.push(BulkInsert { prefix }),
+        match cfg {
+            Some(c) if crate::making::in_bulk(ctx, &c.value).await? => bulks.push(BulkInsert { prefix }),
             _ => alone.extend(ids.into_iter().map(|id| CreateInstance { id })),
         }
     }

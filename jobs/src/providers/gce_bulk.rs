@@ -27,8 +27,6 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use futures::{StreamExt, TryStreamExt};
-
 use super::gce_insert::insert_alone;
 use super::gce_template::{bulk_instance, for_bulk};
 use crate::backoff::{self, Scope};
@@ -36,14 +34,14 @@ use crate::config::labels;
 use crate::counts;
 use crate::env::{Env, request_id};
 use crate::error::TaskError;
-use crate::lifecycle::{RECORD_AT_ONCE, created_in_bulk};
+use crate::lifecycle::created_in_bulk;
 use crate::metrics::Stage;
 use crate::model::marks::{BULKS_OPEN, GATHER};
 use crate::model::{ConfigRecord, Vm};
 use crate::ports::compute::{BulkSpec, ComputeError, Instance, Kind, Operation};
 use crate::ports::store::Versioned;
 use crate::work::{CreateInstance, Next};
-use crate::writes::write_vm_at;
+use crate::writes::{each, write_vm_at};
 use gce_backend_queues::When;
 
 /// The stage its errors are recorded under.
@@ -212,15 +210,6 @@ async fn claim(ctx: &Env, group: Vec<Versioned<Vm>>, rid: &str) -> Result<Vec<Ve
     })
     .await?;
     Ok(claimed.into_iter().flatten().collect())
-}
-
-/// `f` of each of `members`, [`RECORD_AT_ONCE`] at a time, in their order.
-async fn each<T, F, Fut>(members: Vec<Versioned<Vm>>, f: F) -> Result<Vec<T>, TaskError>
-where
-    F: Fn(Versioned<Vm>) -> Fut,
-    Fut: std::future::Future<Output = Result<T, TaskError>>,
-{
-    futures::stream::iter(members).map(f).buffered(RECORD_AT_ONCE).try_collect().await
 }
 
 /// Sends bulk `rid` of `members` (all claimed by it): the same request each time.

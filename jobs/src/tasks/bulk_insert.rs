@@ -15,8 +15,6 @@
 
 use std::collections::BTreeMap;
 
-use futures::{StreamExt, TryStreamExt};
-
 use crate::config::providers::Kind;
 use crate::ctx::Ctx;
 use crate::error::TaskError;
@@ -26,6 +24,7 @@ use crate::model::marks::BULKS_OPEN;
 use crate::ports::store::{StoreError, Versioned, VmIndex};
 use crate::providers::gce_bulk;
 use crate::work::{BulkInsert, CreateInstance, Next};
+use crate::writes::each;
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: BulkInsert) -> Result<Next, TaskError> {
@@ -91,14 +90,14 @@ pub async fn run(ctx: &Ctx, t: BulkInsert) -> Result<Next, TaskError> {
 /// decoding is left out: it is repaired elsewhere).
 async fn vms_of(ctx: &Ctx, prefix: &str) -> Result<Vec<Versioned<Vm>>, TaskError> {
     let ids = ctx.store.vm_ids(VmIndex::UncreatedOf(prefix.to_owned())).await?;
-    let read = futures::stream::iter(ids).map(|id| async move {
+    let all = each(ids, |id| async move {
         match ctx.store.vm(&id).await {
             Ok(vm) => Ok(vm),
             Err(StoreError::Corrupt { .. }) => Ok(None),
-            Err(e) => Err(e),
+            Err(e) => Err(e.into()),
         }
-    });
-    let all: Vec<Option<Versioned<Vm>>> = read.buffered(32).try_collect().await?;
+    })
+    .await?;
     Ok(all.into_iter().flatten().collect())
 }
 

@@ -124,9 +124,7 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
         (limits.creating_per_config as usize).saturating_sub(creating).min(limits.expand_batch as usize);
     let batch = &missing[..room.min(missing.len())];
     crate::zones::place_batch(ctx, &rec, batch).await?;
-    let ids: Vec<(String, u32)> =
-        batch.iter().filter_map(|id| crate::naming::parse_id(id).map(|(_, i)| (id.clone(), i))).collect();
-    crate::making::make_all(ctx, &rec, &ids).await?;
+    crate::making::make_all(ctx, &rec, batch).await?;
     if missing.len() > batch.len() {
         tracing::debug!(config = %t.prefix, made = batch.len(), left = missing.len() - batch.len(), "expanding in batches");
         // Room frees as instances are made; with none (quota, stockout), look again later.
