@@ -1,6 +1,6 @@
 //! Multi-zone Configs on Redis and the simulator: VMs spread over the zones by weight, a stockout
 //! in one zone moves creation to the others at once (not after its backoff), and new VMs go to
-//! the zone with the most headroom.
+//! the zone with the most headroom; a regional Config spreads over its region's zones.
 
 use std::collections::BTreeMap;
 
@@ -83,5 +83,30 @@ async fn vms_spread_by_weight_and_a_stockout_moves_creation_to_the_other_zone_at
             format!("gce_backend_zone_vms{{config=\"moved\",zone=\"{zone}\",state=\"connected\"}} 4");
         assert!(shared.lines().any(|l| l == series), "{series} in\n{shared}");
     }
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_regional_pool_spreads_over_the_regions_zones_and_a_stockout_moves_it_to_the_others() {
+    let mut s = settings();
+    s.timing.backoff_base = Secs(600);
+    s.timing.backoff_cap = Secs(600);
+    let env = Env::start_with(Backend::Redis, sim_config(), &[], true, s).await;
+    env.faults(json!({"stockout_zones": ["us-central1-a"]})).await;
+    let pool = spread("region", 6, 1, 1).replace(
+        "zones: [{zone: us-central1-a, weight: 1}, {zone: us-central1-b, weight: 1}]",
+        "region: us-central1",
+    );
+    assert!(pool.contains("region: us-central1\n"), "{pool}");
+    env.write_pool("region", &pool);
+    env.converged("region", 6).await;
+    // The simulator's project has us-central1-a, -b and -c (and zones in other regions).
+    let zones = by_zone(&env, "region");
+    let placed: Vec<&str> = zones.keys().map(String::as_str).collect();
+    assert_eq!(placed, ["us-central1-b", "us-central1-c"], "{zones:?}");
+    assert_eq!(zones.values().sum::<usize>(), 6);
+    let st = env.status("region", true).await;
+    let backed: Vec<(&str, bool)> = st.zones.iter().map(|z| (z.zone.as_str(), z.backoff.is_some())).collect();
+    assert_eq!(backed, [("us-central1-a", true), ("us-central1-b", false), ("us-central1-c", false)]);
     env.stop().await;
 }

@@ -83,6 +83,30 @@ impl Catalog {
         Ok(v)
     }
 
+    /// Fills a regional Config's zones with the project's zones in its region (see
+    /// [`Config::fill_region`]); the error names `region` when it has none there, or while
+    /// Compute cannot say (the Config is then applied once it can).
+    pub async fn place(
+        &self,
+        compute: &dyn Compute,
+        c: &mut Config,
+        now: DateTime<Utc>,
+    ) -> Result<(), ConfigError> {
+        if !c.needs_region_zones() {
+            return Ok(());
+        }
+        match self.zones(compute, &c.attributes.project, now).await {
+            Ok(known) => c.fill_region(&known),
+            Err(e) => Err(ConfigError {
+                field: format!("{}.region", c.prefix),
+                rule: format!(
+                    "its zones are not known: Compute Engine cannot list project {}'s zones now ({e}); applied once it can",
+                    c.attributes.project
+                ),
+            }),
+        }
+    }
+
     /// Checks `c`'s zone and disk types against its project.
     pub async fn check(&self, compute: &dyn Compute, c: &Config, now: DateTime<Utc>) -> Verdict {
         match self.try_check(compute, c, now).await {

@@ -35,9 +35,14 @@ impl std::ops::DerefMut for Ctx {
 
 impl Ctx {
     /// Checks `config` with its provider (which must be declared): what the provider does not
-    /// offer is invalid; a provider that cannot tell now (or is not set up) says unknown.
-    pub async fn validate(&self, config: &Config) -> Verdict {
+    /// offer is invalid; a provider that cannot tell now (or is not set up) says unknown. A
+    /// regional Config gets its region's zones first ([`crate::catalog::Catalog::place`]): it
+    /// is invalid while they are not known.
+    pub async fn validate(&self, config: &mut Config) -> Verdict {
         if let Some(e) = self.providers.declared().problem(config) {
+            return Verdict::Invalid(e);
+        }
+        if let Err(e) = self.catalog.place(&*self.compute, config, self.now()).await {
             return Verdict::Invalid(e);
         }
         match self.providers.get(&self.env, &config.provider).await {

@@ -3,7 +3,7 @@
 //! and §7.4).
 //!
 //! Floors, bottom to top: `units` (durations, amounts, the error), `names` and `attributes` and
-//! `policy` and `settings`; `spec` (the Config); `ranks` (its ranked machine types); `textproto` (the text format LUCI writes in);
+//! `policy` and `settings`; `spec` (the Config); `placement` (its zone, zones or region) and `ranks` (its ranked machine types); `textproto` (the text format LUCI writes in);
 //! `luci` (LUCI's `vms.cfg` read as Configs, and written back); `trust` and `providers` (what
 //! the settings let a Config name); `validate` (every rule of a Config); `mistakes` (what a
 //! parser says, every mistake at once, no value quoted); `yaml` (Config files as YAML text, read
@@ -14,6 +14,7 @@ pub mod file;
 pub mod luci;
 mod mistakes;
 pub mod names;
+mod placement;
 mod policy;
 pub mod providers;
 mod ranks;
@@ -27,6 +28,7 @@ mod yaml;
 
 pub use attributes::*;
 pub use names::{bounds, check_endpoint, prefixes_clash, valid_gce_name, valid_host, valid_project};
+pub use placement::{region_of, valid_region};
 pub use policy::*;
 pub use ranks::{MAX_RANKS, short_machine_type};
 pub use settings::{Limits, Timing};

@@ -206,7 +206,7 @@ pub fn static_problems(config: &Config, f: &dyn Fn(&str) -> String, out: &mut Ve
     if config.amount != Amount::default() {
         out.push(err(f("amount"), "a static pool lists its machines: remove amount"));
     }
-    if config.attributes != Attributes::default() || !config.zones.is_empty() {
+    if config.attributes != Attributes::default() || !config.zones.is_empty() || !config.region.is_empty() {
         out.push(err(f("attributes"), "a static pool's machines exist already: remove attributes"));
     }
     let mut seen = std::collections::HashSet::new();

@@ -25,6 +25,12 @@ pub struct Config {
     /// incarnation; quota or stockout in one zone moves creation to the others at once.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub zones: Vec<ZoneWeight>,
+    /// A regional pool: its region (`us-central1`), standing for the zones of it the project
+    /// lists when the Config is applied, each with weight 1 (they fill `zones`, which may also
+    /// list some of them instead, with weights). A pool then spreads over the region and a
+    /// stockout or quota refusal in one zone moves creation to the others at once.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub region: String,
     /// Ranked fallbacks: machine types to make VMs of, in order, when `attributes.machine_type`
     /// (rank 0) is refused for want of capacity or quota in a zone (rank 1 is the first listed
     /// here, and so on); empty: none, the zone backs off as a whole. See `config/ranks.rs`.

@@ -221,38 +221,6 @@ impl Config {
         }
     }
 
-    /// The rules of a multi-zone pool's `zones`.
-    fn check_zones(&self, f: &dyn Fn(&str) -> String, out: &mut Vec<ConfigError>) {
-        if !self.attributes.zone.is_empty() {
-            out.push(err(f("attributes.zone"), "a multi-zone pool names its zones in zones only: remove it"));
-        }
-        /// Weights are shares: 1000 tells apart any split a pool can make.
-        const MAX_WEIGHT: u32 = 1000;
-        if self.zones.len() > MAX_ZONES {
-            out.push(err(f("zones"), format!("{} zones; at most {MAX_ZONES}", self.zones.len())));
-        }
-        if self.zones.iter().all(|z| z.weight == 0) {
-            out.push(err(f("zones"), "at least one zone needs a weight above 0"));
-        }
-        let mut seen = std::collections::HashSet::new();
-        for (i, z) in self.zones.iter().enumerate() {
-            if !valid_gce_name(&z.zone) {
-                out.push(err(
-                    f(&format!("zones[{i}].zone")),
-                    format!("{:?} is not a zone name like us-central1-b", z.zone),
-                ));
-            } else if !seen.insert(z.zone.as_str()) {
-                out.push(err(f(&format!("zones[{i}].zone")), "is listed twice"));
-            }
-            if z.weight > MAX_WEIGHT {
-                out.push(err(
-                    f(&format!("zones[{i}].weight")),
-                    format!("{}; at most {MAX_WEIGHT}", z.weight),
-                ));
-            }
-        }
-    }
-
     /// The rules of an amount (a pool whose machines are made).
     fn check_amount(&self, f: &dyn Fn(&str) -> String, out: &mut Vec<ConfigError>) {
         let a = &self.amount;
@@ -446,16 +414,7 @@ impl Config {
                 ),
             ));
         }
-        if !self.zones.is_empty() {
-            self.check_zones(f, out);
-        } else if v.zone.is_empty() {
-            out.push(err(f("attributes.zone"), "is required (or zones, for a multi-zone pool)"));
-        } else if !valid_gce_name(&v.zone) {
-            out.push(err(
-                f("attributes.zone"),
-                format!("{:?} is not a zone name like us-central1-b", v.zone),
-            ));
-        }
+        self.check_placement(f, out);
         for (k, val) in &v.label {
             if !valid_label(k, true) || !valid_label(val, false) || k.starts_with("gce-backend") {
                 out.push(err(

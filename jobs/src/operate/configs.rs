@@ -78,7 +78,7 @@ pub async fn apply_expecting(
 
 async fn admit_and_write(
     ctx: &Ctx,
-    config: Config,
+    mut config: Config,
     by: Actor<'_>,
     must: Must,
     fence: &Fence,
@@ -99,7 +99,7 @@ async fn admit_and_write(
             }
             _ => {}
         }
-        let verified = admit(ctx, &config, cur.as_ref().map(|c| &c.value)).await?.into_result()?;
+        let verified = admit(ctx, &mut config, cur.as_ref().map(|c| &c.value)).await?.into_result()?;
         let rec = successor(ctx, &config, cur.as_ref().map(|c| &c.value), verified);
         let written = match &cur {
             Some(c) if c.value == rec => true, // as asked already: nothing to write

@@ -23,11 +23,11 @@ use super::shared::{OpError, admit, by_index};
 /// `apply` then `set_amount` would leave: `input.amount`, else the current amount (0 for a new
 /// Config), clamped by the amount rules of the Config it would have, now. NotFound when there
 /// is no Config `prefix` and `input` brings none. Reads every VM record of the Config.
-pub async fn plan(ctx: &Ctx, prefix: &str, input: PlanInput) -> Result<Plan, OpError> {
+pub async fn plan(ctx: &Ctx, prefix: &str, mut input: PlanInput) -> Result<Plan, OpError> {
     let cur = ctx.store.config(prefix).await?.map(|c| c.value);
     let mut problems = Vec::new();
     let mut changes = Vec::new();
-    if let Some(c) = &input.config {
+    if let Some(c) = &mut input.config {
         if c.prefix != prefix {
             problems.push(format!("prefix: the Config names {:?}, not {prefix:?}", c.prefix));
         }

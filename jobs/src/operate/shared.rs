@@ -104,10 +104,10 @@ impl Admission {
 /// Checks `config` the way `import_configs` checks a file: every rule of one Config and the
 /// service's limits, the project's zones and disk types (once those pass), its prefix's owner
 /// (`stored`, the record under its prefix) and the across-Configs prefix rule against every
-/// stored Config.
+/// stored Config. A regional Config's zones are filled in (from the project's, in its region).
 pub(super) async fn admit(
     ctx: &Ctx,
-    config: &Config,
+    config: &mut Config,
     stored: Option<&ConfigRecord>,
 ) -> Result<Admission, TaskError> {
     let mut a = Admission { invalid: config.problems(), verified: true, ..Admission::default() };

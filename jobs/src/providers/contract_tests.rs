@@ -45,7 +45,7 @@ struct Seen {
 
 async fn contract(ctx: &Ctx, config: Config) -> Seen {
     let prefix = config.prefix.clone();
-    assert_eq!(ctx.validate(&config).await, Verdict::Valid, "{prefix}");
+    assert_eq!(ctx.validate(&mut config.clone()).await, Verdict::Valid, "{prefix}");
     crate::operate::apply(ctx, config, "test").await.unwrap();
     crate::tasks::expand_config::run(ctx, crate::work::ExpandConfig { prefix: prefix.clone() })
         .await
@@ -103,7 +103,7 @@ async fn a_config_of_the_other_shape_is_refused_by_each_provider() {
     let static_shaped = Config { provider: "gce".into(), ..listed("lab", &["mac-1"]) };
     let mut fields = Vec::new();
     for c in [gce_shaped, static_shaped] {
-        match ctx.validate(&c).await {
+        match ctx.validate(&mut c.clone()).await {
             Verdict::Invalid(e) => fields.push((e.field, e.rule.contains("type"))),
             v => panic!("{v:?}"),
         }
@@ -111,7 +111,7 @@ async fn a_config_of_the_other_shape_is_refused_by_each_provider() {
     assert_eq!(fields, [("linux.provider".into(), true), ("lab.machines".into(), true)]);
     // A static Config names its provider: the default is of type gce.
     let unnamed = Config { provider: String::new(), ..listed("lab", &["mac-1"]) };
-    assert!(matches!(ctx.validate(&unnamed).await, Verdict::Invalid(_)));
+    assert!(matches!(ctx.validate(&mut unnamed.clone()).await, Verdict::Invalid(_)));
 }
 
 #[tokio::test]

@@ -92,7 +92,7 @@ async fn a_config_must_name_a_declared_provider_with_a_valid_id() {
     let (ctx, _) = Ctx::test();
     let mut c = crate::testing::config("linux", 1);
     c.provider = "elsewhere".into();
-    match ctx.validate(&c).await {
+    match ctx.validate(&mut c.clone()).await {
         Verdict::Invalid(e) => {
             assert!(e.field == "linux.provider" && e.rule.contains("declared: gce"), "{e}")
         }
@@ -102,7 +102,7 @@ async fn a_config_must_name_a_declared_provider_with_a_valid_id() {
     assert!(c.problems().iter().any(|e| e.field == "linux.provider"), "{:?}", c.problems());
     c.provider = "gce".into();
     assert!(c.problems().is_empty());
-    assert_eq!(ctx.validate(&c).await, Verdict::Valid, "the fake project has the zone");
+    assert_eq!(ctx.validate(&mut c.clone()).await, Verdict::Valid, "the fake project has the zone");
 }
 
 #[tokio::test]

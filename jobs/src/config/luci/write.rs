@@ -68,6 +68,7 @@ fn not_in_luci(c: &Config) -> Option<&'static str> {
     let a = &c.attributes;
     [
         (!c.zones.is_empty(), "zones"),
+        (!c.region.is_empty(), "region"),
         (!c.fallback_machine_types.is_empty(), "fallback_machine_types"),
         (!c.provider.is_empty(), "provider"),
         (c.machines.is_some(), "machines"),

@@ -227,7 +227,7 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
 /// or disk type the project lacks goes on its status (its operator must fix it over the API).
 async fn verify_api_config(ctx: &Ctx, cur: &Versioned<ConfigRecord>) -> Result<(), TaskError> {
     let prefix = &cur.value.config.prefix;
-    match ctx.validate(&cur.value.config).await {
+    match ctx.validate(&mut cur.value.config.clone()).await {
         Verdict::Valid => {
             let rec = ConfigRecord { verified: true, ..cur.value.clone() };
             ctx.store.put_config(&rec, Expect::Version(cur.version)).await?;
@@ -284,7 +284,8 @@ async fn apply(
             return Ok(Err(e));
         }
     }
-    let verified = match ctx.validate(&config).await {
+    let mut config = config;
+    let verified = match ctx.validate(&mut config).await {
         Verdict::Valid => true,
         Verdict::Invalid(e) => return Ok(Err(e)),
         Verdict::Unknown(why) => {

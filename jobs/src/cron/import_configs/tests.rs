@@ -263,6 +263,42 @@ async fn zones_and_disk_types_are_checked_against_the_project_or_later_when_comp
 }
 
 #[tokio::test]
+async fn a_regional_config_is_stored_with_its_projects_zones_in_the_region_once_compute_lists_them() {
+    let (ctx, f, dir) = setup();
+    *f.compute.zones.lock().unwrap() =
+        ["us-central1-b", "us-east1-b", "us-central1-a"].map(String::from).to_vec();
+    let mut c = crate::testing::zoned(config("linux", 2), &[]);
+    c.region = "us-central1".into();
+    // Compute cannot list the zones: nothing is applied, and the file's error says why.
+    *f.compute.catalog_fail.lock().unwrap() = Some(ComputeError::from_http(Some(503), "", "down"));
+    write(&dir, "linux.yaml", &c);
+    run(&ctx).await.unwrap();
+    assert!(ctx.store.config("linux").await.unwrap().is_none(), "not applied without its zones");
+    let e = &ctx.store.file_errors().await.unwrap()[0];
+    assert!(e.message.contains("linux.region") && e.message.contains("cannot list"), "{e:?}");
+
+    *f.compute.catalog_fail.lock().unwrap() = None;
+    run(&ctx).await.unwrap();
+    let stored = ctx.store.config("linux").await.unwrap().unwrap();
+    let zones: Vec<(&str, u32)> =
+        stored.value.config.zones.iter().map(|z| (z.zone.as_str(), z.weight)).collect();
+    assert_eq!(zones, [("us-central1-a", 1), ("us-central1-b", 1)]);
+    assert_eq!(stored.value.config.region, "us-central1");
+    assert!(stored.value.verified);
+    assert!(ctx.store.file_errors().await.unwrap().is_empty(), "the file error is cleared");
+    run(&ctx).await.unwrap();
+    assert_eq!(ctx.store.config("linux").await.unwrap().unwrap().version, stored.version, "unchanged");
+
+    // A region the project has no zones in: refused, and the pool keeps its zones.
+    c.region = "asia-east2".into();
+    write(&dir, "linux.yaml", &c);
+    run(&ctx).await.unwrap();
+    assert_eq!(ctx.store.config("linux").await.unwrap().unwrap().value, stored.value);
+    let e = &ctx.store.file_errors().await.unwrap()[0];
+    assert!(e.message.contains("has no zones in region asia-east2"), "{e:?}");
+}
+
+#[tokio::test]
 async fn a_restored_file_resolves_its_error() {
     let (ctx, _, dir) = setup();
     write(&dir, "linux.yaml", &config("linux", 2));
