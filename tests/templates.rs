@@ -119,3 +119,29 @@ async fn a_config_s_template_is_made_named_by_its_bulks_and_replaced_with_its_re
     env.converged("tpl", 16).await;
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_template_deleted_outside_is_made_again_and_the_pool_still_grows_in_bulk() {
+    let mut s = settings();
+    s.limits = Limits { bulk_min: 2, ..Limits::default() };
+    let env = Env::start_with(Backend::Redis, sim_config(), &[("tpl", tpl(OLD))], true, s).await;
+    env.converged("tpl", 4).await;
+    let name = template_name("tpl", &revision(&env).await);
+    only_template(&env, &name).await;
+    // Someone deletes it in Compute; the pool then grows.
+    let url = format!("{}/compute/v1/projects/my-proj/global/instanceTemplates/{name}", env.sim_url);
+    assert_eq!(reqwest::Client::new().delete(url).send().await.unwrap().status(), 200);
+    assert!(listed(&env).await.is_empty());
+    let bulks = calls(&env, "compute.instances.bulkInsert");
+    gce_backend_jobs::operate::configs::set_amount(&env.ctx, "tpl", 12, "test").await.unwrap();
+    env.converged("tpl", 12).await;
+    assert!(calls(&env, "compute.instances.bulkInsert") > bulks, "still made in bulk");
+    // It is made again, and the Config's status said why.
+    only_template(&env, &name).await;
+    let errors = env.ctx.store.errors("tpl").await.unwrap();
+    assert!(
+        errors.iter().any(|e| e.message.contains(&format!("instance template {name} is gone"))),
+        "{errors:?}"
+    );
+    env.stop().await;
+}

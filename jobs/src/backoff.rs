@@ -1,5 +1,6 @@
 //! Backoffs of a scope where creating instances fails for a while: a (project, zone) out of
-//! quota or capacity (or one machine type in it, for a Config with ranked machine types), or a
+//! quota or capacity (or one machine type in it, for a Config with ranked machine types; or only
+//! its Spot capacity, for Spot VMs), or a
 //! Config whose instances Compute refuses as invalid. Exponential
 //! (`timing.backoff_base` doubling to `backoff_cap`), one step per wave of failures, cleared by a
 //! success. A task that meets one waits for its end (no attempt spent). Logged once per change
@@ -32,27 +33,37 @@ impl Scope {
     }
 
     /// One machine type in a (project, zone): the zone `<zone>/<machine type>` (the type's name
-    /// without its path).
-    pub fn machine_type(project: &str, zone: &str, machine_type: &str) -> Self {
-        Scope(project.to_owned(), format!("{zone}/{}", crate::config::short_machine_type(machine_type)))
+    /// without its path), `<zone>/<machine type>/spot` for its Spot capacity.
+    pub fn machine_type(project: &str, zone: &str, machine_type: &str, spot: bool) -> Self {
+        let t = crate::config::short_machine_type(machine_type);
+        Scope(project.to_owned(), format!("{zone}/{t}{}", if spot { "/spot" } else { "" }))
+    }
+
+    /// The Spot capacity of a (project, zone): the zone `<zone>/spot`.
+    pub fn spot(project: &str, zone: &str) -> Self {
+        Scope(project.to_owned(), format!("{zone}/spot"))
     }
 
     /// The one rule of what a refusal of `vm`'s insert for want of capacity or quota backs off:
     /// its machine type in its zone when it has a rank (its Config lists fallback machine types,
-    /// so the next rank is tried there at once), else its whole zone.
+    /// so the next rank is tried there at once), else its whole zone; for a Spot VM, only the
+    /// Spot capacity of either, so standard VMs (a failover's) are not held back by it.
     pub fn refused(vm: &Vm) -> Self {
+        let spot = vm.attributes.preemptible();
         match vm.rank {
-            Some(_) => Scope::machine_type(vm.project(), vm.zone(), &vm.attributes.machine_type),
+            Some(_) => Scope::machine_type(vm.project(), vm.zone(), &vm.attributes.machine_type, spot),
+            None if spot => Scope::spot(vm.project(), vm.zone()),
             None => Scope::zone(vm),
         }
     }
 
-    /// The scopes an insert of `vm` depends on: its zone, its Config, and its machine type in its
-    /// zone when it has a rank.
+    /// The scopes an insert of `vm` depends on: its zone, its Config, and what a refusal of it
+    /// backs off when that is narrower than the zone (its machine type there, its Spot capacity).
     pub fn of(vm: &Vm) -> Vec<Self> {
         let mut out = vec![Scope::zone(vm), Scope::config(&vm.config)];
-        if vm.rank.is_some() {
-            out.push(Scope::refused(vm));
+        let refused = Scope::refused(vm);
+        if refused != out[0] {
+            out.push(refused);
         }
         out
     }
@@ -102,6 +113,9 @@ pub async fn wait_for(ctx: &Env, vm: &Vm) -> Result<Option<Duration>, TaskError>
 fn named(project: &str, zone: &str) -> (String, String) {
     match (project, zone.contains('/')) {
         ("", _) => (format!("backoff {zone}"), format!("Config {zone}")),
+        (p, true) if zone.ends_with("/spot") => {
+            (format!("backoff {p}/{zone}"), format!("Spot capacity {p}/{zone}"))
+        }
         (p, true) => (format!("backoff {p}/{zone}"), format!("machine type {p}/{zone}")),
         (p, false) => (format!("backoff {p}/{zone}"), format!("zone {p}/{zone}")),
     }

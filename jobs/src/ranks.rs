@@ -54,31 +54,43 @@ impl ZoneRanks {
     }
 }
 
-/// The scopes of `c`'s zones and ranks, zone by zone in its order: the zone, then (with
-/// fallbacks) each rank's machine type in it.
-fn scopes(c: &Config) -> Vec<Scope> {
+/// The scopes of `c`'s zones and ranks for new VMs that are Spot or not (`spot`), zone by zone
+/// in its order: the zone, its Spot capacity (Spot VMs), then (with fallbacks) each rank's
+/// machine type in it (its Spot capacity, for Spot VMs).
+fn scopes(c: &Config, spot: bool) -> Vec<Scope> {
     let project = c.attributes.project.as_str();
     let ranks = if c.has_ranks() { c.ranks() } else { 0 };
     let mut out = Vec::new();
     for zone in c.zone_names() {
         out.push(Scope(project.to_owned(), zone.to_owned()));
+        if spot {
+            out.push(Scope::spot(project, zone));
+        }
         for r in 0..ranks {
             let t = c.machine_type_of(r).unwrap_or_default().replace("{{.Zone}}", zone);
-            out.push(Scope::machine_type(project, zone, &t));
+            out.push(Scope::machine_type(project, zone, &t, spot));
         }
     }
     out
 }
 
-/// The backoffs `c`'s new VMs meet at `now`, per zone (in its order) and rank (one read).
-pub async fn grid(store: &dyn Store, c: &Config, now: DateTime<Utc>) -> Result<Vec<ZoneRanks>, TaskError> {
-    let scopes = scopes(c);
+/// The backoffs `c`'s new VMs (Spot ones when `spot`) meet at `now`, per zone (in its order)
+/// and rank (one read). A zone's own backoff is the later of the zone's and, for Spot VMs, its
+/// Spot capacity's.
+pub async fn grid(
+    store: &dyn Store,
+    c: &Config,
+    spot: bool,
+    now: DateTime<Utc>,
+) -> Result<Vec<ZoneRanks>, TaskError> {
+    let scopes = scopes(c, spot);
     let pairs: Vec<(&str, &str)> = scopes.iter().map(Scope::pair).collect();
     let mut found = store.backoffs(&pairs).await?.into_iter().map(|b| b.filter(|b| b.until > now));
     let ranks = if c.has_ranks() { c.ranks() as usize } else { 0 };
     let mut out = Vec::new();
     for zone in c.zone_names() {
-        let backoff = found.next().flatten();
+        let own: Vec<Backoff> = found.by_ref().take(1 + usize::from(spot)).flatten().collect();
+        let backoff = own.into_iter().max_by_key(|b| b.until);
         let ranks = found.by_ref().take(ranks).collect();
         out.push(ZoneRanks { zone: zone.to_owned(), backoff, ranks });
     }
@@ -101,7 +113,7 @@ pub async fn closed(store: &dyn Store, c: &Config, vm: &Vm, now: DateTime<Utc>) 
     if vm.instance.is_some() || (c.zones.len() < 2 && vm.rank.is_none()) {
         return Ok(false);
     }
-    let grid = grid(store, c, now).await?;
+    let grid = grid(store, c, vm.attributes.preemptible(), now).await?;
     // A rank the Config no longer has is as good as closed.
     let own = grid.iter().find(|z| z.zone == vm.zone()).is_none_or(|z| match vm.rank {
         Some(r) => r >= c.ranks() || !z.is_open(r),
@@ -111,14 +123,19 @@ pub async fn closed(store: &dyn Store, c: &Config, vm: &Vm, now: DateTime<Utc>) 
 }
 
 /// The ranks of `c` (a Config with fallback machine types; none for another) as status shows
-/// them at `now`: VMs and connected bots per rank from the store's sums, placements from its
-/// counters, the active backoffs of each rank's machine type per zone.
-pub async fn status(store: &dyn Store, c: &Config, now: DateTime<Utc>) -> Result<Vec<RankStatus>, TaskError> {
+/// them at `now`, from `grid` (as [`grid`] read it): VMs and connected bots per rank from the
+/// store's sums, placements from its counters, the active backoffs of each rank's machine type
+/// per zone.
+pub async fn status(
+    store: &dyn Store,
+    c: &Config,
+    grid: &[ZoneRanks],
+    now: DateTime<Utc>,
+) -> Result<Vec<RankStatus>, TaskError> {
     if !c.has_ranks() {
         return Ok(Vec::new());
     }
     let sums = crate::counts::rank_sums(store, &c.prefix).await?;
-    let grid = grid(store, c, now).await?;
     let mut out = Vec::new();
     for rank in 0..c.ranks() {
         let n = sums.get(&rank).map(|s| Counts::from_sums(0, s, now)).unwrap_or_default();

@@ -63,19 +63,17 @@ pub async fn status(
     };
     if let Some(c) = config {
         let rec = c.value;
-        let a = &rec.config.attributes;
+        // What its new VMs meet, per zone and rank (its Spot capacity too, for Spot VMs).
+        let grid = crate::ranks::grid(store, &rec.config, rec.makes_spot(now), now).await?;
         // The Config's own backoff (Compute refused its instances) first, else its zone's.
         let own = store.backoff("", prefix).await?.filter(|b| b.until > now);
-        st.backoff = match own {
-            Some(b) => Some(b),
-            None => store.backoff(&a.project, &a.zone).await?.filter(|b| b.until > now),
-        };
+        st.backoff = own.or_else(|| grid.first().filter(|_| rec.config.zones.is_empty())?.backoff.clone());
         let sums = match rec.config.zones.is_empty() {
             true => Default::default(),
             false => zone_sums(store, prefix).await?,
         };
-        let backoffs = crate::zones::backoffs(store, &rec.config, now).await?;
-        for (z, backoff) in rec.config.zones.iter().zip(backoffs) {
+        for (z, g) in rec.config.zones.iter().zip(&grid) {
+            let backoff = g.backoff.clone();
             let n = sums.get(&z.zone).map(|s| Counts::from_sums(0, s, now)).unwrap_or_default();
             st.zones.push(ZoneStatus {
                 zone: z.zone.clone(),
@@ -86,7 +84,7 @@ pub async fn status(
                 backoff,
             });
         }
-        st.ranks = crate::ranks::status(store, &rec.config, now).await?;
+        st.ranks = crate::ranks::status(store, &rec.config, &grid, now).await?;
         st.state = if rec.orphaned.is_some() { ConfigState::Orphaned } else { ConfigState::Active };
         st.delete_at = rec.delete_at.or(rec.orphaned.map(|t| t + grace));
         st.source = rec.source;

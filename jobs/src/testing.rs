@@ -112,6 +112,11 @@ impl Compute for FakeCompute {
         if let Some(answer) = lock(&self.inserts).pop_front() {
             return answer;
         }
+        if let Some(t) = spec.template.as_ref().filter(|t| !lock(&self.templates).contains_key(&t.name)) {
+            let message =
+                format!("The resource 'projects/{_p}/global/instanceTemplates/{}' was not found", t.name);
+            return Err(ComputeError::from_http(Some(404), "notFound", &message));
+        }
         let labels = &spec.instance.labels;
         let refs: Vec<(&str, &str)> = labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         let mut instances = lock(&self.instances);

@@ -10,13 +10,10 @@
 
 use std::collections::BTreeMap;
 
-use chrono::{DateTime, Utc};
-
 use crate::config::Config;
 use crate::env::Env;
 use crate::error::TaskError;
-use crate::model::{Backoff, ConfigRecord, Sums};
-use crate::ports::store::Store;
+use crate::model::{ConfigRecord, Sums};
 use crate::ranks::ZoneRanks;
 
 /// A zone as placement sees it: its weight, the VMs it holds, whether it backs off.
@@ -57,17 +54,6 @@ pub fn place<'a>(rooms: &mut [Room<'a>], wanted: usize, n: usize) -> Vec<&'a str
     out
 }
 
-/// The active backoff of each of `c`'s zones, in its order (one read).
-pub async fn backoffs(
-    store: &dyn Store,
-    c: &Config,
-    now: DateTime<Utc>,
-) -> Result<Vec<Option<Backoff>>, TaskError> {
-    let project = c.attributes.project.as_str();
-    let scopes: Vec<(&str, &str)> = c.zones.iter().map(|z| (project, z.zone.as_str())).collect();
-    Ok(store.backoffs(&scopes).await?.into_iter().map(|b| b.filter(|b| b.until > now)).collect())
-}
-
 /// The rooms of `c`'s zones now: VMs per zone from the store's zone sums, and each zone closed
 /// when `grid` (as `ranks::grid` read it) has no open rank there.
 async fn rooms<'a>(ctx: &Env, c: &'a Config, grid: &[ZoneRanks]) -> Result<Vec<Room<'a>>, TaskError> {
@@ -91,7 +77,7 @@ pub async fn place_batch(ctx: &Env, rec: &ConfigRecord, ids: &[String]) -> Resul
     if c.zones.len() < 2 || ids.is_empty() {
         return Ok(());
     }
-    let grid = crate::ranks::grid(&*ctx.store, c, ctx.now()).await?;
+    let grid = crate::ranks::grid(&*ctx.store, c, rec.makes_spot(ctx.now()), ctx.now()).await?;
     let mut rooms = rooms(ctx, c, &grid).await?;
     let zones = place(&mut rooms, rec.wanted_len(), ids.len());
     let placed: Vec<(String, String)> =
@@ -114,7 +100,7 @@ pub async fn pick(ctx: &Env, rec: &ConfigRecord, id: &str) -> Result<(String, Op
         0 | 1 => None,
         _ => ctx.store.take_placement(&c.prefix, id).await?,
     };
-    let grid = crate::ranks::grid(&*ctx.store, c, ctx.now()).await?;
+    let grid = crate::ranks::grid(&*ctx.store, c, rec.makes_spot(ctx.now()), ctx.now()).await?;
     let rank_in =
         |zone: &str| c.has_ranks().then(|| grid.iter().find(|g| g.zone == zone).map_or(0, |g| g.rank()));
     if c.zones.len() < 2 {

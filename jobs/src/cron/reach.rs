@@ -15,7 +15,7 @@ pub(super) async fn servers(ctx: &Ctx) -> Result<BTreeSet<String>, TaskError> {
     Ok(s)
 }
 
-/// Projects of every Config, and of leak candidates (of removed Configs too).
+/// Projects of every Config, of leak candidates and of templates made (of removed Configs too).
 pub(super) async fn projects(ctx: &Ctx) -> Result<BTreeSet<String>, TaskError> {
     // A static pool has no project: its machines are not Compute Engine's.
     let mut p: BTreeSet<String> = ctx
@@ -28,5 +28,6 @@ pub(super) async fn projects(ctx: &Ctx) -> Result<BTreeSet<String>, TaskError> {
         .collect();
     let marks = ctx.store.marks(crate::model::marks::LEAKS).await?;
     p.extend(marks.into_iter().filter_map(|(k, _)| k.split_once('/').map(|(project, _)| project.to_owned())));
+    p.extend(ctx.store.marks(crate::model::marks::TEMPLATE_PROJECTS).await?.into_iter().map(|(k, _)| k));
     Ok(p)
 }

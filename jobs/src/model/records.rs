@@ -537,6 +537,9 @@ pub mod marks {
     pub const LEAKS: &str = "leak";
     /// Leak candidates: instance templates with our label that nothing names (`<project>/<name>`).
     pub const TEMPLATE_LEAKS: &str = "template-leak";
+    /// Projects an instance template of ours was made in (`<project>`): audited for leaked
+    /// templates while one of ours is left there, whether or not a Config still names the project.
+    pub const TEMPLATE_PROJECTS: &str = "template-project";
     /// Stale bots: bots named like ours with no VM (`<server>|<bot id>`).
     pub const STALE_BOTS: &str = "stale-bot";
     /// Configs whose VMs waiting for an instance are being gathered into a bulk (`<prefix>`,

@@ -164,6 +164,12 @@ impl ConfigRecord {
         self.config.spot_failover.as_ref().and(self.spot.active(now))
     }
 
+    /// Whether the VMs it makes now are Spot (or preemptible), by
+    /// [`ConfigRecord::new_vm_attributes`]: its template's are, and no failover is in force.
+    pub fn makes_spot(&self, now: DateTime<Utc>) -> bool {
+        self.new_vm_attributes("", None, now).0.preemptible()
+    }
+
     /// The one rule for the instance attributes of a VM it makes now in `zone` on `rank` (see
     /// [`Vm::rank`]): its template with the zone filled in and the rank's machine type, made
     /// standard while a Spot failover is in force; and whether it was (the VM's `failover`).

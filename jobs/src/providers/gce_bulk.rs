@@ -6,7 +6,9 @@
 //!   `[limits] bulk_max`; a group smaller than `bulk_min` goes one insert per VM, as before.
 //! * Source: a bulk of VMs of the Config's current revision names the Config's instance template
 //!   (`gce_template.rs`) once it is made, and sends only what differs from it (the batch label);
-//!   before that, or for VMs of an older revision, it sends the whole instance.
+//!   before that, or for VMs of an older revision, it sends the whole instance. A template
+//!   Compute no longer has (deleted outside the service) is made again, and the bulk is sent
+//!   again at once with the whole instance.
 //! * Claim, then send: each member's record gets `insert_sent` and the bulk's requestId (`batch`)
 //!   with a compare-and-set before the call (a few writes at a time). The requestId is derived
 //!   from the members' hostnames and attempts, so a bulk sent again (after a crash, a throttle, a
@@ -28,7 +30,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::gce_insert::insert_alone;
-use super::gce_template::{bulk_instance, for_bulk};
+use super::gce_template::{bulk_instance, for_bulk, lost};
 use crate::backoff::{self, Scope};
 use crate::config::labels;
 use crate::counts;
@@ -226,11 +228,19 @@ async fn send(ctx: &Env, members: Vec<Versioned<Vm>>, rid: &str) -> Result<Next,
     // The Config's template of this revision, once made: the bulk names it; until then (or
     // for VMs of an older revision) it sends the whole instance.
     let template = for_bulk(ctx, &first).await?;
+    let named = template.as_ref().map(|t| t.name.clone());
     let spec = BulkSpec { instance, names, template };
     let op = match ctx.compute.bulk_insert(&project, &zone, rid, &spec).await {
         Ok(op) => op,
         Err(e) => {
             let _ = ctx.buckets.leave(&place, rid).await;
+            if let Some(name) = named
+                && lost(ctx, &first, &name, &e).await?
+            {
+                // Sent again soon, the same members and requestId (Compute made nothing and
+                // kept no operation for it), with the whole instance.
+                return Ok(Next::After(Duration::from_millis(250)));
+            }
             return refused(ctx, members, rid, e).await;
         }
     };

@@ -20,9 +20,10 @@ use std::time::Duration;
 use crate::config::labels;
 use crate::env::{Env, request_id};
 use crate::error::TaskError;
+use crate::model::marks::TEMPLATE_PROJECTS;
 use crate::model::{ConfigRecord, PoolResource, Vm};
 use crate::ports::compute::{ComputeError, Kind, Operation, Template, TemplateSpec};
-use crate::work::Next;
+use crate::work::{Next, PoolResources};
 use crate::writes::update_config;
 
 /// The stage its errors are recorded under (the `pool_resources` queue's).
@@ -109,6 +110,35 @@ pub async fn for_bulk(ctx: &Env, vm: &Vm) -> Result<Option<TemplateSpec>, TaskEr
     })
 }
 
+/// Whether `e`, the answer to a bulk of `vm`'s that named template `name`, says Compute has no
+/// such template (deleted outside the service). Then it is no longer ready (bulks send the whole
+/// instance until it is back), its next insert is a new request, the Config's status says so,
+/// and `pool_resources` makes it again.
+pub async fn lost(ctx: &Env, vm: &Vm, name: &str, e: &ComputeError) -> Result<bool, TaskError> {
+    if e.kind != Kind::NotFound || !e.message.contains(&format!("instanceTemplates/{name}")) {
+        return Ok(false);
+    }
+    let Some(cur) = ctx.store.config(&vm.config).await? else { return Ok(true) };
+    if let Some(r) = cur.value.resource(&vm.revision).filter(|r| r.name == name) {
+        update(ctx, &vm.config, r, |x| {
+            x.ready.is_some() && x.removing.is_none() && {
+                x.ready = None;
+                x.operation.clear();
+                x.attempt += 1;
+                true
+            }
+        })
+        .await?;
+    }
+    let message = format!(
+        "instance template {name} is gone (deleted outside the service?): made again; bulk inserts send the whole instance until then"
+    );
+    tracing::warn!(config = %vm.config, template = %name, "{message}");
+    ctx.record_once(&vm.config, STAGE, &e.code, &message).await?;
+    ctx.push(&PoolResources { prefix: vm.config.clone() }).await?;
+    Ok(true)
+}
+
 /// The requestId of `verb` (`template`, `untemplate`) on `r`, in its attempt.
 fn rid(verb: &str, r: &PoolResource) -> String {
     request_id(&format!("{verb}-{}-{}-{}", r.name, r.since.timestamp_millis(), r.attempt))
@@ -192,7 +222,7 @@ pub async fn ensure(ctx: &Env, rec: &ConfigRecord) -> Result<Next, TaskError> {
             Ok(poll(ctx, &r))
         }
         Err(e) if e.kind == Kind::AlreadyExists => match ctx.compute.template(project, &r.name).await? {
-            Some(t) if ours(&t, &ctx.deployment, prefix, revision) => ready(ctx, prefix, &r).await,
+            Some(t) if ours(&t, &ctx.deployment, prefix, revision) => ready(ctx, project, prefix, &r).await,
             _ => {
                 let message = format!(
                     "instance template {}: the name is taken by a template not of this revision",
@@ -215,7 +245,7 @@ pub async fn ensure(ctx: &Env, rec: &ConfigRecord) -> Result<Next, TaskError> {
 /// The insert of `r` is DONE: ready, or a new attempt after recording why not.
 async fn made(ctx: &Env, rec: &ConfigRecord, r: PoolResource, op: Operation) -> Result<Next, TaskError> {
     let prefix = rec.config.prefix.as_str();
-    let Some(e) = op.error else { return ready(ctx, prefix, &r).await };
+    let Some(e) = op.error else { return ready(ctx, &rec.config.attributes.project, prefix, &r).await };
     let message = format!("instance template {}: {}", r.name, e.message);
     failed_attempt(ctx, prefix, &r, e.kind, message, e).await
 }
@@ -241,8 +271,8 @@ async fn failed_attempt(
     Err(TaskError::Compute(ComputeError { kind, message, ..e }))
 }
 
-/// Marks `r` made: bulks of its revision name it from now on.
-async fn ready(ctx: &Env, prefix: &str, r: &PoolResource) -> Result<Next, TaskError> {
+/// Marks `r` (in `project`) made: bulks of its revision name it from now on.
+async fn ready(ctx: &Env, project: &str, prefix: &str, r: &PoolResource) -> Result<Next, TaskError> {
     let now = ctx.now();
     let written = update(ctx, prefix, r, |x| {
         x.ready.is_none() && x.removing.is_none() && {
@@ -254,6 +284,8 @@ async fn ready(ctx: &Env, prefix: &str, r: &PoolResource) -> Result<Next, TaskEr
     .await?;
     if written.is_some_and(|x| x.ready == Some(now)) {
         tracing::info!(config = %prefix, template = %r.name, revision = %r.revision, "instance template made");
+        // Audited for leaks in its project from now on, even once no Config names the project.
+        ctx.store.mark(TEMPLATE_PROJECTS, project, now).await?;
     }
     ctx.resolved(prefix, &[STAGE]).await?;
     Ok(Next::Done)

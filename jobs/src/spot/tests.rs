@@ -186,6 +186,32 @@ async fn refused_spot_inserts_fail_the_pool_over_and_its_unsent_spot_vms_are_mad
 }
 
 #[tokio::test]
+async fn a_spot_refusal_backs_off_the_zones_spot_capacity_only_so_a_failovers_standard_vms_go_at_once() {
+    let (ctx, f) = setup(2, 0).await;
+    spot_vm(&ctx, "spot-0", false).await;
+    let spot_1 = spot_vm(&ctx, "spot-1", false).await;
+    f.compute.inserts.lock().unwrap().push_back(Err(refusal("ZONE_RESOURCE_POOL_EXHAUSTED")));
+    crate::tasks::create_instance::run(&ctx, CreateInstance { id: "spot-0".into() }).await.unwrap();
+    // What backs off is the zone's Spot capacity, not the zone: a Spot VM there waits for it.
+    assert!(ctx.store.backoff("test-project", "z/spot").await.unwrap().is_some());
+    assert!(ctx.store.backoff("test-project", "z").await.unwrap().is_none());
+    assert!(crate::backoff::wait_for(&ctx, &spot_1).await.unwrap().is_some());
+    // Failed over (more than 0): the VMs are made again standard, and the first is sent at once.
+    assert_eq!(state(&ctx).await.failovers, 1);
+    crate::tasks::expand_config::run(&ctx, crate::work::ExpandConfig { prefix: "spot".into() })
+        .await
+        .unwrap();
+    let again = vm(&ctx, "spot-0").await.expect("made again");
+    assert!(again.failover && !again.attributes.preemptible());
+    assert!(crate::backoff::wait_for(&ctx, &again).await.unwrap().is_none(), "not held by the Spot backoff");
+    crate::tasks::create_instance::run(&ctx, CreateInstance { id: "spot-0".into() }).await.unwrap();
+    let inserts: Vec<String> = f.compute.calls().into_iter().filter(|c| c.starts_with("insert ")).collect();
+    assert_eq!(inserts.len(), 2, "the Spot one refused, then the standard one: {inserts:?}");
+    assert!(inserts[1].contains(&again.hostname), "{inserts:?}");
+    assert!(vm(&ctx, "spot-0").await.unwrap().instance.is_some());
+}
+
+#[tokio::test]
 async fn a_refusal_of_a_standard_insert_or_an_invalid_spot_insert_is_not_counted() {
     let (ctx, f) = setup(3, 0).await;
     ctx.seed_vm("spot-0", |v| {

@@ -2,7 +2,8 @@
 //! deployment label that no Config record names and whose Config has no VM of their revision. A
 //! leak is marked when first seen and deleted (requestId `plug-template-<name>`) only if still
 //! leaked `leak_grace` later, as `audit_instances` does for instances. Templates without our
-//! label are never touched.
+//! label are never touched. A project where a template was made is audited until none of ours
+//! is left there, even once no Config names it (the templates of a deleted Config go too).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
@@ -10,7 +11,7 @@ use crate::config::labels;
 use crate::ctx::Ctx;
 use crate::env::request_id;
 use crate::error::TaskError;
-use crate::model::marks::TEMPLATE_LEAKS;
+use crate::model::marks::{TEMPLATE_LEAKS, TEMPLATE_PROJECTS};
 use crate::ports::compute::Template;
 use crate::providers::gce_template::revision_label;
 use crate::work::{AuditTemplates, Next};
@@ -19,15 +20,15 @@ use crate::writes::revisions_of;
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: AuditTemplates) -> Result<Next, TaskError> {
     let ours = listed(ctx, &t.project).await?;
+    let configs = ctx.store.configs().await?;
+    // A project no Config names any more, with no template of ours left: not audited again.
+    if ours.is_empty() && !configs.iter().any(|c| c.value.config.attributes.project == t.project) {
+        ctx.store.unmark(TEMPLATE_PROJECTS, &t.project).await?;
+    }
     // Every template a Config record names, in any state (one being made is named before it is
     // asked for, one being removed until it is gone).
-    let named: HashSet<String> = ctx
-        .store
-        .configs()
-        .await?
-        .into_iter()
-        .flat_map(|c| c.value.resources.into_iter().map(|r| r.name))
-        .collect();
+    let named: HashSet<String> =
+        configs.into_iter().flat_map(|c| c.value.resources.into_iter().map(|r| r.name)).collect();
     let scope = format!("{}/", t.project);
     let mut used: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut leaked = HashSet::new();

@@ -48,3 +48,29 @@ async fn a_leaked_template_is_deleted_after_the_grace_and_nothing_else_is() {
     assert_eq!(left, ["linux-r0", "linux-r1", "mac-m1"], "the Config's own, the used one and another deployment's stay");
     assert!(ctx.store.marks(TEMPLATE_LEAKS).await.unwrap().iter().all(|(k, _)| k != "test-project/mac-m1"));
 }
+
+#[tokio::test]
+async fn a_deleted_configs_template_is_audited_in_its_project_until_none_of_ours_is_left() {
+    let (ctx, f) = Ctx::test();
+    ctx.seed_config("linux", 1).await;
+    let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
+    crate::providers::gce_template::ensure(&ctx, &rec).await.unwrap();
+    let projects = |ctx: Ctx| async move {
+        crate::cron::audit_instances::run(&ctx).await.unwrap();
+        ctx.finished::<AuditTemplates>().await.into_iter().map(|t| t.project).collect::<Vec<_>>()
+    };
+    // The last Config of the project is deleted: its template is still there, and still found.
+    let cur = ctx.store.config("linux").await.unwrap().unwrap();
+    assert!(ctx.store.delete_config("linux", cur.version).await.unwrap());
+    assert_eq!(projects(ctx.clone()).await, ["test-project"]);
+    run(&ctx, task()).await.unwrap();
+    f.clock.advance(ctx.timing.leak_grace.chrono());
+    run(&ctx, task()).await.unwrap();
+    let deleted: Vec<String> = f.compute.calls().into_iter().filter(|c| c.starts_with("delete_template")).collect();
+    assert_eq!(deleted.len(), 1, "{deleted:?}");
+    assert!(deleted[0].starts_with("delete_template linux-"), "{deleted:?}");
+    // None of ours is left there and no Config names it: the project is no longer walked.
+    run(&ctx, task()).await.unwrap();
+    assert!(ctx.store.marks(TEMPLATE_PROJECTS).await.unwrap().is_empty());
+    assert!(projects(ctx.clone()).await.is_empty());
+}

@@ -261,6 +261,45 @@ async fn a_bulk_names_its_config_s_template_once_made_and_sends_the_whole_instan
 }
 
 #[tokio::test]
+async fn a_template_deleted_outside_is_made_again_and_its_bulk_sent_again_with_the_whole_instance() {
+    let (mut ctx, f) = Ctx::test();
+    ctx.limits = Arc::new(Limits { bulk_min: 3, ..Limits::default() });
+    let made = pool(&ctx, N).await;
+    let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
+    crate::providers::gce_template::ensure(&ctx, &rec).await.unwrap();
+    f.compute.templates.lock().unwrap().clear(); // deleted by someone else
+    // The bulk naming it is refused: nothing was made, the template is asked for again.
+    assert_eq!(run(&ctx, task()).await.unwrap(), Next::After(Duration::from_millis(250)));
+    let r = ctx.store.config("linux").await.unwrap().unwrap().value.resources[0].clone();
+    assert!(r.ready.is_none() && r.attempt == 1, "{r:?}");
+    assert_eq!(ctx.finished::<crate::work::PoolResources>().await.len(), 1);
+    let errors = ctx.store.errors("linux").await.unwrap();
+    assert!(errors.iter().any(|e| e.message.contains("instance template linux-r1 is gone")), "{errors:?}");
+    // Sent again: the same members and requestId, with the whole instance; each VM is made.
+    run(&ctx, task()).await.unwrap();
+    let bulks: Vec<String> = f.compute.calls().into_iter().filter(|c| c.starts_with("bulk_insert")).collect();
+    assert_eq!(bulks.len(), 2, "{bulks:?}");
+    assert!(bulks[0].ends_with(" from linux-r1"), "{bulks:?}");
+    let parts = |call: &str| {
+        let mut words: Vec<String> = call.split(' ').map(str::to_owned).collect();
+        let mut names: Vec<String> = words[1].split(',').map(str::to_owned).collect();
+        names.sort();
+        words[1] = names.join(",");
+        words
+    };
+    let (first, again) = (parts(&bulks[0]), parts(&bulks[1]));
+    assert_eq!(first[..3], again[..], "the same members and requestId, without the template");
+    for v in &made {
+        assert!(vm(&ctx, &v.id).await.instance.is_some(), "{}", v.id);
+    }
+    // The template is made again, a new request, and the next bulks name it.
+    let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
+    assert_eq!(crate::providers::gce_template::ensure(&ctx, &rec).await.unwrap(), Next::Done);
+    assert!(f.compute.templates.lock().unwrap().contains_key("linux-r1"));
+    assert!(ctx.store.config("linux").await.unwrap().unwrap().value.resources[0].usable());
+}
+
+#[tokio::test]
 async fn vms_of_an_older_revision_are_not_made_from_the_new_template() {
     let (ctx, f) = Ctx::test();
     pool(&ctx, N).await;
