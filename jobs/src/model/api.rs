@@ -4,7 +4,8 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::records::{Observed, Pause, Vm};
+use super::bots::Observed;
+use super::records::{Pause, Vm};
 use crate::config::Config;
 
 /// The state of a VM as the API lists it.

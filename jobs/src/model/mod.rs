@@ -5,8 +5,10 @@
 
 mod api;
 mod audit;
+mod bots;
 pub mod breaker;
 pub mod demand;
+mod kept;
 mod listed;
 pub mod parked;
 mod records;
@@ -23,6 +25,8 @@ pub use api::{
     VmWork,
 };
 pub use audit::{AuditAction, AuditEntry, GLOBAL_AUDIT};
+pub use bots::*;
+pub use kept::*;
 pub use listed::Listed;
 pub use records::*;
 pub use resources::PoolResource;

@@ -10,7 +10,8 @@ use std::collections::BTreeSet;
 
 use chrono::{DateTime, Utc};
 
-use super::records::{ConfigRecord, Observed, Vm};
+use super::bots::Observed;
+use super::records::{ConfigRecord, Vm};
 
 /// How a live VM stands, in the order VMs are let go: the first goes first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

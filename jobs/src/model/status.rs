@@ -4,7 +4,8 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::records::{Backoff, Counts, ErrorEntry, Pause};
+use super::kept::{Backoff, Counts, ErrorEntry};
+use super::records::Pause;
 
 /// One zone of a multi-zone Config, as status shows it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
