@@ -161,10 +161,12 @@ pub async fn clear(ctx: &Env, scope: &Scope) -> Result<(), TaskError> {
     Ok(ctx.store.set_backoff(&scope.0, &scope.1, None).await?)
 }
 
-/// An instance of `vm` was made: the backoffs of its zone, its Config and (with a rank) its
-/// machine type in its zone end (one read; a write and a line each when there were any).
+/// An instance of `vm` was made: the backoffs of its Config and of what a refusal of it would
+/// have backed off (its zone; or its machine type there, or its Spot capacity) end: a Spot VM
+/// made says nothing of standard capacity, nor one machine type of another (one read; a write
+/// and a line each when there were any).
 pub async fn clear_for(ctx: &Env, vm: &Vm) -> Result<(), TaskError> {
-    let scopes = Scope::of(vm);
+    let scopes = [Scope::config(&vm.config), Scope::refused(vm)];
     let pairs: Vec<(&str, &str)> = scopes.iter().map(Scope::pair).collect();
     let found = ctx.store.backoffs(&pairs).await?;
     if found.iter().all(Option::is_none) {

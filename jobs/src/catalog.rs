@@ -13,6 +13,26 @@ use crate::ports::compute::{Compute, ComputeError, Kind};
 /// How long an answer is trusted.
 const TTL_SECS: i64 = 600;
 
+/// "No such project": the one answer that says a Config is wrong rather than Compute down.
+fn unknown_project(c: &Config, e: &ComputeError) -> ConfigError {
+    ConfigError {
+        field: format!("{}.attributes.project", c.prefix),
+        rule: format!("Compute Engine does not know it: {e}"),
+    }
+}
+
+/// Why a regional Config whose region's zones Compute could not list now (`why`) is not
+/// applied: without its zones it has nowhere to make VMs.
+pub fn region_unknown(c: &Config, why: &str) -> ConfigError {
+    ConfigError {
+        field: format!("{}.region", c.prefix),
+        rule: format!(
+            "its zones are not known: Compute Engine cannot list project {}'s zones now ({why}); applied once it can",
+            c.attributes.project
+        ),
+    }
+}
+
 /// The verdict on a Config.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
@@ -84,26 +104,16 @@ impl Catalog {
     }
 
     /// Fills a regional Config's zones with the project's zones in its region (see
-    /// [`Config::fill_region`]); the error names `region` when it has none there, or while
-    /// Compute cannot say (the Config is then applied once it can).
-    pub async fn place(
-        &self,
-        compute: &dyn Compute,
-        c: &mut Config,
-        now: DateTime<Utc>,
-    ) -> Result<(), ConfigError> {
+    /// [`Config::fill_region`]): invalid when it has none there or the project does not exist,
+    /// unknown while Compute cannot say (such a Config is not applied: [`region_unknown`]).
+    pub async fn place(&self, compute: &dyn Compute, c: &mut Config, now: DateTime<Utc>) -> Verdict {
         if !c.needs_region_zones() {
-            return Ok(());
+            return Verdict::Valid;
         }
         match self.zones(compute, &c.attributes.project, now).await {
-            Ok(known) => c.fill_region(&known),
-            Err(e) => Err(ConfigError {
-                field: format!("{}.region", c.prefix),
-                rule: format!(
-                    "its zones are not known: Compute Engine cannot list project {}'s zones now ({e}); applied once it can",
-                    c.attributes.project
-                ),
-            }),
+            Ok(known) => c.fill_region(&known).map_or_else(Verdict::Invalid, |()| Verdict::Valid),
+            Err(e) if e.kind == Kind::NotFound => Verdict::Invalid(unknown_project(c, &e)),
+            Err(e) => Verdict::Unknown(e.to_string()),
         }
     }
 
@@ -114,10 +124,7 @@ impl Catalog {
             Ok(Some(e)) => Verdict::Invalid(e),
             // Only "no such project" says the Config is wrong; permissions, quota and outages
             // are Compute's side: import, and check again later.
-            Err(e) if e.kind == Kind::NotFound => Verdict::Invalid(ConfigError {
-                field: format!("{}.attributes.project", c.prefix),
-                rule: format!("Compute Engine does not know it: {e}"),
-            }),
+            Err(e) if e.kind == Kind::NotFound => Verdict::Invalid(unknown_project(c, &e)),
             Err(e) => Verdict::Unknown(e.to_string()),
         }
     }

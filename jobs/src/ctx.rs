@@ -36,14 +36,15 @@ impl std::ops::DerefMut for Ctx {
 impl Ctx {
     /// Checks `config` with its provider (which must be declared): what the provider does not
     /// offer is invalid; a provider that cannot tell now (or is not set up) says unknown. A
-    /// regional Config gets its region's zones first ([`crate::catalog::Catalog::place`]): it
-    /// is invalid while they are not known.
+    /// regional Config gets its region's zones first ([`crate::catalog::Catalog::place`]); while
+    /// they are not known it is unknown and still `needs_region_zones`, and must not be applied.
     pub async fn validate(&self, config: &mut Config) -> Verdict {
         if let Some(e) = self.providers.declared().problem(config) {
             return Verdict::Invalid(e);
         }
-        if let Err(e) = self.catalog.place(&*self.compute, config, self.now()).await {
-            return Verdict::Invalid(e);
+        match self.catalog.place(&*self.compute, config, self.now()).await {
+            Verdict::Valid => {}
+            not => return not,
         }
         match self.providers.get(&self.env, &config.provider).await {
             Ok(p) => p.validate(&self.env, config).await,

@@ -55,15 +55,16 @@ impl ZoneRanks {
 }
 
 /// The scopes of `c`'s zones and ranks for new VMs that are Spot or not (`spot`), zone by zone
-/// in its order: the zone, its Spot capacity (Spot VMs), then (with fallbacks) each rank's
-/// machine type in it (its Spot capacity, for Spot VMs).
+/// in its order, as [`Scope::of`] names them: the zone, its Spot capacity (Spot VMs of a Config
+/// without fallbacks), then (with fallbacks) each rank's machine type in it (its Spot capacity,
+/// for Spot VMs).
 fn scopes(c: &Config, spot: bool) -> Vec<Scope> {
     let project = c.attributes.project.as_str();
     let ranks = if c.has_ranks() { c.ranks() } else { 0 };
     let mut out = Vec::new();
     for zone in c.zone_names() {
         out.push(Scope(project.to_owned(), zone.to_owned()));
-        if spot {
+        if zone_spot(c, spot) {
             out.push(Scope::spot(project, zone));
         }
         for r in 0..ranks {
@@ -72,6 +73,12 @@ fn scopes(c: &Config, spot: bool) -> Vec<Scope> {
         }
     }
     out
+}
+
+/// Whether `c`'s new VMs (Spot ones when `spot`) wait on their zone's Spot capacity: Spot VMs
+/// of a Config without fallbacks (with them, each rank's Spot capacity is its own scope).
+fn zone_spot(c: &Config, spot: bool) -> bool {
+    spot && !c.has_ranks()
 }
 
 /// The backoffs `c`'s new VMs (Spot ones when `spot`) meet at `now`, per zone (in its order)
@@ -89,7 +96,7 @@ pub async fn grid(
     let ranks = if c.has_ranks() { c.ranks() as usize } else { 0 };
     let mut out = Vec::new();
     for zone in c.zone_names() {
-        let own: Vec<Backoff> = found.by_ref().take(1 + usize::from(spot)).flatten().collect();
+        let own: Vec<Backoff> = found.by_ref().take(1 + usize::from(zone_spot(c, spot))).flatten().collect();
         let backoff = own.into_iter().max_by_key(|b| b.until);
         let ranks = found.by_ref().take(ranks).collect();
         out.push(ZoneRanks { zone: zone.to_owned(), backoff, ranks });

@@ -199,8 +199,10 @@ impl Ctx {
 /// `c` over `zones` (zone, weight) instead of its one zone.
 pub fn zoned(mut c: crate::config::Config, zones: &[(&str, u32)]) -> crate::config::Config {
     c.attributes.zone.clear();
-    c.zones =
-        zones.iter().map(|(z, w)| crate::config::ZoneWeight { zone: (*z).into(), weight: *w }).collect();
+    c.zones = zones
+        .iter()
+        .map(|(z, w)| crate::config::ZoneWeight { zone: (*z).into(), weight: *w, from_region: false })
+        .collect();
     c
 }
 

@@ -19,15 +19,16 @@ pub fn region_of(zone: &str) -> &str {
 }
 
 impl Config {
-    /// A regional Config that lists no zones yet: the project's zones in its region fill them
-    /// (each with weight 1) when it is applied.
+    /// A regional Config whose operator lists no zones: the project's zones in its region fill
+    /// them (each with weight 1, marked `from_region`) whenever it is applied, in place of any
+    /// filled in before (a Config read back and applied again takes up the region's zones anew).
     pub fn needs_region_zones(&self) -> bool {
-        !self.region.is_empty() && self.zones.is_empty()
+        !self.region.is_empty() && self.zones.iter().all(|z| z.from_region)
     }
 
     /// Fills `zones` with the zones of its region among `known` (a project's, as `zones.list`
-    /// names them), each with weight 1, when it lists none; the error names `region` when the
-    /// project has none there.
+    /// names them), each with weight 1, when its operator lists none; the error names `region`
+    /// when the project has none there.
     pub fn fill_region(&mut self, known: &[String]) -> Result<(), ConfigError> {
         if !self.needs_region_zones() {
             return Ok(());
@@ -43,7 +44,8 @@ impl Config {
                 ),
             ));
         }
-        self.zones = zones.into_iter().map(|z| ZoneWeight { zone: z.clone(), weight: 1 }).collect();
+        self.zones =
+            zones.into_iter().map(|z| ZoneWeight { zone: z.clone(), weight: 1, from_region: true }).collect();
         Ok(())
     }
 
@@ -55,7 +57,9 @@ impl Config {
         if regional && !valid_region(&self.region) {
             out.push(err(f("region"), format!("{:?} is not a region name like us-central1", self.region)));
         } else if regional {
-            for (i, z) in self.zones.iter().enumerate().filter(|(_, z)| region_of(&z.zone) != self.region) {
+            // Zones filled in from a region before are filled in again from this one.
+            let written = self.zones.iter().enumerate().filter(|(_, z)| !z.from_region);
+            for (i, z) in written.filter(|(_, z)| region_of(&z.zone) != self.region) {
                 out.push(err(
                     f(&format!("zones[{i}].zone")),
                     format!("{} is not in region {}", z.zone, self.region),
@@ -68,7 +72,7 @@ impl Config {
                 "a pool with zones or a region names its zones there only: remove it",
             ));
         }
-        if !self.zones.is_empty() {
+        if !self.zones.is_empty() && !self.needs_region_zones() {
             self.check_zones(f, out);
         } else if !regional && zone.is_empty() {
             out.push(err(f("attributes.zone"), "is required (or zones or region, for a pool over zones)"));

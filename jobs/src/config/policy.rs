@@ -65,6 +65,10 @@ pub struct ZoneWeight {
     /// while every weighted zone backs off).
     #[serde(default = "one")]
     pub weight: u32,
+    /// Filled in from the Config's `region` when it was applied (not written by its operator):
+    /// filled in again, from the region's zones then, each time it is applied.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub from_region: bool,
 }
 
 fn one() -> u32 {

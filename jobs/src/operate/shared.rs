@@ -10,6 +10,7 @@ use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::model::{AuditAction, AuditEntry, ConfigRecord};
 use crate::naming::parse_id;
+use crate::ports::compute::ComputeError;
 use crate::ports::store::StoreError;
 
 /// Who asked (token name), for records and logs.
@@ -124,6 +125,11 @@ pub(super) async fn admit(
         match ctx.validate(config).await {
             Verdict::Valid => {}
             Verdict::Invalid(e) => a.invalid.push(e),
+            // A regional Config without its zones is not applied: the caller may try again.
+            Verdict::Unknown(why) if config.needs_region_zones() => {
+                let e = crate::catalog::region_unknown(config, &why);
+                return Err(ComputeError::from_http(Some(503), "", &e.to_string()).into());
+            }
             Verdict::Unknown(why) => {
                 tracing::warn!(config = %config.prefix, error = %why, "cannot check the zone and disk types with Compute Engine now; applied unverified");
                 a.verified = false;

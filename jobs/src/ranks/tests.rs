@@ -173,3 +173,50 @@ async fn a_zone_stays_open_while_one_of_its_ranks_does_and_closes_when_none_does
     hit("b").await;
     assert!(!elsewhere(&ctx, &waiting).await.unwrap(), "nowhere better");
 }
+
+/// Backs off scope `zone` of the test project for 5 minutes.
+async fn back_off(ctx: &Ctx, zone: &str) {
+    let until = ctx.now() + chrono::Duration::minutes(5);
+    let b = Backoff {
+        project: "test-project".into(),
+        zone: zone.into(),
+        until,
+        failures: 1,
+        reason: "STOCKOUT".into(),
+    };
+    ctx.store.set_backoff("test-project", zone, Some(&b)).await.unwrap();
+}
+
+async fn backs_off(ctx: &Ctx, zone: &str) -> bool {
+    ctx.store.backoff("test-project", zone).await.unwrap().is_some()
+}
+
+#[tokio::test]
+async fn spot_capacity_backs_off_apart_from_standard_capacity_per_rank_and_per_zone() {
+    let (ctx, _) = Ctx::test();
+    ranked(&ctx, 2, &[]).await;
+    let c = ctx.store.config("linux").await.unwrap().unwrap().value.config;
+    // Another Config's Spot VMs were refused in z, and Spot e2-small there too.
+    back_off(&ctx, "z/spot").await;
+    back_off(&ctx, "z/e2-small/spot").await;
+    let standard = grid(&*ctx.store, &c, false, ctx.now()).await.unwrap();
+    assert_eq!((standard[0].backoff.is_some(), standard[0].rank()), (false, 0), "standard VMs: rank 0");
+    let spot = grid(&*ctx.store, &c, true, ctx.now()).await.unwrap();
+    assert_eq!(
+        (spot[0].backoff.is_some(), spot[0].rank()),
+        (false, 1),
+        "Spot VMs of a ranked Config: rank 1; the zone's Spot scope is not theirs"
+    );
+    // A ranked Spot VM made on rank 1 ends its own scope's backoff, not the others'.
+    let mut vm = Vm { config: "linux".into(), rank: Some(1), ..Vm::default() };
+    vm.attributes = c.attributes_on("z", 1).unwrap();
+    vm.attributes.provisioning_model = "SPOT".into();
+    back_off(&ctx, "z/n2d-standard-2/spot").await;
+    back_off(&ctx, "z").await;
+    assert_eq!(Scope::refused(&vm), Scope("test-project".into(), "z/n2d-standard-2/spot".into()));
+    backoff::clear_for(&ctx, &vm).await.unwrap();
+    assert!(!backs_off(&ctx, "z/n2d-standard-2/spot").await, "its own scope ends");
+    for other in ["z", "z/spot", "z/e2-small/spot"] {
+        assert!(backs_off(&ctx, other).await, "{other} stays");
+    }
+}

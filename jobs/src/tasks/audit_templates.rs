@@ -12,17 +12,27 @@ use crate::ctx::Ctx;
 use crate::env::request_id;
 use crate::error::TaskError;
 use crate::model::marks::{TEMPLATE_LEAKS, TEMPLATE_PROJECTS};
-use crate::ports::compute::Template;
+use crate::ports::compute::{ComputeError, Kind, Template};
 use crate::providers::gce_template::revision_label;
 use crate::work::{AuditTemplates, Next};
 use crate::writes::revisions_of;
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: AuditTemplates) -> Result<Next, TaskError> {
-    let ours = listed(ctx, &t.project).await?;
     let configs = ctx.store.configs().await?;
+    let named_project = configs.iter().any(|c| c.value.config.attributes.project == t.project);
+    let ours = match listed(ctx, &t.project).await {
+        Ok(ours) => ours,
+        // A project gone, or no longer ours to read, that no Config names: not audited again.
+        Err(e) if !named_project && matches!(e.kind, Kind::NotFound | Kind::Invalid) => {
+            tracing::warn!(project = %t.project, error = %e, "cannot list instance templates of a project no Config names: not audited again");
+            ctx.store.unmark(TEMPLATE_PROJECTS, &t.project).await?;
+            return Ok(Next::Done);
+        }
+        Err(e) => return Err(e.into()),
+    };
     // A project no Config names any more, with no template of ours left: not audited again.
-    if ours.is_empty() && !configs.iter().any(|c| c.value.config.attributes.project == t.project) {
+    if ours.is_empty() && !named_project {
         ctx.store.unmark(TEMPLATE_PROJECTS, &t.project).await?;
     }
     // Every template a Config record names, in any state (one being made is named before it is
@@ -80,7 +90,7 @@ pub async fn run(ctx: &Ctx, t: AuditTemplates) -> Result<Next, TaskError> {
 
 /// The templates of `project` with our deployment label (every page; the labels checked here
 /// too, as not every server filters).
-async fn listed(ctx: &Ctx, project: &str) -> Result<Vec<Template>, TaskError> {
+async fn listed(ctx: &Ctx, project: &str) -> Result<Vec<Template>, ComputeError> {
     let filter = format!("properties.labels.{} = \"{}\"", labels::DEPLOYMENT, ctx.deployment);
     let mut out = Vec::new();
     let mut page = None;

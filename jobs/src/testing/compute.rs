@@ -238,6 +238,9 @@ impl Compute for FakeCompute {
         _page: Option<String>,
     ) -> Result<(Vec<Template>, Option<String>), ComputeError> {
         lock(&self.calls).push("templates".into());
+        if let Some(e) = lock(&self.catalog_fail).clone() {
+            return Err(e);
+        }
         let all = lock(&self.templates)
             .values()
             .map(|t| Template { name: t.name.clone(), labels: t.instance.labels.clone() })

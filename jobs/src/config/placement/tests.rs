@@ -53,10 +53,23 @@ fn a_regions_zones_are_the_projects_zones_in_it_each_weighing_one() {
     let mut c = regional("us-central1", &[]);
     assert!(c.needs_region_zones());
     c.fill_region(&known).unwrap();
-    let zones: Vec<(&str, u32)> = c.zones.iter().map(|z| (z.zone.as_str(), z.weight)).collect();
-    assert_eq!(zones, [("us-central1-a", 1), ("us-central1-c", 1)]);
+    let zones: Vec<(&str, u32, bool)> =
+        c.zones.iter().map(|z| (z.zone.as_str(), z.weight, z.from_region)).collect();
+    assert_eq!(zones, [("us-central1-a", 1, true), ("us-central1-c", 1, true)]);
     assert!(said(&c).is_empty(), "the filled Config is valid as it is stored: {:?}", said(&c));
-    assert!(!c.needs_region_zones());
+
+    // Read back and applied again (as a GET then a PUT does), it is filled in anew: a zone the
+    // project has since takes its share, and another region may be named.
+    assert!(c.needs_region_zones());
+    let mut more = known.clone();
+    more.push("us-central1-f".into());
+    c.fill_region(&more).unwrap();
+    assert_eq!(c.zones.len(), 3);
+    c.region = "us-east1".into();
+    assert!(said(&c).is_empty(), "zones filled from the old region are not the operator's: {:?}", said(&c));
+    c.fill_region(&more).unwrap();
+    let zones: Vec<&str> = c.zones.iter().map(|z| z.zone.as_str()).collect();
+    assert_eq!(zones, ["us-east1-b"]);
 
     // Zones listed with it are kept as written.
     let mut listed = regional("us-central1", &[("us-central1-c", 5)]);

@@ -288,6 +288,11 @@ async fn apply(
     let verified = match ctx.validate(&mut config).await {
         Verdict::Valid => true,
         Verdict::Invalid(e) => return Ok(Err(e)),
+        // A regional Config without its zones has nowhere to make VMs: not applied until Compute
+        // lists them (a file error until then; the stored record, if any, is kept).
+        Verdict::Unknown(why) if config.needs_region_zones() => {
+            return Ok(Err(crate::catalog::region_unknown(&config, &why)));
+        }
         Verdict::Unknown(why) => {
             if !same {
                 tracing::warn!(config = %prefix, file = path, error = %why, "cannot check the zone and disk types with Compute Engine now; imported, checked again on the next import");
@@ -477,6 +482,11 @@ async fn delete(ctx: &Ctx, cur: &Versioned<ConfigRecord>, why: &str) -> Result<u
     let prefix = cur.value.config.prefix.clone();
     if !ctx.store.delete_config(&prefix, cur.version).await? {
         return Ok(0);
+    }
+    // Its templates outlive it: their project is audited until they are gone.
+    let project = &cur.value.config.attributes.project;
+    if !cur.value.resources.is_empty() && !project.is_empty() {
+        ctx.store.mark(crate::model::marks::TEMPLATE_PROJECTS, project, ctx.now()).await?;
     }
     let ids = ctx.store.vm_ids(VmIndex::OfConfig(prefix.clone())).await.unwrap_or_default();
     let msg = format!("Config deleted: {why}; draining its {} VMs", ids.len());

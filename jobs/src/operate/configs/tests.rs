@@ -378,3 +378,28 @@ async fn a_lapsed_lease_is_not_taken_back_by_its_renewal_so_the_late_write_lands
     assert!(!wrote, "the renewal did not take the free lease back: the fence refused the write");
     assert!(ctx.store.config("linux").await.unwrap().is_none());
 }
+
+#[tokio::test]
+async fn a_regional_config_over_the_api_waits_for_its_zones_and_is_filled_again_when_applied_again() {
+    let (ctx, f) = Ctx::test();
+    *f.compute.zones.lock().unwrap() = ["us-central1-a", "us-east1-b"].map(String::from).to_vec();
+    let mut c = crate::testing::zoned(config("linux", 2), &[]);
+    c.region = "us-central1".into();
+    // Compute cannot list the zones: not applied, and the caller is told to try again.
+    *f.compute.catalog_fail.lock().unwrap() =
+        Some(crate::ports::compute::ComputeError::from_http(Some(503), "", "down"));
+    let e = apply(&ctx, c.clone(), "alice").await.unwrap_err();
+    assert!(e.transient() && e.to_string().contains("linux.region: its zones are not known"), "{e}");
+    assert!(ctx.store.config("linux").await.unwrap().is_none());
+    *f.compute.catalog_fail.lock().unwrap() = None;
+    let (rec, _) = apply(&ctx, c, "alice").await.unwrap();
+    let zones: Vec<&str> = rec.config.zones.iter().map(|z| z.zone.as_str()).collect();
+    assert_eq!(zones, ["us-central1-a"]);
+    // Read back and applied again once the project has another zone there (after the catalog's
+    // cache): the new zone is taken up.
+    f.compute.zones.lock().unwrap().push("us-central1-c".into());
+    f.clock.advance(chrono::Duration::minutes(11));
+    let (again, _) = apply(&ctx, record(&ctx, "linux").await.config, "alice").await.unwrap();
+    let zones: Vec<&str> = again.config.zones.iter().map(|z| z.zone.as_str()).collect();
+    assert_eq!(zones, ["us-central1-a", "us-central1-c"]);
+}

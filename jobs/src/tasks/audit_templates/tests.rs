@@ -74,3 +74,43 @@ async fn a_deleted_configs_template_is_audited_in_its_project_until_none_of_ours
     assert!(ctx.store.marks(TEMPLATE_PROJECTS).await.unwrap().is_empty());
     assert!(projects(ctx.clone()).await.is_empty());
 }
+
+#[tokio::test]
+async fn a_config_deleted_with_templates_marks_their_project_even_one_made_before_the_mark() {
+    let (mut ctx, f) = Ctx::test();
+    let dir = std::env::temp_dir().join(format!("gce-backend-audit-templates-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    ctx.configs_dir = dir;
+    crate::operate::apply(&ctx, crate::testing::config("mac", 1), "alice").await.unwrap();
+    let rec = ctx.store.config("mac").await.unwrap().unwrap().value;
+    crate::providers::gce_template::ensure(&ctx, &rec).await.unwrap();
+    // As a template made by an older build: its project not marked.
+    ctx.store.unmark(TEMPLATE_PROJECTS, "test-project").await.unwrap();
+    crate::operate::configs::delete(&ctx, "mac", "alice").await.unwrap();
+    f.clock.advance(ctx.timing.config_delete_grace.chrono() + chrono::Duration::seconds(1));
+    crate::cron::import_configs::run(&ctx).await.unwrap();
+    assert!(ctx.store.config("mac").await.unwrap().is_none(), "deleted");
+    let marked: Vec<String> = ctx.store.marks(TEMPLATE_PROJECTS).await.unwrap().into_iter().map(|(k, _)| k).collect();
+    assert_eq!(marked, ["test-project"]);
+}
+
+#[tokio::test]
+async fn a_marked_project_no_config_names_that_cannot_be_read_is_forgotten() {
+    let (ctx, f) = Ctx::test();
+    ctx.store.mark(TEMPLATE_PROJECTS, "test-project", ctx.now()).await.unwrap();
+    let gone = |code| Some(crate::ports::compute::ComputeError::from_http(Some(code), "", "no such project"));
+    // Compute down: kept, tried again.
+    *f.compute.catalog_fail.lock().unwrap() = gone(503);
+    assert!(run(&ctx, task()).await.is_err());
+    assert_eq!(ctx.store.marks(TEMPLATE_PROJECTS).await.unwrap().len(), 1);
+    // Named by a Config: kept.
+    *f.compute.catalog_fail.lock().unwrap() = gone(404);
+    ctx.seed_config("linux", 1).await;
+    assert!(run(&ctx, task()).await.is_err());
+    assert_eq!(ctx.store.marks(TEMPLATE_PROJECTS).await.unwrap().len(), 1);
+    // Gone, and no Config names it: forgotten.
+    let cur = ctx.store.config("linux").await.unwrap().unwrap();
+    assert!(ctx.store.delete_config("linux", cur.version).await.unwrap());
+    assert_eq!(run(&ctx, task()).await.unwrap(), Next::Done);
+    assert!(ctx.store.marks(TEMPLATE_PROJECTS).await.unwrap().is_empty());
+}
