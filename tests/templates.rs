@@ -56,8 +56,9 @@ async fn only_template(env: &Env, name: &str) {
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_config_s_template_is_made_named_by_its_bulks_and_replaced_with_its_revision() {
+/// The service on Redis and the simulator with the pool of `tpl(OLD)` converged (bulks from 2
+/// VMs) and its template made; the template's name and the Config's revision.
+async fn started() -> (Env, String, String) {
     let mut s = settings();
     s.limits = Limits { bulk_min: 2, ..Limits::default() };
     let env = Env::start_with(Backend::Redis, sim_config(), &[("tpl", tpl(OLD))], true, s).await;
@@ -65,6 +66,12 @@ async fn a_config_s_template_is_made_named_by_its_bulks_and_replaced_with_its_re
     let first = revision(&env).await;
     let name = template_name("tpl", &first);
     only_template(&env, &name).await;
+    (env, name, first)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_s_template_is_made_named_by_its_bulks_and_replaced_with_its_revision() {
+    let (env, name, first) = started().await;
     let t = listed(&env).await.into_iter().find(|t| t["name"] == name.as_str()).unwrap();
     let p = &t["properties"];
     assert_eq!(p["labels"]["gce-backend"], "e2e", "{t}");
@@ -122,12 +129,7 @@ async fn a_config_s_template_is_made_named_by_its_bulks_and_replaced_with_its_re
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_template_deleted_outside_is_made_again_and_the_pool_still_grows_in_bulk() {
-    let mut s = settings();
-    s.limits = Limits { bulk_min: 2, ..Limits::default() };
-    let env = Env::start_with(Backend::Redis, sim_config(), &[("tpl", tpl(OLD))], true, s).await;
-    env.converged("tpl", 4).await;
-    let name = template_name("tpl", &revision(&env).await);
-    only_template(&env, &name).await;
+    let (env, name, _) = started().await;
     // Someone deletes it in Compute; the pool then grows.
     let url = format!("{}/compute/v1/projects/my-proj/global/instanceTemplates/{name}", env.sim_url);
     assert_eq!(reqwest::Client::new().delete(url).send().await.unwrap().status(), 200);
