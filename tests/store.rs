@@ -161,12 +161,6 @@ async fn contract(store: Arc<dyn Store>) {
     };
     store.put_counts("linux", &counts).await.unwrap();
     assert_eq!(store.counts("linux").await.unwrap(), Some(counts));
-    // Placements: taken once; forgotten with the Config's status.
-    let placed = [("linux-7".to_owned(), "a".to_owned()), ("linux-8".to_owned(), "b".to_owned())];
-    store.set_placements("linux", &placed).await.unwrap();
-    assert_eq!(store.take_placement("linux", "linux-7").await.unwrap().as_deref(), Some("a"));
-    assert_eq!(store.take_placement("linux", "linux-7").await.unwrap(), None, "taken once");
-    assert_eq!(store.take_placement("other", "linux-8").await.unwrap(), None, "per Config");
     // Zone sums come with the totals, and agree with them (zone "" for a VM without one).
     let zoned = gce_backend_jobs::model::Vm {
         id: "linux-9".into(),
@@ -189,7 +183,6 @@ async fn contract(store: Arc<dyn Store>) {
     let again = store.zone_sums("linux").await.unwrap().unwrap().1;
     assert_eq!(nonzero(again), nonzero(zones), "counting again changes nothing");
     store.drop_status("linux").await.unwrap();
-    assert_eq!(store.take_placement("linux", "linux-8").await.unwrap(), None, "dropped with the status");
     assert!(store.errors("linux").await.unwrap().is_empty());
     assert!(store.counts("linux").await.unwrap().is_none());
     assert_eq!(store.counter("linux", "dead_tasks").await.unwrap(), 0);

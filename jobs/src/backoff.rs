@@ -34,27 +34,33 @@ impl Scope {
 
     /// One machine type in a (project, zone): the zone `<zone>/<machine type>` (the type's name
     /// without its path), `<zone>/<machine type>/spot` for its Spot capacity.
-    pub fn machine_type(project: &str, zone: &str, machine_type: &str, spot: bool) -> Self {
+    fn machine_type(project: &str, zone: &str, machine_type: &str, spot: bool) -> Self {
         let t = crate::config::short_machine_type(machine_type);
         Scope(project.to_owned(), format!("{zone}/{t}{}", if spot { "/spot" } else { "" }))
     }
 
     /// The Spot capacity of a (project, zone): the zone `<zone>/spot`.
-    pub fn spot(project: &str, zone: &str) -> Self {
+    fn spot(project: &str, zone: &str) -> Self {
         Scope(project.to_owned(), format!("{zone}/spot"))
     }
 
-    /// The one rule of what a refusal of `vm`'s insert for want of capacity or quota backs off:
-    /// its machine type in its zone when it has a rank (its Config lists fallback machine types,
-    /// so the next rank is tried there at once), else its whole zone; for a Spot VM, only the
-    /// Spot capacity of either, so standard VMs (a failover's) are not held back by it.
-    pub fn refused(vm: &Vm) -> Self {
-        let spot = vm.attributes.preemptible();
-        match vm.rank {
-            Some(_) => Scope::machine_type(vm.project(), vm.zone(), &vm.attributes.machine_type, spot),
-            None if spot => Scope::spot(vm.project(), vm.zone()),
-            None => Scope::zone(vm),
+    /// The one rule of what a refusal for want of capacity or quota of an insert in (`project`,
+    /// `zone`) backs off: the machine type there when the VM has a rank (`ranked`: its Config
+    /// lists fallback machine types, so the next rank is tried there at once), else the whole
+    /// zone; for a Spot VM, only the Spot capacity of either, so standard VMs (a failover's) are
+    /// not held back by it.
+    pub fn refusal(project: &str, zone: &str, ranked: Option<&str>, spot: bool) -> Self {
+        match ranked {
+            Some(machine_type) => Scope::machine_type(project, zone, machine_type, spot),
+            None if spot => Scope::spot(project, zone),
+            None => Scope(project.to_owned(), zone.to_owned()),
         }
+    }
+
+    /// [`Scope::refusal`] of `vm`'s insert.
+    pub fn refused(vm: &Vm) -> Self {
+        let ranked = vm.rank.map(|_| vm.attributes.machine_type.as_str());
+        Scope::refusal(vm.project(), vm.zone(), ranked, vm.attributes.preemptible())
     }
 
     /// The scopes an insert of `vm` depends on: its zone, its Config, and what a refusal of it

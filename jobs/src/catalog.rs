@@ -22,8 +22,8 @@ fn unknown_project(c: &Config, e: &ComputeError) -> ConfigError {
 }
 
 /// Why a regional Config whose region's zones Compute could not list now (`why`) is not
-/// applied: without its zones it has nowhere to make VMs.
-pub fn region_unknown(c: &Config, why: &str) -> ConfigError {
+/// applied ([`Verdict::Unplaced`]).
+fn region_unknown(c: &Config, why: &str) -> ConfigError {
     ConfigError {
         field: format!("{}.region", c.prefix),
         rule: format!(
@@ -42,6 +42,9 @@ pub enum Verdict {
     Invalid(ConfigError),
     /// Compute could not be asked (unreachable, rate-limited): check again later.
     Unknown(String),
+    /// A regional Config whose region's zones Compute could not list now (the error says so,
+    /// on `region`): without them it has nowhere to make VMs, so it is not applied until it can.
+    Unplaced(ConfigError),
 }
 
 type Cached = (DateTime<Utc>, Vec<String>);
@@ -105,7 +108,7 @@ impl Catalog {
 
     /// Fills a regional Config's zones with the project's zones in its region (see
     /// [`Config::fill_region`]): invalid when it has none there or the project does not exist,
-    /// unknown while Compute cannot say (such a Config is not applied: [`region_unknown`]).
+    /// unplaced while Compute cannot say.
     pub async fn place(&self, compute: &dyn Compute, c: &mut Config, now: DateTime<Utc>) -> Verdict {
         if !c.needs_region_zones() {
             return Verdict::Valid;
@@ -113,7 +116,7 @@ impl Catalog {
         match self.zones(compute, &c.attributes.project, now).await {
             Ok(known) => c.fill_region(&known).map_or_else(Verdict::Invalid, |()| Verdict::Valid),
             Err(e) if e.kind == Kind::NotFound => Verdict::Invalid(unknown_project(c, &e)),
-            Err(e) => Verdict::Unknown(e.to_string()),
+            Err(e) => Verdict::Unplaced(region_unknown(c, &e.to_string())),
         }
     }
 

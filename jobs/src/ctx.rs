@@ -37,7 +37,7 @@ impl Ctx {
     /// Checks `config` with its provider (which must be declared): what the provider does not
     /// offer is invalid; a provider that cannot tell now (or is not set up) says unknown. A
     /// regional Config gets its region's zones first ([`crate::catalog::Catalog::place`]); while
-    /// they are not known it is unknown and still `needs_region_zones`, and must not be applied.
+    /// they are not known it is unplaced, and must not be applied.
     pub async fn validate(&self, config: &mut Config) -> Verdict {
         if let Some(e) = self.providers.declared().problem(config) {
             return Verdict::Invalid(e);

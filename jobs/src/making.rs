@@ -1,7 +1,7 @@
 //! Making VM records, the one way: `create_vm` makes one, `expand_config` a batch of its
 //! Config's missing ones. A record is made once (written only where none exists) with a fresh
 //! hostname (for a static pool, the one listed for its index), the Config's template with its
-//! zone filled in and the machine type of its rank (`zones::pick`), made standard while a Spot
+//! zone filled in and the machine type of its rank (`zones::places`, once per batch), made standard while a Spot
 //! failover is in force (`ConfigRecord::new_vm_attributes`), the rank counted among its
 //! Config's placements; then it is handed on: `create_instance`, or `bulk_insert` while many of
 //! its Config's VMs are on their way (and `park_vm` for a VM made for the warm pool).
@@ -18,9 +18,16 @@ use crate::providers::gce_bulk;
 use crate::work::{BulkInsert, CreateInstance, ParkVm};
 use crate::writes::each;
 
-/// Makes the record of VM `id` (index `index`) of Config `rec` unless one exists; returns
-/// whether this call made it. Whether it is wanted and not held is the caller's to decide.
-pub async fn make(ctx: &Ctx, rec: &ConfigRecord, id: &str, index: u32) -> Result<bool, TaskError> {
+/// Makes the record of VM `id` (index `index`) of Config `rec` in `place` (its zone and rank)
+/// unless one exists; returns whether this call made it. Whether it is wanted and not held is
+/// the caller's to decide.
+async fn make(
+    ctx: &Ctx,
+    rec: &ConfigRecord,
+    id: &str,
+    index: u32,
+    (zone, rank): (String, Option<u32>),
+) -> Result<bool, TaskError> {
     let c = &rec.config;
     let hostname = match rec.listed.slots.get(&index) {
         Some(listed) if c.is_static() => listed.clone(),
@@ -28,7 +35,6 @@ pub async fn make(ctx: &Ctx, rec: &ConfigRecord, id: &str, index: u32) -> Result
     };
     // Up to 10 % more lifetime, so a pool's instances are not all replaced at once.
     let extra = if c.lifetime.0 >= 10 { rand::rng().random_range(0..c.lifetime.0 / 10) } else { 0 };
-    let (zone, rank) = crate::zones::pick(ctx, rec, id).await?;
     let (attributes, failover) = rec.new_vm_attributes(&zone, rank, ctx.now());
     let vm = Vm {
         id: id.to_owned(),
@@ -60,14 +66,17 @@ pub async fn make(ctx: &Ctx, rec: &ConfigRecord, id: &str, index: u32) -> Result
     Ok(true)
 }
 
-/// Makes the records of VMs `ids` of Config `rec` (an id that names no index is skipped), a few
-/// at a time, and hands those made on ([`send`]).
+/// Makes the records of VMs `ids` of Config `rec` that do not exist (an id that names no index
+/// is skipped), placed together (`zones::places`), a few at a time, and hands those made on
+/// ([`send`]).
 pub async fn make_all(ctx: &Ctx, rec: &ConfigRecord, ids: &[String]) -> Result<(), TaskError> {
     let indexed: Vec<(String, u32)> =
         ids.iter().filter_map(|id| parse_id(id).map(|(_, index)| (id.clone(), index))).collect();
-    let made =
-        each(indexed, |(id, index)| async move { Ok(make(ctx, rec, &id, index).await?.then_some(id)) })
-            .await?;
+    let places = crate::zones::places(ctx, rec, indexed.len()).await?;
+    let made = each(indexed.into_iter().zip(places), |((id, index), place)| async move {
+        Ok(make(ctx, rec, &id, index, place).await?.then_some(id))
+    })
+    .await?;
     send(ctx, rec, &made.into_iter().flatten().collect::<Vec<_>>()).await
 }
 
@@ -84,7 +93,7 @@ pub async fn in_bulk(ctx: &Ctx, rec: &ConfigRecord) -> Result<bool, TaskError> {
 
 /// Hands VMs of Config `rec` just made to what sends them: its `bulk_insert` while many of its
 /// VMs are on their way ([`in_bulk`]), else a `create_instance` each.
-pub async fn send(ctx: &Ctx, rec: &ConfigRecord, made: &[String]) -> Result<(), TaskError> {
+async fn send(ctx: &Ctx, rec: &ConfigRecord, made: &[String]) -> Result<(), TaskError> {
     if made.is_empty() {
         return Ok(());
     }

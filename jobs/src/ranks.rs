@@ -54,36 +54,34 @@ impl ZoneRanks {
     }
 }
 
-/// The scopes of `c`'s zones and ranks for new VMs that are Spot or not (`spot`), zone by zone
-/// in its order, as [`Scope::of`] names them: the zone, its Spot capacity (Spot VMs of a Config
-/// without fallbacks), then (with fallbacks) each rank's machine type in it (its Spot capacity,
-/// for Spot VMs).
-fn scopes(c: &Config, spot: bool) -> Vec<Scope> {
+/// The scopes `c`'s new VMs (Spot ones when `spot`) wait on, zone by zone in its order, as
+/// [`Scope::of`] names them for a VM: those of any VM there (the zone, and what a refusal backs
+/// off when it is narrower: `Scope::refusal` without a rank), and each rank's (`Scope::refusal`
+/// of its machine type; none for a Config without fallbacks).
+fn scopes(c: &Config, spot: bool) -> Vec<(Vec<Scope>, Vec<Scope>)> {
     let project = c.attributes.project.as_str();
     let ranks = if c.has_ranks() { c.ranks() } else { 0 };
-    let mut out = Vec::new();
-    for zone in c.zone_names() {
-        out.push(Scope(project.to_owned(), zone.to_owned()));
-        if zone_spot(c, spot) {
-            out.push(Scope::spot(project, zone));
+    let zone_scopes = |zone: &str| {
+        let whole = Scope(project.to_owned(), zone.to_owned());
+        let refused = Scope::refusal(project, zone, None, spot);
+        match ranks > 0 || refused == whole {
+            true => vec![whole],
+            false => vec![whole, refused],
         }
-        for r in 0..ranks {
-            let t = c.machine_type_of(r).unwrap_or_default().replace("{{.Zone}}", zone);
-            out.push(Scope::machine_type(project, zone, &t, spot));
-        }
-    }
-    out
-}
-
-/// Whether `c`'s new VMs (Spot ones when `spot`) wait on their zone's Spot capacity: Spot VMs
-/// of a Config without fallbacks (with them, each rank's Spot capacity is its own scope).
-fn zone_spot(c: &Config, spot: bool) -> bool {
-    spot && !c.has_ranks()
+    };
+    let rank_scopes = |zone: &str| -> Vec<Scope> {
+        (0..ranks)
+            .map(|r| {
+                let t = c.machine_type_of(r).unwrap_or_default().replace("{{.Zone}}", zone);
+                Scope::refusal(project, zone, Some(&t), spot)
+            })
+            .collect()
+    };
+    c.zone_names().into_iter().map(|zone| (zone_scopes(zone), rank_scopes(zone))).collect()
 }
 
 /// The backoffs `c`'s new VMs (Spot ones when `spot`) meet at `now`, per zone (in its order)
-/// and rank (one read). A zone's own backoff is the later of the zone's and, for Spot VMs, its
-/// Spot capacity's.
+/// and rank (one read). A zone's own backoff is the latest of those every VM there waits on.
 pub async fn grid(
     store: &dyn Store,
     c: &Config,
@@ -91,14 +89,13 @@ pub async fn grid(
     now: DateTime<Utc>,
 ) -> Result<Vec<ZoneRanks>, TaskError> {
     let scopes = scopes(c, spot);
-    let pairs: Vec<(&str, &str)> = scopes.iter().map(Scope::pair).collect();
+    let pairs: Vec<(&str, &str)> =
+        scopes.iter().flat_map(|(own, ranks)| own.iter().chain(ranks)).map(Scope::pair).collect();
     let mut found = store.backoffs(&pairs).await?.into_iter().map(|b| b.filter(|b| b.until > now));
-    let ranks = if c.has_ranks() { c.ranks() as usize } else { 0 };
     let mut out = Vec::new();
-    for zone in c.zone_names() {
-        let own: Vec<Backoff> = found.by_ref().take(1 + usize::from(zone_spot(c, spot))).flatten().collect();
-        let backoff = own.into_iter().max_by_key(|b| b.until);
-        let ranks = found.by_ref().take(ranks).collect();
+    for (zone, (own, ranks)) in c.zone_names().into_iter().zip(&scopes) {
+        let backoff = found.by_ref().take(own.len()).flatten().max_by_key(|b| b.until);
+        let ranks = found.by_ref().take(ranks.len()).collect();
         out.push(ZoneRanks { zone: zone.to_owned(), backoff, ranks });
     }
     Ok(out)

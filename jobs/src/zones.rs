@@ -3,10 +3,10 @@
 //! that are not draining, read from the store's per-zone sums). A zone closed for quota or
 //! stockout (backed off, or every rank of its machine types backed off there: `ranks`) is
 //! skipped, so creation moves to the other zones at once; zones of weight 0 are used only while
-//! every weighted zone is closed. `expand_config` places a whole batch at once ([`place_batch`]:
-//! each placement counts for the next), so `create_vm` tasks running together do not all read
-//! the same counts; a VM keeps its zone (and rank) for its incarnation, and one not yet sent to
-//! Compute whose zone or rank gets backed off is made again elsewhere (`ranks::elsewhere`).
+//! every weighted zone is closed. A batch of VMs made together is placed at once ([`places`]:
+//! each placement counts for the next), so they spread rather than all read the same counts; a
+//! VM keeps its zone (and rank) for its incarnation, and one not yet sent to Compute whose zone
+//! or rank gets backed off is made again elsewhere (`ranks::elsewhere`).
 
 use std::collections::BTreeMap;
 
@@ -70,54 +70,37 @@ async fn rooms<'a>(ctx: &Env, c: &'a Config, grid: &[ZoneRanks]) -> Result<Vec<R
         .collect())
 }
 
-/// Places the VMs `ids` `expand_config` is about to create for `rec` and records where (one
-/// decision for the batch); nothing for a Config with one zone.
-pub async fn place_batch(ctx: &Env, rec: &ConfigRecord, ids: &[String]) -> Result<(), TaskError> {
-    let c = &rec.config;
-    if c.zones.len() < 2 || ids.is_empty() {
-        return Ok(());
-    }
-    let grid = crate::ranks::grid(&*ctx.store, c, rec.makes_spot(ctx.now()), ctx.now()).await?;
-    let mut rooms = rooms(ctx, c, &grid).await?;
-    let zones = place(&mut rooms, rec.wanted_len(), ids.len());
-    let placed: Vec<(String, String)> =
-        ids.iter().cloned().zip(zones.into_iter().map(str::to_owned)).collect();
-    Ok(ctx.store.set_placements(&c.prefix, &placed).await?)
-}
-
-/// The zone and rank (`None` for a Config without fallback machine types) of new VM `id` of
-/// `rec`: the zone `expand_config` placed it in, unless that zone has closed since (or it was not
-/// placed: then by the same rule, now), and the rank that zone gives a new VM
-/// (`ranks::ZoneRanks::rank`). The placement is taken as it is read: a run that fails after it
-/// decides again, from the counts. (VMs whose placed zone closes all decide from the same counts,
-/// so they may go to one zone together; the next batch evens it out.)
-pub async fn pick(ctx: &Env, rec: &ConfigRecord, id: &str) -> Result<(String, Option<u32>), TaskError> {
+/// Where the next `n` VMs made for `rec` go, in order: one decision for them all, each
+/// placement counting for the next (one read of the backoffs and one of the zone sums; none for
+/// a Config with one zone and no fallbacks): the zone with the most headroom ([`place`]), and
+/// the rank that zone gives a new VM (`ranks::ZoneRanks::rank`; `None` for a Config without
+/// fallback machine types).
+pub async fn places(
+    ctx: &Env,
+    rec: &ConfigRecord,
+    n: usize,
+) -> Result<Vec<(String, Option<u32>)>, TaskError> {
     let c = &rec.config;
     if c.zones.len() < 2 && !c.has_ranks() {
-        return Ok((c.zone_names()[0].to_owned(), None));
+        return Ok(vec![(c.zone_names()[0].to_owned(), None); n]);
     }
-    let placed = match c.zones.len() {
-        0 | 1 => None,
-        _ => ctx.store.take_placement(&c.prefix, id).await?,
-    };
     let grid = crate::ranks::grid(&*ctx.store, c, rec.makes_spot(ctx.now()), ctx.now()).await?;
+    let zones: Vec<String> = match c.zones.len() {
+        0 | 1 => vec![c.zone_names()[0].to_owned(); n],
+        _ => {
+            let mut rooms = rooms(ctx, c, &grid).await?;
+            place(&mut rooms, rec.wanted_len(), n).into_iter().map(str::to_owned).collect()
+        }
+    };
     let rank_in =
         |zone: &str| c.has_ranks().then(|| grid.iter().find(|g| g.zone == zone).map_or(0, |g| g.rank()));
-    if c.zones.len() < 2 {
-        let zone = c.zone_names()[0];
-        return Ok((zone.to_owned(), rank_in(zone)));
-    }
-    // Placed in a zone that is open: no count to read.
-    if let Some(placed) = placed
-        && grid.iter().any(|g| g.zone == placed && g.open_rank().is_some())
-    {
-        let rank = rank_in(&placed);
-        return Ok((placed, rank));
-    }
-    let mut rooms = rooms(ctx, c, &grid).await?;
-    let zone = place(&mut rooms, rec.wanted_len(), 1)[0].to_owned();
-    let rank = rank_in(&zone);
-    Ok((zone, rank))
+    Ok(zones
+        .into_iter()
+        .map(|zone| {
+            let rank = rank_in(&zone);
+            (zone, rank)
+        })
+        .collect())
 }
 
 #[cfg(test)]

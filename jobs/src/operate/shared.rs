@@ -125,11 +125,8 @@ pub(super) async fn admit(
         match ctx.validate(config).await {
             Verdict::Valid => {}
             Verdict::Invalid(e) => a.invalid.push(e),
-            // A regional Config without its zones is not applied: the caller may try again.
-            Verdict::Unknown(why) if config.needs_region_zones() => {
-                let e = crate::catalog::region_unknown(config, &why);
-                return Err(ComputeError::from_http(Some(503), "", &e.to_string()).into());
-            }
+            // Not applied until Compute lists the region's zones: the caller may try again.
+            Verdict::Unplaced(e) => return Err(ComputeError::from_http(Some(503), "", &e.to_string()).into()),
             Verdict::Unknown(why) => {
                 tracing::warn!(config = %config.prefix, error = %why, "cannot check the zone and disk types with Compute Engine now; applied unverified");
                 a.verified = false;

@@ -244,12 +244,6 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn zone_sums(&self, prefix: &str) -> Result<Option<(Sums, BTreeMap<String, Sums>)>, StoreError>;
     /// Counts a Config's zone sums again from its VMs (O(its VMs), at once).
     async fn recount_zones(&self, prefix: &str) -> Result<(), StoreError>;
-    /// Records where `expand_config` placed the VMs it is about to create (VM id → zone), so
-    /// `create_vm` tasks running at once do not all choose from the same counts.
-    async fn set_placements(&self, prefix: &str, placed: &[(String, String)]) -> Result<(), StoreError>;
-    /// Takes (reads and forgets) the zone recorded for VM `id` of Config `prefix`. Placements not
-    /// taken (their VM was not made after all) are forgotten after a few minutes.
-    async fn take_placement(&self, prefix: &str, id: &str) -> Result<Option<String>, StoreError>;
     /// Counts in a VM written before sums (or zone sums) were kept: nothing if it is already
     /// counted, gone, or written again since `vm.version`.
     async fn count_in(&self, vm: &Versioned<Vm>) -> Result<(), StoreError>;

@@ -149,16 +149,16 @@ async fn a_zone_stays_open_while_one_of_its_ranks_does_and_closes_when_none_does
         let ctx = ctx.clone();
         async move { backoff::hit(&ctx, &s, "ZONE_RESOURCE_POOL_EXHAUSTED").await.unwrap() }
     };
-    assert_eq!(crate::zones::pick(&ctx, &rec, "linux-1").await.unwrap(), ("a".to_owned(), Some(0)));
+    assert_eq!(crate::zones::places(&ctx, &rec, 1).await.unwrap()[0], ("a".to_owned(), Some(0)));
     hit("a/e2-small").await;
     assert_eq!(
-        crate::zones::pick(&ctx, &rec, "linux-1").await.unwrap(),
+        crate::zones::places(&ctx, &rec, 1).await.unwrap()[0],
         ("a".to_owned(), Some(1)),
         "the next rank, same zone"
     );
     hit("a/n2d-standard-2").await;
     assert_eq!(
-        crate::zones::pick(&ctx, &rec, "linux-1").await.unwrap(),
+        crate::zones::places(&ctx, &rec, 1).await.unwrap()[0],
         ("b".to_owned(), Some(0)),
         "a closed: b"
     );

@@ -18,9 +18,7 @@ pub async fn run(ctx: &Ctx, t: CreateVm) -> Result<Next, TaskError> {
     if !cfg.value.makes(index) || crate::pause::held(ctx, &cfg.value, Some(&t.id)).await?.is_some() {
         return Ok(Next::Done); // resuming a paused Config expands it again
     }
-    if making::make(ctx, &cfg.value, &t.id, index).await? {
-        making::send(ctx, &cfg.value, &[t.id]).await?;
-    }
+    making::make_all(ctx, &cfg.value, &[t.id]).await?;
     Ok(Next::Done)
 }
 

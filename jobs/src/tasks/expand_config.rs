@@ -2,7 +2,7 @@
 //! (`making.rs`, a few at a time, each then handed on to what sends it), in bounded batches: at
 //! most `limits.expand_batch` per run, and only while fewer than
 //! `limits.creating_per_config` of its VMs wait for an instance; a multi-zone Config's batch is
-//! placed in its zones at once (`zones::place_batch`). It then looks again a second
+//! placed in its zones at once (`zones::places`). It then looks again a second
 //! later, re-reading the Config, so a lowered amount or a restored file stops creation at once.
 //! It pushes `drain_vm` for VMs past the amount at once; the draining itself is `drain_vm`'s.
 //! While the Config is paused ([`Ctx::paused`]) it creates nothing (it still drains). While its
@@ -123,7 +123,6 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
     let room =
         (limits.creating_per_config as usize).saturating_sub(creating).min(limits.expand_batch as usize);
     let batch = &missing[..room.min(missing.len())];
-    crate::zones::place_batch(ctx, &rec, batch).await?;
     crate::making::make_all(ctx, &rec, batch).await?;
     if missing.len() > batch.len() {
         tracing::debug!(config = %t.prefix, made = batch.len(), left = missing.len() - batch.len(), "expanding in batches");

@@ -44,24 +44,21 @@ fn backed_off_zones_are_skipped_and_weight_0_zones_are_the_last_resort() {
 }
 
 #[tokio::test]
-async fn a_batch_is_placed_at_once_and_a_placement_in_a_zone_backed_off_since_is_not_kept() {
+async fn a_batch_is_placed_at_once_and_a_zone_backed_off_is_skipped() {
     let (ctx, _) = Ctx::test();
     let rec = ctx.seed_config_with("linux", 4, |c| *c = multi(&[("a", 1), ("b", 1)])).await;
     ctx.seed_vm("linux-0", |v| v.attributes.zone = "a".into()).await;
-    let ids: Vec<String> = (1..4).map(|i| format!("linux-{i}")).collect();
-    place_batch(&ctx, &rec, &ids).await.unwrap();
-    let mut picked = Vec::new();
-    for id in &ids {
-        picked.push(pick(&ctx, &rec, id).await.unwrap().0);
-    }
-    assert_eq!(picked, ["b", "a", "b"], "one decision for the batch: 2 and 2");
-    // Taken once: a second pick decides again, from the counts (one VM in a, none in b).
-    assert_eq!(pick(&ctx, &rec, "linux-1").await.unwrap().0, "b");
-    place_batch(&ctx, &rec, &ids[..1]).await.unwrap();
+    let zones = |n| {
+        let (ctx, rec) = (ctx.clone(), rec.clone());
+        async move { places(&ctx, &rec, n).await.unwrap().into_iter().map(|(z, _)| z).collect::<Vec<_>>() }
+    };
+    assert_eq!(zones(3).await, ["b", "a", "b"], "one decision for the batch: 2 and 2");
+    // Each decision from the counts (one VM in a, none in b).
+    assert_eq!(zones(1).await, ["b"]);
     crate::backoff::hit(&ctx, &Scope("test-project".into(), "b".into()), "ZONE_RESOURCE_POOL_EXHAUSTED")
         .await
         .unwrap();
-    assert_eq!(pick(&ctx, &rec, "linux-1").await.unwrap().0, "a", "b backs off since");
+    assert_eq!(zones(1).await, ["a"], "b backs off since");
     let waiting = ctx.seed_vm("linux-2", |v| v.attributes.zone = "b".into()).await;
     assert!(crate::ranks::elsewhere(&ctx, &waiting).await.unwrap(), "b backs off, a does not");
     let in_a = ctx.seed_vm("linux-3", |v| v.attributes.zone = "a".into()).await;
@@ -70,7 +67,11 @@ async fn a_batch_is_placed_at_once_and_a_placement_in_a_zone_backed_off_since_is
     assert!(!crate::ranks::elsewhere(&ctx, &waiting).await.unwrap(), "nowhere better");
     let one = crate::testing::config("linux", 1);
     let one = ConfigRecord { config: one, ..rec.clone() };
-    assert_eq!(pick(&ctx, &one, "linux-0").await.unwrap(), ("z".to_owned(), None), "one zone");
+    assert_eq!(
+        places(&ctx, &one, 2).await.unwrap(),
+        [("z".to_owned(), None), ("z".to_owned(), None)],
+        "one zone"
+    );
 }
 
 #[tokio::test]

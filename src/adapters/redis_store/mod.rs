@@ -15,7 +15,6 @@
 //! | `counts`, `backoff` | HASH | prefix → counts; `project/zone` → backoff |
 //! | `vm:counted`, `vm:zoned` | HASH | VM id → what it adds to its Config's sums (bits of `Vm::counted`), and to its zone's (`bits@zone`) |
 //! | `sums:<prefix>` | HASH | a Config's sums, field `i` per bit, `<zone>/i` per zone (`<zone>#<rank>/i` for a fallback rank); `complete` once they cover every VM |
-//! | `place:<prefix>` | HASH | VM id → zone `expand_config` placed it in, until its VM's record is made (expires after 10 minutes) |
 //! | `counters:<prefix>` | HASH | a Config's counters: dead_tasks, task_failures |
 //! | `files` | STRING | errors of Config files that hold no Config (JSON list) |
 //! | `claim:<key>` | STRING | a claimed cron tick, or the Config admission claim (expires) |
@@ -365,36 +364,6 @@ impl Store for RedisStore {
         Ok(())
     }
 
-    async fn set_placements(&self, prefix: &str, placed: &[(String, String)]) -> Result<(), StoreError> {
-        if placed.is_empty() {
-            return Ok(());
-        }
-        // Forgotten after a while: a placement whose VM was not made after all (the Config was
-        // paused, shrunk, or the VM made otherwise) is not kept for its next incarnation.
-        let key = self.k(&format!("place:{prefix}"));
-        redis::pipe()
-            .atomic()
-            .hset_multiple(&key, placed)
-            .ignore()
-            .pexpire(&key, PLACEMENTS_KEPT_MS)
-            .ignore()
-            .query_async(&mut self.c())
-            .await
-            .map_err(err)
-    }
-
-    async fn take_placement(&self, prefix: &str, id: &str) -> Result<Option<String>, StoreError> {
-        let key = self.k(&format!("place:{prefix}"));
-        let (zone, _): (Option<String>, u64) = redis::pipe()
-            .atomic()
-            .hget(&key, id)
-            .hdel(&key, id)
-            .query_async(&mut self.c())
-            .await
-            .map_err(err)?;
-        Ok(zone)
-    }
-
     async fn sums_complete(&self, prefix: &str) -> Result<(), StoreError> {
         self.c().hset(self.k(&format!("sums:{prefix}")), "complete", 1).await.map_err(err)
     }
@@ -402,7 +371,6 @@ impl Store for RedisStore {
     async fn drop_status(&self, prefix: &str) -> Result<(), StoreError> {
         let _: () = redis::pipe()
             .del(self.k(&format!("sums:{prefix}")))
-            .del(self.k(&format!("place:{prefix}")))
             .hdel(self.k("counts"), prefix)
             .del(self.k(&format!("counters:{prefix}")))
             .del(self.k(&format!("err:{prefix}")))
@@ -550,6 +518,3 @@ impl Store for RedisStore {
 fn zoned(vm: &Vm) -> String {
     format!("{}@{}", vm.counted(), vm.place())
 }
-
-/// How long placements not taken are kept (ms).
-const PLACEMENTS_KEPT_MS: i64 = 10 * 60 * 1000;

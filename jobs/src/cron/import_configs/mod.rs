@@ -234,7 +234,7 @@ async fn verify_api_config(ctx: &Ctx, cur: &Versioned<ConfigRecord>) -> Result<(
             Ok(())
         }
         Verdict::Invalid(e) => ctx.record_once(prefix, STAGE, "invalid", &e.to_string()).await,
-        Verdict::Unknown(_) => Ok(()),
+        Verdict::Unknown(_) | Verdict::Unplaced(_) => Ok(()),
     }
 }
 
@@ -288,11 +288,9 @@ async fn apply(
     let verified = match ctx.validate(&mut config).await {
         Verdict::Valid => true,
         Verdict::Invalid(e) => return Ok(Err(e)),
-        // A regional Config without its zones has nowhere to make VMs: not applied until Compute
-        // lists them (a file error until then; the stored record, if any, is kept).
-        Verdict::Unknown(why) if config.needs_region_zones() => {
-            return Ok(Err(crate::catalog::region_unknown(&config, &why)));
-        }
+        // Not applied until Compute lists the region's zones: a file error until then (the stored
+        // record, if any, is kept).
+        Verdict::Unplaced(e) => return Ok(Err(e)),
         Verdict::Unknown(why) => {
             if !same {
                 tracing::warn!(config = %prefix, file = path, error = %why, "cannot check the zone and disk types with Compute Engine now; imported, checked again on the next import");

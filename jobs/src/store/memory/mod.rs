@@ -57,8 +57,6 @@ struct State {
     sums: HashMap<String, (Sums, bool)>,
     /// Per Config: the sums per zone.
     zone_sums: HashMap<String, BTreeMap<String, Sums>>,
-    /// Per Config: VM id → zone placed by `expand_config`, until when it is kept.
-    placements: HashMap<String, HashMap<String, (String, Instant)>>,
     counters: HashMap<(String, String), u64>,
     file_errors: Vec<FileError>,
     /// Records planted as undecodable (tests): key → why; the version and indexes stay, as a
@@ -460,21 +458,6 @@ impl Store for MemoryStore {
         Ok(())
     }
 
-    async fn set_placements(&self, prefix: &str, placed: &[(String, String)]) -> Result<(), StoreError> {
-        // Kept as long as in Redis (ten minutes).
-        let until = Instant::now() + Duration::from_secs(600);
-        let mut s = self.lock();
-        let p = s.placements.entry(prefix.to_owned()).or_default();
-        p.retain(|_, (_, t)| *t > Instant::now());
-        p.extend(placed.iter().map(|(id, zone)| (id.clone(), (zone.clone(), until))));
-        Ok(())
-    }
-
-    async fn take_placement(&self, prefix: &str, id: &str) -> Result<Option<String>, StoreError> {
-        let taken = self.lock().placements.get_mut(prefix).and_then(|p| p.remove(id));
-        Ok(taken.filter(|(_, t)| *t > Instant::now()).map(|(zone, _)| zone))
-    }
-
     async fn sums_complete(&self, prefix: &str) -> Result<(), StoreError> {
         self.lock().sums.entry(prefix.to_owned()).or_insert(([0; SUMS], false)).1 = true;
         Ok(())
@@ -485,7 +468,6 @@ impl Store for MemoryStore {
         s.counts.remove(prefix);
         s.sums.remove(prefix);
         s.zone_sums.remove(prefix);
-        s.placements.remove(prefix);
         s.errors.remove(prefix);
         s.counters.retain(|(p, _), _| p != prefix);
         s.series.remove(&Series::Config(prefix.to_owned()).key());
