@@ -155,6 +155,7 @@ class Target(Harness):
 
     def __init__(self, args):
         super().__init__(args)
+        self.ns = NAMESPACE
         shutil.rmtree(self.tmp, ignore_errors=True)
         self.tmp = Path(tempfile.mkdtemp(prefix="gce-attack-"))
         self.tried, self.refused, self.failed, self.controls = 0, 0, [], []
@@ -273,10 +274,6 @@ class Target(Harness):
 
     def tail(self, n=1500):
         return (self.tmp / "service.log").read_text(errors="replace")[-n:]
-
-    def cli(self, *args):
-        return subprocess.run([str(self.bin), *args[:1], "--redis", self.url, "--namespace", NAMESPACE,
-                               *args[1:]], capture_output=True, text=True, timeout=60)
 
     # --- HTTP ---
     def call(self, method, path, token=None, data=None, timeout=15, keep=True, retry=False):

@@ -50,6 +50,75 @@ class RedisError(Exception):
     pass
 
 
+class HarnessError(Exception):
+    """A command the harness ran exited non-zero or answered what it cannot parse: the run fails
+    with the command and its output (a check that cannot read its input proves nothing)."""
+
+
+def run_checked(argv, what=None, timeout=60):
+    """`argv` run; its CompletedProcess when it exits 0, else HarnessError naming the command,
+    its exit code and its output."""
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    if r.returncode != 0:
+        shown = " ".join(str(a) for a in (what or argv))
+        out = (r.stderr.strip() + " " + r.stdout.strip()).strip()
+        raise HarnessError(f"`{shown}` exited {r.returncode}: {out[:800]}")
+    return r
+
+
+def parse_json(text, what):
+    """`text` as JSON, else HarnessError naming `what` and the first of the text."""
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise HarnessError(f"`{what}` answered what is not JSON ({e}): {text[:400]!r}") from None
+
+
+def index_room(amount):
+    """The indexes a pool of at most `amount` VMs holds ids under: 10 to the digits of its
+    highest index (docs/configs.md, "VM ids"): 0-9 for up to 10 VMs, 0-99 for up to 100."""
+    return 10 ** len(str(max(amount, 1) - 1))
+
+
+def judge_pool(prefix, amount, vms, corrupt, let_go, ok):
+    """A pool judged by its VMs, as docs/configs.md ("VM ids") has them: `amount` VMs not
+    drained, each healthy (`ok(vm)`), ids `<prefix>-<index>` with distinct indexes below
+    index_room(amount), the wanted ones being the first `amount` indexes not let go (`let_go`,
+    from the Config record; None: unreadable, then only the count and the room are judged), no
+    drained VM left and no corrupt record. `vms`: the VM records of this prefix by id. Returns
+    (converged, description, missing, extra): missing and extra count VMs against the amount."""
+    room = index_room(amount)
+    live = {k: v for k, v in vms.items() if not v.get("drained")}
+    draining = len(vms) - len(live)
+    off_rule = sorted(k for k, v in live.items()
+                      if k != f"{prefix}-{v.get('index')}" or not 0 <= int(v.get("index", -1)) < room)
+    good = [k for k, v in live.items() if ok(v)]
+    missing, extra = max(0, amount - len(live)), max(0, len(live) - amount)
+    have = {int(v["index"]) for v in live.values() if isinstance(v.get("index"), int)}
+    want = None
+    if let_go is not None:
+        gaps, want, i = set(let_go), set(), 0
+        while len(want) < amount and i < room + len(gaps):
+            if i not in gaps:
+                want.add(i)
+            i += 1
+    unwanted = sorted(have - want) if want is not None else []
+    unfilled = sorted(want - have) if want is not None else []
+    bad = sorted(corrupt)
+    conv = (not missing and not extra and not draining and not off_rule and not bad and len(good) == amount
+            and not unwanted and not unfilled)
+    parts = [f"{prefix} {len(good)}/{amount}"]
+    parts += [f"missing={missing}"] if missing else []
+    parts += [f"extra={extra}"] if extra else []
+    parts += [f"draining={draining}"] if draining else []
+    parts += [f"unhealthy={len(live) - len(good)}"] if len(live) != len(good) else []
+    parts += [f"ids_off_rule={off_rule[:5]}"] if off_rule else []
+    parts += [f"not_wanted={[f'{prefix}-{i}' for i in unwanted[:5]]}"] if unwanted else []
+    parts += [f"wanted_without_vm={[f'{prefix}-{i}' for i in unfilled[:5]]}"] if unfilled else []
+    parts += [f"corrupt={len(bad)}"] if bad else []
+    return conv, " ".join(parts), missing, extra
+
+
 class Redis:
     """A minimal RESP client (reads and idempotent writes; reconnects once per call)."""
 
@@ -118,7 +187,10 @@ def config_yaml(prefix, amount, zone, swarming=SWARM, extra=""):
             f"  provisioning_model: SPOT\n  instance_termination_action: STOP\n"
             f"  disk: [{{image: projects/debian-cloud/global/images/debian-12, size: 10}}]\n"
             f"  network_interface: [{{network: global/networks/default}}]\n{extra}"
-            f"lifetime: 1d\ntimeout: 20s\nswarming: {swarming}\n")
+            f"lifetime: 1d\ntimeout: 20s\nswarming: {swarming}\n"
+            # The chaos kills bots, which rightly counts as VMs dying soon after connecting: the
+            # breaker may open; its canary comes after 5 s rather than a minute.
+            f"breaker: {{after: 5, within: 10m, canary_after: 5s}}\n")
 
 
 def settings_text(concurrency):
@@ -141,7 +213,7 @@ class Harness:
     """The processes of one run, their temp dir and the Config files."""
 
     def __init__(self, args):
-        self.args = args
+        self.args, self.ns = args, NS
         self.tmp = Path(tempfile.mkdtemp(prefix="gce-chaos-"))
         self.procs, self.frozen, self.kills, self.amounts = {}, set(), 0, {}
         self.results, self.gone = {}, []  # --bad-input: case -> ok|FAIL; prefixes whose file was removed
@@ -253,11 +325,32 @@ class Harness:
         except OSError as e:
             return 0, str(e)
 
+    def fault(self, body):
+        """The simulator's faults set to `body` (POST /sim/faults); HarnessError unless it says 200."""
+        code, got = self.post("/sim/faults", body)
+        if code != 200:
+            raise HarnessError(f"POST /sim/faults {json.dumps(body)[:200]} answered {code}: {str(got)[:300]}")
+        return code
+
+    def call_sim(self, method, path, body=None):
+        """`method path` on the simulator; the HTTP status (0: no answer)."""
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.sim + path, data, {"content-type": "application/json"}, method=method)
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                return r.status
+        except urllib.error.HTTPError as e:
+            return e.code
+        except OSError:
+            return 0
+
     def cli(self, *args):
-        """`gce-backend recover --redis … --namespace chaos <args>` (Redis directly: `status`,
-        `queues …`)."""
-        return subprocess.run([str(self.bin), "recover", "--redis", self.url, "--namespace", NS, *args],
-                              capture_output=True, text=True, timeout=60)
+        """`gce-backend recover --redis … --namespace <ns> <args>` (Redis directly: `status`,
+        `queues …`): its output parsed as JSON. Exit non-zero or output that is not JSON:
+        HarnessError with the command and what it printed."""
+        argv = [str(self.bin), "recover", "--redis", self.url, "--namespace", self.ns, *args]
+        shown = ["gce-backend", "recover", *args]
+        return parse_json(run_checked(argv, shown).stdout, " ".join(shown))
 
     # --- Config files ---
     def write_config(self, prefix, amount, swarming=SWARM):
@@ -277,7 +370,7 @@ class Harness:
         """Sim state, VM records (corrupt ones apart), Config record prefixes; None if unreadable."""
         st = self.get("/sim/state")
         try:
-            raw, cfgs = self.r.hgetall(f"{{{NS}:db}}:vm"), set(self.r("HKEYS", f"{{{NS}:db}}:cfg") or [])
+            raw, cfg_raw = self.r.hgetall(f"{{{NS}:db}}:vm"), self.r.hgetall(f"{{{NS}:db}}:cfg")
         except (OSError, ConnectionError, RedisError):
             return None
         if st is None:
@@ -296,7 +389,15 @@ class Harness:
         for i in st["instances"]:
             inst.setdefault(i["name"], []).append(i)
         bots = {b["botId"]: b for b in st["bots"] if not b.get("deleted")}
-        return {"st": st, "vms": vms, "corrupt": corrupt, "cfgs": cfgs, "inst": inst, "bots": bots}
+        let_go = {}  # prefix -> indexes its record lets go (None: the record does not decode)
+        for k, v in cfg_raw.items():
+            try:
+                rec = json.loads(v)
+                let_go[k] = [int(i) for i in rec.get("let_go", [])]
+            except (ValueError, TypeError, AttributeError):
+                let_go[k] = None
+        return {"st": st, "vms": vms, "corrupt": corrupt, "cfgs": set(cfg_raw), "let_go": let_go, "inst": inst,
+                "bots": bots}
 
     def vm_ok(self, s, vm):
         """The VM has a RUNNING instance named by its hostname and a connected live bot."""
@@ -305,15 +406,15 @@ class Harness:
         return (any(i["status"] == "RUNNING" for i in live) and bool(vm.get("connected"))
                 and bot is not None and not bot.get("isDead"))
 
+    def pool_judged(self, s, prefix, amount):
+        """judge_pool on the snapshot `s`: (converged, description, missing, extra)."""
+        recs = {k: v for k, v in s["vms"].items() if v.get("config") == prefix}
+        bad = {k for k in s["corrupt"] if re.fullmatch(re.escape(prefix) + r"-\d+", k)}
+        return judge_pool(prefix, amount, recs, bad, s["let_go"].get(prefix, []), lambda v: self.vm_ok(s, v))
+
     def pool_state(self, s, prefix, amount):
         """(converged, short description) of one present Config."""
-        want = {f"{prefix}-{i}" for i in range(amount)}
-        recs = {k: v for k, v in s["vms"].items() if v.get("config") == prefix}
-        bad = [k for k in s["corrupt"] if k.startswith(prefix + "-")]
-        good = [k for k, v in recs.items() if k in want and not v.get("drained") and self.vm_ok(s, v)]
-        ok = set(recs) == want and not bad and len(good) == amount
-        extra = f" extra={len(set(recs) - want)}" if set(recs) - want else ""
-        return ok, f"{prefix} {len(good)}/{amount}{extra}" + (f" corrupt={len(bad)}" if bad else "")
+        return self.pool_judged(s, prefix, amount)[:2]
 
     def gone_state(self, s, prefix):
         vms = [k for k, v in s["vms"].items() if v.get("config") == prefix]
@@ -342,8 +443,11 @@ class Harness:
         return None
 
     def queues(self):
-        r = self.cli("queue", "list")
-        return json.loads(r.stdout) if r.returncode == 0 else {}
+        """Every queue's counts (`recover queues list`); HarnessError when it cannot be read."""
+        qs = self.cli("queues", "list")
+        if not isinstance(qs, dict) or not qs or not all(isinstance(c, dict) and "dead" in c for c in qs.values()):
+            raise HarnessError(f"`gce-backend recover queues list` answered no queue counts: {str(qs)[:300]}")
+        return qs
 
     def invariants(self):
         s = self.snapshot()
@@ -352,17 +456,20 @@ class Harness:
         host_of = {v["hostname"]: k for k, v in s["vms"].items()}
         ours = [i for l in s["inst"].values() for i in l if i["labels"].get("gce-backend") == self.deployment]
         live = [i for i in ours if not i.get("deleting")]
-        bad = {k: [] for k in ("leaked", "duplicates", "lost", "stuck", "stale_bots")}
+        bad = {k: [] for k in ("leaked", "duplicates", "lost", "extra", "stuck", "stale_bots")}
         bad["leaked"] = [f"{i['name']}({i['status']})" for i in live if i["name"] not in host_of]
         # The VM an instance is: its label, or (made in bulk, which labels all alike) its name
         # `<VM id>-<4 chars>`.
         per_vm = Counter(i["labels"].get("gce-backend-vm") or i["name"].rsplit("-", 1)[0] for i in live)
         bad["duplicates"] = [f"{k}x{n}" for k, n in per_vm.items() if n > 1]
+        # A pool short of its amount (VMs not drained with a live instance) has lost VMs; one with
+        # more than its amount has extra ones. Which indexes it holds is the rule's (judge_pool).
         for p, a in self.amounts.items():
-            for i in range(a):
-                vm = s["vms"].get(f"{p}-{i}")
-                if vm is None or not [x for x in s["inst"].get(vm["hostname"], []) if not x.get("deleting")]:
-                    bad["lost"].append(f"{p}-{i}" + ("(corrupt record)" if f"{p}-{i}" in s["corrupt"] else ""))
+            recs = {k: v for k, v in s["vms"].items() if v.get("config") == p and not v.get("drained")}
+            made = [k for k, v in recs.items() if [x for x in s["inst"].get(v["hostname"], []) if not x.get("deleting")]]
+            _, desc, _, _ = self.pool_judged(s, p, a)
+            bad["lost"] += [f"{p}: {len(made)} of {a} VMs have an instance ({desc})"] * max(0, a - len(made))
+            bad["extra"] += [f"{p}: {len(recs)} VMs for an amount of {a} ({desc})"] * max(0, len(recs) - a)
         for k, vm in s["vms"].items():
             if [x for x in s["inst"].get(vm["hostname"], []) if not x.get("deleting")] and not self.vm_ok(s, vm):
                 bad["stuck"].append(f"{k}(bot not connected)")
@@ -379,21 +486,20 @@ class Harness:
         if dead:
             for q, c in qs.items():
                 if c.get("dead"):
-                    r = self.cli("queue", "--queue", q, "dead", "--limit", "10")
-                    for t in json.loads(r.stdout or "[]"):
+                    for t in self.cli("queues", "--queue", q, "dead", "--limit", "10"):
                         log(f"dead task: {q} key={t.get('key')} reason={t.get('reason')} "
                             f"last_error={(t.get('last_error') or '')[:300]}")
         for k, v in bad.items():
             if v:
-                log(f"{k}: {len(v)}: {' '.join(v[:20])}")
+                log(f"{k}: {len(v)}: {' | '.join(dict.fromkeys(v[:20]))}")
         return {k: len(v) for k, v in bad.items()} | {"dead_tasks": dead}
 
     def summary(self, s):
         if s is None:
             return "state unreadable (redis down?)"
         want = sum(self.amounts.values())
-        good = sum(1 for p, a in self.amounts.items() for i in range(a)
-                   if (vm := s["vms"].get(f"{p}-{i}")) and self.vm_ok(s, vm))
+        good = sum(1 for v in s["vms"].values()
+                   if v.get("config") in self.amounts and not v.get("drained") and self.vm_ok(s, v))
         running = sum(1 for l in s["inst"].values() for i in l if i["status"] == "RUNNING")
         return f"connected={good}/{want} records={len(s['vms'])} running_instances={running}"
 

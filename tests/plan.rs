@@ -157,6 +157,12 @@ async fn lowering_the_amount_drains_what_the_plan_says() {
         plan_apply_compare(&env, &api, json!({"amount": 1}), "updateAmount", json!({"amount": 1})).await;
     // Two go, idle first (the bots are idle: the longest idle, then the highest index).
     assert_eq!(plan["drain"].as_array().map(Vec::len), Some(2), "{plan:#}");
+    // The VM kept may be any of the three: the ids below it are let go, and listVms says so.
+    let kept: Vec<u32> = env.vms("web").await.into_iter().filter(|v| !v.drained).map(|v| v.index).collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    let list = api.ok(WRITER, "listVms", &[("prefix", "web")], None).await;
+    let gaps: Vec<String> = (0..kept[0]).map(|i| format!("web-{i}")).collect();
+    assert_eq!(list["letGo"], json!(gaps), "kept web-{}: {list:#}", kept[0]);
     env.stop().await;
 }
 

@@ -64,6 +64,11 @@ pub struct GlobalPause {
 pub struct VmList {
     /// The VMs, by index.
     pub vms: Vec<VmView>,
+    /// The ids the pool holds no VM under by choice: indexes let go below its highest wanted
+    /// one when it shrank (idle VMs first, whatever their index), taken again first when it
+    /// grows (docs/configs.md, "VM ids"). The same on every page.
+    #[serde(default)]
+    pub let_go: Vec<String>,
     /// For the next page; absent on the last.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub continuation_token: Option<String>,

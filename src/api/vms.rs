@@ -36,7 +36,8 @@ pub(super) async fn list(
         limit,
     )
     .await?;
-    ok(VmList { vms, continuation_token })
+    let let_go = rec.let_go.iter().map(|i| naming::vm_id(&prefix, *i)).collect();
+    ok(VmList { vms, let_go, continuation_token })
 }
 
 /// The Config of VM `id` if the caller may read it (404 alike otherwise).

@@ -232,6 +232,16 @@ async fn every_page(
     fixed: &[(&str, &str)],
     field: &str,
 ) -> anyhow::Result<Vec<Value>> {
+    Ok(pages(c, name, fixed, field).await?.0)
+}
+
+/// [`every_page`], and the last page's answer (for what every page carries alike).
+async fn pages(
+    c: &mut Client,
+    name: &str,
+    fixed: &[(&str, &str)],
+    field: &str,
+) -> anyhow::Result<(Vec<Value>, Value)> {
     let (mut all, mut token) = (Vec::new(), None::<String>);
     let limit = Page::LIMIT_MAX.to_string();
     loop {
@@ -244,7 +254,7 @@ async fn every_page(
         all.extend(page[field].as_array().cloned().unwrap_or_default());
         token = page["continuationToken"].as_str().map(str::to_owned);
         if token.is_none() {
-            return Ok(all);
+            return Ok((all, page));
         }
     }
 }
@@ -367,8 +377,8 @@ pub async fn vms(t: &Target, cmd: VmsCmd) -> anyhow::Result<()> {
             if let Some(s) = &state {
                 a.push(("state", s));
             }
-            let all = every_page(&mut c, "listVms", &a, "vms").await?;
-            show(t, &json!({"vms": all}), render::vms)
+            let (all, last) = pages(&mut c, "listVms", &a, "vms").await?;
+            show(t, &json!({"vms": all, "letGo": last["letGo"]}), render::vms)
         }
         VmsCmd::Get { id } => show(t, &call(&mut c, "vm", &[("id", &id)], None).await?, render::vm),
         VmsCmd::Recycle { id } => {

@@ -304,7 +304,15 @@ pub(super) fn vms(v: &Value) -> String {
             ]
         })
         .collect();
-    table(&["ID", "HOSTNAME", "STATE", "ZONE", "MACHINE TYPE", "DEADLINE"], rows)
+    let mut out = table(&["ID", "HOSTNAME", "STATE", "ZONE", "MACHINE TYPE", "DEADLINE"], rows);
+    let gaps: Vec<String> = v["letGo"].as_array().into_iter().flatten().map(s).collect();
+    if !gaps.is_empty() {
+        out.push_str(&format!(
+            "let go (no VM by choice: the pool shrank and kept its busy VMs; taken first when it grows): {}\n",
+            gaps.join(" ")
+        ));
+    }
+    out
 }
 
 /// A VM's machine type by name, and its rank when it has one (`n2d-standard-2 (rank 1)`).

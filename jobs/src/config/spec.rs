@@ -104,9 +104,20 @@ impl Config {
     }
 
     /// How many indexes its hostnames have room for: those with no more digits than
-    /// [`Config::most_vms`] needs, which validation checked fit an instance name.
+    /// [`Config::most_indexes`] needs, which validation checked fit an instance name. Its VMs'
+    /// indexes are always below it (see `release`; docs/configs.md, "VM ids").
     pub fn index_room(&self) -> u32 {
-        10u32.saturating_pow(index_digits(self.most_vms().max(1)) as u32)
+        10u32.saturating_pow(index_digits(self.most_indexes().max(1)) as u32)
+    }
+
+    /// The most indexes it may hold VMs under at once: [`Config::most_vms`], and a rolling
+    /// update's surge beyond them.
+    pub fn most_indexes(&self) -> u32 {
+        let surge = match self.update.mode {
+            super::UpdateMode::Rolling if !self.is_static() => self.update.max_surge,
+            _ => 0,
+        };
+        self.most_vms().saturating_add(surge)
     }
 
     /// The most VMs it may have at once: its listed machines, or its amount's ceiling (weekly

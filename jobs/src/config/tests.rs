@@ -127,6 +127,24 @@ fn amounts_above_the_limit_are_refused() {
 }
 
 #[test]
+fn a_rolling_update_s_surge_has_room_among_the_indexes_and_in_the_hostnames() {
+    let mut c = cfg();
+    c.amount = crate::config::Amount { min: 10, max: 10, change: vec![] };
+    c.warm = None;
+    // Rolling (the default, a surge of 1): 11 VMs at once, index 10 among them.
+    assert_eq!((c.most_vms(), c.most_indexes(), c.index_room()), (10, 11, 100));
+    c.update.mode = crate::config::UpdateMode::OnLifetime;
+    assert_eq!((c.most_indexes(), c.index_room()), (10, 10));
+    // A prefix that fits `<prefix>-9-xxxx` in 63 characters but not `<prefix>-10-xxxx` is
+    // refused while the surge may take index 10.
+    c.prefix = "p".repeat(56);
+    assert!(c.problems().iter().all(|e| !e.field.ends_with(".prefix")), "{:?}", c.problems());
+    c.update.mode = crate::config::UpdateMode::Rolling;
+    let e = c.problems();
+    assert!(e.iter().any(|e| e.field.ends_with(".prefix") && e.rule.contains("64 characters")), "{e:?}");
+}
+
+#[test]
 fn prefixes_may_not_be_prefixes_of_each_other() {
     let a = cfg();
     let mut b = cfg();

@@ -262,7 +262,7 @@ impl Config {
             }
         }
         // Every hostname <prefix>-<index>-<4 chars> must be a valid instance name.
-        let longest = self.prefix.len() + 1 + index_digits(self.most_vms().max(1)) + 5;
+        let longest = self.prefix.len() + 1 + index_digits(self.most_indexes().max(1)) + 5;
         if longest > 63 {
             out.push(err(
                 f("prefix"),

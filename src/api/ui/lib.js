@@ -51,9 +51,9 @@ const gb = (() => {
       const page = await call('GET', path, q);
       out = out.concat(page[field] || []);
       next = page.continuationToken;
-      if (!next) return { items: out, more: false };
+      if (!next) return { items: out, more: false, last: page };
     }
-    return { items: out, more: true };
+    return { items: out, more: true, last: null };
   }
 
   // ---- formatting ----------------------------------------------------------------------------

@@ -269,7 +269,7 @@ const gbViews = (() => {
     // The history changes on a change to the Config: read with the VM details, and at once for
     // another Config.
     const wantHistory = historyOf !== prefix || polls % DETAIL_EVERY === 0;
-    const [{ items: vms }, history] = await Promise.all([
+    const [{ items: vms, last: lastPage }, history] = await Promise.all([
       allPages(`/configs/${enc(prefix)}/vms`, 'vms', 1000, 20),
       wantHistory ? readHistory(prefix) : null,
       gbCharts.refreshConfig(prefix, stale, polls),
@@ -293,6 +293,11 @@ const gbViews = (() => {
     ]);
     facts(entry);
     $('#no-vms').hidden = vms.length > 0;
+    // Ids held by no VM by choice, as the API lists them (the pool shrank idle first).
+    const letGo = (lastPage && lastPage.letGo) || [];
+    $('#vms-let-go').hidden = letGo.length === 0;
+    setText($('#vms-let-go'), letGo.length
+      ? `Let go (no VM by choice: the pool shrank and kept its busy VMs; taken first when it grows): ${letGo.join(' ')}` : '');
     syncRows($('#vms tbody'), vms, 'data-vm', (v) => v.vm.id, (v) => {
       const i = v.vm.instance;
       const born = (i && i.created) || v.vm.configured;

@@ -142,3 +142,16 @@ fn a_config_with_ranks_shows_each_rank_and_a_vm_its_machine_type() {
     let t = super::vms(&vm(serde_json::Value::Null));
     assert!(t.contains("n2d-standard-2") && !t.contains("(rank"), "no rank: the type alone\n{t}");
 }
+
+#[test]
+fn a_vm_list_names_the_ids_let_go_and_says_why() {
+    let vms = |gaps: serde_json::Value| {
+        json!({"vms": [{"vm": {"id": "pool-b-14", "hostname": "pool-b-14-abcd", "attributes": {"zone": "z"}}, "state": "connected"},
+                       {"vm": {"id": "pool-b-16", "hostname": "pool-b-16-abcd", "attributes": {"zone": "z"}}, "state": "connected"}],
+               "letGo": gaps})
+    };
+    let t = super::vms(&vms(json!(["pool-b-15"])));
+    assert!(t.contains("let go (no VM by choice") && t.ends_with(": pool-b-15\n"), "{t}");
+    let t = super::vms(&vms(json!([])));
+    assert!(!t.contains("let go"), "no gap, no line\n{t}");
+}

@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Unit tests of the chaos harness's judgement of a pool (judge_pool) and of its loud failures:
+a pool with a gap the rule allows passes, a pool really short or with one too many does not and
+says which, and a command that exits non-zero or prints what is not JSON fails the run.
+Run by scripts/test: `python3 scripts/harness_test.py`."""
+import sys
+import unittest
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from chaos_harness import HarnessError, index_room, judge_pool, parse_json, run_checked  # noqa: E402
+
+
+def vms(prefix, indexes, **over):
+    return {f"{prefix}-{i}": {"id": f"{prefix}-{i}", "index": i, "config": prefix, **over} for i in indexes}
+
+
+OK = lambda v: not v.get("sick")  # noqa: E731
+
+
+class JudgePool(unittest.TestCase):
+    def test_the_indexes_a_pool_may_hold_are_below_ten_to_its_digits(self):
+        self.assertEqual([index_room(n) for n in (1, 10, 11, 100, 101)], [10, 10, 100, 100, 1000])
+
+    def test_a_pool_of_0_to_amount_is_converged(self):
+        conv, desc, missing, extra = judge_pool("p", 20, vms("p", range(20)), set(), [], OK)
+        self.assertEqual((conv, missing, extra), (True, 0, 0), desc)
+
+    def test_a_gap_left_by_an_idle_first_shrink_is_allowed(self):
+        # pool-b shrank 21 -> 20 and let 15 go (idle), keeping 20: the record says so.
+        held = [i for i in range(21) if i != 15]
+        conv, desc, missing, extra = judge_pool("p", 20, vms("p", held), set(), [15], OK)
+        self.assertEqual((conv, missing, extra), (True, 0, 0), desc)
+
+    def test_a_pool_short_of_a_vm_is_refused_and_says_so(self):
+        held = [i for i in range(20) if i != 15]
+        conv, desc, missing, extra = judge_pool("p", 20, vms("p", held), set(), [], OK)
+        self.assertEqual((conv, missing, extra), (False, 1, 0))
+        self.assertIn("missing=1", desc)
+        self.assertIn("wanted_without_vm=['p-15']", desc)
+
+    def test_a_pool_with_one_too_many_is_refused_and_says_so(self):
+        conv, desc, missing, extra = judge_pool("p", 20, vms("p", range(21)), set(), [], OK)
+        self.assertEqual((conv, missing, extra), (False, 0, 1))
+        self.assertIn("extra=1", desc)
+        self.assertIn("not_wanted=['p-20']", desc)
+
+    def test_a_gap_the_record_does_not_let_go_is_refused(self):
+        held = [i for i in range(21) if i != 15]
+        conv, desc, _, _ = judge_pool("p", 20, vms("p", held), set(), [], OK)
+        self.assertFalse(conv, desc)
+        self.assertIn("not_wanted=['p-20']", desc)
+
+    def test_an_index_past_the_room_is_off_the_rule(self):
+        held = list(range(9)) + [10]
+        conv, desc, _, _ = judge_pool("p", 10, vms("p", held), set(), [9], OK)
+        self.assertFalse(conv, desc)
+        self.assertIn("ids_off_rule=['p-10']", desc)
+
+    def test_draining_unhealthy_and_corrupt_vms_are_not_converged(self):
+        pool = vms("p", range(3)) | vms("p", [3], drained=True)
+        self.assertIn("draining=1", judge_pool("p", 3, pool, set(), [], OK)[1])
+        pool = vms("p", range(2)) | vms("p", [2], sick=True)
+        conv, desc, _, _ = judge_pool("p", 3, pool, set(), [], OK)
+        self.assertFalse(conv)
+        self.assertIn("unhealthy=1", desc)
+        conv, desc, missing, _ = judge_pool("p", 3, vms("p", range(2)), {"p-2"}, [], OK)
+        self.assertEqual((conv, missing), (False, 1))
+        self.assertIn("corrupt=1", desc)
+
+    def test_an_unreadable_record_judges_by_count_and_room(self):
+        held = [i for i in range(21) if i != 15]
+        conv, desc, _, _ = judge_pool("p", 20, vms("p", held), set(), None, OK)
+        self.assertTrue(conv, desc)
+
+
+class LoudFailures(unittest.TestCase):
+    def test_a_command_that_exits_non_zero_fails_with_its_output(self):
+        with self.assertRaises(HarnessError) as e:
+            run_checked(["sh", "-c", "echo unrecognized subcommand queue >&2; exit 2"], ["gce-backend", "queue"])
+        self.assertIn("`gce-backend queue` exited 2: unrecognized subcommand queue", str(e.exception))
+
+    def test_an_answer_that_is_not_json_fails(self):
+        with self.assertRaises(HarnessError):
+            parse_json("usage: …", "gce-backend recover status")
+        self.assertEqual(parse_json('{"a": 1}', "x"), {"a": 1})
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=1)
