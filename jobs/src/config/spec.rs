@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::attributes::Attributes;
-use super::policy::{Breaker, Demand, SpotFailover, Update, Warm, ZoneWeight};
+use super::policy::{Breaker, Demand, SpotFailover, Update, UpdateMode, Warm, ZoneWeight};
 use super::units::{Amount, Secs};
 
 /// One pool of VMs.
@@ -114,7 +114,7 @@ impl Config {
     /// update's surge beyond them.
     pub fn most_indexes(&self) -> u32 {
         let surge = match self.update.mode {
-            super::UpdateMode::Rolling if !self.is_static() => self.update.max_surge,
+            UpdateMode::Rolling if !self.is_static() => self.update.max_surge,
             _ => 0,
         };
         self.most_vms().saturating_add(surge)
