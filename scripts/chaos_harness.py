@@ -7,6 +7,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 NS, PROJECT, SWARM = "chaos", "chaos-proj", "https://swarm.example.com"
+# The Swarming servers the settings allow: the good one, and the two --bad-input makes hang and
+# answer malformed JSON (an unlisted server would be refused before any call, testing nothing).
+SERVERS = [SWARM, "https://hang.example.com", "https://malformed.example.com"]
 ZONES = ["us-central1-a", "us-central1-b", "us-central1-c", "us-east1-b", "europe-west1-b"]
 FAULTS = {"errors": {"*": {"rate": 0.05, "status": 503}, "compute.instances.get": {"rate": 0.05, "status": 429},
                      "swarming.GetBot": {"rate": 0.05, "status": 429}}}
@@ -205,6 +208,8 @@ def settings_text(concurrency):
             line = f'{kv.group(1)} = "{TIMING[kv.group(1)]}"'
         elif kv and section == "" and kv.group(1) == "concurrency":
             line = f"concurrency = {concurrency}"
+        elif kv and section == "swarming" and kv.group(1) == "servers":
+            line = f"servers = {json.dumps(SERVERS)}"  # --bad-input's broken servers are listed
         out.append(line)
     return "\n".join(out) + "\n"
 
