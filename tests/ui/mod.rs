@@ -6,15 +6,13 @@
 //! status; a late whoami of the previous token never shows on the page; a reader sees no
 //! buttons; a writer retries the dead task of a Config its group owns (only that one); an admin's
 //! Retry and "retry all" empty the dead set; slow polls do not run back to back; a bad token gets
-//! the form back with the API's message; a pool shrunk idle first shows the ids it let go as the
-//! API lists them; when the service goes away a banner says so and the last data stays.
+//! the form back with the API's message; a pool's let-go ids show (`gaps`); when the service
+//! goes away a banner says so and the last data stays.
 mod cockpit;
+mod gaps;
 mod service;
 mod webdriver;
 
-use std::time::Duration;
-
-use gce_backend_queues::testing::eventually;
 use serde_json::{Value, json};
 
 use crate::api::{ADMIN, WRITER};
@@ -22,9 +20,6 @@ pub(crate) use crate::support::tokens::READER;
 use crate::support::{Backend, Env, sim_config};
 use service::Service;
 use webdriver::Browser;
-
-/// How long a step waits for the service.
-const LIMIT: Duration = Duration::from_secs(120);
 
 /// A script returning the text of `field` in the row whose `attr` is `key` (null while absent).
 const CELL: &str = "const r = document.querySelector(`tr[${arguments[0]}=\"${arguments[1]}\"]`); \
@@ -211,35 +206,8 @@ async fn the_dashboard_follows_a_config_live_and_retries_a_dead_task() {
     );
     // Filled at rest: two VMs made and suspended beyond the one min_idle asks for.
     assert_eq!(facts["warm pool"], "2 kept warm (up to 2 suspended, 0 stopped)");
-
     b.js("location.hash = '#/';", json!([])).await;
-
-    // A pool shrunk idle first may keep any of its VMs: the ids below the one kept are let go,
-    // and the page says which, as the API's listVms does (docs/configs.md, "VM ids").
-    svc.write_pool("gap", 3, &[]);
-    wait_cell(&b, "data-config", "gap", "connected", "3").await;
-    svc.write_pool("gap", 1, &[]);
-    b.js("location.hash = '#/configs/gap';", json!([])).await;
-    let kept = eventually("gap down to one VM", LIMIT, || async {
-        let list = svc.get("configs/gap/vms").await;
-        let vms = list["vms"].as_array().cloned().unwrap_or_default();
-        (vms.len() == 1).then(|| (vms[0]["vm"]["index"].as_u64().unwrap(), list["letGo"].clone()))
-    })
-    .await;
-    let want: Vec<String> = (0..kept.0).map(|i| format!("gap-{i}")).collect();
-    assert_eq!(kept.1, json!(want), "the API lets go the ids below the one kept");
-    let shown = b
-        .wait(
-            "the let-go line as the API has it",
-            "const p = document.querySelector('#vms-let-go'); \
-             const rows = document.querySelectorAll('#vms tr[data-vm]').length; \
-             if (rows !== 1) return null; \
-             if (arguments[0].length === 0) return p.hidden ? 'hidden' : null; \
-             return !p.hidden && p.textContent.endsWith(': ' + arguments[0].join(' ')) && p.textContent;",
-            json!([want]),
-        )
-        .await;
-    assert!(shown == "hidden" || shown.as_str().unwrap().starts_with("Let go (no VM by choice"), "{shown}");
+    gaps::the_ids_let_go_are_shown_as_the_api_lists_them(&svc, &b).await;
     b.js("location.hash = '#/';", json!([])).await;
 
     // A dead task counts on the Config the API says it belongs to: a guarded key
