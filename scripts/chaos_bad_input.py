@@ -42,18 +42,28 @@ def case_queue_rec(h):
     for n in workers:  # workers stopped for a moment, so the cron's count_vms pushes (each second) stay pending
         os.kill(h.procs[n].pid, signal.SIGSTOP)
     try:
-        end, ids = time.monotonic() + 8, []
+        # A live task: pending, delayed, or leased to a stopped worker (pushes for its key then
+        # wait as its follow-up). Every script that loads its record meets the corruption.
+        end, ids, where = time.monotonic() + 15, [], ""
         while not ids and time.monotonic() < end:
             time.sleep(0.2)
-            ids = h.r("LRANGE", q + ":ready", 0, -1) or []
-        tid = random.choice(ids or h.r("HKEYS", q + ":rec") or ["1"])  # task ids are random strings
+            for where, ids in (("pending", h.r("LRANGE", q + ":ready", 0, -1)),
+                               ("delayed", h.r("ZRANGE", q + ":delayed", 0, -1)),
+                               ("leased", h.r("ZRANGE", q + ":leased", 0, -1))):
+                if ids:
+                    break
+        tid = random.choice(ids) if ids else None
         done = int(h.r("HGET", q + ":stats", "done") or 0)
-        plant(h, q + ":rec", "{not json", field=tid)
+        if tid:
+            plant(h, q + ":rec", "{not json", field=tid)
     finally:
         for n in workers:
             os.kill(h.procs[n].pid, signal.SIGCONT)
-    log(f"  checking: task {tid} ({'pending' if ids else 'no pending task found: any id'}) goes to the dead set "
-        "(or a push replaces it), count_vms keeps completing tasks")
+    if tid is None:
+        log("  no live count_vms task within 15 s: nothing to corrupt")
+        return (lambda: (False, "no live count_vms task to corrupt")), lambda: None
+    log(f"  checking: task {tid} ({where}) goes to the dead set (or a push replaces it), count_vms keeps "
+        "completing tasks")
 
     def check():
         rec, dead = h.r("HGET", q + ":rec", tid), h.r("ZSCORE", q + ":dead", tid)
