@@ -14,7 +14,7 @@ def measure(h, p, bound):
     victims = random.sample(ok, min(2, len(ok)))
     for v in victims:
         i = s["inst"][v["hostname"]][0]
-        h.post("/sim/preempt", {"project": i["project"], "zone": i["zone"], "name": i["name"]})
+        h.act("/sim/preempt", {"project": i["project"], "zone": i["zone"], "name": i["name"]})
     start, repl = time.monotonic(), None
     while victims and time.monotonic() - start < bound:
         s = h.snapshot()

@@ -337,6 +337,15 @@ class Harness:
             raise HarnessError(f"POST /sim/faults {json.dumps(body)[:200]} answered {code}: {str(got)[:300]}")
         return code
 
+    def act(self, path, body):
+        """POST `path` (a fault on one thing: /sim/preempt, /sim/kill-bot) on the simulator; its
+        status. 404 is a race the chaos allows (the instance or bot went meanwhile); anything else
+        but 200 is HarnessError."""
+        code, got = self.post(path, body)
+        if code not in (200, 404):
+            raise HarnessError(f"POST {path} {json.dumps(body)[:200]} answered {code}: {str(got)[:300]}")
+        return code
+
     def call_sim(self, method, path, body=None):
         """`method path` on the simulator; the HTTP status (0: no answer)."""
         data = json.dumps(body).encode() if body is not None else None
