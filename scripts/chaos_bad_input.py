@@ -105,12 +105,19 @@ def case_vm_rec(h):
 
     def check():
         # Quarantined: the record rebuilt around its instance (or dropped), then the VM made
-        # again; pool-a converging (measured) shows the rest. One log line says it.
+        # again; pool-a converging (measured) shows the rest. Said where an operator looks:
+        # pool-a's status (stage `quarantine`; it keeps the last 20 errors) or a WARN line, from
+        # whichever of a task or the heal pass met the record first.
         healed = until(lambda: h.r("HGET", f"{{{NS}:db}}:vm", vm) != "{garbage", 60)
         now = h.r("HGET", f"{{{NS}:db}}:vm", vm)
-        said = log_lines(h, since, r"quarantin.*" + vm)
-        return healed and bool(said), (f"{vm} record is now {'still {garbage' if now == '{garbage' else (now or 'absent')[:100]}; "
-                                       f"quarantine logged: {said[:1]}")
+
+        def said():
+            st = h.cli("status", "pool-a")
+            return [e.get("message", "") for c in st.get("configs", []) for e in c.get("errors", [])
+                    if e.get("stage") == "quarantine" and vm in e.get("message", "")]
+        told = until(lambda: said() or log_lines(h, since, re.escape(vm) + r"\b.*(does not decode|quarantin)|quarantin.*" + re.escape(vm) + r"\b"), 30)
+        return healed and bool(told), (f"{vm} record is now {'still {garbage' if now == '{garbage' else (now or 'absent')[:100]}; "
+                                       f"said: {(told or ['nowhere'])[0][:200]}")
 
     def cleanup():
         if h.r("HGET", f"{{{NS}:db}}:vm", vm) == "{garbage":
