@@ -75,10 +75,10 @@ def case_queue_rec(h):
         # replaced by a push before a worker met it; either way count_vms went on.
         return (bool(buried) or (rec != "{not json" and dead is None)) and now > done, note
 
-    def cleanup():  # the buried task is this case's, not a dead task of the run
-        if h.r("ZSCORE", q + ":dead", tid) is not None:
-            h.cli("queues", "--queue", "count_vms", "purge-dead")
-            log(f"  task {tid} purged from count_vms's dead set")
+    def cleanup():  # the buried task is this case's, not a dead task of the run: only it goes
+        if h.r("ZREM", q + ":dead", tid):
+            h.r("HDEL", q + ":rec", tid)
+            log(f"  task {tid} taken out of count_vms's dead set (any other dead task stays counted)")
     return check, cleanup
 
 
@@ -169,14 +169,14 @@ def case_index_heals(h):
     """pool-b's VM index becomes a string, then pool-b grows 4 -> 6: it converges with no
     operator, no task dies, and its index is a set again."""
     key = f"{{{NS}:db}}:vm:cfg:pool-b"
-    dead0 = queue_dead(h)
+    dead0 = h.dead_tasks()
     h.r("DEL", key)
     plant(h, key, "x", typ="SET")
     h.write_config("pool-b", 6)
 
     def check():
         t = h.wait_converged(120, only=["pool-b"], quiet=True)
-        dead = queue_dead(h) - dead0
+        dead = h.dead_tasks() - dead0
         typ = h.r("TYPE", key)
         return t is not None and dead == 0 and typ == "set", \
             f"pool-b 4 -> 6: {'converged' if t is not None else 'NOT converged'}; dead tasks +{dead}; {key} is a {typ}"
@@ -256,17 +256,13 @@ BAD_CASES = {"queue_rec": case_queue_rec, "cfg_rec": case_cfg_rec, "vm_rec": cas
              "big_metadata": case_file("pool-x.yaml", big_metadata, "pool-x")}
 
 
-def queue_dead(h):
-    return sum(c.get("dead", 0) for c in h.queues().values())
-
-
 def outage(h, seconds=90, bound=240):
     """The simulator's Compute silent for `seconds` (faults compute_hang) while pool-a grows by 3 and
     pool-b shrinks by 2, then back. Returns the tasks that went dead and the WARN lines of the worker
     and cron logs from its start to convergence after it (None: did not converge). The 5 % faults
     are off meanwhile, so the lines counted are the outage's own."""
     h.fault({"errors": {}})
-    dead0, offsets = queue_dead(h), h.log_sizes()
+    dead0, offsets = h.dead_tasks(), h.log_sizes()
     log(f"--- outage: Compute silent for {seconds}s; pool-a grows by 3, pool-b shrinks by 2")
     h.fault({"compute_hang": True})
     h.write_config("pool-a", h.amounts["pool-a"] + 3)
@@ -274,7 +270,7 @@ def outage(h, seconds=90, bound=240):
     time.sleep(seconds)
     h.fault({"compute_hang": False})
     conv = h.wait_converged(bound, only=["pool-a", "pool-b"], gone=h.gone)
-    dead = queue_dead(h) - dead0
+    dead = h.dead_tasks() - dead0
     warns = sum(1 for l in log_lines(h, offsets, r"\bWARN\b") if l.startswith(("worker", "cron.log")))
     log(f"  outage: {'converged %.1fs after Compute came back' % conv if conv is not None else 'NOT converged'}; "
         f"{dead} dead tasks, {warns} WARN lines")
@@ -320,7 +316,7 @@ def bad_input(h, a):
         settled = h.wait_converged(bound, only=["pool-a", "pool-b"], gone=h.gone, quiet=True)
         log(f"  cleaned up; {'settled in %.1fs' % settled if settled is not None else 'NOT settled'}")
     dead, warns, conv = outage(h)
-    left = queue_dead(h)
+    left = h.dead_tasks()
     if left:
         log(f"dead tasks at the end: {left}")
         h.invariants()  # lists them

@@ -5,6 +5,8 @@ import tomllib, traceback, urllib.error, urllib.request
 from collections import Counter
 from pathlib import Path
 
+from chaos_judge import HarnessError, judge_pool, parse_json, run_checked, wanted_indexes  # noqa: F401
+
 ROOT = Path(__file__).resolve().parent.parent
 NS, PROJECT, SWARM = "chaos", "chaos-proj", "https://swarm.example.com"
 # The Swarming servers the settings allow: the good one, and the two --bad-input makes hang and
@@ -51,75 +53,6 @@ def free_port():
 
 class RedisError(Exception):
     pass
-
-
-class HarnessError(Exception):
-    """A command the harness ran exited non-zero or answered what it cannot parse: the run fails
-    with the command and its output (a check that cannot read its input proves nothing)."""
-
-
-def run_checked(argv, what=None, timeout=60):
-    """`argv` run; its CompletedProcess when it exits 0, else HarnessError naming the command,
-    its exit code and its output."""
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-    if r.returncode != 0:
-        shown = " ".join(str(a) for a in (what or argv))
-        out = (r.stderr.strip() + " " + r.stdout.strip()).strip()
-        raise HarnessError(f"`{shown}` exited {r.returncode}: {out[:800]}")
-    return r
-
-
-def parse_json(text, what):
-    """`text` as JSON, else HarnessError naming `what` and the first of the text."""
-    try:
-        return json.loads(text)
-    except ValueError as e:
-        raise HarnessError(f"`{what}` answered what is not JSON ({e}): {text[:400]!r}") from None
-
-
-def index_room(amount):
-    """The indexes a pool of at most `amount` VMs holds ids under: 10 to the digits of its
-    highest index (docs/configs.md, "VM ids"): 0-9 for up to 10 VMs, 0-99 for up to 100."""
-    return 10 ** len(str(max(amount, 1) - 1))
-
-
-def judge_pool(prefix, amount, vms, corrupt, let_go, ok):
-    """A pool judged by its VMs, as docs/configs.md ("VM ids") has them: `amount` VMs not
-    drained, each healthy (`ok(vm)`), ids `<prefix>-<index>` with distinct indexes below
-    index_room(amount), the wanted ones being the first `amount` indexes not let go (`let_go`,
-    from the Config record; None: unreadable, then only the count and the room are judged), no
-    drained VM left and no corrupt record. `vms`: the VM records of this prefix by id. Returns
-    (converged, description, missing, extra): missing and extra count VMs against the amount."""
-    room = index_room(amount)
-    live = {k: v for k, v in vms.items() if not v.get("drained")}
-    draining = len(vms) - len(live)
-    off_rule = sorted(k for k, v in live.items()
-                      if k != f"{prefix}-{v.get('index')}" or not 0 <= int(v.get("index", -1)) < room)
-    good = [k for k, v in live.items() if ok(v)]
-    missing, extra = max(0, amount - len(live)), max(0, len(live) - amount)
-    have = {int(v["index"]) for v in live.values() if isinstance(v.get("index"), int)}
-    want = None
-    if let_go is not None:
-        gaps, want, i = set(let_go), set(), 0
-        while len(want) < amount and i < room + len(gaps):
-            if i not in gaps:
-                want.add(i)
-            i += 1
-    unwanted = sorted(have - want) if want is not None else []
-    unfilled = sorted(want - have) if want is not None else []
-    bad = sorted(corrupt)
-    conv = (not missing and not extra and not draining and not off_rule and not bad and len(good) == amount
-            and not unwanted and not unfilled)
-    parts = [f"{prefix} {len(good)}/{amount}"]
-    parts += [f"missing={missing}"] if missing else []
-    parts += [f"extra={extra}"] if extra else []
-    parts += [f"draining={draining}"] if draining else []
-    parts += [f"unhealthy={len(live) - len(good)}"] if len(live) != len(good) else []
-    parts += [f"ids_off_rule={off_rule[:5]}"] if off_rule else []
-    parts += [f"not_wanted={[f'{prefix}-{i}' for i in unwanted[:5]]}"] if unwanted else []
-    parts += [f"wanted_without_vm={[f'{prefix}-{i}' for i in unfilled[:5]]}"] if unfilled else []
-    parts += [f"corrupt={len(bad)}"] if bad else []
-    return conv, " ".join(parts), missing, extra
 
 
 class Redis:
@@ -320,43 +253,38 @@ class Harness:
         except (OSError, ValueError):
             return None
 
-    def post(self, path, body):
-        req = urllib.request.Request(self.sim + path, json.dumps(body).encode(), {"content-type": "application/json"})
+    def post(self, path, body, method="POST"):
+        """(status, answer) of `method path` with the JSON `body` on the simulator (0 and the
+        error when it got no answer; the answer parsed when it is JSON)."""
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(self.sim + path, data, {"content-type": "application/json"}, method=method)
         try:
             with urllib.request.urlopen(req, timeout=30) as r:
-                return r.status, json.load(r)
+                text = r.read().decode(errors="replace")
+                try:
+                    return r.status, json.loads(text)
+                except ValueError:
+                    return r.status, text
         except urllib.error.HTTPError as e:
             return e.code, e.read().decode(errors="replace")
         except OSError as e:
             return 0, str(e)
 
-    def fault(self, body):
-        """The simulator's faults set to `body` (POST /sim/faults); HarnessError unless it says 200."""
-        code, got = self.post("/sim/faults", body)
-        if code != 200:
-            raise HarnessError(f"POST /sim/faults {json.dumps(body)[:200]} answered {code}: {str(got)[:300]}")
+    def checked(self, path, body, ok=(200,), method="POST"):
+        """`post`, with HarnessError unless the status is one of `ok`; the status."""
+        code, got = self.post(path, body, method)
+        if code not in ok:
+            raise HarnessError(f"{method} {path} {json.dumps(body)[:200]} answered {code}: {str(got)[:300]}")
         return code
+
+    def fault(self, body):
+        """The simulator's faults set to `body` (POST /sim/faults)."""
+        return self.checked("/sim/faults", body)
 
     def act(self, path, body):
-        """POST `path` (a fault on one thing: /sim/preempt, /sim/kill-bot) on the simulator; its
-        status. 404 is a race the chaos allows (the instance or bot went meanwhile); anything else
-        but 200 is HarnessError."""
-        code, got = self.post(path, body)
-        if code not in (200, 404):
-            raise HarnessError(f"POST {path} {json.dumps(body)[:200]} answered {code}: {str(got)[:300]}")
-        return code
-
-    def call_sim(self, method, path, body=None):
-        """`method path` on the simulator; the HTTP status (0: no answer)."""
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.sim + path, data, {"content-type": "application/json"}, method=method)
-        try:
-            with urllib.request.urlopen(req, timeout=30) as r:
-                return r.status
-        except urllib.error.HTTPError as e:
-            return e.code
-        except OSError:
-            return 0
+        """A fault on one thing (/sim/preempt, /sim/kill-bot): 404 is a race the chaos allows
+        (the instance or bot went meanwhile)."""
+        return self.checked(path, body, ok=(200, 404))
 
     def cli(self, *args):
         """`gce-backend recover --redis … --namespace <ns> <args>` (Redis directly: `status`,
@@ -420,15 +348,11 @@ class Harness:
         return (any(i["status"] == "RUNNING" for i in live) and bool(vm.get("connected"))
                 and bot is not None and not bot.get("isDead"))
 
-    def pool_judged(self, s, prefix, amount):
-        """judge_pool on the snapshot `s`: (converged, description, missing, extra)."""
+    def pool_state(self, s, prefix, amount):
+        """(converged, short description) of one present Config: judge_pool on the snapshot `s`."""
         recs = {k: v for k, v in s["vms"].items() if v.get("config") == prefix}
         bad = {k for k in s["corrupt"] if re.fullmatch(re.escape(prefix) + r"-\d+", k)}
-        return judge_pool(prefix, amount, recs, bad, s["let_go"].get(prefix, []), lambda v: self.vm_ok(s, v))
-
-    def pool_state(self, s, prefix, amount):
-        """(converged, short description) of one present Config."""
-        return self.pool_judged(s, prefix, amount)[:2]
+        return judge_pool(prefix, amount, recs, bad, s["let_go"].get(prefix, []), lambda v: self.vm_ok(s, v))[:2]
 
     def gone_state(self, s, prefix):
         vms = [k for k, v in s["vms"].items() if v.get("config") == prefix]
@@ -456,6 +380,10 @@ class Harness:
         log(f"  not converged after {timeout:.0f}s: {desc}")
         return None
 
+    def dead_tasks(self, qs=None):
+        """Tasks in the dead sets of every queue (of `qs`, counts already read)."""
+        return sum(c.get("dead", 0) for c in (qs or self.queues()).values())
+
     def queues(self):
         """Every queue's counts (`recover queues list`); HarnessError when it cannot be read."""
         qs = self.cli("queues", "list")
@@ -476,14 +404,15 @@ class Harness:
         # `<VM id>-<4 chars>`.
         per_vm = Counter(i["labels"].get("gce-backend-vm") or i["name"].rsplit("-", 1)[0] for i in live)
         bad["duplicates"] = [f"{k}x{n}" for k, n in per_vm.items() if n > 1]
-        # A pool short of its amount (VMs not drained with a live instance) has lost VMs; one with
-        # more than its amount has extra ones. Which indexes it holds is the rule's (judge_pool).
+        # Lost: a VM its pool wants (wanted_indexes) with no record or no live instance; extra: a
+        # VM not drained that its pool does not want. A Config record that does not decode says
+        # nothing of its gaps: then its pool wants the first `amount` indexes.
         for p, a in self.amounts.items():
-            recs = {k: v for k, v in s["vms"].items() if v.get("config") == p and not v.get("drained")}
-            made = [k for k, v in recs.items() if [x for x in s["inst"].get(v["hostname"], []) if not x.get("deleting")]]
-            _, desc, _, _ = self.pool_judged(s, p, a)
-            bad["lost"] += [f"{p}: {len(made)} of {a} VMs have an instance ({desc})"] * max(0, a - len(made))
-            bad["extra"] += [f"{p}: {len(recs)} VMs for an amount of {a} ({desc})"] * max(0, len(recs) - a)
+            recs = {v["index"]: v for v in s["vms"].values() if v.get("config") == p and not v.get("drained")}
+            want = wanted_indexes(a, s["let_go"].get(p) or [])
+            made = {i for i, v in recs.items() if [x for x in s["inst"].get(v["hostname"], []) if not x.get("deleting")]}
+            bad["lost"] += [f"{p}-{i}" for i in sorted(want - made)]
+            bad["extra"] += [f"{p}-{i}" for i in sorted(set(recs) - want)]
         for k, vm in s["vms"].items():
             if [x for x in s["inst"].get(vm["hostname"], []) if not x.get("deleting")] and not self.vm_ok(s, vm):
                 bad["stuck"].append(f"{k}(bot not connected)")
@@ -496,7 +425,7 @@ class Harness:
             inst = s["inst"].get(b, [])
             if b not in host_of and not (inst and all(i.get("deleting") for i in inst)):
                 bad["stale_bots"].append(f"{b}({'dead' if bot.get('isDead') else 'alive'})")
-        dead = sum(c.get("dead", 0) for c in qs.values())
+        dead = self.dead_tasks(qs)
         if dead:
             for q, c in qs.items():
                 if c.get("dead"):
@@ -505,7 +434,7 @@ class Harness:
                             f"last_error={(t.get('last_error') or '')[:300]}")
         for k, v in bad.items():
             if v:
-                log(f"{k}: {len(v)}: {' | '.join(dict.fromkeys(v[:20]))}")
+                log(f"{k}: {len(v)}: {' '.join(v[:20])}")
         return {k: len(v) for k, v in bad.items()} | {"dead_tasks": dead}
 
     def summary(self, s):

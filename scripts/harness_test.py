@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Unit tests of the chaos harness's judgement of a pool (judge_pool) and of its loud failures:
+"""Unit tests of the chaos harness's judgement of a pool (chaos_judge.judge_pool) and of its loud failures:
 a pool with a gap the rule allows passes, a pool really short or with one too many does not and
 says which, and a command that exits non-zero or prints what is not JSON fails the run.
 Run by scripts/test: `python3 scripts/harness_test.py`."""
@@ -8,7 +8,7 @@ import unittest
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from chaos_harness import HarnessError, index_room, judge_pool, parse_json, run_checked  # noqa: E402
+from chaos_judge import HarnessError, index_room, judge_pool, parse_json, run_checked, wanted_indexes  # noqa: E402
 
 
 def vms(prefix, indexes, **over):
@@ -20,7 +20,14 @@ OK = lambda v: not v.get("sick")  # noqa: E731
 
 class JudgePool(unittest.TestCase):
     def test_the_indexes_a_pool_may_hold_are_below_ten_to_its_digits(self):
-        self.assertEqual([index_room(n) for n in (1, 10, 11, 100, 101)], [10, 10, 100, 100, 1000])
+        self.assertEqual([index_room(n, surge=0) for n in (1, 10, 11, 100, 101)], [10, 10, 100, 100, 1000])
+        # A rolling update's surge (1 by default) holds one index more: 10 VMs may use index 10.
+        self.assertEqual([index_room(n) for n in (1, 9, 10, 99, 100)], [10, 10, 100, 100, 1000])
+
+    def test_the_wanted_indexes_are_the_first_amount_not_let_go(self):
+        self.assertEqual(wanted_indexes(3, []), {0, 1, 2})
+        self.assertEqual(wanted_indexes(3, [0, 2]), {1, 3, 4})
+        self.assertEqual(wanted_indexes(0, [5]), set())
 
     def test_a_pool_of_0_to_amount_is_converged(self):
         conv, desc, missing, extra = judge_pool("p", 20, vms("p", range(20)), set(), [], OK)
@@ -52,8 +59,9 @@ class JudgePool(unittest.TestCase):
         self.assertIn("not_wanted=['p-20']", desc)
 
     def test_an_index_past_the_room_is_off_the_rule(self):
-        held = list(range(9)) + [10]
-        conv, desc, _, _ = judge_pool("p", 10, vms("p", held), set(), [9], OK)
+        # 9 VMs and a surge of 1: indexes 0 to 9.
+        held = list(range(8)) + [10]
+        conv, desc, _, _ = judge_pool("p", 9, vms("p", held), set(), [8, 9], OK)
         self.assertFalse(conv, desc)
         self.assertIn("ids_off_rule=['p-10']", desc)
 

@@ -104,8 +104,8 @@ impl Config {
     }
 
     /// How many indexes its hostnames have room for: those with no more digits than
-    /// [`Config::most_indexes`] needs, which validation checked fit an instance name. Its VMs'
-    /// indexes are always below it (see `release`; docs/configs.md, "VM ids").
+    /// [`Config::most_indexes`] needs, which validation checked fit an instance name. New indexes
+    /// are taken below it while any is free (see `release`; docs/configs.md, "VM ids").
     pub fn index_room(&self) -> u32 {
         10u32.saturating_pow(index_digits(self.most_indexes().max(1)) as u32)
     }

@@ -41,19 +41,21 @@ const gb = (() => {
     return body;
   }
 
-  // Every page of a paged list (at most `pages` pages of `limit`).
+  // Every page of a paged list (at most `pages` pages of `limit`), and the last page read (what
+  // every page carries alike, such as listVms's letGo).
   async function allPages(path, field, limit, pages, query) {
     let out = [];
     let next = null;
+    let last = null;
     for (let i = 0; i < pages; i++) {
       const q = Object.assign({ limit: String(limit) }, query || {});
       if (next) q.continuationToken = next;
-      const page = await call('GET', path, q);
-      out = out.concat(page[field] || []);
-      next = page.continuationToken;
-      if (!next) return { items: out, more: false, last: page };
+      last = await call('GET', path, q);
+      out = out.concat(last[field] || []);
+      next = last.continuationToken;
+      if (!next) return { items: out, more: false, last };
     }
-    return { items: out, more: true, last: null };
+    return { items: out, more: true, last };
   }
 
   // ---- formatting ----------------------------------------------------------------------------
