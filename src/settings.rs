@@ -7,8 +7,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use gce_backend_jobs::config::{Secs, SwarmingServers, Tenant, Trust};
+use gce_backend_jobs::ports::buckets::Rate;
 use gce_backend_jobs::ports::guard::Isolation;
-use gce_backend_jobs::ports::rated::Rate;
 use gce_backend_jobs::{Limits, Timing};
 use gce_backend_queues::Policy;
 use serde::Deserialize;

@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-use gce_backend_jobs::ports::rated::{ProjectRates, Rate};
+use gce_backend_jobs::ports::buckets::Rate;
+use gce_backend_jobs::ports::rated::ProjectRates;
 use gce_backend_queues::testing::eventually;
 use tokio::time::Instant;
 

@@ -76,7 +76,7 @@ pub struct Env {
     /// Swarming.
     pub bots: Arc<dyn Bots>,
     /// The rate-limit buckets Compute calls take from (read here for status).
-    pub buckets: Arc<dyn crate::ports::rated::Buckets>,
+    pub buckets: Arc<dyn crate::ports::buckets::Buckets>,
     /// Time.
     pub clock: Arc<dyn Clock>,
     /// Queues.

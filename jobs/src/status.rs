@@ -11,7 +11,7 @@ use crate::counts::{tally, zone_sums};
 use crate::error::TaskError;
 use crate::model::spot::SpotStatus;
 use crate::model::{Backoff, ConfigState, ConfigStatus, Counts, FileError, Pause, ZoneStatus, counters};
-use crate::ports::rated::{Buckets, Level};
+use crate::ports::buckets::{Buckets, Level};
 use crate::ports::store::{Store, StoreError};
 
 /// Every prefix with a Config or with VMs left (of a removed Config), sorted. While the list of

@@ -125,7 +125,7 @@ impl Ctx {
             store: fakes.store.clone(),
             compute: fakes.compute.clone(),
             bots: fakes.bots.clone(),
-            buckets: Arc::new(crate::ports::rated::MemoryBuckets::new(fakes.clock.clone())),
+            buckets: Arc::new(crate::ports::buckets::MemoryBuckets::new(fakes.clock.clone())),
             clock: fakes.clock.clone(),
             queues,
             timing: Arc::new(Timing::default()),

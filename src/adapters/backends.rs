@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use gce_backend_jobs::ports::rated::{Buckets, MemoryBuckets};
+use gce_backend_jobs::ports::buckets::{Buckets, MemoryBuckets};
 use gce_backend_jobs::ports::store::Store;
 use gce_backend_jobs::store::memory::MemoryStore;
 use gce_backend_queues::{Engine, MemoryEngine, RedisEngine};

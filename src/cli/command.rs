@@ -5,7 +5,8 @@
 
 use std::process::ExitCode;
 
-use super::operator::{self, ConfigsCmd, QueuesCmd, Target, VmsCmd};
+use super::call::Target;
+use super::operator::{self, ConfigsCmd, QueuesCmd, VmsCmd};
 use super::recover::{self, RecoverCmd};
 use crate::error::Usage;
 use crate::out;

@@ -1,43 +1,11 @@
 //! Human tables of the API's answers (the CLI's default; `--json` prints the answer itself).
 
+mod cells;
+
 use serde_json::Value;
 
 use crate::api::types::Page;
-
-/// Aligned columns under a header.
-fn table(header: &[&str], rows: Vec<Vec<String>>) -> String {
-    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
-    for r in &rows {
-        for (w, c) in widths.iter_mut().zip(r) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
-    let line = |cells: Vec<String>| {
-        let mut s = String::new();
-        for (i, (c, w)) in cells.iter().zip(&widths).enumerate() {
-            if i + 1 == cells.len() {
-                s.push_str(c);
-            } else {
-                s.push_str(&format!("{c:<w$}  "));
-            }
-        }
-        s.trim_end().to_owned() + "\n"
-    };
-    let mut out = line(header.iter().map(|h| (*h).to_owned()).collect());
-    for r in rows {
-        out.push_str(&line(r));
-    }
-    out
-}
-
-fn s(v: &Value) -> String {
-    match v {
-        Value::Null => "-".into(),
-        Value::String(s) if s.is_empty() => "-".into(),
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
+use cells::{s, secs, short, table, when};
 
 /// The pause in force (the API decides which: `pause_in_force`), whose and why.
 fn paused(st: &Value) -> String {
@@ -50,14 +18,6 @@ fn paused(st: &Value) -> String {
         Some(why) => format!("{which} ({}: {})", s(&p["by"]), short(why, 40)),
         None => format!("{which} ({})", s(&p["by"])),
     }
-}
-
-/// `text` cut to `n` characters, with `…` where it was cut.
-fn short(text: &str, n: usize) -> String {
-    if text.chars().count() <= n {
-        return text.to_owned();
-    }
-    text.chars().take(n - 1).chain(['…']).collect()
 }
 
 /// The newest error not yet resolved, readable: `<stage>: <code> <message>` (a bare `503` says
@@ -92,24 +52,6 @@ pub(super) fn history(v: &Value) -> String {
         })
         .collect();
     table(&["AT", "ACTOR", "ACTION", "PREFIX", "BEFORE", "AFTER", "DETAIL"], rows)
-}
-
-/// A time to the second (`2026-11-27T00:11:52Z`): a table has no use for nanoseconds.
-fn when(v: &Value) -> String {
-    match v.as_str().and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok()) {
-        Some(t) => t.with_timezone(&chrono::Utc).format("%Y-%m-%dT%H:%M:%SZ").to_string(),
-        None => s(v),
-    }
-}
-
-/// Seconds as `90s`, `10m`, `2h` (the largest whole unit).
-fn secs(v: &Value) -> String {
-    match v.as_u64() {
-        Some(n) if n > 0 && n % 3600 == 0 => format!("{}h", n / 3600),
-        Some(n) if n > 0 && n % 60 == 0 => format!("{}m", n / 60),
-        Some(n) => format!("{n}s"),
-        None => s(v),
-    }
 }
 
 /// A Spot pool's failover line (status `spot`, as the API decided it).

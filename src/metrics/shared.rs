@@ -31,7 +31,7 @@ pub(super) fn partition(n: &Counts) -> [(&'static str, u32); 5] {
 #[derive(Debug, Default)]
 pub(super) struct Shared {
     pub(super) configs: Vec<ConfigStatus>,
-    pub(super) rate_limits: Vec<gce_backend_jobs::ports::rated::Level>,
+    pub(super) rate_limits: Vec<gce_backend_jobs::ports::buckets::Level>,
     pub(super) queues: Vec<(String, QueueCounts)>,
     pub(super) paused_all: bool,
 }

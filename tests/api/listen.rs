@@ -15,8 +15,8 @@ use std::time::Duration;
 use gce_backend::settings::Http;
 use gce_backend_jobs::Ctx;
 use gce_backend_jobs::config::Secs;
+use gce_backend_jobs::ports::buckets::Rate;
 use gce_backend_jobs::ports::clock::ManualClock;
-use gce_backend_jobs::ports::rated::Rate;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

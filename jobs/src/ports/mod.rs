@@ -4,6 +4,7 @@
 //! [`guarded`] puts the remote ones behind per-server and per-project [`guard::Guard`]s.
 
 pub mod bots;
+pub mod buckets;
 pub mod clock;
 pub mod compute;
 pub mod guard;

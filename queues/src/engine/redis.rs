@@ -35,46 +35,19 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
-use redis::{AsyncConnectionConfig, Client, Value};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{Client, Value};
+
+mod library;
+mod waiter;
 
 use super::record::{corrupt_status, decode, unreadable};
 use super::{
     Ack, Counts, DeadSelection, Engine, Leased, PushItem, PushOutcome, QueueError, QueueSpec, Resolution,
     Taken, TaskStatus, Waiter, WorkerId, new_task_id,
 };
-
-/// The operations of the library, each one file of `lua/`.
-const OPS: [(&str, &str); 7] = [
-    ("push", include_str!("lua/push.lua")),
-    ("take", include_str!("lua/take.lua")),
-    ("renew", include_str!("lua/renew.lua")),
-    ("finish", include_str!("lua/finish.lua")),
-    ("dead", include_str!("lua/dead.lua")),
-    ("list", include_str!("lua/list.lua")),
-    ("purge", include_str!("lua/purge.lua")),
-];
-
-/// The Functions library: its name (after a hash of its code) and its source.
-struct Library {
-    name: String,
-    source: String,
-}
-
-static LIBRARY: std::sync::LazyLock<Library> = std::sync::LazyLock::new(|| {
-    let mut body = String::from(include_str!("lua/prelude.lua"));
-    for (op, code) in OPS {
-        body.push_str(&format!(
-            "\nredis.register_function('{{LIB}}_{op}', function(KEYS, ARGV)\nbegin(KEYS, ARGV)\nlocal out = (function()\n{code}\nend)()\nsettle()\nreturn out\nend)\n"
-        ));
-    }
-    // FNV-1a: stable across builds, so processes of one build agree on the name.
-    let hash =
-        body.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
-    let name = format!("gcebq_{hash:016x}");
-    let source = format!("#!lua name={name}\n{}", body.replace("{LIB}", &name));
-    Library { name, source }
-});
+use library::LIBRARY;
+use waiter::RedisWaiter;
 
 /// Ready tasks moved and expired leases reclaimed per take, and tasks purged or dead tasks handled
 /// per call: bounded, so a backlog of any size moves in chunks and never blocks Redis for long.
@@ -474,43 +447,6 @@ impl RedisEngine {
             left = left.saturating_sub(n + k);
             if n + k == 0 || !id.is_empty() || left == 0 {
                 return Ok(total);
-            }
-        }
-    }
-}
-
-/// Blocks on the queue's signal list over a connection of its own (a blocking pop would stall
-/// a shared connection).
-struct RedisWaiter {
-    client: Client,
-    conn: Option<MultiplexedConnection>,
-    signal: String,
-}
-
-#[async_trait]
-impl Waiter for RedisWaiter {
-    async fn wait(&mut self, timeout: Duration) -> Result<(), QueueError> {
-        if self.conn.is_none() {
-            let config = AsyncConnectionConfig::new()
-                .set_connection_timeout(Some(Duration::from_secs(2)))
-                .set_response_timeout(None);
-            self.conn = Some(self.client.get_multiplexed_async_connection_with_config(&config).await?);
-        }
-        let conn = self.conn.as_mut().expect("connected above");
-        // BLPOP takes seconds; a lost connection must not hang us, hence the outer timeout.
-        let secs = timeout.as_secs_f64().max(0.01);
-        let mut cmd = redis::cmd("BLPOP");
-        cmd.arg(&self.signal).arg(secs);
-        let pop = cmd.query_async::<Value>(conn);
-        match tokio::time::timeout(timeout + Duration::from_secs(2), pop).await {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => {
-                self.conn = None;
-                Err(e.into())
-            }
-            Err(_) => {
-                self.conn = None;
-                Ok(())
             }
         }
     }

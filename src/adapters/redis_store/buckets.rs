@@ -9,7 +9,7 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use gce_backend_jobs::ports::rated::{Bucket, Buckets, Level, Rate};
+use gce_backend_jobs::ports::buckets::{Bucket, Buckets, Level, Rate};
 use gce_backend_jobs::ports::store::StoreError;
 use redis::{AsyncCommands, Script};
 

@@ -406,7 +406,7 @@ impl RedisStore {
                 Ok(vm) => {
                     let deadline = vm.deadline().map_or(String::new(), |d| d.timestamp_millis().to_string());
                     call.arg(id).arg(ver).arg(if vm.instance.is_some() { "1" } else { "0" });
-                    call.arg(&vm.hostname).arg(deadline).arg(vm.counted()).arg(super::zoned(&vm));
+                    call.arg(&vm.hostname).arg(deadline).arg(vm.counted()).arg(super::sums::zoned(&vm));
                 }
                 Err(_) => {
                     corrupt.push(id.clone());

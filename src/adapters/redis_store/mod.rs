@@ -24,7 +24,7 @@
 //! | `series:cfg:<prefix>`, `series:queue:<name>` | ZSET | the dashboard's samples (JSON), scored by their minute (ms); the last hour's |
 //! | `heal` | SET | scopes whose derived keys need a rebuild (`cfg:<prefix>`, `*`: every one), see `heal.rs` |
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -42,10 +42,13 @@ mod audit;
 mod buckets;
 mod conn;
 mod heal;
+mod marks;
 mod scripts;
 mod series;
+mod sums;
 pub use conn::RedisStore;
 use conn::{derived, err, err_at, expect, json, lenient};
+use sums::zoned;
 
 #[async_trait]
 impl Store for RedisStore {
@@ -328,28 +331,7 @@ impl Store for RedisStore {
     }
 
     async fn zone_sums(&self, prefix: &str) -> Result<Option<(Sums, BTreeMap<String, Sums>)>, StoreError> {
-        let part = format!("sums:{prefix}");
-        let raw: HashMap<String, i64> = match self.c().hgetall(self.k(&part)).await {
-            Ok(raw) => raw,
-            Err(e) => return Err(derived(self, &part, e).await),
-        };
-        if !raw.contains_key("complete") {
-            return Ok(None);
-        }
-        let mut totals = [0; SUMS];
-        let mut zones: BTreeMap<String, Sums> = BTreeMap::new();
-        for (field, v) in raw {
-            let (zone, i) = match field.rsplit_once('/') {
-                Some((zone, i)) => (Some(zone), i),
-                None => (None, field.as_str()),
-            };
-            let Ok(i @ 0..SUMS) = i.parse::<usize>() else { continue };
-            match zone {
-                Some(z) => zones.entry(z.to_owned()).or_insert([0; SUMS])[i] = v,
-                None => totals[i] = v,
-            }
-        }
-        Ok(Some((totals, zones)))
+        self.read_zone_sums(prefix).await
     }
 
     async fn recount_zones(&self, prefix: &str) -> Result<(), StoreError> {
@@ -457,34 +439,19 @@ impl Store for RedisStore {
     }
 
     async fn mark(&self, space: &str, key: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>, StoreError> {
-        let hash = self.k(&format!("mark:{space}"));
-        let (_, first): (bool, String) = redis::pipe()
-            .atomic()
-            .hset_nx(&hash, key, now.to_rfc3339())
-            .hget(&hash, key)
-            .query_async(&mut self.c())
-            .await
-            .map_err(err)?;
-        DateTime::parse_from_rfc3339(&first)
-            .map(|t| t.with_timezone(&Utc))
-            .map_err(|e| StoreError::corrupt(format!("mark:{space} {key}"), e))
+        self.mark_first(space, key, now).await
     }
 
     async fn unmark(&self, space: &str, key: &str) -> Result<(), StoreError> {
-        self.c().hdel(self.k(&format!("mark:{space}")), key).await.map_err(err)
+        self.c().hdel(self.mark_key(space), key).await.map_err(err)
     }
 
     async fn marks(&self, space: &str) -> Result<Vec<(String, DateTime<Utc>)>, StoreError> {
-        let all: std::collections::HashMap<String, String> =
-            self.c().hgetall(self.k(&format!("mark:{space}"))).await.map_err(err)?;
-        all.into_iter()
-            .filter_map(|(k, v)| Some(Ok((k, DateTime::parse_from_rfc3339(&v).ok()?.with_timezone(&Utc)))))
-            .collect()
+        self.marks_in(space).await
     }
 
     async fn marked(&self, space: &str, key: &str) -> Result<Option<DateTime<Utc>>, StoreError> {
-        let at: Option<String> = self.c().hget(self.k(&format!("mark:{space}")), key).await.map_err(err)?;
-        Ok(at.and_then(|v| DateTime::parse_from_rfc3339(&v).ok()).map(|t| t.with_timezone(&Utc)))
+        self.marked_at(space, key).await
     }
 
     async fn global_pause(&self) -> Result<Option<Pause>, StoreError> {
@@ -511,10 +478,4 @@ impl Store for RedisStore {
     async fn rebuild(&self, scope: &Scope) -> Result<Rebuilt, StoreError> {
         self.rebuild_scope(scope).await
     }
-}
-
-/// What a VM adds to its Config's zone sums, as the scripts read it: `bits@place` (its zone, with
-/// `#<rank>` on a fallback rank: `Vm::place`; '' for a VM without one).
-fn zoned(vm: &Vm) -> String {
-    format!("{}@{}", vm.counted(), vm.place())
 }

@@ -28,7 +28,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::Duration;
 
-use crate::work::{DrainVm, ExpandConfig};
+use crate::work::ExpandConfig;
 
 use crate::catalog::Verdict;
 use crate::config::{self, Config, ConfigError};
@@ -39,11 +39,13 @@ use crate::naming::parse_id;
 use crate::ports::store::{Expect, Fence, Versioned, VmIndex};
 
 pub mod files;
+mod orphans;
 pub mod ownership;
+mod sources;
 pub use files::{Loaded, load, load_all};
+use orphans::{CORRUPT_ORPHANS, orphan, orphan_corrupt};
 pub use ownership::{Plan, Read, plan};
-
-const STAGE: &str = "import_configs";
+use sources::{STAGE, file_actor, source_name};
 
 /// Longest one round may spend reading and parsing the files.
 const READ_LIMIT: Duration = Duration::from_secs(30);
@@ -122,11 +124,6 @@ fn placed(places: &Places, name: &str, prefix: &str, e: ConfigError) -> String {
         Some(at) => at.explain(name, prefix, e).to_string(),
         None => e.to_string(),
     }
-}
-
-/// The file name a Config's `source` names (sources were once whole paths).
-fn source_name(source: &str) -> String {
-    Path::new(source).file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned())
 }
 
 /// Stored Config records by prefix; a record that does not decode stands as an empty one of
@@ -371,11 +368,6 @@ fn imported(
     AuditEntry::on(rec, now, &file_actor(path), action).before(before).detail(detail.join("; "))
 }
 
-/// The actor of what a Config file does: `file:<its name in the configs directory>`.
-fn file_actor(name: &str) -> String {
-    format!("file:{name}")
-}
-
 /// The current amount of a re-imported Config: kept (it may have been set over the API) while
 /// the amount bounds (min, max, windows) stay as they were; restarted from the new bounds when
 /// they change. A record whose bounds are unknown (it did not decode: no revision) keeps its
@@ -425,75 +417,6 @@ async fn report(
         ctx.store.set_file_errors(&errors).await?;
     }
     Ok(())
-}
-
-/// A stored Config no file holds: orphaned first, deleted (its VMs drained) after the grace.
-async fn orphan(ctx: &Ctx, cur: &Versioned<ConfigRecord>) -> Result<usize, TaskError> {
-    let rec = &cur.value;
-    let now = ctx.now();
-    if let Some(at) = rec.delete_at.or(rec.orphaned.map(|t| t + ctx.timing.config_delete_grace.chrono())) {
-        if at > now {
-            return Ok(0);
-        }
-        let since = rec.orphaned.unwrap_or(at).format("%Y-%m-%d %H:%M:%S UTC");
-        let why = match rec.from_file() {
-            true => format!("its file {} has been gone since {since}", rec.source),
-            false => format!("it was deleted over the API at {since}"),
-        };
-        return delete(ctx, cur, &why).await;
-    }
-    let at = now + ctx.timing.config_delete_grace.chrono();
-    let next = ConfigRecord { orphaned: Some(now), delete_at: Some(at), ..rec.clone() };
-    if ctx.store.put_config(&next, Expect::Version(cur.version)).await? {
-        let prefix = &rec.config.prefix;
-        let vms = ctx.store.vm_ids(VmIndex::OfConfig(prefix.clone())).await?.len();
-        let at = at.format("%Y-%m-%d %H:%M:%S UTC");
-        let msg = format!(
-            "Config orphaned: its file {} is gone; the Config and its {vms} VMs will be deleted at {at} unless the file comes back",
-            rec.source
-        );
-        let detail = format!("the file is gone: it and its {vms} VMs go at {at} unless the file comes back");
-        let actor = file_actor(&source_name(&rec.source));
-        ctx.audit(AuditEntry::on(&next, now, &actor, AuditAction::Delete).detail(detail)).await;
-        ctx.record(prefix, STAGE, "orphaned", &msg, &rec.config.attributes.zone, "").await?;
-    }
-    Ok(0)
-}
-
-/// Mark space of corrupt Config records no file holds (their orphan time cannot be written on
-/// the record itself).
-const CORRUPT_ORPHANS: &str = "corrupt-config";
-
-/// A corrupt Config record no file holds: deleted after the same grace as any other.
-async fn orphan_corrupt(ctx: &Ctx, cur: &Versioned<ConfigRecord>) -> Result<usize, TaskError> {
-    let prefix = &cur.value.config.prefix;
-    let since = ctx.store.mark(CORRUPT_ORPHANS, prefix, ctx.now()).await?;
-    if since + ctx.timing.config_delete_grace.chrono() > ctx.now() {
-        return Ok(0);
-    }
-    ctx.store.unmark(CORRUPT_ORPHANS, prefix).await?;
-    delete(ctx, cur, "its record does not decode and no file has held it for the grace").await
-}
-
-/// Deletes a Config record and drains its VMs, saying `why` on its status and at WARN.
-async fn delete(ctx: &Ctx, cur: &Versioned<ConfigRecord>, why: &str) -> Result<usize, TaskError> {
-    let prefix = cur.value.config.prefix.clone();
-    if !ctx.store.delete_config(&prefix, cur.version).await? {
-        return Ok(0);
-    }
-    // Its templates outlive it: their project is audited until they are gone.
-    let project = &cur.value.config.attributes.project;
-    if !cur.value.resources.is_empty() && !project.is_empty() {
-        ctx.store.mark(crate::model::marks::TEMPLATE_PROJECTS, project, ctx.now()).await?;
-    }
-    let ids = ctx.store.vm_ids(VmIndex::OfConfig(prefix.clone())).await.unwrap_or_default();
-    let msg = format!("Config deleted: {why}; draining its {} VMs", ids.len());
-    let detail = format!("{why}; draining its {} VMs", ids.len());
-    let before = Some(cur.value.revision.as_str()).filter(|r| !r.is_empty());
-    let entry = AuditEntry::on(&cur.value, ctx.now(), STAGE, AuditAction::Remove).before(before).after(None);
-    ctx.audit(entry.detail(detail)).await;
-    ctx.record(&prefix, STAGE, "deleted", &msg, &cur.value.config.attributes.zone, "").await?;
-    ctx.push_many(&ids.into_iter().map(|id| DrainVm { id }).collect::<Vec<_>>()).await
 }
 
 #[cfg(test)]

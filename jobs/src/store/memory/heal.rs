@@ -2,7 +2,8 @@
 //! with [`StoreError::Healing`] until a rebuild of its scope. (Its indexes are kept with the
 //! records under one lock, so they never disagree with them otherwise.)
 
-use super::{MemoryStore, State};
+use super::MemoryStore;
+use super::state::State;
 use crate::ports::store::{Rebuilt, Scope, StoreError};
 
 impl MemoryStore {

@@ -1,7 +1,7 @@
 //! In-memory `Store` with the same compare-and-set semantics as the Redis one (the embedded
 //! default, and handler tests).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -19,62 +19,11 @@ use crate::ports::store::{
 
 mod heal;
 mod series;
+mod state;
 
-/// Puts `item` at the head of `list` (newest first) and keeps its newest `keep`: the error and
-/// audit lists.
-fn push_capped<T>(list: &mut Vec<T>, item: T, keep: usize) {
-    list.insert(0, item);
-    list.truncate(keep);
-}
-
-/// Adds `sign` × the counts of `bits` to `sums`.
-fn add(sums: &mut Sums, bits: u8, sign: i64) {
-    for (i, s) in sums.iter_mut().enumerate() {
-        if bits & (1 << i) != 0 {
-            *s += sign;
-        }
-    }
-}
-
-#[derive(Debug, Default)]
-struct State {
-    configs: BTreeMap<String, Versioned<ConfigRecord>>,
-    vms: BTreeMap<String, Versioned<Vm>>,
-    uncreated: BTreeSet<String>,
-    created: BTreeSet<String>,
-    by_config: HashMap<String, BTreeSet<String>>,
-    by_host: HashMap<String, String>,
-    /// Deadline of each VM with an instance.
-    deadlines: HashMap<String, DateTime<Utc>>,
-    bots: HashMap<String, Observed>,
-    errors: HashMap<String, Vec<ErrorEntry>>,
-    /// Per Config (and `""`, the global list): the audit trail, newest first.
-    audit: HashMap<String, Vec<AuditEntry>>,
-    counts: HashMap<String, Counts>,
-    /// What each VM adds to its Config's sums, as last written, and its zone.
-    counted: HashMap<String, (u8, String)>,
-    /// Per Config: the sums, and whether they cover every VM.
-    sums: HashMap<String, (Sums, bool)>,
-    /// Per Config: the sums per zone.
-    zone_sums: HashMap<String, BTreeMap<String, Sums>>,
-    counters: HashMap<(String, String), u64>,
-    file_errors: Vec<FileError>,
-    /// Records planted as undecodable (tests): key → why; the version and indexes stay, as a
-    /// raw overwrite in Redis leaves them.
-    corrupt_configs: BTreeMap<String, String>,
-    corrupt_vms: BTreeMap<String, String>,
-    /// Derived keys planted with the wrong type (tests): `vm:cfg:<prefix>`, `sums:<prefix>`,
-    /// `vm:deadline`, …; their reads fail until a rebuild (`heal.rs`).
-    broken: BTreeSet<String>,
-    backoffs: HashMap<(String, String), Backoff>,
-    claims: HashMap<String, (String, Instant)>,
-    marks: HashMap<String, HashMap<String, DateTime<Utc>>>,
-    pause: Option<Pause>,
-    /// The global pause planted as undecodable (tests).
-    corrupt_pause: bool,
-    /// Time series by name: minute → sample (`series.rs`).
-    series: HashMap<String, BTreeMap<DateTime<Utc>, Sample>>,
-}
+#[cfg(any(test, feature = "testing"))]
+use state::empty_config;
+use state::{State, add, holds, push_capped};
 
 /// The in-memory store.
 #[derive(Debug, Default)]
@@ -122,59 +71,6 @@ impl MemoryStore {
     #[cfg(any(test, feature = "testing"))]
     pub fn forget_deadlines(&self) {
         self.lock().deadlines.clear();
-    }
-}
-
-#[cfg(any(test, feature = "testing"))]
-fn empty_config(prefix: &str) -> ConfigRecord {
-    let config = crate::config::Config { prefix: prefix.to_owned(), ..Default::default() };
-    ConfigRecord { config, ..Default::default() }
-}
-
-fn holds<T>(current: Option<&Versioned<T>>, expect: Expect) -> bool {
-    match (current, expect) {
-        (None, Expect::Absent) => true,
-        (Some(v), Expect::Version(n)) => v.version == n,
-        _ => false,
-    }
-}
-
-impl State {
-    /// Whether `holder` holds the lease `key` now.
-    fn holds_lease(&self, key: &str, holder: &str) -> bool {
-        self.claims.get(key).is_some_and(|(h, until)| h == holder && *until > Instant::now())
-    }
-
-    /// Writes a Config record if `expect` holds (a corrupt one of its prefix is replaced).
-    fn put_config(&mut self, rec: &ConfigRecord, expect: Expect) -> bool {
-        let cur = self.configs.get(&rec.config.prefix);
-        if !holds(cur, expect) {
-            return false;
-        }
-        let version = cur.map_or(1, |c| c.version + 1);
-        self.configs.insert(rec.config.prefix.clone(), Versioned { value: rec.clone(), version });
-        self.corrupt_configs.remove(&rec.config.prefix);
-        true
-    }
-
-    /// Adds `sign` × what a VM counts (`bits`, in `zone`: its `Vm::place`, `""` for none) to its
-    /// Config's sums and zone sums.
-    fn count(&mut self, config: &str, (bits, zone): &(u8, String), sign: i64) {
-        add(&mut self.sums.entry(config.to_owned()).or_default().0, *bits, sign);
-        let z = self.zone_sums.entry(config.to_owned()).or_default();
-        add(z.entry(zone.clone()).or_insert([0; SUMS]), *bits, sign);
-    }
-
-    fn unindex(&mut self, vm: &Vm) {
-        self.uncreated.remove(&vm.id);
-        self.created.remove(&vm.id);
-        if let Some(s) = self.by_config.get_mut(&vm.config) {
-            s.remove(&vm.id);
-        }
-        if self.by_host.get(&vm.hostname) == Some(&vm.id) {
-            self.by_host.remove(&vm.hostname);
-        }
-        self.deadlines.remove(&vm.id);
     }
 }
 

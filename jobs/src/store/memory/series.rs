@@ -1,6 +1,6 @@
 //! The in-memory store's time series: per series, its samples by minute, the newest kept.
 
-use super::State;
+use super::state::State;
 use crate::model::{KEEP_SAMPLES, Sample, Series};
 
 impl State {

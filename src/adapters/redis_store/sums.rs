@@ -1,0 +1,49 @@
+//! A Config's sums in Redis (`sums:<prefix>`, a HASH: field `i` per bit, `<zone>/i` per zone,
+//! `complete` once they cover every VM), read as totals and per zone; and what a VM adds to its
+//! zone's, as the scripts read it.
+
+use std::collections::{BTreeMap, HashMap};
+
+use gce_backend_jobs::model::{SUMS, Sums, Vm};
+use gce_backend_jobs::ports::store::StoreError;
+use redis::AsyncCommands;
+
+use super::RedisStore;
+use super::conn::derived;
+
+impl RedisStore {
+    /// `Store::zone_sums`: none until they are complete.
+    pub(super) async fn read_zone_sums(
+        &self,
+        prefix: &str,
+    ) -> Result<Option<(Sums, BTreeMap<String, Sums>)>, StoreError> {
+        let part = format!("sums:{prefix}");
+        let raw: HashMap<String, i64> = match self.c().hgetall(self.k(&part)).await {
+            Ok(raw) => raw,
+            Err(e) => return Err(derived(self, &part, e).await),
+        };
+        if !raw.contains_key("complete") {
+            return Ok(None);
+        }
+        let mut totals = [0; SUMS];
+        let mut zones: BTreeMap<String, Sums> = BTreeMap::new();
+        for (field, v) in raw {
+            let (zone, i) = match field.rsplit_once('/') {
+                Some((zone, i)) => (Some(zone), i),
+                None => (None, field.as_str()),
+            };
+            let Ok(i @ 0..SUMS) = i.parse::<usize>() else { continue };
+            match zone {
+                Some(z) => zones.entry(z.to_owned()).or_insert([0; SUMS])[i] = v,
+                None => totals[i] = v,
+            }
+        }
+        Ok(Some((totals, zones)))
+    }
+}
+
+/// What a VM adds to its Config's zone sums, as the scripts read it: `bits@place` (its zone, with
+/// `#<rank>` on a fallback rank: `Vm::place`; '' for a VM without one).
+pub(super) fn zoned(vm: &Vm) -> String {
+    format!("{}@{}", vm.counted(), vm.place())
+}
