@@ -41,7 +41,7 @@ async fn contract(store: Arc<dyn Store>) {
     assert_eq!(store.configs().await.unwrap()[0].version, 2);
     // A pause is part of the record.
     let t = Utc.with_ymd_and_hms(2026, 11, 21, 10, 0, 0).unwrap();
-    let pause = Pause { by: "alice".into(), reason: "rollout".into(), at: t };
+    let pause = Pause { unknown: Default::default(), by: "alice".into(), reason: "rollout".into(), at: t };
     let paused = ConfigRecord { paused: Some(pause.clone()), ..rec.clone() };
     assert!(store.put_config(&paused, Expect::Version(2)).await.unwrap());
     assert_eq!(store.config("linux").await.unwrap().unwrap().value, paused);
@@ -67,6 +67,7 @@ async fn contract(store: Arc<dyn Store>) {
     assert!(store.vm_ids(VmIndex::Created).await.unwrap().is_empty());
     let mut made = vm.clone();
     made.instance = Some(Placed {
+        unknown: Default::default(),
         url: "https://x/linux-0-abcd".into(),
         created: ctx.now(),
         instance_id: "1".into(),
@@ -83,7 +84,12 @@ async fn contract(store: Arc<dyn Store>) {
     assert_eq!(store.vm_configs().await.unwrap(), ["linux"]);
     let at = crate::support::wall_now();
     let bot = Bot { id: "linux-0-abcd".into(), task_id: "t1".into(), ..Bot::default() };
-    let seen = Observed { bot, at, idle_since: Some(at - chrono::TimeDelta::minutes(3)) };
+    let seen = Observed {
+        unknown: Default::default(),
+        bot,
+        at,
+        idle_since: Some(at - chrono::TimeDelta::minutes(3)),
+    };
     store.put_bots(std::slice::from_ref(&seen)).await.unwrap();
     assert_eq!(store.bot("linux-0-abcd").await.unwrap(), Some(seen), "kept whole: its task and idle time");
     assert!(!store.delete_vm("linux-0", 1).await.unwrap(), "stale version");
@@ -97,6 +103,7 @@ async fn contract(store: Arc<dyn Store>) {
     // Status: errors capped, counts, backoff.
     for n in 0..25 {
         let e = ErrorEntry {
+            unknown: Default::default(),
             time: t,
             stage: "s".into(),
             code: n.to_string(),
@@ -130,6 +137,7 @@ async fn contract(store: Arc<dyn Store>) {
     assert_eq!(store.counter("linux", "task_failures").await.unwrap(), 1);
     assert_eq!(store.counter("mac", "dead_tasks").await.unwrap(), 0);
     let fe = gce_backend_jobs::model::FileError {
+        unknown: Default::default(),
         path: "pools/x.yaml".into(),
         prefix: String::new(),
         since: t,
@@ -140,6 +148,7 @@ async fn contract(store: Arc<dyn Store>) {
     store.set_file_errors(&[]).await.unwrap();
     assert!(store.file_errors().await.unwrap().is_empty());
     let b = Backoff {
+        unknown: Default::default(),
         project: "p".into(),
         zone: "z".into(),
         until: t,
@@ -468,6 +477,7 @@ async fn a_vm_stored_in_the_flat_format_reads_with_its_instance() {
 
     let got = ctx.store.vm("linux-0").await.unwrap().unwrap().value;
     vm.instance = Some(Placed {
+        unknown: Default::default(),
         url: "https://compute/projects/p/zones/z/instances/linux-0-abcd".into(),
         created: Utc.with_ymd_and_hms(2026, 11, 1, 10, 0, 0).unwrap(),
         instance_id: String::new(),

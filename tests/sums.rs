@@ -96,13 +96,23 @@ async fn sums_follow_every_write(store: Arc<dyn Store>) {
     .unwrap();
     write_vm(&ctx, "linux-0", |v| {
         v.drained = true;
-        v.fault = Some(Fault { kind: FaultKind::InstanceDown, detail: "x".into(), at: now });
+        v.fault = Some(Fault {
+            unknown: Default::default(),
+            kind: FaultKind::InstanceDown,
+            detail: "x".into(),
+            at: now,
+        });
         true
     })
     .await
     .unwrap();
     write_vm(&ctx, "linux-2", |v| {
-        v.fault = Some(Fault { kind: FaultKind::BotDead, detail: "x".into(), at: now });
+        v.fault = Some(Fault {
+            unknown: Default::default(),
+            kind: FaultKind::BotDead,
+            detail: "x".into(),
+            at: now,
+        });
         true
     })
     .await

@@ -139,6 +139,7 @@ pub async fn hit(ctx: &Env, scope: &Scope, reason: &str) -> Result<Duration, Tas
     let t = &ctx.timing;
     let secs = t.backoff_base.0.saturating_mul(1 << (failures - 1).min(20)).min(t.backoff_cap.0.max(1));
     let b = Backoff {
+        unknown: Default::default(),
         project: scope.0.clone(),
         zone: scope.1.clone(),
         until: now + crate::config::Secs(secs).chrono(),

@@ -80,6 +80,7 @@ pub async fn failed(ctx: &Env, vm: &Vm, kind: FaultKind) -> Result<(), TaskError
             Some(_) => {}
             None if n >= after => {
                 rec.breaker.open = Some(Open {
+                    unknown: Default::default(),
                     since: now,
                     reason: format!("{n} VMs in a row failed; the last, {}, {what}", vm.hostname),
                     canaries: 0,

@@ -156,7 +156,7 @@ impl Env {
 
     /// Pushes a task at `when`.
     pub async fn push_at<T: Task>(&self, task: &T, when: When) -> Result<PushOutcome, TaskError> {
-        Ok(self.queues.get(T::QUEUE).push(&task.key(), task, when).await?)
+        Ok(self.queues.get(T::QUEUE).push(&task.key(), &crate::unknown::Wire(task), when).await?)
     }
 
     /// Pushes many tasks of one queue; returns how many added work.
@@ -174,7 +174,8 @@ impl Env {
         let q = self.queues.get(T::QUEUE);
         let mut added = 0;
         for chunk in tasks.chunks(1000) {
-            let out = q.push_many(chunk.iter().map(|t| (t.key(), *t)), when).await?;
+            let wired: Vec<_> = chunk.iter().map(|t| (t.key(), crate::unknown::Wire(*t))).collect();
+            let out = q.push_many(wired.iter().map(|(k, t)| (k.clone(), t)), when).await?;
             added += out.iter().filter(|o| o.added()).count();
         }
         Ok(added)
@@ -278,6 +279,7 @@ impl Env {
     ) -> Result<(), TaskError> {
         tracing::warn!(config = %prefix, vm = vm.unwrap_or_default(), stage = %stage, code = %code, zone = %zone, "{message}");
         let e = ErrorEntry {
+            unknown: Default::default(),
             time: self.now(),
             stage: stage.to_owned(),
             code: code.to_owned(),

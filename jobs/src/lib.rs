@@ -11,6 +11,8 @@
 //! from the lines above it on its own floor, never up (`scripts/floors jobs/src` finds no cycle):
 //!
 //! 1. Records and pure rules
+//!    * `unknown`: fields another build wrote that this one does not know, kept and written
+//!      back; what a person types read strictly.
 //!    * `naming`: VM ids (`<prefix>-<index>`) and hostnames.
 //!    * `identity`: Compute Engine instance identity tokens, checked against Google's keys.
 //!    * `episodes`: conditions holding work back, logged once per change of state.
@@ -89,6 +91,7 @@ pub mod store;
 pub mod tasks;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod unknown;
 pub mod work;
 pub mod writes;
 pub mod zones;

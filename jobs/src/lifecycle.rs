@@ -161,7 +161,7 @@ pub async fn fault(
     }
     let written = write_vm(ctx, &vm.id, |v| {
         v.hostname == vm.hostname && v.fault.as_ref().is_none_or(|f| f.kind != kind) && {
-            v.fault = Some(Fault { kind, detail: detail.to_owned(), at: now });
+            v.fault = Some(Fault { unknown: Default::default(), kind, detail: detail.to_owned(), at: now });
             true
         }
     })

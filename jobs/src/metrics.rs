@@ -72,6 +72,7 @@ pub struct Metrics {
     lifetime: Histograms,
     instance_ops: Family<Labels, Counter>,
     cleanup: Family<Labels, Counter>,
+    newer: Family<Labels, Counter>,
     quota_usage: Family<Labels, Gauge<f64, AtomicU64>>,
     quota_limit: Family<Labels, Gauge<f64, AtomicU64>>,
     calls: Family<Labels, Counter>,
@@ -92,6 +93,7 @@ impl Default for Metrics {
             lifetime: Family::new_with_constructor(lifetime),
             instance_ops: Family::default(),
             cleanup: Family::default(),
+            newer: Family::default(),
             quota_usage: Family::default(),
             quota_limit: Family::default(),
             calls: Family::default(),
@@ -108,6 +110,9 @@ impl Default for Metrics {
             for event in ["found", "deleted"] {
                 let _ = m.cleanup.get_or_create(&labels(&[("what", what), ("event", event)]));
             }
+        }
+        for kind in ["vm", "config"] {
+            let _ = m.newer.get_or_create(&labels(&[("kind", kind)]));
         }
         m
     }
@@ -142,6 +147,11 @@ impl Metrics {
             self.instance_ops.clone(),
         );
         r.register("cleanups", "Leaked instances and stale bots found and deleted", self.cleanup.clone());
+        r.register(
+            "records_left_to_newer_build",
+            "Stored records a task met in a format only a newer build acts on (left to that build), by kind",
+            self.newer.clone(),
+        );
         r.register(
             "quota_usage",
             "Compute quota in use, by project, region and metric",
@@ -235,6 +245,12 @@ impl Metrics {
     /// (the four read zero from the start).
     pub fn cleanup(&self, what: &'static str, event: &'static str) {
         self.cleanup.get_or_create(&labels(&[("what", what), ("event", event)])).inc();
+    }
+
+    /// A task met a record of `kind` (`vm`, `config`) a newer build wrote in a format this one
+    /// does not act on, and left it to that build.
+    pub fn left_to_newer(&self, kind: &'static str) {
+        self.newer.get_or_create(&labels(&[("kind", kind)])).inc();
     }
 
     /// A quota reading.

@@ -26,7 +26,12 @@ pub async fn global(store: &dyn Store) -> Result<Option<Pause>, TaskError> {
         Err(StoreError::Corrupt { error, .. }) => {
             tracing::warn!(error = %error, "the global pause record does not decode: every Config counts as paused until it is set or lifted again");
             let reason = format!("the global pause record does not decode ({error}); set or lift it again");
-            Ok(Some(Pause { by: String::new(), reason, at: DateTime::<Utc>::UNIX_EPOCH }))
+            Ok(Some(Pause {
+                unknown: Default::default(),
+                by: String::new(),
+                reason,
+                at: DateTime::<Utc>::UNIX_EPOCH,
+            }))
         }
         Err(e) => Err(e.into()),
     }
@@ -96,5 +101,5 @@ fn breaker_hold(rec: &ConfigRecord, vm_id: Option<&str>) -> Option<Pause> {
     if vm_id.is_some() && open.canary.as_deref() == vm_id {
         return None;
     }
-    Some(Pause { by: BY.into(), reason: open.reason.clone(), at: open.since })
+    Some(Pause { unknown: Default::default(), by: BY.into(), reason: open.reason.clone(), at: open.since })
 }

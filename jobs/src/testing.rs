@@ -201,7 +201,12 @@ pub fn zoned(mut c: crate::config::Config, zones: &[(&str, u32)]) -> crate::conf
     c.attributes.zone.clear();
     c.zones = zones
         .iter()
-        .map(|(z, w)| crate::config::ZoneWeight { zone: (*z).into(), weight: *w, from_region: false })
+        .map(|(z, w)| crate::config::ZoneWeight {
+            unknown: Default::default(),
+            zone: (*z).into(),
+            weight: *w,
+            from_region: false,
+        })
         .collect();
     c
 }
@@ -295,6 +300,7 @@ impl Ctx {
 pub fn created(now: DateTime<Utc>) -> impl FnOnce(&mut crate::model::Vm) {
     move |v| {
         v.instance = Some(crate::model::Placed {
+            unknown: Default::default(),
             url: format!("https://compute/projects/p/zones/z/instances/{}", v.hostname),
             created: now,
             instance_id: format!("id-{}", v.hostname),

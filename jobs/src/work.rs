@@ -34,7 +34,6 @@ macro_rules! queue {
 
 /// `expand_config`: create the missing VMs of a Config.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct ExpandConfig {
     /// Config prefix.
     pub prefix: String,
@@ -43,7 +42,6 @@ queue!(ExpandConfig, "expand_config", |t| t.prefix.clone());
 
 /// `create_vm`: create one VM record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct CreateVm {
     /// VM id.
     pub id: String,
@@ -52,7 +50,6 @@ queue!(CreateVm, "create_vm", |t| t.id.clone());
 
 /// `create_instance`: create (or adopt) the instance of a VM.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct CreateInstance {
     /// VM id.
     pub id: String,
@@ -61,7 +58,6 @@ queue!(CreateInstance, "create_instance", |t| t.id.clone());
 
 /// `manage_bot`: compare a VM's bot with its record and act on the difference.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct ManageBot {
     /// VM id.
     pub id: String,
@@ -70,7 +66,6 @@ queue!(ManageBot, "manage_bot", |t| t.id.clone());
 
 /// `inspect_swarming`: walk one Swarming server's bots.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct InspectSwarming {
     /// Swarming server URL.
     pub server: String,
@@ -80,7 +75,6 @@ queue!(InspectSwarming, "inspect_swarming", |t| t.server.clone());
 /// `inspect_instances`: walk one project and zone's instances that are not running (stopped,
 /// preempted).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct InspectInstances {
     /// Project.
     pub project: String,
@@ -91,7 +85,6 @@ queue!(InspectInstances, "inspect_instances", |t| format!("{}/{}", t.project, t.
 
 /// `terminate_bot`: terminate a VM's bot gracefully (after its current task).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct TerminateBot {
     /// VM id.
     pub id: String,
@@ -102,7 +95,6 @@ queue!(TerminateBot, "terminate_bot", |t| format!("{}@{}", t.id, t.hostname));
 
 /// `destroy_instance`: delete a VM's instance.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct DestroyInstance {
     /// VM id.
     pub id: String,
@@ -120,7 +112,6 @@ impl DestroyInstance {
 
 /// `delete_bot`: delete a VM's bot from Swarming, then the VM record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct DeleteBot {
     /// VM id.
     pub id: String,
@@ -131,7 +122,6 @@ queue!(DeleteBot, "delete_bot", |t| format!("{}@{}", t.id, t.hostname));
 
 /// `drain_vm`: drain a VM whose Config shrank or went away.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct DrainVm {
     /// VM id.
     pub id: String,
@@ -140,7 +130,6 @@ queue!(DrainVm, "drain_vm", |t| t.id.clone());
 
 /// `audit_instances`: find instances with our label that match no VM, in one project and zone.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct AuditInstances {
     /// Project.
     pub project: String,
@@ -151,7 +140,6 @@ queue!(AuditInstances, "audit_instances", |t| format!("{}/{}", t.project, t.zone
 
 /// `delete_stale_bots`: delete bots named like ours that have no VM, on one Swarming server.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct DeleteStaleBots {
     /// Swarming server URL.
     pub server: String,
@@ -160,7 +148,6 @@ queue!(DeleteStaleBots, "delete_stale_bots", |t| t.server.clone());
 
 /// `count_vms`: count a Config's VMs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct CountVms {
     /// Config prefix.
     pub prefix: String,
@@ -169,7 +156,6 @@ queue!(CountVms, "count_vms", |t| t.prefix.clone());
 
 /// `report_quota`: read a project's regional quotas.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct ReportQuota {
     /// Project.
     pub project: String,
@@ -178,7 +164,6 @@ queue!(ReportQuota, "report_quota", |t| t.project.clone());
 
 /// `read_demand`: read the work of one Swarming server's demand-driven Configs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct ReadDemand {
     /// Swarming server URL.
     pub server: String,
@@ -187,7 +172,6 @@ queue!(ReadDemand, "read_demand", |t| t.server.clone());
 
 /// `park_vm`: keep a VM warm (suspend or stop it) or wake it, as its Config wants.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct ParkVm {
     /// VM id.
     pub id: String,
@@ -197,7 +181,6 @@ queue!(ParkVm, "park_vm", |t| t.id.clone());
 /// `bulk_insert`: send a Config's VMs waiting for an instance to Compute in bulk, and follow
 /// the bulk inserts it sent.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct BulkInsert {
     /// Config prefix.
     pub prefix: String,
@@ -207,7 +190,6 @@ queue!(BulkInsert, "bulk_insert", |t| t.prefix.clone());
 /// `pool_resources`: bring a Config's per-pool resources in line (its provider's: Compute
 /// Engine's instance template of its revision made, those of revisions no VM uses removed).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct PoolResources {
     /// Config prefix.
     pub prefix: String,
@@ -217,7 +199,6 @@ queue!(PoolResources, "pool_resources", |t| t.prefix.clone());
 /// `audit_templates`: find instance templates with our label that no Config names and no VM's
 /// revision uses, in one project.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct AuditTemplates {
     /// Project.
     pub project: String,

@@ -27,7 +27,7 @@ where
 pub const CAS_TRIES: usize = 5;
 
 /// One VM. A record that does not decode is quarantined (see [`quarantine`]) and reads as
-/// absent: the caller has nothing to do.
+/// absent: the caller has nothing to do; so does a newer build's record ([`left_to_newer`]).
 pub async fn read_vm(ctx: &Env, id: &str) -> Result<Option<Versioned<Vm>>, TaskError> {
     match ctx.store.vm(id).await {
         Ok(v) => Ok(v),
@@ -35,8 +35,26 @@ pub async fn read_vm(ctx: &Env, id: &str) -> Result<Option<Versioned<Vm>>, TaskE
             quarantine(ctx, id, &error, version).await?;
             Ok(None)
         }
+        Err(StoreError::Newer { key, format }) => {
+            left_to_newer(ctx, &key, format).await?;
+            Ok(None)
+        }
         Err(e) => Err(e.into()),
     }
+}
+
+/// A record (`vm <id>`, `cfg <prefix>`) a newer build wrote in a format this one does not act
+/// on: left to that build, said once on its Config's status (stage `format`, code `newer`) and
+/// counted (`records_left_to_newer_build`). Not quarantined: the record is sound.
+pub async fn left_to_newer(ctx: &Env, key: &str, format: u32) -> Result<(), TaskError> {
+    let (kind, name) = key.split_once(' ').unwrap_or(("", key));
+    let prefix = match kind {
+        "vm" => crate::naming::parse_id(name).map_or(name, |(p, _)| p),
+        _ => name,
+    };
+    ctx.metrics.left_to_newer(if kind == "vm" { "vm" } else { "config" });
+    let message = format!("{key}: {}", crate::model::Undecoded::Newer(format));
+    ctx.record_once(prefix, "format", "newer", &message).await
 }
 
 /// The record of VM `id` for reading: `None` when it is gone or does not decode (one unreadable
@@ -44,7 +62,7 @@ pub async fn read_vm(ctx: &Env, id: &str) -> Result<Option<Versioned<Vm>>, TaskE
 pub async fn readable_vm(ctx: &Env, id: &str) -> Result<Option<Vm>, TaskError> {
     match ctx.store.vm(id).await {
         Ok(v) => Ok(v.map(|v| v.value)),
-        Err(StoreError::Corrupt { .. }) => Ok(None),
+        Err(StoreError::Corrupt { .. } | StoreError::Newer { .. }) => Ok(None),
         Err(e) => Err(e.into()),
     }
 }

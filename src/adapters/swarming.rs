@@ -44,6 +44,7 @@ struct BotInfo {
 impl From<BotInfo> for Bot {
     fn from(b: BotInfo) -> Bot {
         Bot {
+            unknown: Default::default(),
             id: b.bot_id,
             first_seen: b.first_seen_ts,
             last_seen: b.last_seen_ts,

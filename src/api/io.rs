@@ -33,7 +33,10 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Input<T> {
             .await
             .map_err(|e| ApiError::new(e.status(), e.body_text()))?;
         let text: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) { b"{}" } else { &bytes };
-        serde_json::from_slice(text).map(Input).map_err(|e| ApiError::invalid(format!("body: {e}")))
+        // What a person sends is read strictly: an unknown field is a mistake, at every level.
+        gce_backend_jobs::unknown::strictly(|| serde_json::from_slice(text))
+            .map(Input)
+            .map_err(|e| ApiError::invalid(format!("body: {e}")))
     }
 }
 

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 /// A disk.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[schemars(deny_unknown_fields)]
 pub struct Disk {
     /// Source image: `global/images/X` or `projects/P/global/images/X`.
     #[serde(default)]
@@ -27,12 +27,16 @@ pub struct Disk {
     /// Hyperdisk only.
     #[serde(default)]
     pub provisioned_throughput: Option<u64>,
+    /// Fields a newer build wrote that this one does not know: kept, and written back with it.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: crate::unknown::Unknown,
 }
 
 /// A metadata item: exactly one of `from_text: "key:value"` or `from_file: "key:path"` (the path
 /// relative to the config file, read at import).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[schemars(deny_unknown_fields)]
 pub struct Metadata {
     /// `key:value`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -40,12 +44,16 @@ pub struct Metadata {
     /// `key:path`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from_file: Option<String>,
+    /// Fields a newer build wrote that this one does not know: kept, and written back with it.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: crate::unknown::Unknown,
 }
 
 impl Metadata {
     /// A `from_text` item.
     pub fn text(s: impl Into<String>) -> Self {
-        Self { from_text: Some(s.into()), from_file: None }
+        Self { unknown: Default::default(), from_text: Some(s.into()), from_file: None }
     }
 
     /// `key` and `value` of a `from_text` item.
@@ -56,16 +64,20 @@ impl Metadata {
 
 /// An access config of a network interface.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[schemars(deny_unknown_fields)]
 pub struct AccessConfig {
     /// `ONE_TO_ONE_NAT`.
     #[serde(default, rename = "type")]
     pub kind: String,
+    /// Fields a newer build wrote that this one does not know: kept, and written back with it.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: crate::unknown::Unknown,
 }
 
 /// A network interface.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[schemars(deny_unknown_fields)]
 pub struct NetworkInterface {
     /// External addresses.
     #[serde(default)]
@@ -79,22 +91,30 @@ pub struct NetworkInterface {
     /// `IPV4_ONLY` or `IPV4_IPV6`.
     #[serde(default)]
     pub stack_type: String,
+    /// Fields a newer build wrote that this one does not know: kept, and written back with it.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: crate::unknown::Unknown,
 }
 
 /// A service account.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[schemars(deny_unknown_fields)]
 pub struct ServiceAccount {
     /// Email (or `default`).
     pub email: String,
     /// OAuth scopes.
     #[serde(default)]
     pub scope: Vec<String>,
+    /// Fields a newer build wrote that this one does not know: kept, and written back with it.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: crate::unknown::Unknown,
 }
 
 /// A node affinity of sole-tenant scheduling.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[schemars(deny_unknown_fields)]
 pub struct NodeAffinity {
     /// Label key.
     pub key: String,
@@ -103,20 +123,28 @@ pub struct NodeAffinity {
     /// Values.
     #[serde(default)]
     pub values: Vec<String>,
+    /// Fields a newer build wrote that this one does not know: kept, and written back with it.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: crate::unknown::Unknown,
 }
 
 /// Scheduling options.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[schemars(deny_unknown_fields)]
 pub struct Scheduling {
     /// Sole-tenant node affinities.
     #[serde(default)]
     pub node_affinity: Vec<NodeAffinity>,
+    /// Fields a newer build wrote that this one does not know: kept, and written back with it.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: crate::unknown::Unknown,
 }
 
 /// The instance template (LUCI `config.VM`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[schemars(deny_unknown_fields)]
 pub struct Attributes {
     /// Disks; the first is the boot disk.
     #[serde(default)]
@@ -177,6 +205,10 @@ pub struct Attributes {
     /// Compute's default, STOP).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub instance_termination_action: String,
+    /// Fields a newer build wrote that this one does not know: kept, and written back with it.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: crate::unknown::Unknown,
 }
 
 impl Attributes {

@@ -281,7 +281,7 @@ impl Cx {
             Ok(())
         })?;
         let start = start.ok_or_else(|| Bad(at.line, format!("{path}.start"), "is required".into()))?;
-        Ok(Schedule { start, length, min, max })
+        Ok(Schedule { unknown: Default::default(), start, length, min, max })
     }
 
     fn time_of_day(&self, at: &Field, body: &[Field], path: &str) -> R<TimeOfDay> {
@@ -296,7 +296,7 @@ impl Cx {
             Ok(())
         })?;
         let day = day.ok_or_else(|| Bad(at.line, format!("{path}.day"), "is required".into()))?;
-        Ok(TimeOfDay { day, time, location })
+        Ok(TimeOfDay { unknown: Default::default(), day, time, location })
     }
 
     fn attributes(&self, body: &[Field], path: &str) -> R<Attributes> {
@@ -391,7 +391,7 @@ impl Cx {
                         }
                         _ => Err(unknown(h, &q)),
                     })?;
-                    n.access_config.push(AccessConfig { kind });
+                    n.access_config.push(AccessConfig { unknown: Default::default(), kind });
                 }
                 "network" => n.network = string(g, &p)?,
                 "subnetwork" => n.subnetwork = string(g, &p)?,

@@ -44,8 +44,15 @@ impl Config {
                 ),
             ));
         }
-        self.zones =
-            zones.into_iter().map(|z| ZoneWeight { zone: z.clone(), weight: 1, from_region: true }).collect();
+        self.zones = zones
+            .into_iter()
+            .map(|z| ZoneWeight {
+                unknown: Default::default(),
+                zone: z.clone(),
+                weight: 1,
+                from_region: true,
+            })
+            .collect();
         Ok(())
     }
 

@@ -19,7 +19,8 @@ pub enum UpdateMode {
 
 /// A Config's update policy.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(default, deny_unknown_fields)]
+#[serde(default)]
+#[schemars(deny_unknown_fields)]
 pub struct Update {
     /// `rolling` (default) or `on_lifetime`.
     pub mode: UpdateMode,
@@ -27,11 +28,15 @@ pub struct Update {
     pub max_surge: u32,
     /// Connected bots the pool may fall below its amount by during a rollout.
     pub max_unavailable: u32,
+    /// Fields a newer build wrote that this one does not know: kept, and written back with it.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: crate::unknown::Unknown,
 }
 
 impl Default for Update {
     fn default() -> Self {
-        Self { mode: UpdateMode::Rolling, max_surge: 1, max_unavailable: 0 }
+        Self { unknown: Default::default(), mode: UpdateMode::Rolling, max_surge: 1, max_unavailable: 0 }
     }
 }
 
@@ -39,7 +44,8 @@ impl Default for Update {
 /// of connecting, no VM is replaced (the others keep working; deletions go on) but one canary
 /// at a time, with a backoff; the breaker closes when a canary connects.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(default, deny_unknown_fields)]
+#[serde(default)]
+#[schemars(deny_unknown_fields)]
 pub struct Breaker {
     /// Failed VMs in a row that open it (0: never).
     pub after: u32,
@@ -47,17 +53,21 @@ pub struct Breaker {
     pub within: Secs,
     /// First wait before a canary; doubles after each failed canary, up to an hour.
     pub canary_after: Secs,
+    /// Fields a newer build wrote that this one does not know: kept, and written back with it.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: crate::unknown::Unknown,
 }
 
 impl Default for Breaker {
     fn default() -> Self {
-        Self { after: 5, within: Secs(600), canary_after: Secs(60) }
+        Self { unknown: Default::default(), after: 5, within: Secs(600), canary_after: Secs(60) }
     }
 }
 
 /// A zone of a multi-zone Config and its weight.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[schemars(deny_unknown_fields)]
 pub struct ZoneWeight {
     /// The zone, e.g. `us-central1-b`.
     pub zone: String,
@@ -69,6 +79,10 @@ pub struct ZoneWeight {
     /// filled in again, from the region's zones then, each time it is applied.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub from_region: bool,
+    /// Fields a newer build wrote that this one does not know: kept, and written back with it.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: crate::unknown::Unknown,
 }
 
 fn one() -> u32 {
@@ -82,7 +96,8 @@ pub const MAX_ZONES: usize = 16;
 /// per_bot⌉ + min_idle`, always inside its `amount` bounds (and a schedule window's). It grows
 /// at once; it shrinks only by VMs whose bots have been idle longer than `idle_timeout`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(default, deny_unknown_fields)]
+#[serde(default)]
+#[schemars(deny_unknown_fields)]
 pub struct Demand {
     /// The dimensions of the tasks it serves (`pool` required): a pending task counts when its
     /// tags hold every one of them (Swarming's `CountTasks` tag filter).
@@ -93,11 +108,21 @@ pub struct Demand {
     pub min_idle: u32,
     /// How long a bot stays idle before its VM may go.
     pub idle_timeout: Secs,
+    /// Fields a newer build wrote that this one does not know: kept, and written back with it.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: crate::unknown::Unknown,
 }
 
 impl Default for Demand {
     fn default() -> Self {
-        Self { dimensions: Default::default(), per_bot: 1, min_idle: 0, idle_timeout: Secs(600) }
+        Self {
+            unknown: Default::default(),
+            dimensions: Default::default(),
+            per_bot: 1,
+            min_idle: 0,
+            idle_timeout: Secs(600),
+        }
     }
 }
 
@@ -115,12 +140,17 @@ pub const MAX_DIMENSIONS: usize = 32;
 /// stopped, up to these numbers, instead of deleted; rising demand resumes them before new ones
 /// are made.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(default, deny_unknown_fields)]
+#[serde(default)]
+#[schemars(deny_unknown_fields)]
 pub struct Warm {
     /// VMs kept suspended.
     pub suspended: u32,
     /// VMs kept stopped (beyond the suspended ones).
     pub stopped: u32,
+    /// Fields a newer build wrote that this one does not know: kept, and written back with it.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: crate::unknown::Unknown,
 }
 
 impl Warm {
@@ -135,7 +165,8 @@ impl Warm {
 /// until `cooldown` has passed; then it makes Spot VMs again (the standard ones are replaced when
 /// their lifetime ends, not before). Only for a Spot or preemptible pool.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(default, deny_unknown_fields)]
+#[serde(default)]
+#[schemars(deny_unknown_fields)]
 pub struct SpotFailover {
     /// Preemptions and refusals within `within` that are too many (one more fails over).
     pub more_than: u32,
@@ -144,10 +175,14 @@ pub struct SpotFailover {
     /// How long the pool makes standard VMs once failed over (each further burst of more than
     /// `more_than` lengthens it to `cooldown` from then).
     pub cooldown: Secs,
+    /// Fields a newer build wrote that this one does not know: kept, and written back with it.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: crate::unknown::Unknown,
 }
 
 impl Default for SpotFailover {
     fn default() -> Self {
-        Self { more_than: 3, within: Secs(600), cooldown: Secs(1800) }
+        Self { unknown: Default::default(), more_than: 3, within: Secs(600), cooldown: Secs(1800) }
     }
 }

@@ -151,7 +151,7 @@ impl Day {
 
 /// When a weekly schedule starts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[schemars(deny_unknown_fields)]
 pub struct TimeOfDay {
     /// Day of the week.
     pub day: Day,
@@ -160,11 +160,15 @@ pub struct TimeOfDay {
     /// IANA time zone; empty means UTC.
     #[serde(default)]
     pub location: String,
+    /// Fields a newer build wrote that this one does not know: kept, and written back with it.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: crate::unknown::Unknown,
 }
 
 /// A weekly window with its own bounds.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[schemars(deny_unknown_fields)]
 pub struct Schedule {
     /// Start of the window.
     pub start: TimeOfDay,
@@ -176,11 +180,15 @@ pub struct Schedule {
     /// Upper bound while the window is open.
     #[serde(default)]
     pub max: u32,
+    /// Fields a newer build wrote that this one does not know: kept, and written back with it.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: crate::unknown::Unknown,
 }
 
 /// How many VMs: bounds and weekly windows.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(deny_unknown_fields)]
+#[schemars(deny_unknown_fields)]
 pub struct Amount {
     /// Lower bound (and the amount of a new pool).
     #[serde(default)]
@@ -191,6 +199,10 @@ pub struct Amount {
     /// Weekly windows with other bounds; they must not overlap.
     #[serde(default)]
     pub change: Vec<Schedule>,
+    /// Fields a newer build wrote that this one does not know: kept, and written back with it.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: crate::unknown::Unknown,
 }
 
 impl Schedule {

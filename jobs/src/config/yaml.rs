@@ -101,12 +101,12 @@ impl Config {
                 ));
             }
             let which = if i == 0 { String::new() } else { format!("document {}: ", i + 1) };
-            let c = Config::deserialize(doc).map_err(|e| {
+            let c = crate::unknown::strictly(|| Config::deserialize(doc)).map_err(|e| {
                 // Read again as plain YAML, the document names every mistake it has.
                 let value = yaml_serde::Deserializer::from_str(text)
                     .nth(i)
                     .and_then(|d| yaml_serde::Value::deserialize(d).ok());
-                err(origin, format!("{which}cannot parse: {}", mistakes(value, &e.to_string())))
+                err(origin, format!("{which}cannot parse: {}", mistakes(value, &e.to_string(), text)))
             })?;
             if c == Config::default() {
                 return Err(err(

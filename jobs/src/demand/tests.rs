@@ -59,7 +59,12 @@ async fn pool(ctx: &Ctx, prefix: &str, vms: u32, busy: u32, idle_for: chrono::Ti
             .await;
         let task_id = if i < busy { format!("t{i}") } else { String::new() };
         let bot = Bot { id: vm.hostname.clone(), task_id, ..Bot::default() };
-        let seen = Observed { bot, at: now, idle_since: (i >= busy).then(|| now - idle_for) };
+        let seen = Observed {
+            unknown: Default::default(),
+            bot,
+            at: now,
+            idle_since: (i >= busy).then(|| now - idle_for),
+        };
         ctx.store.put_bots(&[seen]).await.unwrap();
     }
 }

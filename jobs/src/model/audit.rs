@@ -69,12 +69,17 @@ pub struct AuditEntry {
     /// itself is gone (the rule that reads the Config reads its history).
     #[serde(default)]
     pub owner: Vec<String>,
+    /// Fields a newer build wrote that this one does not know: kept, and written back with it.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: crate::unknown::Unknown,
 }
 
 impl AuditEntry {
     /// An action on the Config `rec` (its prefix and owner; its revision before and after).
     pub fn on(rec: &ConfigRecord, at: DateTime<Utc>, actor: &str, action: AuditAction) -> Self {
         Self {
+            unknown: Default::default(),
             at,
             actor: actor.to_owned(),
             action,
@@ -89,6 +94,7 @@ impl AuditEntry {
     /// An action on no one Config (the global list).
     pub fn global(at: DateTime<Utc>, actor: &str, action: AuditAction) -> Self {
         Self {
+            unknown: Default::default(),
             at,
             actor: actor.to_owned(),
             action,

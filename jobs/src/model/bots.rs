@@ -22,6 +22,10 @@ pub struct Bot {
     /// The task it runs now (empty: idle).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub task_id: String,
+    /// Fields a newer build wrote that this one does not know: kept, and written back with it.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: crate::unknown::Unknown,
 }
 
 impl Bot {
@@ -42,6 +46,10 @@ pub struct Observed {
     /// Since when it has run no task, as walks of Swarming saw it (none: busy).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_since: Option<DateTime<Utc>>,
+    /// Fields a newer build wrote that this one does not know: kept, and written back with it.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: crate::unknown::Unknown,
 }
 
 /// What `manage_bot` acts on in an observation: first connection, dead, deleted, terminated,
@@ -56,7 +64,7 @@ impl Observed {
             true => Some(before.and_then(|b| b.idle_since).unwrap_or(at)),
             false => None,
         };
-        Self { bot, at, idle_since }
+        Self { unknown: Default::default(), bot, at, idle_since }
     }
 
     /// Its [`Condition`] when it was made (a bot silent for `silent_after` counts as silent).

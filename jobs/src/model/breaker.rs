@@ -19,13 +19,10 @@ pub struct BreakerState {
     /// Set while open.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub open: Option<Open>,
-}
-
-impl BreakerState {
-    /// Closed and no failure counted (nothing to store).
-    pub fn is_closed_clean(&self) -> bool {
-        self.failed_in_a_row == 0 && self.open.is_none()
-    }
+    /// Fields a newer build wrote that this one does not know: kept, and written back with it.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: crate::unknown::Unknown,
 }
 
 /// An open breaker.
@@ -42,4 +39,8 @@ pub struct Open {
     /// The canary on its way (its VM id), if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub canary: Option<String>,
+    /// Fields a newer build wrote that this one does not know: kept, and written back with it.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: crate::unknown::Unknown,
 }

@@ -33,6 +33,10 @@ pub struct DemandState {
     /// they are no longer counted, so such tasks do not hold the pool at its maximum.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unserved_since: Option<DateTime<Utc>>,
+    /// Fields a newer build wrote that this one does not know: kept, and written back with it.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: crate::unknown::Unknown,
 }
 
 /// What one reading found for a Config: its share of pending tasks and its bots.
@@ -88,6 +92,7 @@ impl DemandState {
             ));
         }
         Self {
+            unknown: Default::default(),
             at: now,
             pending: r.pending,
             busy: r.busy,

@@ -25,6 +25,10 @@ pub struct ErrorEntry {
     /// The VM it is about (its id), when it is about one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vm: Option<String>,
+    /// Fields a newer build wrote that this one does not know: kept, and written back with it.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: crate::unknown::Unknown,
 }
 
 /// A (project, zone) that is backed off after quota or stockout errors.
@@ -40,6 +44,10 @@ pub struct Backoff {
     pub failures: u32,
     /// Why (QUOTA_EXCEEDED, ZONE_RESOURCE_POOL_EXHAUSTED).
     pub reason: String,
+    /// Fields a newer build wrote that this one does not know: kept, and written back with it.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: crate::unknown::Unknown,
 }
 
 /// Counts of a Config's VMs, written by `count_vms`.
@@ -71,6 +79,10 @@ pub struct Counts {
     pub parked: u32,
     /// When counted.
     pub at: Option<DateTime<Utc>>,
+    /// Fields a newer build wrote that this one does not know: kept, and written back with it.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: crate::unknown::Unknown,
 }
 
 /// The sums of [`Vm::counted`](super::Vm::counted) over a Config's VMs, by bit: VMs, created, running, connected,
@@ -84,6 +96,7 @@ impl Counts {
     pub fn from_sums(configured: u32, s: &Sums, at: DateTime<Utc>) -> Self {
         let n = |i: usize| s[i].clamp(0, i64::from(u32::MAX)) as u32;
         Counts {
+            unknown: Default::default(),
             configured,
             vms: n(0),
             created: n(1),

@@ -11,18 +11,18 @@ pub struct Listed {
     pub slots: std::collections::BTreeMap<u32, String>,
     /// The next index to give.
     pub next: u32,
+    /// Fields a newer build wrote that this one does not know: kept, and written back with it.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: crate::unknown::Unknown,
 }
 
 impl Listed {
-    /// No slot given, ever.
-    pub(super) fn is_empty(&self) -> bool {
-        self.slots.is_empty() && self.next == 0
-    }
-
     /// The slots of `machines`, given the previous ones.
     pub fn of(&self, machines: &[String]) -> Listed {
         let listed: std::collections::HashSet<&str> = machines.iter().map(String::as_str).collect();
         let mut out = Listed {
+            unknown: Default::default(),
             slots: self
                 .slots
                 .iter()

@@ -8,6 +8,7 @@ mod audit;
 mod bots;
 pub mod breaker;
 pub mod demand;
+pub mod format;
 mod kept;
 mod listed;
 pub mod parked;
@@ -26,6 +27,7 @@ pub use api::{
 };
 pub use audit::{AuditAction, AuditEntry, GLOBAL_AUDIT};
 pub use bots::*;
+pub use format::{FORMAT, Format, Formatted, Undecoded};
 pub use kept::*;
 pub use listed::Listed;
 pub use records::*;

@@ -34,4 +34,8 @@ pub struct Parked {
     /// its request's id names it.
     #[serde(default)]
     pub turns: u32,
+    /// Fields a newer build wrote that this one does not know: kept, and written back with it.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: crate::unknown::Unknown,
 }

@@ -24,11 +24,18 @@ pub struct Pause {
     pub reason: String,
     /// Since when.
     pub at: DateTime<Utc>,
+    /// Fields a newer build wrote that this one does not know: kept, and written back with it.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: crate::unknown::Unknown,
 }
 
 /// A Config as stored: the operator's Config plus what the service tracks.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ConfigRecord {
+    /// Its format: a build acts on it only if it reads this format (see `model::format`).
+    #[serde(default)]
+    pub format: super::Format,
     /// The Config (durations in seconds, metadata resolved).
     pub config: Config,
     /// Content hash of the file it came from.
@@ -58,14 +65,14 @@ pub struct ConfigRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider_changed: Option<DateTime<Utc>>,
     /// A static pool's slots: the VM index each listed hostname has (see [`Listed`]).
-    #[serde(default, skip_serializing_if = "Listed::is_empty")]
+    #[serde(default, skip_serializing_if = "crate::unknown::is_default")]
     pub listed: Listed,
     /// Set while a rolling update replaces VMs made from older instance attributes (see
     /// `rollout`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<Rollout>,
     /// Its circuit breaker: failures in a row, and whether it is open (see `breaker`).
-    #[serde(default, skip_serializing_if = "BreakerState::is_closed_clean")]
+    #[serde(default, skip_serializing_if = "crate::unknown::is_default")]
     pub breaker: BreakerState,
     /// Indexes let go below its highest wanted one, so the VMs it keeps are the busy ones
     /// (see `release`): it wants the first `current_amount` indexes not in this set.
@@ -83,12 +90,28 @@ pub struct ConfigRecord {
     pub waking: std::collections::BTreeSet<u32>,
     /// A Spot pool's failover: its recent preemptions and refusals, the failover in force, and
     /// totals (see `spot`).
-    #[serde(default, skip_serializing_if = "SpotState::is_empty")]
+    #[serde(default, skip_serializing_if = "crate::unknown::is_default")]
     pub spot: SpotState,
     /// Its provider's per-pool resources (Compute Engine: an instance template per revision),
     /// kept across revisions until removed (see `PoolResource`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resources: Vec<super::resources::PoolResource>,
+    /// Fields a newer build wrote that this one does not know: kept, and written back with it.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: crate::unknown::Unknown,
+}
+
+impl super::Formatted for ConfigRecord {
+    fn format(&self) -> super::Format {
+        self.format
+    }
+}
+
+impl super::Formatted for Vm {
+    fn format(&self) -> super::Format {
+        self.format
+    }
 }
 
 impl ConfigRecord {
@@ -101,6 +124,9 @@ impl ConfigRecord {
 /// One slot of a Config (`<prefix>-<index>`) and its current incarnation.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Vm {
+    /// Its format: a build acts on it only if it reads this format (see `model::format`).
+    #[serde(default)]
+    pub format: super::Format,
     /// `<prefix>-<index>`.
     pub id: String,
     /// Config prefix.
@@ -192,6 +218,10 @@ pub struct Vm {
     /// [`Vm::coming_back`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub woken: Option<DateTime<Utc>>,
+    /// Fields a newer build wrote that this one does not know: kept, and written back with it.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: crate::unknown::Unknown,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -223,6 +253,10 @@ pub struct Placed {
     /// External address.
     #[serde(default)]
     pub external_ip: String,
+    /// Fields a newer build wrote that this one does not know: kept, and written back with it.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: crate::unknown::Unknown,
 }
 
 /// What is wrong with a VM's incarnation.
@@ -246,6 +280,10 @@ pub struct Fault {
     pub detail: String,
     /// When it was found.
     pub at: DateTime<Utc>,
+    /// Fields a newer build wrote that this one does not know: kept, and written back with it.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: crate::unknown::Unknown,
 }
 
 impl Vm {
@@ -284,26 +322,27 @@ impl Vm {
         self.instance.as_ref().map(|i| i.url.as_str())
     }
 
-    /// Reads a stored VM. Records written before `instance` existed kept its fields flat
-    /// (`url`, `created`, `internal_ip`, `external_ip`); they are read into `instance`.
-    pub fn decode(raw: &str) -> Result<Vm, serde_json::Error> {
-        let mut vm: Vm = serde_json::from_str(raw)?;
-        if vm.instance.is_none() && raw.contains("\"url\"") {
-            #[derive(Deserialize)]
-            struct Flat {
-                #[serde(default)]
-                url: String,
-                created: Option<DateTime<Utc>>,
-                #[serde(default)]
-                internal_ip: String,
-                #[serde(default)]
-                external_ip: String,
-            }
-            let flat: Flat = serde_json::from_str(raw)?;
-            if let (false, Some(created)) = (flat.url.is_empty(), flat.created) {
-                let Flat { url, internal_ip, external_ip, .. } = flat;
-                vm.instance =
-                    Some(Placed { url, created, instance_id: String::new(), internal_ip, external_ip });
+    /// Reads a stored VM ([`super::format::decode`]: a newer build's record is left to it).
+    /// Records written before `instance` existed kept its fields flat (`url`, `created`,
+    /// `internal_ip`, `external_ip`); they are read into `instance`.
+    pub fn decode(raw: &str) -> Result<Vm, super::Undecoded> {
+        let mut vm: Vm = super::format::decode(raw)?;
+        if vm.instance.is_none() && vm.unknown.get("url").is_some() {
+            let mut take = |name: &str| vm.unknown.remove(name).unwrap_or_default();
+            let (url, created, internal_ip, external_ip) =
+                (take("url"), take("created"), take("internal_ip"), take("external_ip"));
+            let text = |v: serde_json::Value| v.as_str().unwrap_or_default().to_owned();
+            let created = serde_json::from_value::<Option<DateTime<Utc>>>(created)
+                .map_err(|e| super::Undecoded::Corrupt(format!("created: {e}")))?;
+            if let (false, Some(created)) = (url.as_str().unwrap_or_default().is_empty(), created) {
+                vm.instance = Some(Placed {
+                    url: text(url),
+                    created,
+                    instance_id: String::new(),
+                    internal_ip: text(internal_ip),
+                    external_ip: text(external_ip),
+                    unknown: Default::default(),
+                });
             }
         }
         Ok(vm)

@@ -28,12 +28,17 @@ pub struct PoolResource {
     /// Requests that failed for good so far: the next one is a new request.
     #[serde(default)]
     pub attempt: u32,
+    /// Fields a newer build wrote that this one does not know: kept, and written back with it.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: crate::unknown::Unknown,
 }
 
 impl PoolResource {
     /// A resource asked for at `now`, not made yet.
     pub fn new(revision: &str, name: &str, now: DateTime<Utc>) -> Self {
         Self {
+            unknown: Default::default(),
             revision: revision.to_owned(),
             name: name.to_owned(),
             since: now,

@@ -13,6 +13,10 @@ pub struct Rollout {
     pub updated: u32,
     /// VMs made from older ones, not yet retired (at the last look).
     pub outdated: u32,
+    /// Fields a newer build wrote that this one does not know: kept, and written back with it.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: crate::unknown::Unknown,
 }
 
 /// The connected bots a rolling update of a pool of `amount` keeps: it retires a VM of older

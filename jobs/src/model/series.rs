@@ -36,13 +36,20 @@ pub struct Sample {
     pub at: DateTime<Utc>,
     /// The values, by name.
     pub values: BTreeMap<String, u64>,
+    /// Fields a newer build wrote that this one does not know: kept, and written back with it.
+    #[serde(flatten)]
+    pub unknown: crate::unknown::Unknown,
 }
 
 impl Sample {
     /// A sample of the minute `now` falls in.
     pub fn of(now: DateTime<Utc>, values: &[(&str, u64)]) -> Self {
         let at = now.duration_trunc(chrono::Duration::minutes(1)).unwrap_or(now);
-        Sample { at, values: values.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect() }
+        Sample {
+            unknown: Default::default(),
+            at,
+            values: values.iter().map(|(k, v)| ((*k).to_owned(), *v)).collect(),
+        }
     }
 
     /// Its value `name` (0 when it has none).

@@ -49,6 +49,10 @@ pub struct SpotEvent {
     /// True once a failover counted it: the next failover (or a longer one) needs new events.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub spent: bool,
+    /// Fields a newer build wrote that this one does not know: kept, and written back with it.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: crate::unknown::Unknown,
 }
 
 /// A failover: the pool makes standard VMs from `since` until `until`.
@@ -62,6 +66,10 @@ pub struct Failover {
     pub preempted: u32,
     /// Refused Spot inserts among them.
     pub refused: u32,
+    /// Fields a newer build wrote that this one does not know: kept, and written back with it.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: crate::unknown::Unknown,
 }
 
 /// A Spot pool's failover state, kept on its Config record (written with a compare-and-set, so
@@ -83,6 +91,10 @@ pub struct SpotState {
     /// Failovers started, ever.
     #[serde(default)]
     pub failovers: u64,
+    /// Fields a newer build wrote that this one does not know: kept, and written back with it.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: crate::unknown::Unknown,
 }
 
 /// What [`SpotState::add`] did.
@@ -130,7 +142,13 @@ impl SpotState {
             SpotEventKind::Preempted => self.preempted = self.preempted.saturating_add(1),
             SpotEventKind::Refused => self.refused = self.refused.saturating_add(1),
         }
-        self.events.push(SpotEvent { key: key.to_owned(), kind, at: now, spent: false });
+        self.events.push(SpotEvent {
+            unknown: Default::default(),
+            key: key.to_owned(),
+            kind,
+            at: now,
+            spent: false,
+        });
         let keep_from = now - rule.within.max(KEEP_KEYS).chrono();
         self.events.retain(|e| e.at > keep_from);
         let over = self.events.len().saturating_sub(MAX_EVENTS);
@@ -150,7 +168,8 @@ impl SpotState {
                 Added::Lengthened
             }
             None => {
-                self.failover = Some(Failover { since: now, until, preempted, refused });
+                self.failover =
+                    Some(Failover { unknown: Default::default(), since: now, until, preempted, refused });
                 self.failovers = self.failovers.saturating_add(1);
                 Added::Started
             }

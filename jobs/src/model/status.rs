@@ -145,4 +145,8 @@ pub struct FileError {
     pub since: DateTime<Utc>,
     /// What is wrong.
     pub message: String,
+    /// Fields a newer build wrote that this one does not know: kept, and written back with it.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: crate::unknown::Unknown,
 }

@@ -108,7 +108,7 @@ impl ConfigRecord {
         let prev = old.map(|o| o.listed.clone()).unwrap_or_default();
         self.listed = match &self.config.machines {
             Some(list) => prev.of(list),
-            None => Listed { slots: Default::default(), next: prev.next },
+            None => Listed { unknown: Default::default(), slots: Default::default(), next: prev.next },
         };
         if self.config.is_static() {
             self.current_amount = u32::try_from(self.listed.slots.len()).unwrap_or(u32::MAX);
@@ -243,7 +243,7 @@ fn rollout_of(old: &ConfigRecord, new: &Config, now: DateTime<Utc>) -> Option<Ro
         || o.fallback_machine_types != new.fallback_machine_types;
     let rolling = new.update.mode == UpdateMode::Rolling && !new.is_static();
     match (other && rolling && !old.revision.is_empty(), &old.rollout) {
-        (true, _) => Some(Rollout { since: now, updated: 0, outdated: 0 }),
+        (true, _) => Some(Rollout { unknown: Default::default(), since: now, updated: 0, outdated: 0 }),
         (false, r) if rolling => r.clone(),
         _ => None,
     }

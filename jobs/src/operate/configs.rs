@@ -219,7 +219,8 @@ pub async fn pause(ctx: &Ctx, prefix: &str, reason: &str, by: Actor<'_>) -> Resu
     let (rec, changed) = update_config(ctx, prefix, |rec, at| {
         let fresh = rec.paused.is_none();
         if fresh {
-            rec.paused = Some(Pause { by: by.to_owned(), reason: reason.to_owned(), at });
+            rec.paused =
+                Some(Pause { unknown: Default::default(), by: by.to_owned(), reason: reason.to_owned(), at });
         }
         Ok(fresh)
     })
@@ -262,7 +263,8 @@ pub async fn pause_all(ctx: &Ctx, reason: &str, by: Actor<'_>) -> Result<Pause, 
         Ok(None) | Err(StoreError::Corrupt { .. }) => {}
         Err(e) => return Err(e.into()),
     }
-    let p = Pause { by: by.to_owned(), reason: reason.to_owned(), at: ctx.now() };
+    let p =
+        Pause { unknown: Default::default(), by: by.to_owned(), reason: reason.to_owned(), at: ctx.now() };
     ctx.store.set_global_pause(Some(&p)).await?;
     tracing::warn!(by = %by, reason = %reason, "every Config paused: no VM is created or replaced until resumed");
     ctx.audit(AuditEntry::global(p.at, by, AuditAction::PauseAll).detail(reason)).await;

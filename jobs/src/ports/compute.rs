@@ -144,6 +144,7 @@ impl Instance {
     /// What a VM keeps of its instance once made.
     pub fn placed(&self) -> crate::model::Placed {
         crate::model::Placed {
+            unknown: Default::default(),
             url: self.url.clone(),
             instance_id: self.id.clone(),
             created: self.created,

@@ -36,6 +36,15 @@ pub enum StoreError {
         /// The key (`vm:cfg:linux`, `vm:deadline`, `sums:linux`).
         key: String,
     },
+    /// A record a newer build wrote in a format this one does not act on
+    /// ([`crate::model::FORMAT`]): left to that build, neither touched nor taken for corrupt.
+    #[error("store: {key}: {}", crate::model::Undecoded::Newer(*format))]
+    Newer {
+        /// The record (`vm linux-3`, `cfg linux`).
+        key: String,
+        /// Its format.
+        format: u32,
+    },
 }
 
 impl StoreError {

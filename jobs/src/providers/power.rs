@@ -35,9 +35,15 @@ fn intent(vm: &Vm, how: Park, wake: bool, now: DateTime<Utc>) -> Option<Parked> 
     let turns = vm.power_turns + 1;
     match (&vm.parked, wake) {
         (None, true) => None,
-        (None, false) => {
-            Some(Parked { how, since: now, done: false, waking: None, operation: String::new(), turns })
-        }
+        (None, false) => Some(Parked {
+            unknown: Default::default(),
+            how,
+            since: now,
+            done: false,
+            waking: None,
+            operation: String::new(),
+            turns,
+        }),
         (Some(p), true) if p.waking.is_none() => {
             Some(Parked { waking: Some(now), operation: String::new(), turns, ..p.clone() })
         }

@@ -46,6 +46,7 @@ impl Provider for Static {
     /// The machine exists: record it, and watch its bot.
     async fn create(&self, ctx: &Env, cur: Versioned<Vm>) -> Result<Next, TaskError> {
         let placed = Placed {
+            unknown: Default::default(),
             url: url(&cur.value),
             created: ctx.now(),
             instance_id: String::new(),

@@ -15,7 +15,14 @@ use crate::work::{BulkInsert, CreateInstance, CreateVm, ExpandConfig, Next};
 
 fn off(minute: u32) -> Option<Backoff> {
     let until = Utc.with_ymd_and_hms(2026, 11, 21, 11, minute, 0).unwrap();
-    Some(Backoff { project: "p".into(), zone: "z".into(), until, failures: 1, reason: "STOCKOUT".into() })
+    Some(Backoff {
+        unknown: Default::default(),
+        project: "p".into(),
+        zone: "z".into(),
+        until,
+        failures: 1,
+        reason: "STOCKOUT".into(),
+    })
 }
 
 fn zone(backoff: Option<Backoff>, ranks: Vec<Option<Backoff>>) -> ZoneRanks {
@@ -178,6 +185,7 @@ async fn a_zone_stays_open_while_one_of_its_ranks_does_and_closes_when_none_does
 async fn back_off(ctx: &Ctx, zone: &str) {
     let until = ctx.now() + chrono::Duration::minutes(5);
     let b = Backoff {
+        unknown: Default::default(),
         project: "test-project".into(),
         zone: zone.into(),
         until,

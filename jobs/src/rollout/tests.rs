@@ -119,7 +119,7 @@ async fn a_rollout_with_nothing_to_replace_ends_at_its_first_step_and_makes_no_s
     }
     // Marked, but every VM has the Config's attributes (a change of zone weights marks so).
     let cur = ctx.store.config("linux").await.unwrap().unwrap();
-    let mark = Rollout { since: ctx.now(), updated: 0, outdated: 0 };
+    let mark = Rollout { unknown: Default::default(), since: ctx.now(), updated: 0, outdated: 0 };
     let rec = ConfigRecord { rollout: Some(mark), ..cur.value };
     assert!(ctx.store.put_config(&rec, Expect::Version(cur.version)).await.unwrap());
     let p = crate::operate::plan(&ctx, "linux", crate::model::PlanInput::default()).await.unwrap();
@@ -164,7 +164,7 @@ async fn a_vm_made_for_the_warm_pool_does_not_count_as_connected_for_a_rollout()
     let (ctx, _) = Ctx::test();
     let mut c = crate::testing::config("linux", 2);
     // Two warm, less the surge's one while the rollout lasts: one VM made for the pool.
-    c.warm = Some(crate::config::Warm { suspended: 2, stopped: 0 });
+    c.warm = Some(crate::config::Warm { unknown: Default::default(), suspended: 2, stopped: 0 });
     crate::operate::apply(&ctx, c.clone(), "t").await.unwrap();
     for id in ["linux-0", "linux-1"] {
         ctx.seed_vm(id, up(ctx.now())).await;

@@ -17,7 +17,12 @@ fn spot_config(amount: u32, more_than: u32) -> Config {
     let mut c = crate::testing::config("spot", amount);
     c.attributes.provisioning_model = "SPOT".into();
     c.attributes.instance_termination_action = "STOP".into();
-    c.spot_failover = Some(SpotFailover { more_than, within: Secs(600), cooldown: Secs(1800) });
+    c.spot_failover = Some(SpotFailover {
+        unknown: Default::default(),
+        more_than,
+        within: Secs(600),
+        cooldown: Secs(1800),
+    });
     c.validate().expect("valid");
     c
 }
@@ -90,6 +95,7 @@ async fn a_preemption_whose_count_was_cut_short_is_counted_by_the_next_run() {
     let mut v = spot_vm(&ctx, "spot-0", true).await;
     v = crate::writes::update_vm(&ctx, &v.id, |v| {
         v.fault = Some(crate::model::Fault {
+            unknown: Default::default(),
             kind: crate::model::FaultKind::InstanceDown,
             detail: "instance TERMINATED".into(),
             at: ctx.now(),
@@ -117,6 +123,7 @@ async fn what_is_no_spot_preemption_is_not_counted() {
         .await;
     let mut parked = spot_vm(&ctx, "spot-1", true).await;
     parked.parked = Some(crate::model::parked::Parked {
+        unknown: Default::default(),
         how: crate::model::parked::Park::Stop,
         since: ctx.now(),
         done: true,
@@ -238,7 +245,8 @@ async fn after_the_cooldown_the_failover_ends_once_and_new_vms_are_spot_again() 
     let (ctx, f) = setup(3, 1).await;
     let until = ctx.now() + Duration::minutes(30);
     crate::writes::update_config(&ctx, "spot", |r| {
-        r.spot.failover = Some(Failover { since: ctx.now(), until, preempted: 2, refused: 0 });
+        r.spot.failover =
+            Some(Failover { unknown: Default::default(), since: ctx.now(), until, preempted: 2, refused: 0 });
         Ok::<_, TaskError>(true)
     })
     .await

@@ -15,9 +15,11 @@ async fn the_pause_in_force_is_the_configs_own_else_the_global_one() {
     ctx.seed_config("linux", 1).await;
     ctx.seed_config_with("mac", 1, |_| {}).await;
     assert_eq!(of(&ctx, "linux").await.pause_in_force, None);
-    let all = Pause { by: "sre".into(), reason: "maintenance".into(), at: ctx.now() };
+    let all =
+        Pause { unknown: Default::default(), by: "sre".into(), reason: "maintenance".into(), at: ctx.now() };
     ctx.store.set_global_pause(Some(&all)).await.unwrap();
-    let own = Pause { by: "team".into(), reason: "image bad".into(), at: ctx.now() };
+    let own =
+        Pause { unknown: Default::default(), by: "team".into(), reason: "image bad".into(), at: ctx.now() };
     crate::writes::update_config(&ctx, "mac", |r| {
         r.paused = Some(own.clone());
         Ok::<_, TaskError>(true)

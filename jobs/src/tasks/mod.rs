@@ -29,7 +29,7 @@ macro_rules! registry {
 
         /// Hands every queue's payload type and handler to `v` (the workers register from it).
         pub fn visit<V: Visitor>(v: &mut V) {
-            $(v.queue::<$payload>(|ctx, t| Box::pin(async move { $handler::run(&ctx, t).await }));)+
+            $(v.queue::<$payload>(|ctx, t| Box::pin(async move { left_alone(&ctx, $handler::run(&ctx, t).await).await }));)+
         }
     };
 }
@@ -56,6 +56,19 @@ registry!(
     audit_templates => AuditTemplates,
 );
 
+/// A run that met a record a newer build wrote in a format this one does not act on: done, the
+/// record left to that build (said once on its Config's status, and counted); any other result
+/// as it is.
+async fn left_alone(ctx: &Ctx, ran: Result<Next, TaskError>) -> Result<Next, TaskError> {
+    match ran {
+        Err(TaskError::Store(crate::ports::store::StoreError::Newer { key, format })) => {
+            crate::writes::left_to_newer(ctx, &key, format).await?;
+            Ok(Next::Done)
+        }
+        ran => ran,
+    }
+}
+
 /// A queue's handler, as [`visit`] hands it out.
 pub type Run<T> = fn(Ctx, T) -> futures::future::BoxFuture<'static, Result<Next, TaskError>>;
 
@@ -80,6 +93,7 @@ pub fn dead_hook(store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> DeadHook {
                 operation: String::new(),
                 resolved: None,
                 vm: crate::work::vm_of(&t.queue, &t.key).map(str::to_owned),
+                unknown: Default::default(),
             };
             if let Err(err) = store.push_error(&prefix, &e).await.and(store.bump(&prefix, crate::model::counters::DEAD_TASKS).await) {
                 tracing::warn!(config = %prefix, error = %err, "cannot count a dead task on the Config's status");

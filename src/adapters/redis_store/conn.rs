@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use gce_backend_jobs::model::ConfigRecord;
+use gce_backend_jobs::model::{ConfigRecord, Undecoded};
 use gce_backend_jobs::ports::store::{Expect, Fence, StoreError, Versioned};
 use redis::Script;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -62,8 +62,10 @@ pub(super) async fn derived(store: &RedisStore, part: &str, e: redis::RedisError
     StoreError::Healing { key: part.to_owned() }
 }
 
+/// A record or entry as it is stored (where a test build playing a newer one adds its field).
 pub(super) fn json<T: Serialize>(v: &T) -> Result<String, StoreError> {
-    serde_json::to_string(v).map_err(|e| StoreError::Unavailable(format!("cannot encode: {e}")))
+    gce_backend_jobs::unknown::stored(|| serde_json::to_string(v))
+        .map_err(|e| StoreError::Unavailable(format!("cannot encode: {e}")))
 }
 
 /// A derived record (an observation, counts, a backoff, file errors) that does not decode is
@@ -195,7 +197,7 @@ impl RedisStore {
         &self,
         kind: &str,
         field: &str,
-        decode: fn(&str) -> Result<T, serde_json::Error>,
+        decode: fn(&str) -> Result<T, Undecoded>,
     ) -> Result<Option<Versioned<T>>, StoreError> {
         let (raw, ver): (Option<String>, Option<u64>) = redis::pipe()
             .atomic()
@@ -208,7 +210,10 @@ impl RedisStore {
         match decode(&raw) {
             Ok(value) => Ok(ver.map(|version| Versioned { value, version })),
             // Read with its version (0: none), so a repair's compare-and-set names it.
-            Err(e) => Err(StoreError::corrupt_at(format!("{kind} {field}"), e, ver.unwrap_or(0))),
+            Err(Undecoded::Corrupt(e)) => {
+                Err(StoreError::corrupt_at(format!("{kind} {field}"), e, ver.unwrap_or(0)))
+            }
+            Err(Undecoded::Newer(format)) => Err(StoreError::Newer { key: format!("{kind} {field}"), format }),
         }
     }
 }

@@ -408,7 +408,9 @@ impl RedisStore {
                     call.arg(id).arg(ver).arg(if vm.instance.is_some() { "1" } else { "0" });
                     call.arg(&vm.hostname).arg(deadline).arg(vm.counted()).arg(super::sums::zoned(&vm));
                 }
-                Err(_) => {
+                // A newer build's record is left to it: that build indexes it.
+                Err(gce_backend_jobs::model::Undecoded::Newer(_)) => continue,
+                Err(gce_backend_jobs::model::Undecoded::Corrupt(_)) => {
                     corrupt.push(id.clone());
                     call.arg(id).arg(ver).arg("").arg("").arg("").arg("").arg("");
                 }

@@ -29,7 +29,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use gce_backend_jobs::model::{
+use gce_backend_jobs::model::{format, Undecoded, 
     AuditEntry, Backoff, ConfigRecord, Counts, ErrorEntry, FileError, KEEP_ERRORS, Observed, Pause, SUMS,
     Sample, Series, Sums, Vm,
 };
@@ -53,7 +53,7 @@ use sums::zoned;
 #[async_trait]
 impl Store for RedisStore {
     async fn config(&self, prefix: &str) -> Result<Option<Versioned<ConfigRecord>>, StoreError> {
-        self.get("cfg", prefix, |raw| serde_json::from_str(raw)).await
+        self.get("cfg", prefix, format::decode).await
     }
 
     async fn configs(&self) -> Result<Vec<Versioned<ConfigRecord>>, StoreError> {
@@ -61,7 +61,9 @@ impl Store for RedisStore {
         let mut out: Vec<Versioned<ConfigRecord>> = recs
             .into_iter()
             .filter_map(|(prefix, raw)| {
-                let value: ConfigRecord = serde_json::from_str(&raw).ok()?;
+                // A newer build's record is left to it, and one that does not decode is listed
+                // by `corrupt_configs`.
+                let value: ConfigRecord = format::decode(&raw).ok()?;
                 Some(Versioned { value, version: *vers.get(&prefix)? })
             })
             .collect();
@@ -74,7 +76,10 @@ impl Store for RedisStore {
         let mut out: Vec<CorruptRecord> = recs
             .into_iter()
             .filter_map(|(key, raw)| {
-                let error = serde_json::from_str::<ConfigRecord>(&raw).err()?.to_string();
+                let error = match format::decode::<ConfigRecord>(&raw) {
+                    Err(Undecoded::Corrupt(e)) => e,
+                    Ok(_) | Err(Undecoded::Newer(_)) => return None,
+                };
                 // No version key: version 0, which the compare-and-set scripts read as absent.
                 Some(CorruptRecord { version: vers.get(&key).copied().unwrap_or(0), key, error })
             })

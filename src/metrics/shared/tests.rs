@@ -9,6 +9,7 @@ fn the_states_count_each_vm_once_and_sum_to_the_configs_vms() {
     // 12 VMs: 2 without an instance, 1 down, 2 kept warm, 3 up without a healthy bot, 4
     // connected; the flags (draining, bot dead, unhealthy) overlap those and are not states.
     let n = Counts {
+        unknown: Default::default(),
         configured: 12,
         vms: 12,
         created: 10,

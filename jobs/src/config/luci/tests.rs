@@ -217,7 +217,8 @@ fn a_config_luci_cannot_express_is_not_written() {
 #[test]
 fn yaml_leaves_out_empty_defaults_and_keeps_required_fields() {
     let mut c = crate::testing::config("pool", 1);
-    c.attributes.service_account = vec![ServiceAccount { email: String::new(), scope: vec![] }];
+    c.attributes.service_account =
+        vec![ServiceAccount { unknown: Default::default(), email: String::new(), scope: vec![] }];
     c.attributes.scheduling = Some(Scheduling::default());
     let yaml = Config::to_yaml_all(std::slice::from_ref(&c)).unwrap();
     for gone in ["null", "false", "[]", "label"] {

@@ -107,8 +107,11 @@ fn projects_accounts_and_the_tenants_sum_are_limited() {
     let mut c = config("team-a-ci", &["team-a"], "team-a-ci-7", 4);
     assert!(t.problems(&c, []).is_empty());
     c.attributes.project = "team-b-prod".into();
-    c.attributes.service_account =
-        vec![ServiceAccount { email: "owner@team-b-prod.iam.gserviceaccount.com".into(), scope: vec![] }];
+    c.attributes.service_account = vec![ServiceAccount {
+        unknown: Default::default(),
+        email: "owner@team-b-prod.iam.gserviceaccount.com".into(),
+        scope: vec![],
+    }];
     let e = t.problems(&c, []);
     assert_eq!(fields(e), ["team-a-ci.attributes.project", "team-a-ci.attributes.service_account[0].email"]);
     // max_vms counts the others' largest amounts (windows included), not the one replaced.

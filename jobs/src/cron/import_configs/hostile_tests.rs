@@ -54,13 +54,19 @@ async fn from_file_stays_in_the_configs_directory_and_no_error_echoes_a_file() {
     ];
     for (prefix, spec, _) in &cases {
         let mut c = config(prefix, 1);
-        c.attributes.metadata =
-            vec![crate::config::Metadata { from_text: None, from_file: Some((*spec).into()) }];
+        c.attributes.metadata = vec![crate::config::Metadata {
+            unknown: Default::default(),
+            from_text: None,
+            from_file: Some((*spec).into()),
+        }];
         std::fs::write(dir.join(format!("{prefix}.yaml")), yaml(&c)).unwrap();
     }
     let mut good = config("good", 1);
-    good.attributes.metadata =
-        vec![crate::config::Metadata { from_text: None, from_file: Some("startup-script:ok.txt".into()) }];
+    good.attributes.metadata = vec![crate::config::Metadata {
+        unknown: Default::default(),
+        from_text: None,
+        from_file: Some("startup-script:ok.txt".into()),
+    }];
     std::fs::write(dir.join("good.yaml"), yaml(&good)).unwrap();
     // A Config file that is itself a link out of the directory is refused unread.
     std::os::unix::fs::symlink(&secret, dir.join("leak.yaml")).unwrap();

@@ -409,7 +409,13 @@ async fn report(
             }
         }
         let since = seen.map_or(now, |e| e.since);
-        errors.push(FileError { path, prefix: prefix.clone(), since, message: message.clone() });
+        errors.push(FileError {
+            unknown: Default::default(),
+            path,
+            prefix: prefix.clone(),
+            since,
+            message: message.clone(),
+        });
     }
     if errors.len() != before.len()
         || errors.iter().any(|e| before.get(&(e.path.clone(), e.prefix.clone())) != Some(e))

@@ -8,6 +8,7 @@ use crate::model::{Bot, Fault, FaultKind, Observed, Placed};
 fn the_state_of_a_vm_follows_its_record() {
     let at = DateTime::<Utc>::default();
     let placed = Placed {
+        unknown: Default::default(),
         url: "u".into(),
         created: at,
         instance_id: String::new(),
@@ -15,8 +16,10 @@ fn the_state_of_a_vm_follows_its_record() {
         external_ip: String::new(),
     };
     let made = Vm { instance: Some(placed), ..Vm::default() };
-    let fault = Some(Fault { kind: FaultKind::BotDead, detail: "dead".into(), at });
+    let fault =
+        Some(Fault { unknown: Default::default(), kind: FaultKind::BotDead, detail: "dead".into(), at });
     let parked = Parked {
+        unknown: Default::default(),
         how: Park::Suspend,
         since: at,
         done: true,
@@ -71,7 +74,7 @@ fn a_plan_input_refuses_unknown_fields() {
 #[test]
 fn a_bots_state_follows_its_observation_else_the_record() {
     let at = DateTime::<Utc>::default();
-    let seen = |b: Bot| Some(Observed { bot: b, at, idle_since: None });
+    let seen = |b: Bot| Some(Observed { unknown: Default::default(), bot: b, at, idle_since: None });
     let connected_vm = Vm { connected: Some(at), ..Vm::default() };
     let cases = [
         ("never seen", Vm::default(), None, None),

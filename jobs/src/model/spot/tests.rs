@@ -11,7 +11,7 @@ fn t0() -> DateTime<Utc> {
 }
 
 fn rule(more_than: u32) -> SpotFailover {
-    SpotFailover { more_than, within: Secs(600), cooldown: Secs(1800) }
+    SpotFailover { unknown: Default::default(), more_than, within: Secs(600), cooldown: Secs(1800) }
 }
 
 use SpotEventKind::{Preempted, Refused};
@@ -26,7 +26,16 @@ fn more_than_n_events_within_the_window_start_a_failover_until_the_cooldown() {
     let now = t0() + Duration::minutes(9);
     assert_eq!(s.add(&r, "h3", Preempted, now), Added::Started);
     let f = s.active(now).expect("failed over").clone();
-    assert_eq!(f, Failover { since: now, until: now + Duration::minutes(30), preempted: 3, refused: 1 });
+    assert_eq!(
+        f,
+        Failover {
+            unknown: Default::default(),
+            since: now,
+            until: now + Duration::minutes(30),
+            preempted: 3,
+            refused: 1
+        }
+    );
     assert_eq!((s.preempted, s.refused, s.failovers), (3, 1, 1), "totals");
     assert_eq!(s.counted(&r, now), (0, 0), "the failover spent them");
     assert!(s.active(f.until - Duration::seconds(1)).is_some());
@@ -76,8 +85,10 @@ fn more_events_while_failed_over_make_it_last_longer_and_a_new_one_needs_new_eve
 
 #[test]
 fn keys_are_kept_an_hour_and_the_list_is_bounded() {
-    let (r, mut s) =
-        (SpotFailover { more_than: 100, within: Secs(60), cooldown: Secs(60) }, SpotState::default());
+    let (r, mut s) = (
+        SpotFailover { unknown: Default::default(), more_than: 100, within: Secs(60), cooldown: Secs(60) },
+        SpotState::default(),
+    );
     s.add(&r, "old", Preempted, t0());
     assert_eq!(
         s.add(&r, "old", Preempted, t0() + Duration::minutes(59)),
@@ -106,8 +117,13 @@ fn a_failed_over_pool_makes_standard_vms_and_spot_ones_again_after_the_cooldown(
     let mut rec = spot_record();
     let (a, failover) = rec.new_vm_attributes("z", None, t0());
     assert!(!failover && a.provisioning_model == "SPOT" && a.instance_termination_action == "DELETE");
-    rec.spot.failover =
-        Some(Failover { since: t0(), until: t0() + Duration::minutes(30), preempted: 4, refused: 0 });
+    rec.spot.failover = Some(Failover {
+        unknown: Default::default(),
+        since: t0(),
+        until: t0() + Duration::minutes(30),
+        preempted: 4,
+        refused: 0,
+    });
     let (a, failover) = rec.new_vm_attributes("z", None, t0());
     assert!(failover, "made for the failover");
     assert_eq!(

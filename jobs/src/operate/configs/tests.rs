@@ -300,9 +300,11 @@ async fn admission_is_one_at_a_time_so_two_clashing_prefixes_are_never_both_stor
 async fn a_from_file_item_over_the_api_is_refused_saying_why() {
     let (ctx, _) = Ctx::test();
     let mut c = config("linux", 1);
-    c.attributes
-        .metadata
-        .push(crate::config::Metadata { from_text: None, from_file: Some("k:/etc/passwd".into()) });
+    c.attributes.metadata.push(crate::config::Metadata {
+        unknown: Default::default(),
+        from_text: None,
+        from_file: Some("k:/etc/passwd".into()),
+    });
     match apply(&ctx, c, "alice").await {
         Err(OpError::Invalid(got)) => {
             assert_eq!(got.len(), 1, "{got:?}");

@@ -249,7 +249,7 @@ async fn a_warm_pool_added_lists_the_vms_made_for_it() {
     let ctx = setup(2, 2).await;
     let mut c = config("linux", 1);
     c.amount.max = 12;
-    c.warm = Some(crate::config::Warm { suspended: 3, stopped: 0 });
+    c.warm = Some(crate::config::Warm { unknown: Default::default(), suspended: 3, stopped: 0 });
     let p = plan(&ctx, "linux", PlanInput { config: Some(c), amount: None }).await.unwrap();
     let made = ["linux-2", "linux-3", "linux-4"];
     assert_eq!(

@@ -132,8 +132,12 @@ async fn listing_an_unknown_config_is_not_found_and_an_empty_one_is_empty() {
 async fn one_vm_shows_its_state_deadline_and_last_bot_observation() {
     let (ctx, _) = Ctx::test();
     let vm = ctx.seed_vm("linux-0", created(ctx.now())).await;
-    let seen =
-        Observed { bot: Bot { id: vm.hostname.clone(), ..Bot::default() }, at: ctx.now(), idle_since: None };
+    let seen = Observed {
+        unknown: Default::default(),
+        bot: Bot { id: vm.hostname.clone(), ..Bot::default() },
+        at: ctx.now(),
+        idle_since: None,
+    };
     ctx.store.put_bots(std::slice::from_ref(&seen)).await.unwrap();
     let v = super::vm(&ctx, "linux-0", None).await.unwrap().0;
     assert_eq!(v.state, VmState::Running);

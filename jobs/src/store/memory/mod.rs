@@ -81,14 +81,19 @@ impl Store for MemoryStore {
         if let Some(e) = s.corrupt_configs.get(prefix) {
             return Err(StoreError::corrupt(format!("cfg {prefix}"), e));
         }
-        Ok(s.configs.get(prefix).cloned())
+        match s.configs.get(prefix) {
+            Some(c) if !c.value.format.readable() => {
+                Err(StoreError::Newer { key: format!("cfg {prefix}"), format: c.value.format.0 })
+            }
+            c => Ok(c.cloned()),
+        }
     }
 
     async fn configs(&self) -> Result<Vec<Versioned<ConfigRecord>>, StoreError> {
         let s = self.lock();
         Ok(s.configs
             .iter()
-            .filter(|(p, _)| !s.corrupt_configs.contains_key(*p))
+            .filter(|(p, c)| !s.corrupt_configs.contains_key(*p) && c.value.format.readable())
             .map(|(_, c)| c.clone())
             .collect())
     }
@@ -137,7 +142,12 @@ impl Store for MemoryStore {
             let version = s.vms.get(id).map_or(0, |v| v.version);
             return Err(StoreError::corrupt_at(format!("vm {id}"), e, version));
         }
-        Ok(s.vms.get(id).cloned())
+        match s.vms.get(id) {
+            Some(v) if !v.value.format.readable() => {
+                Err(StoreError::Newer { key: format!("vm {id}"), format: v.value.format.0 })
+            }
+            v => Ok(v.cloned()),
+        }
     }
 
     async fn vm_version(&self, id: &str) -> Result<Option<u64>, StoreError> {

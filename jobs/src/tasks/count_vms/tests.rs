@@ -17,7 +17,7 @@ async fn counts_each_state_and_drops_the_status_of_a_config_with_nothing_left() 
     ctx.seed_vm("linux-2", |v| {
         created(ctx.now())(v);
         v.connected = Some(ctx.now());
-        v.fault = Some(Fault { kind: FaultKind::BotDead, detail: "x".into(), at: ctx.now() });
+        v.fault = Some(Fault { unknown: Default::default(), kind: FaultKind::BotDead, detail: "x".into(), at: ctx.now() });
     })
     .await;
     ctx.seed_vm("linux-3", |v| v.drained = true).await;
@@ -27,7 +27,7 @@ async fn counts_each_state_and_drops_the_status_of_a_config_with_nothing_left() 
     ctx.store
         .push_error(
             "gone",
-            &crate::model::ErrorEntry {
+            &crate::model::ErrorEntry { unknown: Default::default(),
                 time: ctx.now(),
                 stage: "s".into(),
                 code: "c".into(),

@@ -89,7 +89,7 @@ async fn busy_pool(ctx: &Ctx, n: u32, busy: &[u32]) {
         let task_id = if busy.contains(&i) { format!("t{i}") } else { String::new() };
         let bot = crate::model::Bot { id: vm.hostname.clone(), task_id, ..Default::default() };
         let idle_since = (!busy.contains(&i)).then(|| now - chrono::TimeDelta::minutes(i64::from(10 - i)));
-        ctx.store.put_bots(&[crate::model::Observed { bot, at: now, idle_since }]).await.unwrap();
+        ctx.store.put_bots(&[crate::model::Observed { unknown: Default::default(), bot, at: now, idle_since }]).await.unwrap();
     }
 }
 
@@ -150,7 +150,7 @@ async fn a_warm_pool_parks_idle_vms_let_go_and_wakes_them_before_making_new_ones
     let (ctx, _) = Ctx::test();
     busy_pool(&ctx, 4, &[1, 3]).await;
     crate::writes::update_config::<TaskError>(&ctx, "linux", |r| {
-        r.config.warm = Some(crate::config::Warm { suspended: 2, stopped: 0 });
+        r.config.warm = Some(crate::config::Warm { unknown: Default::default(), suspended: 2, stopped: 0 });
         r.current_amount = 2;
         Ok(true)
     })
@@ -184,7 +184,7 @@ async fn growing_into_an_index_kept_warm_wakes_its_vm() {
     busy_pool(&ctx, 2, &[]).await;
     // Shrunk to nothing: both kept warm, parked.
     crate::writes::update_config::<TaskError>(&ctx, "linux", |r| {
-        r.config.warm = Some(crate::config::Warm { suspended: 2, stopped: 0 });
+        r.config.warm = Some(crate::config::Warm { unknown: Default::default(), suspended: 2, stopped: 0 });
         r.current_amount = 0;
         Ok(true)
     })
@@ -211,7 +211,7 @@ async fn a_demand_pool_fills_its_warm_pool_at_rest_and_lends_it_to_a_burst() {
     busy_pool(&ctx, 1, &[]).await;
     let demand = |target| {
         move |r: &mut ConfigRecord| {
-            r.config.warm = Some(crate::config::Warm { suspended: 3, stopped: 0 });
+            r.config.warm = Some(crate::config::Warm { unknown: Default::default(), suspended: 3, stopped: 0 });
             r.config.demand = Some(crate::config::Demand { min_idle: 1, ..Default::default() });
             r.demand = Some(crate::model::demand::DemandState { target, ..Default::default() });
             Ok(true)
@@ -262,7 +262,7 @@ async fn a_burst_wakes_warm_vms_above_a_gap_instead_of_making_vms_in_it() {
     park_all(&ctx, &["linux-5", "linux-6"]).await;
     let demand = |target| {
         move |r: &mut ConfigRecord| {
-            r.config.warm = Some(crate::config::Warm { suspended: 2, stopped: 0 });
+            r.config.warm = Some(crate::config::Warm { unknown: Default::default(), suspended: 2, stopped: 0 });
             r.config.demand = Some(crate::config::Demand { min_idle: 3, ..Default::default() });
             r.demand = Some(crate::model::demand::DemandState { target, ..Default::default() });
             r.warm = [5, 6].into();
@@ -297,7 +297,7 @@ async fn made(ctx: &Ctx) -> Vec<String> {
 async fn park_all(ctx: &Ctx, ids: &[&str]) {
     for id in ids {
         crate::writes::update_vm(ctx, id, |v| {
-            v.parked = Some(crate::model::parked::Parked {
+            v.parked = Some(crate::model::parked::Parked { unknown: Default::default(),
                 how: crate::model::parked::Park::Suspend,
                 since: v.configured,
                 done: true,

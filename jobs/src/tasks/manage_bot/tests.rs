@@ -318,7 +318,7 @@ async fn a_vm_just_woken_gives_its_bot_dead_since_it_slept_time_to_come_back() {
 #[tokio::test]
 async fn a_parked_vm_past_its_lifetime_goes_at_once_and_one_waking_is_left_to_park_vm() {
     let (ctx, f, vm) = setup().await;
-    let parked = crate::model::parked::Parked {
+    let parked = crate::model::parked::Parked { unknown: Default::default(),
         how: crate::model::parked::Park::Suspend,
         since: ctx.now(),
         done: true,
@@ -378,7 +378,7 @@ async fn a_vm_woken_from_the_warm_pool_waits_for_its_bot_like_a_booting_one() {
     let got = ctx.store.vm(&vm.id).await.unwrap().unwrap().value;
     assert!(got.fault.is_none(), "no fault: {:?}", got.fault);
     assert!(matches!(next, Next::After(d) if d <= ctx.watch()), "looked at again soon");
-    let seen = Observed { bot: b.clone(), at: now, idle_since: None };
+    let seen = Observed { unknown: Default::default(), bot: b.clone(), at: now, idle_since: None };
     assert_eq!(Standing::of(&got, Some(&seen)), Standing::Booting, "not let go first as a dead one");
     // A bot that died after the wake is dead.
     let mut later = b.clone();

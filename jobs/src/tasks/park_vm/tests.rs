@@ -12,7 +12,7 @@ async fn warm_pool(ctx: &Ctx, fakes: &crate::testing::Fakes, wanted: u32, warm: 
     ctx.seed_config_with("linux", wanted, |c| {
         c.amount.min = 0;
         c.amount.max = 4;
-        c.warm = Some(Warm { suspended: 1, stopped: 1 });
+        c.warm = Some(Warm { unknown: Default::default(), suspended: 1, stopped: 1 });
     })
     .await;
     let now = ctx.now();
