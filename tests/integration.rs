@@ -53,6 +53,9 @@ mod support;
 mod templates;
 /// The dashboard in headless Chromium (WebDriver) on the binary, Redis and the simulator.
 mod ui;
+/// Two builds on one Redis (a rolling upgrade): nothing another build stored is lost or
+/// destroyed.
+mod upgrade;
 /// The configs directory watched: a file written is imported at once.
 mod watch;
 /// Multi-zone Configs: spread by weight, a stockout moves creation at once.

@@ -86,7 +86,8 @@ fn survives<T: Serialize + DeserializeOwned>(
             m.insert(name.to_owned(), value.clone());
         }
     }
-    let mut rec = decode(&newer.to_string()).map_err(|e| TestCaseError::fail(format!("does not decode: {e}")))?;
+    let mut rec =
+        decode(&newer.to_string()).map_err(|e| TestCaseError::fail(format!("does not decode: {e}")))?;
     change(&mut rec);
     let mut back = serde_json::to_value(&rec).unwrap();
     for p in &chosen {

@@ -76,7 +76,8 @@ fn unknown_field(path: &[Segment], name: &str) -> String {
         for _ in 0..8 {
             if let Some(def) = node["$ref"].as_str().and_then(|r| r.strip_prefix("#/$defs/")) {
                 node = &root["$defs"][def];
-            } else if let Some(branch) = node["anyOf"].as_array().and_then(|b| b.iter().find(|b| b["type"] != "null"))
+            } else if let Some(branch) =
+                node["anyOf"].as_array().and_then(|b| b.iter().find(|b| b["type"] != "null"))
             {
                 node = branch;
             } else {
@@ -87,11 +88,14 @@ fn unknown_field(path: &[Segment], name: &str) -> String {
     }
     let mut node = resolve(root, root);
     for s in path {
-        node = resolve(root, match s {
-            Segment::Key(k) => &node["properties"][k.as_str()],
-            Segment::Index(_) => &node["items"],
-            Segment::Other => &serde_json::Value::Null,
-        });
+        node = resolve(
+            root,
+            match s {
+                Segment::Key(k) => &node["properties"][k.as_str()],
+                Segment::Index(_) => &node["items"],
+                Segment::Other => &serde_json::Value::Null,
+            },
+        );
     }
     match node["properties"].as_object() {
         Some(fields) if !fields.is_empty() => {

@@ -22,7 +22,7 @@ impl Listed {
     pub fn of(&self, machines: &[String]) -> Listed {
         let listed: std::collections::HashSet<&str> = machines.iter().map(String::as_str).collect();
         let mut out = Listed {
-            unknown: Default::default(),
+            unknown: self.unknown.clone(),
             slots: self
                 .slots
                 .iter()

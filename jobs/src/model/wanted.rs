@@ -84,6 +84,8 @@ impl ConfigRecord {
     /// writer of a new revision (an import, the API) calls it.
     pub fn succeed(&mut self, old: Option<&ConfigRecord>, providers: &ProviderIds, now: DateTime<Utc>) {
         if let Some(o) = old {
+            // What a newer build tracks beside the Config is kept as the rest is.
+            self.unknown = o.unknown.clone();
             self.paused = o.paused.clone();
             self.breaker = o.breaker.clone();
             self.spot = o.spot.clone();
@@ -108,7 +110,7 @@ impl ConfigRecord {
         let prev = old.map(|o| o.listed.clone()).unwrap_or_default();
         self.listed = match &self.config.machines {
             Some(list) => prev.of(list),
-            None => Listed { unknown: Default::default(), slots: Default::default(), next: prev.next },
+            None => Listed { slots: Default::default(), next: prev.next, unknown: prev.unknown.clone() },
         };
         if self.config.is_static() {
             self.current_amount = u32::try_from(self.listed.slots.len()).unwrap_or(u32::MAX);

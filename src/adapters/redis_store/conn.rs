@@ -213,7 +213,9 @@ impl RedisStore {
             Err(Undecoded::Corrupt(e)) => {
                 Err(StoreError::corrupt_at(format!("{kind} {field}"), e, ver.unwrap_or(0)))
             }
-            Err(Undecoded::Newer(format)) => Err(StoreError::Newer { key: format!("{kind} {field}"), format }),
+            Err(Undecoded::Newer(format)) => {
+                Err(StoreError::Newer { key: format!("{kind} {field}"), format })
+            }
         }
     }
 }

@@ -29,9 +29,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use gce_backend_jobs::model::{format, Undecoded, 
+use gce_backend_jobs::model::{
     AuditEntry, Backoff, ConfigRecord, Counts, ErrorEntry, FileError, KEEP_ERRORS, Observed, Pause, SUMS,
-    Sample, Series, Sums, Vm,
+    Sample, Series, Sums, Undecoded, Vm, format,
 };
 use gce_backend_jobs::ports::store::{
     CorruptRecord, Expect, Fence, Rebuilt, Scope, Store, StoreError, Versioned, VmIndex,
