@@ -160,11 +160,11 @@ class Harness:
         self.bin = self.tmp / "gce-backend"  # a copy: a rebuild during the run does not mix versions
         shutil.copy2(src, self.bin)
 
-    def spawn(self, name, argv):
+    def spawn(self, name, argv, env=None):
         if name in self.procs and self.procs[name].poll() is None:
             return self.procs[name]  # still running: never two processes under one name
         logf = open(self.tmp / f"{name}.log", "ab")
-        p = subprocess.Popen(argv, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
+        p = subprocess.Popen(argv, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf, env=env,
                              start_new_session=True, preexec_fn=_die_with_parent)
         logf.close()
         self.procs[name] = p
@@ -200,11 +200,13 @@ class Harness:
             time.sleep(0.2)
         raise RuntimeError("redis-server or the simulator did not come up (see their logs)")
 
-    def start_run(self, name):
+    def start_run(self, name, binary=None, env=None):
+        """`gce-backend run` as `name` (role cron for "cron", else workers), of `binary` (default:
+        the run's) with `env` (default: this process's)."""
         role = "cron" if name == "cron" else "workers"
-        self.spawn(name, [str(self.bin), "run", "--role", role, "--redis", self.url, "--namespace", NS,
+        self.spawn(name, [str(binary or self.bin), "run", "--role", role, "--redis", self.url, "--namespace", NS,
                           "--gce-endpoint", self.sim, "--configs", str(self.tmp / "pools"), "--settings",
-                          str(self.tmp / "service.toml"), "--quiet"])
+                          str(self.tmp / "service.toml"), "--quiet"], env)
 
     def start_service(self):
         for name in ("worker-1", "worker-2", "worker-3", "cron"):
@@ -295,11 +297,11 @@ class Harness:
         return parse_json(run_checked(argv, shown).stdout, " ".join(shown))
 
     # --- Config files ---
-    def write_config(self, prefix, amount, swarming=SWARM):
+    def write_config(self, prefix, amount, swarming=SWARM, extra=""):
         zone = ZONES[(ord(prefix[-1]) - ord("a")) % len(ZONES)]
         path = self.tmp / "pools" / f"{prefix}.yaml"
         part = path.with_suffix(".part")  # written aside, renamed: the import never reads half a file
-        part.write_text(config_yaml(prefix, amount, zone, swarming))
+        part.write_text(config_yaml(prefix, amount, zone, swarming, extra))
         part.rename(path)
         self.amounts[prefix] = amount
 

@@ -226,3 +226,39 @@ async fn single_pushes_made_at_once_travel_together() {
     assert_eq!(q.counts().await.unwrap().pending, 201);
     assert!(after - before < 300, "300 pushes took {} calls", after - before);
 }
+
+/// A task record a newer build's scripts wrote, with fields these scripts do not know (at its top
+/// and in a run): taken, run and finished by this build, every one of them is still there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_record_keeps_the_fields_a_newer_build_wrote() {
+    let server = RedisServer::start();
+    let q = queue(&server, "prod", "create_instance").await;
+    let id = q
+        .push("vm-1", &Job { n: 1 }, When::After(Duration::from_millis(300)))
+        .await
+        .unwrap()
+        .task_id()
+        .to_owned();
+    let mut conn = raw(&server).await;
+    let key = "{prod:create_instance}:rec";
+    let rec: String = redis::cmd("HGET").arg(key).arg(&id).query_async(&mut conn).await.unwrap();
+    let mut rec: serde_json::Value = serde_json::from_str(&rec).unwrap();
+    rec["future_field"] = serde_json::json!({"added_by": "a newer build", "nested": {"n": 1}});
+    rec["runs"] = serde_json::json!([{"n": 0, "w": "old", "g": "host", "s": 1, "e": 2, "o": "done", "future_field": "x"}]);
+    let _: () =
+        redis::cmd("HSET").arg(key).arg(&id).arg(rec.to_string()).query_async(&mut conn).await.unwrap();
+    let seen: Seen = Arc::default();
+    let (stop, worker) = recording_worker(&q, seen.clone());
+    seen_reaches(&seen, 1, "the task runs").await;
+    let done = eventually("the task is finished", Duration::from_secs(30), || async {
+        q.status(&id).await.unwrap().filter(|s| s.state == "completed")
+    })
+    .await;
+    let _ = stop.send(());
+    worker.await.unwrap();
+    let rec: String = redis::cmd("HGET").arg(key).arg(&id).query_async(&mut conn).await.unwrap();
+    let rec: serde_json::Value = serde_json::from_str(&rec).unwrap();
+    assert_eq!(rec["future_field"]["nested"]["n"], 1, "kept at its top: {rec}");
+    assert_eq!(rec["runs"][0]["future_field"], "x", "kept in the run it wrote: {rec}");
+    assert_eq!(done.runs.len(), 2, "the newer build's run and this one's: {done:?}");
+}
