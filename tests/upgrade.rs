@@ -246,5 +246,27 @@ async fn a_record_of_a_newer_format_is_left_to_its_build_not_quarantined() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     let kept: String = redis.hget(&cfg_key, "linux").await.unwrap();
     assert_eq!(serde_json::from_str::<Value>(&kept).unwrap(), c, "the Config record left as it is");
+    let st = gce_backend_jobs::status::status(
+        &*env.ctx.store,
+        "linux",
+        env.ctx.now(),
+        chrono::Duration::seconds(60),
+        true,
+    )
+    .await
+    .unwrap();
+    assert_eq!(st.state, gce_backend_jobs::model::ConfigState::Newer, "its status says whose it is");
+    // Its VMs are neither drained nor touched: they are the newer build's to keep.
+    let vms: BTreeMap<String, String> = redis.hgetall(&vm_key).await.unwrap();
+    assert_eq!(vms.len(), 3, "{vms:?}");
+    for (id, raw) in &vms {
+        let v: Value = serde_json::from_str(raw).unwrap();
+        assert!(
+            v.get("drained") != Some(&Value::Bool(true))
+                && v.get("terminate_sent").is_none_or(Value::is_null),
+            "{id}: {raw}"
+        );
+    }
+    assert_eq!(serving(&env.ctx, "linux").await.len(), 2, "the two this build reads serve on");
     env.stop().await;
 }

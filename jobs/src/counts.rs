@@ -14,7 +14,7 @@ use crate::ports::store::{Store, StoreError, VmIndex};
 /// every VM (VMs written before sums were kept) counts those in, once.
 pub async fn tally(store: &dyn Store, prefix: &str, now: DateTime<Utc>) -> Result<(Counts, bool), TaskError> {
     let config = match store.config(prefix).await {
-        Err(StoreError::Corrupt { .. }) => None,
+        Err(StoreError::Corrupt { .. } | StoreError::Newer { .. }) => None,
         other => other?.map(|c| c.value),
     };
     let configured = config.as_ref().map_or(0, |c| c.current_amount);

@@ -72,6 +72,9 @@ impl TaskError {
             // A record or key that does not decode will not by retrying: the task dies once (its
             // Config's status says why) and the cron pushes it again after the repair.
             TaskError::Store(crate::ports::store::StoreError::Corrupt { .. }) => Class::Permanent,
+            // A newer build's record will not become readable by retrying (a task that meets it
+            // ends without acting: `tasks::left_alone`).
+            TaskError::Store(crate::ports::store::StoreError::Newer { .. }) => Class::Permanent,
             TaskError::Store(_) | TaskError::Conflict(_) | TaskError::Queue(_) => Class::Transient,
             TaskError::Compute(e) => match e.kind {
                 Kind::Transient | Kind::RateLimited | Kind::Quota | Kind::Stockout | Kind::Throttled => {

@@ -68,7 +68,7 @@ pub fn held_by(rec: &ConfigRecord, paused: Option<&Pause>, vm_id: Option<&str>) 
 pub async fn held_of(env: &Env, prefix: &str) -> Result<Option<Pause>, TaskError> {
     match env.store.config(prefix).await {
         Ok(Some(c)) => held(env, &c.value, None).await,
-        Ok(None) | Err(StoreError::Corrupt { .. }) => paused(env, None).await,
+        Ok(None) | Err(StoreError::Corrupt { .. } | StoreError::Newer { .. }) => paused(env, None).await,
         Err(e) => Err(e.into()),
     }
 }

@@ -59,6 +59,10 @@ pub async fn status(
             st.corrupt = Some(format!("cfg {prefix}: {error}"));
             None
         }
+        Err(StoreError::Newer { .. }) => {
+            st.state = ConfigState::Newer;
+            None
+        }
         other => other?,
     };
     if let Some(c) = config {

@@ -23,7 +23,14 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
     for (prefix, ids) in by_config {
         let cfg = match prefix.is_empty() {
             true => None,
-            false => ctx.store.config(&prefix).await?,
+            false => match ctx.store.config(&prefix).await {
+                // A newer build's Config: its VMs are left to that build.
+                Err(crate::ports::store::StoreError::Newer { key, format }) => {
+                    crate::writes::left_to_newer(ctx, &key, format).await?;
+                    continue;
+                }
+                read => read?,
+            },
         };
         match cfg {
             Some(c) if crate::making::in_bulk(ctx, &c.value).await? => bulks.push(BulkInsert { prefix }),

@@ -26,6 +26,11 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
                 crate::heal::or_skip(ctx, "drain_vms", Some(&prefix), e).await?;
                 continue;
             }
+            // A newer build's Config: its VMs are left to that build.
+            Err(StoreError::Newer { key, format }) => {
+                crate::writes::left_to_newer(ctx, &key, format).await?;
+                continue;
+            }
             Err(StoreError::Corrupt { key, error, .. }) => {
                 let msg = format!("cannot read {key} ({error}): its VMs are not drained this round");
                 ctx.record_once(&prefix, "drain_vms", "corrupt", &msg).await?;

@@ -65,6 +65,9 @@ pub enum ConfigState {
     /// Its record (or its VM index) does not decode; `corrupt` says why. Import rewrites it
     /// from its file, or deletes it when the file is gone.
     Corrupt,
+    /// Its record was written by a newer build in a format this one does not act on: left to
+    /// that build (docs/operating.md, Upgrading); its errors say so.
+    Newer,
 }
 
 /// The status of one Config: counts, the last 20 errors, the current backoff.
