@@ -116,10 +116,10 @@ fn amounts_above_the_limit_are_refused() {
     // A warm pool is made too: it counts, and its VMs' indexes fit the hostnames.
     let mut c = cfg();
     c.amount.max = 60;
-    c.warm = Some(crate::config::Warm { unknown: Default::default(), suspended: 30, stopped: 0 });
+    c.warm = Some(crate::config::Warm { suspended: 30, ..Default::default() });
     c.check_limits(&limits).unwrap();
     assert_eq!((c.most_vms(), c.index_room()), (90, 100));
-    c.warm = Some(crate::config::Warm { unknown: Default::default(), suspended: 30, stopped: 11 });
+    c.warm = Some(crate::config::Warm { suspended: 30, stopped: 11, ..Default::default() });
     let e = c.check_limits(&limits).unwrap_err();
     assert_eq!(e.field, "linux.warm");
     assert!(e.rule.contains("up to 101 VMs (41 of them kept warm)"), "{e}");
@@ -129,7 +129,7 @@ fn amounts_above_the_limit_are_refused() {
 #[test]
 fn a_rolling_update_s_surge_has_room_among_the_indexes_and_in_the_hostnames() {
     let mut c = cfg();
-    c.amount = crate::config::Amount { unknown: Default::default(), min: 10, max: 10, change: vec![] };
+    c.amount = crate::config::Amount { min: 10, max: 10, ..Default::default() };
     c.warm = None;
     // Rolling (the default, a surge of 1): 11 VMs at once, index 10 among them.
     assert_eq!((c.most_vms(), c.most_indexes(), c.index_room()), (10, 11, 100));
@@ -160,24 +160,16 @@ fn prefixes_may_not_be_prefixes_of_each_other() {
 fn overlapping_schedules_are_refused_even_across_the_week_wrap() {
     let mut c = cfg();
     let mut late = c.amount.change[0].clone();
-    late.start = TimeOfDay {
-        unknown: Default::default(),
-        day: Day::Monday,
-        time: "18:00".into(),
-        location: "America/Los_Angeles".into(),
-    };
+    (late.start.day, late.start.time) = (Day::Monday, "18:00".into());
+    late.start.location = "America/Los_Angeles".into();
     c.amount.change.push(late);
     assert!(c.validate().unwrap_err().rule.contains("overlaps"));
     let mut c = cfg();
     c.amount.change[0].start.day = Day::Sunday;
     c.amount.change[0].length = Secs(2 * 86_400);
     let mut monday = c.amount.change[0].clone();
-    monday.start = TimeOfDay {
-        unknown: Default::default(),
-        day: Day::Monday,
-        time: "12:00".into(),
-        location: String::new(),
-    };
+    (monday.start.day, monday.start.time, monday.start.location) =
+        (Day::Monday, "12:00".into(), String::new());
     monday.length = Secs(3600);
     c.amount.change.push(monday);
     assert!(c.validate().unwrap_err().rule.contains("overlaps"), "Sunday + 2d reaches Monday noon");
@@ -280,9 +272,9 @@ fn project_ids_follow_gcps_rule_and_paths_hold_no_path_tricks() {
     c.attributes.disk[0].image = "global/images/x?alt=media".into();
     c.attributes.network_interface[0].network = "global/networks/%2e%2e".into();
     c.attributes.service_account = vec![super::ServiceAccount {
-        unknown: Default::default(),
         email: "evil@x/y".into(),
         scope: vec!["ftp://x".into()],
+        ..Default::default()
     }];
     c.attributes.tag = vec!["Bad Tag".into()];
     let fields: Vec<String> = c.problems().into_iter().map(|e| e.field).collect();
@@ -411,12 +403,7 @@ fn spot_failover_is_for_a_spot_pool_and_its_fields_are_checked() {
     assert_eq!(fields(good.clone()), Vec::<String>::new());
     assert_eq!(
         good.spot_failover,
-        Some(SpotFailover {
-            unknown: Default::default(),
-            more_than: 3,
-            within: Secs(600),
-            cooldown: Secs(1800)
-        })
+        Some(SpotFailover { more_than: 3, within: Secs(600), cooldown: Secs(1800), ..Default::default() })
     );
     // Defaults: more than 3 within 10 minutes, for 30 minutes; JSON as YAML.
     assert_eq!(with(&spot, "spot_failover: {}\n").spot_failover, Some(SpotFailover::default()));

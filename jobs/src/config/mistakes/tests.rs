@@ -35,3 +35,18 @@ fn a_document_of_many_mistakes_names_at_most_the_bound() {
     let e = Config::parse(&format!("{GOOD}{many}"), "web.yaml").unwrap_err().to_string();
     assert!(e.contains(&format!("{MAX_MISTAKES} mistakes: ")), "{e}");
 }
+
+#[test]
+fn an_unknown_field_is_named_by_its_path_with_the_fields_of_its_place_and_its_line() {
+    let text = format!("{GOOD}attributes:\n  project: p\n  zone: z\n  labls: {{a: b}}\n");
+    let e = Config::parse(&text, "web.yaml").unwrap_err().to_string();
+    assert!(e.contains("attributes.labls: unknown field `labls`, expected one of "), "{e}");
+    assert!(e.contains("`label`") && e.contains("`machine_type`") && !e.contains("`lifetime`"), "{e}");
+    assert!(e.contains("at line 8"), "the line of the key, not of its mapping: {e}");
+    // At the top, and among other mistakes: each named once, by its path.
+    let e = Config::parse(&GOOD.replace("lifetime: 1d", "lifetime: x\namout: 2"), "web.yaml")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("2 mistakes") && e.contains("amout: unknown field `amout`, expected one of"), "{e}");
+    assert!(e.contains("`amount`"), "{e}");
+}
