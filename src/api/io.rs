@@ -33,10 +33,18 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Input<T> {
             .await
             .map_err(|e| ApiError::new(e.status(), e.body_text()))?;
         let text: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) { b"{}" } else { &bytes };
-        // What a person sends is read strictly: an unknown field is a mistake, at every level.
-        gce_backend_jobs::unknown::strictly(|| serde_json::from_slice(text))
-            .map(Input)
-            .map_err(|e| ApiError::invalid(format!("body: {e}")))
+        // What a person sends is read strictly: an unknown field is a mistake, at every level,
+        // named with the path of the object that holds it.
+        gce_backend_jobs::unknown::strictly(|| {
+            let mut de = serde_json::Deserializer::from_slice(text);
+            let v = serde_path_to_error::deserialize(&mut de)
+                .map_err(|e| (e.path().to_string(), e.into_inner()))?;
+            de.end().map(|()| Input(v)).map_err(|e| (".".to_owned(), e))
+        })
+        .map_err(|(path, e)| match path.as_str() {
+            "." => ApiError::invalid(format!("body: {e}")),
+            _ => ApiError::invalid(format!("body: {path}: {e}")),
+        })
     }
 }
 

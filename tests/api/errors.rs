@@ -100,6 +100,14 @@ async fn every_error_is_json_and_readyz_follows_redis() {
     let fields: Vec<&str> =
         v["fields"].as_array().unwrap().iter().map(|f| f["field"].as_str().unwrap()).collect();
     assert_eq!(fields, ["good.attributes.zone", "good.swarming"], "{v}");
+    // What a person sends is read strictly, at every level: an unknown field (a typo) is named
+    // with the path of the object that holds it; nothing is stored.
+    let mut typo = super::config("typo", &[], 0, 1);
+    typo["attributes"]["disk"][0]["sise"] = json!(3);
+    let (status, v) = api.call(Some(ADMIN), "createConfig", &[("prefix", "typo")], Some(typo)).await;
+    assert_eq!((status, v["code"].as_str()), (400, Some("InvalidInput")), "{v}");
+    assert!(v["message"].as_str().unwrap().contains("body: attributes.disk[0]: unknown field `sise`"), "{v}");
+    assert!(env.ctx.store.config("typo").await.unwrap().is_none(), "nothing stored");
 
     assert_eq!(raw(http.get(format!("{url}/readyz"))).await.0, 200);
     env._redis.as_mut().unwrap().kill();
