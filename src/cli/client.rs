@@ -109,6 +109,11 @@ impl Client {
         let mut used = Vec::new();
         for arg in entry["args"].as_array().into_iter().flatten().filter_map(Value::as_str) {
             let v = args.get(arg).ok_or_else(|| CallError::Usage(format!("{name} needs {arg}=VALUE")))?;
+            // `.` and `..` are dot segments: a URL drops them (even encoded as `%2E`), so the
+            // call would reach another route; no Config or VM is named so.
+            if v == "." || v == ".." {
+                return Err(CallError::Usage(format!("{name}: {arg} {v:?} names nothing (a path of dots)")));
+            }
             path = path.replace(&format!("<{arg}>"), &encode(v));
             used.push(arg);
         }

@@ -97,6 +97,10 @@ async fn an_operator_uses_the_cli_on_the_api() {
     assert!(text(&o).1.contains("401 AuthenticationFailed"), "{:?}", text(&o));
     let o = cli(&env, WRITER, &["configs", "get", "nosuch"]);
     assert_eq!(o.status.code(), Some(1));
+    // A dot segment would be dropped from the URL and reach another route: refused first.
+    let o = cli(&env, WRITER, &["vms", "recycle", ".."]);
+    assert_eq!(o.status.code(), Some(2), "{:?}", text(&o));
+    assert!(text(&o).1.contains("names nothing"), "{:?}", text(&o));
     let o = cli(&env, WRITER, &["api", "noSuchMethod"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(text(&o).1.contains("listConfigs"), "lists the methods: {:?}", text(&o));

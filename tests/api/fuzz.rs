@@ -55,8 +55,9 @@ fn random_bodies_routes_and_queries_never_give_a_5xx() {
     let config =
         proptest::test_runner::Config { cases: 300, failure_persistence: None, ..Default::default() };
     let mut runner = proptest::test_runner::TestRunner::new(config);
-    let strategy =
-        (0..methods.len(), json(), "[a-zA-Z0-9%._ -]{0,20}", "[a-zA-Z0-9_]{0,8}", "[a-zA-Z0-9 -]{0,8}");
+    // Route arguments: `.` and `..` are left out, a URL drops them (the CLI refuses them).
+    let arg = "[a-zA-Z0-9%._ -]{0,20}".prop_filter("no dot segment", |a| a != "." && a != "..");
+    let strategy = (0..methods.len(), json(), arg, "[a-zA-Z0-9_]{0,8}", "[a-zA-Z0-9 -]{0,8}");
     runner
         .run(&strategy, |(i, body, arg, qkey, qval)| {
             let method = &methods[i];
