@@ -174,8 +174,8 @@ impl Env {
         let q = self.queues.get(T::QUEUE);
         let mut added = 0;
         for chunk in tasks.chunks(1000) {
-            let wired: Vec<_> = chunk.iter().map(|t| (t.key(), crate::unknown::Wire(*t))).collect();
-            let out = q.push_many(wired.iter().map(|(k, t)| (k.clone(), t)), when).await?;
+            let wired: Vec<_> = chunk.iter().map(|t| crate::unknown::Wire(*t)).collect();
+            let out = q.push_many(chunk.iter().zip(&wired).map(|(t, w)| (t.key(), w)), when).await?;
             added += out.iter().filter(|o| o.added()).count();
         }
         Ok(added)

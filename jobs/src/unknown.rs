@@ -51,20 +51,10 @@ impl Unknown {
         self.0.get(name)
     }
 
-    /// The names of the unknown fields.
-    pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.0.keys().map(String::as_str)
-    }
-
     /// Takes the unknown field `name` out (a field an older build wrote that this one reads
     /// under another name).
     pub fn remove(&mut self, name: &str) -> Option<Value> {
         self.0.remove(name)
-    }
-
-    /// Keeps `value` as the unknown field `name` (tests: a record as a newer build writes it).
-    pub fn insert(&mut self, name: &str, value: Value) {
-        self.0.insert(name.to_owned(), value);
     }
 }
 
@@ -172,7 +162,7 @@ fn future_value() -> Value {
 }
 
 /// Whether this process plays the newer build.
-pub fn future_on() -> bool {
+fn future_on() -> bool {
     FUTURE.load(Ordering::Relaxed)
 }
 

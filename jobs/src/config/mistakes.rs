@@ -51,7 +51,11 @@ pub(super) fn mistakes(doc: Option<yaml_serde::Value>, first: &str, text: &str) 
                 if found == 0 {
                     out.clear();
                 }
-                out.push(format!("{}: {said}{at}", dotted(&path)));
+                let whole = match e.path().to_string() {
+                    root if root == "." => name.to_owned(),
+                    parent => format!("{parent}.{name}"),
+                };
+                out.push(format!("{whole}: {said}{at}"));
             }
             // The first mistake is already named, with its line; the others by their path.
             None if found > 0 => out.push(format!("{}: {}", e.path(), redact(&message))),
@@ -120,23 +124,6 @@ fn line_of(text: &str, name: &str) -> String {
         [n] => format!(" at line {n}"),
         _ => String::new(),
     }
-}
-
-/// A path as `a.b[2].c` (the root: `.`).
-fn dotted(path: &[Segment]) -> String {
-    let mut out = String::new();
-    for s in path {
-        match s {
-            Segment::Key(k) if out.is_empty() => out.push_str(k),
-            Segment::Key(k) => {
-                out.push('.');
-                out.push_str(k);
-            }
-            Segment::Index(i) => out.push_str(&format!("[{i}]")),
-            Segment::Other => out.push_str(".?"),
-        }
-    }
-    if out.is_empty() { ".".into() } else { out }
 }
 
 /// One step of a path into a YAML value.

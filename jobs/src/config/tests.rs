@@ -227,25 +227,6 @@ fn spot_and_preemptible_rules() {
 }
 
 #[test]
-fn zone_lists_need_a_weighted_zone_distinct_names_and_bounded_weights() {
-    let zoned = |zones: &[(&str, u32)]| {
-        let c = crate::testing::zoned(cfg(), zones);
-        c.problems().into_iter().map(|e| format!("{}: {}", e.field, e.rule)).collect::<Vec<_>>()
-    };
-    assert!(zoned(&[("us-central1-a", 2), ("us-central1-b", 0)]).is_empty());
-    assert!(zoned(&[("us-central1-a", 1000)]).is_empty());
-    assert_eq!(zoned(&[("us-central1-a", 0)]), ["linux.zones: at least one zone needs a weight above 0"]);
-    assert_eq!(
-        zoned(&[("us-central1-a", 1), ("us-central1-a", 1)]),
-        ["linux.zones[1].zone: is listed twice"]
-    );
-    assert_eq!(
-        zoned(&[("us-central1-a", 4_000_000_000)]),
-        ["linux.zones[0].weight: 4000000000; at most 1000"]
-    );
-}
-
-#[test]
 fn project_ids_follow_gcps_rule_and_paths_hold_no_path_tricks() {
     use super::valid_project;
     for ok in ["my-project", "google.com:chromecompute", "abcdef", "a23456789012345678901234567890"] {

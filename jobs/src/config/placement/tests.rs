@@ -91,3 +91,21 @@ fn a_static_pool_names_no_region() {
     assert_eq!(out.len(), 1, "{out:?}");
     assert_eq!(out[0].field, "lab.attributes");
 }
+
+#[test]
+fn zone_lists_need_a_weighted_zone_distinct_names_and_bounded_weights() {
+    let zoned = |zones: &[(&str, u32)]| {
+        said(&crate::testing::zoned(Config::parse(YAML, "linux.yaml").unwrap(), zones))
+    };
+    assert!(zoned(&[("us-central1-a", 2), ("us-central1-b", 0)]).is_empty());
+    assert!(zoned(&[("us-central1-a", 1000)]).is_empty());
+    assert_eq!(zoned(&[("us-central1-a", 0)]), ["linux.zones: at least one zone needs a weight above 0"]);
+    assert_eq!(
+        zoned(&[("us-central1-a", 1), ("us-central1-a", 1)]),
+        ["linux.zones[1].zone: is listed twice"]
+    );
+    assert_eq!(
+        zoned(&[("us-central1-a", 4_000_000_000)]),
+        ["linux.zones[0].weight: 4000000000; at most 1000"]
+    );
+}
