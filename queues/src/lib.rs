@@ -26,6 +26,9 @@
 //!    * `dead`: a task that went dead ([`DeadTask`]) and the hook that hears of it ([`DeadHook`]).
 //! 2. Ports
 //!    * `clock`: the one place the time is read ([`Clock`], [`SystemClock`]).
+//!    * `link::target`: what a `--redis` URL asks for (parsed strictly).
+//!    * `link`: how Redis is reached: one server, Sentinel or Cluster, TLS, rotating passwords
+//!      (`auth.rs`), a followed primary (`sentinel.rs`).
 //!    * `engine`: the contract ([`Engine`], `Waiter`).
 //!    * `engine::memory`: the in-memory engine (`script.rs` its helpers, `ops.rs` one op a script).
 //!    * `engine::redis`: the Redis engine (Lua scripts in `lua/`).
@@ -43,6 +46,7 @@ pub mod backend;
 pub mod clock;
 pub mod dead;
 pub mod engine;
+pub mod link;
 pub mod metrics;
 pub mod outcome;
 pub mod policy;

@@ -2,6 +2,14 @@
 //!
 //! Every test that needs Redis starts its own, so parallel tests never share one. The binary is
 //! `redis-server` from `PATH` (or `$REDIS_SERVER`); `scripts/test` installs it where missing.
+//! `tls.rs` makes a CA and a server certificate (with `openssl`); `topology.rs` starts a primary
+//! with a replica and three sentinels, or a cluster.
+
+mod tls;
+mod topology;
+
+pub use tls::Certificates;
+pub use topology::{Cluster, Sentinels};
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -20,6 +28,10 @@ pub struct RedisServer {
     port: u16,
     dir: PathBuf,
     aof: bool,
+    /// Served over TLS only, with these certificates.
+    tls: Option<Certificates>,
+    /// More arguments (a replica's `--replicaof`, a cluster node's settings).
+    extra: Vec<String>,
 }
 
 impl RedisServer {
@@ -34,15 +46,28 @@ impl RedisServer {
         Self::launch(true)
     }
 
+    /// Starts a server that speaks TLS only (TLS 1.2+, a certificate from a CA made here).
+    pub fn start_tls() -> Self {
+        let dir = fresh_dir();
+        let certs = Certificates::make(&dir.join("tls"));
+        Self::launch_in(dir, false, Some(certs), Vec::new())
+    }
+
+    /// Starts a server with more arguments (`--replicaof …`, cluster settings).
+    pub fn start_with(extra: &[&str]) -> Self {
+        Self::launch_in(fresh_dir(), false, None, extra.iter().map(|s| (*s).to_owned()).collect())
+    }
+
     fn launch(aof: bool) -> Self {
-        let n = NEXT.fetch_add(1, Ordering::SeqCst);
-        let dir = std::env::temp_dir().join(format!("gce-backend-redis-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("create redis dir");
+        Self::launch_in(fresh_dir(), aof, None, Vec::new())
+    }
+
+    fn launch_in(dir: PathBuf, aof: bool, tls: Option<Certificates>, extra: Vec<String>) -> Self {
         let mut last = String::new();
         for _ in 0..5 {
             let port = free_port();
-            let mut server = Self { child: None, port, dir: dir.clone(), aof };
+            let mut server =
+                Self { child: None, port, dir: dir.clone(), aof, tls: tls.clone(), extra: extra.clone() };
             match server.spawn() {
                 Ok(()) => return server,
                 Err(e) => last = e,
@@ -54,9 +79,13 @@ impl RedisServer {
     fn spawn(&mut self) -> Result<(), String> {
         let bin = std::env::var("REDIS_SERVER").unwrap_or_else(|_| "redis-server".into());
         let mut cmd = Command::new(&bin);
-        cmd.arg("--port")
-            .arg(self.port.to_string())
-            .args(["--bind", "127.0.0.1", "--save", "", "--daemonize", "no"])
+        match &self.tls {
+            None => cmd.arg("--port").arg(self.port.to_string()),
+            Some(c) => {
+                cmd.args(["--port", "0", "--tls-port"]).arg(self.port.to_string()).args(c.server_args())
+            }
+        };
+        cmd.args(["--bind", "127.0.0.1", "--save", "", "--daemonize", "no"])
             .arg("--dir")
             .arg(&self.dir)
             .args(["--logfile", "redis.log"]);
@@ -65,6 +94,7 @@ impl RedisServer {
         } else {
             cmd.args(["--appendonly", "no"]);
         }
+        cmd.args(&self.extra);
         let child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -74,7 +104,7 @@ impl RedisServer {
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
-            if ping(self.port) {
+            if self.answers() {
                 return Ok(());
             }
             if let Some(Ok(Some(status))) = self.child.as_mut().map(Child::try_wait) {
@@ -87,9 +117,30 @@ impl RedisServer {
         Err("redis-server did not answer PING within 10s".into())
     }
 
-    /// `redis://127.0.0.1:<port>/0`.
+    fn answers(&self) -> bool {
+        match &self.tls {
+            None => ping(self.port),
+            // The handshake is the client's to check; a listening port is enough here.
+            Some(_) => TcpStream::connect(("127.0.0.1", self.port)).is_ok(),
+        }
+    }
+
+    /// `redis://127.0.0.1:<port>/0`, or for TLS `rediss://127.0.0.1:<port>/0?ca_file=<its CA>`.
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/0", self.port)
+        match &self.tls {
+            None => format!("redis://127.0.0.1:{}/0", self.port),
+            Some(c) => format!("rediss://127.0.0.1:{}/0?ca_file={}", self.port, c.ca.display()),
+        }
+    }
+
+    /// Its port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Its directory (its log is `redis.log` there).
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
     }
 
     /// Kills the server with SIGKILL (as a crash would).
@@ -119,6 +170,14 @@ impl Drop for RedisServer {
         self.kill();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+fn fresh_dir() -> PathBuf {
+    let n = NEXT.fetch_add(1, Ordering::SeqCst);
+    let dir = std::env::temp_dir().join(format!("gce-backend-redis-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create redis dir");
+    dir
 }
 
 fn free_port() -> u16 {

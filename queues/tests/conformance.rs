@@ -1,5 +1,6 @@
 //! Conformance suite: the same queue semantics checked against the in-memory engine and the Redis
-//! engine (each Redis test starts its own `redis-server` on a free loopback port).
+//! engine, on one server and on a three-primary cluster (each Redis test starts its own
+//! `redis-server` processes on free loopback ports).
 //!
 //! This file holds the harness and the list; the tests live in `conformance/`, one file per
 //! topic.
@@ -10,7 +11,8 @@ use std::time::Duration;
 
 use apalis::prelude::*;
 use gce_backend_queues::engine::{Ack, Resolution};
-use gce_backend_queues::testing::{RedisServer, stoppable};
+use gce_backend_queues::link::Link;
+use gce_backend_queues::testing::{Cluster, RedisServer, stoppable};
 use gce_backend_queues::{Engine, MemoryEngine, Policy, Queue, QueueSpec, RedisEngine, WorkerId};
 use serde::{Deserialize, Serialize};
 use tokio::sync::oneshot;
@@ -38,7 +40,8 @@ const NAMESPACE: &str = "test";
 struct Harness {
     engine: Arc<dyn Engine>,
     memory: Option<MemoryEngine>,
-    redis: Option<RedisServer>,
+    /// The Redis URL, and what keeps its servers running.
+    redis: Option<(String, Box<dyn std::any::Any + Send + Sync>)>,
 }
 
 impl Harness {
@@ -49,8 +52,17 @@ impl Harness {
 
     async fn redis() -> Self {
         let server = RedisServer::start();
-        let engine = RedisEngine::connect(&server.url(), NAMESPACE).await.unwrap();
-        Self { engine: Arc::new(engine), memory: None, redis: Some(server) }
+        Self::on(server.url(), Box::new(server)).await
+    }
+
+    async fn cluster() -> Self {
+        let cluster = Cluster::start(3, 0);
+        Self::on(cluster.url(), Box::new(cluster)).await
+    }
+
+    async fn on(url: String, servers: Box<dyn std::any::Any + Send + Sync>) -> Self {
+        let engine = RedisEngine::connect(&url, NAMESPACE).await.unwrap();
+        Self { engine: Arc::new(engine), memory: None, redis: Some((url, servers)) }
     }
 
     fn queue(&self, policy: Policy) -> Queue {
@@ -59,9 +71,8 @@ impl Harness {
 
     /// Writes `value` under `field` of the queue's Redis hash `part` (`rec`, `keys`), behind the
     /// engine's back.
-    async fn hset(&self, server: &RedisServer, q: &Queue, part: &str, field: &str, value: &str) {
-        let client = ::redis::Client::open(server.url()).unwrap();
-        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    async fn hset(&self, url: &str, q: &Queue, part: &str, field: &str, value: &str) {
+        let mut conn = Link::open(url).await.unwrap();
         let hash = format!("{{{NAMESPACE}:{}}}:{part}", q.spec().name);
         let () = ::redis::cmd("HSET").arg(hash).arg(field).arg(value).query_async(&mut conn).await.unwrap();
     }
@@ -70,7 +81,7 @@ impl Harness {
     async fn plant_record(&self, q: &Queue, id: &str, raw: &str) {
         match (&self.memory, &self.redis) {
             (Some(m), _) => m.plant_record(q.spec(), id, raw),
-            (_, Some(server)) => self.hset(server, q, "rec", id, raw).await,
+            (_, Some((url, _))) => self.hset(url, q, "rec", id, raw).await,
             _ => unreachable!("a harness has one engine"),
         }
     }
@@ -79,7 +90,7 @@ impl Harness {
     async fn plant_key(&self, q: &Queue, key: &str, id: &str) {
         match (&self.memory, &self.redis) {
             (Some(m), _) => m.plant_key(q.spec(), key, id),
-            (_, Some(server)) => self.hset(server, q, "keys", key, id).await,
+            (_, Some((url, _))) => self.hset(url, q, "keys", key, id).await,
             _ => unreachable!("a harness has one engine"),
         }
     }
@@ -155,6 +166,14 @@ macro_rules! conformance {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
                     super::$module::$name(&super::Harness::redis().await).await;
+                }
+            )*
+        }
+        mod cluster {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$module::$name(&super::Harness::cluster().await).await;
                 }
             )*
         }

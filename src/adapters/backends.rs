@@ -7,6 +7,7 @@ use std::time::Duration;
 use gce_backend_jobs::ports::buckets::{Buckets, MemoryBuckets};
 use gce_backend_jobs::ports::store::Store;
 use gce_backend_jobs::store::memory::MemoryStore;
+use gce_backend_queues::link::{Link, LinkError, LinkOptions, Password, Target, redact};
 use gce_backend_queues::{Engine, MemoryEngine, RedisEngine};
 
 use crate::adapters::redis_store::RedisStore;
@@ -24,23 +25,23 @@ pub async fn open(redis: Option<&str>, namespace: &str) -> anyhow::Result<Backen
     })
 }
 
-/// Connects the queues and the store to Redis, waiting for it with backoff (as workers do when
-/// it goes away later); a bad URL or namespace is an error at once.
+/// Connects the queues and the store to Redis (one link they share), waiting for it with
+/// backoff (as workers do when it goes away later); a bad URL or namespace is an error at once.
 async fn connect(url: &str, namespace: &str) -> anyhow::Result<Backends> {
     let mut delay = Duration::from_millis(500);
     loop {
-        let error = match redis_engine(url, namespace).await {
-            Ok(engine) => match redis_store(url, namespace).await {
-                Ok(store) => {
-                    let store = Arc::new(store);
-                    return Ok((Arc::new(engine), store.clone(), store));
-                }
-                Err(e) => e,
-            },
+        match link(url).await {
+            Ok(link) => {
+                let engine = RedisEngine::on(link.clone(), namespace)
+                    .map_err(|e| anyhow::anyhow!("--namespace {namespace}: {e}"))?;
+                let store = Arc::new(RedisStore::on(link, namespace));
+                return Ok((Arc::new(engine), store.clone(), store));
+            }
             Err(Fatal(e)) => return Err(e),
-            Err(Retry(e)) => e,
-        };
-        tracing::warn!(redis = url, error = %error, retry_in = ?delay, "Redis is not reachable; waiting for it");
+            Err(Retry(e)) => {
+                tracing::warn!(error = %e, retry_in = ?delay, "Redis is not reachable; waiting for it")
+            }
+        }
         tokio::time::sleep(delay).await;
         delay = (delay * 2).min(Duration::from_secs(10));
     }
@@ -49,35 +50,54 @@ async fn connect(url: &str, namespace: &str) -> anyhow::Result<Backends> {
 /// Longest a first connection to Redis may take before it counts as unreachable.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// Why a connection failed: worth waiting for, or a mistake.
+/// Why a connection failed: worth waiting for, or a mistake. Either message names the URL
+/// without its password.
 #[derive(Debug)]
 pub enum ConnectError {
     /// Redis is not there (yet).
     Retry(String),
-    /// The URL or namespace is wrong.
+    /// The URL, a file it names, or the namespace is wrong.
     Fatal(anyhow::Error),
 }
 use ConnectError::{Fatal, Retry};
 
-/// The queue engine on Redis, within [`CONNECT_TIMEOUT`].
-pub async fn redis_engine(url: &str, namespace: &str) -> Result<RedisEngine, ConnectError> {
-    match tokio::time::timeout(CONNECT_TIMEOUT, RedisEngine::connect(url, namespace)).await {
-        Err(_) => Err(Retry(format!("no answer within {CONNECT_TIMEOUT:?}"))),
-        Ok(Ok(e)) => Ok(e),
-        Ok(Err(gce_backend_queues::QueueError::Redis(e)))
-            if e.kind() == redis::ErrorKind::InvalidClientConfig =>
-        {
-            Err(Fatal(anyhow::anyhow!("--redis {url}: {e}")))
+impl ConnectError {
+    /// The error of a command that tries once (`recover`): not waiting for Redis.
+    pub fn once(self) -> anyhow::Error {
+        match self {
+            Retry(e) => anyhow::anyhow!("Redis is not reachable: {e}"),
+            Fatal(e) => e,
         }
-        Ok(Err(gce_backend_queues::QueueError::Redis(e))) => Err(Retry(e.to_string())),
-        Ok(Err(e)) => Err(Fatal(anyhow::anyhow!("--namespace {namespace}: {e}"))),
     }
 }
 
-/// The store on Redis, within [`CONNECT_TIMEOUT`].
-pub async fn redis_store(url: &str, namespace: &str) -> Result<RedisStore, String> {
-    match tokio::time::timeout(CONNECT_TIMEOUT, RedisStore::connect(url, namespace)).await {
-        Err(_) => Err(format!("no answer within {CONNECT_TIMEOUT:?}")),
-        Ok(r) => r.map_err(|e| e.to_string()),
+/// A link to the Redis `url` names (IAM tokens from the service's Google credentials where it
+/// asks for them), within [`CONNECT_TIMEOUT`].
+pub async fn link(url: &str) -> Result<Link, ConnectError> {
+    let target =
+        Target::parse(url).map_err(|reason| Fatal(LinkError::Config { url: redact(url), reason }.into()))?;
+    let mut options = LinkOptions::default();
+    if target.password == Password::Iam {
+        options.tokens = Some(
+            super::redis_auth::google_tokens()
+                .map_err(|e| Fatal(anyhow::anyhow!("--redis {target}: {e}")))?,
+        );
     }
+    match tokio::time::timeout(CONNECT_TIMEOUT, Link::open_with(url, options)).await {
+        Err(_) => Err(Retry(format!("--redis {target}: no answer within {CONNECT_TIMEOUT:?}"))),
+        Ok(Ok(link)) => Ok(link),
+        Ok(Err(e @ LinkError::Config { .. })) => Err(Fatal(e.into())),
+        Ok(Err(e)) => Err(Retry(e.to_string())),
+    }
+}
+
+/// The queue engine on Redis, within [`CONNECT_TIMEOUT`].
+pub async fn redis_engine(url: &str, namespace: &str) -> Result<RedisEngine, ConnectError> {
+    RedisEngine::on(link(url).await?, namespace)
+        .map_err(|e| Fatal(anyhow::anyhow!("--namespace {namespace}: {e}")))
+}
+
+/// The store on Redis, within [`CONNECT_TIMEOUT`].
+pub async fn redis_store(url: &str, namespace: &str) -> Result<RedisStore, ConnectError> {
+    Ok(RedisStore::on(link(url).await?, namespace))
 }

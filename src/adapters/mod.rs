@@ -6,6 +6,7 @@ pub mod backends;
 pub mod gce;
 pub mod gce_resource;
 pub mod keys;
+pub mod redis_auth;
 pub mod redis_store;
 pub mod swarming;
 
@@ -15,5 +16,5 @@ pub use gce_backend_jobs::ports::clock::SystemClock;
 /// Installs the process-wide TLS crypto provider (ring), which the HTTP clients need even for
 /// plain `http://` endpoints. Safe to call more than once.
 pub fn install_crypto() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    gce_backend_queues::link::install_crypto();
 }

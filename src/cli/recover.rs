@@ -4,6 +4,7 @@
 //! pending/delayed/dead listings, retry and purge). Output is JSON; an unknown queue, task or key
 //! is a usage error.
 
+use crate::adapters::backends::ConnectError;
 use std::sync::Arc;
 
 use gce_backend_jobs::tasks::QUEUES;
@@ -64,9 +65,8 @@ async fn status(
     grace: chrono::Duration,
 ) -> anyhow::Result<()> {
     let url = url(args, "recover status")?;
-    let db = crate::adapters::backends::redis_store(url, &args.namespace)
-        .await
-        .map_err(|e| anyhow::anyhow!("Redis at {url} is not reachable: {e}"))?;
+    let db =
+        crate::adapters::backends::redis_store(url, &args.namespace).await.map_err(ConnectError::once)?;
     // Listed once: here when prefixes are named (to refuse unknown ones), else by the report.
     let known = if only.is_empty() { Vec::new() } else { gce_backend_jobs::status::prefixes(&db).await? };
     if let Some(p) = only.iter().find(|p| !known.contains(p)) {
@@ -149,13 +149,9 @@ fn queue(engine: &Arc<dyn Engine>, name: &str) -> Result<Queue, Usage> {
 /// `gce-backend recover queues …`.
 async fn queue_op(args: &RedisArgs, name: Option<&str>, op: QueueOp) -> anyhow::Result<()> {
     let url = url(args, "recover queues")?;
-    let engine: Arc<dyn Engine> = match crate::adapters::backends::redis_engine(url, &args.namespace).await {
-        Ok(e) => Arc::new(e),
-        Err(crate::adapters::backends::ConnectError::Retry(e)) => {
-            anyhow::bail!("Redis at {url} is not reachable: {e}")
-        }
-        Err(crate::adapters::backends::ConnectError::Fatal(e)) => return Err(e),
-    };
+    let engine: Arc<dyn Engine> = Arc::new(
+        crate::adapters::backends::redis_engine(url, &args.namespace).await.map_err(ConnectError::once)?,
+    );
     if let QueueOp::List = op {
         let mut all = serde_json::Map::new();
         for n in QUEUES {

@@ -35,8 +35,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::{Client, Value};
+use redis::Value;
 
 mod library;
 mod waiter;
@@ -46,6 +45,7 @@ use super::{
     Ack, Counts, DeadSelection, Engine, Leased, PushItem, PushOutcome, QueueError, QueueSpec, Resolution,
     Taken, TaskStatus, Waiter, WorkerId, new_task_id,
 };
+use crate::link::{Link, LinkError};
 use library::LIBRARY;
 use waiter::RedisWaiter;
 
@@ -58,8 +58,7 @@ const PUSH_CHUNK: usize = 1000;
 /// Redis engine for one deployment namespace.
 #[derive(Clone)]
 pub struct RedisEngine {
-    client: Client,
-    conn: ConnectionManager,
+    conn: Link,
     namespace: String,
 }
 
@@ -70,23 +69,20 @@ impl std::fmt::Debug for RedisEngine {
 }
 
 impl RedisEngine {
-    /// Connects to `url` (e.g. `redis://127.0.0.1:6379/0`) for deployment `namespace`.
+    /// Connects to `url` (any `--redis` URL, e.g. `redis://127.0.0.1:6379/0`) for deployment
+    /// `namespace`.
     ///
     /// The connection reconnects by itself; calls made while Redis is away fail with
     /// [`QueueError::Redis`], which workers retry with backoff.
     pub async fn connect(url: &str, namespace: &str) -> Result<Self, QueueError> {
-        if namespace.is_empty() || namespace.contains(['{', '}', ':']) {
-            return Err(QueueError::Invalid(format!(
-                "namespace {namespace:?}: must be non-empty without '{{', '}}' or ':'"
-            )));
-        }
-        let client = Client::open(url)?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(Duration::from_secs(2)))
-            .set_response_timeout(Some(Duration::from_secs(10)))
-            .set_max_delay(Duration::from_secs(2));
-        let conn = client.get_connection_manager_with_config(config).await?;
-        Ok(Self { client, conn, namespace: namespace.to_owned() })
+        check_namespace(namespace)?;
+        Self::on(Link::open(url).await?, namespace)
+    }
+
+    /// The engine of deployment `namespace` over an open link.
+    pub fn on(link: Link, namespace: &str) -> Result<Self, QueueError> {
+        check_namespace(namespace)?;
+        Ok(Self { conn: link, namespace: namespace.to_owned() })
     }
 
     /// The namespace this engine works in.
@@ -270,7 +266,7 @@ impl Engine for RedisEngine {
     }
 
     fn waiter(&self, q: &QueueSpec) -> Box<dyn Waiter> {
-        Box::new(RedisWaiter { client: self.client.clone(), conn: None, signal: self.key(q, "signal") })
+        Box::new(RedisWaiter { link: self.conn.clone(), conn: None, signal: self.key(q, "signal") })
     }
 
     async fn renew(&self, q: &QueueSpec, leases: &[(String, String)]) -> Result<Vec<String>, QueueError> {
@@ -448,6 +444,25 @@ impl RedisEngine {
             if n + k == 0 || !id.is_empty() || left == 0 {
                 return Ok(total);
             }
+        }
+    }
+}
+
+/// A namespace is part of every key's hash tag: it must not open or close one.
+fn check_namespace(namespace: &str) -> Result<(), QueueError> {
+    if namespace.is_empty() || namespace.contains(['{', '}', ':']) {
+        return Err(QueueError::Invalid(format!(
+            "namespace {namespace:?}: must be non-empty without '{{', '}}' or ':'"
+        )));
+    }
+    Ok(())
+}
+
+impl From<LinkError> for QueueError {
+    fn from(e: LinkError) -> Self {
+        match e {
+            LinkError::Unreachable { source, .. } => Self::Redis(source),
+            config => Self::Invalid(config.to_string()),
         }
     }
 }

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use gce_backend_jobs::model::{ConfigRecord, Undecoded};
 use gce_backend_jobs::ports::store::{Expect, Fence, StoreError, Versioned};
+use gce_backend_queues::link::Link;
 use redis::Script;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -17,7 +17,7 @@ use super::scripts::{COUNT_IN, DELETE, DELETE_VM, PUT, PUT_VM, RECOUNT_ZONES, RE
 /// The Redis store of one deployment.
 #[derive(Clone)]
 pub struct RedisStore {
-    pub(super) conn: redis::aio::ConnectionManager,
+    pub(super) conn: Link,
     pub(super) ns: String,
     pub(super) put: std::sync::Arc<[Script; 7]>,
 }
@@ -116,17 +116,14 @@ impl RedisStore {
         Ok(done == 1)
     }
 
-    /// Connects to `url` for deployment `namespace`.
+    /// Connects to `url` (any `--redis` URL) for deployment `namespace`.
     pub async fn connect(url: &str, namespace: &str) -> Result<Self, StoreError> {
-        let client = redis::Client::open(url).map_err(|e| StoreError::Unavailable(e.to_string()))?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(Duration::from_secs(2)))
-            .set_response_timeout(Some(Duration::from_secs(10)))
-            .set_max_delay(Duration::from_secs(2));
-        let conn = client
-            .get_connection_manager_with_config(config)
-            .await
-            .map_err(|e| StoreError::Unavailable(e.to_string()))?;
+        let link = Link::open(url).await.map_err(|e| StoreError::Unavailable(e.to_string()))?;
+        Ok(Self::on(link, namespace))
+    }
+
+    /// The store of deployment `namespace` over an open link (shared with the queues).
+    pub fn on(conn: Link, namespace: &str) -> Self {
         let put = [
             Script::new(PUT),
             Script::new(DELETE),
@@ -136,7 +133,7 @@ impl RedisStore {
             Script::new(COUNT_IN),
             Script::new(RECOUNT_ZONES),
         ];
-        Ok(Self { conn, ns: namespace.to_owned(), put: std::sync::Arc::new(put) })
+        Self { conn, ns: namespace.to_owned(), put: std::sync::Arc::new(put) }
     }
 
     /// Pushes `value` at the head of the LIST `key` and trims it to its newest `keep` (at least
@@ -156,7 +153,7 @@ impl RedisStore {
         format!("{{{}:db}}:{part}", self.ns)
     }
 
-    pub(super) fn c(&self) -> ConnectionManager {
+    pub(super) fn c(&self) -> Link {
         self.conn.clone()
     }
 

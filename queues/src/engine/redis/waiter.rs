@@ -3,18 +3,18 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use redis::aio::MultiplexedConnection;
-use redis::{AsyncConnectionConfig, Client, Value};
+use redis::Value;
 
 use crate::engine::{QueueError, Waiter};
+use crate::link::Link;
 
 /// Blocks on the queue's signal list over a connection of its own (a blocking pop would stall
 /// a shared connection).
 pub(super) struct RedisWaiter {
-    /// Where to open the connection.
-    pub(super) client: Client,
-    /// Its connection, opened at the first wait (and again after a lost one).
-    pub(super) conn: Option<MultiplexedConnection>,
+    /// The engine's link, from which the waiter's own is made.
+    pub(super) link: Link,
+    /// Its own link, opened at the first wait (and again after a lost one).
+    pub(super) conn: Option<Link>,
     /// The queue's signal list.
     pub(super) signal: String,
 }
@@ -23,10 +23,7 @@ pub(super) struct RedisWaiter {
 impl Waiter for RedisWaiter {
     async fn wait(&mut self, timeout: Duration) -> Result<(), QueueError> {
         if self.conn.is_none() {
-            let config = AsyncConnectionConfig::new()
-                .set_connection_timeout(Some(Duration::from_secs(2)))
-                .set_response_timeout(None);
-            self.conn = Some(self.client.get_multiplexed_async_connection_with_config(&config).await?);
+            self.conn = Some(self.link.dedicated().await?);
         }
         let conn = self.conn.as_mut().expect("connected above");
         // BLPOP takes seconds; a lost connection must not hang us, hence the outer timeout.

@@ -1,0 +1,300 @@
+//! How the service reaches Redis: one connection type for the store, the queues, the cron claims
+//! and `recover`, whatever the `--redis` URL names: one server (`redis://`, `rediss://`), a
+//! primary behind sentinels (`redis+sentinel://`, followed on promotion) or a cluster
+//! (`redis+cluster://`, MOVED/ASK followed and the slot map refreshed by the `redis` crate). TLS
+//! checks the server's certificate (against `ca_file` when given); passwords come from the URL,
+//! a file read again when it changes, or IAM access tokens ([`TokenSource`]).
+//!
+//! `target.rs` parses the URL (floor 1); `auth.rs` keeps rotating secrets; `sentinel.rs` follows
+//! a promoted primary.
+
+mod auth;
+mod sentinel;
+mod target;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClientBuilder;
+use redis::cluster_async::ClusterConnection;
+use redis::{
+    Cmd, ConnectionAddr, IntoConnectionInfo, Pipeline, RedisConnectionInfo, RedisFuture, TlsCertificates,
+    Value,
+};
+
+pub use auth::TokenSource;
+use auth::{Rotating, Secret};
+pub use target::{Host, Mode, Password, Target};
+
+/// How a link connects, besides its URL.
+#[derive(Clone)]
+pub struct LinkOptions {
+    /// Where IAM access tokens come from (needed by `auth=iam`).
+    pub tokens: Option<Arc<dyn TokenSource>>,
+    /// How often a password file or the token source is read again.
+    pub secret_every: Duration,
+    /// Longest a command may wait for its answer (`None`: forever, for blocking pops).
+    pub response_timeout: Option<Duration>,
+}
+
+/// Installs the process-wide TLS crypto provider (ring), which TLS connections (to Redis, and
+/// the HTTP clients' even for plain `http://`) need. Safe to call more than once.
+pub fn install_crypto() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+impl Default for LinkOptions {
+    fn default() -> Self {
+        Self {
+            tokens: None,
+            secret_every: Duration::from_secs(2),
+            response_timeout: Some(Duration::from_secs(10)),
+        }
+    }
+}
+
+impl std::fmt::Debug for LinkOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LinkOptions").field("secret_every", &self.secret_every).finish_non_exhaustive()
+    }
+}
+
+/// Why a link could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum LinkError {
+    /// The URL, its files or its options are wrong: waiting will not help.
+    #[error("--redis {url}: {reason}")]
+    Config {
+        /// The URL without its password.
+        url: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The servers did not answer (yet).
+    #[error("--redis {url}: {source}")]
+    Unreachable {
+        /// The URL without its password.
+        url: String,
+        /// What the client said.
+        source: redis::RedisError,
+    },
+}
+
+/// A connection to a deployment's Redis, cheap to clone (clones share it); it reconnects by
+/// itself, and a command sent while Redis is away fails (callers retry).
+#[derive(Clone)]
+pub struct Link {
+    conn: Conn,
+    setup: Arc<Setup>,
+}
+
+#[derive(Clone)]
+enum Conn {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+    Sentinel(Arc<sentinel::Follower>),
+}
+
+/// What a link was opened with: enough to open another ([`Link::dedicated`]).
+struct Setup {
+    target: Target,
+    options: LinkOptions,
+    certs: Option<Vec<u8>>,
+    creds: Option<Rotating>,
+}
+
+impl std::fmt::Debug for Link {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Link").field("target", &self.setup.target.redacted()).finish()
+    }
+}
+
+impl Link {
+    /// Parses `url` and connects with the default options.
+    pub async fn open(url: &str) -> Result<Self, LinkError> {
+        Self::open_with(url, LinkOptions::default()).await
+    }
+
+    /// Parses `url` and connects.
+    pub async fn open_with(url: &str, options: LinkOptions) -> Result<Self, LinkError> {
+        install_crypto();
+        let target = Target::parse(url).map_err(|reason| LinkError::Config { url: redact(url), reason })?;
+        let config = |reason: String| LinkError::Config { url: target.redacted(), reason };
+        let certs = match &target.ca_file {
+            Some(path) => {
+                Some(std::fs::read(path).map_err(|e| config(format!("ca_file {}: {e}", path.display())))?)
+            }
+            None => None,
+        };
+        let secret = match &target.password {
+            Password::File(path) => Some(Secret::File(path.clone())),
+            Password::Iam => Some(Secret::Token(
+                options.tokens.clone().ok_or_else(|| config("auth=iam: no Google credentials".into()))?,
+            )),
+            Password::None | Password::Inline(_) => None,
+        };
+        let creds = match secret {
+            Some(s) => {
+                Some(Rotating::start(target.user.as_deref(), s, options.secret_every).await.map_err(config)?)
+            }
+            None => None,
+        };
+        let setup = Arc::new(Setup { target, options, certs, creds });
+        let conn = setup.connect().await?;
+        Ok(Self { conn, setup })
+    }
+
+    /// Another link to the same servers with connections of its own and no response timeout:
+    /// for blocking pops, which would stall a shared connection.
+    pub async fn dedicated(&self) -> Result<Self, LinkError> {
+        let mut options = self.setup.options.clone();
+        options.response_timeout = None;
+        let setup = Arc::new(Setup {
+            target: self.setup.target.clone(),
+            options,
+            certs: self.setup.certs.clone(),
+            creds: self.setup.creds.clone(),
+        });
+        let conn = setup.connect().await?;
+        Ok(Self { conn, setup })
+    }
+
+    /// What it connects to (the URL without its password).
+    pub fn target(&self) -> &Target {
+        &self.setup.target
+    }
+
+    /// Whether it speaks to a cluster (where `WAIT` and `FUNCTION LOAD` go to every primary).
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.conn, Conn::Cluster(_))
+    }
+}
+
+impl Setup {
+    async fn connect(self: &Arc<Self>) -> Result<Conn, LinkError> {
+        let unreachable = |source| LinkError::Unreachable { url: self.target.redacted(), source };
+        match &self.target.mode {
+            Mode::Single(host) => {
+                let client = self.info(host).and_then(|info| self.client(info)).map_err(unreachable)?;
+                Ok(Conn::Single(
+                    client
+                        .get_connection_manager_with_config(self.manager_config())
+                        .await
+                        .map_err(unreachable)?,
+                ))
+            }
+            Mode::Cluster(nodes) => {
+                let infos =
+                    nodes.iter().map(|h| self.info(h)).collect::<Result<Vec<_>, _>>().map_err(unreachable)?;
+                let mut builder = ClusterClientBuilder::new(infos)
+                    .connection_timeout(Duration::from_secs(2))
+                    .response_timeout(
+                        self.options.response_timeout.unwrap_or(Duration::from_secs(24 * 3600)),
+                    );
+                if self.target.tls {
+                    builder = builder.tls(redis::TlsMode::Secure);
+                }
+                if let Some(pem) = &self.certs {
+                    builder =
+                        builder.certs(TlsCertificates { client_tls: None, root_cert: Some(pem.clone()) });
+                }
+                if let Some(creds) = &self.creds {
+                    builder = builder.set_credentials_provider(creds.clone());
+                }
+                let client = builder.build().map_err(unreachable)?;
+                Ok(Conn::Cluster(client.get_async_connection().await.map_err(unreachable)?))
+            }
+            Mode::Sentinel { .. } => {
+                Ok(Conn::Sentinel(Arc::new(sentinel::Follower::start(self.clone()).await?)))
+            }
+        }
+    }
+
+    /// The connection info of one server: its address (TLS when asked), database and password.
+    fn info(&self, host: &Host) -> redis::RedisResult<redis::ConnectionInfo> {
+        let addr = if self.target.tls {
+            ConnectionAddr::TcpTls {
+                host: host.host.clone(),
+                port: host.port,
+                insecure: false,
+                tls_params: None,
+            }
+        } else {
+            ConnectionAddr::Tcp(host.host.clone(), host.port)
+        };
+        let mut redis = RedisConnectionInfo::default().set_db(self.target.db);
+        if let Some(user) = &self.target.user {
+            redis = redis.set_username(user);
+        }
+        if let Password::Inline(p) = &self.target.password {
+            redis = redis.set_password(p);
+        }
+        Ok(addr.into_connection_info()?.set_redis_settings(redis))
+    }
+
+    /// A client for one server, trusting the CA file when one is given.
+    fn client(&self, info: redis::ConnectionInfo) -> redis::RedisResult<redis::Client> {
+        match &self.certs {
+            Some(pem) => redis::Client::build_with_tls(
+                info,
+                TlsCertificates { client_tls: None, root_cert: Some(pem.clone()) },
+            ),
+            None => redis::Client::open(info),
+        }
+    }
+
+    fn manager_config(&self) -> ConnectionManagerConfig {
+        let mut config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(2)))
+            .set_response_timeout(self.options.response_timeout)
+            .set_max_delay(Duration::from_secs(2));
+        if let Some(creds) = &self.creds {
+            config = config.set_credentials_provider(creds.clone());
+        }
+        config
+    }
+}
+
+impl ConnectionLike for Link {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match &mut self.conn {
+            Conn::Single(c) => c.req_packed_command(cmd),
+            Conn::Cluster(c) => c.req_packed_command(cmd),
+            Conn::Sentinel(f) => sentinel::Follower::command(f.clone(), cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipe: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match &mut self.conn {
+            Conn::Single(c) => c.req_packed_commands(pipe, offset, count),
+            Conn::Cluster(c) => c.req_packed_commands(pipe, offset, count),
+            Conn::Sentinel(f) => sentinel::Follower::commands(f.clone(), pipe, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        self.setup.target.db
+    }
+}
+
+/// `url` with what comes before the last `@` of its hosts replaced: for a URL too broken to
+/// parse, whose password must not reach a message either.
+pub fn redact(url: &str) -> String {
+    let (scheme, rest) = match url.split_once("://") {
+        Some((scheme, rest)) => (format!("{scheme}://"), rest),
+        None => (String::new(), url),
+    };
+    // Without a scheme nothing says where the hosts end: anything before an `@` may be secret.
+    let authority_end =
+        if scheme.is_empty() { rest.len() } else { rest.find(['/', '?']).unwrap_or(rest.len()) };
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{scheme}***@{}", &rest[at + 1..]),
+        None => url.to_owned(),
+    }
+}
