@@ -161,6 +161,19 @@ macro_rules! both {
             $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                async fn $name() { super::$name(super::Backend::Redis).await } )*
         }
+        /// Every production Redis mode runs the pipeline: TLS, Sentinel, Cluster.
+        mod tls {
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+               async fn $name() { super::$name(super::Backend::Tls).await } )*
+        }
+        mod sentinel {
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+               async fn $name() { super::$name(super::Backend::Sentinel).await } )*
+        }
+        mod cluster {
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+               async fn $name() { super::$name(super::Backend::Cluster).await } )*
+        }
         /// (xi): the embedded default passes (i)–(v).
         mod embedded {
             $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -289,6 +289,18 @@ async fn the_redis_store_meets_the_contract() {
     contract(Arc::new(RedisStore::connect(&server.url(), "test").await.unwrap())).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_redis_store_meets_the_contract_on_a_cluster() {
+    let cluster = gce_backend_queues::testing::Cluster::start(3, 0);
+    contract(Arc::new(RedisStore::connect(&cluster.url(), "test").await.unwrap())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_redis_store_meets_the_contract_over_tls() {
+    let server = RedisServer::start_tls();
+    contract(Arc::new(RedisStore::connect(&server.url(), "test").await.unwrap())).await;
+}
+
 /// The audit trail: per Config and global lists, newest first, bounded, paged, kept after the
 /// Config's status is dropped.
 async fn audit(store: &dyn Store) {

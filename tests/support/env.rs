@@ -13,7 +13,7 @@ use gce_backend::sim::{self, Sim, SimConfig};
 use gce_backend_jobs::Ctx;
 use gce_backend_jobs::model::{Counts, Vm};
 use gce_backend_jobs::ports::store::VmIndex;
-use gce_backend_queues::testing::{RedisServer, eventually};
+use gce_backend_queues::testing::{Cluster, RedisServer, Sentinels, eventually};
 use serde_json::Value;
 
 use super::fixtures::{DEPLOYMENT, settings};
@@ -26,6 +26,12 @@ const LIMIT: Duration = Duration::from_secs(60);
 pub(crate) enum Backend {
     /// A private `redis-server`.
     Redis,
+    /// A private `redis-server` that speaks TLS only (`rediss://`, a CA the test made).
+    Tls,
+    /// A primary and a replica behind three sentinels (`redis+sentinel://`).
+    Sentinel,
+    /// A three-primary cluster (`redis+cluster://`).
+    Cluster,
     /// The embedded in-memory default.
     Memory,
 }
@@ -40,6 +46,8 @@ pub(crate) struct Env {
     /// Where the service's API listens (with workers).
     pub(crate) api_url: Option<String>,
     pub(crate) _redis: Option<RedisServer>,
+    /// The servers of the other Redis backends.
+    _servers: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 impl Env {
@@ -69,9 +77,25 @@ impl Env {
         let (addr, sim) = sim::spawn(sim_cfg).await.unwrap();
         let sim_url = format!("http://{addr}");
         let redis = (backend == Backend::Redis).then(RedisServer::start);
+        let (url, servers): (Option<String>, Option<Box<dyn std::any::Any + Send + Sync>>) = match backend {
+            Backend::Memory => (None, None),
+            Backend::Redis => (redis.as_ref().map(RedisServer::url), None),
+            Backend::Tls => {
+                let s = RedisServer::start_tls();
+                (Some(s.url()), Some(Box::new(s)))
+            }
+            Backend::Sentinel => {
+                let s = Sentinels::start();
+                (Some(s.url()), Some(Box::new(s)))
+            }
+            Backend::Cluster => {
+                let c = Cluster::start(3, 0);
+                (Some(c.url()), Some(Box::new(c)))
+            }
+        };
         let opts = RunOptions {
             store: gce_backend::server::RedisArgs {
-                redis: redis.as_ref().map(RedisServer::url),
+                redis: url,
                 namespace: DEPLOYMENT.into(),
             },
             role: Role::All,
@@ -95,7 +119,7 @@ impl Env {
             (None, server::context(&opts, &settings).await.unwrap().0)
         };
         let api_url = app.as_ref().and_then(|a| a.api.as_ref()).map(|(addr, _)| format!("http://{addr}"));
-        Env { app, ctx, sim, sim_url, dir, api_url, _redis: redis }
+        Env { app, ctx, sim, sim_url, dir, api_url, _redis: redis, _servers: servers }
     }
 
     /// Writes (or replaces) Config file `name.yaml` in the configs directory.
