@@ -5,6 +5,8 @@
 mod api;
 /// Bad records of each kind at once, confined to their entity.
 mod bad_input;
+/// Operator writes wait for the replicas (503 when none acknowledges).
+mod replicas;
 
 /// The circuit breaker: a broken image opens it, a fixed one's canary closes it.
 mod breaker;

@@ -165,9 +165,24 @@ impl Link {
         &self.setup.target
     }
 
-    /// Whether it speaks to a cluster (where `WAIT` and `FUNCTION LOAD` go to every primary).
-    pub fn is_cluster(&self) -> bool {
-        matches!(self.conn, Conn::Cluster(_))
+    /// Waits until the replicas the URL counts on (`replicas=N`) hold every write sent through
+    /// this link so far, for at most `within`; an error says how many did. On a cluster every
+    /// primary is asked, and the fewest acknowledgements count.
+    pub async fn replicated(&self, within: Duration) -> Result<(), String> {
+        let wanted = self.setup.target.replicas;
+        if wanted == 0 {
+            return Ok(());
+        }
+        let acked: redis::RedisResult<i64> = redis::cmd("WAIT")
+            .arg(wanted)
+            .arg(within.as_millis() as u64)
+            .query_async(&mut self.clone())
+            .await;
+        match acked {
+            Ok(n) if n >= i64::from(wanted) => Ok(()),
+            Ok(n) => Err(format!("{n} of {wanted} replicas acknowledged the write within {within:?}")),
+            Err(e) => Err(format!("cannot ask the replicas: {e}")),
+        }
     }
 }
 

@@ -47,6 +47,12 @@ impl Method {
         self.route.replace('<', "{").replace('>', "}")
     }
 
+    /// Whether it changes what is stored (every method but a read or a dry run): its 2xx waits
+    /// for the replicas.
+    pub fn writes(&self) -> bool {
+        self.verb != "get" && !DRY_RUNS.contains(&self.name)
+    }
+
     /// Its verb as a filter.
     fn filter(&self) -> MethodFilter {
         match self.verb {
@@ -57,6 +63,9 @@ impl Method {
         }
     }
 }
+
+/// The methods that take a body but store nothing.
+const DRY_RUNS: [&str; 1] = ["planConfig"];
 
 /// The schema of `T`, named after it (`config-entry.json`).
 pub fn schema<T: JsonSchema>() -> (String, serde_json::Value) {

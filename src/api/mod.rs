@@ -5,8 +5,8 @@
 //!
 //! Its files are floors (each imports only from the lines above it; the crate's `lib.rs` lists
 //! them): the records (`summary`, `error`, `urls`), tokens and rates (`auth`, `types`,
-//! `listen`), what handlers share (`state`: [`Api`]; `io`: [`Out`], [`Input`], [`Params`];
-//! `health`), the handlers (`configs`, `queues`, `vms`, `register`, `series`, `status`, `ui`), the method
+//! `listen`), what handlers share (`durable`: writes wait for the replicas; `state`: [`Api`];
+//! `io`: [`Out`], [`Input`], [`Params`]; `health`), the handlers (`configs`, `queues`, `vms`, `register`, `series`, `status`, `ui`), the method
 //! table (`methods`) and what is made from it (`reference`); this file, on top, only builds the
 //! router and serves it.
 
@@ -18,6 +18,7 @@ pub mod auth;
 pub mod listen;
 pub mod types;
 
+mod durable;
 mod health;
 mod io;
 mod state;
@@ -67,7 +68,13 @@ fn doc(v: Option<serde_json::Value>) -> Response {
 pub fn router(api: Api) -> Router {
     let gate = |role| (api.tokens.clone(), api.ctx.clock.clone(), Needs(role));
     let metrics = api.metrics.clone();
+    let store = api.ctx.store.clone();
     let methods = methods::routes(|m, r| {
+        let r = if m.writes() {
+            r.route_layer(axum::middleware::from_fn_with_state(store.clone(), durable::replicated))
+        } else {
+            r
+        };
         r.route_layer(axum::middleware::from_fn_with_state(gate(m.role), auth::require)).route_layer(
             axum::middleware::from_fn_with_state((metrics.clone(), m.name), crate::metrics::measure),
         )

@@ -47,7 +47,7 @@ pub(crate) struct Env {
     pub(crate) api_url: Option<String>,
     pub(crate) _redis: Option<RedisServer>,
     /// The servers of the other Redis backends.
-    _servers: Option<Box<dyn std::any::Any + Send + Sync>>,
+    pub(crate) servers: Option<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 impl Env {
@@ -94,10 +94,7 @@ impl Env {
             }
         };
         let opts = RunOptions {
-            store: gce_backend::server::RedisArgs {
-                redis: url,
-                namespace: DEPLOYMENT.into(),
-            },
+            store: gce_backend::server::RedisArgs { redis: url, namespace: DEPLOYMENT.into() },
             role: Role::All,
             configs: dir.clone(),
             settings: PathBuf::new(),
@@ -119,7 +116,7 @@ impl Env {
             (None, server::context(&opts, &settings).await.unwrap().0)
         };
         let api_url = app.as_ref().and_then(|a| a.api.as_ref()).map(|(addr, _)| format!("http://{addr}"));
-        Env { app, ctx, sim, sim_url, dir, api_url, _redis: redis, _servers: servers }
+        Env { app, ctx, sim, sim_url, dir, api_url, _redis: redis, servers }
     }
 
     /// Writes (or replaces) Config file `name.yaml` in the configs directory.

@@ -327,4 +327,10 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// is at the version it was computed from, and a VM written meanwhile keeps the entries its
     /// own write made, so a rebuild racing writes loses none of them.
     async fn rebuild(&self, scope: &Scope) -> Result<Rebuilt, StoreError>;
+    /// Waits until the replicas the deployment counts on hold every write this process made so
+    /// far (an operator's write is answered only then); [`StoreError::Unavailable`] when they
+    /// did not acknowledge in time. A store without replicas has nothing to wait for.
+    async fn replicated(&self) -> Result<(), StoreError> {
+        Ok(())
+    }
 }

@@ -7,7 +7,7 @@
 //! redis+sentinel://[user[:password]@]s1[:port],s2…/master[/db][?options]
 //! redis+cluster://[user[:password]@]n1[:port],n2…[?options]
 //! rediss+sentinel://…, rediss+cluster://…                   the same over TLS
-//! options: ca_file=PATH  password_file=PATH  auth=iam  (joined with &)
+//! options: ca_file=PATH  password_file=PATH  auth=iam  replicas=N  (joined with &)
 //! ```
 
 use std::fmt;
@@ -88,13 +88,16 @@ pub struct Target {
     pub password: Password,
     /// The database number (0 in Cluster mode, the only one a cluster has).
     pub db: i64,
+    /// How many replicas must acknowledge an operator's write before it is answered (`WAIT`):
+    /// 1 behind sentinels, else 0 unless `replicas=N` says otherwise.
+    pub replicas: u32,
 }
 
 /// The default port of a Redis server and of a sentinel.
 const REDIS_PORT: u16 = 6379;
 const SENTINEL_PORT: u16 = 26379;
 /// The options a URL may carry.
-const OPTIONS: [&str; 3] = ["ca_file", "password_file", "auth"];
+const OPTIONS: [&str; 4] = ["ca_file", "password_file", "auth", "replicas"];
 
 impl Target {
     /// Parses `url`; an error names what is wrong (never the password).
@@ -166,7 +169,8 @@ impl Target {
         if let Some(extra) = segments.next() {
             return Err(format!("unexpected path segment {extra:?}"));
         }
-        let mut target = Target { mode, tls, ca_file: None, user, password: Password::None, db };
+        let replicas = u32::from(matches!(mode, Mode::Sentinel { .. }));
+        let mut target = Target { mode, tls, ca_file: None, user, password: Password::None, db, replicas };
         if let Some(p) = inline {
             target.password = Password::Inline(p);
         }
@@ -193,6 +197,13 @@ impl Target {
             "auth" if value != "iam" => return Err(format!("auth={value}: the only value is iam")),
             "auth" if taken => return Err("auth=iam takes no other password".into()),
             "auth" => self.password = Password::Iam,
+            "replicas" => {
+                self.replicas = value
+                    .parse()
+                    .ok()
+                    .filter(|n| *n <= 16)
+                    .ok_or_else(|| format!("replicas={value}: a number of replicas, 0 to 16"))?
+            }
             other => return Err(format!("unknown option {other:?}: expected one of {}", OPTIONS.join(", "))),
         }
         Ok(())
@@ -245,6 +256,9 @@ impl fmt::Display for Target {
             Password::File(p) => options.push(format!("password_file={}", p.display())),
             Password::Iam => options.push("auth=iam".into()),
             _ => {}
+        }
+        if self.replicas != u32::from(matches!(self.mode, Mode::Sentinel { .. })) {
+            options.push(format!("replicas={}", self.replicas));
         }
         if !options.is_empty() {
             write!(f, "?{}", options.join("&"))?;

@@ -50,6 +50,9 @@ pub use conn::RedisStore;
 use conn::{derived, err, err_at, expect, json, lenient};
 use sums::zoned;
 
+/// Longest an operator's write waits for its replicas before the API answers 503.
+const REPLICATION_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 #[async_trait]
 impl Store for RedisStore {
     async fn config(&self, prefix: &str) -> Result<Option<Versioned<ConfigRecord>>, StoreError> {
@@ -457,6 +460,10 @@ impl Store for RedisStore {
 
     async fn marked(&self, space: &str, key: &str) -> Result<Option<DateTime<Utc>>, StoreError> {
         self.marked_at(space, key).await
+    }
+
+    async fn replicated(&self) -> Result<(), StoreError> {
+        self.conn.replicated(REPLICATION_WAIT).await.map_err(StoreError::Unavailable)
     }
 
     async fn global_pause(&self) -> Result<Option<Pause>, StoreError> {

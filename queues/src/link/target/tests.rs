@@ -23,7 +23,9 @@ fn each_mode_parses_with_its_defaults() {
     let t = Target::parse("redis+sentinel://s1,s2:26380,[::1]/mymaster/1").unwrap();
     let sentinels = vec![host("s1", 26379), host("s2", 26380), host("::1", 26379)];
     assert_eq!(t.mode, Mode::Sentinel { sentinels, master: "mymaster".into() });
-    assert_eq!(t.db, 1);
+    assert_eq!((t.db, t.replicas), (1, 1), "behind sentinels, a replica acknowledges operator writes");
+    assert_eq!(Target::parse("redis+sentinel://s/m?replicas=0").unwrap().replicas, 0);
+    assert_eq!(Target::parse("rediss://h?replicas=2").unwrap().replicas, 2);
 
     let t = Target::parse("rediss+cluster://10.0.0.1,10.0.0.2:6380?auth=iam&ca_file=/ca.pem").unwrap();
     assert_eq!(t.mode, Mode::Cluster(vec![host("10.0.0.1", 6379), host("10.0.0.2", 6380)]));
@@ -54,6 +56,8 @@ fn mistakes_are_refused_with_what_is_wrong() {
         ("redis://h?password_file=", "needs a value"),
         ("redis://:pw@h%zz", "not a host"),
         ("redis://", "a host is missing"),
+        ("redis://h?replicas=-1", "0 to 16"),
+        ("redis://h?replicas=99", "0 to 16"),
     ] {
         let err = Target::parse(url).expect_err(url);
         assert!(err.contains(says), "{url}: {err}");
@@ -69,7 +73,7 @@ fn the_redacted_url_keeps_everything_but_the_password() {
     let t = Target::parse("redis+sentinel://:hunter2@s1,s2/m").unwrap();
     assert_eq!(t.redacted(), "redis+sentinel://:***@s1:26379,s2:26379/m");
     // What it prints parses back to the same target (the password aside).
-    let t = Target::parse("rediss+cluster://u@n1,n2:7000?ca_file=/c&auth=iam").unwrap();
+    let t = Target::parse("rediss+cluster://u@n1,n2:7000?ca_file=/c&auth=iam&replicas=1").unwrap();
     assert_eq!(Target::parse(&t.redacted()).unwrap(), t);
     assert_eq!(crate::link::redact("redis:/u:hunter2@h"), "***@h");
     assert_eq!(crate::link::redact("rediss://u:hunter2@h:1/0"), "rediss://***@h:1/0");
