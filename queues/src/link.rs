@@ -71,6 +71,15 @@ pub enum LinkError {
         /// What is wrong.
         reason: String,
     },
+    /// The credentials could not be had (yet): IAM tokens from a metadata server that does not
+    /// answer.
+    #[error("--redis {url}: {reason}")]
+    Credentials {
+        /// The URL without its password.
+        url: String,
+        /// What the token source said.
+        reason: String,
+    },
     /// The servers did not answer (yet).
     #[error("--redis {url}: {source}")]
     Unreachable {
@@ -136,7 +145,16 @@ impl Link {
         };
         let creds = match secret {
             Some(s) => {
-                Some(Rotating::start(target.user.as_deref(), s, options.secret_every).await.map_err(config)?)
+                let iam = target.password == Password::Iam;
+                Some(Rotating::start(target.user.as_deref(), s, options.secret_every).await.map_err(
+                    |reason| {
+                        if iam {
+                            LinkError::Credentials { url: target.redacted(), reason }
+                        } else {
+                            config(reason)
+                        }
+                    },
+                )?)
             }
             None => None,
         };
@@ -263,7 +281,10 @@ impl Setup {
         let mut config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(Duration::from_secs(2)))
             .set_response_timeout(self.options.response_timeout)
-            .set_max_delay(Duration::from_secs(2));
+            .set_max_delay(Duration::from_secs(2))
+            // A reconnection tries twice, then the next command tries again: a first connection
+            // that is refused says so at once.
+            .set_number_of_retries(2);
         if let Some(creds) = &self.creds {
             config = config.set_credentials_provider(creds.clone());
         }

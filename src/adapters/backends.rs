@@ -87,6 +87,7 @@ pub async fn link(url: &str) -> Result<Link, ConnectError> {
         Err(_) => Err(Retry(format!("--redis {target}: no answer within {CONNECT_TIMEOUT:?}"))),
         Ok(Ok(link)) => Ok(link),
         Ok(Err(e @ LinkError::Config { .. })) => Err(Fatal(e.into())),
+        // Unreachable servers, and credentials not to be had yet.
         Ok(Err(e)) => Err(Retry(e.to_string())),
     }
 }

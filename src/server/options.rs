@@ -9,7 +9,9 @@ use crate::error::Usage;
 /// Where a deployment's data is.
 #[derive(Debug, Clone, clap::Args)]
 pub struct RedisArgs {
-    /// Redis URL (e.g. redis://127.0.0.1:6379/0).
+    /// Redis URL: redis://, rediss:// (TLS), redis+sentinel://…/MASTER or redis+cluster://, with
+    /// options ca_file=, password_file=, auth=iam, replicas= (docs/operating.md, "Redis in
+    /// production").
     #[arg(long, env = "GCE_BACKEND_REDIS")]
     pub redis: Option<String>,
     /// Deployment namespace: every Redis key of this deployment starts with `{<namespace>:`.

@@ -462,6 +462,11 @@ impl From<LinkError> for QueueError {
     fn from(e: LinkError) -> Self {
         match e {
             LinkError::Unreachable { source, .. } => Self::Redis(source),
+            LinkError::Credentials { reason, .. } => Self::Redis(::redis::RedisError::from((
+                ::redis::ErrorKind::AuthenticationFailed,
+                "credentials",
+                reason,
+            ))),
             config => Self::Invalid(config.to_string()),
         }
     }
