@@ -1,5 +1,6 @@
 //! Making VM records, the one way: `create_vm` makes one, `expand_config` a batch of its
-//! Config's missing ones. A record is made once (written only where none exists) with a fresh
+//! Config's missing ones, `audit_instances` one whose record was lost beside its live instance
+//! ([`adopt`]). A record is made once (written only where none exists) with a fresh
 //! hostname (for a static pool, the one listed for its index), the Config's template with its
 //! zone filled in and the machine type of its rank (`zones::places`, once per batch), made standard while a Spot
 //! failover is in force (`ConfigRecord::new_vm_attributes`), the rank counted among its
@@ -15,28 +16,19 @@ use crate::model::{ConfigRecord, Vm};
 use crate::naming::{new_hostname, parse_id};
 use crate::ports::store::Expect;
 use crate::providers::gce_bulk;
-use crate::work::{BulkInsert, CreateInstance, ParkVm};
+use crate::providers::gce_template::revision_label;
+use crate::ports::compute::Instance;
+use crate::work::{BulkInsert, CreateInstance, ManageBot, ParkVm};
 use crate::writes::each;
 
-/// Makes the record of VM `id` (index `index`) of Config `rec` in `place` (its zone and rank)
-/// unless one exists; returns whether this call made it. Whether it is wanted and not held is
-/// the caller's to decide.
-async fn make(
-    ctx: &Ctx,
-    rec: &ConfigRecord,
-    id: &str,
-    index: u32,
-    (zone, rank): (String, Option<u32>),
-) -> Result<bool, TaskError> {
+/// A new incarnation of VM `id` (index `index`) of Config `rec` in `place` (its zone and rank)
+/// named `hostname`, as the Config's template makes it now.
+fn incarnation(ctx: &Ctx, rec: &ConfigRecord, id: &str, index: u32, (zone, rank): (String, Option<u32>), hostname: String) -> Vm {
     let c = &rec.config;
-    let hostname = match rec.listed.slots.get(&index) {
-        Some(listed) if c.is_static() => listed.clone(),
-        _ => new_hostname(id),
-    };
     // Up to 10 % more lifetime, so a pool's instances are not all replaced at once.
     let extra = if c.lifetime.0 >= 10 { rand::rng().random_range(0..c.lifetime.0 / 10) } else { 0 };
     let (attributes, failover) = rec.new_vm_attributes(&zone, rank, ctx.now());
-    let vm = Vm {
+    Vm {
         id: id.to_owned(),
         config: c.prefix.clone(),
         index,
@@ -52,7 +44,26 @@ async fn make(
         rank,
         canary: rec.breaker.open.as_ref().is_some_and(|o| o.canary.as_deref() == Some(id)),
         ..Vm::default()
+    }
+}
+
+/// Makes the record of VM `id` (index `index`) of Config `rec` in `place` (its zone and rank)
+/// unless one exists; returns whether this call made it. Whether it is wanted and not held is
+/// the caller's to decide.
+async fn make(
+    ctx: &Ctx,
+    rec: &ConfigRecord,
+    id: &str,
+    index: u32,
+    place: (String, Option<u32>),
+) -> Result<bool, TaskError> {
+    let c = &rec.config;
+    let hostname = match rec.listed.slots.get(&index) {
+        Some(listed) if c.is_static() => listed.clone(),
+        _ => new_hostname(id),
     };
+    let rank = place.1;
+    let vm = incarnation(ctx, rec, id, index, place, hostname);
     if !ctx.store.put_vm(&vm, Expect::Absent).await? {
         return Ok(false);
     }
@@ -63,6 +74,34 @@ async fn make(
     if !rec.wants(index) {
         ctx.push(&ParkVm { id: id.to_owned() }).await?;
     }
+    Ok(true)
+}
+
+/// Makes the record of VM `id` (index `index`) of Config `rec` again for `instance`, its live
+/// instance in `zone` (the record was lost, as in a Redis failover), unless a record of that id
+/// exists: the VM keeps its instance, hostname, creation time (its lifetime counts from there)
+/// and the revision it was made from, and its bot is looked for. Returns whether it made it.
+pub async fn adopt(
+    ctx: &Ctx,
+    rec: &ConfigRecord,
+    (id, index): (&str, u32),
+    zone: &str,
+    instance: &Instance,
+) -> Result<bool, TaskError> {
+    let mut vm = incarnation(ctx, rec, id, index, (zone.to_owned(), None), instance.name.clone());
+    vm.instance = Some(instance.placed());
+    vm.configured = instance.created.min(ctx.now());
+    // An instance made from a template says its revision; one made from an older one is kept as
+    // outdated (rolled out like any other), else it counts as made from the current revision.
+    match instance.labels.get(crate::config::labels::REVISION) {
+        Some(label) if *label != revision_label(&rec.revision) => vm.revision = label.clone(),
+        _ => {}
+    }
+    if !ctx.store.put_vm(&vm, Expect::Absent).await? {
+        return Ok(false);
+    }
+    tracing::warn!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone, "VM record lost while its instance lives: adopted from the instance's labels");
+    ctx.push(&ManageBot { id: id.to_owned() }).await?;
     Ok(true)
 }
 

@@ -1,17 +1,22 @@
 //! `audit_instances`: finds leaked instances in one project and zone: instances carrying our
-//! deployment label whose name matches no VM. A leak is marked when first seen and deleted (with a
-//! deterministic `plug-<name>` requestId) only if still leaked `leak_grace` later. Instances without
-//! our label are never listed, so never touched.
+//! deployment label whose name matches no VM. One whose VM record was lost (a Redis failover)
+//! while its Config still wants that VM is adopted back from its labels (`making::adopt`), not
+//! made again. Any other is a leak: marked when first seen and deleted (with a deterministic
+//! `plug-<name>` requestId) only if still leaked `leak_grace` later. Instances without our label
+//! are never listed, so never touched.
 
 use std::collections::HashSet;
 
-use crate::work::{AuditInstances, Next};
 use crate::config::labels;
 use crate::ctx::Ctx;
-use crate::model::marks::LEAKS;
 use crate::env::request_id;
 use crate::error::TaskError;
-
+use crate::making;
+use crate::model::marks::LEAKS;
+use crate::naming::{parse_id, vm_id_of};
+use crate::ports::compute::Instance;
+use crate::ports::store::StoreError;
+use crate::work::{AuditInstances, Next};
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: AuditInstances) -> Result<Next, TaskError> {
@@ -21,13 +26,14 @@ pub async fn run(ctx: &Ctx, t: AuditInstances) -> Result<Next, TaskError> {
     let mut page = None;
     loop {
         let (instances, next) = ctx.compute.list(&t.project, &t.zone, &filter, page).await?;
-        let names: Vec<String> = instances.into_iter().map(|i| i.name).collect();
+        let names: Vec<String> = instances.iter().map(|i| i.name.clone()).collect();
         let vms = ctx.store.vms_by_hostname(&names).await?;
         let now = ctx.now();
-        for (name, vm) in names.into_iter().zip(vms) {
-            if vm.is_some() {
+        for (instance, vm) in instances.into_iter().zip(vms) {
+            if vm.is_some() || adopted(ctx, &t, &instance).await? {
                 continue;
             }
+            let name = instance.name;
             let key = format!("{scope}{name}");
             let first = ctx.store.mark(LEAKS, &key, now).await?;
             if first == now {
@@ -62,6 +68,31 @@ pub async fn run(ctx: &Ctx, t: AuditInstances) -> Result<Next, TaskError> {
         }
     }
     Ok(Next::Done)
+}
+
+/// Adopts `instance` when its VM record was lost: its labels name a VM of a Config of this
+/// project that still wants that VM and has no record of that id (a record of another
+/// incarnation makes it a leak), and the instance is not on its way down.
+async fn adopted(ctx: &Ctx, t: &AuditInstances, instance: &Instance) -> Result<bool, TaskError> {
+    let label = |k: &str| instance.labels.get(k).map(String::as_str);
+    let Some(id) = label(labels::VM).or_else(|| vm_id_of(&instance.name)) else { return Ok(false) };
+    let Some((prefix, index)) = parse_id(id) else { return Ok(false) };
+    if label(labels::CONFIG) != Some(prefix) || instance.is_down() {
+        return Ok(false);
+    }
+    let rec = match ctx.store.config(prefix).await {
+        Ok(Some(rec)) => rec.value,
+        // No Config, or one another build owns: not ours to adopt into.
+        Ok(None) | Err(StoreError::Newer { .. }) => return Ok(false),
+        Err(e) => return Err(e.into()),
+    };
+    if rec.orphaned.is_some() || rec.config.attributes.project != t.project || !rec.makes(index) {
+        return Ok(false);
+    }
+    if ctx.store.vm_version(id).await?.is_some() {
+        return Ok(false);
+    }
+    making::adopt(ctx, &rec, (id, index), &t.zone, instance).await
 }
 
 #[cfg(test)]
