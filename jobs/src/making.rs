@@ -9,21 +9,30 @@
 
 use rand::Rng;
 
+use crate::config::labels;
 use crate::config::providers::Kind;
 use crate::ctx::Ctx;
 use crate::error::TaskError;
+use crate::model::marks::ADOPTED;
 use crate::model::{ConfigRecord, Vm};
-use crate::naming::{new_hostname, parse_id};
+use crate::naming::{new_hostname, parse_id, vm_id_of};
+use crate::ports::compute::Instance;
 use crate::ports::store::Expect;
 use crate::providers::gce_bulk;
 use crate::providers::gce_template::revision_label;
-use crate::ports::compute::Instance;
 use crate::work::{BulkInsert, CreateInstance, ManageBot, ParkVm};
 use crate::writes::each;
 
 /// A new incarnation of VM `id` (index `index`) of Config `rec` in `place` (its zone and rank)
 /// named `hostname`, as the Config's template makes it now.
-fn incarnation(ctx: &Ctx, rec: &ConfigRecord, id: &str, index: u32, (zone, rank): (String, Option<u32>), hostname: String) -> Vm {
+fn incarnation(
+    ctx: &Ctx,
+    rec: &ConfigRecord,
+    id: &str,
+    index: u32,
+    (zone, rank): (String, Option<u32>),
+    hostname: String,
+) -> Vm {
     let c = &rec.config;
     // Up to 10 % more lifetime, so a pool's instances are not all replaced at once.
     let extra = if c.lifetime.0 >= 10 { rand::rng().random_range(0..c.lifetime.0 / 10) } else { 0 };
@@ -77,6 +86,17 @@ async fn make(
     Ok(true)
 }
 
+/// The VM (id and index) of Config `rec` that `instance` runs, if the Config still wants it
+/// and the instance is not on its way down: what a lost record may be made again for. Its
+/// labels must name the deployment's Config (`audit_instances` lists only the deployment's).
+pub fn adoptable<'a>(rec: &ConfigRecord, instance: &'a Instance) -> Option<(&'a str, u32)> {
+    let label = |k: &str| instance.labels.get(k).map(String::as_str);
+    let id = label(labels::VM).or_else(|| vm_id_of(&instance.name))?;
+    let (prefix, index) = parse_id(id)?;
+    let ours = prefix == rec.config.prefix && label(labels::CONFIG) == Some(prefix);
+    (ours && !instance.is_down() && rec.orphaned.is_none() && rec.makes(index)).then_some((id, index))
+}
+
 /// Makes the record of VM `id` (index `index`) of Config `rec` again for `instance`, its live
 /// instance in `zone` (the record was lost, as in a Redis failover), unless a record of that id
 /// exists: the VM keeps its instance, hostname, creation time (its lifetime counts from there)
@@ -88,12 +108,15 @@ pub async fn adopt(
     zone: &str,
     instance: &Instance,
 ) -> Result<bool, TaskError> {
+    if ctx.store.vm_version(id).await?.is_some() {
+        return Ok(false);
+    }
     let mut vm = incarnation(ctx, rec, id, index, (zone.to_owned(), None), instance.name.clone());
     vm.instance = Some(instance.placed());
     vm.configured = instance.created.min(ctx.now());
     // An instance made from a template says its revision; one made from an older one is kept as
     // outdated (rolled out like any other), else it counts as made from the current revision.
-    match instance.labels.get(crate::config::labels::REVISION) {
+    match instance.labels.get(labels::REVISION) {
         Some(label) if *label != revision_label(&rec.revision) => vm.revision = label.clone(),
         _ => {}
     }
@@ -101,14 +124,62 @@ pub async fn adopt(
         return Ok(false);
     }
     tracing::warn!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone, "VM record lost while its instance lives: adopted from the instance's labels");
+    ctx.metrics.cleanup("lost_vm_record", "adopted");
     ctx.push(&ManageBot { id: id.to_owned() }).await?;
     Ok(true)
+}
+
+/// Before VMs of Config `rec` are made, once per store generation (a new one after a failover
+/// or a restart, which may have lost acknowledged writes): its live instances whose VM records
+/// are missing are adopted back, so a lost record is not made again beside its instance (and the
+/// instance then deleted as a leak). One instances.list per zone of the Config; nothing for a
+/// store that never loses what it acknowledged.
+async fn adopt_lost(ctx: &Ctx, rec: &ConfigRecord) -> Result<(), TaskError> {
+    let Some(generation) = ctx.store.generation().await? else { return Ok(()) };
+    let prefix = &rec.config.prefix;
+    let key = format!("{prefix}@{generation}");
+    if ctx.store.marked(ADOPTED, &key).await?.is_some() {
+        return Ok(());
+    }
+    let filter = format!(
+        "labels.{} = \"{}\" AND labels.{} = \"{prefix}\"",
+        labels::DEPLOYMENT,
+        ctx.deployment,
+        labels::CONFIG
+    );
+    let project = &rec.config.attributes.project;
+    for zone in rec.config.zone_names() {
+        let mut page = None;
+        loop {
+            let (instances, next) = ctx.compute.list(project, zone, &filter, page).await?;
+            let names: Vec<String> = instances.iter().map(|i| i.name.clone()).collect();
+            let vms = ctx.store.vms_by_hostname(&names).await?;
+            for (instance, vm) in instances.iter().zip(vms) {
+                if let (None, Some(slot)) = (vm, adoptable(rec, instance)) {
+                    adopt(ctx, rec, slot, zone, instance).await?;
+                }
+            }
+            match next {
+                Some(p) => page = Some(p),
+                None => break,
+            }
+        }
+    }
+    let mine = format!("{prefix}@");
+    for (old, _) in ctx.store.marks(ADOPTED).await? {
+        if old.starts_with(&mine) && old != key {
+            ctx.store.unmark(ADOPTED, &old).await?;
+        }
+    }
+    ctx.store.mark(ADOPTED, &key, ctx.now()).await?;
+    Ok(())
 }
 
 /// Makes the records of VMs `ids` of Config `rec` that do not exist (an id that names no index
 /// is skipped), placed together (`zones::places`), a few at a time, and hands those made on
 /// ([`send`]).
 pub async fn make_all(ctx: &Ctx, rec: &ConfigRecord, ids: &[String]) -> Result<(), TaskError> {
+    adopt_lost(ctx, rec).await?;
     let indexed: Vec<(String, u32)> =
         ids.iter().filter_map(|id| parse_id(id).map(|(_, index)| (id.clone(), index))).collect();
     let places = crate::zones::places(ctx, rec, indexed.len()).await?;

@@ -125,6 +125,9 @@ pub mod marks {
     /// Configs whose VMs waiting for an instance are being gathered into a bulk (`<prefix>`,
     /// since when).
     pub const GATHER: &str = "bulk-gather";
+    /// Configs whose instances were looked over for VM records the store lost, once per store
+    /// generation (`<prefix>@<generation>`, when).
+    pub const ADOPTED: &str = "adopted";
     /// Configs with bulk inserts sent and not yet followed to their end (`<prefix>`): they are
     /// followed even while more VMs are gathered.
     pub const BULKS_OPEN: &str = "bulk-open";

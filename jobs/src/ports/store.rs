@@ -333,4 +333,10 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn replicated(&self) -> Result<(), StoreError> {
         Ok(())
     }
+    /// What changes whenever the store may have lost acknowledged writes: a new primary took
+    /// over, or the server started again (Redis's replication id; on a cluster, its primaries').
+    /// `None`: a store that never loses what it acknowledged (in memory, for the process's life).
+    async fn generation(&self) -> Result<Option<String>, StoreError> {
+        Ok(None)
+    }
 }

@@ -13,7 +13,6 @@ use crate::env::request_id;
 use crate::error::TaskError;
 use crate::making;
 use crate::model::marks::LEAKS;
-use crate::naming::{parse_id, vm_id_of};
 use crate::ports::compute::Instance;
 use crate::ports::store::StoreError;
 use crate::work::{AuditInstances, Next};
@@ -74,25 +73,19 @@ pub async fn run(ctx: &Ctx, t: AuditInstances) -> Result<Next, TaskError> {
 /// project that still wants that VM and has no record of that id (a record of another
 /// incarnation makes it a leak), and the instance is not on its way down.
 async fn adopted(ctx: &Ctx, t: &AuditInstances, instance: &Instance) -> Result<bool, TaskError> {
-    let label = |k: &str| instance.labels.get(k).map(String::as_str);
-    let Some(id) = label(labels::VM).or_else(|| vm_id_of(&instance.name)) else { return Ok(false) };
-    let Some((prefix, index)) = parse_id(id) else { return Ok(false) };
-    if label(labels::CONFIG) != Some(prefix) || instance.is_down() {
-        return Ok(false);
-    }
+    let Some(prefix) = instance.labels.get(labels::CONFIG) else { return Ok(false) };
     let rec = match ctx.store.config(prefix).await {
         Ok(Some(rec)) => rec.value,
         // No Config, or one another build owns: not ours to adopt into.
         Ok(None) | Err(StoreError::Newer { .. }) => return Ok(false),
         Err(e) => return Err(e.into()),
     };
-    if rec.orphaned.is_some() || rec.config.attributes.project != t.project || !rec.makes(index) {
-        return Ok(false);
+    match making::adoptable(&rec, instance) {
+        Some(slot) if rec.config.attributes.project == t.project => {
+            making::adopt(ctx, &rec, slot, &t.zone, instance).await
+        }
+        _ => Ok(false),
     }
-    if ctx.store.vm_version(id).await?.is_some() {
-        return Ok(false);
-    }
-    making::adopt(ctx, &rec, (id, index), &t.zone, instance).await
 }
 
 #[cfg(test)]

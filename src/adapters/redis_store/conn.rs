@@ -223,3 +223,24 @@ pub(super) fn expect(e: Expect) -> String {
         Expect::Version(v) => v.to_string(),
     }
 }
+
+/// The `master_replid` of every server in an `INFO replication` answer (one server's text, or a
+/// cluster's map of them), sorted and joined: changes when any of them failed over or restarted.
+pub(super) fn replication_ids(info: &redis::Value) -> String {
+    fn walk(v: &redis::Value, out: &mut Vec<String>) {
+        match v {
+            redis::Value::BulkString(b) => text(&String::from_utf8_lossy(b), out),
+            redis::Value::VerbatimString { text: t, .. } | redis::Value::SimpleString(t) => text(t, out),
+            redis::Value::Map(pairs) => pairs.iter().for_each(|(_, v)| walk(v, out)),
+            redis::Value::Array(items) => items.iter().for_each(|v| walk(v, out)),
+            _ => {}
+        }
+    }
+    fn text(t: &str, out: &mut Vec<String>) {
+        out.extend(t.lines().filter_map(|l| l.strip_prefix("master_replid:")).map(|id| id.trim().to_owned()));
+    }
+    let mut ids = Vec::new();
+    walk(info, &mut ids);
+    ids.sort();
+    ids.join(",")
+}

@@ -466,6 +466,12 @@ impl Store for RedisStore {
         self.conn.replicated(REPLICATION_WAIT).await.map_err(StoreError::Unavailable)
     }
 
+    async fn generation(&self) -> Result<Option<String>, StoreError> {
+        let info: redis::Value =
+            redis::cmd("INFO").arg("replication").query_async(&mut self.c()).await.map_err(err)?;
+        Ok(Some(conn::replication_ids(&info)))
+    }
+
     async fn global_pause(&self) -> Result<Option<Pause>, StoreError> {
         let raw: Option<String> = self.c().get(self.k("pause")).await.map_err(err_at("pause"))?;
         // Not lenient: an unreadable pause is reported, and read as a pause by the caller.
