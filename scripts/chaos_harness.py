@@ -115,15 +115,16 @@ class Redis:
         return int(s) * 1000 + int(us) // 1000
 
 
-def config_yaml(prefix, amount, zone, swarming=SWARM, extra=""):
+def config_yaml(prefix, amount, zone, swarming=SWARM, extra="", lifetime="1d", low=None):
     # Spot VMs: the harness preempts instances, which for standard VMs would rightly count as VMs
     # dying soon after connecting (and open the Config's breaker after five in a row).
-    return (f"prefix: {prefix}\namount: {{min: {amount}, max: {amount}}}\nattributes:\n  project: {PROJECT}\n"
+    return (f"prefix: {prefix}\namount: {{min: {amount if low is None else low}, max: {amount}}}\n"
+            f"attributes:\n  project: {PROJECT}\n"
             f"  zone: {zone}\n  machine_type: \"zones/{{{{.Zone}}}}/machineTypes/e2-small\"\n"
             f"  provisioning_model: SPOT\n  instance_termination_action: STOP\n"
             f"  disk: [{{image: projects/debian-cloud/global/images/debian-12, size: 10}}]\n"
             f"  network_interface: [{{network: global/networks/default}}]\n{extra}"
-            f"lifetime: 1d\ntimeout: 20s\nswarming: {swarming}\n"
+            f"lifetime: {lifetime}\ntimeout: 20s\nswarming: {swarming}\n"
             # The chaos kills bots, which rightly counts as VMs dying soon after connecting: the
             # breaker may open; its canary comes after 5 s rather than a minute.
             f"breaker: {{after: 5, within: 10m, canary_after: 5s}}\n")
@@ -297,11 +298,11 @@ class Harness:
         return parse_json(run_checked(argv, shown).stdout, " ".join(shown))
 
     # --- Config files ---
-    def write_config(self, prefix, amount, swarming=SWARM, extra=""):
+    def write_config(self, prefix, amount, swarming=SWARM, extra="", lifetime="1d"):
         zone = ZONES[(ord(prefix[-1]) - ord("a")) % len(ZONES)]
         path = self.tmp / "pools" / f"{prefix}.yaml"
         part = path.with_suffix(".part")  # written aside, renamed: the import never reads half a file
-        part.write_text(config_yaml(prefix, amount, zone, swarming, extra))
+        part.write_text(config_yaml(prefix, amount, zone, swarming, extra, lifetime))
         part.rename(path)
         self.amounts[prefix] = amount
 

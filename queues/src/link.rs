@@ -309,7 +309,25 @@ impl ConnectionLike for Link {
     ) -> RedisFuture<'a, Vec<Value>> {
         match &mut self.conn {
             Conn::Single(c) => c.req_packed_commands(pipe, offset, count),
-            Conn::Cluster(c) => c.req_packed_commands(pipe, offset, count),
+            Conn::Cluster(c) => Box::pin(async move {
+                match c.req_packed_commands(pipe, offset, count).await {
+                    // A transaction whose slot moved (a failover, a resharding) is aborted whole
+                    // and the client does not learn where the slot went: a keyed command there
+                    // teaches it (MOVED is followed and the slot map refreshed), then it is sent
+                    // again (an aborted transaction did nothing).
+                    Err(e) if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ExecAbort) => {
+                        if let Some(key) = first_key(pipe) {
+                            let probe: redis::RedisResult<Value> =
+                                redis::cmd("EXISTS").arg(key).query_async(c).await;
+                            if let Err(e) = probe {
+                                tracing::debug!(error = %e, "probing a moved slot failed");
+                            }
+                        }
+                        c.req_packed_commands(pipe, offset, count).await
+                    }
+                    other => other,
+                }
+            }),
             Conn::Sentinel(f) => sentinel::Follower::commands(f.clone(), pipe, offset, count),
         }
     }
@@ -317,6 +335,28 @@ impl ConnectionLike for Link {
     fn get_db(&self) -> i64 {
         self.setup.target.db
     }
+}
+
+/// The first key a pipeline's commands name (the key after a script's or function's name and
+/// key count), which routes it in a cluster.
+fn first_key(pipe: &Pipeline) -> Option<Vec<u8>> {
+    for cmd in pipe.cmd_iter() {
+        let args: Vec<&[u8]> = cmd
+            .args_iter()
+            .filter_map(|a| match a {
+                redis::Arg::Simple(b) => Some(b),
+                _ => None,
+            })
+            .collect();
+        let name = args.first()?.to_ascii_uppercase();
+        let at = match name.as_slice() {
+            b"MULTI" | b"EXEC" => continue,
+            b"EVAL" | b"EVALSHA" | b"FCALL" => 3,
+            _ => 1,
+        };
+        return args.get(at).map(|k| k.to_vec());
+    }
+    None
 }
 
 /// `url` with what comes before the last `@` of its hosts replaced: for a URL too broken to
