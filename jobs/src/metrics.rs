@@ -111,6 +111,7 @@ impl Default for Metrics {
                 let _ = m.cleanup.get_or_create(&labels(&[("what", what), ("event", event)]));
             }
         }
+        let _ = m.cleanup.get_or_create(&labels(&[("what", "lost_vm_record"), ("event", "adopted")]));
         for kind in ["vm", "config"] {
             let _ = m.newer.get_or_create(&labels(&[("kind", kind)]));
         }
@@ -146,7 +147,11 @@ impl Metrics {
             "Instance inserts, deletes and preemptions (op) by Config, zone, result (ok or the error class) and error code",
             self.instance_ops.clone(),
         );
-        r.register("cleanups", "Leaked instances and stale bots found and deleted", self.cleanup.clone());
+        r.register(
+            "cleanups",
+            "Leaked instances and stale bots found and deleted, lost VM records adopted from their instances",
+            self.cleanup.clone(),
+        );
         r.register(
             "records_left_to_newer_build",
             "Stored records a task met in a format only a newer build acts on (left to that build), by kind",
@@ -241,7 +246,8 @@ impl Metrics {
         self.instance_ops.get_or_create(&l).inc();
     }
 
-    /// A cleanup step: `what` is `leaked_instance` or `stale_bot`, `event` `found` or `deleted`
+    /// A cleanup step: `what` is `leaked_instance` or `stale_bot`, `event` `found` or `deleted`;
+    /// or `lost_vm_record` `adopted` (a VM record made again from its live instance)
     /// (the four read zero from the start).
     pub fn cleanup(&self, what: &'static str, event: &'static str) {
         self.cleanup.get_or_create(&labels(&[("what", what), ("event", event)])).inc();

@@ -166,3 +166,49 @@ async fn a_primary_behind_sentinels_is_followed_when_it_dies() {
     .await;
     assert_eq!(counts.pending, 10, "{counts:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slot_moved_to_another_primary_mid_run_loses_no_task() {
+    use gce_backend_queues::WorkerId;
+    use gce_backend_queues::engine::{Ack, Resolution};
+    use gce_backend_queues::testing::Cluster;
+
+    let cluster = Cluster::start(3, 0);
+    let engine: Arc<dyn Engine> = Arc::new(RedisEngine::connect(&cluster.url(), "reshard").await.unwrap());
+    let q = queue(engine.clone());
+    push(&q, "first", 100).await;
+    // A worker takes and finishes tasks all along, retrying what the move refuses.
+    let worker = {
+        let (engine, spec) = (engine.clone(), q.spec().clone());
+        tokio::spawn(async move {
+            let me = WorkerId { group: "g".into(), id: "w".into() };
+            let mut done = 0;
+            while done < 200 {
+                let Ok(taken) = engine.take(&spec, &me, 5).await else { continue };
+                let acks: Vec<Ack> = taken
+                    .tasks
+                    .iter()
+                    .map(|l| Ack { id: l.id.clone(), token: l.token.clone(), resolution: Resolution::Done })
+                    .collect();
+                while engine.finish(&spec, &acks).await.is_err() {}
+                done += acks.len();
+                if acks.is_empty() {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        })
+    };
+    let mover = tokio::task::spawn_blocking(move || {
+        let slot = cluster.migrate_slot_of("{reshard:jobs}", Duration::from_millis(100));
+        (cluster, slot)
+    });
+    push(&q, "during", 100).await;
+    let (_cluster, slot) = mover.await.unwrap();
+    tokio::time::timeout(LONG, worker).await.expect("every task is done").unwrap();
+    let counts = q.counts().await.unwrap();
+    assert_eq!(
+        (counts.done, counts.pending, counts.dead, counts.running),
+        (200, 0, 0, 0),
+        "slot {slot}: {counts:?}"
+    );
+}

@@ -148,6 +148,63 @@ impl Cluster {
     pub fn cli(&self, node: usize, args: &[&str]) -> String {
         query(self.nodes[node].port(), args)
     }
+
+    /// The node (index) that serves `slot`, and its id.
+    fn owner(&self, slot: u16) -> (usize, String) {
+        for line in self.cli(0, &["CLUSTER", "NODES"]).lines() {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() < 9 || !f[2].contains("master") {
+                continue;
+            }
+            let serves = f[8..].iter().any(|r| {
+                let (lo, hi) = r.split_once('-').unwrap_or((r, r));
+                matches!((lo.parse::<u16>(), hi.parse::<u16>()), (Ok(lo), Ok(hi)) if lo <= slot && slot <= hi)
+            });
+            if serves {
+                let port: u16 = f[1]
+                    .split('@')
+                    .next()
+                    .and_then(|a| a.rsplit(':').next())
+                    .and_then(|p| p.parse().ok())
+                    .unwrap();
+                let index = self.nodes.iter().position(|n| n.port() == port).unwrap();
+                return (index, f[0].to_owned());
+            }
+        }
+        panic!("no primary serves slot {slot}");
+    }
+
+    /// Moves the slot of `key` to another primary the way a resharding does, a few keys at a
+    /// time with `pause` between batches (so commands meet the slot half moved: ASK and
+    /// TRYAGAIN); returns the slot.
+    pub fn migrate_slot_of(&self, key: &str, pause: Duration) -> u16 {
+        let slot: u16 = self.cli(0, &["CLUSTER", "KEYSLOT", key]).trim().parse().expect("a slot");
+        let (from, from_id) = self.owner(slot);
+        let primaries: Vec<usize> =
+            (0..self.nodes.len()).filter(|i| self.cli(*i, &["ROLE"]).starts_with("master")).collect();
+        let to = *primaries.iter().find(|i| **i != from).expect("another primary");
+        let to_id = self.cli(to, &["CLUSTER", "MYID"]).trim().to_owned();
+        let s = slot.to_string();
+        assert!(self.cli(to, &["CLUSTER", "SETSLOT", &s, "IMPORTING", &from_id]).contains("OK"));
+        assert!(self.cli(from, &["CLUSTER", "SETSLOT", &s, "MIGRATING", &to_id]).contains("OK"));
+        let to_port = self.nodes[to].port().to_string();
+        loop {
+            let keys = self.cli(from, &["CLUSTER", "GETKEYSINSLOT", &s, "3"]);
+            let keys: Vec<&str> = keys.lines().filter(|k| !k.is_empty()).collect();
+            if keys.is_empty() {
+                break;
+            }
+            let mut args = vec!["MIGRATE", "127.0.0.1", to_port.as_str(), "", "0", "5000", "KEYS"];
+            args.extend(keys);
+            let out = self.cli(from, &args);
+            assert!(out.contains("OK") || out.contains("NOKEY"), "MIGRATE: {out}");
+            std::thread::sleep(pause);
+        }
+        for i in 0..self.nodes.len() {
+            self.cli(i, &["CLUSTER", "SETSLOT", &s, "NODE", &to_id]);
+        }
+        slot
+    }
 }
 
 /// What `redis-cli -p <port> ARGS…` prints (empty when it fails).
