@@ -28,7 +28,7 @@
 //!    * `clock`: the one place the time is read ([`Clock`], [`SystemClock`]).
 //!    * `link::target`: what a `--redis` URL asks for (parsed strictly).
 //!    * `link`: how Redis is reached: one server, Sentinel or Cluster, TLS, rotating passwords
-//!      (`auth.rs`), a followed primary (`sentinel.rs`).
+//!      (`auth.rs`), what a link is opened with (`setup.rs`), a followed primary (`sentinel.rs`).
 //!    * `engine`: the contract ([`Engine`], `Waiter`).
 //!    * `engine::memory`: the in-memory engine (`script.rs` its helpers, `ops.rs` one op a script).
 //!    * `engine::redis`: the Redis engine (Lua scripts in `lua/`).

@@ -5,89 +5,33 @@
 //! checks the server's certificate (against `ca_file` when given); passwords come from the URL,
 //! a file read again when it changes, or IAM access tokens ([`TokenSource`]).
 //!
-//! `target.rs` parses the URL (floor 1); `auth.rs` keeps rotating secrets; `sentinel.rs` follows
-//! a promoted primary.
+//! `target.rs` parses the URL (floor 1); `auth.rs` keeps rotating secrets; `setup.rs` holds what
+//! a link is opened with and makes one server's connection; `sentinel.rs` follows a promoted
+//! primary; this file opens the link and sends commands on it.
 
 mod auth;
 mod sentinel;
+mod setup;
 mod target;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
-use redis::{
-    Cmd, ConnectionAddr, IntoConnectionInfo, Pipeline, RedisConnectionInfo, RedisFuture, TlsCertificates,
-    Value,
-};
+use redis::{Cmd, Pipeline, RedisFuture, TlsCertificates, Value};
 
 pub use auth::TokenSource;
 use auth::{Rotating, Secret};
+use setup::Setup;
+pub use setup::{LinkError, LinkOptions};
 pub use target::{Host, Mode, Password, Target};
-
-/// How a link connects, besides its URL.
-#[derive(Clone)]
-pub struct LinkOptions {
-    /// Where IAM access tokens come from (needed by `auth=iam`).
-    pub tokens: Option<Arc<dyn TokenSource>>,
-    /// How often a password file or the token source is read again.
-    pub secret_every: Duration,
-    /// Longest a command may wait for its answer (`None`: forever, for blocking pops).
-    pub response_timeout: Option<Duration>,
-}
 
 /// Installs the process-wide TLS crypto provider (ring), which TLS connections (to Redis, and
 /// the HTTP clients' even for plain `http://`) need. Safe to call more than once.
 pub fn install_crypto() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-}
-
-impl Default for LinkOptions {
-    fn default() -> Self {
-        Self {
-            tokens: None,
-            secret_every: Duration::from_secs(2),
-            response_timeout: Some(Duration::from_secs(10)),
-        }
-    }
-}
-
-impl std::fmt::Debug for LinkOptions {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LinkOptions").field("secret_every", &self.secret_every).finish_non_exhaustive()
-    }
-}
-
-/// Why a link could not be opened.
-#[derive(Debug, thiserror::Error)]
-pub enum LinkError {
-    /// The URL, its files or its options are wrong: waiting will not help.
-    #[error("--redis {url}: {reason}")]
-    Config {
-        /// The URL without its password.
-        url: String,
-        /// What is wrong.
-        reason: String,
-    },
-    /// The credentials could not be had (yet): IAM tokens from a metadata server that does not
-    /// answer.
-    #[error("--redis {url}: {reason}")]
-    Credentials {
-        /// The URL without its password.
-        url: String,
-        /// What the token source said.
-        reason: String,
-    },
-    /// The servers did not answer (yet).
-    #[error("--redis {url}: {source}")]
-    Unreachable {
-        /// The URL without its password.
-        url: String,
-        /// What the client said.
-        source: redis::RedisError,
-    },
 }
 
 /// A connection to a deployment's Redis, cheap to clone (clones share it); it reconnects by
@@ -103,14 +47,6 @@ enum Conn {
     Single(ConnectionManager),
     Cluster(ClusterConnection),
     Sentinel(Arc<sentinel::Follower>),
-}
-
-/// What a link was opened with: enough to open another ([`Link::dedicated`]).
-struct Setup {
-    target: Target,
-    options: LinkOptions,
-    certs: Option<Vec<u8>>,
-    creds: Option<Rotating>,
 }
 
 impl std::fmt::Debug for Link {
@@ -159,7 +95,7 @@ impl Link {
             None => None,
         };
         let setup = Arc::new(Setup { target, options, certs, creds });
-        let conn = setup.connect().await?;
+        let conn = connect(&setup).await?;
         Ok(Self { conn, setup })
     }
 
@@ -174,7 +110,7 @@ impl Link {
             certs: self.setup.certs.clone(),
             creds: self.setup.creds.clone(),
         });
-        let conn = setup.connect().await?;
+        let conn = connect(&setup).await?;
         Ok(Self { conn, setup })
     }
 
@@ -204,91 +140,40 @@ impl Link {
     }
 }
 
-impl Setup {
-    async fn connect(self: &Arc<Self>) -> Result<Conn, LinkError> {
-        let unreachable = |source| LinkError::Unreachable { url: self.target.redacted(), source };
-        match &self.target.mode {
-            Mode::Single(host) => {
-                let client = self.info(host).and_then(|info| self.client(info)).map_err(unreachable)?;
-                Ok(Conn::Single(
-                    client
-                        .get_connection_manager_with_config(self.manager_config())
-                        .await
-                        .map_err(unreachable)?,
-                ))
+/// Opens the connections `setup` says.
+async fn connect(setup: &Arc<Setup>) -> Result<Conn, LinkError> {
+    let unreachable = |source| LinkError::Unreachable { url: setup.target.redacted(), source };
+    match &setup.target.mode {
+        Mode::Single(host) => {
+            let client = setup.info(host).and_then(|info| setup.client(info)).map_err(unreachable)?;
+            Ok(Conn::Single(
+                client
+                    .get_connection_manager_with_config(setup.manager_config())
+                    .await
+                    .map_err(unreachable)?,
+            ))
+        }
+        Mode::Cluster(nodes) => {
+            let infos =
+                nodes.iter().map(|h| setup.info(h)).collect::<Result<Vec<_>, _>>().map_err(unreachable)?;
+            let mut builder = ClusterClientBuilder::new(infos)
+                .connection_timeout(Duration::from_secs(2))
+                .response_timeout(setup.options.response_timeout.unwrap_or(Duration::from_secs(24 * 3600)));
+            if setup.target.tls {
+                builder = builder.tls(redis::TlsMode::Secure);
             }
-            Mode::Cluster(nodes) => {
-                let infos =
-                    nodes.iter().map(|h| self.info(h)).collect::<Result<Vec<_>, _>>().map_err(unreachable)?;
-                let mut builder = ClusterClientBuilder::new(infos)
-                    .connection_timeout(Duration::from_secs(2))
-                    .response_timeout(
-                        self.options.response_timeout.unwrap_or(Duration::from_secs(24 * 3600)),
-                    );
-                if self.target.tls {
-                    builder = builder.tls(redis::TlsMode::Secure);
-                }
-                if let Some(pem) = &self.certs {
-                    builder =
-                        builder.certs(TlsCertificates { client_tls: None, root_cert: Some(pem.clone()) });
-                }
-                if let Some(creds) = &self.creds {
-                    builder = builder.set_credentials_provider(creds.clone());
-                }
-                let client = builder.build().map_err(unreachable)?;
-                Ok(Conn::Cluster(client.get_async_connection().await.map_err(unreachable)?))
+            if let Some(pem) = &setup.certs {
+                builder = builder.certs(TlsCertificates { client_tls: None, root_cert: Some(pem.clone()) });
             }
-            Mode::Sentinel { .. } => {
-                Ok(Conn::Sentinel(Arc::new(sentinel::Follower::start(self.clone()).await?)))
+            if let Some(creds) = &setup.creds {
+                builder = builder.set_credentials_provider(creds.clone());
             }
+            let client = builder.build().map_err(unreachable)?;
+            Ok(Conn::Cluster(client.get_async_connection().await.map_err(unreachable)?))
         }
-    }
-
-    /// The connection info of one server: its address (TLS when asked), database and password.
-    fn info(&self, host: &Host) -> redis::RedisResult<redis::ConnectionInfo> {
-        let addr = if self.target.tls {
-            ConnectionAddr::TcpTls {
-                host: host.host.clone(),
-                port: host.port,
-                insecure: false,
-                tls_params: None,
-            }
-        } else {
-            ConnectionAddr::Tcp(host.host.clone(), host.port)
-        };
-        let mut redis = RedisConnectionInfo::default().set_db(self.target.db);
-        if let Some(user) = &self.target.user {
-            redis = redis.set_username(user);
+        Mode::Sentinel { .. } => {
+            Ok(Conn::Sentinel(Arc::new(sentinel::Follower::start(setup.clone()).await?)))
         }
-        if let Password::Inline(p) = &self.target.password {
-            redis = redis.set_password(p);
-        }
-        Ok(addr.into_connection_info()?.set_redis_settings(redis))
-    }
-
-    /// A client for one server, trusting the CA file when one is given.
-    fn client(&self, info: redis::ConnectionInfo) -> redis::RedisResult<redis::Client> {
-        match &self.certs {
-            Some(pem) => redis::Client::build_with_tls(
-                info,
-                TlsCertificates { client_tls: None, root_cert: Some(pem.clone()) },
-            ),
-            None => redis::Client::open(info),
-        }
-    }
-
-    fn manager_config(&self) -> ConnectionManagerConfig {
-        let mut config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(Duration::from_secs(2)))
-            .set_response_timeout(self.options.response_timeout)
-            .set_max_delay(Duration::from_secs(2))
-            // A reconnection tries twice, then the next command tries again: a first connection
-            // that is refused says so at once.
-            .set_number_of_retries(2);
-        if let Some(creds) = &self.creds {
-            config = config.set_credentials_provider(creds.clone());
-        }
-        config
     }
 }
 

@@ -11,7 +11,8 @@ use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
 use redis::{Cmd, ConnectionAddr, Pipeline, RedisError, RedisFuture, TlsCertificates, TlsMode, Value};
 
-use super::{LinkError, Mode, Setup};
+use super::setup::{LinkError, Setup};
+use super::target::{Mode, Password};
 
 /// The connection to the primary the sentinels name now.
 pub(super) struct Follower {
@@ -135,7 +136,7 @@ fn sentinel_client(setup: &Setup) -> redis::RedisResult<SentinelClient> {
     if let Some(user) = &setup.target.user {
         builder = builder.set_client_to_redis_username(user);
     }
-    if let super::Password::Inline(p) = &setup.target.password {
+    if let Password::Inline(p) = &setup.target.password {
         builder = builder.set_client_to_redis_password(p);
     }
     builder.build()
