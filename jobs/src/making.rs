@@ -133,8 +133,14 @@ pub async fn adopt(
 /// or a restart, which may have lost acknowledged writes): its live instances whose VM records
 /// are missing are adopted back, so a lost record is not made again beside its instance (and the
 /// instance then deleted as a leak). One instances.list per zone of the Config; nothing for a
-/// store that never loses what it acknowledged.
+/// store that never loses what it acknowledged, nor for a Config whose machines are not
+/// Compute Engine instances.
 async fn adopt_lost(ctx: &Ctx, rec: &ConfigRecord) -> Result<(), TaskError> {
+    // Only Compute Engine's instances carry the labels (a static machine is listed, not made).
+    let providers = ctx.providers.declared();
+    if rec.config.is_static() || providers.kind(providers.resolve(&rec.config.provider)) != Some(Kind::Gce) {
+        return Ok(());
+    }
     let Some(generation) = ctx.store.generation().await? else { return Ok(()) };
     let prefix = &rec.config.prefix;
     let key = format!("{prefix}@{generation}");

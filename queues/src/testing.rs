@@ -64,13 +64,28 @@ impl RedisServer {
 
     fn launch_in(dir: PathBuf, aof: bool, tls: Option<Certificates>, extra: Vec<String>) -> Self {
         let mut last = String::new();
+        let cluster = extra.iter().any(|a| a == "--cluster-enabled");
         for _ in 0..5 {
-            let port = free_port();
+            let mut port = free_port();
+            // A cluster node's bus listens on its port + 10000.
+            while cluster && port > 55000 {
+                port = free_port();
+            }
             let mut server =
                 Self { child: None, port, dir: dir.clone(), aof, tls: tls.clone(), extra: extra.clone() };
             match server.spawn() {
                 Ok(()) => return server,
-                Err(e) => last = e,
+                Err(e) => {
+                    // Its log says why; what a failed start left (a cluster's nodes.conf) goes.
+                    let log = std::fs::read_to_string(dir.join("redis.log")).unwrap_or_default();
+                    let tail: Vec<&str> = log.lines().rev().take(3).collect();
+                    last = format!("{e} (port {port}; log: {})", tail.join(" | "));
+                    for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                        if entry.path().is_file() {
+                            let _ = std::fs::remove_file(entry.path());
+                        }
+                    }
+                }
             }
         }
         panic!("could not start redis-server: {last}");
