@@ -161,19 +161,6 @@ macro_rules! both {
             $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                async fn $name() { super::$name(super::Backend::Redis).await } )*
         }
-        /// Every production Redis mode runs the pipeline: TLS, Sentinel, Cluster.
-        mod tls {
-            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-               async fn $name() { super::$name(super::Backend::Tls).await } )*
-        }
-        mod sentinel {
-            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-               async fn $name() { super::$name(super::Backend::Sentinel).await } )*
-        }
-        mod cluster {
-            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-               async fn $name() { super::$name(super::Backend::Cluster).await } )*
-        }
         /// (xi): the embedded default passes (i)–(v).
         mod embedded {
             $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -188,4 +175,27 @@ both!(
     an_instance_past_its_lifetime_is_replaced_under_a_new_hostname,
     an_instance_whose_bot_never_connects_is_destroyed_after_the_timeout,
     removing_a_config_file_removes_everything_of_that_config,
+);
+
+/// Every production Redis mode runs the pipeline, growing and shrinking: TLS, Sentinel, Cluster.
+macro_rules! modes {
+    ($($name:ident),* $(,)?) => {
+        mod tls {
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+               async fn $name() { super::$name(super::Backend::Tls).await } )*
+        }
+        mod sentinel {
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+               async fn $name() { super::$name(super::Backend::Sentinel).await } )*
+        }
+        mod cluster {
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+               async fn $name() { super::$name(super::Backend::Cluster).await } )*
+        }
+    };
+}
+
+modes!(
+    three_instances_run_and_three_bots_connect,
+    shrinking_terminates_bots_after_their_task_and_deletes_everything
 );

@@ -151,13 +151,22 @@ async fn done_count(q: &Queue, n: u64) -> Option<()> {
 
 const LONG: Duration = Duration::from_secs(60);
 
+/// `conformance!(every engine: a::b, …; not on a cluster: c::d, …)`: the first list runs on
+/// memory, one Redis and a cluster; the second (throughput over one queue, one slot: nothing a
+/// cluster routes differently) on memory and one Redis.
 macro_rules! conformance {
-    ($($module:ident :: $name:ident),* $(,)?) => {
+    ($($module:ident :: $name:ident),* ; $($bmodule:ident :: $bname:ident),* $(,)?) => {
         mod memory {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
                     super::$module::$name(&super::Harness::memory()).await;
+                }
+            )*
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $bname() {
+                    super::$bmodule::$bname(&super::Harness::memory()).await;
                 }
             )*
         }
@@ -166,6 +175,12 @@ macro_rules! conformance {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
                     super::$module::$name(&super::Harness::redis().await).await;
+                }
+            )*
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $bname() {
+                    super::$bmodule::$bname(&super::Harness::redis().await).await;
                 }
             )*
         }
@@ -194,7 +209,6 @@ conformance!(
     failures::permanent_errors_skip_retries_and_retry_after_is_honoured,
     failures::dead_tasks_can_be_listed_retried_and_purged,
     delivery::idle_worker_starts_a_newly_pushed_task,
-    delivery::backlog_of_50000_due_tasks_is_processed,
     delivery::graceful_shutdown_finishes_in_flight_and_releases_the_rest,
     failures::counts_and_status_records_follow_each_state,
     failures::tasks_past_their_deadline_fail,
@@ -208,8 +222,9 @@ conformance!(
     corrupt::a_running_record_without_runs_is_finished_and_redelivered,
     operator::pending_and_delayed_list_tasks_in_the_order_they_will_run,
     operator::status_by_key_follows_the_live_task,
-    operator::purge_pending_drops_a_large_backlog_but_not_running_tasks,
     ids::pushed_tasks_get_distinct_random_ids_kept_by_dedupe,
     ids::follow_ups_become_tasks_with_new_random_ids,
-    ids::decimal_ids_of_older_records_stay_valid,
+    ids::decimal_ids_of_older_records_stay_valid;
+    delivery::backlog_of_50000_due_tasks_is_processed,
+    operator::purge_pending_drops_a_large_backlog_but_not_running_tasks,
 );
