@@ -263,8 +263,9 @@ async fn a_workers_process_serves_its_own_metrics_on_metrics_listen() {
     let text = eventually("the worker's run is measured", Duration::from_secs(30), || async {
         let (_, text) = scrape(&url, None).await;
         let s = parse(&text);
+        // Its series is there from the start (at 0): wait for the run itself.
         let done = value(&s, "gce_backend_task_runs_total", &[("queue", "report_quota"), ("result", "done")]);
-        done.is_some().then_some(text)
+        done.is_some_and(|n| n >= 1.0).then_some(text)
     })
     .await;
     let s = parse(&text);

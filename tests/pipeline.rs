@@ -177,7 +177,7 @@ both!(
     removing_a_config_file_removes_everything_of_that_config,
 );
 
-/// Every production Redis mode runs the pipeline, growing and shrinking: TLS, Sentinel, Cluster.
+/// Every production Redis mode runs the pipeline: TLS, Sentinel, Cluster.
 macro_rules! modes {
     ($($name:ident),* $(,)?) => {
         mod tls {
@@ -195,7 +195,10 @@ macro_rules! modes {
     };
 }
 
-modes!(
-    three_instances_run_and_three_bots_connect,
-    shrinking_terminates_bots_after_their_task_and_deletes_everything
-);
+modes!(three_instances_run_and_three_bots_connect);
+
+/// A cluster also shrinks (its keys of several slots, queues and store).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_shrinks() {
+    shrinking_terminates_bots_after_their_task_and_deletes_everything(Backend::Cluster).await
+}

@@ -151,9 +151,9 @@ async fn done_count(q: &Queue, n: u64) -> Option<()> {
 
 const LONG: Duration = Duration::from_secs(60);
 
-/// `conformance!(every engine: a::b, …; not on a cluster: c::d, …)`: the first list runs on
-/// memory, one Redis and a cluster; the second (throughput over one queue, one slot: nothing a
-/// cluster routes differently) on memory and one Redis.
+/// `conformance!(on a cluster too: a::b, …; memory and one Redis only: c::d, …)`: the first
+/// list runs on memory, one Redis and a three-primary cluster (one test of each kind of
+/// operation: what a cluster routes); the second on memory and one Redis.
 macro_rules! conformance {
     ($($module:ident :: $name:ident),* ; $($bmodule:ident :: $bname:ident),* $(,)?) => {
         mod memory {
@@ -197,34 +197,34 @@ macro_rules! conformance {
 
 conformance!(
     delivery::keyed_push_dedupes_pending_and_keeps_one_follow_up,
+    delivery::delayed_tasks_wait_for_their_time,
+    delivery::expired_lease_is_delivered_again_to_any_worker,
+    delivery::idle_worker_starts_a_newly_pushed_task,
+    failures::failing_task_backs_off_then_goes_dead_with_its_last_error,
+    failures::dead_tasks_can_be_listed_retried_and_purged,
+    failures::counts_and_status_records_follow_each_state,
+    corrupt::corrupt_record_in_a_batch_goes_dead_and_the_rest_is_taken,
+    operator::pending_and_delayed_list_tasks_in_the_order_they_will_run,
+    operator::status_by_key_follows_the_live_task,
+    ids::follow_ups_become_tasks_with_new_random_ids;
     delivery::follow_up_merges_into_a_retrying_task,
     delivery::again_keeps_the_task_with_fresh_attempts_and_merges_a_follow_up,
     delivery::a_delayed_push_that_comes_soonest_wakes_a_waiting_worker,
     delivery::a_hurried_push_brings_a_waiting_task_forward_but_not_a_retry,
-    delivery::delayed_tasks_wait_for_their_time,
-    delivery::expired_lease_is_delivered_again_to_any_worker,
     delivery::renewed_lease_is_kept,
     delivery::handler_stuck_past_its_timeout_gives_the_task_back,
-    failures::failing_task_backs_off_then_goes_dead_with_its_last_error,
     failures::permanent_errors_skip_retries_and_retry_after_is_honoured,
-    failures::dead_tasks_can_be_listed_retried_and_purged,
-    delivery::idle_worker_starts_a_newly_pushed_task,
     delivery::graceful_shutdown_finishes_in_flight_and_releases_the_rest,
-    failures::counts_and_status_records_follow_each_state,
     failures::tasks_past_their_deadline_fail,
     failures::undecodable_payload_goes_dead_without_stopping_the_worker,
     failures::finished_and_dead_records_are_trimmed,
-    corrupt::corrupt_record_in_a_batch_goes_dead_and_the_rest_is_taken,
     corrupt::push_replaces_a_live_task_whose_record_is_corrupt_or_missing,
     corrupt::finish_renew_and_expired_leases_survive_corrupt_records,
     corrupt::follow_up_of_a_corrupt_running_record_becomes_a_task,
     corrupt::dead_retry_leaves_corrupt_records_dead_and_purge_drops_them,
     corrupt::a_running_record_without_runs_is_finished_and_redelivered,
-    operator::pending_and_delayed_list_tasks_in_the_order_they_will_run,
-    operator::status_by_key_follows_the_live_task,
     ids::pushed_tasks_get_distinct_random_ids_kept_by_dedupe,
-    ids::follow_ups_become_tasks_with_new_random_ids,
-    ids::decimal_ids_of_older_records_stay_valid;
+    ids::decimal_ids_of_older_records_stay_valid,
     delivery::backlog_of_50000_due_tasks_is_processed,
     operator::purge_pending_drops_a_large_backlog_but_not_running_tasks,
 );
