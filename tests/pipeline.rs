@@ -155,17 +155,21 @@ async fn removing_a_config_file_removes_everything_of_that_config(backend: Backe
     env.stop().await;
 }
 
+/// `on!(module, Backend, tests…)`: the tests, each run on that backend, in a module of its own.
+macro_rules! on {
+    ($module:ident, $backend:ident, $($name:ident),* $(,)?) => {
+        mod $module {
+            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+               async fn $name() { super::$name(super::Backend::$backend).await } )*
+        }
+    };
+}
+
+/// Every test on Redis and, (xi), on the embedded default, which passes (i)–(v).
 macro_rules! both {
     ($($name:ident),* $(,)?) => {
-        mod redis {
-            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-               async fn $name() { super::$name(super::Backend::Redis).await } )*
-        }
-        /// (xi): the embedded default passes (i)–(v).
-        mod embedded {
-            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-               async fn $name() { super::$name(super::Backend::Memory).await } )*
-        }
+        on!(redis, Redis, $($name),*);
+        on!(embedded, Memory, $($name),*);
     };
 }
 
@@ -177,25 +181,10 @@ both!(
     removing_a_config_file_removes_everything_of_that_config,
 );
 
-/// Every production Redis mode runs the pipeline: TLS, Sentinel, Cluster.
-macro_rules! modes {
-    ($($name:ident),* $(,)?) => {
-        mod tls {
-            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-               async fn $name() { super::$name(super::Backend::Tls).await } )*
-        }
-        mod sentinel {
-            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-               async fn $name() { super::$name(super::Backend::Sentinel).await } )*
-        }
-        mod cluster {
-            $( #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-               async fn $name() { super::$name(super::Backend::Cluster).await } )*
-        }
-    };
-}
-
-modes!(three_instances_run_and_three_bots_connect);
+// Every production Redis mode runs the pipeline: TLS, Sentinel, Cluster.
+on!(tls, Tls, three_instances_run_and_three_bots_connect);
+on!(sentinel, Sentinel, three_instances_run_and_three_bots_connect);
+on!(cluster, Cluster, three_instances_run_and_three_bots_connect);
 
 /// A cluster also shrinks (its keys of several slots, queues and store).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

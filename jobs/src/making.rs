@@ -99,7 +99,7 @@ pub fn adoptable<'a>(rec: &ConfigRecord, instance: &'a Instance) -> Option<(&'a 
 
 /// Makes the record of VM `id` (index `index`) of Config `rec` again for `instance`, its live
 /// instance in `zone` (the record was lost, as in a Redis failover), unless a record of that id
-/// exists: the VM keeps its instance, hostname, creation time (its lifetime counts from there)
+/// exists (the write is made only where none is): the VM keeps its instance, hostname, creation time (its lifetime counts from there)
 /// and the revision it was made from, and its bot is looked for. Returns whether it made it.
 pub async fn adopt(
     ctx: &Ctx,
@@ -108,9 +108,6 @@ pub async fn adopt(
     zone: &str,
     instance: &Instance,
 ) -> Result<bool, TaskError> {
-    if ctx.store.vm_version(id).await?.is_some() {
-        return Ok(false);
-    }
     let mut vm = incarnation(ctx, rec, id, index, (zone.to_owned(), None), instance.name.clone());
     vm.instance = Some(instance.placed());
     vm.configured = instance.created.min(ctx.now());
