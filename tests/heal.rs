@@ -63,8 +63,8 @@ fn held(conn: &mut redis::Connection) -> BTreeMap<String, BTreeSet<String>> {
     let mut out = BTreeMap::new();
     for key in keys {
         let part = key.strip_prefix(&tag).unwrap().to_owned();
-        let derived =
-            part.starts_with("vm:") && !matches!(part.as_str(), "vm:ver") || part.starts_with("sums:");
+        let derived = part.starts_with("vm:") && !matches!(part.as_str(), "vm:ver" | "vm:idx")
+            || part.starts_with("sums:");
         if !derived || part == "vm" {
             continue;
         }

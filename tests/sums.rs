@@ -166,6 +166,7 @@ async fn vms_written_before_sums_are_counted_in_once() {
         .arg("{test:db}:vm:counted")
         .arg("{test:db}:vm:zoned")
         .arg("{test:db}:sums:linux")
+        .arg("{test:db}:vm:idx") // (nor what each VM's indexes said, which came later)
         .query(&mut conn)
         .unwrap();
     assert_eq!(store.sums("linux").await.unwrap(), None, "not known to cover every VM");

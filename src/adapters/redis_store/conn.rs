@@ -159,7 +159,7 @@ impl RedisStore {
 
     /// The keys every VM write touches, in the order of the scripts' KEYS; the last is the heal
     /// set.
-    pub(super) fn vm_keys(&self, prefix: &str) -> [String; 13] {
+    pub(super) fn vm_keys(&self, prefix: &str) -> [String; 14] {
         [
             self.k("vm"),
             self.k("vm:ver"),
@@ -173,6 +173,7 @@ impl RedisStore {
             self.k(&format!("sums:{prefix}")),
             self.k("vm:deadline"),
             self.k("vm:zoned"),
+            self.k("vm:idx"),
             self.k("heal"),
         ]
     }
@@ -196,10 +197,11 @@ impl RedisStore {
         field: &str,
         decode: fn(&str) -> Result<T, Undecoded>,
     ) -> Result<Option<Versioned<T>>, StoreError> {
-        let (raw, ver): (Option<String>, Option<u64>) = redis::pipe()
-            .atomic()
-            .hget(self.k(kind), field)
+        // Not atomic, and needs not be: the version is read first, so the record is as new as it
+        // or newer, and a compare-and-set naming that version fails where the record is newer.
+        let (ver, raw): (Option<u64>, Option<String>) = redis::pipe()
             .hget(self.k(&format!("{kind}:ver")), field)
+            .hget(self.k(kind), field)
             .query_async(&mut self.c())
             .await
             .map_err(err)?;

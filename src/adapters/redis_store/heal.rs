@@ -3,7 +3,8 @@
 //! what needs it (the heal set the write scripts flag, shared keys of the wrong type, sizes that
 //! disagree) and rebuilding it, fenced by each VM's version so a rebuild racing writes loses none.
 //!
-//! A rebuild of a scope goes in four steps, each one atomic script: drop the scope's keys of the
+//! A rebuild of a scope goes in four steps, each one atomic script: drop `vm:idx` (from then on
+//! every VM write writes all its entries, not only what changed) and the scope's keys of the
 //! wrong type (from then on every write maintains them again); read the records (HSCAN, then each
 //! chunk with its versions at once); write each chunk's entries for the VMs still at the version
 //! read (a VM written since has the entries its own write made); then per Config drop members
@@ -261,6 +262,9 @@ impl RedisStore {
 
     /// [`gce_backend_jobs::ports::store::Store::rebuild`].
     pub(super) async fn rebuild_scope(&self, scope: &Scope) -> Result<Rebuilt, StoreError> {
+        // First of all: from now on every VM write writes all its entries (not only what changed
+        // since its last write), so one written while this runs has them all by itself.
+        let _: () = self.c().del(self.k("vm:idx")).await.map_err(err)?;
         let mut out = Rebuilt { replaced: self.drop_wrong(&SHARED).await?, ..Rebuilt::default() };
         if !out.replaced.is_empty() && *scope != Scope::All {
             // A shared key was of the wrong type: every Config's entries in it are to be written.

@@ -13,6 +13,7 @@
 //! | `err:<prefix>` | LIST | the Config's last 20 errors, newest first |
 //! | `audit:<prefix>`, `audit` | LIST | a Config's audit trail, and the global one, newest first (`limits.audit_keep` each; kept after the Config is deleted) |
 //! | `counts`, `backoff` | HASH | prefix → counts; `project/zone` → backoff |
+//! | `vm:idx` | HASH | VM id → the version its last write made and what its indexes said of it then (see `PUT_VM`) |
 //! | `vm:counted`, `vm:zoned` | HASH | VM id → what it adds to its Config's sums (bits of `Vm::counted`), and to its zone's (`bits@zone`) |
 //! | `sums:<prefix>` | HASH | a Config's sums, field `i` per bit, `<zone>/i` per zone (`<zone>#<rank>/i` for a fallback rank); `complete` once they cover every VM |
 //! | `counters:<prefix>` | HASH | a Config's counters: dead_tasks, task_failures |
@@ -344,9 +345,9 @@ impl Store for RedisStore {
 
     async fn recount_zones(&self, prefix: &str) -> Result<(), StoreError> {
         let keys = self.vm_keys(prefix);
-        // vm, cfg set, counted, zoned, sums, heal.
+        // vm, cfg set, counted, zoned, sums, idx, heal.
         let mut inv = self.put[6].prepare_invoke();
-        for i in [0, 6, 8, 11, 9, 12] {
+        for i in [0, 6, 8, 11, 9, 12, 13] {
             inv.key(&keys[i]);
         }
         inv.arg(SUMS).arg(format!("cfg:{prefix}"));

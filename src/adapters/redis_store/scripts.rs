@@ -16,21 +16,22 @@ redis.call('HSET', KEYS[2], ARGV[1], v)
     };
 }
 
-/// `shift(key, op, ob, np, nb, n)`: moves the sums hash `key` from counting bits `ob` under
-/// field prefix `op` to counting bits `nb` under `np` (bits of `Vm::counted`, `n` of them): one
-/// HINCRBY per field that changes. A Config's totals are fields `i` (prefix ''), its zone sums
-/// fields `<zone>/i`. `zoned(s)` reads a `vm:zoned` entry (`bits@zone`; none: nothing counted).
+/// `shift(key, op, ob, np, nb, n, scope)`: moves the sums hash `key` from counting bits `ob`
+/// under field prefix `op` to counting bits `nb` under `np` (bits of `Vm::counted`, `n` of them):
+/// one HINCRBY per field that changes (through `try`, flagging `scope`). A Config's totals are
+/// fields `i` (prefix ''), its zone sums fields `<zone>/i`. `zoned(s)` reads a `vm:zoned` entry
+/// (`bits@zone`; none: nothing counted). Comes after `guard`.
 macro_rules! shift {
     () => {
         r"
-local function shift(key, op, ob, np, nb, n)
+local function shift(key, op, ob, np, nb, n, scope)
   for i = 0, n - 1 do
     local a, b = math.floor(ob / 2 ^ i) % 2, math.floor(nb / 2 ^ i) % 2
     if op == np then
-      if a ~= b then redis.call('HINCRBY', key, np .. i, b - a) end
+      if a ~= b then try(scope, 'HINCRBY', key, np .. i, b - a) end
     else
-      if a == 1 then redis.call('HINCRBY', key, op .. i, -1) end
-      if b == 1 then redis.call('HINCRBY', key, np .. i, 1) end
+      if a == 1 then try(scope, 'HINCRBY', key, op .. i, -1) end
+      if b == 1 then try(scope, 'HINCRBY', key, np .. i, 1) end
     end
   end
 end
@@ -43,9 +44,13 @@ end
     };
 }
 
-/// `usable(k, t, scope)`: whether key `k` holds type `t` (or nothing); a derived key of another
-/// type is left alone and `scope` (`cfg:<prefix>`, or `*` for a shared index) flagged in the
-/// heal set, the last of KEYS, for a rebuild (`heal.rs`), so a write still does the rest.
+/// `try(scope, cmd, ...)`: runs a command on a derived key; a key of the wrong type answers an
+/// error, which is caught (no TYPE check costs a command on the way) and flags `scope`
+/// (`cfg:<prefix>`, or `*` for a shared index) in the heal set, the last of KEYS, for a rebuild
+/// (`heal.rs`). Returns nil then, so the caller skips what depends on it and does the rest;
+/// `broken` says one did.
+/// `usable(k, t, scope)` asks first (a TYPE): for the rare scripts that act only when every key
+/// holds its type.
 macro_rules! guard {
     () => {
         r"
@@ -59,6 +64,12 @@ local function usable(k, t, scope)
   if have == t or have == 'none' then return true end
   flag(scope)
   return false
+end
+local broken = false
+local function try(scope, ...)
+  local r = redis.pcall(...)
+  if type(r) == 'table' and r.err then broken = true; flag(scope); return nil end
+  return r
 end
 "
     };
@@ -75,99 +86,108 @@ redis.call('HDEL', KEYS[2], ARGV[1])
 return 1";
 
 /// CAS write of a VM with its indexes and its Config's sums. KEYS vm, ver, uncreated, created,
-/// host, cfgs, cfg set, counted, sums, deadlines, zoned, heal; ARGV id, expected version, JSON,
-/// hostname, created (1/0), prefix, what it counts (bits), how many sums, deadline (ms, '' without
-/// one), what it counts in its zone (`bits@zone`). `vm:counted` holds bits only, as builds before
-/// zone sums wrote it, so such a build still runs against the same Redis (the zone sums it leaves
-/// behind are counted again: `RECOUNT_ZONES`). A derived key of the wrong type is skipped and
-/// flagged (`guard`): the record is written all the same.
+/// host, cfgs, cfg set, counted, sums, deadlines, zoned, idx, heal; ARGV id, expected version,
+/// JSON, hostname, created (1/0), prefix, what it counts (bits), how many sums, deadline (ms, ''
+/// without one), what it counts in its zone (`bits@zone`). `vm:counted` holds bits only, as builds
+/// before zone sums wrote it, so such a build still runs against the same Redis (the zone sums it
+/// leaves behind are counted again: `RECOUNT_ZONES`).
+///
+/// `vm:idx` holds, per VM, the version this script wrote and what its indexes say of it then
+/// (`version|created|deadline|bits|bits@zone|hostname`). While that version is the one replaced
+/// (no other build or rebuild wrote since: those do not keep it, or drop it), only what changed
+/// is written; otherwise every entry is written again (and where one could not be, the entry is
+/// dropped, so the next write tries them all again). A derived key of the wrong type is skipped
+/// and flagged (`try`): the record is written all the same.
 pub(super) const PUT_VM: &str = concat!(
-    shift!(),
     guard!(),
+    shift!(),
     cas_write!(),
     r"
-local cs = 'cfg:' .. ARGV[6]
-local n = tonumber(ARGV[8])
-local sums = usable(KEYS[9], 'hash', cs)
-if usable(KEYS[8], 'hash', '*') then
-  local old, new = tonumber(redis.call('HGET', KEYS[8], ARGV[1]) or '0'), tonumber(ARGV[7])
-  if old ~= new then
-    if sums then shift(KEYS[9], '', old, '', new, n) end
-    redis.call('HSET', KEYS[8], ARGV[1], new)
+local id, cs = ARGV[1], 'cfg:' .. ARGV[6]
+local n, made, dl, bits, zo, host = tonumber(ARGV[8]), ARGV[5], ARGV[9], ARGV[7], ARGV[10], ARGV[4]
+local state = table.concat({made, dl, bits, zo, host}, '|')
+local prior = try('*', 'HGET', KEYS[12], id)
+local was = nil
+if prior then
+  local pv, pm, pd, pb, pz, ph = string.match(prior, '^(%d+)|([01])|(%d*)|(%d+)|([^|]*)|(.*)$')
+  if pv and pv == (cur or '0') then was = {made = pm, dl = pd, bits = pb, zo = pz, host = ph} end
+end
+if was and table.concat({was.made, was.dl, was.bits, was.zo, was.host}, '|') == state then
+  try('*', 'HSET', KEYS[12], id, v .. '|' .. state)
+  return v
+end
+local old = was and was.bits or try('*', 'HGET', KEYS[8], id)
+if old ~= nil then
+  old = tonumber(old or '0') or 0
+  if old ~= tonumber(bits) then
+    shift(KEYS[9], '', old, '', tonumber(bits), n, cs)
+    try('*', 'HSET', KEYS[8], id, bits)
   end
 end
-if usable(KEYS[11], 'hash', '*') then
-  local zo = redis.call('HGET', KEYS[11], ARGV[1])
-  if zo ~= ARGV[10] then
-    local ob, op = zoned(zo)
-    local nb, np = zoned(ARGV[10])
-    if sums then shift(KEYS[9], op, ob, np, nb, n) end
-    redis.call('HSET', KEYS[11], ARGV[1], ARGV[10])
-  end
+local zold = nil
+if was then zold = was.zo else zold = try('*', 'HGET', KEYS[11], id) end
+if zold ~= nil and zold ~= zo then
+  local ob, op = zoned(zold)
+  local nb, np = zoned(zo)
+  shift(KEYS[9], op, ob, np, nb, n, cs)
+  try('*', 'HSET', KEYS[11], id, zo)
 end
-local made = ARGV[5] == '1'
-if usable(KEYS[3], 'set', '*') then
-  if made then redis.call('SREM', KEYS[3], ARGV[1]) else redis.call('SADD', KEYS[3], ARGV[1]) end
+if not was or was.made ~= made then
+  if made == '1' then try('*', 'SREM', KEYS[3], id); try('*', 'SADD', KEYS[4], id)
+  else try('*', 'SADD', KEYS[3], id); try('*', 'SREM', KEYS[4], id) end
 end
-if usable(KEYS[4], 'set', '*') then
-  if made then redis.call('SADD', KEYS[4], ARGV[1]) else redis.call('SREM', KEYS[4], ARGV[1]) end
+if not was or was.host ~= host then try('*', 'HSET', KEYS[5], host, id) end
+if not was then
+  try(cs, 'SADD', KEYS[7], id)
+  try('*', 'SADD', KEYS[6], ARGV[6])
 end
-if usable(KEYS[5], 'hash', '*') then redis.call('HSET', KEYS[5], ARGV[4], ARGV[1]) end
-if usable(KEYS[7], 'set', cs) then redis.call('SADD', KEYS[7], ARGV[1]) end
-if usable(KEYS[6], 'set', '*') then redis.call('SADD', KEYS[6], ARGV[6]) end
-if usable(KEYS[10], 'zset', '*') then
-  if ARGV[9] == '' then redis.call('ZREM', KEYS[10], ARGV[1]) else redis.call('ZADD', KEYS[10], ARGV[9], ARGV[1]) end
+if not was or was.dl ~= dl then
+  if dl == '' then try('*', 'ZREM', KEYS[10], id) else try('*', 'ZADD', KEYS[10], dl, id) end
 end
+if broken then try('*', 'HDEL', KEYS[12], id) else try('*', 'HSET', KEYS[12], id, v .. '|' .. state) end
 return v"
 );
 
 /// CAS delete of a VM with its indexes, bot observation and its part of its Config's sums. KEYS
-/// vm, ver, uncreated, created, host, cfgs, cfg set, bots, counted, sums, deadlines, zoned, heal;
-/// ARGV id, version, hostname, prefix, how many sums. A derived key of the wrong type is skipped
-/// and flagged (`guard`).
+/// vm, ver, uncreated, created, host, cfgs, cfg set, bots, counted, sums, deadlines, zoned, idx,
+/// heal; ARGV id, version, hostname, prefix, how many sums. A derived key of the wrong type is
+/// skipped and flagged (`try`).
 pub(super) const DELETE_VM: &str = concat!(
-    shift!(),
     guard!(),
+    shift!(),
     r"
 if (redis.call('HGET', KEYS[2], ARGV[1]) or '0') ~= ARGV[2] then return 0 end
-local cs = 'cfg:' .. ARGV[4]
+local id, cs = ARGV[1], 'cfg:' .. ARGV[4]
 local n = tonumber(ARGV[5])
-local sums = usable(KEYS[10], 'hash', cs)
-if usable(KEYS[9], 'hash', '*') then
-  if sums then shift(KEYS[10], '', tonumber(redis.call('HGET', KEYS[9], ARGV[1]) or '0'), '', 0, n) end
-  redis.call('HDEL', KEYS[9], ARGV[1])
+local old = try('*', 'HGET', KEYS[9], id)
+if old ~= nil then
+  shift(KEYS[10], '', tonumber(old or '0') or 0, '', 0, n, cs)
+  try('*', 'HDEL', KEYS[9], id)
 end
-if usable(KEYS[12], 'hash', '*') then
-  local zo = redis.call('HGET', KEYS[12], ARGV[1])
-  if zo then
-    local ob, op = zoned(zo)
-    if sums then shift(KEYS[10], op, ob, op, 0, n) end
-    redis.call('HDEL', KEYS[12], ARGV[1])
-  end
+local zo = try('*', 'HGET', KEYS[12], id)
+if zo then
+  local ob, op = zoned(zo)
+  shift(KEYS[10], op, ob, op, 0, n, cs)
+  try('*', 'HDEL', KEYS[12], id)
 end
-redis.call('HDEL', KEYS[1], ARGV[1]); redis.call('HDEL', KEYS[2], ARGV[1])
-if usable(KEYS[3], 'set', '*') then redis.call('SREM', KEYS[3], ARGV[1]) end
-if usable(KEYS[4], 'set', '*') then redis.call('SREM', KEYS[4], ARGV[1]) end
-if usable(KEYS[11], 'zset', '*') then redis.call('ZREM', KEYS[11], ARGV[1]) end
-if usable(KEYS[7], 'set', cs) then
-  redis.call('SREM', KEYS[7], ARGV[1])
-  if redis.call('SCARD', KEYS[7]) == 0 and usable(KEYS[6], 'set', '*') then redis.call('SREM', KEYS[6], ARGV[4]) end
-end
-local host, bots = usable(KEYS[5], 'hash', '*'), usable(KEYS[8], 'hash', '*')
+redis.call('HDEL', KEYS[1], id); redis.call('HDEL', KEYS[2], id)
+try('*', 'HDEL', KEYS[13], id)
+try('*', 'SREM', KEYS[3], id)
+try('*', 'SREM', KEYS[4], id)
+try('*', 'ZREM', KEYS[11], id)
+if try(cs, 'SREM', KEYS[7], id) ~= nil and try(cs, 'SCARD', KEYS[7]) == 0 then try('*', 'SREM', KEYS[6], ARGV[4]) end
 if ARGV[3] == '' then
   -- A corrupt record: its hostname is unknown, so find its entries (rare: one scan).
-  if host then
-    local all = redis.call('HGETALL', KEYS[5])
-    for i = 1, #all, 2 do
-      if all[i + 1] == ARGV[1] then
-        redis.call('HDEL', KEYS[5], all[i])
-        if bots then redis.call('HDEL', KEYS[8], all[i]) end
-      end
+  local all = try('*', 'HGETALL', KEYS[5]) or {}
+  for i = 1, #all, 2 do
+    if all[i + 1] == id then
+      redis.call('HDEL', KEYS[5], all[i])
+      try('*', 'HDEL', KEYS[8], all[i])
     end
   end
 else
-  if host and redis.call('HGET', KEYS[5], ARGV[3]) == ARGV[1] then redis.call('HDEL', KEYS[5], ARGV[3]) end
-  if bots then redis.call('HDEL', KEYS[8], ARGV[3]) end
+  if try('*', 'HGET', KEYS[5], ARGV[3]) == id then redis.call('HDEL', KEYS[5], ARGV[3]) end
+  try('*', 'HDEL', KEYS[8], ARGV[3])
 end
 return 1"
 );
@@ -177,20 +197,20 @@ return 1"
 /// sums, what it counts in its zone (`bits@zone`), the Config's heal scope (`cfg:<prefix>`).
 /// Nothing is counted while a key holds the wrong type (flagged: the rebuild counts it).
 pub(super) const COUNT_IN: &str = concat!(
-    shift!(),
     guard!(),
+    shift!(),
     r"
 if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
 local sums, counted, zoned_ok = usable(KEYS[3], 'hash', ARGV[6]), usable(KEYS[2], 'hash', '*'), usable(KEYS[4], 'hash', '*')
 if not (sums and counted and zoned_ok) then return 0 end
 local n = tonumber(ARGV[4])
 if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 0 then
-  shift(KEYS[3], '', 0, '', tonumber(ARGV[3]), n)
+  shift(KEYS[3], '', 0, '', tonumber(ARGV[3]), n, ARGV[6])
   redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
 end
 if redis.call('HEXISTS', KEYS[4], ARGV[1]) == 0 then
   local nb, np = zoned(ARGV[5])
-  shift(KEYS[3], np, 0, np, nb, n)
+  shift(KEYS[3], np, 0, np, nb, n, ARGV[6])
   redis.call('HSET', KEYS[4], ARGV[1], ARGV[5])
 end
 return 1"
@@ -199,12 +219,12 @@ return 1"
 /// Counts a Config's zone sums again from its VMs, when they disagree with its totals (VMs counted
 /// before zone sums were kept, or written by a build that keeps none): every `<zone>/i` field
 /// dropped, then each VM of the Config counted in its zone (read from its record; a record that
-/// does not decode, in zone '') with the bits its totals count. KEYS vm, cfg set, counted,
-/// zoned, sums, heal; ARGV how many sums, the Config's heal scope. O(VMs of the Config), atomic;
+/// does not decode, in zone '') with the bits its totals count; their `vm:idx` entries dropped
+/// (their next write writes every entry). KEYS vm, cfg set, counted, zoned, sums, idx, heal; ARGV how many sums, the Config's heal scope. O(VMs of the Config), atomic;
 /// nothing while a key holds the wrong type (flagged: the rebuild counts them all).
 pub(super) const RECOUNT_ZONES: &str = concat!(
-    shift!(),
     guard!(),
+    shift!(),
     r"
 local a, b = usable(KEYS[2], 'set', ARGV[2]), usable(KEYS[5], 'hash', ARGV[2])
 local c, d = usable(KEYS[3], 'hash', '*'), usable(KEYS[4], 'hash', '*')
@@ -220,8 +240,9 @@ for _, id in ipairs(redis.call('SMEMBERS', KEYS[2])) do
   if ok and type(v) == 'table' and type(v.attributes) == 'table' and type(v.attributes.zone) == 'string' then
     zone = v.attributes.zone
   end
-  shift(KEYS[5], zone .. '/', 0, zone .. '/', bits, n)
+  shift(KEYS[5], zone .. '/', 0, zone .. '/', bits, n, ARGV[2])
   redis.call('HSET', KEYS[4], id, bits .. '@' .. zone)
+  try('*', 'HDEL', KEYS[6], id)
 end
 return 1"
 );
