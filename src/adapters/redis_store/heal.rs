@@ -3,11 +3,11 @@
 //! what needs it (the heal set the write scripts flag, shared keys of the wrong type, sizes that
 //! disagree) and rebuilding it, fenced by each VM's version so a rebuild racing writes loses none.
 //!
-//! A rebuild of a scope goes in four steps, each one atomic script: drop `vm:idx` (from then on
-//! every VM write writes all its entries, not only what changed) and the scope's keys of the
+//! A rebuild of a scope goes in four steps, each one atomic script: drop the scope's keys of the
 //! wrong type (from then on every write maintains them again); read the records (HSCAN, then each
 //! chunk with its versions at once); write each chunk's entries for the VMs still at the version
-//! read (a VM written since has the entries its own write made); then per Config drop members
+//! read (a VM written since wrote perhaps only what it changed: its `vm:idx` entry is dropped, so
+//! its next write writes them all, and it is read and written once more); then per Config drop members
 //! naming no record and count its sums again from what each VM counts. A shared-scope rebuild
 //! ends by dropping shared entries that name no record.
 
@@ -39,6 +39,9 @@ const SIZES_EVERY: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// Records read and written per script call.
 const CHUNK: usize = 500;
+
+/// Records as read, and their versions, in the order of their ids.
+type Chunk = (Vec<Option<String>>, Vec<Option<String>>);
 
 /// KEYS: the keys to check; ARGV: their types. Drops each that holds another type; returns
 /// their names.
@@ -91,14 +94,16 @@ return 1",
     )
 });
 
-/// KEYS vm:ver, uncreated, created, host, cfgs, counted, deadlines, zoned, vm:cfg:<prefix>; ARGV
-/// prefix, then per VM: id, version, created (1/0; '' for a record that does not decode),
+/// KEYS vm:ver, uncreated, created, host, cfgs, counted, deadlines, zoned, vm:cfg:<prefix>, idx;
+/// ARGV prefix, then per VM: id, version, created (1/0; '' for a record that does not decode),
 /// hostname, deadline (ms, '' none), what it counts (bits), what it counts in its zone. Writes
-/// the entries of each VM still at that version; returns how many VMs had one missing or wrong.
+/// the entries of each VM still at that version; returns how many VMs had one missing or wrong,
+/// and the ids of those written since (their `vm:idx` entry dropped: their next write writes
+/// every entry, as a write since may have written only what it changed).
 static APPLY: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
-local fixed, records = 0, 0
+local fixed, records, moved = 0, 0, {}
 local function sadd(k, m) fixed = fixed + redis.call('SADD', k, m) end
 local function srem(k, m) fixed = fixed + redis.call('SREM', k, m) end
 local function hset(k, f, v)
@@ -125,10 +130,13 @@ for i = 2, #ARGV, 7 do
       hset(KEYS[8], id, ARGV[i + 6])
     end
     if fixed > before then records = records + 1 end
+  else
+    redis.call('HDEL', KEYS[10], id)
+    moved[#moved + 1] = id
   end
 end
 if redis.call('SCARD', KEYS[9]) > 0 then redis.call('SADD', KEYS[5], ARGV[1]) end
-return records",
+return {records, moved}",
     )
 });
 
@@ -262,9 +270,6 @@ impl RedisStore {
 
     /// [`gce_backend_jobs::ports::store::Store::rebuild`].
     pub(super) async fn rebuild_scope(&self, scope: &Scope) -> Result<Rebuilt, StoreError> {
-        // First of all: from now on every VM write writes all its entries (not only what changed
-        // since its last write), so one written while this runs has them all by itself.
-        let _: () = self.c().del(self.k("vm:idx")).await.map_err(err)?;
         let mut out = Rebuilt { replaced: self.drop_wrong(&SHARED).await?, ..Rebuilt::default() };
         if !out.replaced.is_empty() && *scope != Scope::All {
             // A shared key was of the wrong type: every Config's entries in it are to be written.
@@ -287,9 +292,8 @@ impl RedisStore {
             let own = [(format!("vm:cfg:{prefix}"), "set"), (format!("sums:{prefix}"), "hash")];
             out.replaced.extend(self.drop_wrong(&own.each_ref().map(|(k, t)| (k.as_str(), *t))).await?);
             for chunk in by_config.get(&prefix).map_or(&[][..], Vec::as_slice).chunks(CHUNK) {
-                let (vms, fixed) = self.apply(&prefix, chunk, &mut out.corrupt).await?;
-                out.vms += vms;
-                out.fixed += fixed;
+                let read = self.read_chunk(chunk).await?;
+                self.apply_chunk(&prefix, chunk, read, &mut out).await?;
             }
             let (stale, differ) = self.finish(&prefix).await?;
             out.stale += stale;
@@ -367,16 +371,9 @@ impl RedisStore {
         Ok(out)
     }
 
-    /// Writes the entries of `ids` (of Config `prefix`) still at the version read with their
-    /// records; returns (records read, records whose entries were wrong), adding to `corrupt`
-    /// the ids whose record does not decode.
-    async fn apply(
-        &self,
-        prefix: &str,
-        ids: &[String],
-        corrupt: &mut Vec<String>,
-    ) -> Result<(usize, usize), StoreError> {
-        let (raw, vers): (Vec<Option<String>>, Vec<Option<String>>) = redis::pipe()
+    /// The records of `ids` and their versions, read together.
+    async fn read_chunk(&self, ids: &[String]) -> Result<Chunk, StoreError> {
+        redis::pipe()
             .atomic()
             .cmd("HMGET")
             .arg(self.k("vm"))
@@ -386,7 +383,40 @@ impl RedisStore {
             .arg(ids)
             .query_async(&mut self.c())
             .await
-            .map_err(err)?;
+            .map_err(err)
+    }
+
+    /// Writes the entries of `ids` (of Config `prefix`) from `read`, their records as read
+    /// before; those written since are read and written once more, at their new version (a VM
+    /// written again meanwhile wrote every entry: its `vm:idx` entry is gone).
+    async fn apply_chunk(
+        &self,
+        prefix: &str,
+        ids: &[String],
+        read: Chunk,
+        out: &mut Rebuilt,
+    ) -> Result<(), StoreError> {
+        let (vms, fixed, moved) = self.apply(prefix, ids, read, &mut out.corrupt).await?;
+        out.vms += vms;
+        out.fixed += fixed;
+        if !moved.is_empty() {
+            let again = self.read_chunk(&moved).await?;
+            let (_, fixed, _) = self.apply(prefix, &moved, again, &mut Vec::new()).await?;
+            out.fixed += fixed;
+        }
+        Ok(())
+    }
+
+    /// Writes the entries of `ids` (of Config `prefix`) still at the version read with their
+    /// records; returns (records read, records whose entries were wrong, ids written since),
+    /// adding to `corrupt` the ids whose record does not decode.
+    async fn apply(
+        &self,
+        prefix: &str,
+        ids: &[String],
+        (raw, vers): Chunk,
+        corrupt: &mut Vec<String>,
+    ) -> Result<(usize, usize, Vec<String>), StoreError> {
         let mut call = APPLY.prepare_invoke();
         for part in [
             "vm:ver",
@@ -400,7 +430,7 @@ impl RedisStore {
         ] {
             call.key(self.k(part));
         }
-        call.key(self.k(&format!("vm:cfg:{prefix}"))).arg(prefix);
+        call.key(self.k(&format!("vm:cfg:{prefix}"))).key(self.k("vm:idx")).arg(prefix);
         let mut read = 0;
         for ((id, raw), ver) in ids.iter().zip(raw).zip(vers) {
             let (Some(raw), Some(ver)) = (raw, ver) else { continue };
@@ -420,8 +450,8 @@ impl RedisStore {
                 }
             }
         }
-        let fixed: usize = call.invoke_async(&mut self.c()).await.map_err(err)?;
-        Ok((read, fixed))
+        let (fixed, moved): (usize, Vec<String>) = call.invoke_async(&mut self.c()).await.map_err(err)?;
+        Ok((read, fixed, moved))
     }
 
     /// Drops Config `prefix`'s members naming no record and counts its sums again; returns
@@ -438,3 +468,6 @@ impl RedisStore {
         Ok((stale, differ == 1))
     }
 }
+
+#[cfg(test)]
+mod tests;
