@@ -30,14 +30,15 @@ async fn a_vm_written_between_the_read_and_the_write_of_a_rebuild_keeps_every_en
     let store = RedisStore::connect(&server.url(), "t").await.unwrap();
     let mut v = vm();
     assert!(store.put_vm(&v, Expect::Absent).await.unwrap());
-    created(chrono::Utc::now())(&mut v);
+    let t = chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap();
+    created(t)(&mut v);
     assert!(store.put_vm(&v, Expect::Version(1)).await.unwrap());
     let created = store.k("vm:created");
     let mut c = store.c();
     let _: () = c.srem(&created, "alpha-0").await.unwrap();
     let ids = vec!["alpha-0".to_owned()];
     let read = store.read_chunk(&ids).await.unwrap();
-    v.connected = Some(chrono::Utc::now());
+    v.connected = Some(t + chrono::Duration::seconds(30));
     assert!(store.put_vm(&v, Expect::Version(2)).await.unwrap());
     let mut out = Rebuilt::default();
     store.apply_chunk("alpha", &ids, read, &mut out).await.unwrap();
