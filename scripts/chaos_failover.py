@@ -17,12 +17,11 @@ Last line:
 import hashlib, json, os, secrets, subprocess, time
 from pathlib import Path
 
-from chaos_harness import (NS, ZONES, HarnessError, Redis, RedisError, config_yaml, free_port, log,
-                           settings_text)
+from chaos_harness import (INVARIANTS, NS, ZONES, HarnessError, Redis, RedisError, config_yaml, free_port,
+                           log, settings_text)
 
 MASTER = "mymaster"
 API = "ops"  # the Config the operator changes over the API (no prefix of another)
-KEYS = ("leaked", "duplicates", "lost", "extra", "stuck", "stale_bots", "dead_tasks")
 
 
 def cli(*args, timeout=30):
@@ -311,10 +310,10 @@ def failover(h, a, binary):
     log(f"chaos over: {h.kills} kills, operator writes acked={writes.ok} refused={writes.failed}; measuring convergence")
     conv = h.wait_converged(120)
     conv = None if conv is None else time.monotonic() - last_kill
-    inv = h.invariants() or dict.fromkeys(KEYS, -1)
+    inv = h.invariants() or dict.fromkeys(INVARIANTS, -1)
     q = quarantined(h)
     ok = (h.kills >= 5 and conv is not None and conv <= 60 and writes.lost == 0 and q == 0
-          and not any(inv[k] for k in KEYS))
+          and not any(inv[k] for k in INVARIANTS))
     if not ok:
         h.log_digest()
     print(f"failover: mode={a.failover} kills={h.kills} lost_acked_writes={writes.lost} leaked={inv['leaked']} "

@@ -9,6 +9,8 @@ from chaos_judge import HarnessError, judge_pool, parse_json, run_checked, wante
 
 ROOT = Path(__file__).resolve().parent.parent
 NS, PROJECT, SWARM = "chaos", "chaos-proj", "https://swarm.example.com"
+# What `Harness.invariants` counts, each of which must be 0 at the end of a run.
+INVARIANTS = ("leaked", "duplicates", "lost", "extra", "stuck", "stale_bots", "dead_tasks")
 # The Swarming servers the settings allow: the good one, and the two --bad-input makes hang and
 # answer malformed JSON (an unlisted server would be refused before any call, testing nothing).
 SERVERS = [SWARM, "https://hang.example.com", "https://malformed.example.com"]
@@ -401,7 +403,7 @@ class Harness:
         host_of = {v["hostname"]: k for k, v in s["vms"].items()}
         ours = [i for l in s["inst"].values() for i in l if i["labels"].get("gce-backend") == self.deployment]
         live = [i for i in ours if not i.get("deleting")]
-        bad = {k: [] for k in ("leaked", "duplicates", "lost", "extra", "stuck", "stale_bots")}
+        bad = {k: [] for k in INVARIANTS if k != "dead_tasks"}
         bad["leaked"] = [f"{i['name']}({i['status']})" for i in live if i["name"] not in host_of]
         # The VM an instance is: its label, or (made in bulk, which labels all alike) its name
         # `<VM id>-<4 chars>`.

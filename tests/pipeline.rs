@@ -184,10 +184,10 @@ both!(
 // Every production Redis mode runs the pipeline: TLS, Sentinel, Cluster.
 on!(tls, Tls, three_instances_run_and_three_bots_connect);
 on!(sentinel, Sentinel, three_instances_run_and_three_bots_connect);
-on!(cluster, Cluster, three_instances_run_and_three_bots_connect);
-
-/// A cluster also shrinks (its keys of several slots, queues and store).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_cluster_shrinks() {
-    shrinking_terminates_bots_after_their_task_and_deletes_everything(Backend::Cluster).await
-}
+// A cluster also shrinks (its keys of several slots, queues and store).
+on!(
+    cluster,
+    Cluster,
+    three_instances_run_and_three_bots_connect,
+    shrinking_terminates_bots_after_their_task_and_deletes_everything
+);

@@ -99,8 +99,9 @@ pub fn adoptable<'a>(rec: &ConfigRecord, instance: &'a Instance) -> Option<(&'a 
 
 /// Makes the record of VM `id` (index `index`) of Config `rec` again for `instance`, its live
 /// instance in `zone` (the record was lost, as in a Redis failover), unless a record of that id
-/// exists (the write is made only where none is): the VM keeps its instance, hostname, creation time (its lifetime counts from there)
-/// and the revision it was made from, and its bot is looked for. Returns whether it made it.
+/// exists (the write is made only where none is): the VM keeps its instance, hostname, creation
+/// time (its lifetime counts from there) and the revision it was made from, and its bot is looked
+/// for. Returns whether it made it.
 pub async fn adopt(
     ctx: &Ctx,
     rec: &ConfigRecord,
@@ -134,8 +135,7 @@ pub async fn adopt(
 /// Compute Engine instances.
 async fn adopt_lost(ctx: &Ctx, rec: &ConfigRecord) -> Result<(), TaskError> {
     // Only Compute Engine's instances carry the labels (a static machine is listed, not made).
-    let providers = ctx.providers.declared();
-    if rec.config.is_static() || providers.kind(providers.resolve(&rec.config.provider)) != Some(Kind::Gce) {
+    if rec.config.is_static() || !on_gce(ctx, rec) {
         return Ok(());
     }
     let Some(generation) = ctx.store.generation().await? else { return Ok(()) };
@@ -197,11 +197,15 @@ pub async fn make_all(ctx: &Ctx, rec: &ConfigRecord, ids: &[String]) -> Result<(
 /// Engine's and `gce_bulk::in_bulk` says so (the one rule for `send` and the
 /// `create_instances` cron).
 pub async fn in_bulk(ctx: &Ctx, rec: &ConfigRecord) -> Result<bool, TaskError> {
-    let providers = ctx.providers.declared();
-    if providers.kind(providers.resolve(&rec.config.provider)) != Some(Kind::Gce) {
+    if !on_gce(ctx, rec) {
         return Ok(false);
     }
     gce_bulk::in_bulk(ctx, rec).await
+}
+
+/// Whether Config `rec`'s provider is Compute Engine's (its VMs are instances it makes).
+fn on_gce(ctx: &Ctx, rec: &ConfigRecord) -> bool {
+    ctx.providers.declared().kind(&rec.config.provider) == Some(Kind::Gce)
 }
 
 /// Hands VMs of Config `rec` just made to what sends them: its `bulk_insert` while many of its

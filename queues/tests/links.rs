@@ -183,17 +183,23 @@ async fn a_slot_moved_to_another_primary_mid_run_loses_no_task() {
         tokio::spawn(async move {
             let me = WorkerId { group: "g".into(), id: "w".into() };
             let mut done = 0;
+            let pause = || tokio::time::sleep(Duration::from_millis(20));
             while done < 200 {
-                let Ok(taken) = engine.take(&spec, &me, 5).await else { continue };
+                let Ok(taken) = engine.take(&spec, &me, 5).await else {
+                    pause().await;
+                    continue;
+                };
                 let acks: Vec<Ack> = taken
                     .tasks
                     .iter()
                     .map(|l| Ack { id: l.id.clone(), token: l.token.clone(), resolution: Resolution::Done })
                     .collect();
-                while engine.finish(&spec, &acks).await.is_err() {}
+                while engine.finish(&spec, &acks).await.is_err() {
+                    pause().await;
+                }
                 done += acks.len();
                 if acks.is_empty() {
-                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    pause().await;
                 }
             }
         })

@@ -7,9 +7,9 @@
 //! wrong type (from then on every write maintains them again); read the records (HSCAN, then each
 //! chunk with its versions at once); write each chunk's entries for the VMs still at the version
 //! read (a VM written since wrote perhaps only what it changed: its `vm:idx` entry is dropped, so
-//! its next write writes them all, and it is read and written once more); then per Config drop members
-//! naming no record and count its sums again from what each VM counts. A shared-scope rebuild
-//! ends by dropping shared entries that name no record.
+//! its next write writes them all, and it is read and written once more); then per Config drop
+//! members naming no record and count its sums again from what each VM counts. A shared-scope
+//! rebuild ends by dropping shared entries that name no record.
 
 use std::collections::BTreeMap;
 use std::sync::LazyLock;

@@ -107,14 +107,15 @@ local id, cs = ARGV[1], 'cfg:' .. ARGV[6]
 local n, made, dl, bits, zo, host = tonumber(ARGV[8]), ARGV[5], ARGV[9], ARGV[7], ARGV[10], ARGV[4]
 local state = table.concat({made, dl, bits, zo, host}, '|')
 local prior = try('*', 'HGET', KEYS[12], id)
+local pv, said = string.match(prior or '', '^(%d+)|(.*)$')
 local was = nil
-if prior then
-  local pv, pm, pd, pb, pz, ph = string.match(prior, '^(%d+)|([01])|(%d*)|(%d+)|([^|]*)|(.*)$')
-  if pv and pv == (cur or '0') then was = {made = pm, dl = pd, bits = pb, zo = pz, host = ph} end
-end
-if was and table.concat({was.made, was.dl, was.bits, was.zo, was.host}, '|') == state then
-  try('*', 'HSET', KEYS[12], id, v .. '|' .. state)
-  return v
+if pv == (cur or '0') then
+  if said == state then
+    try('*', 'HSET', KEYS[12], id, v .. '|' .. state)
+    return v
+  end
+  local pm, pd, pb, pz, ph = string.match(said, '^([01])|(%d*)|(%d+)|([^|]*)|(.*)$')
+  if pm then was = {made = pm, dl = pd, bits = pb, zo = pz, host = ph} end
 end
 local old = was and was.bits or try('*', 'HGET', KEYS[8], id)
 if old ~= nil then
@@ -124,8 +125,7 @@ if old ~= nil then
     try('*', 'HSET', KEYS[8], id, bits)
   end
 end
-local zold = nil
-if was then zold = was.zo else zold = try('*', 'HGET', KEYS[11], id) end
+local zold = was and was.zo or try('*', 'HGET', KEYS[11], id)
 if zold ~= nil and zold ~= zo then
   local ob, op = zoned(zold)
   local nb, np = zoned(zo)
@@ -220,8 +220,9 @@ return 1"
 /// before zone sums were kept, or written by a build that keeps none): every `<zone>/i` field
 /// dropped, then each VM of the Config counted in its zone (read from its record; a record that
 /// does not decode, in zone '') with the bits its totals count; their `vm:idx` entries dropped
-/// (their next write writes every entry). KEYS vm, cfg set, counted, zoned, sums, idx, heal; ARGV how many sums, the Config's heal scope. O(VMs of the Config), atomic;
-/// nothing while a key holds the wrong type (flagged: the rebuild counts them all).
+/// (their next write writes every entry). KEYS vm, cfg set, counted, zoned, sums, idx, heal; ARGV
+/// how many sums, the Config's heal scope. O(VMs of the Config), atomic; nothing while a key
+/// holds the wrong type (flagged: the rebuild counts them all).
 pub(super) const RECOUNT_ZONES: &str = concat!(
     guard!(),
     shift!(),
