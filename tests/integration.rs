@@ -20,6 +20,8 @@ mod demand;
 mod heal;
 /// `/metrics`: one scrape after convergence, bounded labels, a workers process's own.
 mod metrics;
+/// The store's move to the key layout of a cluster (`recover migrate`).
+mod migrate;
 /// Operator safety: Config mistakes, ownership, bounded fan-out, preemption, the queue CLI.
 mod operator_safety;
 /// A Compute outage: tasks held back, not failed; the outage said once in the log.

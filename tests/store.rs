@@ -301,6 +301,26 @@ async fn the_redis_store_meets_the_contract_over_tls() {
     contract(Arc::new(RedisStore::connect(&server.url(), "test").await.unwrap())).await;
 }
 
+/// A store moved to key layout 2 (each Config's keys under its own tag); empty, so at once.
+async fn in_layout_2(url: &str) -> Arc<RedisStore> {
+    let store = RedisStore::connect(url, "test").await.unwrap();
+    let m = store.migrate(true, Duration::ZERO).await.unwrap();
+    assert_eq!((m.from.as_str(), m.to.as_str(), m.vms), ("1", "2", 0));
+    Arc::new(store)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_redis_store_meets_the_contract_in_layout_2() {
+    let server = RedisServer::start();
+    contract(in_layout_2(&server.url()).await).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_redis_store_meets_the_contract_on_a_cluster_in_layout_2() {
+    let cluster = gce_backend_queues::testing::Cluster::start(3, 0);
+    contract(in_layout_2(&cluster.url()).await).await;
+}
+
 /// The audit trail: per Config and global lists, newest first, bounded, paged, kept after the
 /// Config's status is dropped.
 async fn audit(store: &dyn Store) {
@@ -452,6 +472,25 @@ async fn corrupt_records_are_confined_to_their_entity_in_redis() {
             "vm" => ("HSET", "{test:db}:vm".into(), vec![key, "{garbage"]),
             "pause" => ("SET", "{test:db}:pause".into(), vec!["{garbage"]),
             _ => ("SET", format!("{{test:db}}:vm:cfg:{key}"), vec!["x"]),
+        };
+        let client = redis::Client::open(url.as_str()).unwrap();
+        let mut conn = client.get_connection().unwrap();
+        let _: () = redis::cmd(cmd).arg(k).arg(args).query(&mut conn).unwrap();
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corrupt_records_are_confined_to_their_entity_in_layout_2() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let store = in_layout_2(&url).await;
+    corrupt(store, move |kind, key| {
+        let (cmd, k, args): (&str, String, Vec<&str>) = match kind {
+            "cfg" => ("HSET", "{test:db}:cfg".into(), vec![key, "{garbage"]),
+            "vm" => ("HSET", "{test:c:linux}:vm".into(), vec![key, "{garbage"]),
+            "pause" => ("SET", "{test:db}:paused".into(), vec!["{garbage"]),
+            _ => ("SET", format!("{{test:c:{key}}}:uncreated"), vec!["x"]),
         };
         let client = redis::Client::open(url.as_str()).unwrap();
         let mut conn = client.get_connection().unwrap();

@@ -1,7 +1,8 @@
 //! `gce-backend recover`: the operator's commands that read and repair a deployment's Redis
 //! directly, for when its API is down (every other command goes over the API): `recover status`
 //! (Configs and Config files) and `recover queues …` (list, counts, task status by id or key,
-//! pending/delayed/dead listings, retry and purge). Output is JSON; an unknown queue, task or key
+//! pending/delayed/dead listings, retry and purge) and `recover migrate` (the store's move to
+//! the key layout of a cluster). Output is JSON; an unknown queue, task or key
 //! is a usage error.
 
 use crate::adapters::backends::ConnectError;
@@ -35,6 +36,15 @@ pub enum RecoverCmd {
         #[command(subcommand)]
         op: QueueOp,
     },
+    /// Move the store to the key layout that spreads over a Redis Cluster (each Config's keys
+    /// under its own hash tag). Without --apply, only counts what would move. With it, writes
+    /// wait for the few seconds the move takes; run it once every process runs this release
+    /// (docs/operating.md, "Upgrading"). Safe to run again after an interruption.
+    Migrate {
+        /// Move (without it: a dry run that writes nothing).
+        #[arg(long)]
+        apply: bool,
+    },
 }
 
 /// `gce-backend recover …`.
@@ -46,6 +56,15 @@ pub async fn recover(store: &RedisArgs, cmd: RecoverCmd) -> anyhow::Result<()> {
             status(store, &prefixes, live, grace).await
         }
         RecoverCmd::Queues { queue, op } => queue_op(store, queue.as_deref(), op).await,
+        RecoverCmd::Migrate { apply } => {
+            let url = url(store, "recover migrate")?;
+            let db = crate::adapters::backends::redis_store(url, &store.namespace)
+                .await
+                .map_err(ConnectError::once)?;
+            let settle = crate::adapters::redis_store::SETTLE;
+            out::json(&db.migrate(apply, settle).await?);
+            Ok(())
+        }
     }
 }
 

@@ -1,4 +1,5 @@
-//! The audit trail in Redis: one LIST per Config (`audit:<prefix>`) and one global list
+//! The audit trail in Redis: one LIST per Config (`audit:<prefix>`; in layout 2 under the
+//! Config's tag) and one global list
 //! (`audit`), newest first, pushed and trimmed to its bound in one MULTI.
 
 use gce_backend_jobs::model::{AuditEntry, GLOBAL_AUDIT};
@@ -7,19 +8,21 @@ use redis::AsyncCommands;
 
 use super::RedisStore;
 use super::conn::{err, json};
+use super::layout::Layout;
 
 impl RedisStore {
-    /// The key of `prefix`'s list (the global one for [`GLOBAL_AUDIT`]).
-    fn audit_key(&self, prefix: &str) -> String {
+    /// The key of `prefix`'s list in layout `l` (the global one for [`GLOBAL_AUDIT`]).
+    fn audit_key(&self, l: Layout, prefix: &str) -> String {
         match prefix {
             GLOBAL_AUDIT => self.k("audit"),
-            p => self.k(&format!("audit:{p}")),
+            p => self.owned(l, p, "audit"),
         }
     }
 
     /// `Store::push_audit`.
     pub(super) async fn push_audit_entry(&self, e: &AuditEntry, keep: usize) -> Result<(), StoreError> {
-        self.push_capped(&self.audit_key(&e.prefix), json(e)?, keep).await
+        let key = self.audit_key(self.writing().await?, &e.prefix);
+        self.push_capped(&key, json(e)?, keep).await
     }
 
     /// `Store::audit`.
@@ -33,7 +36,8 @@ impl RedisStore {
             return Ok(Vec::new());
         }
         let (start, stop) = (offset as isize, (offset + limit) as isize - 1);
-        let raw: Vec<String> = self.c().lrange(self.audit_key(prefix), start, stop).await.map_err(err)?;
+        let key = self.audit_key(self.layout().await?, prefix);
+        let raw: Vec<String> = self.c().lrange(key, start, stop).await.map_err(err)?;
         // An entry that does not decode is left out rather than hiding the others.
         Ok(raw.iter().filter_map(|r| serde_json::from_str(r).ok()).collect())
     }

@@ -20,6 +20,11 @@ pub struct RedisStore {
     pub(super) conn: Link,
     pub(super) ns: String,
     pub(super) put: std::sync::Arc<[Script; 7]>,
+    /// Layout 2's scripts: put and delete a VM, states, reindex, sound (`v2/scripts.rs`).
+    pub(super) put2: std::sync::Arc<[Script; 5]>,
+    pub(super) layout: std::sync::Arc<super::layout::LayoutCache>,
+    /// Prefixes this process has added to `vm:cfgs` (layout 2).
+    pub(super) listed: std::sync::Arc<tokio::sync::Mutex<std::collections::HashSet<String>>>,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -133,7 +138,22 @@ impl RedisStore {
             Script::new(COUNT_IN),
             Script::new(RECOUNT_ZONES),
         ];
-        Self { conn, ns: namespace.to_owned(), put: std::sync::Arc::new(put) }
+        use super::v2::scripts as v2;
+        let put2 = [
+            Script::new(v2::PUT_VM),
+            Script::new(v2::DELETE_VM),
+            Script::new(v2::STATES),
+            Script::new(v2::REINDEX),
+            Script::new(v2::SOUND),
+        ];
+        Self {
+            conn,
+            ns: namespace.to_owned(),
+            put: std::sync::Arc::new(put),
+            put2: std::sync::Arc::new(put2),
+            layout: Default::default(),
+            listed: Default::default(),
+        }
     }
 
     /// Pushes `value` at the head of the LIST `key` and trims it to its newest `keep` (at least
@@ -149,6 +169,19 @@ impl RedisStore {
         Ok(())
     }
 
+    /// Runs `cmds` at once, each on keys of one slot (the slots may differ, which a cluster
+    /// refuses in one pipeline); the answers in order.
+    pub(super) async fn each<T: redis::FromRedisValue>(
+        &self,
+        cmds: &[redis::Cmd],
+    ) -> redis::RedisResult<Vec<T>> {
+        futures::future::try_join_all(cmds.iter().map(|c| {
+            let mut conn = self.c();
+            async move { c.query_async::<T>(&mut conn).await }
+        }))
+        .await
+    }
+
     pub(super) fn k(&self, part: &str) -> String {
         format!("{{{}:db}}:{part}", self.ns)
     }
@@ -157,9 +190,9 @@ impl RedisStore {
         self.conn.clone()
     }
 
-    /// The keys every VM write touches, in the order of the scripts' KEYS; the last is the heal
-    /// set.
-    pub(super) fn vm_keys(&self, prefix: &str) -> [String; 14] {
+    /// The keys every layout-1 VM write touches, in the order of the scripts' KEYS; then the
+    /// layout key and the heal set.
+    pub(super) fn vm_keys(&self, prefix: &str) -> [String; 15] {
         [
             self.k("vm"),
             self.k("vm:ver"),
@@ -174,6 +207,7 @@ impl RedisStore {
             self.k("vm:deadline"),
             self.k("vm:zoned"),
             self.k("vm:idx"),
+            self.k("layout"),
             self.k("heal"),
         ]
     }

@@ -45,7 +45,7 @@ type Chunk = (Vec<Option<String>>, Vec<Option<String>>);
 
 /// KEYS: the keys to check; ARGV: their types. Drops each that holds another type; returns
 /// their names.
-static DROP: LazyLock<Script> = LazyLock::new(|| {
+pub(super) static DROP: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
 local dropped = {}

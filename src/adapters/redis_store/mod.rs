@@ -43,12 +43,20 @@ mod audit;
 mod buckets;
 mod conn;
 mod heal;
+mod layout;
 mod marks;
+mod migrate;
+mod owned;
+#[macro_use]
 mod scripts;
 mod series;
 mod sums;
+mod v2;
 pub use conn::RedisStore;
 use conn::{derived, err, err_at, expect, json, lenient};
+pub use layout::Layout;
+use layout::Layout as L;
+pub use migrate::{Migration, SETTLE};
 use sums::zoned;
 
 /// Longest an operator's write waits for its replicas before the API answers 503.
@@ -118,10 +126,16 @@ impl Store for RedisStore {
     }
 
     async fn vm(&self, id: &str) -> Result<Option<Versioned<Vm>>, StoreError> {
-        self.get("vm", id, Vm::decode).await
+        match self.layout().await? {
+            L::Two => self.v2_vm(id).await,
+            _ => self.get("vm", id, Vm::decode).await,
+        }
     }
 
     async fn put_vm(&self, vm: &Vm, e: Expect) -> Result<bool, StoreError> {
+        if self.writing().await? == L::Two {
+            return self.v2_put_vm(vm, e).await;
+        }
         let keys = self.vm_keys(&vm.config);
         let mut inv = self.put[2].prepare_invoke();
         for k in keys[..7].iter().chain(&keys[8..]) {
@@ -133,12 +147,15 @@ impl Store for RedisStore {
         inv.arg(vm.counted()).arg(SUMS);
         inv.arg(vm.deadline().map_or(String::new(), |d| d.timestamp_millis().to_string()));
         inv.arg(zoned(vm));
-        let v: u64 = inv.invoke_async(&mut self.c()).await.map_err(err)?;
+        let v: u64 = self.v1_write(inv.invoke_async(&mut self.c()).await).await?;
         Ok(v > 0)
     }
 
     async fn vm_version(&self, id: &str) -> Result<Option<u64>, StoreError> {
-        self.c().hget(self.k("vm:ver"), id).await.map_err(err)
+        match self.layout().await? {
+            L::Two => self.v2_vm_version(id).await,
+            _ => self.c().hget(self.k("vm:ver"), id).await.map_err(err),
+        }
     }
 
     async fn delete_vm(&self, id: &str, version: u64) -> Result<bool, StoreError> {
@@ -152,17 +169,23 @@ impl Store for RedisStore {
             }
             Err(e) => return Err(e),
         };
+        if self.writing().await? == L::Two {
+            return self.v2_delete_vm(id, version, &hostname).await;
+        }
         let keys = self.vm_keys(&config);
         let mut inv = self.put[3].prepare_invoke();
         for k in &keys {
             inv.key(k);
         }
         inv.arg(id).arg(version).arg(&hostname).arg(&config).arg(SUMS);
-        let n: u64 = inv.invoke_async(&mut self.c()).await.map_err(err)?;
+        let n: u64 = self.v1_write(inv.invoke_async(&mut self.c()).await).await?;
         Ok(n > 0)
     }
 
     async fn vm_ids(&self, index: VmIndex) -> Result<Vec<String>, StoreError> {
+        if self.layout().await? == L::Two {
+            return self.v2_vm_ids(index).await;
+        }
         let part = match index {
             VmIndex::Uncreated => "vm:uncreated".to_owned(),
             VmIndex::Created => "vm:created".to_owned(),
@@ -206,6 +229,9 @@ impl Store for RedisStore {
         if hostnames.is_empty() {
             return Ok(Vec::new());
         }
+        if self.layout().await? == L::Two {
+            return self.v2_vms_by_hostname(hostnames).await;
+        }
         let read = redis::cmd("HMGET").arg(self.k("vm:host")).arg(hostnames).query_async(&mut self.c()).await;
         match read {
             Ok(ids) => Ok(ids),
@@ -214,6 +240,9 @@ impl Store for RedisStore {
     }
 
     async fn vm_configs(&self) -> Result<Vec<String>, StoreError> {
+        if self.layout().await? == L::Two {
+            return self.v2_vm_configs().await;
+        }
         match self.c().smembers(self.k("vm:cfgs")).await {
             Ok(p) => Ok(p),
             Err(e) => Err(derived(self, "vm:cfgs", e).await),
@@ -221,54 +250,33 @@ impl Store for RedisStore {
     }
 
     async fn put_bots(&self, bots: &[Observed]) -> Result<(), StoreError> {
-        for chunk in bots.chunks(1000) {
-            let pairs: Vec<(String, String)> =
-                chunk.iter().map(|o| Ok((o.bot.id.clone(), json(o)?))).collect::<Result<_, StoreError>>()?;
-            if !pairs.is_empty() {
-                let _: () = self.c().hset_multiple(self.k("bots"), &pairs).await.map_err(err)?;
-            }
-        }
-        Ok(())
+        self.write_bots(bots).await
     }
 
     async fn bot(&self, hostname: &str) -> Result<Option<Observed>, StoreError> {
-        let raw: Option<String> = self.c().hget(self.k("bots"), hostname).await.map_err(err)?;
-        Ok(raw.and_then(|r| lenient(&format!("bot {hostname}"), &r)))
+        Ok(self.read_bots(std::slice::from_ref(&hostname.to_owned())).await?.pop().flatten())
     }
 
     async fn bots(&self, hostnames: &[String]) -> Result<Vec<Option<Observed>>, StoreError> {
-        let mut out = Vec::with_capacity(hostnames.len());
-        for chunk in hostnames.chunks(1000) {
-            let raw: Vec<Option<String>> = redis::cmd("HMGET")
-                .arg(self.k("bots"))
-                .arg(chunk)
-                .query_async(&mut self.c())
-                .await
-                .map_err(err)?;
-            out.extend(
-                raw.iter().zip(chunk).map(|(r, h)| r.as_ref().and_then(|r| lenient(&format!("bot {h}"), r))),
-            );
-        }
-        Ok(out)
+        self.read_bots(hostnames).await
     }
 
     async fn observed(&self) -> Result<Vec<String>, StoreError> {
-        self.c().hkeys(self.k("bots")).await.map_err(err)
+        self.observed_hosts().await
     }
 
     async fn forget_bots(&self, hostnames: &[String]) -> Result<(), StoreError> {
-        for chunk in hostnames.chunks(1000) {
-            let _: () = self.c().hdel(self.k("bots"), chunk).await.map_err(err)?;
-        }
-        Ok(())
+        self.drop_bots(hostnames).await
     }
 
     async fn push_error(&self, prefix: &str, e: &ErrorEntry) -> Result<(), StoreError> {
-        self.push_capped(&self.k(&format!("err:{prefix}")), json(e)?, KEEP_ERRORS).await
+        let key = self.owned(self.writing().await?, prefix, "err");
+        self.push_capped(&key, json(e)?, KEEP_ERRORS).await
     }
 
     async fn errors(&self, prefix: &str) -> Result<Vec<ErrorEntry>, StoreError> {
-        let raw: Vec<String> = self.c().lrange(self.k(&format!("err:{prefix}")), 0, -1).await.map_err(err)?;
+        let key = self.owned(self.layout().await?, prefix, "err");
+        let raw: Vec<String> = self.c().lrange(key, 0, -1).await.map_err(err)?;
         // A corrupt entry is left out rather than hiding the others.
         Ok(raw.iter().filter_map(|r| serde_json::from_str(r).ok()).collect())
     }
@@ -288,7 +296,7 @@ impl Store for RedisStore {
         now: DateTime<Utc>,
     ) -> Result<(), StoreError> {
         let _: i64 = self.put[4]
-            .key(self.k(&format!("err:{prefix}")))
+            .key(self.owned(self.writing().await?, prefix, "err"))
             .arg(now.to_rfc3339_opts(chrono::SecondsFormat::Micros, true))
             .arg(stages)
             .invoke_async(&mut self.c())
@@ -298,11 +306,12 @@ impl Store for RedisStore {
     }
 
     async fn bump(&self, prefix: &str, what: &str) -> Result<(), StoreError> {
-        self.c().hincr(self.k(&format!("counters:{prefix}")), what, 1).await.map_err(err)
+        self.c().hincr(self.owned(self.writing().await?, prefix, "counters"), what, 1).await.map_err(err)
     }
 
     async fn counter(&self, prefix: &str, what: &str) -> Result<u64, StoreError> {
-        let n: Option<u64> = self.c().hget(self.k(&format!("counters:{prefix}")), what).await.map_err(err)?;
+        let key = self.owned(self.layout().await?, prefix, "counters");
+        let n: Option<u64> = self.c().hget(key, what).await.map_err(err)?;
         Ok(n.unwrap_or(0))
     }
 
@@ -329,6 +338,9 @@ impl Store for RedisStore {
     }
 
     async fn count_in(&self, vm: &Versioned<Vm>) -> Result<(), StoreError> {
+        if self.writing().await? == L::Two {
+            return Ok(()); // (every VM is counted from its first write on)
+        }
         let v = &vm.value;
         let mut inv = self.put[5].prepare_invoke();
         inv.key(self.k("vm:ver")).key(self.k("vm:counted")).key(self.k(&format!("sums:{}", v.config)));
@@ -340,14 +352,20 @@ impl Store for RedisStore {
     }
 
     async fn zone_sums(&self, prefix: &str) -> Result<Option<(Sums, BTreeMap<String, Sums>)>, StoreError> {
-        self.read_zone_sums(prefix).await
+        match self.layout().await? {
+            L::Two => self.v2_zone_sums(prefix).await,
+            _ => self.read_zone_sums(prefix).await,
+        }
     }
 
     async fn recount_zones(&self, prefix: &str) -> Result<(), StoreError> {
+        if self.writing().await? == L::Two {
+            return self.v2_rebuild_config(prefix, &mut Rebuilt::default()).await;
+        }
         let keys = self.vm_keys(prefix);
         // vm, cfg set, counted, zoned, sums, idx, heal.
         let mut inv = self.put[6].prepare_invoke();
-        for i in [0, 6, 8, 11, 9, 12, 13] {
+        for i in [0, 6, 8, 11, 9, 12, 14] {
             inv.key(&keys[i]);
         }
         inv.arg(SUMS).arg(format!("cfg:{prefix}"));
@@ -356,20 +374,14 @@ impl Store for RedisStore {
     }
 
     async fn sums_complete(&self, prefix: &str) -> Result<(), StoreError> {
+        if self.writing().await? == L::Two {
+            return Ok(()); // (always complete)
+        }
         self.c().hset(self.k(&format!("sums:{prefix}")), "complete", 1).await.map_err(err)
     }
 
     async fn drop_status(&self, prefix: &str) -> Result<(), StoreError> {
-        let _: () = redis::pipe()
-            .del(self.k(&format!("sums:{prefix}")))
-            .hdel(self.k("counts"), prefix)
-            .del(self.k(&format!("counters:{prefix}")))
-            .del(self.k(&format!("err:{prefix}")))
-            .del(self.series_key(&Series::Config(prefix.to_owned())))
-            .query_async(&mut self.c())
-            .await
-            .map_err(err)?;
-        Ok(())
+        self.drop_owned(prefix).await
     }
 
     async fn put_sample(&self, series: &Series, sample: &Sample) -> Result<(), StoreError> {
@@ -474,27 +486,42 @@ impl Store for RedisStore {
     }
 
     async fn global_pause(&self) -> Result<Option<Pause>, StoreError> {
-        let raw: Option<String> = self.c().get(self.k("pause")).await.map_err(err_at("pause"))?;
+        let key = self.pause_key(self.layout().await?);
+        let mut raw: Option<String> = self.c().get(key).await.map_err(err_at("pause"))?;
+        if raw.as_deref() == Some(owned::MOVED) {
+            // (read as migrating a moment ago; the store is in layout 2 now)
+            raw = self.c().get(self.pause_key(L::Two)).await.map_err(err_at("pause"))?;
+        }
         // Not lenient: an unreadable pause is reported, and read as a pause by the caller.
         raw.map(|r| serde_json::from_str(&r).map_err(|e| StoreError::corrupt("pause", e))).transpose()
     }
 
     async fn set_global_pause(&self, pause: Option<&Pause>) -> Result<(), StoreError> {
+        let key = self.pause_key(self.writing().await?);
         match pause {
-            Some(p) => self.c().set(self.k("pause"), json(p)?).await.map_err(err),
-            None => self.c().del(self.k("pause")).await.map_err(err),
+            Some(p) => self.c().set(key, json(p)?).await.map_err(err),
+            None => self.c().del(key).await.map_err(err),
         }
     }
 
     async fn heal_requests(&self) -> Result<Vec<Scope>, StoreError> {
-        self.heal_scopes().await
+        match self.layout().await? {
+            L::Two => self.v2_heal_scopes().await,
+            _ => self.heal_scopes().await,
+        }
     }
 
     async fn derived_sound(&self, prefix: &str) -> Result<bool, StoreError> {
-        self.sound(prefix).await
+        match self.layout().await? {
+            L::Two => self.v2_sound(prefix).await,
+            _ => self.sound(prefix).await,
+        }
     }
 
     async fn rebuild(&self, scope: &Scope) -> Result<Rebuilt, StoreError> {
-        self.rebuild_scope(scope).await
+        match self.writing().await? {
+            L::Two => self.v2_rebuild(scope).await,
+            _ => self.rebuild_scope(scope).await,
+        }
     }
 }

@@ -75,6 +75,17 @@ end
     };
 }
 
+/// Refuses a layout-1 write once the store is (being) moved to layout 2: KEYS[#KEYS - 1] is the
+/// layout key.
+macro_rules! layout_one {
+    () => {
+        r"
+local lay = redis.call('GET', KEYS[#KEYS - 1])
+if lay and lay ~= '1' then return redis.error_reply('LAYOUT the store moved to key layout ' .. lay) end
+"
+    };
+}
+
 /// CAS write of a record.
 pub(super) const PUT: &str = concat!(cas_write!(), "return v");
 
@@ -86,7 +97,7 @@ redis.call('HDEL', KEYS[2], ARGV[1])
 return 1";
 
 /// CAS write of a VM with its indexes and its Config's sums. KEYS vm, ver, uncreated, created,
-/// host, cfgs, cfg set, counted, sums, deadlines, zoned, idx, heal; ARGV id, expected version,
+/// host, cfgs, cfg set, counted, sums, deadlines, zoned, idx, layout, heal; ARGV id, expected version,
 /// JSON, hostname, created (1/0), prefix, what it counts (bits), how many sums, deadline (ms, ''
 /// without one), what it counts in its zone (`bits@zone`). `vm:counted` holds bits only, as builds
 /// before zone sums wrote it, so such a build still runs against the same Redis (the zone sums it
@@ -99,6 +110,7 @@ return 1";
 /// dropped, so the next write tries them all again). A derived key of the wrong type is skipped
 /// and flagged (`try`): the record is written all the same.
 pub(super) const PUT_VM: &str = concat!(
+    layout_one!(),
     guard!(),
     shift!(),
     cas_write!(),
@@ -150,9 +162,10 @@ return v"
 
 /// CAS delete of a VM with its indexes, bot observation and its part of its Config's sums. KEYS
 /// vm, ver, uncreated, created, host, cfgs, cfg set, bots, counted, sums, deadlines, zoned, idx,
-/// heal; ARGV id, version, hostname, prefix, how many sums. A derived key of the wrong type is
+/// layout, heal; ARGV id, version, hostname, prefix, how many sums. A derived key of the wrong type is
 /// skipped and flagged (`try`).
 pub(super) const DELETE_VM: &str = concat!(
+    layout_one!(),
     guard!(),
     shift!(),
     r"
