@@ -424,8 +424,10 @@ class Harness:
         qs = self.queues()
         now = self.r.now_ms()
         for q in qs:
-            old = self.r("ZRANGEBYSCORE", f"{{{NS}:{q}}}:leased", "-inf", now - 60_000) or []
-            bad["stuck"] += [f"{q}/task {t}(lease ran out >60s ago)" for t in old]
+            # (a partitioned queue's partition p keeps its leases under {ns:q:p})
+            for key in self.r("KEYS", f"{{{NS}:{q}*}}:leased") or []:
+                old = self.r("ZRANGEBYSCORE", key, "-inf", now - 60_000) or []
+                bad["stuck"] += [f"{q}/task {t}(lease ran out >60s ago)" for t in old]
         for b, bot in s["bots"].items():
             inst = s["inst"].get(b, [])
             if b not in host_of and not (inst and all(i.get("deleting") for i in inst)):

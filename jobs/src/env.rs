@@ -34,7 +34,8 @@ impl Queues {
         let mut map = HashMap::new();
         for name in names {
             let policy = policies.get(*name).cloned().unwrap_or_default();
-            map.insert((*name).to_owned(), Queue::new(engine.clone(), QueueSpec::new(name, policy)?));
+            let spec = QueueSpec::new(name, policy)?.partitioned(crate::tasks::partitions(name))?;
+            map.insert((*name).to_owned(), Queue::new(engine.clone(), spec));
         }
         Ok(Self(map))
     }

@@ -40,6 +40,15 @@ fn every_payload_matches_its_golden_json() {
     assert_eq!(QUEUES.len(), 19);
 }
 
+/// Which queues are partitioned, into how many, and where a key goes: part of the queues' Redis
+/// key layout (a task in a partition a build does not know is not taken by it).
+#[test]
+fn partitions_are_part_of_the_layout() {
+    use gce_backend_jobs::tasks::{PARTITIONED, partitions};
+    assert_eq!(PARTITIONED, [("manage_bot", 16)]);
+    assert_eq!((partitions("manage_bot"), partitions("create_instance")), (16, 1));
+}
+
 #[test]
 fn keys_name_the_entity_and_guard_the_incarnation() {
     assert_eq!(CreateInstance { id: "linux-3".into() }.key(), "linux-3");

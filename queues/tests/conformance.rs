@@ -42,12 +42,14 @@ struct Harness {
     memory: Option<MemoryEngine>,
     /// The Redis URL, and what keeps its servers running.
     redis: Option<(String, Box<dyn std::any::Any + Send + Sync>)>,
+    /// The partitions of the queue under test.
+    partitions: u16,
 }
 
 impl Harness {
     fn memory() -> Self {
         let memory = MemoryEngine::new();
-        Self { engine: Arc::new(memory.clone()), memory: Some(memory), redis: None }
+        Self { engine: Arc::new(memory.clone()), memory: Some(memory), redis: None, partitions: 1 }
     }
 
     async fn redis() -> Self {
@@ -60,13 +62,19 @@ impl Harness {
         Self::on(cluster.url(), Box::new(cluster)).await
     }
 
+    /// A cluster, with the queue under test spread over four partitions.
+    async fn partitioned() -> Self {
+        Self { partitions: 4, ..Self::cluster().await }
+    }
+
     async fn on(url: String, servers: Box<dyn std::any::Any + Send + Sync>) -> Self {
         let engine = RedisEngine::connect(&url, NAMESPACE).await.unwrap();
-        Self { engine: Arc::new(engine), memory: None, redis: Some((url, servers)) }
+        Self { engine: Arc::new(engine), memory: None, redis: Some((url, servers)), partitions: 1 }
     }
 
     fn queue(&self, policy: Policy) -> Queue {
-        Queue::new(self.engine.clone(), QueueSpec::new("jobs", policy).unwrap())
+        let spec = QueueSpec::new("jobs", policy).unwrap().partitioned(self.partitions).unwrap();
+        Queue::new(self.engine.clone(), spec)
     }
 
     /// Writes `value` under `field` of the queue's Redis hash `part` (`rec`, `keys`), behind the
@@ -151,16 +159,26 @@ async fn done_count(q: &Queue, n: u64) -> Option<()> {
 
 const LONG: Duration = Duration::from_secs(60);
 
-/// `conformance!(on a cluster too: a::b, …; memory and one Redis only: c::d, …)`: the first
-/// list runs on memory, one Redis and a three-primary cluster (one test of each kind of
-/// operation: what a cluster routes); the second on memory and one Redis.
+/// `conformance!(everywhere: a::b, …; on a cluster too: c::d, …; memory and one Redis only: e::f,
+/// …)`: the first list runs on memory, one Redis, a three-primary cluster and a cluster with the
+/// queue in four partitions; the second on all but the partitioned queue (two rely on tasks of
+/// different keys being taken or listed in push order, which a partitioned queue keeps within
+/// each partition only; one plants a record by id in the queue's own keys, partition 0's); the
+/// third on memory and one Redis. The first two hold one test of each kind of operation: what a
+/// cluster routes.
 macro_rules! conformance {
-    ($($module:ident :: $name:ident),* ; $($bmodule:ident :: $bname:ident),* $(,)?) => {
+    ($($module:ident :: $name:ident),* ; $($cmodule:ident :: $cname:ident),* ; $($bmodule:ident :: $bname:ident),* $(,)?) => {
         mod memory {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
                     super::$module::$name(&super::Harness::memory()).await;
+                }
+            )*
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $cname() {
+                    super::$cmodule::$cname(&super::Harness::memory()).await;
                 }
             )*
             $(
@@ -179,6 +197,12 @@ macro_rules! conformance {
             )*
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $cname() {
+                    super::$cmodule::$cname(&super::Harness::redis().await).await;
+                }
+            )*
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $bname() {
                     super::$bmodule::$bname(&super::Harness::redis().await).await;
                 }
@@ -191,6 +215,20 @@ macro_rules! conformance {
                     super::$module::$name(&super::Harness::cluster().await).await;
                 }
             )*
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $cname() {
+                    super::$cmodule::$cname(&super::Harness::cluster().await).await;
+                }
+            )*
+        }
+        mod partitioned {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$module::$name(&super::Harness::partitioned().await).await;
+                }
+            )*
         }
     };
 }
@@ -200,16 +238,16 @@ conformance!(
     delivery::delayed_tasks_wait_for_their_time,
     delivery::expired_lease_is_delivered_again_to_any_worker,
     delivery::idle_worker_starts_a_newly_pushed_task,
+    delivery::a_delayed_push_that_comes_soonest_wakes_a_waiting_worker,
     failures::failing_task_backs_off_then_goes_dead_with_its_last_error,
     failures::dead_tasks_can_be_listed_retried_and_purged,
-    failures::counts_and_status_records_follow_each_state,
-    corrupt::corrupt_record_in_a_batch_goes_dead_and_the_rest_is_taken,
-    operator::pending_and_delayed_list_tasks_in_the_order_they_will_run,
     operator::status_by_key_follows_the_live_task,
     ids::follow_ups_become_tasks_with_new_random_ids;
+    failures::counts_and_status_records_follow_each_state,
+    corrupt::corrupt_record_in_a_batch_goes_dead_and_the_rest_is_taken,
+    operator::pending_and_delayed_list_tasks_in_the_order_they_will_run;
     delivery::follow_up_merges_into_a_retrying_task,
     delivery::again_keeps_the_task_with_fresh_attempts_and_merges_a_follow_up,
-    delivery::a_delayed_push_that_comes_soonest_wakes_a_waiting_worker,
     delivery::a_hurried_push_brings_a_waiting_task_forward_but_not_a_retry,
     delivery::renewed_lease_is_kept,
     delivery::handler_stuck_past_its_timeout_gives_the_task_back,

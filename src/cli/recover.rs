@@ -161,7 +161,9 @@ fn queue(engine: &Arc<dyn Engine>, name: &str) -> Result<Queue, Usage> {
     if !QUEUES.contains(&name) {
         return Err(Usage(format!("no queue {name:?} (queues: {})", QUEUES.join(", "))));
     }
-    let spec = QueueSpec::new(name, Policy::default()).map_err(|e| Usage(e.to_string()))?;
+    let spec = QueueSpec::new(name, Policy::default())
+        .and_then(|s| s.partitioned(gce_backend_jobs::tasks::partitions(name)))
+        .map_err(|e| Usage(e.to_string()))?;
     Ok(Queue::new(engine.clone(), spec))
 }
 

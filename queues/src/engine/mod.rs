@@ -23,8 +23,8 @@ use async_trait::async_trait;
 
 pub use id::new_task_id;
 pub use model::{
-    Ack, Counts, DeadSelection, Leased, PushItem, PushOutcome, QueueError, QueueSpec, Resolution, RunStatus,
-    Taken, TaskStatus, When, WorkerId,
+    Ack, Counts, DeadSelection, Leased, MAX_PARTITIONS, PushItem, PushOutcome, QueueError, QueueSpec,
+    Resolution, RunStatus, Taken, TaskStatus, When, WorkerId,
 };
 pub(crate) use record::{KEEP_RUNS, Rec, RunRec};
 

@@ -269,6 +269,11 @@ pub struct QueueSpec {
     pub name: String,
     /// Delivery policy.
     pub policy: Policy,
+    /// How many partitions its tasks spread over, by key (1: none). Each partition of a Redis
+    /// queue has keys of its own hash tag, so a busy queue spreads over a cluster's primaries.
+    /// Part of the key layout, like the name: lowering it strands the tasks of the partitions
+    /// dropped (until the cron jobs push again what is still wanted).
+    pub partitions: u16,
 }
 
 impl QueueSpec {
@@ -283,9 +288,24 @@ impl QueueSpec {
             )));
         }
         policy.validate().map_err(|e| QueueError::Invalid(format!("queue {name}: {e}")))?;
-        Ok(Self { name: name.to_owned(), policy })
+        Ok(Self { name: name.to_owned(), policy, partitions: 1 })
+    }
+
+    /// The same queue spread over `n` partitions (1 to [`MAX_PARTITIONS`]).
+    pub fn partitioned(mut self, n: u16) -> Result<Self, QueueError> {
+        if !(1..=MAX_PARTITIONS).contains(&n) {
+            return Err(QueueError::Invalid(format!(
+                "queue {}: {n} partitions (1 to {MAX_PARTITIONS})",
+                self.name
+            )));
+        }
+        self.partitions = n;
+        Ok(self)
     }
 }
+
+/// Most partitions a queue may have.
+pub const MAX_PARTITIONS: u16 = 64;
 
 #[cfg(test)]
 mod tests;

@@ -34,16 +34,16 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use redis::Value;
 
 mod library;
+mod parts;
 mod waiter;
 
 use super::record::{corrupt_status, decode, unreadable};
 use super::{
-    Ack, Counts, DeadSelection, Engine, Leased, PushItem, PushOutcome, QueueError, QueueSpec, Resolution,
-    Taken, TaskStatus, Waiter, WorkerId, new_task_id,
+    Ack, Counts, DeadSelection, Leased, PushItem, PushOutcome, QueueError, QueueSpec, Resolution, Taken,
+    TaskStatus, Waiter, WorkerId, new_task_id,
 };
 use crate::link::{Link, LinkError};
 use library::LIBRARY;
@@ -207,9 +207,10 @@ fn int(v: &Value) -> Result<i64, QueueError> {
     }
 }
 
-#[async_trait]
-impl Engine for RedisEngine {
-    async fn push(&self, q: &QueueSpec, items: &[PushItem]) -> Result<Vec<PushOutcome>, QueueError> {
+/// The operations on one partition (`parts.rs` routes a partitioned queue's calls to them, with
+/// the partition's own spec: see [`RedisEngine::part`]).
+impl RedisEngine {
+    async fn push_one(&self, q: &QueueSpec, items: &[PushItem]) -> Result<Vec<PushOutcome>, QueueError> {
         let mut out = Vec::with_capacity(items.len());
         for chunk in items.chunks(PUSH_CHUNK) {
             let reply: Vec<String> = self
@@ -239,7 +240,7 @@ impl Engine for RedisEngine {
         Ok(out)
     }
 
-    async fn take(&self, q: &QueueSpec, worker: &WorkerId, max: usize) -> Result<Taken, QueueError> {
+    async fn take_one(&self, q: &QueueSpec, worker: &WorkerId, max: usize) -> Result<Taken, QueueError> {
         let reply: Vec<Value> = self
             .call("take", q, |inv| {
                 inv.arg(max).arg(&worker.id).arg(&worker.group).arg(CHUNK);
@@ -265,11 +266,11 @@ impl Engine for RedisEngine {
         Ok(Taken { tasks, next_due: (next >= 0).then(|| Duration::from_millis(next as u64)) })
     }
 
-    fn waiter(&self, q: &QueueSpec) -> Box<dyn Waiter> {
+    fn waiter_one(&self, q: &QueueSpec) -> Box<dyn Waiter> {
         Box::new(RedisWaiter { link: self.conn.clone(), conn: None, signal: self.key(q, "signal") })
     }
 
-    async fn renew(&self, q: &QueueSpec, leases: &[(String, String)]) -> Result<Vec<String>, QueueError> {
+    async fn renew_one(&self, q: &QueueSpec, leases: &[(String, String)]) -> Result<Vec<String>, QueueError> {
         let mut lost = Vec::new();
         for chunk in leases.chunks(PUSH_CHUNK) {
             let part: Vec<String> = self
@@ -284,7 +285,7 @@ impl Engine for RedisEngine {
         Ok(lost)
     }
 
-    async fn finish(&self, q: &QueueSpec, acks: &[Ack]) -> Result<u64, QueueError> {
+    async fn finish_one(&self, q: &QueueSpec, acks: &[Ack]) -> Result<u64, QueueError> {
         let mut stale = 0;
         for chunk in acks.chunks(PUSH_CHUNK) {
             stale += self
@@ -307,7 +308,7 @@ impl Engine for RedisEngine {
         Ok(stale)
     }
 
-    async fn counts(&self, q: &QueueSpec) -> Result<Counts, QueueError> {
+    async fn counts_one(&self, q: &QueueSpec) -> Result<Counts, QueueError> {
         let mut conn = self.conn.clone();
         let (pending, delayed, running, dead, stats): (u64, u64, u64, u64, HashMap<String, u64>) =
             redis::pipe()
@@ -332,7 +333,7 @@ impl Engine for RedisEngine {
         })
     }
 
-    async fn status(&self, q: &QueueSpec, id: &str) -> Result<Option<TaskStatus>, QueueError> {
+    async fn status_one(&self, q: &QueueSpec, id: &str) -> Result<Option<TaskStatus>, QueueError> {
         let mut conn = self.conn.clone();
         let (raw, until): (Option<Vec<u8>>, Option<f64>) = redis::pipe()
             .hget(self.key(q, "rec"), id)
@@ -347,12 +348,12 @@ impl Engine for RedisEngine {
         }
     }
 
-    async fn live_id(&self, q: &QueueSpec, key: &str) -> Result<Option<String>, QueueError> {
+    async fn live_id_one(&self, q: &QueueSpec, key: &str) -> Result<Option<String>, QueueError> {
         let mut conn = self.conn.clone();
         Ok(redis::cmd("HGET").arg(self.key(q, "keys")).arg(key).query_async(&mut conn).await?)
     }
 
-    async fn dead(&self, q: &QueueSpec, limit: usize) -> Result<Vec<TaskStatus>, QueueError> {
+    async fn dead_one(&self, q: &QueueSpec, limit: usize) -> Result<Vec<TaskStatus>, QueueError> {
         if limit == 0 {
             return Ok(Vec::new());
         }
@@ -367,33 +368,7 @@ impl Engine for RedisEngine {
         self.records(q, &ids).await
     }
 
-    async fn retry_dead(&self, q: &QueueSpec, which: DeadSelection) -> Result<u64, QueueError> {
-        self.dead_op(q, "retry", which).await
-    }
-
-    async fn purge_dead(&self, q: &QueueSpec) -> Result<u64, QueueError> {
-        self.dead_op(q, "purge", DeadSelection::All).await
-    }
-
-    async fn pending(
-        &self,
-        q: &QueueSpec,
-        limit: usize,
-        offset: usize,
-    ) -> Result<Vec<TaskStatus>, QueueError> {
-        self.list(q, "ready", limit, offset).await
-    }
-
-    async fn delayed(
-        &self,
-        q: &QueueSpec,
-        limit: usize,
-        offset: usize,
-    ) -> Result<Vec<TaskStatus>, QueueError> {
-        self.list(q, "delayed", limit, offset).await
-    }
-
-    async fn purge_pending(&self, q: &QueueSpec) -> Result<u64, QueueError> {
+    async fn purge_pending_one(&self, q: &QueueSpec) -> Result<u64, QueueError> {
         let mut conn = self.conn.clone();
         let (ready, delayed): (u64, u64) = redis::pipe()
             .llen(self.key(q, "ready"))
