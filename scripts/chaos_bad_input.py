@@ -100,16 +100,17 @@ def case_cfg_rec(h):
 
 def case_vm_rec(h):
     vm = "pool-a-0"
-    orig, since = h.r("HGET", f"{{{NS}:db}}:vm", vm), h.log_sizes()
-    plant(h, f"{{{NS}:db}}:vm", "{garbage", field=vm)
+    key = h.vm_key("pool-a")
+    orig, since = h.r("HGET", key, vm), h.log_sizes()
+    plant(h, key, "{garbage", field=vm)
 
     def check():
         # Quarantined: the record rebuilt around its instance (or dropped), then the VM made
         # again; pool-a converging (measured) shows the rest. Said where an operator looks:
         # pool-a's status (stage `quarantine`; it keeps the last 20 errors) or a WARN line, from
         # whichever of a task or the heal pass met the record first.
-        healed = until(lambda: h.r("HGET", f"{{{NS}:db}}:vm", vm) != "{garbage", 60)
-        now = h.r("HGET", f"{{{NS}:db}}:vm", vm)
+        healed = until(lambda: h.r("HGET", key, vm) != "{garbage", 60)
+        now = h.r("HGET", key, vm)
 
         def said():
             st = h.cli("status", "pool-a")
@@ -120,8 +121,8 @@ def case_vm_rec(h):
                                        f"said: {(told or ['nowhere'])[0][:200]}")
 
     def cleanup():
-        if h.r("HGET", f"{{{NS}:db}}:vm", vm) == "{garbage":
-            h.r("HSET", f"{{{NS}:db}}:vm", vm, orig)
+        if h.r("HGET", key, vm) == "{garbage":
+            h.r("HSET", key, vm, orig)
             log(f"  {vm}: still corrupt, original record put back")
     return check, cleanup
 
@@ -150,7 +151,7 @@ def log_lines(h, since, pattern):
 def case_index_type_cron(h):
     """pool-b's VM index and the shared deadline index become strings: no cron job fails, the
     other Configs go on (measured), and both keys are rebuilt from the VM records."""
-    keys = {f"{{{NS}:db}}:vm:cfg:pool-b": "set", f"{{{NS}:db}}:vm:deadline": "zset"}
+    keys = {h.index_key("pool-b", "ids"): "set", h.index_key("pool-b", "deadline"): "zset"}
     since = h.log_sizes()
     for k in keys:
         h.r("DEL", k)
@@ -168,7 +169,7 @@ def case_index_type_cron(h):
 def case_index_heals(h):
     """pool-b's VM index becomes a string, then pool-b grows 4 -> 6: it converges with no
     operator, no task dies, and its index is a set again."""
-    key = f"{{{NS}:db}}:vm:cfg:pool-b"
+    key = h.index_key("pool-b", "ids")
     dead0 = h.dead_tasks()
     h.r("DEL", key)
     plant(h, key, "x", typ="SET")

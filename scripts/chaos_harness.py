@@ -187,7 +187,36 @@ class Harness:
         settings = settings_text(self.args.concurrency)
         (self.tmp / "service.toml").write_text(settings)
         self.deployment = tomllib.loads(settings)["deployment"]
-        log(f"redis on {self.url} (AOF), simulator on {self.sim}, temp dir {self.tmp}")
+        self.layout = getattr(self.args, "layout", 1)
+        if self.layout == 2:
+            moved = self.cli("migrate", "--apply")
+            log(f"store moved to key layout 2: {moved}")
+        log(f"redis on {self.url} (AOF), simulator on {self.sim}, temp dir {self.tmp}, key layout {self.layout}")
+
+    # --- the store's keys, in its layout (src/adapters/redis_store/layout.rs) ---
+    def vm_key(self, prefix):
+        """The hash that holds Config `prefix`'s VM records."""
+        return f"{{{NS}:c:{prefix}}}:vm" if self.layout == 2 else f"{{{NS}:db}}:vm"
+
+    def vm_fields(self, vm_id):
+        """The fields of a VM in its hash: its record, and in layout 2 its version beside it."""
+        return [vm_id, f"{vm_id}#v"] if self.layout == 2 else [vm_id]
+
+    def index_key(self, prefix, which):
+        """A derived key of Config `prefix`: `ids` (its VMs; layout 2: those without an instance)
+        or `deadline` (the shared deadline index; layout 2: the Config's)."""
+        if self.layout == 2:
+            return f"{{{NS}:c:{prefix}}}:" + ("uncreated" if which == "ids" else "deadline")
+        return f"{{{NS}:db}}:" + (f"vm:cfg:{prefix}" if which == "ids" else "vm:deadline")
+
+    def vm_records(self):
+        """Every VM record as stored, by id."""
+        if self.layout != 2:
+            return self.r.hgetall(f"{{{NS}:db}}:vm")
+        out = {}
+        for p in set(self.r("SMEMBERS", f"{{{NS}:db}}:vm:cfgs") or []):
+            out.update({k: v for k, v in self.r.hgetall(self.vm_key(p)).items() if not k.endswith("#v")})
+        return out
 
     def start_redis(self):
         self.spawn("redis", ["redis-server", "--port", str(self.rport), "--bind", "127.0.0.1", "--dir",
@@ -317,7 +346,7 @@ class Harness:
         """Sim state, VM records (corrupt ones apart), Config record prefixes; None if unreadable."""
         st = self.get("/sim/state")
         try:
-            raw, cfg_raw = self.r.hgetall(f"{{{NS}:db}}:vm"), self.r.hgetall(f"{{{NS}:db}}:cfg")
+            raw, cfg_raw = self.vm_records(), self.r.hgetall(f"{{{NS}:db}}:cfg")
         except (OSError, ConnectionError, RedisError):
             return None
         if st is None:

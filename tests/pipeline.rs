@@ -184,6 +184,17 @@ both!(
 // Every production Redis mode runs the pipeline: TLS, Sentinel, Cluster.
 on!(tls, Tls, three_instances_run_and_three_bots_connect);
 on!(sentinel, Sentinel, three_instances_run_and_three_bots_connect);
+// The whole pipeline on a cluster whose store is in key layout 2 (each Config's keys in a slot of
+// their own), queues partitioned.
+on!(
+    cluster_layout_2,
+    ClusterLayout2,
+    three_instances_run_and_three_bots_connect,
+    shrinking_terminates_bots_after_their_task_and_deletes_everything,
+    an_instance_past_its_lifetime_is_replaced_under_a_new_hostname,
+    an_instance_whose_bot_never_connects_is_destroyed_after_the_timeout,
+    removing_a_config_file_removes_everything_of_that_config,
+);
 // A cluster also shrinks (its keys of several slots, queues and store).
 on!(
     cluster,

@@ -32,6 +32,9 @@ pub(crate) enum Backend {
     Sentinel,
     /// A three-primary cluster (`redis+cluster://`).
     Cluster,
+    /// A three-primary cluster, its store moved to key layout 2 (each Config's keys under its own
+    /// hash tag) before the service starts.
+    ClusterLayout2,
     /// The embedded in-memory default.
     Memory,
 }
@@ -88,11 +91,19 @@ impl Env {
                 let s = Sentinels::start();
                 (Some(s.url()), Some(Box::new(s)))
             }
-            Backend::Cluster => {
+            Backend::Cluster | Backend::ClusterLayout2 => {
                 let c = Cluster::start(3, 0);
                 (Some(c.url()), Some(Box::new(c)))
             }
         };
+        if backend == Backend::ClusterLayout2 {
+            let store =
+                gce_backend::adapters::redis_store::RedisStore::connect(url.as_deref().unwrap(), DEPLOYMENT)
+                    .await
+                    .unwrap();
+            let moved = store.migrate(true, Duration::ZERO).await.unwrap();
+            assert_eq!(moved.to, "2", "{moved:?}");
+        }
         let opts = RunOptions {
             store: gce_backend::server::RedisArgs { redis: url, namespace: DEPLOYMENT.into() },
             role: Role::All,

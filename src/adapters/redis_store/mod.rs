@@ -1,5 +1,8 @@
-//! `Store` on Redis. Every key of a deployment carries the hash tag `{<ns>:db}` (one Cluster
-//! slot, so the compare-and-set scripts may touch several keys):
+//! `Store` on Redis, in either key layout (`layout.rs`): layout 1 keeps every key of a deployment
+//! under the hash tag `{<ns>:db}` (one Cluster slot), as below; layout 2 moves what a Config owns
+//! under the Config's own tag (`v2/mod.rs`). Each method asks the layout it acts in.
+//!
+//! Layout 1:
 //!
 //! | key | type | holds |
 //! |---|---|---|
@@ -47,6 +50,7 @@ mod layout;
 mod marks;
 mod migrate;
 mod owned;
+mod shared;
 #[macro_use]
 mod scripts;
 mod series;
@@ -393,40 +397,19 @@ impl Store for RedisStore {
     }
 
     async fn backoff(&self, project: &str, zone: &str) -> Result<Option<Backoff>, StoreError> {
-        let raw: Option<String> =
-            self.c().hget(self.k("backoff"), format!("{project}/{zone}")).await.map_err(err)?;
-        Ok(raw.and_then(|r| lenient(&format!("backoff {project}/{zone}"), &r)))
+        Ok(self.backoffs(&[(project, zone)]).await?.pop().flatten())
     }
 
     async fn set_backoff(&self, project: &str, zone: &str, b: Option<&Backoff>) -> Result<(), StoreError> {
-        let field = format!("{project}/{zone}");
-        match b {
-            Some(b) => self.c().hset(self.k("backoff"), field, json(b)?).await.map_err(err),
-            None => self.c().hdel(self.k("backoff"), field).await.map_err(err),
-        }
+        self.write_backoff(project, zone, b).await
     }
 
     async fn backoffs(&self, scopes: &[(&str, &str)]) -> Result<Vec<Option<Backoff>>, StoreError> {
-        if scopes.is_empty() {
-            return Ok(Vec::new()); // (HMGET needs a field)
-        }
-        let fields: Vec<String> = scopes.iter().map(|(p, z)| format!("{p}/{z}")).collect();
-        let raw: Vec<Option<String>> = redis::cmd("HMGET")
-            .arg(self.k("backoff"))
-            .arg(&fields)
-            .query_async(&mut self.c())
-            .await
-            .map_err(err)?;
-        Ok(raw
-            .iter()
-            .zip(&fields)
-            .map(|(r, f)| r.as_ref().and_then(|r| lenient(&format!("backoff {f}"), r)))
-            .collect())
+        self.read_backoffs(scopes).await
     }
 
     async fn clear_backoffs(&self, scopes: &[(&str, &str)]) -> Result<(), StoreError> {
-        let fields: Vec<String> = scopes.iter().map(|(p, z)| format!("{p}/{z}")).collect();
-        self.c().hdel(self.k("backoff"), fields).await.map_err(err)
+        self.drop_backoffs(scopes).await
     }
 
     async fn claim(&self, key: &str, ttl: Duration) -> Result<bool, StoreError> {

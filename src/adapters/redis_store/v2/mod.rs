@@ -258,3 +258,6 @@ impl RedisStore {
         Ok(Some((totals, zones)))
     }
 }
+
+#[cfg(test)]
+mod tests;
