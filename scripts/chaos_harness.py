@@ -203,10 +203,10 @@ class Harness:
         return [vm_id, f"{vm_id}#v"] if self.layout == 2 else [vm_id]
 
     def index_key(self, prefix, which):
-        """A derived key of Config `prefix`: `ids` (its VMs; layout 2: those without an instance)
-        or `deadline` (the shared deadline index; layout 2: the Config's)."""
+        """A derived key of Config `prefix`: `ids` (its VMs; layout 2: those with an instance) or
+        `deadline` (the shared deadline index; layout 2: the Config's)."""
         if self.layout == 2:
-            return f"{{{NS}:c:{prefix}}}:" + ("uncreated" if which == "ids" else "deadline")
+            return f"{{{NS}:c:{prefix}}}:" + ("created" if which == "ids" else "deadline")
         return f"{{{NS}:db}}:" + (f"vm:cfg:{prefix}" if which == "ids" else "vm:deadline")
 
     def vm_records(self):

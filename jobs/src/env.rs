@@ -34,7 +34,7 @@ impl Queues {
         let mut map = HashMap::new();
         for name in names {
             let policy = policies.get(*name).cloned().unwrap_or_default();
-            let spec = QueueSpec::new(name, policy)?.partitioned(crate::tasks::partitions(name))?;
+            let spec = QueueSpec::new(name, policy)?.partitioned(crate::work::partitions(name))?;
             map.insert((*name).to_owned(), Queue::new(engine.clone(), spec));
         }
         Ok(Self(map))

@@ -1,5 +1,6 @@
 //! The work that travels on the queues: one payload type per queue (ids only), what a handler
-//! asks for after a run ([`Next`]), and which Config a task is about ([`config_of`]).
+//! asks for after a run ([`Next`]), which Config a task is about ([`config_of`]), and which queues
+//! are spread over partitions ([`PARTITIONED`]).
 //!
 //! Payloads outlive deploys in Redis: each is pinned by a golden test (`jobs/tests/wire.rs`), and
 //! a change here is a wire change. The handler of queue `x` is `tasks::x`, its payload the type
@@ -17,6 +18,16 @@ pub enum Next {
     Done,
     /// Run again after this delay (attempts are not spent on waiting).
     After(std::time::Duration),
+}
+
+/// Queues spread over partitions, and how many (every other has one): those with a task per VM
+/// in a cold start, so on a Redis Cluster their work spreads over the primaries. Part of the
+/// queues' key layout (see `QueueSpec::partitions`), pinned by `jobs/tests/wire.rs`.
+pub const PARTITIONED: &[(&str, u16)] = &[(<ManageBot as Task>::QUEUE, 16)];
+
+/// The partitions of queue `name`.
+pub fn partitions(name: &str) -> u16 {
+    PARTITIONED.iter().find(|(q, _)| *q == name).map_or(1, |(_, n)| *n)
 }
 
 /// Names a payload's queue and its dedupe key (one pending task per key).

@@ -44,7 +44,7 @@ fn every_payload_matches_its_golden_json() {
 /// key layout (a task in a partition a build does not know is not taken by it).
 #[test]
 fn partitions_are_part_of_the_layout() {
-    use gce_backend_jobs::tasks::{PARTITIONED, partitions};
+    use gce_backend_jobs::work::{PARTITIONED, partitions};
     assert_eq!(PARTITIONED, [("manage_bot", 16)]);
     assert_eq!((partitions("manage_bot"), partitions("create_instance")), (16, 1));
 }

@@ -10,7 +10,7 @@ use gce_backend_jobs::store::memory::MemoryStore;
 use gce_backend_queues::link::{Link, LinkError, LinkOptions, Password, Target, redact};
 use gce_backend_queues::{Engine, MemoryEngine, RedisEngine};
 
-use crate::adapters::redis_store::RedisStore;
+use crate::adapters::redis_store::{Layout, RedisStore};
 
 /// The engine, store and rate-limit buckets of a deployment.
 pub type Backends = (Arc<dyn Engine>, Arc<dyn Store>, Arc<dyn Buckets>);
@@ -34,7 +34,15 @@ async fn connect(url: &str, namespace: &str) -> anyhow::Result<Backends> {
             Ok(link) => {
                 let engine = RedisEngine::on(link.clone(), namespace)
                     .map_err(|e| anyhow::anyhow!("--namespace {namespace}: {e}"))?;
+                let cluster = matches!(link.target().mode, gce_backend_queues::link::Mode::Cluster(_));
                 let store = Arc::new(RedisStore::on(link, namespace));
+                if cluster && store.key_layout().await.ok() == Some(Layout::One) {
+                    tracing::warn!(
+                        "the store is in key layout 1 (every key in one cluster slot, so one primary serves \
+                         them all): once every process runs this release, move it with \
+                         `gce-backend recover migrate --apply` (docs/operating.md, \"Key layouts\")"
+                    );
+                }
                 return Ok((Arc::new(engine), store.clone(), store));
             }
             Err(Fatal(e)) => return Err(e),

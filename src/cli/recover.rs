@@ -162,7 +162,7 @@ fn queue(engine: &Arc<dyn Engine>, name: &str) -> Result<Queue, Usage> {
         return Err(Usage(format!("no queue {name:?} (queues: {})", QUEUES.join(", "))));
     }
     let spec = QueueSpec::new(name, Policy::default())
-        .and_then(|s| s.partitioned(gce_backend_jobs::tasks::partitions(name)))
+        .and_then(|s| s.partitioned(gce_backend_jobs::work::partitions(name)))
         .map_err(|e| Usage(e.to_string()))?;
     Ok(Queue::new(engine.clone(), spec))
 }

@@ -56,16 +56,6 @@ registry!(
     audit_templates => AuditTemplates,
 );
 
-/// Queues spread over partitions, and how many (every other has one): those with a task per VM
-/// in a cold start, so on a Redis Cluster their work spreads over the primaries. Part of the
-/// queues' key layout (see `QueueSpec::partitions`).
-pub const PARTITIONED: &[(&str, u16)] = &[(<ManageBot as Task>::QUEUE, 16)];
-
-/// The partitions of queue `name`.
-pub fn partitions(name: &str) -> u16 {
-    PARTITIONED.iter().find(|(q, _)| *q == name).map_or(1, |(_, n)| *n)
-}
-
 /// A run that met a record a newer build wrote in a format this one does not act on: done, the
 /// record left to that build (said once on its Config's status, and counted); any other result
 /// as it is.

@@ -11,15 +11,11 @@
 //! [`LAYOUT_TTL`]; the layout-1 record writes also check it inside their scripts, so a write
 //! racing the switch is refused rather than written to the old keys. A layout never goes back.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use gce_backend_jobs::ports::store::StoreError;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
-
-use super::RedisStore;
-use super::conn::err;
 
 /// How long a process acts on the layout it read before reading it again.
 pub(super) const LAYOUT_TTL: std::time::Duration = std::time::Duration::from_secs(2);
@@ -83,72 +79,36 @@ pub(super) struct LayoutCache {
     read_at: Mutex<Option<Instant>>,
 }
 
+impl LayoutCache {
+    /// The layout read less than [`LAYOUT_TTL`] ago, else `read()`'s (kept), one read at a time.
+    pub(super) async fn get<F>(&self, read: F) -> Result<Layout, StoreError>
+    where
+        F: std::future::Future<Output = Result<Layout, StoreError>>,
+    {
+        let mut at = self.read_at.lock().await;
+        if let (Some(l), Some(t)) = (Layout::from_code(self.value.load(Ordering::Acquire)), *at)
+            && t.elapsed() < LAYOUT_TTL
+        {
+            return Ok(l);
+        }
+        let l = read.await?;
+        self.value.store(l.code(), Ordering::Release);
+        *at = Some(Instant::now());
+        Ok(l)
+    }
+
+    /// Forgets the layout read: the next [`LayoutCache::get`] reads it.
+    pub(super) async fn forget(&self) {
+        *self.read_at.lock().await = None;
+    }
+}
+
 /// The error of a write while the store is being migrated.
 pub(super) fn migrating() -> StoreError {
     StoreError::Unavailable(
         "the store is moving to its new key layout (gce-backend recover migrate): writes wait until it is done"
             .to_owned(),
     )
-}
-
-impl RedisStore {
-    /// The layout, as read at most [`LAYOUT_TTL`] ago.
-    pub(super) async fn layout(&self) -> Result<Layout, StoreError> {
-        let cache: &Arc<LayoutCache> = &self.layout;
-        let mut at = cache.read_at.lock().await;
-        if let (Some(l), Some(t)) = (Layout::from_code(cache.value.load(Ordering::Acquire)), *at)
-            && t.elapsed() < LAYOUT_TTL
-        {
-            return Ok(l);
-        }
-        let raw: Option<String> =
-            redis::cmd("GET").arg(self.k("layout")).query_async(&mut self.c()).await.map_err(err)?;
-        let l = Layout::parse(raw.as_deref())?;
-        cache.value.store(l.code(), Ordering::Release);
-        *at = Some(Instant::now());
-        Ok(l)
-    }
-
-    /// The layout, refusing while the store is being migrated: for writes.
-    pub(super) async fn writing(&self) -> Result<Layout, StoreError> {
-        match self.layout().await? {
-            Layout::Migrating => Err(migrating()),
-            l => Ok(l),
-        }
-    }
-
-    /// Forgets the layout read, so the next call reads it (after a script refused a write).
-    pub(super) async fn forget_layout(&self) {
-        *self.layout.read_at.lock().await = None;
-    }
-
-    /// The hash tag of Config `prefix`'s keys in layout 2.
-    pub(super) fn tag(&self, prefix: &str) -> String {
-        format!("{{{}:c:{prefix}}}", self.ns)
-    }
-
-    /// Key `part` of Config `prefix` in layout 2.
-    pub(super) fn kc(&self, prefix: &str, part: &str) -> String {
-        format!("{}:{part}", self.tag(prefix))
-    }
-
-    /// A Config's own list or hash `part` (`err`, `audit`, `counters`, `series:cfg`, `sums`) in
-    /// layout `l`: `{<ns>:db}:<part>:<prefix>` in layout 1, `{<ns>:c:<prefix>}:<part>` in 2.
-    pub(super) fn owned(&self, l: Layout, prefix: &str, part: &str) -> String {
-        match l {
-            Layout::Two => self.kc(prefix, part),
-            Layout::One | Layout::Migrating => self.k(&format!("{part}:{prefix}")),
-        }
-    }
-
-    /// The bot observations' hash a hostname's observation lives in: in layout 2 its Config's
-    /// (by the prefix in the hostname), or the shared one for a name of no VM's shape.
-    pub(super) fn bots_key(&self, l: Layout, hostname: &str) -> String {
-        match (l, vm_prefix_of_host(hostname)) {
-            (Layout::Two, Some(prefix)) => self.kc(prefix, "bots"),
-            _ => self.k("bots"),
-        }
-    }
 }
 
 /// The Config prefix in a hostname of the shape `<prefix>-<index>-<4 chars>`.

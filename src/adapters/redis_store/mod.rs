@@ -46,6 +46,7 @@ mod audit;
 mod buckets;
 mod conn;
 mod heal;
+mod keys;
 mod layout;
 mod marks;
 mod migrate;
