@@ -182,7 +182,8 @@ def setup(h, binary, mode):
     (h.tmp / "tokens.toml").write_text(f'[[token]]\nname = "chaos"\nsha256 = "{hashlib.sha256(h.token.encode()).hexdigest()}"\n'
                                        'role = "admin"\ngroups = []\n')
     h.api = f"http://127.0.0.1:{free_port()}"
-    log(f"{mode}: {h.url}, simulator on {h.sim}, API on {h.api}, temp dir {h.tmp}")
+    h.move_layout()
+    log(f"{mode}: {h.url}, simulator on {h.sim}, API on {h.api}, temp dir {h.tmp}, key layout {h.layout}")
 
 
 def start_api(h):

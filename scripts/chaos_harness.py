@@ -155,6 +155,7 @@ class Harness:
 
     def __init__(self, args):
         self.args, self.ns = args, NS
+        self.layout = getattr(args, "layout", 1)  # the store's key layout (--layout)
         self.tmp = Path(tempfile.mkdtemp(prefix="gce-chaos-"))
         self.procs, self.frozen, self.kills, self.amounts = {}, set(), 0, {}
         self.results, self.gone = {}, []  # --bad-input: case -> ok|FAIL; prefixes whose file was removed
@@ -187,13 +188,15 @@ class Harness:
         settings = settings_text(self.args.concurrency)
         (self.tmp / "service.toml").write_text(settings)
         self.deployment = tomllib.loads(settings)["deployment"]
-        self.layout = getattr(self.args, "layout", 1)
-        if self.layout == 2:
-            moved = self.cli("migrate", "--apply")
-            log(f"store moved to key layout 2: {moved}")
+        self.move_layout()
         log(f"redis on {self.url} (AOF), simulator on {self.sim}, temp dir {self.tmp}, key layout {self.layout}")
 
     # --- the store's keys, in its layout (src/adapters/redis_store/layout.rs) ---
+    def move_layout(self):
+        """With --layout 2, moves the (empty) store to key layout 2 before the service starts."""
+        if self.layout == 2:
+            log(f"store moved to key layout 2: {self.cli('migrate', '--apply')}")
+
     def vm_key(self, prefix):
         """The hash that holds Config `prefix`'s VM records."""
         return f"{{{NS}:c:{prefix}}}:vm" if self.layout == 2 else f"{{{NS}:db}}:vm"

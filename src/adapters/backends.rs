@@ -40,7 +40,7 @@ async fn connect(url: &str, namespace: &str) -> anyhow::Result<Backends> {
                     tracing::warn!(
                         "the store is in key layout 1 (every key in one cluster slot, so one primary serves \
                          them all): once every process runs this release, move it with \
-                         `gce-backend recover migrate --apply` (docs/operating.md, \"Key layouts\")"
+                         `gce-backend recover migrate --apply` (docs/redis.md, \"Key layouts\")"
                     );
                 }
                 return Ok((Arc::new(engine), store.clone(), store));
