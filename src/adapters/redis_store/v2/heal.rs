@@ -30,7 +30,7 @@ const CORRUPT: &str = "0||1@|";
 
 impl RedisStore {
     /// `Store::heal_requests` in layout 2: the Configs flagged.
-    pub(in crate::adapters::redis_store) async fn v2_heal_scopes(&self) -> Result<Vec<Scope>, StoreError> {
+    pub(crate) async fn v2_heal_scopes(&self) -> Result<Vec<Scope>, StoreError> {
         let listed = self.listed_configs().await?;
         if listed.is_empty() {
             return Ok(Vec::new());
@@ -41,7 +41,7 @@ impl RedisStore {
     }
 
     /// `Store::derived_sound` in layout 2.
-    pub(in crate::adapters::redis_store) async fn v2_sound(&self, prefix: &str) -> Result<bool, StoreError> {
+    pub(crate) async fn v2_sound(&self, prefix: &str) -> Result<bool, StoreError> {
         let mut call = self.put2[4].prepare_invoke();
         call.key(self.kc(prefix, "vm")).arg("hash");
         for (part, typ) in DERIVED {
@@ -52,7 +52,7 @@ impl RedisStore {
     }
 
     /// `Store::rebuild` in layout 2: every Config's for [`Scope::All`].
-    pub(in crate::adapters::redis_store) async fn v2_rebuild(
+    pub(crate) async fn v2_rebuild(
         &self,
         scope: &Scope,
     ) -> Result<Rebuilt, StoreError> {
@@ -75,7 +75,7 @@ impl RedisStore {
     }
 
     /// Rebuilds Config `prefix`'s derived keys, adding what it found to `out`.
-    pub(in crate::adapters::redis_store) async fn v2_rebuild_config(
+    pub(crate) async fn v2_rebuild_config(
         &self,
         prefix: &str,
         out: &mut Rebuilt,

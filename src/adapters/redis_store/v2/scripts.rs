@@ -34,7 +34,7 @@ end
 
 /// CAS write of a VM. ARGV id, expected version ('' = absent), JSON, made (1/0), how many sums,
 /// deadline (ms or ''), `bits@place`, hostname. Returns the new version (0: refused).
-pub(in crate::adapters::redis_store) const PUT_VM: &str = concat!(
+pub(crate) const PUT_VM: &str = concat!(
     guard!(),
     shift!(),
     state!(),
@@ -78,7 +78,7 @@ return v"
 
 /// CAS delete of a VM with its index entries, bot observation and part of its Config's sums.
 /// ARGV id, version, hostname ('' for a record that does not decode), how many sums.
-pub(in crate::adapters::redis_store) const DELETE_VM: &str = concat!(
+pub(crate) const DELETE_VM: &str = concat!(
     guard!(),
     shift!(),
     state!(),
@@ -110,7 +110,7 @@ return 1"
 
 /// Writes states the rebuild computed: ARGV triples of id, the `#v` field as read, the state.
 /// Each is written only while the field is as read (no write since); returns how many differed.
-pub(in crate::adapters::redis_store) const STATES: &str = r"
+pub(crate) const STATES: &str = r"
 local fixed = 0
 for i = 1, #ARGV, 3 do
   local vf = ARGV[i] .. '#v'
@@ -127,7 +127,7 @@ return fixed";
 /// created, host, deadline, sums, heal; ARGV how many sums. Drops `#v` fields without a record
 /// and entries naming no VM; leaves the heal flag set while some state is not known. Returns
 /// {VMs, entries added or corrected, entries dropped, 1 if the sums differed, states not known}.
-pub(in crate::adapters::redis_store) const REINDEX: &str = concat!(
+pub(crate) const REINDEX: &str = concat!(
     state!(),
     r"
 redis.call('DEL', KEYS[7])
@@ -201,7 +201,7 @@ return {count, fixed, stale, differ, unknown}"
 /// sums, heal; ARGV their types (heal's last). 1 when each holds its type or nothing, no flag is
 /// set, every VM is either with an instance or not, no more deadlines than instances, and the
 /// sums count every VM (bit 0).
-pub(in crate::adapters::redis_store) const SOUND: &str = r"
+pub(crate) const SOUND: &str = r"
 for i = 1, #KEYS do
   local t = redis.call('TYPE', KEYS[i]).ok
   if t ~= 'none' and t ~= ARGV[i] then return 0 end
