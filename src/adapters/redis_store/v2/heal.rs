@@ -52,10 +52,7 @@ impl RedisStore {
     }
 
     /// `Store::rebuild` in layout 2: every Config's for [`Scope::All`].
-    pub(crate) async fn v2_rebuild(
-        &self,
-        scope: &Scope,
-    ) -> Result<Rebuilt, StoreError> {
+    pub(crate) async fn v2_rebuild(&self, scope: &Scope) -> Result<Rebuilt, StoreError> {
         let prefixes = match scope {
             Scope::Config(p) => vec![p.clone()],
             Scope::All => {
@@ -75,11 +72,7 @@ impl RedisStore {
     }
 
     /// Rebuilds Config `prefix`'s derived keys, adding what it found to `out`.
-    pub(crate) async fn v2_rebuild_config(
-        &self,
-        prefix: &str,
-        out: &mut Rebuilt,
-    ) -> Result<(), StoreError> {
+    pub(crate) async fn v2_rebuild_config(&self, prefix: &str, out: &mut Rebuilt) -> Result<(), StoreError> {
         let mut call = crate::adapters::redis_store::heal::DROP.prepare_invoke();
         for (part, typ) in DERIVED {
             call.key(self.kc(prefix, part)).arg(typ);
