@@ -71,12 +71,23 @@ async fn two_processes_never_insert_faster_than_their_projects_bucket() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_throttled_project_never_holds_up_another() {
+    throttled(Backend::Redis).await;
+}
+
+/// The same on a cluster whose store is in key layout 2 (each project's buckets in a slot of
+/// their own).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttled_project_never_holds_up_another_on_a_cluster_in_layout_2() {
+    throttled(Backend::ClusterLayout2).await;
+}
+
+async fn throttled(backend: Backend) {
     let mut s = settings();
     let slow = Rate { rate: 0.2, burst: 1 };
     s.rate_limits
         .projects
         .insert("slow-proj".into(), ProjectRates { mutate: Some(slow), ..Default::default() });
-    let env = Env::start_with(Backend::Redis, sim_config(), &[], true, s).await;
+    let env = Env::start_with(backend, sim_config(), &[], true, s).await;
     env.write_pool(
         "slowp",
         &pool("slowp", 10, "1d", "10m").replace("project: my-proj", "project: slow-proj"),

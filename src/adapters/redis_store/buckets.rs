@@ -1,8 +1,10 @@
-//! The rate-limit token buckets in Redis, one hash per (project, class) under the deployment's
-//! hash tag (`bucket:<project>/<class>`, listed in the set `buckets`), changed by one script that
-//! mirrors `Bucket::step` (jobs/src/ports/rated.rs) with Redis's own clock, so every process
-//! shares one bucket and one time. Places (what Compute limits by number at once) are a sorted
-//! set per key (`places:<key>`), taken by another script.
+//! The rate-limit token buckets in Redis, one hash per (project, class) (`bucket:<project>/<class>`,
+//! listed in the set `buckets` under `{<ns>:db}`), changed by one script that mirrors
+//! `Bucket::step` (jobs/src/ports/rated.rs) with Redis's own clock, so every process shares one
+//! bucket and one time. Places (what Compute limits by number at once) are a sorted set per key
+//! (`places:<key>`), taken by another script. In key layout 1 they are under `{<ns>:db}`; in
+//! layout 2 under their project's own tag, `{<ns>:b:<project>}`, so busy projects spread over a
+//! cluster (the move starts them afresh: a bucket is state of the last hour only).
 
 use std::collections::HashMap;
 use std::sync::LazyLock;
@@ -15,9 +17,9 @@ use redis::{AsyncCommands, Script};
 
 use super::RedisStore;
 use super::conn::err;
+use super::layout::Layout;
 
-/// KEYS[1]: the bucket, KEYS[2]: the set of buckets; ARGV: rate, burst, "take" or "slow", the
-/// bucket's name. Returns the wait in ms (0: taken).
+/// KEYS[1]: the bucket; ARGV: rate, burst, "take" or "slow". Returns the wait in ms (0: taken).
 static STEP: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r#"
@@ -45,7 +47,6 @@ end
 redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'at', tostring(now), 'rate', tostring(rate),
   'cfg', ARGV[1], 'burst', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], 3600000)
-redis.call('SADD', KEYS[2], ARGV[4])
 return wait
 "#,
     )
@@ -70,17 +71,30 @@ return 0
 });
 
 impl RedisStore {
+    /// Key `part` (`bucket`, `places`) of rate-limit key `key` (`<project>/<class>`) in the
+    /// store's layout.
+    async fn limit_key(&self, part: &str, key: &str) -> Result<String, StoreError> {
+        Ok(match self.layout().await? {
+            Layout::Two => {
+                let project = key.split('/').next().unwrap_or(key);
+                format!("{{{}:b:{project}}}:{part}:{key}", self.ns)
+            }
+            Layout::One | Layout::Migrating => self.k(&format!("{part}:{key}")),
+        })
+    }
+
     async fn step(&self, key: &str, rate: Rate, op: &str) -> Result<Duration, StoreError> {
         let ms: u64 = STEP
-            .key(self.k(&format!("bucket:{key}")))
-            .key(self.k("buckets"))
+            .key(self.limit_key("bucket", key).await?)
             .arg(rate.rate)
             .arg(rate.burst)
             .arg(op)
-            .arg(key)
             .invoke_async(&mut self.c())
             .await
             .map_err(err)?;
+        // Listed apart from the script (the list is in another slot); listed after the step, so a
+        // listed name whose bucket is missing only means it expired (`levels` drops it).
+        let _: () = self.c().sadd(self.k("buckets"), key).await.map_err(err)?;
         Ok(Duration::from_millis(ms))
     }
 }
@@ -97,7 +111,7 @@ impl Buckets for RedisStore {
 
     async fn enter(&self, key: &str, who: &str, max: u32, ttl: Duration) -> Result<bool, StoreError> {
         let held: u8 = ENTER
-            .key(self.k(&format!("places:{key}")))
+            .key(self.limit_key("places", key).await?)
             .arg(who)
             .arg(max)
             .arg(ttl.as_millis().max(1) as u64)
@@ -108,13 +122,13 @@ impl Buckets for RedisStore {
     }
 
     async fn leave(&self, key: &str, who: &str) -> Result<(), StoreError> {
-        let _: () = self.c().zrem(self.k(&format!("places:{key}")), who).await.map_err(err)?;
+        let _: () = self.c().zrem(self.limit_key("places", key).await?, who).await.map_err(err)?;
         Ok(())
     }
 
     /// Places whose time ran out are counted until the next `enter` removes them.
     async fn holders(&self, key: &str) -> Result<u32, StoreError> {
-        self.c().zcard(self.k(&format!("places:{key}"))).await.map_err(err)
+        self.c().zcard(self.limit_key("places", key).await?).await.map_err(err)
     }
 
     async fn levels(&self) -> Result<Vec<Level>, StoreError> {
@@ -122,11 +136,11 @@ impl Buckets for RedisStore {
         if names.is_empty() {
             return Ok(Vec::new()); // (an empty pipeline is an error)
         }
-        let mut pipe = redis::pipe();
+        let mut cmds = Vec::with_capacity(names.len());
         for n in &names {
-            pipe.hgetall(self.k(&format!("bucket:{n}")));
+            cmds.push(redis::Cmd::hgetall(self.limit_key("bucket", n).await?));
         }
-        let all: Vec<HashMap<String, String>> = pipe.query_async(&mut self.c()).await.map_err(err)?;
+        let all: Vec<HashMap<String, String>> = self.each(&cmds).await.map_err(err)?;
         let mut out = Vec::new();
         for (name, h) in names.iter().zip(all) {
             if h.is_empty() {
