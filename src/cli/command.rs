@@ -207,6 +207,7 @@ async fn main_(cli: Cli) -> anyhow::Result<()> {
             let listener = tokio::net::TcpListener::bind(listen)
                 .await
                 .with_context(|| format!("listening on {listen}"))?;
+            let stop = crate::server::lifecycle::shutdown_signal()?;
             out::line(&format!(
                 "simulator on http://{} (seed {}, zones {})",
                 listener.local_addr()?,
@@ -216,7 +217,7 @@ async fn main_(cli: Cli) -> anyhow::Result<()> {
             let sim = gce_backend_sim::Sim::new(*config);
             tokio::select! {
                 () = gce_backend_sim::serve(listener, sim, limits) => {}
-                r = crate::server::lifecycle::shutdown_signal() => r?,
+                () = stop => {}
             }
             Ok(())
         }

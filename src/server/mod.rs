@@ -70,9 +70,10 @@ pub async fn start(opts: &RunOptions, settings: Settings) -> anyhow::Result<App>
 pub async fn run(opts: &RunOptions) -> anyhow::Result<()> {
     let settings = Settings::load(Some(&opts.settings)).map_err(crate::error::Usage)?;
     let app = start(opts, settings).await?;
+    let stop = lifecycle::shutdown_signal()?;
     progress::announce(&app);
     out::line(&format!("running (configs in {}); Ctrl-C stops", opts.configs.display()));
-    lifecycle::shutdown_signal().await?;
+    stop.await;
     out::line(match opts.store.redis {
         Some(_) => "stopping: in-flight tasks finish, the rest stay queued in Redis",
         None => "stopping: in-flight tasks finish; the in-memory records and queues end with this process",
