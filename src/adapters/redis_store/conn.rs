@@ -1,7 +1,7 @@
 //! The Redis store itself (its connection, namespace and scripts) and the helpers its `Store`
 //! methods share: keys under the deployment's hash tag, error mapping, encoding, versioned reads.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
 
 use gce_backend_jobs::model::{ConfigRecord, Undecoded};
@@ -180,6 +180,27 @@ impl RedisStore {
             async move { c.query_async::<T>(&mut conn).await }
         }))
         .await
+    }
+
+    /// The fields of a hash (HSCAN: no read holds Redis for long), deduplicated and sorted.
+    pub(super) async fn hash_fields(&self, key: &str) -> Result<Vec<String>, StoreError> {
+        let mut out = BTreeSet::new();
+        let mut cursor: u64 = 0;
+        loop {
+            let (next, page): (u64, Vec<String>) = redis::cmd("HSCAN")
+                .arg(key)
+                .arg(cursor)
+                .arg("COUNT")
+                .arg(1000)
+                .query_async(&mut self.c())
+                .await
+                .map_err(err)?;
+            out.extend(page.into_iter().step_by(2));
+            if next == 0 {
+                return Ok(out.into_iter().collect());
+            }
+            cursor = next;
+        }
     }
 
     pub(super) fn k(&self, part: &str) -> String {

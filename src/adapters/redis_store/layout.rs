@@ -11,8 +11,6 @@
 //! [`LAYOUT_TTL`]; the layout-1 record writes also check it inside their scripts, so a write
 //! racing the switch is refused rather than written to the old keys. A layout never goes back.
 
-use std::sync::atomic::{AtomicU8, Ordering};
-
 use gce_backend_jobs::ports::store::StoreError;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
@@ -53,31 +51,11 @@ impl Layout {
             Layout::Two => "2",
         }
     }
-
-    fn code(self) -> u8 {
-        match self {
-            Layout::One => 1,
-            Layout::Migrating => 2,
-            Layout::Two => 3,
-        }
-    }
-
-    fn from_code(c: u8) -> Option<Self> {
-        match c {
-            1 => Some(Layout::One),
-            2 => Some(Layout::Migrating),
-            3 => Some(Layout::Two),
-            _ => None,
-        }
-    }
 }
 
 /// The layout a process last read, and when.
 #[derive(Debug, Default)]
-pub(super) struct LayoutCache {
-    value: AtomicU8,
-    read_at: Mutex<Option<Instant>>,
-}
+pub(super) struct LayoutCache(Mutex<Option<(Layout, Instant)>>);
 
 impl LayoutCache {
     /// The layout read less than [`LAYOUT_TTL`] ago, else `read()`'s (kept), one read at a time.
@@ -85,21 +63,20 @@ impl LayoutCache {
     where
         F: std::future::Future<Output = Result<Layout, StoreError>>,
     {
-        let mut at = self.read_at.lock().await;
-        if let (Some(l), Some(t)) = (Layout::from_code(self.value.load(Ordering::Acquire)), *at)
+        let mut held = self.0.lock().await;
+        if let Some((l, t)) = *held
             && t.elapsed() < LAYOUT_TTL
         {
             return Ok(l);
         }
         let l = read.await?;
-        self.value.store(l.code(), Ordering::Release);
-        *at = Some(Instant::now());
+        *held = Some((l, Instant::now()));
         Ok(l)
     }
 
     /// Forgets the layout read: the next [`LayoutCache::get`] reads it.
     pub(super) async fn forget(&self) {
-        *self.read_at.lock().await = None;
+        *self.0.lock().await = None;
     }
 }
 

@@ -154,27 +154,6 @@ impl RedisStore {
         Ok(f)
     }
 
-    /// The fields of a hash (HSCAN), deduplicated.
-    async fn hash_fields(&self, key: &str) -> Result<Vec<String>, StoreError> {
-        let mut out = BTreeSet::new();
-        let mut cursor: u64 = 0;
-        loop {
-            let (next, page): (u64, Vec<String>) = redis::cmd("HSCAN")
-                .arg(key)
-                .arg(cursor)
-                .arg("COUNT")
-                .arg(1000)
-                .query_async(&mut self.c())
-                .await
-                .map_err(err)?;
-            out.extend(page.into_iter().step_by(2));
-            if next == 0 {
-                return Ok(out.into_iter().collect());
-            }
-            cursor = next;
-        }
-    }
-
     /// Step 2's copies; returns how many lists and hashes were copied.
     async fn copy(&self, f: &Found) -> Result<usize, StoreError> {
         for (p, ids) in &f.vms {

@@ -102,26 +102,8 @@ impl RedisStore {
 
     /// The ids of Config `prefix`'s VM records (HSCAN: no read holds Redis for long).
     async fn v2_record_ids(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
-        let mut ids = Vec::new();
-        let mut cursor: u64 = 0;
-        loop {
-            let (next, page): (u64, Vec<String>) = redis::cmd("HSCAN")
-                .arg(self.kc(prefix, "vm"))
-                .arg(cursor)
-                .arg("COUNT")
-                .arg(1000)
-                .query_async(&mut self.c())
-                .await
-                .map_err(err)?;
-            ids.extend(page.into_iter().step_by(2).filter(|f| !f.ends_with("#v")));
-            if next == 0 {
-                break;
-            }
-            cursor = next;
-        }
-        ids.sort();
-        ids.dedup(); // (HSCAN may return a field twice)
-        Ok(ids)
+        let fields = self.hash_fields(&self.kc(prefix, "vm")).await?;
+        Ok(fields.into_iter().filter(|f| !f.ends_with("#v")).collect())
     }
 
     /// Computes the states of `ids` from their records and writes those that differ (while
