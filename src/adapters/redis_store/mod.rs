@@ -346,14 +346,7 @@ impl Store for RedisStore {
         if self.writing().await? == L::Two {
             return Ok(()); // (every VM is counted from its first write on)
         }
-        let v = &vm.value;
-        let mut inv = self.put[5].prepare_invoke();
-        inv.key(self.k("vm:ver")).key(self.k("vm:counted")).key(self.k(&format!("sums:{}", v.config)));
-        inv.key(self.k("vm:zoned")).key(self.k("heal"));
-        inv.arg(&v.id).arg(vm.version).arg(v.counted()).arg(SUMS).arg(zoned(v));
-        inv.arg(format!("cfg:{}", v.config));
-        let _: u64 = inv.invoke_async(&mut self.c()).await.map_err(err)?;
-        Ok(())
+        self.count_in_v1(vm).await
     }
 
     async fn zone_sums(&self, prefix: &str) -> Result<Option<(Sums, BTreeMap<String, Sums>)>, StoreError> {

@@ -5,13 +5,25 @@
 use std::collections::{BTreeMap, HashMap};
 
 use gce_backend_jobs::model::{SUMS, Sums, Vm};
-use gce_backend_jobs::ports::store::StoreError;
+use gce_backend_jobs::ports::store::{StoreError, Versioned};
 use redis::AsyncCommands;
 
 use super::RedisStore;
 use super::conn::derived;
 
 impl RedisStore {
+    /// `Store::count_in` in layout 1 (`COUNT_IN`).
+    pub(super) async fn count_in_v1(&self, vm: &Versioned<Vm>) -> Result<(), StoreError> {
+        let v = &vm.value;
+        let mut inv = self.put[5].prepare_invoke();
+        inv.key(self.k("vm:ver")).key(self.k("vm:counted")).key(self.k(&format!("sums:{}", v.config)));
+        inv.key(self.k("vm:zoned")).key(self.k("heal"));
+        inv.arg(&v.id).arg(vm.version).arg(v.counted()).arg(SUMS).arg(zoned(v));
+        inv.arg(format!("cfg:{}", v.config));
+        let _: u64 = inv.invoke_async(&mut self.c()).await.map_err(super::conn::err)?;
+        Ok(())
+    }
+
     /// `Store::zone_sums`: none until they are complete.
     pub(super) async fn read_zone_sums(
         &self,
