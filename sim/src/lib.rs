@@ -44,6 +44,7 @@
 //!    * `gce`: Compute Engine v1 REST: instances, their operations, zones, regions.
 //!    * `gce_bulk`: bulkInsert (zonal, regional), region and global operations, templates.
 //!    * `prpc`: pRPC's JSON encoding (statuses, answers, request parsing).
+//!    * `cursor`: Swarming's ListBots cursors (the last bot id, sealed).
 //!    * `swarm_count`: Swarming's counts (CountTasks, CountBots) and dimension filters.
 //!    * `swarming`: Swarming v2 pRPC.
 //!    * `identity`: the published keys and instance identity tokens.
@@ -57,6 +58,7 @@ pub mod admin;
 pub mod agent;
 pub mod bulk;
 pub mod config;
+mod cursor;
 pub mod dims;
 pub mod filter;
 pub mod gce;

@@ -4,7 +4,10 @@
 //! of bots and their events. The counts are in `swarm_count.rs`, pRPC's encoding in `prpc.rs`.
 //!
 //! Success: HTTP 200, `X-Prpc-Grpc-Code: 0`, body `)]}'` + newline + protojson (zero values
-//! omitted). Failure: `X-Prpc-Grpc-Code: <code>`, the HTTP status of that code, a text body.
+//! omitted), gzip-compressed past 1 KiB for a caller that accepts gzip. Failure:
+//! `X-Prpc-Grpc-Code: <code>`, the HTTP status of that code, a text body (a generic one for 5xx).
+//! ListBots cursors are opaque (`cursor.rs`); limits, cursors and TerminateBot's reason are
+//! checked as Swarming's `rpcs` package does, with its messages.
 //! A server under a `swarming_servers` fault hangs (never answers) or answers malformed JSON.
 
 use axum::Router;
@@ -17,15 +20,22 @@ use chrono::{DateTime, Utc};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::cursor;
 use crate::dims::Dims;
 use crate::handle::{Refused, Sim};
 pub(crate) use crate::prpc::ts;
-use crate::prpc::{Status, broken, fail, ok, parse, time};
+use crate::prpc::{Status, accepts_gzip, broken, fail, ok, parse, stored, time};
 use crate::swarm_count as count;
 use crate::world::{Bot, BotEvent, BotFilter, BotView};
 
 /// Seconds after which Swarming calls a silent bot dead (reported in ListBots).
 const DEATH_TIMEOUT: i32 = 600;
+/// A listing's page size when the request gives none (Swarming's `defaultPageSize`).
+const DEFAULT_PAGE: i32 = 100;
+/// The largest page size a listing accepts (Swarming's `maxPageSize`).
+const MAX_PAGE: i32 = 1000;
+/// The longest TerminateBot reason, in bytes (Swarming's `maxReasonLength`).
+const MAX_REASON: usize = 1000;
 
 pub(super) fn routes() -> Router<Sim> {
     Router::new().route("/swarming/{server}/prpc/{service}/{method}", post(dispatch))
@@ -98,12 +108,24 @@ fn require_id(id: &str) -> Result<(), Status> {
     if id.is_empty() { Err(Status(3, "bot_id is required".into())) } else { Ok(()) }
 }
 
+/// A listing's page size (0: the default), or INVALID_ARGUMENT as Swarming words it.
 fn limit(n: i32) -> Result<usize, Status> {
     match n {
-        0 => Ok(100),
-        1..=1000 => Ok(n as usize),
-        _ => Err(Status(3, format!("limit must be between 1 and 1000, got {n}"))),
+        0 => Ok(DEFAULT_PAGE as usize),
+        1..=MAX_PAGE => Ok(n as usize),
+        ..0 => Err(Status(3, format!("invalid limit: must be positive, got {n}"))),
+        _ => Err(Status(3, format!("invalid limit: must be less or equal to {MAX_PAGE}, got {n}"))),
     }
+}
+
+/// TerminateBot's reason checked as Swarming does: at most [`MAX_REASON`] bytes of UTF-8, not
+/// characters (Swarming counts it after turning line breaks into spaces, which keeps the count).
+fn check_reason(reason: &str) -> Result<(), Status> {
+    let n = reason.len();
+    if n > MAX_REASON {
+        return Err(Status(3, format!("reason is too long: {n} > {MAX_REASON}")));
+    }
+    Ok(())
 }
 
 fn handle(sim: &Sim, server: &str, service: &str, method: &str, body: &Bytes) -> Result<Value, Status> {
@@ -126,14 +148,18 @@ fn bots(sim: &Sim, server: &str, method: &str, body: &Bytes) -> Result<Value, St
         "ListBots" => {
             let r: BotsRequest = parse(body)?;
             let limit = limit(r.limit)?;
+            let after = match r.cursor.as_str() {
+                "" => String::new(),
+                c => cursor::open_bots(server, c).ok_or_else(|| Status(3, "bad pagination cursor".into()))?,
+            };
             let filter = BotFilter {
                 dims: count::dims_filter(&r.dimensions)?,
                 is_dead: r.is_dead.and_then(NullableBool::as_filter),
                 is_busy: r.is_busy.and_then(NullableBool::as_filter),
             };
             Ok(sim.with(|w| {
-                let (items, cursor) = w.list_bots(server, limit, &r.cursor, &filter);
-                bot_list(w.now_utc(), &items, cursor)
+                let (items, last) = w.list_bots(server, limit, &after, &filter);
+                bot_list(w.now_utc(), &items, last.map(|id| cursor::seal_bots(server, &id)))
             }))
         }
         "ListBotEvents" => {
@@ -146,9 +172,7 @@ fn bots(sim: &Sim, server: &str, method: &str, body: &Bytes) -> Result<Value, St
         "TerminateBot" => {
             let r: BotRequest = parse(body)?;
             require_id(&r.bot_id)?;
-            if r.reason.chars().count() > 1000 {
-                return Err(Status(3, "reason is too long (max 1000)".into()));
-            }
+            check_reason(&r.reason)?;
             Ok(json!({"taskId": sim.with(|w| w.terminate_bot(server, &r.bot_id))}))
         }
         "DeleteBot" => {
@@ -171,11 +195,14 @@ async fn dispatch(
     body: Bytes,
 ) -> Response {
     let name = format!("swarming.{method}");
+    let gzip = accepts_gzip(&headers);
     let json_body = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("application/json"));
-    let resp = if !json_body {
+    let resp = if let Err(s) = gzip {
+        fail(s)
+    } else if !json_body {
         fail(Status(3, "the simulator speaks JSON pRPC only: send Content-Type: application/json".into()))
     } else if let Some(fault) = sim.with(|w| w.faults.server_fault(&server)) {
         broken(fault).await
@@ -188,7 +215,7 @@ async fn dispatch(
             }),
             Err(Refused::Quota(_)) => fail(Status(8, "rate limited".into())),
             Ok(()) => match handle(&sim, &server, &service, &method, &body) {
-                Ok(v) => ok(v),
+                Ok(v) => ok(v, gzip.unwrap_or(false)),
                 Err(s) => fail(s),
             },
         }
@@ -241,8 +268,8 @@ impl BotInfo {
         let mut j = json!({
             "botId": id,
             "externalIp": self.external_ip,
-            "firstSeenTs": ts(self.first_seen),
-            "lastSeenTs": ts(self.last_seen),
+            "firstSeenTs": ts(stored(self.first_seen)),
+            "lastSeenTs": ts(stored(self.last_seen)),
             "dimensions": self.dims.iter().map(|(k, v)| json!({"key": k, "value": v})).collect::<Vec<_>>(),
             "version": "simulated",
             "sessionId": format!("{:x}", self.session),
@@ -288,7 +315,7 @@ fn event_list(now: DateTime<Utc>, events: Option<(&Bot, Vec<&BotEvent>)>) -> Val
         let items: Vec<Value> = events
             .iter()
             .map(|e| {
-                json!({"ts": ts(e.ts), "eventType": e.kind, "message": e.message, "externalIp": b.external_ip,
+                json!({"ts": ts(stored(e.ts)), "eventType": e.kind, "message": e.message, "externalIp": b.external_ip,
                        "version": "simulated", "sessionId": format!("{:x}", b.session)})
             })
             .collect();

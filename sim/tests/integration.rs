@@ -16,6 +16,8 @@ mod quota;
 mod suspend;
 /// Swarming pRPC.
 mod swarming;
+/// Swarming pRPC as luci-go answers it: statuses, hidden messages, timestamps, cursors, gzip.
+mod swarming_wire;
 /// Task traces: the player and the generator.
 mod trace;
 /// Tasks on bots: dimensions, FIFO, counts, termination, interruptions.

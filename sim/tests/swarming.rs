@@ -237,7 +237,8 @@ async fn a_preempted_instance_loses_its_bot_and_a_new_incarnation_reconnects() {
     })
     .await;
     assert_ne!(first["sessionId"], second["sessionId"]);
-    assert!(second["firstSeenTs"].as_str() > first["firstSeenTs"].as_str());
+    let seen = |b: &Value| chrono::DateTime::parse_from_rfc3339(b["firstSeenTs"].as_str().unwrap()).unwrap();
+    assert!(seen(&second) > seen(&first), "timestamps compare as times, not as text of varying length");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
