@@ -14,6 +14,8 @@ mod breaker;
 mod bulk;
 /// `docker-compose.yml` run without Docker: every service's command and healthcheck.
 mod compose;
+/// What the Compute adapter sends, as Compute's types: every instance attribute, typed.
+mod compute_bodies;
 /// Demand-driven pools and warm pools: a burst, the quiet, a resume, Swarming down.
 mod demand;
 /// Derived keys heal from the VM records; cron jobs run past a key of the wrong type.

@@ -1,6 +1,6 @@
 //! Compute Engine v1 REST, at the paths the official client uses: instances insert, get, delete,
 //! list, suspend, resume, stop, start; zoneOperations get and wait; zones.list; diskTypes.list; regions.list; and the JSON each
-//! answers with.
+//! answers with. Request bodies are first checked against Compute's schema ([`call_body`]).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -19,6 +19,7 @@ use tokio::time::Instant;
 use crate::filter::Filter;
 use crate::handle::{Refused, Sim};
 use crate::names::region_of;
+use crate::schema::{self, Body};
 use crate::world::{ApiError, InstanceEntry, OpStatus, Operation, Region, Scope, World};
 
 pub(crate) type Params = Query<HashMap<String, String>>;
@@ -73,16 +74,43 @@ pub(crate) async fn call(
 ) -> Response {
     let resp = match sim.enter(method, Some(project)).await {
         Err(r) => refused(r),
-        Ok(()) => match f(sim) {
-            Ok(v) => Json(v).into_response(),
+        Ok(()) => answer(f(sim)),
+    };
+    sim.answer(method, resp)
+}
+
+/// As [`call`], with a request body (a `kind`): not JSON, a 400 `parseError`; a field Compute's
+/// schema does not have, a 400 naming it ([`schema::Refusal`]); else `f` runs on it.
+pub(crate) async fn call_body(
+    sim: &Sim,
+    method: &str,
+    project: &str,
+    kind: Body,
+    body: &[u8],
+    f: impl FnOnce(&Sim, &Value) -> Result<Value, ApiError>,
+) -> Response {
+    let resp = match sim.enter(method, Some(project)).await {
+        Err(r) => refused(r),
+        Ok(()) => match json_body(body) {
             Err(e) => error(e),
+            Ok(v) => match schema::check(kind, &v) {
+                Err(r) => (StatusCode::BAD_REQUEST, Json(r.body())).into_response(),
+                Ok(()) => answer(f(sim, &v)),
+            },
         },
     };
     sim.answer(method, resp)
 }
 
+fn answer(r: Result<Value, ApiError>) -> Response {
+    match r {
+        Ok(v) => Json(v).into_response(),
+        Err(e) => error(e),
+    }
+}
+
 /// A request body as JSON, or 400 `parseError`.
-pub(crate) fn json_body(body: &[u8]) -> Result<Value, ApiError> {
+fn json_body(body: &[u8]) -> Result<Value, ApiError> {
     serde_json::from_slice(body).map_err(|e| ApiError {
         status: 400,
         reason: "parseError",
@@ -105,10 +133,9 @@ async fn insert(
     q: Params,
     body: Bytes,
 ) -> Response {
-    call(&sim, "compute.instances.insert", &project, |sim| {
-        let body = json_body(&body)?;
+    call_body(&sim, "compute.instances.insert", &project, Body::Instance, &body, |sim, body| {
         let op = sim.with(|w| {
-            let name = w.insert(&project, &zone, q.get("requestId").cloned(), &body)?;
+            let name = w.insert(&project, &zone, q.get("requestId").cloned(), body)?;
             copy_op(w, &name)
         })?;
         Ok(operation(&op))

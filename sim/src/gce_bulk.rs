@@ -1,7 +1,7 @@
 //! Compute Engine v1 REST beyond single instances, at the paths the official clients use:
 //! `instances.bulkInsert` (zonal) and `regionInstances.bulkInsert` with `regionOperations.get`;
 //! global `instanceTemplates` insert, get, delete, list with `globalOperations.get`. Answers are
-//! encoded as `gce.rs` encodes operations.
+//! encoded as `gce.rs` encodes operations; bodies are checked against Compute's schema as there.
 
 use axum::Router;
 use axum::body::Bytes;
@@ -10,8 +10,9 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 
-use crate::gce::{Params, call, copy_op, json_body, operation, time, url};
+use crate::gce::{Params, call, call_body, copy_op, operation, time, url};
 use crate::handle::Sim;
+use crate::schema::Body;
 use crate::world::{Scope, Template};
 
 pub(super) fn routes() -> Router<Sim> {
@@ -38,10 +39,9 @@ async fn bulk(
     q: Params,
     body: Bytes,
 ) -> Response {
-    call(&sim, method, &project, |sim| {
-        let body = json_body(&body)?;
+    call_body(&sim, method, &project, Body::BulkInsert, &body, |sim, body| {
         let op = sim.with(|w| {
-            let name = w.bulk_insert(&project, scope, &location, q.get("requestId").cloned(), &body)?;
+            let name = w.bulk_insert(&project, scope, &location, q.get("requestId").cloned(), body)?;
             copy_op(w, &name)
         })?;
         Ok(operation(&op))
@@ -92,10 +92,10 @@ async fn insert_template(
     q: Params,
     body: Bytes,
 ) -> Response {
-    call(&sim, "compute.instanceTemplates.insert", &project, |sim| {
-        let body = json_body(&body)?;
+    let method = "compute.instanceTemplates.insert";
+    call_body(&sim, method, &project, Body::InstanceTemplate, &body, |sim, body| {
         let op = sim.with(|w| {
-            let name = w.insert_template(&project, q.get("requestId").cloned(), &body)?;
+            let name = w.insert_template(&project, q.get("requestId").cloned(), body)?;
             copy_op(w, &name)
         })?;
         Ok(operation(&op))

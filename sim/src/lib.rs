@@ -20,6 +20,8 @@
 //!    * `dims`: Swarming dimensions, how a task's match a bot's, tag and dimension filters.
 //!    * `trace`: task traces (JSON lines), their parser and a seeded generator.
 //!    * `quota`: API rate quotas as settings (groups, limits, the `--quota` file).
+//!    * `schema`: Compute's published schema of the request bodies (generated from the official
+//!      client's model), and the check that refuses a field it does not have.
 //!    * `bulk`: a bulkInsert's body, read and checked.
 //!    * `config`: settings, bot groups and faults ([`SimConfig`], [`Faults`]).
 //! 2. The world (typed state, no wire formats)
@@ -70,6 +72,7 @@ pub mod listener;
 pub mod names;
 mod prpc;
 pub mod quota;
+pub mod schema;
 pub mod summary;
 mod swarm_count;
 pub mod swarming;
