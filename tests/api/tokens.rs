@@ -1,6 +1,7 @@
 //! Tokens that end, on a running service: a token removed from the tokens file is refused within
-//! seconds, one added is accepted, an expired one is refused by name; `gce-backend run` reads the
-//! file again on SIGHUP (and is not ended by it).
+//! seconds, one added is accepted, an expired one is refused by name, also when the file is a
+//! Kubernetes Secret updated under it; `gce-backend run` reads the file again on SIGHUP (and is not
+//! ended by it).
 
 use std::process::Command;
 use std::time::Duration;
@@ -142,4 +143,69 @@ fn the_token_command_makes_an_entry_with_a_role_and_an_expiry_that_the_service_r
         assert_eq!(out.status.code(), Some(2), "{bad}: {err}");
         assert!(err.contains(why), "{bad}: {err}");
     }
+}
+
+/// The tokens file as Kubernetes mounts a Secret: the kubelet keeps the data in a timestamped
+/// directory, `..data` links to it and the key's name links through `..data`; an update writes
+/// a new timestamped directory, renames a new link over `..data` and removes the old directory
+/// (its atomic writer), so the path the service was given, and the link it is, never change.
+/// The running service reads the file through the links and takes the new tokens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubernetes_secret_updated_under_the_tokens_file_takes_effect_while_the_service_runs() {
+    use std::os::unix::fs::{MetadataExt, symlink};
+    gce_backend::adapters::install_crypto(); // for the test's own HTTP client, run alone too
+    let dir = crate::support::temp_dir();
+    let configs = dir.join("pools");
+    std::fs::create_dir_all(&configs).unwrap();
+    let secret = dir.join("tokens");
+    let (first, second) = ("..2026_12_07_00_00_00.1", "..2026_12_07_00_01_00.2");
+    std::fs::create_dir_all(secret.join(first)).unwrap();
+    std::fs::write(secret.join(first).join("tokens.toml"), tokens_text(Vec::new())).unwrap();
+    symlink(first, secret.join("..data")).unwrap();
+    symlink("..data/tokens.toml", secret.join("tokens.toml")).unwrap();
+    let path = secret.join("tokens.toml");
+    let path_arg = path.display().to_string();
+    let args = [
+        "run",
+        "--quiet",
+        "--listen",
+        "127.0.0.1:0",
+        "--root-url",
+        "http://localhost",
+        "--tokens",
+        &path_arg,
+    ];
+    let (mut child, out, err) = spawn_run(&args, &configs);
+    let listening = wait_for(&out, "listening on ");
+    let addr = listening.split("listening on ").nth(1).unwrap().trim_end_matches(')').to_owned();
+    let api = format!("http://{addr}");
+    wait_for(&out, "running (configs in");
+    assert_eq!(get(&api, WHOAMI, READER).await.0, 200);
+    assert_eq!(get(&api, WHOAMI, "gbt_new").await.0, 401);
+    let link = |p: &std::path::Path| {
+        let m = std::fs::symlink_metadata(p).unwrap();
+        (m.ino(), m.mtime(), m.mtime_nsec())
+    };
+    let before = link(&path);
+
+    // The Secret changes (reader-infra removed, `new` added), as the kubelet writes it.
+    let kept = TOKENS.iter().filter(|t| t.0 != READER).map(|(t, n, r, g)| entry(t, n, *r, g));
+    let token = kept.chain([entry("gbt_new", "new", Role::Reader, &["infra"])]).collect();
+    std::fs::create_dir_all(secret.join(second)).unwrap();
+    std::fs::write(secret.join(second).join("tokens.toml"), toml::to_string(&TokenFile { token }).unwrap())
+        .unwrap();
+    symlink(second, secret.join("..data_tmp")).unwrap();
+    std::fs::rename(secret.join("..data_tmp"), secret.join("..data")).unwrap();
+    std::fs::remove_dir_all(secret.join(first)).unwrap();
+    assert_eq!(link(&path), before, "the key's own link is the same file, untouched");
+
+    until(&api, "gbt_new", 200, "the token added to the Secret is accepted").await;
+    assert_eq!(get(&api, WHOAMI, READER).await.0, 401, "the token removed from the Secret is refused");
+    let line = wait_for(&err, "tokens reloaded");
+    assert!(line.contains(r#"added=["new"]"#) && line.contains(r#"removed=["reader-infra"]"#), "{line}");
+    assert_eq!(get(&api, WHOAMI, ADMIN).await.0, 200, "untouched tokens go on");
+
+    terminate(child.id());
+    assert!(child.wait().unwrap().success());
+    let _ = std::fs::remove_dir_all(&dir);
 }
