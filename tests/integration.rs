@@ -16,6 +16,8 @@ mod bulk;
 mod compose;
 /// What the Compute adapter sends, as Compute's types: every instance attribute, typed.
 mod compute_bodies;
+/// Google credentials end to end: metadata-server and key-file tokens, renewal, an outage.
+mod credentials;
 /// Demand-driven pools and warm pools: a burst, the quiet, a resume, Swarming down.
 mod demand;
 /// Derived keys heal from the VM records; cron jobs run past a key of the wrong type.

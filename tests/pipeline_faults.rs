@@ -348,6 +348,7 @@ async fn a_cron_tick_runs_once_across_processes_sharing_a_redis() {
         gce_endpoint: Some(env.sim_url.clone()),
         swarming_endpoint: None,
         real_gce: false,
+        google_credentials: None,
         certs_url: None,
         quiet: true,
         api: Default::default(),

@@ -112,6 +112,10 @@ pub struct SimConfig {
     /// given in "default" are gce-default's, those not given for a project are "default"'s.
     #[arg(long, value_parser = RateQuota::parse, default_value = "gce-default", verbatim_doc_comment)]
     pub quota: RateQuota,
+    /// Google authentication: whether calls need a token, how long one lives (`auth.rs`).
+    #[command(flatten)]
+    #[serde(default)]
+    pub auth: crate::auth::AuthSettings,
 }
 
 fn parse_machine(s: &str) -> Result<(String, f64), String> {

@@ -23,9 +23,11 @@
 //!    * `schema`: Compute's published schema of the request bodies (generated from the official
 //!      client's model), and the check that refuses a field it does not have.
 //!    * `bulk`: a bulkInsert's body, read and checked.
+//!    * `auth`: Google authentication's settings, the scopes each API takes, a call's standing.
 //!    * `config`: settings, bot groups and faults ([`SimConfig`], [`Faults`]).
 //! 2. The world (typed state, no wire formats)
 //!    * `world::records`: the records of bulk inserts, templates and rate quotas.
+//!    * `world::accounts`: the service account's tokens and every call's standing.
 //!    * `world::model`: its records (instances, operations, bots, usage, API errors).
 //!    * `world::counts`: counts by state, kept at every transition.
 //!    * `filter`: Compute Engine list filters over instances.
@@ -50,6 +52,8 @@
 //!    * `swarm_count`: Swarming's counts (CountTasks, CountBots) and dimension filters.
 //!    * `swarming`: Swarming v2 pRPC.
 //!    * `identity`: the published keys and instance identity tokens.
+//!    * `google`: the metadata server, the OAuth token endpoint, `/sim/auth`, and the guard that
+//!      checks every Compute and Swarming call's token.
 //!    * `work`: the admin API's work routes: tasks, bot groups, traces.
 //!    * `summary`: what `/sim/summary` answers (counts, usage overall and per Config).
 //!    * `admin`: the rest of the `/sim/` admin API.
@@ -58,6 +62,7 @@
 
 pub mod admin;
 pub mod agent;
+pub mod auth;
 pub mod bulk;
 pub mod config;
 mod cursor;
@@ -65,6 +70,7 @@ pub mod dims;
 pub mod filter;
 pub mod gce;
 mod gce_bulk;
+mod google;
 mod handle;
 pub mod identity;
 pub mod keys;
@@ -97,6 +103,8 @@ pub fn router(sim: Sim) -> Router {
         .merge(admin::routes())
         .merge(work::routes())
         .merge(identity::routes())
+        .merge(google::routes())
+        .layer(axum::middleware::from_fn_with_state(sim.clone(), google::guard))
         .with_state(sim)
 }
 

@@ -6,6 +6,8 @@ mod support;
 
 /// The admin API at scale: summary and paged state.
 mod admin;
+/// Google authentication: the metadata server, the token endpoint, refusals as Google and LUCI.
+mod auth;
 /// Request bodies checked against Compute's published schema.
 mod bodies;
 /// bulkInsert, zonal and regional, and instance templates.

@@ -82,17 +82,22 @@ fn template(t: model::InstanceTemplate) -> Template {
 }
 
 impl Gce {
-    /// Clients for `endpoint` (with anonymous credentials: the simulator), or for Compute Engine
-    /// with Application Default Credentials when `endpoint` is `None`.
-    pub async fn connect(endpoint: Option<&str>) -> Result<Self, String> {
+    /// Clients for `endpoint` (none: Compute Engine's own) with `tokens` (none: anonymous, as the
+    /// simulator takes calls without `--require-auth`).
+    pub async fn connect(
+        endpoint: Option<&str>,
+        tokens: Option<std::sync::Arc<super::google_auth::Tokens>>,
+    ) -> Result<Self, String> {
         super::install_crypto();
+        let credentials: google_cloud_auth::credentials::Credentials = match tokens {
+            Some(t) => super::google_auth::Bearer(t).into(),
+            None => google_cloud_auth::credentials::anonymous::Builder::new().build(),
+        };
         macro_rules! client {
             ($t:ty) => {{
-                let mut b = <$t>::builder();
+                let mut b = <$t>::builder().with_credentials(credentials.clone());
                 if let Some(e) = endpoint {
-                    b = b
-                        .with_endpoint(e)
-                        .with_credentials(google_cloud_auth::credentials::anonymous::Builder::new().build());
+                    b = b.with_endpoint(e);
                 }
                 b.build().await.map_err(|e| format!("{}: {e}", stringify!($t)))?
             }};

@@ -2,9 +2,10 @@
 //!
 //! Only the servers the settings list (`[swarming] servers`) are called: any other is refused
 //! before a request is made, whatever a record names. Real Swarming is called at the server's
-//! origin with OAuth headers from Application Default Credentials (over https only); the
-//! simulator through an endpoint template such as `http://127.0.0.1:<port>/swarming/{host}`
-//! (no credentials). Redirects are never followed.
+//! origin, the simulator through an endpoint template such as
+//! `http://127.0.0.1:<port>/swarming/{host}`; with Google credentials (`google_auth.rs`, scope
+//! `userinfo.email`), a server listed as `https://` gets a Bearer token, one listed as `http://`
+//! never does. Redirects are never followed; answers may come gzip-compressed.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -15,8 +16,8 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-/// Page size of ListBots.
-const PAGE: u32 = 1000;
+/// Page size of ListBots: what LUCI's own GCE provider asks.
+const PAGE: u32 = 500;
 
 /// A Swarming pRPC client.
 #[derive(Debug, Clone)]
@@ -25,7 +26,8 @@ pub struct Swarming {
     /// The simulator's endpoint template (`{host}` stands for `host[:port]`); none: the real
     /// server at its origin.
     template: Option<String>,
-    credentials: Option<google_cloud_auth::credentials::Credentials>,
+    /// Tokens for servers listed as `https://` (none: no token is ever sent).
+    tokens: Option<std::sync::Arc<super::google_auth::Tokens>>,
     trust: std::sync::Arc<Trust>,
 }
 
@@ -68,30 +70,27 @@ fn code_of_status(status: u16) -> u16 {
 
 impl Swarming {
     /// A client calling the servers `trust` lists; `template` maps a server's `host[:port]`
-    /// into a base URL (`{host}` is replaced); without one, real Swarming with Application
-    /// Default Credentials.
-    pub fn new(template: Option<&str>, trust: std::sync::Arc<Trust>) -> Result<Self, String> {
+    /// into a base URL (`{host}` is replaced), without one the server's origin; `tokens`
+    /// authenticate calls to servers listed as `https://`.
+    pub fn new(
+        template: Option<&str>,
+        trust: std::sync::Arc<Trust>,
+        tokens: Option<std::sync::Arc<super::google_auth::Tokens>>,
+    ) -> Result<Self, String> {
         super::install_crypto();
         let http = reqwest::Client::builder()
             .timeout(std::time::Duration::from_secs(30))
             .redirect(reqwest::redirect::Policy::none())
+            .gzip(true)
             .build()
             .map_err(|e| format!("http client: {e}"))?;
-        let credentials = match template {
-            Some(_) => None,
-            None => Some(
-                google_cloud_auth::credentials::Builder::default()
-                    .build()
-                    .map_err(|e| format!("Swarming credentials: {e}"))?,
-            ),
-        };
         if let Some(t) = template {
             check_endpoint("Swarming endpoint template", &t.replace("{host}", "h"))?;
             if !t.contains("{host}") {
                 return Err(format!("Swarming endpoint template {t:?} must contain {{host}}"));
             }
         }
-        Ok(Self { http, template: template.map(str::to_owned), credentials, trust })
+        Ok(Self { http, template: template.map(str::to_owned), tokens, trust })
     }
 
     /// The URL of `method` on `server`, if the settings list it (the host is a checked DNS name:
@@ -125,13 +124,15 @@ impl Swarming {
             .header("content-type", "application/json")
             .header("accept", "application/json")
             .body(body.to_string());
-        if let Some(c) = self.credentials.as_ref().filter(|_| secure) {
-            match c.headers(http::Extensions::new()).await {
-                Ok(google_cloud_auth::credentials::CacheableResource::New { data, .. }) => {
-                    req = req.headers(data)
+        if let Some(t) = self.tokens.as_ref().filter(|_| secure) {
+            match t.token().await {
+                Ok(token) => req = req.bearer_auth(token),
+                // A transient failure (a metadata server not answering) is retried as an
+                // unavailable server's; a broken key file is ours to mend.
+                Err(e) => {
+                    let kind = if e.transient { BotErrorKind::Unavailable } else { BotErrorKind::Denied };
+                    return Err(BotError::new(kind, e.to_string()));
                 }
-                Ok(_) => {}
-                Err(e) => return Err(BotError::new(BotErrorKind::Denied, format!("credentials: {e}"))),
             }
         }
         let resp = req.send().await.map_err(|e| unavailable(e.to_string()))?;

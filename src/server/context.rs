@@ -11,9 +11,10 @@ use gce_backend_jobs::ports::rated::RatedCompute;
 use gce_backend_jobs::providers::Providers;
 use gce_backend_jobs::{Ctx, Env, Queues};
 
-use super::options::RunOptions;
+use super::options::{GoogleCredentials, RunOptions};
 use crate::adapters::SystemClock;
 use crate::adapters::gce::Gce;
+use crate::adapters::google_auth::{CLOUD_PLATFORM, Tokens, USERINFO_EMAIL};
 use crate::adapters::swarming::Swarming;
 use crate::error::Usage;
 use crate::settings::Settings;
@@ -30,6 +31,33 @@ pub fn demo_sim() -> SimConfig {
         bot_idle_ms: 500,
         ..SimConfig::default()
     }
+}
+
+/// Compute's and Swarming's tokens (each its own scope) as `--google-credentials` says, if any.
+#[allow(clippy::type_complexity)]
+fn tokens(opts: &RunOptions) -> anyhow::Result<(Option<Arc<Tokens>>, Option<Arc<Tokens>>)> {
+    let adc = match (opts.google_credentials, opts.real_gce) {
+        (Some(GoogleCredentials::Anonymous), true) => {
+            return Err(Usage(
+                "--real-gce with --google-credentials anonymous: Compute Engine and Swarming refuse anonymous calls".into(),
+            )
+            .into());
+        }
+        (Some(c), _) => c == GoogleCredentials::Adc,
+        (None, real) => real,
+    };
+    if !adc {
+        return Ok((None, None));
+    }
+    let failing = Arc::default();
+    let open = |scope| {
+        Tokens::from_adc(&[scope], Arc::clone(&failing))
+            .map(Arc::new)
+            .map_err(|e| anyhow::Error::from(Usage(e)))
+    };
+    let (compute, swarming) = (open(CLOUD_PLATFORM)?, open(USERINFO_EMAIL)?);
+    tracing::info!(source = compute.source_name(), "Google credentials: Application Default Credentials");
+    Ok((Some(compute), Some(swarming)))
 }
 
 /// Builds the context (store, queues, adapters; a simulator if no endpoint is given) without
@@ -64,9 +92,11 @@ pub async fn context(
             gce_backend_jobs::config::check_endpoint(what, url).map_err(Usage)?;
         }
     }
-    let compute = Gce::connect(gce.as_deref()).await.map_err(anyhow::Error::msg)?;
+    let (compute_tokens, swarming_tokens) = tokens(opts)?;
+    let compute = Gce::connect(gce.as_deref(), compute_tokens).await.map_err(anyhow::Error::msg)?;
     let trust = Arc::new(settings.trust().map_err(anyhow::Error::msg)?);
-    let bots = Swarming::new(swarming.as_deref(), trust.clone()).map_err(anyhow::Error::msg)?;
+    let bots =
+        Swarming::new(swarming.as_deref(), trust.clone(), swarming_tokens).map_err(anyhow::Error::msg)?;
     let iso = &settings.isolation;
     let metrics = gce_backend_jobs::metrics::Metrics::default();
     let compute = gce_backend_jobs::ports::guarded::GuardedCompute::new(Arc::new(compute), iso, &metrics);

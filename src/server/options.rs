@@ -77,6 +77,12 @@ pub struct RunOptions {
     /// Talk to the real Compute Engine and Swarming (Application Default Credentials).
     #[arg(long)]
     pub real_gce: bool,
+    /// Google credentials on Compute and Swarming calls: `adc` (Application Default
+    /// Credentials: a key file, else the metadata server, `GCE_METADATA_HOST` if set) or
+    /// `anonymous`. Defaults to `adc` with `--real-gce`, else `anonymous` (a simulator takes
+    /// anonymous calls unless it runs with `--require-auth`).
+    #[arg(long, value_enum, env = "GCE_BACKEND_GOOGLE_CREDENTIALS")]
+    pub google_credentials: Option<GoogleCredentials>,
     /// Where the keys that sign VMs' identity tokens are published (a JSON Web Key Set);
     /// defaults to the simulator's, or to Google's with `--real-gce`.
     #[arg(long, env = "GCE_BACKEND_CERTS_URL")]
@@ -87,6 +93,15 @@ pub struct RunOptions {
     /// The operator's API.
     #[command(flatten)]
     pub api: ApiArgs,
+}
+
+/// Which Google credentials Compute and Swarming calls carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum GoogleCredentials {
+    /// Application Default Credentials.
+    Adc,
+    /// None.
+    Anonymous,
 }
 
 /// Options of the operator's API.

@@ -112,6 +112,7 @@ impl Env {
             gce_endpoint: Some(sim_url.clone()),
             swarming_endpoint: None,
             real_gce: false,
+            google_credentials: None,
             certs_url: None,
             quiet: true,
             api: gce_backend::server::ApiArgs {

@@ -88,6 +88,7 @@ impl Procs {
             gce_endpoint: Some(format!("http://{}", self.addr)),
             swarming_endpoint: None,
             real_gce: false,
+            google_credentials: None,
             certs_url: None,
             quiet: true,
             api: Default::default(),

@@ -74,6 +74,9 @@ impl ComputeError {
             Some(409) => Kind::AlreadyExists,
             Some(429) => Kind::RateLimited,
             Some(403) if reason.contains("quota") || reason.contains("Quota") => Kind::Quota,
+            // Our token was refused (expired on the way, or revoked): the next call carries a
+            // fresh one. A token without Compute's scope is a 403, not retried.
+            Some(401) => Kind::Transient,
             Some(s) if s >= 500 => Kind::Transient,
             None => Kind::Transient,
             _ => Kind::Invalid,

@@ -19,6 +19,7 @@ use tokio::time::Instant;
 use crate::config::{Faults, SimConfig};
 use crate::names::{region_of, server_key, valid_name};
 
+mod accounts;
 mod bulk;
 mod compute;
 mod counts;
@@ -32,6 +33,7 @@ mod swarming;
 mod tasks;
 mod templates;
 
+pub use accounts::{Accounts, Source, TokenReport};
 use counts::class;
 pub use counts::{BotState, Counts, InstanceCounts};
 use model::push_event;
@@ -118,6 +120,8 @@ pub struct World {
     templates: BTreeMap<TemplateKey, Template>,
     /// How far the clock was moved ahead of the monotonic time (`POST /sim/clock`).
     pub skew: Duration,
+    /// The service account's tokens and the calls' standing (see `accounts.rs`).
+    pub accounts: Accounts,
 }
 
 /// The simulator's one clock: the wall time its timeline starts at. From then on the world's time
@@ -133,6 +137,7 @@ impl World {
         let rng = StdRng::seed_from_u64(cfg.seed);
         let faults = cfg.faults.clone();
         let bot_groups = cfg.bot_groups.clone();
+        let accounts = Accounts::new(cfg.auth.clone());
         Self {
             cfg,
             faults,
@@ -163,6 +168,7 @@ impl World {
             api: ApiCalls::default(),
             templates: BTreeMap::new(),
             skew: Duration::ZERO,
+            accounts,
         }
     }
 

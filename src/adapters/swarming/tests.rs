@@ -41,7 +41,7 @@ async fn only_listed_servers_are_called_and_redirects_are_not_followed() {
     let redirecting = server(Arc::clone(&redirect_hits), Some(attacker.clone())).await;
     let listed = SwarmingServers { servers: vec![good.clone(), redirecting.clone()] };
     let trust = Arc::new(Trust::new(&listed, &BTreeMap::new()).unwrap());
-    let bots = Swarming::new(Some("http://{host}"), trust).unwrap();
+    let bots = Swarming::new(Some("http://{host}"), trust, None).unwrap();
     let (page, _) = bots.list(&good, None).await.unwrap();
     assert_eq!(page[0].id, "linux-0-abcd");
     assert_eq!(good_hits.load(Ordering::SeqCst), 1);

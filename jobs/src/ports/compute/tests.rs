@@ -13,6 +13,9 @@ fn errors_are_classified_once_here() {
     assert_eq!(k(None, ""), Kind::Transient);
     assert_eq!(k(Some(403), "quotaExceeded"), Kind::Quota);
     assert_eq!(k(Some(400), "invalid"), Kind::Invalid);
+    // A refused token is retried with a fresh one; a missing scope is not retried.
+    assert_eq!(k(Some(401), "authError"), Kind::Transient);
+    assert_eq!(k(Some(403), "insufficientPermissions"), Kind::Invalid);
     let o = |c: &str, h: Option<u16>| ComputeError::from_operation(c, h, "m").kind;
     assert_eq!(o("QUOTA_EXCEEDED", Some(403)), Kind::Quota);
     assert_eq!(o("ZONE_RESOURCE_POOL_EXHAUSTED", Some(503)), Kind::Stockout);
