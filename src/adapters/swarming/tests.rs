@@ -63,3 +63,68 @@ fn endpoints_given_on_the_command_line_are_urls_without_users_or_queries() {
         assert!(check_endpoint("--certs-url", bad).is_err(), "{bad}");
     }
 }
+
+/// Requests a recording layer saw: (accept-encoding, the body's `limit`, content-encoding
+/// answered).
+type Seen = Arc<std::sync::Mutex<Vec<(String, u64, String)>>>;
+
+#[tokio::test]
+async fn list_bots_asks_pages_of_500_and_reads_them_gzipped() {
+    crate::adapters::install_crypto();
+    let sim = gce_backend_sim::Sim::new(gce_backend_sim::SimConfig {
+        bot_connect_ms: 0,
+        ..gce_backend_sim::SimConfig::default()
+    });
+    let seen: Seen = Arc::default();
+    let record = seen.clone();
+    let app = gce_backend_sim::router(sim).layer(axum::middleware::from_fn(
+        move |req: axum::extract::Request, next: axum::middleware::Next| {
+            let record = record.clone();
+            async move {
+                let accept = req.headers().get("accept-encoding").map(|v| v.to_str().unwrap().to_owned());
+                let (parts, body) = req.into_parts();
+                let bytes = axum::body::to_bytes(body, 1 << 20).await.unwrap();
+                let limit = serde_json::from_slice::<Value>(&bytes).ok().and_then(|v| v["limit"].as_u64());
+                let resp =
+                    next.run(axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes))).await;
+                let encoding = resp.headers().get("content-encoding").map(|v| v.to_str().unwrap().to_owned());
+                if let Some(limit) = limit {
+                    let row = (accept.unwrap_or_default(), limit, encoding.unwrap_or_default());
+                    record.lock().unwrap().push(row);
+                }
+                resp
+            }
+        },
+    ));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let hostnames: Vec<String> = (0..520).map(|i| format!("static-{i}")).collect();
+    let added = reqwest::Client::new()
+        .post(format!("{base}/sim/machines"))
+        .json(&json!({"server": "https://swarm.example.com", "hostnames": hostnames}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(added.status(), 200, "{}", added.text().await.unwrap());
+    let listed = SwarmingServers { servers: vec!["https://swarm.example.com".into()] };
+    let trust = Arc::new(Trust::new(&listed, &BTreeMap::new()).unwrap());
+    let bots = Swarming::new(Some(&format!("{base}/swarming/{{host}}")), trust, None).unwrap();
+    let (mut all, mut cursor) = (Vec::new(), None);
+    loop {
+        let (page, next) = bots.list("https://swarm.example.com", cursor).await.unwrap();
+        all.extend(page);
+        match next {
+            Some(c) => cursor = Some(c),
+            None => break,
+        }
+    }
+    assert_eq!(all.len(), 520, "every bot, across pages");
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    for (accept, limit, encoding) in &seen {
+        assert!(accept.contains("gzip"), "gzip accepted: {seen:?}");
+        assert_eq!(*limit, 500, "pages of 500 as LUCI's GCE provider asks");
+        assert_eq!(encoding, "gzip", "answers over 1 KiB came compressed: {seen:?}");
+    }
+}
