@@ -35,6 +35,12 @@ pub struct Settings {
     /// looked at again later), so a slot is held for a few round trips: 64 keeps a process
     /// busy; the calls in flight to one project or server are bounded by `[isolation]`.
     pub concurrency: usize,
+    /// How long a process's in-flight tasks get to finish once it is told to stop (SIGTERM,
+    /// SIGINT); past it the runs still going are handed back to their queue for another worker
+    /// (never acknowledged as done) and the process exits, at most 2 s later. Keep it below the
+    /// orchestrator's own grace (Kubernetes `terminationGracePeriodSeconds`, 30 s by default).
+    /// At most 10 minutes.
+    pub stop_grace: Secs,
     /// Where machines come from: `[providers.<id>]` with its `type` (none declared: one
     /// Compute Engine provider, `gce`). A Config names its provider (default: the one of type
     /// `gce`).
@@ -63,6 +69,7 @@ impl Default for Settings {
             rate_limits: Default::default(),
             queues: BTreeMap::new(),
             concurrency: 64,
+            stop_grace: Secs(20),
             providers: BTreeMap::new(),
             http: Default::default(),
             swarming: SwarmingServers::default(),
@@ -227,6 +234,9 @@ impl Settings {
         self.rate_limits.validate()?;
         if self.concurrency == 0 {
             return Err("concurrency: must be at least 1".into());
+        }
+        if self.stop_grace.0 > 600 {
+            return Err("stop_grace: at most 10 minutes".into());
         }
         gce_backend_jobs::providers::Providers::new(&self.providers)?;
         self.http.validate()?;

@@ -1,5 +1,10 @@
-//! Worker processes (the queues crate's demo example, `--role work`) on a private Redis: a
-//! worker killed with SIGKILL mid-run, and a worker stopped with SIGTERM.
+//! Worker processes on a private Redis: the queues crate's demo example (`--role work`) killed
+//! with SIGKILL mid-run and stopped with SIGTERM, and `gce-backend run --role workers` stopped
+//! with SIGTERM mid-batch (`graceful_stop.rs`): runs in flight finish within the stop's grace,
+//! or are handed back past it; either way it exits 0 and every task runs to done once more at
+//! most.
+
+mod graceful_stop;
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};

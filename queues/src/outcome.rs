@@ -73,7 +73,11 @@ pub fn dead_reason(resolution: &Resolution, attempt: u32, policy: &Policy) -> Op
     match resolution {
         Resolution::Fail { .. } => Some(PERMANENT),
         Resolution::Retry { .. } if attempt >= policy.max_attempts => Some(RETRIES_EXHAUSTED),
-        Resolution::Retry { .. } | Resolution::Done | Resolution::Release | Resolution::Again { .. } => None,
+        Resolution::Retry { .. }
+        | Resolution::Done
+        | Resolution::Release
+        | Resolution::HandBack
+        | Resolution::Again { .. } => None,
     }
 }
 

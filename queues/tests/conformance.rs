@@ -27,6 +27,8 @@ mod failures;
 mod ids;
 #[path = "conformance/operator.rs"]
 mod operator;
+#[path = "conformance/stop.rs"]
+mod stop;
 
 /// The payload every test pushes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -253,6 +255,7 @@ conformance!(
     delivery::handler_stuck_past_its_timeout_gives_the_task_back,
     failures::permanent_errors_skip_retries_and_retry_after_is_honoured,
     delivery::graceful_shutdown_finishes_in_flight_and_releases_the_rest,
+    stop::a_stop_past_its_grace_hands_back_runs_cut_short_and_releases_the_rest,
     failures::tasks_past_their_deadline_fail,
     failures::undecodable_payload_goes_dead_without_stopping_the_worker,
     failures::finished_and_dead_records_are_trimmed,

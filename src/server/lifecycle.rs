@@ -1,6 +1,10 @@
 //! A running service's lifecycle: what it started (tasks told to stop by one signal, the cron
-//! scheduler), the signals that stop it (SIGINT, SIGTERM), and the orderly stop: no new work
-//! fetched, in-flight tasks finished, listeners drained.
+//! scheduler), the signals that stop it (SIGINT, SIGTERM), and the orderly stop, bounded: no new
+//! work started, in-flight tasks finished within the settings' `stop_grace` (20 s by default)
+//! and the runs still going then handed back to their queue (at most 2 s more:
+//! `workers::spawn`), listeners drained for at most 5 s (`listeners`), all at once. So a process
+//! told to stop exits within `stop_grace` + 2 s (or 5 s, if more), below an orchestrator's grace
+//! (Kubernetes `terminationGracePeriodSeconds`, 30 s by default) when `stop_grace` leaves room.
 
 use gce_backend_jobs::Ctx;
 use tokio::sync::watch;
@@ -37,7 +41,7 @@ impl Life {
         self.scheduler = Some(scheduler);
     }
 
-    /// Stops the scheduler, tells every task to stop, waits for them.
+    /// Stops the scheduler, tells every task to stop, waits for them (each bounds its own stop).
     async fn stop(mut self) {
         if let Some(mut s) = self.scheduler.take() {
             let _ = s.shutdown().await;
@@ -70,7 +74,8 @@ impl std::fmt::Debug for App {
 }
 
 impl App {
-    /// Stops fetching, lets in-flight tasks finish, stops the scheduler.
+    /// Stops the scheduler, stops fetching, lets in-flight tasks finish within the stop's grace
+    /// and hands back those still running then.
     pub async fn stop(self) {
         self.life.stop().await;
     }

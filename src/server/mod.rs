@@ -54,7 +54,8 @@ pub async fn start(opts: &RunOptions, settings: Settings) -> anyhow::Result<App>
         listeners::serve_metrics(&mut life, listener, metrics, &settings, &ctx)?;
     }
     if opts.role.workers() {
-        life.keep(workers::spawn(&ctx, settings.concurrency, life.stopped()));
+        let grace = std::time::Duration::from_secs(settings.stop_grace.0);
+        life.keep(workers::spawn(&ctx, settings.concurrency, grace, life.stopped()));
     }
     if opts.role.cron() {
         life.scheduler(scheduler::begin(&ctx, &settings).await.map_err(anyhow::Error::msg)?);

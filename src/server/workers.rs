@@ -1,4 +1,9 @@
-//! Runs apalis workers over queues: one apalis `Monitor`, one worker per queue, graceful shutdown.
+//! Runs apalis workers over queues: one apalis `Monitor`, one worker per queue, and their stop,
+//! bounded (see [`spawn`]): told to stop (SIGTERM, SIGINT), they take no new task, in-flight tasks
+//! get a grace to finish (`stop_grace` in the settings, 20 s by default) and the tasks taken but
+//! not started are released; past the
+//! grace the runs still going are cut short and handed back to their queue for another worker,
+//! never acknowledged as done.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -7,6 +12,7 @@ use apalis::prelude::*;
 use futures::future::BoxFuture;
 use gce_backend_jobs::work::Next;
 use gce_backend_queues::Queue;
+use gce_backend_queues::backend::stop::{self, Holdings, Stopped};
 use gce_backend_queues::outcome::Ran;
 use serde::de::DeserializeOwned;
 
@@ -36,7 +42,8 @@ impl Identity {
     }
 }
 
-/// Adds a worker for `queue` to `monitor`, running `handler` on up to `concurrency` tasks at once.
+/// Adds a worker for `queue` to `monitor`, running `handler` on up to `concurrency` tasks at once;
+/// the tasks it holds are followed by `holdings` (handed back if its stop runs out of time).
 ///
 /// The worker name is `<host>-<pid>-<queue>-<restarts>`, unique per process start; the queue
 /// does not depend on names (leases are), so a restarted worker is never refused.
@@ -45,6 +52,7 @@ pub fn register<Args>(
     queue: &Queue,
     who: &Identity,
     concurrency: usize,
+    holdings: &Holdings,
     handler: Handler<Args>,
 ) -> Monitor
 where
@@ -52,10 +60,11 @@ where
 {
     let queue = queue.clone();
     let who = who.clone();
+    let holdings = holdings.clone();
     monitor.register(move |restarts| {
         let handler = handler.clone();
         WorkerBuilder::new(format!("{}-{}-{}-{restarts}", who.group, who.process, queue.spec().name))
-            .backend(queue.backend::<Args>(&who.group))
+            .backend(queue.backend::<Args>(&who.group).held_in(&holdings))
             .concurrency(concurrency)
             .catch_panic()
             .timeout(queue.spec().policy.timeout)
@@ -64,10 +73,11 @@ where
 }
 
 /// A monitor that restarts a worker that ended with an error (our backend never ends one on
-/// Redis errors, so this guards against the unexpected, bounded so it cannot spin forever) and
-/// gives in-flight tasks `grace` to finish on shutdown.
-pub fn monitor(grace: Duration) -> Monitor {
-    Monitor::new().shutdown_timeout(grace).should_restart(|ctx, err| {
+/// Redis errors, so this guards against the unexpected, bounded so it cannot spin forever). It
+/// has no shutdown timeout of its own: its stop is bounded by [`spawn`], which hands back what
+/// the workers still hold (apalis's timeout would only drop them).
+pub fn monitor() -> Monitor {
+    Monitor::new().should_restart(|ctx, err| {
         tracing::error!(worker = ctx.name(), error = %err, "worker ended; restarting");
         ctx.restarts() < 100
     })
@@ -110,12 +120,14 @@ pub fn register_pipeline(
     ctx: &gce_backend_jobs::Ctx,
     who: &Identity,
     concurrency: usize,
+    holdings: &Holdings,
 ) -> Monitor {
     struct Registrar<'a> {
         monitor: Option<Monitor>,
         ctx: &'a gce_backend_jobs::Ctx,
         who: &'a Identity,
         concurrency: usize,
+        holdings: &'a Holdings,
     }
     impl gce_backend_jobs::tasks::Visitor for Registrar<'_> {
         fn queue<T: gce_backend_queues::Task>(&mut self, run: gce_backend_jobs::tasks::Run<T>) {
@@ -144,29 +156,56 @@ pub fn register_pipeline(
             });
             let queue = self.ctx.queues.get(T::QUEUE);
             let monitor = self.monitor.take().expect("set between calls");
-            self.monitor = Some(register(monitor, queue, self.who, self.concurrency, handler));
+            self.monitor = Some(register(monitor, queue, self.who, self.concurrency, self.holdings, handler));
         }
     }
-    let mut r = Registrar { monitor: Some(monitor), ctx, who, concurrency };
+    let mut r = Registrar { monitor: Some(monitor), ctx, who, concurrency, holdings };
     gce_backend_jobs::tasks::visit(&mut r);
     r.monitor.expect("set")
 }
 
 /// Runs the pipeline's workers (one per queue, `concurrency` tasks each) until `stopped` turns
-/// true; in-flight tasks then get 30 s to finish.
+/// true, then stops them within a bound:
+///
+/// 1. no worker starts a task any more;
+/// 2. in-flight tasks get `grace` to finish, each acknowledged as its handler ended; once a
+///    worker's in-flight tasks are done, the tasks it took but did not start are released to the
+///    head of their queue (with those of a take that was on its way);
+/// 3. past `grace`, the workers are dropped with their handlers, and every task they still hold
+///    is handed back at once (a run cut short is kept as `handed-back` in its task's status, its
+///    attempt not counted; the others released): another worker takes them at once, none is
+///    acknowledged as done, none waits for its lease. Writing this takes at most
+///    [`stop::HAND_BACK_LIMIT`] (2 s); what Redis does not take by then (or a take that was on
+///    its way at that moment) comes back when its lease runs out.
+///
+/// So the task ends at most `grace` + [`stop::HAND_BACK_LIMIT`] after `stopped` turns true
+/// (20 s + 2 s with the default settings, inside Kubernetes' default 30 s).
 pub fn spawn(
     ctx: &gce_backend_jobs::Ctx,
     concurrency: usize,
-    mut stopped: tokio::sync::watch::Receiver<bool>,
+    grace: Duration,
+    stopped: tokio::sync::watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
-    let monitor = register_pipeline(monitor(Duration::from_secs(30)), ctx, &Identity::current(), concurrency);
+    let holdings = Holdings::new();
+    let monitor = register_pipeline(monitor(), ctx, &Identity::current(), concurrency, &holdings);
+    let (mut told, mut stopping) = (stopped.clone(), stopped);
+    let signal = async move {
+        let _ = told.wait_for(|s| *s).await;
+        Ok(())
+    };
+    let stopping = async move {
+        let _ = stopping.wait_for(|s| *s).await;
+    };
     tokio::spawn(async move {
-        let signal = async move {
-            let _ = stopped.wait_for(|s| *s).await;
-            Ok(())
-        };
-        if let Err(e) = monitor.run_with_signal(signal).await {
-            tracing::error!(error = %e, "workers stopped");
+        match stop::bounded(monitor.run_with_signal(signal), stopping, grace, &holdings).await {
+            Stopped::Finished(Ok(())) => tracing::debug!("workers stopped"),
+            Stopped::Finished(Err(e)) => tracing::error!(error = %e, "workers stopped"),
+            Stopped::Cut(h) => tracing::info!(
+                handed_back = h.handed_back,
+                released = h.released,
+                written = h.written,
+                "workers stopped at the end of their grace"
+            ),
         }
     })
 }

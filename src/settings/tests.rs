@@ -90,3 +90,15 @@ fn a_partial_cron_table_keeps_the_other_jobs() {
     assert_eq!(s.cron["manage_bots"], "60s");
     assert_eq!(s.cron.len(), gce_backend_jobs::cron::names().count());
 }
+
+#[test]
+fn the_stop_grace_is_20_s_below_an_orchestrators_30_s_and_at_most_10_minutes() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/service.toml");
+    assert_eq!(Settings::load(Some(&path)).unwrap().stop_grace, Settings::default().stop_grace);
+    assert_eq!(Settings::default().stop_grace, Secs(20));
+    let s: Settings = toml::from_str("stop_grace = \"1s\"").unwrap();
+    assert_eq!(s.stop_grace, Secs(1));
+    s.validate().unwrap();
+    let e = toml::from_str::<Settings>("stop_grace = \"11m\"").unwrap().validate().unwrap_err();
+    assert!(e.starts_with("stop_grace"), "{e}");
+}

@@ -24,9 +24,9 @@ use crate::queue::Queue;
 /// Acks written per engine call.
 const ACK_BATCH: usize = 500;
 
-/// An ack, and who waits for it: told `true` when its batch was written with no stale ack, so
-/// this one surely took effect.
-type AckMsg = (Ack, oneshot::Sender<bool>);
+/// An ack (or none: a mark that every ack sent before it is written), and who waits for it:
+/// told `true` when its batch was written with no stale ack, so this one surely took effect.
+type AckMsg = (Option<Ack>, oneshot::Sender<bool>);
 
 /// Sends acks to a flusher task that writes them in batches.
 #[derive(Debug, Clone)]
@@ -46,22 +46,9 @@ impl Acker {
                         Err(_) => break,
                     }
                 }
-                let acks: Vec<Ack> = batch.iter().map(|(a, _)| a.clone()).collect();
-                let mut delay = FIRST_ERROR_DELAY;
-                let clean = loop {
-                    match queue.engine().finish(queue.spec(), &acks).await {
-                        Ok(0) => break true,
-                        Ok(stale) => {
-                            warn!(queue = %queue.spec().name, stale, "acks for leases already lost were ignored");
-                            break false;
-                        }
-                        Err(e) => {
-                            warn!(queue = %queue.spec().name, error = %e, retry_in = ?delay, "ack failed");
-                            tokio::time::sleep(delay).await;
-                            delay = (delay * 2).min(MAX_ERROR_DELAY);
-                        }
-                    }
-                };
+                let acks: Vec<Ack> = batch.iter().filter_map(|(a, _)| a.clone()).collect();
+                // A batch of marks only has nothing to write.
+                let clean = acks.is_empty() || write(&queue, &acks).await;
                 for (_, done) in batch {
                     let _ = done.send(clean);
                 }
@@ -75,8 +62,36 @@ impl Acker {
     /// gone.
     pub(super) fn ack(&self, ack: Ack) -> impl Future<Output = bool> + Send + 'static {
         let (done, written) = oneshot::channel();
-        let sent = self.tx.send((ack, done)).is_ok();
+        let sent = self.tx.send((Some(ack), done)).is_ok();
         async move { sent && written.await.unwrap_or(false) }
+    }
+
+    /// Resolves once every ack handed to the flusher before this call is written (or the
+    /// flusher is gone: then false).
+    pub(super) fn flushed(&self) -> impl Future<Output = bool> + Send + 'static {
+        let (done, reached) = oneshot::channel();
+        let sent = self.tx.send((None, done)).is_ok();
+        // The mark's batch may hold a stale ack (its own waiter is told so): reached is enough.
+        async move { sent && reached.await.is_ok() }
+    }
+}
+
+/// Writes `acks`, retrying through engine errors; true when none was stale.
+async fn write(queue: &Queue, acks: &[Ack]) -> bool {
+    let mut delay = FIRST_ERROR_DELAY;
+    loop {
+        match queue.engine().finish(queue.spec(), acks).await {
+            Ok(0) => return true,
+            Ok(stale) => {
+                warn!(queue = %queue.spec().name, stale, "acks for leases already lost were ignored");
+                return false;
+            }
+            Err(e) => {
+                warn!(queue = %queue.spec().name, error = %e, retry_in = ?delay, "ack failed");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(MAX_ERROR_DELAY);
+            }
+        }
     }
 }
 
@@ -185,6 +200,9 @@ where
             // Due to taken (the engine's clock), then taken to this handler's start.
             m.waited(&queue, lease.waited_ms as f64 / 1000.0 + lease.taken.elapsed().as_secs_f64());
         }
+        if let Some(h) = held_lock(&layer.held).get_mut(&lease.id) {
+            h.started = true;
+        }
         let started = tokio::time::Instant::now();
         let fut = span.in_scope(|| self.inner.call(task)).instrument(span);
         Box::pin(async move {
@@ -196,15 +214,18 @@ where
                 let ended = match (&resolution, dead) {
                     (_, Some(_)) => "dead",
                     (Resolution::Done | Resolution::Again { .. }, _) => "done",
-                    // A run's result never releases its task (shutdown does, outside runs).
-                    (Resolution::Release, _) => "released",
+                    // A run's result never releases nor hands back its task (a stop does,
+                    // outside runs).
+                    (Resolution::Release | Resolution::HandBack, _) => "released",
                     (Resolution::Retry { .. } | Resolution::Fail { .. }, None) => "retry",
                 };
                 m.ran(&queue, ended, started.elapsed().as_secs_f64());
             }
             let error = match &resolution {
                 Resolution::Retry { error, .. } | Resolution::Fail { error } => error.clone(),
-                Resolution::Done | Resolution::Release | Resolution::Again { .. } => String::new(),
+                Resolution::Done | Resolution::Release | Resolution::HandBack | Resolution::Again { .. } => {
+                    String::new()
+                }
             };
             if let (None, Resolution::Retry { after, .. }) = (dead, &resolution) {
                 // The handler logs its own error; this is the queue's side of it.

@@ -37,6 +37,9 @@ pub(super) struct Hold {
     pub(super) token: String,
     /// Since when.
     pub(super) since: Instant,
+    /// Its handler was called (a task still buffered has not started: a stop releases it,
+    /// while a started one cut short is handed back).
+    pub(super) started: bool,
     /// Its run ended and its ack is on the way: a renewal that finds its lease gone raced the
     /// ack, and nothing was lost.
     pub(super) acking: bool,

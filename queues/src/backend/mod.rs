@@ -13,10 +13,14 @@
 //! * **Faults**: no engine error ends the worker; it logs, backs off (50 ms doubling to 5 s) and
 //!   carries on once the engine answers again.
 //! * **Shutdown**: apalis stops fetching and lets in-flight tasks finish; then `poll_close`
-//!   releases the tasks taken but not started, back to the head of the queue.
+//!   releases the tasks taken but not started, back to the head of the queue. A stop has a bound
+//!   ([`stop::bounded`]): past it the workers are dropped and what they hold is handed back at
+//!   once (runs cut short as [`Resolution::HandBack`], the rest released) by the
+//!   [`stop::Holdings`] their backends joined ([`QueueBackend::held_in`]); see `stop.rs`.
 
 mod ack;
 mod lease;
+pub mod stop;
 
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
@@ -41,6 +45,7 @@ pub use self::ack::{AckLayer, AckService};
 use self::ack::{Acker, report_dead};
 pub use self::lease::Lease;
 use self::lease::{FIRST_ERROR_DELAY, Held, Hold, MAX_ERROR_DELAY, held_lock};
+use self::stop::Holdings;
 use crate::dead::DeadTask;
 use crate::engine::{Ack, Leased, QueueError, QueueSpec, Resolution, Taken, Waiter, WorkerId};
 use crate::outcome;
@@ -108,6 +113,14 @@ impl<Args> QueueBackend<Args> {
         }
     }
 
+    /// This backend with the tasks it holds followed by `holdings`, which hands them back if
+    /// the workers' stop runs out of time ([`stop::bounded`]).
+    pub fn held_in(mut self, holdings: &Holdings) -> Self {
+        let acker = self.acker();
+        holdings.add(&self.queue, &self.held, acker);
+        self
+    }
+
     fn worker_id(&mut self, ctx: &WorkerContext) -> WorkerId {
         self.worker
             .get_or_insert_with(|| WorkerId { group: self.group.clone(), id: ctx.name().to_owned() })
@@ -122,7 +135,10 @@ impl<Args> QueueBackend<Args> {
         let now = Instant::now();
         let mut held = held_lock(&self.held);
         for l in &tasks {
-            held.insert(l.id.clone(), Hold { token: l.token.clone(), since: now, acking: false });
+            held.insert(
+                l.id.clone(),
+                Hold { token: l.token.clone(), since: now, started: false, acking: false },
+            );
         }
         drop(held);
         self.buffer.extend(tasks.into_iter().map(|l| (l, now)));

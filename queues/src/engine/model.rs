@@ -155,6 +155,11 @@ pub enum Resolution {
     },
     /// Never started (shutdown): back to the head of the queue, attempt not counted.
     Release,
+    /// Started, and cut short by its worker's stop running out of time: the run is closed as
+    /// `handed-back`, the task goes back to the head of the queue for another worker, its
+    /// attempt not counted (the stop is not the task's failure), a push meanwhile merged into it.
+    /// Sent only once the run's handler is gone (dropped), so no other ack of that run follows.
+    HandBack,
     /// The run made progress and asks to run again after the delay (work in progress: an
     /// operation to follow, a bot to look at again). The same task goes back to pending, its
     /// attempts start again and its deadline is renewed; a push that arrived during the run
@@ -258,7 +263,7 @@ pub struct RunStatus {
     pub started: DateTime<Utc>,
     /// When it ended.
     pub resolved: Option<DateTime<Utc>>,
-    /// `done`, `retry`, `fail`, `lease-expired`.
+    /// `done`, `retry`, `fail`, `again`, `lease-expired`, `handed-back`.
     pub outcome: Option<String>,
 }
 

@@ -298,6 +298,7 @@ impl RedisEngine {
                             }
                             Resolution::Fail { error } => ("fail", 0, error.as_str()),
                             Resolution::Release => ("release", 0, ""),
+                            Resolution::HandBack => ("handback", 0, ""),
                             Resolution::Again { after } => ("again", after.as_millis() as u64, ""),
                         };
                         inv.arg(&ack.id).arg(&ack.token).arg(kind).arg(delay).arg(error).arg(new_task_id());

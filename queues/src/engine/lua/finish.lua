@@ -1,5 +1,6 @@
--- finish: ARGV[8..] = id, token, kind (done|retry|fail|release|again), delay_ms, error, new id
--- (repeated), where new id is a fresh random id for the follow-up the ack may turn into a task.
+-- finish: ARGV[8..] = id, token, kind (done|retry|fail|release|handback|again), delay_ms, error,
+-- new id (repeated), where new id is a fresh random id for the follow-up the ack may turn into a
+-- task.
 -- Returns how many acks were stale (token no longer holds the lease).
 local stale = 0
 for i = 8, #ARGV, 6 do
@@ -13,6 +14,17 @@ for i = 8, #ARGV, 6 do
     rec.tok = nil
     if kind == 'release' then
       table.remove(rec.runs)
+      rec.a = rec.a - 1
+      rec.s = 'pending'
+      rec.due = NOW
+      merge_follow_up(id, rec)
+      save(id, rec)
+      redis.call('LPUSH', READY, id)
+      signal()
+    elseif kind == 'handback' then
+      -- A run cut short by its worker's stop: kept as handed back, its attempt not counted,
+      -- the task at the head of the queue for another worker.
+      close_run(rec, 'handed-back')
       rec.a = rec.a - 1
       rec.s = 'pending'
       rec.due = NOW

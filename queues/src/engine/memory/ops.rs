@@ -167,6 +167,16 @@ impl Op<'_> {
                     self.q.ready.push_front(id.to_owned());
                     self.q.notify.notify_one();
                 }
+                Resolution::HandBack => {
+                    self.close_run(&mut rec, "handed-back");
+                    rec.a -= 1;
+                    rec.s = "pending".into();
+                    rec.due = self.now;
+                    self.merge_follow_up(id, &mut rec);
+                    self.save(id, rec);
+                    self.q.ready.push_front(id.to_owned());
+                    self.q.notify.notify_one();
+                }
                 Resolution::Again { after } => {
                     self.close_run(&mut rec, "again");
                     rec.s = "pending".into();

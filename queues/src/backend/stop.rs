@@ -1,0 +1,168 @@
+//! A bounded stop of a process's workers: told to stop, they take nothing more and their
+//! in-flight tasks get a grace to finish ([`bounded`]); when it runs out, the workers are dropped
+//! (their handlers with them) and every task they still hold is handed back to its queue at once
+//! ([`Holdings::hand_back`]): a started run cut short as [`Resolution::HandBack`], a task taken
+//! but not started as [`Resolution::Release`]. Neither is ever acknowledged as done, and neither
+//! waits for its lease to run out before another worker may take it.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use futures::future::join_all;
+use tracing::{info, warn};
+
+use super::ack::Acker;
+use super::lease::{Held, held_lock};
+use crate::engine::{Ack, Resolution};
+use crate::queue::Queue;
+
+/// Longest [`bounded`] waits for the hand-back to be written once the grace has run out. What is
+/// not written by then (the engine does not answer) stays leased to the stopped worker until its
+/// lease runs out, and is then delivered again: late, never lost.
+pub const HAND_BACK_LIMIT: Duration = Duration::from_secs(2);
+
+/// The tasks held by the workers of a process, across their backends (each backend made with
+/// [`super::QueueBackend::held_in`] joins it): what a stop that runs out of time hands back.
+/// Cheap to clone.
+#[derive(Clone, Default)]
+pub struct Holdings {
+    holders: Arc<Mutex<Vec<Holder>>>,
+}
+
+/// One backend's held tasks, and the flusher that writes its acks.
+struct Holder {
+    queue: Queue,
+    held: Held,
+    acker: Acker,
+}
+
+impl std::fmt::Debug for Holdings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Holdings").field("backends", &lock(&self.holders).len()).finish()
+    }
+}
+
+/// What a hand-back did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HandedBack {
+    /// Started runs cut short, handed back ([`Resolution::HandBack`]).
+    pub handed_back: usize,
+    /// Tasks taken but not started, released ([`Resolution::Release`]).
+    pub released: usize,
+    /// Every write took effect within the limit (false: the engine did not answer in time, or a
+    /// lease was already lost; those tasks come back when their lease runs out).
+    pub written: bool,
+}
+
+/// How a [`bounded`] run of the workers ended.
+#[derive(Debug)]
+pub enum Stopped<R> {
+    /// The workers ended on their own (told to stop, their in-flight tasks finished within the
+    /// grace and the tasks not started were released), with their result.
+    Finished(R),
+    /// The grace ran out: the workers were dropped and what they held handed back.
+    Cut(HandedBack),
+}
+
+fn lock(m: &Mutex<Vec<Holder>>) -> MutexGuard<'_, Vec<Holder>> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Holdings {
+    /// None yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Follows a backend's held tasks, written back through `acker`.
+    pub(super) fn add(&self, queue: &Queue, held: &Held, acker: Acker) {
+        let mut holders = lock(&self.holders);
+        // A backend gone with nothing held (a worker that ended and was restarted) is not kept.
+        holders.retain(|h| Arc::strong_count(&h.held) > 1 || !held_lock(&h.held).is_empty());
+        holders.push(Holder { queue: queue.clone(), held: held.clone(), acker });
+    }
+
+    /// Tasks held now, started or not, across the backends.
+    pub fn held(&self) -> usize {
+        lock(&self.holders).iter().map(|h| held_lock(&h.held).len()).sum()
+    }
+
+    /// Hands back every task held whose run has not ended: a started one as
+    /// [`Resolution::HandBack`], one not started as [`Resolution::Release`]; a run that ended has
+    /// its own ack on the way, which is waited for instead. Waits at most `limit` for the writes.
+    ///
+    /// Only for workers that are gone: a handler still running would have its own ack refused
+    /// (its lease was handed back) after doing its work a second time.
+    pub async fn hand_back(&self, limit: Duration) -> HandedBack {
+        let holders: Vec<(Queue, Held, Acker)> =
+            lock(&self.holders).iter().map(|h| (h.queue.clone(), h.held.clone(), h.acker.clone())).collect();
+        let mut out = HandedBack { written: true, ..HandedBack::default() };
+        let mut writes = Vec::new();
+        for (queue, held, acker) in holders {
+            let acks: Vec<Ack> = {
+                let mut held = held_lock(&held);
+                let ids: Vec<String> =
+                    held.iter().filter(|(_, h)| !h.acking).map(|(id, _)| id.clone()).collect();
+                ids.into_iter()
+                    .filter_map(|id| held.remove(&id).map(|h| (id, h)))
+                    .map(|(id, h)| {
+                        let resolution = if h.started { Resolution::HandBack } else { Resolution::Release };
+                        Ack { id, token: h.token, resolution }
+                    })
+                    .collect()
+            };
+            let cut: Vec<&str> =
+                acks.iter().filter(|a| a.resolution == Resolution::HandBack).map(|a| a.id.as_str()).collect();
+            let name = &queue.spec().name;
+            if !cut.is_empty() {
+                warn!(queue = %name, tasks = ?cut, "runs cut short by the stop: handed back to the queue");
+            }
+            let released = acks.len() - cut.len();
+            if released > 0 {
+                info!(queue = %name, released, "tasks not started: released to the queue");
+            }
+            out.handed_back += cut.len();
+            out.released += released;
+            writes.extend(
+                acks.into_iter().map(|a| Box::pin(acker.ack(a)) as futures::future::BoxFuture<'static, bool>),
+            );
+            // Acks of runs that ended before the stop were sent earlier: written by then too.
+            writes.push(Box::pin(acker.flushed()));
+        }
+        match tokio::time::timeout(limit, join_all(writes)).await {
+            Ok(w) => out.written = w.into_iter().all(|ok| ok),
+            Err(_) => {
+                warn!(
+                    ?limit,
+                    "the hand-back was not written in time: those tasks come back when their lease runs out"
+                );
+                out.written = false;
+            }
+        }
+        out
+    }
+}
+
+/// Runs `workers` (which stop on their own once told, as `stopping` resolves) to their end, but
+/// for at most `grace` past `stopping`: then they are dropped, their handlers with them, and what
+/// they held is handed back ([`Holdings::hand_back`], within [`HAND_BACK_LIMIT`]). So the whole
+/// stop takes at most `grace` plus [`HAND_BACK_LIMIT`].
+pub async fn bounded<R>(
+    workers: impl Future<Output = R>,
+    stopping: impl Future<Output = ()>,
+    grace: Duration,
+    holdings: &Holdings,
+) -> Stopped<R> {
+    let mut workers = Box::pin(workers);
+    tokio::select! {
+        r = &mut workers => return Stopped::Finished(r),
+        () = stopping => {}
+    }
+    if let Ok(r) = tokio::time::timeout(grace, &mut workers).await {
+        return Stopped::Finished(r);
+    }
+    drop(workers);
+    warn!(?grace, held = holdings.held(), "in-flight tasks did not finish within the stop's grace");
+    Stopped::Cut(holdings.hand_back(HAND_BACK_LIMIT).await)
+}
