@@ -263,7 +263,7 @@ impl Tokens {
                 (req.send().await, "the token endpoint")
             }
         };
-        let resp = answer.map_err(|e| (true, format!("{what}: {e}")))?;
+        let resp = answer.map_err(|e| (true, format!("{what}: {}", chain(&e))))?;
         let status = resp.status();
         let body = resp.text().await.map_err(|e| (true, format!("{what}: {e}")))?;
         if !status.is_success() {
@@ -292,6 +292,20 @@ impl Tokens {
         let sig = signer.sign(signed.as_bytes()).await.map_err(|e| (false, format!("signing: {e}")))?;
         Ok(format!("{signed}.{}", B64.encode(sig)))
     }
+}
+
+/// An error with its causes (`error sending request: dns error: …`).
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(c) = source {
+        let next = c.to_string();
+        if !s.contains(&next) {
+            s = format!("{s}: {next}");
+        }
+        source = c.source();
+    }
+    s
 }
 
 /// [`Tokens`] as the official clients' credentials (`Authorization: Bearer …` on every call).
