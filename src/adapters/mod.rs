@@ -1,5 +1,5 @@
 //! Adapters that implement the `jobs` ports: Compute Engine through the official client,
-//! Swarming through pRPC, the datastore on Redis, identity token keys over HTTP, and the system
+//! Swarming through pRPC (both with Google access tokens from `google_auth`), the datastore on Redis, identity token keys over HTTP, and the system
 //! clock; [`backends`] opens the store, queues and rate-limit buckets on Redis or in memory.
 
 pub mod backends;
