@@ -125,12 +125,6 @@ impl Tokens {
     /// cannot be read or used; a metadata server is not asked until a token is needed. Tokens
     /// sharing `failing` say their source's failure and recovery once between them.
     pub fn from_adc(scopes: &[&str], failing: Arc<AtomicBool>) -> Result<Self, String> {
-        super::install_crypto();
-        let http = reqwest::Client::builder()
-            .timeout(FETCH_TIMEOUT)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| format!("http client: {e}"))?;
         let file =
             std::env::var_os("GOOGLE_APPLICATION_CREDENTIALS").map(std::path::PathBuf::from).or_else(|| {
                 let p = std::path::Path::new(&std::env::var_os("HOME")?)
@@ -141,7 +135,7 @@ impl Tokens {
             None => {
                 let host =
                     std::env::var("GCE_METADATA_HOST").unwrap_or_else(|_| "metadata.google.internal".into());
-                (Source::Metadata(format!("http://{host}")), format!("the metadata server at {host}"))
+                return Self::from_metadata(&host, scopes, failing);
             }
             Some(path) => {
                 let shown = path.display().to_string();
@@ -173,6 +167,22 @@ impl Tokens {
                 }
             }
         };
+        Self::new(source, name, scopes, failing)
+    }
+
+    /// Tokens with `scopes` from the metadata server at `host` (`host[:port]`).
+    pub fn from_metadata(host: &str, scopes: &[&str], failing: Arc<AtomicBool>) -> Result<Self, String> {
+        let name = format!("the metadata server at {host}");
+        Self::new(Source::Metadata(format!("http://{host}")), name, scopes, failing)
+    }
+
+    fn new(source: Source, name: String, scopes: &[&str], failing: Arc<AtomicBool>) -> Result<Self, String> {
+        super::install_crypto();
+        let http = reqwest::Client::builder()
+            .timeout(FETCH_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| format!("http client: {e}"))?;
         Ok(Self {
             source,
             name,
@@ -263,7 +273,10 @@ impl Tokens {
                 (req.send().await, "the token endpoint")
             }
         };
-        let resp = answer.map_err(|e| (true, format!("{what}: {}", chain(&e))))?;
+        let resp = answer.map_err(|e| match e.is_timeout() {
+            true => (true, format!("{what}: no answer within {}s", FETCH_TIMEOUT.as_secs())),
+            false => (true, format!("{what}: {}", chain(&e))),
+        })?;
         let status = resp.status();
         let body = resp.text().await.map_err(|e| (true, format!("{what}: {e}")))?;
         if !status.is_success() {
@@ -334,3 +347,6 @@ impl CredentialsProvider for Bearer {
         None
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,31 +1,26 @@
-//! IAM authentication to Memorystore: the AUTH password is an OAuth access token from the
-//! service's Google credentials (Application Default Credentials), which the auth library caches
-//! and renews before it expires.
+//! IAM authentication to Memorystore: the AUTH password is an OAuth access token (scope
+//! `cloud-platform`) from the service's Google credentials, the same Application Default
+//! Credentials Compute's calls use (`google_auth.rs`: renewed before expiry, each fetch bounded).
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
 use gce_backend_queues::link::TokenSource;
-use google_cloud_auth::credentials::AccessTokenCredentials;
 
-/// The scope Memorystore's IAM authentication accepts.
-const SCOPE: &str = "https://www.googleapis.com/auth/cloud-platform";
+use super::google_auth::{CLOUD_PLATFORM, Tokens};
 
-struct GoogleTokens(AccessTokenCredentials);
+struct GoogleTokens(Tokens);
 
 impl TokenSource for GoogleTokens {
     fn token(&self) -> Pin<Box<dyn Future<Output = Result<String, String>> + Send + '_>> {
-        Box::pin(async move { self.0.access_token().await.map(|t| t.token).map_err(|e| e.to_string()) })
+        Box::pin(async move { self.0.token().await.map_err(|e| e.to_string()) })
     }
 }
 
 /// Access tokens from Application Default Credentials.
 pub fn google_tokens() -> Result<Arc<dyn TokenSource>, String> {
-    super::install_crypto();
-    let credentials = google_cloud_auth::credentials::Builder::default()
-        .with_scopes([SCOPE])
-        .build_access_token_credentials()
+    let tokens = Tokens::from_adc(&[CLOUD_PLATFORM], Arc::default())
         .map_err(|e| format!("auth=iam: Google credentials: {e}"))?;
-    Ok(Arc::new(GoogleTokens(credentials)))
+    Ok(Arc::new(GoogleTokens(tokens)))
 }
