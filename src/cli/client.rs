@@ -40,6 +40,9 @@ impl CallError {
     }
 }
 
+/// Where the API lies under a deployment's root.
+const API_PATH: &str = "/api/gce-backend";
+
 /// A client of one deployment.
 #[derive(Debug)]
 pub struct Client {
@@ -55,6 +58,13 @@ impl Client {
         if !(root.starts_with("http://") || root.starts_with("https://")) {
             return Err(CallError::Usage(format!("root URL {root:?}: must be an http:// or https:// URL")));
         }
+        if let Some(i) = root.find(API_PATH) {
+            return Err(CallError::Usage(format!(
+                "root URL {root:?} includes the API's path: give the deployment's root, {:?} (the API is under ROOT{API_PATH}/v1)",
+                &root[..i]
+            )));
+        }
+        crate::adapters::install_crypto();
         let http = reqwest::Client::builder()
             .timeout(std::time::Duration::from_secs(60))
             .build()
@@ -132,7 +142,7 @@ impl Client {
         if input.is_some() && !has_input {
             return Err(CallError::Usage(format!("{name} takes no input")));
         }
-        let url = format!("{}/api/gce-backend/v1{path}", self.root);
+        let url = format!("{}{API_PATH}/v1{path}", self.root);
         let method =
             reqwest::Method::from_bytes(entry["method"].as_str().unwrap_or("get").to_uppercase().as_bytes())
                 .map_err(|e| CallError::Transport(e.to_string()))?;
@@ -144,7 +154,31 @@ impl Client {
             req = req.json(input.unwrap_or(&Value::Object(Default::default())));
         }
         let res = req.send().await.map_err(|e| CallError::Transport(format!("{url}: {}", causes(&e))))?;
-        decode(res).await
+        decode(res).await.map_err(|e| self.explain(e))
+    }
+
+    /// A 401 says what to do about it: no token was sent, or the one sent was refused.
+    fn explain(&self, e: CallError) -> CallError {
+        match e {
+            CallError::Api { status: 401, code, message, fields, request_id } => {
+                let hint = match self.token {
+                    None => {
+                        "no token was sent: set GCE_BACKEND_TOKEN to your API token (whoever runs the service makes one with `gce-backend token`)"
+                    }
+                    Some(_) => {
+                        "the token in GCE_BACKEND_TOKEN was refused (unknown, expired or revoked): ask whoever runs the service for a new one (`gce-backend token`)"
+                    }
+                };
+                CallError::Api {
+                    status: 401,
+                    code,
+                    message: format!("{message}; {hint}"),
+                    fields,
+                    request_id,
+                }
+            }
+            other => other,
+        }
     }
 }
 
@@ -205,3 +239,6 @@ async fn decode(res: reqwest::Response) -> Result<Value, CallError> {
         request_id: s("requestId"),
     })
 }
+
+#[cfg(test)]
+mod tests;

@@ -95,6 +95,14 @@ async fn an_operator_uses_the_cli_on_the_api() {
     let o = cli(&env, "gbt_wrong", &["configs", "list"]);
     assert_eq!(o.status.code(), Some(1));
     assert!(text(&o).1.contains("401 AuthenticationFailed"), "{:?}", text(&o));
+    assert!(text(&o).1.contains("the token in GCE_BACKEND_TOKEN was refused"), "what to do: {:?}", text(&o));
+    let o = cli(&env, "", &["configs", "list"]);
+    assert!(text(&o).1.contains("no token was sent: set GCE_BACKEND_TOKEN"), "{:?}", text(&o));
+    // The API's own URL given as the root: refused, naming the root to give (usage: exit 2).
+    let root = env.api_url.as_deref().unwrap();
+    let o = client(&format!("{root}/api/gce-backend/v1"), WRITER, &["configs", "list"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{:?}", text(&o));
+    assert!(text(&o).1.contains(&format!("give the deployment's root, {root:?}")), "{:?}", text(&o));
     let o = cli(&env, WRITER, &["configs", "get", "nosuch"]);
     assert_eq!(o.status.code(), Some(1));
     // A dot segment would be dropped from the URL and reach another route: refused first.
