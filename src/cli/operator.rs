@@ -203,11 +203,7 @@ pub async fn configs(t: &Target, cmd: ConfigsCmd) -> anyhow::Result<()> {
             let v =
                 call(&mut c, "updateAmount", &[("prefix", &prefix)], Some(json!({"amount": amount}))).await?;
             if !t.json && v["amount"] != json!(amount) {
-                let b = &v["config"]["amount"];
-                out::line(&format!(
-                    "asked {amount}; the Config's bounds (min {}, max {}, or an open window) make it {}",
-                    b["min"], b["max"], v["amount"]
-                ));
+                out::line(&clamped(amount, &v["config"]["amount"], &v["amount"]));
             }
             v
         }
@@ -248,6 +244,10 @@ pub async fn configs(t: &Target, cmd: ConfigsCmd) -> anyhow::Result<()> {
             };
             let v = call(&mut c, "planConfig", &[("prefix", &prefix)], Some(input)).await?;
             show(t, &v, render::plan)?;
+            if let Some(n) = amount.filter(|n| !t.json && v["amount"] != json!(n)) {
+                let config = call(&mut c, "config", &[("prefix", &prefix)], None).await?;
+                out::line(&clamped(n, &config["config"]["amount"], &v["amount"]));
+            }
             // A plan that could not be applied fails, as applying it would.
             return match v["problems"].as_array().map_or(0, Vec::len) {
                 0 => Ok(()),
@@ -259,6 +259,14 @@ pub async fn configs(t: &Target, cmd: ConfigsCmd) -> anyhow::Result<()> {
         }
     };
     show(t, &v, render::config)
+}
+
+/// Why an amount asked for is not the one a Config takes: its bounds (`bounds`, its `amount`).
+fn clamped(asked: u32, bounds: &Value, made: &Value) -> String {
+    format!(
+        "asked {asked}; the Config's bounds (min {}, max {}, or an open window) make it {made}",
+        bounds["min"], bounds["max"]
+    )
 }
 
 /// After a global pause or resume (`v`, the API's answer): with `--json` that answer, else what

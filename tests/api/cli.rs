@@ -59,6 +59,13 @@ async fn an_operator_uses_the_cli_on_the_api() {
     let o = cli(&env, WRITER, &["configs", "amount", "web", "3"]);
     assert!(o.status.success(), "{:?}", text(&o));
     env.converged("web", 3).await;
+    // A plan past the bounds says it is clamped, as `configs amount` does.
+    let o = cli(&env, WRITER, &["configs", "plan", "web", "--amount", "9"]);
+    assert!(
+        text(&o).0.contains("asked 9; the Config's bounds (min 1, max 4, or an open window) make it 4"),
+        "{:?}",
+        text(&o)
+    );
 
     // Who did it: the audit trail, newest first.
     let o = cli(&env, WRITER, &["configs", "history", "web"]);
