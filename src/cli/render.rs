@@ -138,8 +138,16 @@ pub(super) fn config(v: &Value) -> String {
         s(&st["dead_tasks"]),
         paused(st),
     );
+    let a = &c["attributes"];
+    out.push_str(&format!(
+        "  project {}  zone {}  machine type {}\n",
+        s(&a["project"]),
+        s(&a["zone"]),
+        s(&a["machine_type"])
+    ));
     if !st["delete_at"].is_null() {
-        out.push_str(&format!("  deleted at {}\n", when(&st["delete_at"])));
+        // A deletion to come (the grace of a removed file), not one done.
+        out.push_str(&format!("  deletes at {}\n", when(&st["delete_at"])));
     }
     let b = &st["breaker"];
     if !b.is_null() {

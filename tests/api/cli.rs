@@ -59,6 +59,12 @@ async fn an_operator_uses_the_cli_on_the_api() {
     let o = cli(&env, WRITER, &["configs", "amount", "web", "3"]);
     assert!(o.status.success(), "{:?}", text(&o));
     env.converged("web", 3).await;
+    let o = cli(&env, WRITER, &["configs", "get", "web"]);
+    let shown = text(&o).0;
+    assert!(
+        shown.contains("project my-proj  zone us-central1-b  machine type zones/"),
+        "the attributes: {shown}"
+    );
     // A plan past the bounds says it is clamped, as `configs amount` does.
     let o = cli(&env, WRITER, &["configs", "plan", "web", "--amount", "9"]);
     assert!(

@@ -207,7 +207,7 @@ const gbViews = (() => {
     if (c.demand) list.push(['demand', demandFact(c.demand, st.demand)]);
     if (st.spot) list.push(['spot failover', spotFact(st.spot)]);
     if (c.warm) list.push(['warm pool', `${st.counts.parked || 0} kept warm (up to ${c.warm.suspended || 0} suspended, ${c.warm.stopped || 0} stopped)`]);
-    if (st.delete_at) list.push(['deleted at', when(st.delete_at)]);
+    if (st.delete_at) list.push(['deletes at', when(st.delete_at)]);
     if (st.corrupt) list.push(['corrupt', st.corrupt]);
     const box = $('#config-facts');
     const sig = JSON.stringify(list);
