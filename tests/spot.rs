@@ -82,7 +82,7 @@ async fn a_spot_pool_preempted_too_often_makes_standard_vms_until_its_cooldown_e
     }
     let gone: Vec<String> = first.iter().take(2).map(|v| v.hostname.clone()).collect();
     let standard =
-        eventually("the preempted VMs replaced by standard ones", Duration::from_secs(60), || async {
+        eventually("the preempted VMs replaced by standard ones", Duration::from_secs(180), || async {
             let vms = env.vms("flip").await;
             let made: Vec<Vm> = vms.iter().filter(|v| v.failover).cloned().collect();
             let c = env.counts("flip").await;
