@@ -195,14 +195,15 @@ async fn dispatch(
     body: Bytes,
 ) -> Response {
     let name = format!("swarming.{method}");
-    let gzip = accepts_gzip(&headers);
+    let gzip = match accepts_gzip(&headers) {
+        Ok(g) => g,
+        Err(s) => return sim.answer(&name, fail(s)),
+    };
     let json_body = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("application/json"));
-    let resp = if let Err(s) = gzip {
-        fail(s)
-    } else if !json_body {
+    let resp = if !json_body {
         fail(Status(3, "the simulator speaks JSON pRPC only: send Content-Type: application/json".into()))
     } else if let Some(fault) = sim.with(|w| w.faults.server_fault(&server)) {
         broken(fault).await
@@ -215,7 +216,7 @@ async fn dispatch(
             }),
             Err(Refused::Quota(_)) => fail(Status(8, "rate limited".into())),
             Ok(()) => match handle(&sim, &server, &service, &method, &body) {
-                Ok(v) => ok(v, gzip.unwrap_or(false)),
+                Ok(v) => ok(v, gzip),
                 Err(s) => fail(s),
             },
         }

@@ -1,29 +1,13 @@
 //! The admin API at scale: `/sim/summary` counts and `/sim/state` pages.
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
-use gce_backend_sim::Sim;
 use serde_json::{Value, json};
 
-use crate::support::{SimHandle, quick, start_with_world};
+use crate::support::{SWARMING as S, SimHandle, fleet};
 
-const S: &str = "swarm.example.com";
-
-/// A simulator with `n` running instances in two zones, each with a connected bot.
-async fn fleet(n: usize) -> (SimHandle, Sim) {
-    let (s, sim) = start_with_world(quick()).await;
-    sim.with(|w| {
-        for k in 0..n {
-            let zone = if k % 2 == 0 { "us-central1-a" } else { "us-central1-b" };
-            let body = json!({"name": format!("vm-{k:03}"), "machineType": "e2-small",
-                              "metadata": {"items": [{"key": "swarming-server", "value": format!("https://{S}")}]}});
-            w.insert("proj", zone, None, &body).unwrap();
-        }
-    });
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    (s, sim)
-}
+/// The zones of the fleets here, taken in turn.
+const ZONES: &[&str] = &["us-central1-a", "us-central1-b"];
 
 async fn status_of(s: &SimHandle, path: &str) -> (u16, Value) {
     let r = s.http.get(format!("{}{path}", s.base)).send().await.unwrap();
@@ -32,7 +16,7 @@ async fn status_of(s: &SimHandle, path: &str) -> (u16, Value) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn summary_counts_instances_bots_operations_calls_and_faults() {
-    let (s, sim) = fleet(6).await;
+    let (s, sim) = fleet(6, ZONES).await;
     let sum = s.admin_get("/sim/summary").await;
     assert_eq!(sum["instances"]["total"], 6);
     assert_eq!(sum["instances"]["RUNNING"], 6);
@@ -44,10 +28,11 @@ async fn summary_counts_instances_bots_operations_calls_and_faults() {
     assert_eq!(sum["operations"]["total"], 6);
     assert_eq!(sum["faults"], json!([]));
 
-    s.admin_post("/sim/kill-bot", json!({"server": S, "botId": "vm-000"})).await;
-    s.admin_post("/sim/preempt", json!({"project": "proj", "zone": "us-central1-b", "name": "vm-001"})).await;
+    s.admin_post("/sim/kill-bot", json!({"server": S, "botId": "vm-0000"})).await;
+    s.admin_post("/sim/preempt", json!({"project": "proj", "zone": "us-central1-b", "name": "vm-0001"}))
+        .await;
     s.admin_post("/sim/faults", json!({"stockout_zones": ["us-east1-b"]})).await;
-    s.prpc(S, "DeleteBot", json!({"botId": "vm-002"})).await.unwrap();
+    s.prpc(S, "DeleteBot", json!({"botId": "vm-0002"})).await.unwrap();
     let sum = s.admin_get("/sim/summary").await;
     assert_eq!(sum["instances"]["STOPPING"], 1, "{sum}");
     assert_eq!(sum["bots"]["dead"], 1);
@@ -79,7 +64,7 @@ async fn pages(s: &SimHandle, limit: usize) -> Vec<Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn state_pages_cover_every_instance_then_every_bot_once() {
-    let (s, _sim) = fleet(7).await;
+    let (s, _sim) = fleet(7, ZONES).await;
     let whole = s.admin_get("/sim/state").await;
     assert!(whole.get("nextPageToken").is_none() && whole["operations"].as_array().unwrap().len() == 7);
     for limit in [1, 3, 7, 14, 1000] {
@@ -110,14 +95,14 @@ async fn state_pages_cover_every_instance_then_every_bot_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn state_pages_refuse_bad_limits_and_tokens() {
-    let (s, _sim) = fleet(1).await;
+    let (s, _sim) = fleet(1, ZONES).await;
     for q in ["limit=0", "limit=10001", "limit=x", "pageToken=x", "pageToken=i/a/b", "pageToken=b/a/b/c"] {
         let (st, body) = status_of(&s, &format!("/sim/state?{q}")).await;
         assert_eq!(st, 400, "{q}: {body}");
     }
     // A token whose row went away still continues after its place.
-    let (st, page) = status_of(&s, "/sim/state?pageToken=i/proj/us-central1-a/vm-000a").await;
+    let (st, page) = status_of(&s, "/sim/state?pageToken=i/proj/us-central1-a/vm-0000a").await;
     assert_eq!(st, 200);
     assert_eq!(page["instances"], json!([]));
-    assert_eq!(page["bots"][0]["botId"], "vm-000");
+    assert_eq!(page["bots"][0]["botId"], "vm-0000");
 }

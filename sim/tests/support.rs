@@ -3,6 +3,7 @@
 
 #![allow(unreachable_pub)]
 
+use std::io::Read as _;
 use std::time::Duration;
 
 use gce_backend_sim::{self as sim, SimConfig};
@@ -17,7 +18,13 @@ use serde_json::{Value, json};
 pub struct SimHandle {
     pub base: String,
     pub http: reqwest::Client,
+    /// With no automatic gzip: [`SimHandle::prpc_raw`] chooses `Accept-Encoding` and sees the
+    /// body as sent.
+    no_gzip: reqwest::Client,
 }
+
+/// The Swarming server of [`fleet`]'s bots.
+pub const SWARMING: &str = "swarm.example.com";
 
 fn fast() -> google_cloud_gax::exponential_backoff::ExponentialBackoff {
     ExponentialBackoffBuilder::new()
@@ -52,7 +59,58 @@ pub async fn start(cfg: SimConfig) -> SimHandle {
 pub async fn start_with_world(cfg: SimConfig) -> (SimHandle, sim::Sim) {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let (addr, sim) = sim::spawn(cfg).await.expect("start simulator");
-    (SimHandle { base: format!("http://{addr}"), http: reqwest::Client::new() }, sim)
+    let no_gzip = reqwest::Client::builder().no_gzip().build().unwrap();
+    (SimHandle { base: format!("http://{addr}"), http: reqwest::Client::new(), no_gzip }, sim)
+}
+
+/// A simulator with `n` running instances `vm-0000`…, in `zones` in turn (project `proj`), and
+/// their bots connected to [`SWARMING`].
+pub async fn fleet(n: usize, zones: &[&str]) -> (SimHandle, sim::Sim) {
+    let (s, sim) = start_with_world(quick()).await;
+    sim.with(|w| {
+        for k in 0..n {
+            let body = json!({"name": format!("vm-{k:04}"), "machineType": "e2-small",
+                              "metadata": {"items": [{"key": "swarming-server", "value": format!("https://{SWARMING}")}]}});
+            w.insert("proj", zones[k % zones.len()], None, &body).unwrap();
+        }
+    });
+    eventually("the bots connect", Duration::from_secs(20), || async {
+        let c = s.prpc(SWARMING, "CountBots", json!({})).await.ok()?;
+        (c["count"] == n).then_some(())
+    })
+    .await;
+    (s, sim)
+}
+
+/// A pRPC answer as sent: HTTP status, headers, body (gzipped if it was sent so).
+pub struct Raw {
+    pub status: u16,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Vec<u8>,
+}
+
+impl Raw {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).map(|v| v.to_str().unwrap())
+    }
+
+    /// The body as text, decompressed if it was sent gzipped.
+    pub fn text(&self) -> String {
+        if self.header("content-encoding") == Some("gzip") {
+            let mut out = String::new();
+            flate2::read::GzDecoder::new(self.body.as_slice()).read_to_string(&mut out).unwrap();
+            out
+        } else {
+            String::from_utf8(self.body.clone()).unwrap()
+        }
+    }
+
+    /// The JSON of a success.
+    pub fn json(&self) -> Value {
+        let text = self.text();
+        serde_json::from_str(text.strip_prefix(")]}'\n").expect("pRPC JSON starts with the XSSI prefix"))
+            .unwrap()
+    }
 }
 
 impl SimHandle {
@@ -128,29 +186,40 @@ impl SimHandle {
         method: &str,
         body: Value,
     ) -> Result<Value, (u16, String)> {
-        let r = self
-            .http
+        let r = self.prpc_raw(server, service, method, body, Some("gzip")).await;
+        let code: u16 =
+            r.header("x-prpc-grpc-code").expect("pRPC answers carry X-Prpc-Grpc-Code").parse().unwrap();
+        if code != 0 {
+            return Err((code, r.text()));
+        }
+        Ok(r.json())
+    }
+
+    /// Calls `<service>/<method>` on Swarming server `server` in JSON, with `Accept-Encoding` if
+    /// given (and no other): the answer as sent.
+    pub async fn prpc_raw(
+        &self,
+        server: &str,
+        service: &str,
+        method: &str,
+        body: Value,
+        accept_encoding: Option<&str>,
+    ) -> Raw {
+        let mut r = self
+            .no_gzip
             .post(format!("{}/swarming/{server}/prpc/{service}/{method}", self.base))
             .header("content-type", "application/json")
             .header("accept", "application/json")
-            .body(body.to_string())
-            .send()
-            .await
-            .unwrap();
-        let code: u16 = r
-            .headers()
-            .get("x-prpc-grpc-code")
-            .expect("pRPC answers carry X-Prpc-Grpc-Code")
-            .to_str()
-            .unwrap()
-            .parse()
-            .unwrap();
-        let text = r.text().await.unwrap();
-        if code != 0 {
-            return Err((code, text));
+            .body(body.to_string());
+        if let Some(e) = accept_encoding {
+            r = r.header("accept-encoding", e);
         }
-        let json = text.strip_prefix(")]}'\n").expect("pRPC JSON starts with the XSSI prefix");
-        Ok(serde_json::from_str(json).unwrap())
+        let r = r.send().await.unwrap();
+        Raw {
+            status: r.status().as_u16(),
+            headers: r.headers().clone(),
+            body: r.bytes().await.unwrap().to_vec(),
+        }
     }
 
     /// Inserts instance `name` (e2-small, with a bot on `swarming` if given) and waits until its
