@@ -14,7 +14,7 @@ use gce_backend::sim::auth::{AuthSettings, CLOUD_PLATFORM, USERINFO_EMAIL};
 use gce_backend_queues::testing::eventually;
 use serde_json::Value;
 
-use crate::support::{DEPLOYMENT, Procs, pool, sim_config, temp_dir, wall_now};
+use crate::support::{DEPLOYMENT, Procs, lines, pool, sim_config, temp_dir, wall_now};
 
 /// Token lifetime on the simulator: short, so a run sees several.
 const TTL_S: u64 = 20;
@@ -52,16 +52,7 @@ fn spawn(env: &Procs, vars: &[(&str, String)]) -> (Child, mpsc::Receiver<String>
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let (tx, rx) = mpsc::channel();
-    let err = child.stderr.take().unwrap();
-    std::thread::spawn(move || {
-        use std::io::BufRead;
-        for l in std::io::BufReader::new(err).lines().map_while(Result::ok) {
-            if tx.send(l).is_err() {
-                return;
-            }
-        }
-    });
+    let rx = lines(child.stderr.take().unwrap());
     (child, rx)
 }
 

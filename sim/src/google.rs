@@ -57,6 +57,15 @@ async fn metadata(sim: &Sim, headers: &HeaderMap, body: impl FnOnce(&Sim) -> Res
     resp
 }
 
+/// A token with `scopes` from `source`, answered as Google's token endpoints answer it.
+fn issue(sim: &Sim, source: Source, scopes: Vec<String>) -> Response {
+    let (token, ttl) = sim.with(|w| {
+        let now = w.now();
+        w.accounts.issue(source, scopes, now)
+    });
+    Json(json!({"access_token": token, "expires_in": ttl, "token_type": "Bearer"})).into_response()
+}
+
 fn text(s: &str) -> Response {
     ([(header::CONTENT_TYPE, "application/text")], s.to_owned()).into_response()
 }
@@ -71,11 +80,7 @@ async fn token(
             Some(s) => s.split(',').filter(|s| !s.is_empty()).map(str::to_owned).collect(),
             None => DEFAULT_SCOPES.iter().map(|s| (*s).to_owned()).collect(),
         };
-        let (token, ttl) = sim.with(|w| {
-            let now = w.now();
-            w.accounts.issue(Source::Metadata, scopes, now)
-        });
-        Json(json!({"access_token": token, "expires_in": ttl, "token_type": "Bearer"})).into_response()
+        issue(sim, Source::Metadata, scopes)
     })
     .await
 }
@@ -161,11 +166,7 @@ async fn oauth_token(State(sim): State<Sim>, headers: HeaderMap, body: axum::bod
     if scopes.is_empty() {
         return oauth_error("invalid_scope", "Invalid oauth scope or ID token audience provided.");
     }
-    let (token, ttl) = sim.with(|w| {
-        let now = w.now();
-        w.accounts.issue(Source::KeyFile, scopes, now)
-    });
-    Json(json!({"access_token": token, "expires_in": ttl, "token_type": "Bearer"})).into_response()
+    issue(&sim, Source::KeyFile, scopes)
 }
 
 /// `GET /sim/auth/key-file`: a service-account key file whose `token_uri` is this simulator's.

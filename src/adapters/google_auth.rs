@@ -80,18 +80,115 @@ enum Source {
     Metadata(String),
     /// A service-account key file: assertions signed with its key, exchanged at `token_uri`.
     KeyFile { signer: google_cloud_auth::signer::Signer, email: String, kid: String, token_uri: String },
-    /// Any other credentials file, through the auth library.
-    Library(AccessTokenCredentials),
+    /// Any other credentials file, read by the auth library (each scope's credentials its own).
+    Library,
+}
+
+/// Where a service's Google tokens come from, found once: every scope's [`Tokens`] share it (one
+/// key file read, one HTTP client, and an outage said once between them).
+#[derive(Debug)]
+pub struct Adc {
+    source: Source,
+    name: String,
+    http: reqwest::Client,
+    failing: AtomicBool,
+}
+
+impl Adc {
+    /// Application Default Credentials. Errors name a key file that cannot be read or used; a
+    /// metadata server is not asked until a token is needed.
+    pub fn discover() -> Result<Arc<Self>, String> {
+        let file =
+            std::env::var_os("GOOGLE_APPLICATION_CREDENTIALS").map(std::path::PathBuf::from).or_else(|| {
+                let p = std::path::Path::new(&std::env::var_os("HOME")?)
+                    .join(".config/gcloud/application_default_credentials.json");
+                p.exists().then_some(p)
+            });
+        let Some(path) = file else {
+            let host =
+                std::env::var("GCE_METADATA_HOST").unwrap_or_else(|_| "metadata.google.internal".into());
+            return Self::metadata(&host);
+        };
+        let shown = path.display().to_string();
+        let bad = |e: String| format!("credentials file {shown}: {e}");
+        let text = std::fs::read_to_string(&path).map_err(|e| bad(e.to_string()))?;
+        let json: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| bad(format!("not JSON: {e}")))?;
+        let key: KeyFile = serde_json::from_value(json.clone()).map_err(|e| bad(e.to_string()))?;
+        if key.kind != "service_account" {
+            return Self::new(Source::Library, format!("the credentials file {shown}"));
+        }
+        gce_backend_jobs::config::check_endpoint("the key file's token_uri", &key.token_uri).map_err(bad)?;
+        let signer = google_cloud_auth::credentials::service_account::Builder::new(json)
+            .build_signer()
+            .map_err(|e| bad(e.to_string()))?;
+        let source = Source::KeyFile {
+            signer,
+            email: key.client_email,
+            kid: key.private_key_id,
+            token_uri: key.token_uri,
+        };
+        Self::new(source, format!("the key file {shown}"))
+    }
+
+    /// The metadata server at `host` (`host[:port]`).
+    pub fn metadata(host: &str) -> Result<Arc<Self>, String> {
+        Self::new(Source::Metadata(format!("http://{host}")), format!("the metadata server at {host}"))
+    }
+
+    fn new(source: Source, name: String) -> Result<Arc<Self>, String> {
+        super::install_crypto();
+        let http = reqwest::Client::builder()
+            .timeout(FETCH_TIMEOUT)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| format!("http client: {e}"))?;
+        Ok(Arc::new(Self { source, name, http, failing: AtomicBool::new(false) }))
+    }
+
+    /// Where the tokens come from (for messages).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Tokens of `scopes` from here.
+    pub fn tokens(self: &Arc<Self>, scopes: &[&str]) -> Result<Tokens, String> {
+        let library = match self.source {
+            Source::Library => Some(
+                google_cloud_auth::credentials::Builder::default()
+                    .with_scopes(scopes.iter().copied())
+                    .build_access_token_credentials()
+                    .map_err(|e| format!("{}: {e}", self.name))?,
+            ),
+            _ => None,
+        };
+        Ok(Tokens {
+            adc: Arc::clone(self),
+            scopes: scopes.iter().map(|s| (*s).to_owned()).collect(),
+            library,
+            state: tokio::sync::Mutex::default(),
+        })
+    }
 }
 
 #[derive(Debug)]
 struct Held {
     token: String,
     expires: Instant,
-    /// Renewed from then on.
-    renew: Instant,
-    /// Not sent with less life than this left (the call may take that long to arrive).
-    margin: Duration,
+    lifetime: Duration,
+}
+
+impl Held {
+    /// Renewed from then on: when half its life (at most five minutes of it) is left.
+    fn renew(&self) -> Instant {
+        self.expires - (self.lifetime / 2).min(Duration::from_secs(300))
+    }
+
+    /// Not sent with less life than this left (a quarter of it, at most 10 s: the call may
+    /// take that long to arrive).
+    fn margin(&self) -> Duration {
+        (self.lifetime / 4).min(Duration::from_secs(10))
+    }
 }
 
 #[derive(Debug, Default)]
@@ -104,106 +201,27 @@ struct State {
 impl State {
     /// The token held, if it has more than its margin of life left at `now`.
     fn kept(&self, now: Instant) -> Option<String> {
-        self.held.as_ref().filter(|h| h.expires > now + h.margin).map(|h| h.token.clone())
+        self.held.as_ref().filter(|h| h.expires > now + h.margin()).map(|h| h.token.clone())
     }
 }
 
 /// Access tokens of one scope, renewed before they expire.
 #[derive(Debug)]
 pub struct Tokens {
-    source: Source,
-    name: String,
+    adc: Arc<Adc>,
     scopes: Vec<String>,
-    http: reqwest::Client,
+    /// The auth library's credentials, for [`Source::Library`].
+    library: Option<AccessTokenCredentials>,
     state: tokio::sync::Mutex<State>,
-    /// Shared by the tokens of one source (each scope its own), so an outage is said once.
-    failing: Arc<AtomicBool>,
 }
 
 impl Tokens {
-    /// Tokens with `scopes` from Application Default Credentials. Errors name a key file that
-    /// cannot be read or used; a metadata server is not asked until a token is needed. Tokens
-    /// sharing `failing` say their source's failure and recovery once between them.
-    pub fn from_adc(scopes: &[&str], failing: Arc<AtomicBool>) -> Result<Self, String> {
-        let file =
-            std::env::var_os("GOOGLE_APPLICATION_CREDENTIALS").map(std::path::PathBuf::from).or_else(|| {
-                let p = std::path::Path::new(&std::env::var_os("HOME")?)
-                    .join(".config/gcloud/application_default_credentials.json");
-                p.exists().then_some(p)
-            });
-        let (source, name) = match file {
-            None => {
-                let host =
-                    std::env::var("GCE_METADATA_HOST").unwrap_or_else(|_| "metadata.google.internal".into());
-                return Self::from_metadata(&host, scopes, failing);
-            }
-            Some(path) => {
-                let shown = path.display().to_string();
-                let text =
-                    std::fs::read_to_string(&path).map_err(|e| format!("credentials file {shown}: {e}"))?;
-                let json: serde_json::Value = serde_json::from_str(&text)
-                    .map_err(|e| format!("credentials file {shown}: not JSON: {e}"))?;
-                let key: KeyFile = serde_json::from_value(json.clone())
-                    .map_err(|e| format!("credentials file {shown}: {e}"))?;
-                if key.kind == "service_account" {
-                    gce_backend_jobs::config::check_endpoint("the key file's token_uri", &key.token_uri)
-                        .map_err(|e| format!("credentials file {shown}: {e}"))?;
-                    let signer = google_cloud_auth::credentials::service_account::Builder::new(json)
-                        .build_signer()
-                        .map_err(|e| format!("credentials file {shown}: {e}"))?;
-                    let source = Source::KeyFile {
-                        signer,
-                        email: key.client_email,
-                        kid: key.private_key_id,
-                        token_uri: key.token_uri,
-                    };
-                    (source, format!("the key file {shown}"))
-                } else {
-                    let c = google_cloud_auth::credentials::Builder::default()
-                        .with_scopes(scopes.iter().copied())
-                        .build_access_token_credentials()
-                        .map_err(|e| format!("credentials file {shown}: {e}"))?;
-                    (Source::Library(c), format!("the credentials file {shown}"))
-                }
-            }
-        };
-        Self::new(source, name, scopes, failing)
-    }
-
-    /// Tokens with `scopes` from the metadata server at `host` (`host[:port]`).
-    pub fn from_metadata(host: &str, scopes: &[&str], failing: Arc<AtomicBool>) -> Result<Self, String> {
-        let name = format!("the metadata server at {host}");
-        Self::new(Source::Metadata(format!("http://{host}")), name, scopes, failing)
-    }
-
-    fn new(source: Source, name: String, scopes: &[&str], failing: Arc<AtomicBool>) -> Result<Self, String> {
-        super::install_crypto();
-        let http = reqwest::Client::builder()
-            .timeout(FETCH_TIMEOUT)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| format!("http client: {e}"))?;
-        Ok(Self {
-            source,
-            name,
-            scopes: scopes.iter().map(|s| (*s).to_owned()).collect(),
-            http,
-            state: tokio::sync::Mutex::default(),
-            failing,
-        })
-    }
-
-    /// Where the tokens come from (for messages).
-    pub fn source_name(&self) -> &str {
-        &self.name
-    }
-
     /// A current token: the one held until it is due for renewal, else a new one (kept, if the
     /// fetch fails, while it has a margin of life left for the call it goes on).
     pub async fn token(&self) -> Result<String, TokenError> {
         let mut state = self.state.lock().await;
         let now = Instant::now();
-        if let Some(h) = state.held.as_ref().filter(|h| h.renew > now) {
+        if let Some(h) = state.held.as_ref().filter(|h| h.renew() > now) {
             return Ok(h.token.clone());
         }
         if let Some((not_before, _, e)) = &state.retry
@@ -217,22 +235,21 @@ impl Tokens {
         };
         // The fetch took time: what is kept or renewed is measured from when it ended.
         let now = Instant::now();
+        let adc = &self.adc;
         match fetched {
             Ok((token, lifetime)) => {
                 let lifetime = lifetime.max(Duration::from_secs(2));
-                let renew = now + lifetime - (lifetime / 2).min(Duration::from_secs(300));
-                let margin = (lifetime / 4).min(Duration::from_secs(10));
-                state.held = Some(Held { token: token.clone(), expires: now + lifetime, renew, margin });
+                state.held = Some(Held { token: token.clone(), expires: now + lifetime, lifetime });
                 state.retry = None;
-                if self.failing.swap(false, Ordering::Relaxed) {
-                    tracing::info!(source = %self.name, "Google credentials: tokens again");
+                if adc.failing.swap(false, Ordering::Relaxed) {
+                    tracing::info!(source = %adc.name, "Google credentials: tokens again");
                 }
                 Ok(token)
             }
             Err((transient, message)) => {
-                let e = TokenError { source_name: self.name.clone(), message, transient };
+                let e = TokenError { source_name: adc.name.clone(), message, transient };
                 let wait = state.retry.as_ref().map_or(FIRST_WAIT, |r| (r.1 * 2).min(MAX_WAIT));
-                if !self.failing.swap(true, Ordering::Relaxed) {
+                if !adc.failing.swap(true, Ordering::Relaxed) {
                     tracing::error!(error = %e, "no Google access token: Compute and Swarming calls fail and are retried with backoff until one is had (asked again within {}s at most)", MAX_WAIT.as_secs());
                 } else {
                     tracing::debug!(error = %e, "still no Google access token");
@@ -245,37 +262,31 @@ impl Tokens {
 
     /// One fetch: the token and its lifetime, or (transient, why not).
     async fn fetch(&self) -> Result<(String, Duration), (bool, String)> {
-        let (answer, what) = match &self.source {
-            Source::Library(c) => {
+        let http = &self.adc.http;
+        let (answer, what) = match (&self.adc.source, &self.library) {
+            (_, Some(c)) => {
                 let t = c.access_token().await.map_err(|e| (e.is_transient(), e.to_string()))?;
                 // The library renews its own tokens; ask it again within a minute.
                 return Ok((t.token, Duration::from_secs(120)));
             }
-            Source::Metadata(origin) => {
+            (Source::Metadata(origin), None) => {
                 let url = format!("{origin}/computeMetadata/v1/instance/service-accounts/default/token");
-                let req = self
-                    .http
+                let req = http
                     .get(url)
                     .header("Metadata-Flavor", "Google")
                     .query(&[("scopes", self.scopes.join(","))]);
                 (req.send().await, "the metadata server")
             }
-            Source::KeyFile { signer, email, kid, token_uri } => {
+            (Source::KeyFile { signer, email, kid, token_uri }, None) => {
                 let assertion = self.assertion(signer, email, kid, token_uri).await?;
-                let req = self
-                    .http
-                    .post(token_uri)
-                    .header("content-type", "application/x-www-form-urlencoded")
-                    .body(
-                        serde_urlencoded::to_string([("grant_type", JWT_BEARER), ("assertion", &assertion)])
-                            .unwrap_or_default(),
-                    );
+                let req = http.post(token_uri).form(&[("grant_type", JWT_BEARER), ("assertion", &assertion)]);
                 (req.send().await, "the token endpoint")
             }
+            (Source::Library, None) => return Err((false, "no credentials built for this file".into())),
         };
         let resp = answer.map_err(|e| match e.is_timeout() {
             true => (true, format!("{what}: no answer within {}s", FETCH_TIMEOUT.as_secs())),
-            false => (true, format!("{what}: {}", chain(&e))),
+            false => (true, format!("{what}: {}", crate::error::causes(&e))),
         })?;
         let status = resp.status();
         let body = resp.text().await.map_err(|e| (true, format!("{what}: {e}")))?;
@@ -305,20 +316,6 @@ impl Tokens {
         let sig = signer.sign(signed.as_bytes()).await.map_err(|e| (false, format!("signing: {e}")))?;
         Ok(format!("{signed}.{}", B64.encode(sig)))
     }
-}
-
-/// An error with its causes (`error sending request: dns error: …`).
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut source = e.source();
-    while let Some(c) = source {
-        let next = c.to_string();
-        if !s.contains(&next) {
-            s = format!("{s}: {next}");
-        }
-        source = c.source();
-    }
-    s
 }
 
 /// [`Tokens`] as the official clients' credentials (`Authorization: Bearer …` on every call).

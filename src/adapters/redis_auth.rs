@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use gce_backend_queues::link::TokenSource;
 
-use super::google_auth::{CLOUD_PLATFORM, Tokens};
+use super::google_auth::{Adc, CLOUD_PLATFORM, Tokens};
 
 struct GoogleTokens(Tokens);
 
@@ -20,7 +20,8 @@ impl TokenSource for GoogleTokens {
 
 /// Access tokens from Application Default Credentials.
 pub fn google_tokens() -> Result<Arc<dyn TokenSource>, String> {
-    let tokens = Tokens::from_adc(&[CLOUD_PLATFORM], Arc::default())
+    let tokens = Adc::discover()
+        .and_then(|adc| adc.tokens(&[CLOUD_PLATFORM]))
         .map_err(|e| format!("auth=iam: Google credentials: {e}"))?;
     Ok(Arc::new(GoogleTokens(tokens)))
 }

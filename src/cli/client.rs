@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use crate::error::causes;
+
 /// Why a call failed.
 #[derive(Debug, thiserror::Error)]
 pub enum CallError {
@@ -180,23 +182,6 @@ impl Client {
             other => other,
         }
     }
-}
-
-/// An error with every cause under it (`error sending request …: tcp connect error: Connection
-/// refused`): the top line alone does not say whether the API is down, the name unknown or the
-/// certificate wrong. A cause already in the line above is not repeated.
-pub fn causes(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut next = e.source();
-    while let Some(cause) = next {
-        let text = cause.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        next = cause.source();
-    }
-    out
 }
 
 /// Percent-encodes a route argument.

@@ -14,7 +14,7 @@ use gce_backend_jobs::{Ctx, Env, Queues};
 use super::options::{GoogleCredentials, RunOptions};
 use crate::adapters::SystemClock;
 use crate::adapters::gce::Gce;
-use crate::adapters::google_auth::{CLOUD_PLATFORM, Tokens, USERINFO_EMAIL};
+use crate::adapters::google_auth::{Adc, CLOUD_PLATFORM, Tokens, USERINFO_EMAIL};
 use crate::adapters::swarming::Swarming;
 use crate::error::Usage;
 use crate::settings::Settings;
@@ -49,14 +49,10 @@ fn tokens(opts: &RunOptions) -> anyhow::Result<(Option<Arc<Tokens>>, Option<Arc<
     if !adc {
         return Ok((None, None));
     }
-    let failing = Arc::default();
-    let open = |scope| {
-        Tokens::from_adc(&[scope], Arc::clone(&failing))
-            .map(Arc::new)
-            .map_err(|e| anyhow::Error::from(Usage(e)))
-    };
+    let adc = Adc::discover().map_err(Usage)?;
+    let open = |scope| adc.tokens(&[scope]).map(Arc::new).map_err(|e| anyhow::Error::from(Usage(e)));
     let (compute, swarming) = (open(CLOUD_PLATFORM)?, open(USERINFO_EMAIL)?);
-    tracing::info!(source = compute.source_name(), "Google credentials: Application Default Credentials");
+    tracing::info!(source = adc.name(), "Google credentials: Application Default Credentials");
     Ok((Some(compute), Some(swarming)))
 }
 

@@ -50,7 +50,7 @@ pub(crate) fn spawn_run_env(
 }
 
 /// Sends each line of `r` to the returned channel.
-fn lines(r: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
+pub(crate) fn lines(r: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         for l in BufReader::new(r).lines().map_while(Result::ok) {

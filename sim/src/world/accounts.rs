@@ -16,7 +16,7 @@ use crate::keys::{ACCOUNT_KEY, ACCOUNT_KID, verify};
 const KEEP_TOKENS: usize = 10_000;
 
 /// Where a token came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Source {
     /// The metadata server (`/computeMetadata/v1/instance/service-accounts/default/token`).
@@ -66,7 +66,7 @@ pub struct Accounts {
     tokens: HashMap<String, (u64, Issued)>,
     issued: u64,
     /// Token requests answered, by source.
-    pub requests: BTreeMap<&'static str, u64>,
+    pub requests: BTreeMap<Source, u64>,
     /// Calls by API and standing.
     pub standings: BTreeMap<Api, BTreeMap<Standing, u64>>,
     /// Swarming calls by server host: (with a token, without one).
@@ -108,7 +108,7 @@ impl Accounts {
             late: 0,
         };
         a.tokens.insert(token.clone(), (a.issued, issued));
-        *a.requests.entry(if source == Source::Metadata { "metadata" } else { "key_file" }).or_default() += 1;
+        *a.requests.entry(source).or_default() += 1;
         (token, ttl)
     }
 
