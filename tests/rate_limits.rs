@@ -83,7 +83,7 @@ async fn a_throttled_project_never_holds_up_another_on_a_cluster_in_layout_2() {
 
 async fn throttled(backend: Backend) {
     let mut s = settings();
-    let slow = Rate { rate: 0.2, burst: 1 };
+    let slow = Rate { rate: 0.02, burst: 1 };
     s.rate_limits
         .projects
         .insert("slow-proj".into(), ProjectRates { mutate: Some(slow), ..Default::default() });
@@ -94,7 +94,8 @@ async fn throttled(backend: Backend) {
     );
     env.write_pool("fastp", &pool("fastp", 10, "1d", "10m"));
     env.converged("fastp", 10).await;
-    // 10 inserts at 0.2/s take 45 s: the other project was not held up by them.
+    // 10 inserts at 0.02/s (a burst of 1) take 450 s, far longer than any run of this test: the
+    // other project converged without waiting for them.
     let c = env.counts("slowp").await;
     assert!(c.created < 10, "slowp: {c:?}");
     let st = env.status("slowp", true).await;
@@ -112,7 +113,7 @@ async fn throttled(backend: Backend) {
     let report = env.report(true).await;
     let level = |p: &str| report.rate_limits.iter().find(|l| l.project == p && l.class == "mutate");
     let b = level("slow-proj").expect("slow's bucket");
-    assert!(b.saturated && b.waits > 0 && b.configured == 0.2 && b.burst == 1, "{b:?}");
+    assert!(b.saturated && b.waits > 0 && b.configured == 0.02 && b.burst == 1, "{b:?}");
     assert!(level("my-proj").is_none(), "no limit set for my-proj: no bucket");
     let shared = gce_backend::metrics::Metrics::new(env.ctx.clone(), true).render().await;
     let line = |name: &str| {
@@ -125,6 +126,6 @@ async fn throttled(backend: Backend) {
     assert!(line("rate_limit_saturated").ends_with(" 1"), "{shared}");
     let waits: u64 = line("rate_limit_waits_total").rsplit_once(' ').unwrap().1.parse().unwrap();
     assert!(waits >= b.waits, "the shared count of takes that found no token (read later): {waits}");
-    assert!(line("rate_limit_rate").ends_with(" 0.2"), "{}", line("rate_limit_rate"));
+    assert!(line("rate_limit_rate").ends_with(" 0.02"), "{}", line("rate_limit_rate"));
     env.stop().await;
 }

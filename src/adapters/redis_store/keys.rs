@@ -64,4 +64,17 @@ impl RedisStore {
             _ => self.k("bots"),
         }
     }
+
+    /// Key `part` (`bucket`, `places`) of rate-limit key `key` (`<project>/<class>`) in layout
+    /// `l`: `{<ns>:db}:<part>:<key>` in layout 1, under the project's own tag in layout 2
+    /// (`{<ns>:b:<project>}:<part>:<key>`).
+    pub(super) fn limit_key(&self, l: Layout, part: &str, key: &str) -> String {
+        match l {
+            Layout::Two => {
+                let project = key.split('/').next().unwrap_or(key);
+                format!("{{{}:b:{project}}}:{part}:{key}", self.ns)
+            }
+            Layout::One | Layout::Migrating => self.k(&format!("{part}:{key}")),
+        }
+    }
 }

@@ -58,7 +58,7 @@ mod series;
 mod sums;
 mod v2;
 pub use conn::RedisStore;
-use conn::{derived, err, err_at, expect, json, lenient};
+use conn::{derived, err, expect, json, lenient};
 pub use layout::Layout;
 use layout::Layout as L;
 pub use migrate::{Migration, SETTLE};
@@ -360,15 +360,7 @@ impl Store for RedisStore {
         if self.writing().await? == L::Two {
             return self.v2_rebuild_config(prefix, &mut Rebuilt::default()).await;
         }
-        let keys = self.vm_keys(prefix);
-        // vm, cfg set, counted, zoned, sums, idx, heal.
-        let mut inv = self.put[6].prepare_invoke();
-        for i in [0, 6, 8, 11, 9, 12, 14] {
-            inv.key(&keys[i]);
-        }
-        inv.arg(SUMS).arg(format!("cfg:{prefix}"));
-        let _: u64 = inv.invoke_async(&mut self.c()).await.map_err(err)?;
-        Ok(())
+        self.recount_zones_v1(prefix).await
     }
 
     async fn sums_complete(&self, prefix: &str) -> Result<(), StoreError> {
@@ -463,22 +455,11 @@ impl Store for RedisStore {
     }
 
     async fn global_pause(&self) -> Result<Option<Pause>, StoreError> {
-        let key = self.pause_key(self.layout().await?);
-        let mut raw: Option<String> = self.c().get(key).await.map_err(err_at("pause"))?;
-        if raw.as_deref() == Some(owned::MOVED) {
-            // (read as migrating a moment ago; the store is in layout 2 now)
-            raw = self.c().get(self.pause_key(L::Two)).await.map_err(err_at("pause"))?;
-        }
-        // Not lenient: an unreadable pause is reported, and read as a pause by the caller.
-        raw.map(|r| serde_json::from_str(&r).map_err(|e| StoreError::corrupt("pause", e))).transpose()
+        self.read_pause().await
     }
 
     async fn set_global_pause(&self, pause: Option<&Pause>) -> Result<(), StoreError> {
-        let key = self.pause_key(self.writing().await?);
-        match pause {
-            Some(p) => self.c().set(key, json(p)?).await.map_err(err),
-            None => self.c().del(key).await.map_err(err),
-        }
+        self.write_pause(pause).await
     }
 
     async fn heal_requests(&self) -> Result<Vec<Scope>, StoreError> {

@@ -1,13 +1,13 @@
 //! What a Config owns besides its VMs, in either layout: bot observations (by the Config in the
-//! hostname, in layout 2), a deleted Config's status, and the global pause's key; and how a
-//! layout-1 write refused by the layout check is answered.
+//! hostname, in layout 2), a deleted Config's status, and the global pause; and how a layout-1
+//! write refused by the layout check is answered.
 
-use gce_backend_jobs::model::{Observed, Series};
+use gce_backend_jobs::model::{Observed, Pause, Series};
 use gce_backend_jobs::ports::store::StoreError;
 use redis::AsyncCommands;
 
 use super::RedisStore;
-use super::conn::{err, json, lenient};
+use super::conn::{err, err_at, json, lenient};
 use super::layout::{Layout, migrating};
 
 /// The value a migration leaves in layout 1's pause key: not a pause any build can read, so a
@@ -110,6 +110,27 @@ impl RedisStore {
     /// migration leaves as [`MOVED`]).
     pub(super) fn pause_key(&self, l: Layout) -> String {
         self.k(if l == Layout::Two { "paused" } else { "pause" })
+    }
+
+    /// `Store::global_pause`.
+    pub(super) async fn read_pause(&self) -> Result<Option<Pause>, StoreError> {
+        let key = self.pause_key(self.layout().await?);
+        let mut raw: Option<String> = self.c().get(key).await.map_err(err_at("pause"))?;
+        if raw.as_deref() == Some(MOVED) {
+            // (read as migrating a moment ago; the store is in layout 2 now)
+            raw = self.c().get(self.pause_key(Layout::Two)).await.map_err(err_at("pause"))?;
+        }
+        // Not lenient: an unreadable pause is reported, and read as a pause by the caller.
+        raw.map(|r| serde_json::from_str(&r).map_err(|e| StoreError::corrupt("pause", e))).transpose()
+    }
+
+    /// `Store::set_global_pause`.
+    pub(super) async fn write_pause(&self, pause: Option<&Pause>) -> Result<(), StoreError> {
+        let key = self.pause_key(self.writing().await?);
+        match pause {
+            Some(p) => self.c().set(key, json(p)?).await.map_err(err),
+            None => self.c().del(key).await.map_err(err),
+        }
     }
 
     /// The answer of a layout-1 record write: one the layout check refused (the store moved on

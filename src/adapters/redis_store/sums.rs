@@ -9,7 +9,7 @@ use gce_backend_jobs::ports::store::{StoreError, Versioned};
 use redis::AsyncCommands;
 
 use super::RedisStore;
-use super::conn::derived;
+use super::conn::{derived, err};
 
 impl RedisStore {
     /// `Store::count_in` in layout 1 (`COUNT_IN`).
@@ -20,7 +20,20 @@ impl RedisStore {
         inv.key(self.k("vm:zoned")).key(self.k("heal"));
         inv.arg(&v.id).arg(vm.version).arg(v.counted()).arg(SUMS).arg(zoned(v));
         inv.arg(format!("cfg:{}", v.config));
-        let _: u64 = inv.invoke_async(&mut self.c()).await.map_err(super::conn::err)?;
+        let _: u64 = inv.invoke_async(&mut self.c()).await.map_err(err)?;
+        Ok(())
+    }
+
+    /// `Store::recount_zones` in layout 1 (`RECOUNT_ZONES`).
+    pub(super) async fn recount_zones_v1(&self, prefix: &str) -> Result<(), StoreError> {
+        let keys = self.vm_keys(prefix);
+        // vm, cfg set, counted, zoned, sums, idx, heal.
+        let mut inv = self.put[6].prepare_invoke();
+        for i in [0, 6, 8, 11, 9, 12, 14] {
+            inv.key(&keys[i]);
+        }
+        inv.arg(SUMS).arg(format!("cfg:{prefix}"));
+        let _: u64 = inv.invoke_async(&mut self.c()).await.map_err(err)?;
         Ok(())
     }
 

@@ -18,8 +18,9 @@
 //! may have VMs: added before a Config's first VM write, so a crash between the two leaves a
 //! prefix without VMs, which readers skip, never a VM no listing finds), counts, backoffs, file
 //! errors, claims and leases, marks, the global audit list, queue series, the shared `bots` hash
-//! (observations of hostnames of no VM's shape), `paused` (the global pause) and the rate-limit
-//! buckets under each project's own tag. A read across Configs reads each Config's key.
+//! (observations of hostnames of no VM's shape), `paused` (the global pause) and `buckets` (the
+//! list of rate-limit buckets); each bucket, and its places, is under its project's own tag,
+//! `{<ns>:b:<project>}` (`buckets.rs`). A read across Configs reads each Config's key.
 
 use std::collections::{BTreeMap, HashMap};
 
