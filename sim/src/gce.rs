@@ -1,15 +1,14 @@
 //! Compute Engine v1 REST, at the paths the official client uses: instances insert, get, delete,
 //! list, suspend, resume, stop, start; zoneOperations get and wait; zones.list; diskTypes.list; regions.list; and the JSON each
-//! answers with. Request bodies are first checked against Compute's schema ([`call_body`]).
+//! answers with. Each call goes through `gce_call.rs` (quotas, faults, the schema check of a body,
+//! errors).
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use axum::Json;
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
+use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use chrono::SecondsFormat;
@@ -17,12 +16,11 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::filter::Filter;
-use crate::handle::{Refused, Sim};
+use crate::gce_call::{Params, call, call_body, copy_op, error, refused};
+use crate::handle::Sim;
 use crate::names::region_of;
-use crate::schema::{self, Body};
+use crate::schema::Body;
 use crate::world::{ApiError, InstanceEntry, OpStatus, Operation, Region, Scope, World};
-
-pub(crate) type Params = Query<HashMap<String, String>>;
 
 pub(super) fn routes() -> Router<Sim> {
     let base = "/compute/v1/projects/{project}";
@@ -35,96 +33,6 @@ pub(super) fn routes() -> Router<Sim> {
         .route(&format!("{base}/zones"), get(zones))
         .route(&format!("{base}/zones/{{zone}}/diskTypes"), get(disk_types))
         .route(&format!("{base}/regions"), get(regions))
-}
-
-/// Compute Engine's error body: `{"error": {"code", "message", "errors": [{"message", "domain", "reason"}]}}`.
-fn error(e: ApiError) -> Response {
-    let body = json!({"error": {"code": e.status, "message": e.message,
-        "errors": [{"message": e.message, "domain": "global", "reason": e.reason}]}});
-    (StatusCode::from_u16(e.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR), Json(body)).into_response()
-}
-
-/// The answer to a call refused on entering: an injected error, or a rate quota's.
-fn refused(r: Refused) -> Response {
-    error(match r {
-        Refused::Quota(e) => e,
-        Refused::Fault(f) => match f.status {
-            429 => {
-                ApiError { status: 429, reason: "rateLimitExceeded", message: "Rate Limit Exceeded".into() }
-            }
-            403 => {
-                ApiError { status: 403, reason: "rateLimitExceeded", message: "Rate Limit Exceeded".into() }
-            }
-            _ => ApiError {
-                status: 503,
-                reason: "backendError",
-                message: "Internal error. Please try again.".into(),
-            },
-        },
-    })
-}
-
-/// Runs a handler body of `project`'s call of `method` after its rate quota and the faults,
-/// and counts the answer.
-pub(crate) async fn call(
-    sim: &Sim,
-    method: &str,
-    project: &str,
-    f: impl FnOnce(&Sim) -> Result<Value, ApiError>,
-) -> Response {
-    let resp = match sim.enter(method, Some(project)).await {
-        Err(r) => refused(r),
-        Ok(()) => answer(f(sim)),
-    };
-    sim.answer(method, resp)
-}
-
-/// As [`call`], with a request body (a `kind`): not JSON, a 400 `parseError`; a field Compute's
-/// schema does not have, a 400 naming it ([`schema::Refusal`]); else `f` runs on it.
-pub(crate) async fn call_body(
-    sim: &Sim,
-    method: &str,
-    project: &str,
-    kind: Body,
-    body: &[u8],
-    f: impl FnOnce(&Sim, &Value) -> Result<Value, ApiError>,
-) -> Response {
-    let resp = match sim.enter(method, Some(project)).await {
-        Err(r) => refused(r),
-        Ok(()) => match json_body(body) {
-            Err(e) => error(e),
-            Ok(v) => match schema::check(kind, &v) {
-                Err(r) => (StatusCode::BAD_REQUEST, Json(r.body())).into_response(),
-                Ok(()) => answer(f(sim, &v)),
-            },
-        },
-    };
-    sim.answer(method, resp)
-}
-
-fn answer(r: Result<Value, ApiError>) -> Response {
-    match r {
-        Ok(v) => Json(v).into_response(),
-        Err(e) => error(e),
-    }
-}
-
-/// A request body as JSON, or 400 `parseError`.
-fn json_body(body: &[u8]) -> Result<Value, ApiError> {
-    serde_json::from_slice(body).map_err(|e| ApiError {
-        status: 400,
-        reason: "parseError",
-        message: format!("Invalid JSON payload received. {e}"),
-    })
-}
-
-/// A copy of the operation `name` (to encode once the world is unlocked).
-pub(crate) fn copy_op(w: &World, name: &str) -> Result<Operation, ApiError> {
-    w.operations.get(name).cloned().ok_or_else(|| ApiError {
-        status: 500,
-        reason: "internal",
-        message: "lost operation".into(),
-    })
 }
 
 async fn insert(

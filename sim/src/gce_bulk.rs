@@ -10,7 +10,8 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 
-use crate::gce::{Params, call, call_body, copy_op, operation, time, url};
+use crate::gce::{operation, time, url};
+use crate::gce_call::{Params, call, call_body, copy_op};
 use crate::handle::Sim;
 use crate::schema::Body;
 use crate::world::{Scope, Template};

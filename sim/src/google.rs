@@ -17,10 +17,11 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::auth::{ACCOUNT_EMAIL, Api, DEFAULT_SCOPES, Standing};
+use crate::gce_call::{answer_error, error_body};
 use crate::handle::{HANG, Sim};
 use crate::keys::{ACCOUNT_KEY, ACCOUNT_KID, KEY, KID, sign, verify};
 use crate::prpc::{Status, fail};
-use crate::world::Source;
+use crate::world::{ApiError, Source};
 
 const MDS: &str = "/computeMetadata/v1";
 /// The OAuth token endpoint's path (a key file's `token_uri` is this on the simulator's origin).
@@ -267,12 +268,10 @@ fn compute_refusal(standing: Standing) -> Response {
         ),
     };
     let state = if status == 401 { "UNAUTHENTICATED" } else { "PERMISSION_DENIED" };
-    let body = json!({"error": {"code": status, "message": message, "status": state,
-        "errors": [{"message": message, "domain": "global", "reason": reason}],
-        "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": info,
-            "domain": "googleapis.com", "metadata": {"service": "compute.googleapis.com"}}]}});
-    let mut resp =
-        (StatusCode::from_u16(status).unwrap_or(StatusCode::UNAUTHORIZED), Json(body)).into_response();
+    let e = ApiError { status, reason, message: message.into() };
+    let details = json!([{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": info,
+        "domain": "googleapis.com", "metadata": {"service": "compute.googleapis.com"}}]);
+    let mut resp = answer_error(&e, error_body(&e, Some(state), Some(details)));
     if status == 401 {
         resp.headers_mut().insert(
             header::WWW_AUTHENTICATE,

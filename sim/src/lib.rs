@@ -44,6 +44,8 @@
 //! 3. Machinery
 //!    * `handle`: [`Sim`], the world behind its lock, faults on entering a call, call counts.
 //!    * `listener`: the HTTP server every listener of the service runs.
+//!    * `gce_call`: how a Compute call is taken (quotas, faults, a body's schema check, the
+//!      count) and Compute's error body.
 //! 4. Routes and the agent
 //!    * `gce`: Compute Engine v1 REST: instances, their operations, zones, regions.
 //!    * `gce_bulk`: bulkInsert (zonal, regional), region and global operations, templates.
@@ -70,6 +72,7 @@ pub mod dims;
 pub mod filter;
 pub mod gce;
 mod gce_bulk;
+mod gce_call;
 mod google;
 mod handle;
 pub mod identity;

@@ -22,7 +22,7 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// The generated schema (see the file's first lines).
 const SCHEMA: &str = include_str!("schema/compute_v1.txt");
@@ -139,22 +139,6 @@ impl Refusal {
     /// The error's message: one line per field.
     pub fn message(&self) -> String {
         self.unknown.iter().map(Unknown::message).collect::<Vec<_>>().join("\n")
-    }
-
-    /// Google's error body for it (HTTP 400): the code and message, the `errors[]` Compute's
-    /// clients read (reason `invalid`), the canonical status, and a `BadRequest` with a field
-    /// violation per field.
-    pub fn body(&self) -> Value {
-        let message = self.message();
-        let violations: Vec<Value> =
-            self.unknown.iter().map(|u| json!({"field": u.path, "description": u.message()})).collect();
-        json!({"error": {
-            "code": 400,
-            "message": message,
-            "errors": [{"message": message, "domain": "global", "reason": "invalid"}],
-            "status": "INVALID_ARGUMENT",
-            "details": [{"@type": "type.googleapis.com/google.rpc.BadRequest", "fieldViolations": violations}],
-        }})
     }
 }
 

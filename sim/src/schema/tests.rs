@@ -145,21 +145,6 @@ fn a_list_where_one_value_goes_is_refused() {
 }
 
 #[test]
-fn the_error_body_is_google_s() {
-    let r = check(Body::Instance, &json!({"serviceAcounts": []})).unwrap_err();
-    let msg =
-        "Invalid JSON payload received. Unknown name \"serviceAcounts\" at 'resource': Cannot find field.";
-    assert_eq!(
-        r.body(),
-        json!({"error": {"code": 400, "message": msg,
-            "errors": [{"message": msg, "domain": "global", "reason": "invalid"}],
-            "status": "INVALID_ARGUMENT",
-            "details": [{"@type": "type.googleapis.com/google.rpc.BadRequest",
-                         "fieldViolations": [{"field": "resource", "description": msg}]}]}})
-    );
-}
-
-#[test]
 fn proto_names_are_the_json_names_in_snake_case() {
     for (json, proto) in [
         ("shieldedInstanceConfig", "shielded_instance_config"),
