@@ -3,14 +3,17 @@
 //! Kubernetes Secret updated under it; `gce-backend run` reads the file again on SIGHUP (and is not
 //! ended by it).
 
-use std::process::Command;
+use std::path::Path;
+use std::process::{Child, Command};
+use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
-use gce_backend::api::auth::{Role, TokenEntry, TokenFile};
+use gce_backend::api::auth::{Role, TokenEntry};
 use gce_backend_queues::testing::eventually;
 use serde_json::Value;
 
-use super::{ADMIN, READER, TOKENS, entry, tokens_text};
+use super::{ADMIN, READER, entry, tokens_text};
+use crate::support::tokens::tokens_text_without_reader;
 use crate::support::{Backend, Env, sim_config, spawn_run, terminate, wait_for};
 
 /// `GET path` on `api` with `token`: the status and the body (JSON when it is).
@@ -22,6 +25,24 @@ async fn get(api: &str, path: &str, token: &str) -> (u16, Value) {
 }
 
 const WHOAMI: &str = "/api/gce-backend/v1/whoami";
+
+/// `gce-backend run`, the API alone on a free loopback port, on the tokens file at `tokens` and an
+/// empty configs directory `dir`/pools, once it runs: the process, its standard output's and
+/// error's lines, and the API's base URL. Installs the TLS provider for the test's own HTTP client
+/// (reqwest is built without one), so a test that calls it also passes run alone.
+fn run_api(dir: &Path, tokens: &Path) -> (Child, Receiver<String>, Receiver<String>, String) {
+    gce_backend::adapters::install_crypto();
+    let configs = dir.join("pools");
+    std::fs::create_dir_all(&configs).unwrap();
+    let tokens = tokens.display().to_string();
+    let args =
+        ["run", "--quiet", "--listen", "127.0.0.1:0", "--root-url", "http://localhost", "--tokens", &tokens];
+    let (child, out, err) = spawn_run(&args, &configs);
+    let listening = wait_for(&out, "listening on ");
+    let addr = listening.split("listening on ").nth(1).unwrap().trim_end_matches(')').to_owned();
+    wait_for(&out, "running (configs in");
+    (child, out, err, format!("http://{addr}"))
+}
 
 /// Waits (20 s at most) until `token`'s `whoami` answers `want`.
 async fn until(api: &str, token: &str, want: u16, what: &str) {
@@ -49,9 +70,7 @@ async fn tokens_removed_added_or_expired_in_the_file_take_effect_while_the_servi
         expiring("gbt_old", "old", "2001-02-03T04:05:06Z".parse().unwrap()),
         expiring("gbt_year", "year", year),
     ];
-    let kept = TOKENS.iter().filter(|t| t.0 != READER).map(|(t, n, r, g)| entry(t, n, *r, g));
-    let token = kept.chain(more).collect();
-    std::fs::write(&path, toml::to_string(&TokenFile { token }).unwrap()).unwrap();
+    std::fs::write(&path, tokens_text_without_reader(more)).unwrap();
     until(&api, READER, 401, "the removed token is refused").await;
     let (status, v) = get(&api, WHOAMI, READER).await;
     assert_eq!((status, v["message"].as_str()), (401, Some("unknown token")));
@@ -75,25 +94,8 @@ async fn tokens_removed_added_or_expired_in_the_file_take_effect_while_the_servi
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sighup_reads_the_tokens_file_again_and_a_broken_file_keeps_the_tokens_in_force() {
     let dir = crate::support::temp_dir();
-    let configs = dir.join("pools");
-    std::fs::create_dir_all(&configs).unwrap();
     let path = super::write_tokens(&dir);
-    let path_arg = path.display().to_string();
-    let args = [
-        "run",
-        "--quiet",
-        "--listen",
-        "127.0.0.1:0",
-        "--root-url",
-        "http://localhost",
-        "--tokens",
-        &path_arg,
-    ];
-    let (mut child, out, err) = spawn_run(&args, &configs);
-    let listening = wait_for(&out, "listening on ");
-    let addr = listening.split("listening on ").nth(1).unwrap().trim_end_matches(')').to_owned();
-    let api = format!("http://{addr}");
-    wait_for(&out, "running (configs in");
+    let (mut child, _out, err, api) = run_api(&dir, &path);
     let hup = || Command::new("kill").args(["-HUP", &child.id().to_string()]).status().unwrap();
 
     // Nothing changed: a SIGHUP still reads the file, says so, and the process serves on.
@@ -152,11 +154,8 @@ fn the_token_command_makes_an_entry_with_a_role_and_an_expiry_that_the_service_r
 /// The running service reads the file through the links and takes the new tokens.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kubernetes_secret_updated_under_the_tokens_file_takes_effect_while_the_service_runs() {
-    use std::os::unix::fs::{MetadataExt, symlink};
-    gce_backend::adapters::install_crypto(); // for the test's own HTTP client, run alone too
+    use std::os::unix::fs::symlink;
     let dir = crate::support::temp_dir();
-    let configs = dir.join("pools");
-    std::fs::create_dir_all(&configs).unwrap();
     let secret = dir.join("tokens");
     let (first, second) = ("..2026_12_07_00_00_00.1", "..2026_12_07_00_01_00.2");
     std::fs::create_dir_all(secret.join(first)).unwrap();
@@ -164,40 +163,18 @@ async fn a_kubernetes_secret_updated_under_the_tokens_file_takes_effect_while_th
     symlink(first, secret.join("..data")).unwrap();
     symlink("..data/tokens.toml", secret.join("tokens.toml")).unwrap();
     let path = secret.join("tokens.toml");
-    let path_arg = path.display().to_string();
-    let args = [
-        "run",
-        "--quiet",
-        "--listen",
-        "127.0.0.1:0",
-        "--root-url",
-        "http://localhost",
-        "--tokens",
-        &path_arg,
-    ];
-    let (mut child, out, err) = spawn_run(&args, &configs);
-    let listening = wait_for(&out, "listening on ");
-    let addr = listening.split("listening on ").nth(1).unwrap().trim_end_matches(')').to_owned();
-    let api = format!("http://{addr}");
-    wait_for(&out, "running (configs in");
+    let (mut child, _out, err, api) = run_api(&dir, &path);
     assert_eq!(get(&api, WHOAMI, READER).await.0, 200);
     assert_eq!(get(&api, WHOAMI, "gbt_new").await.0, 401);
-    let link = |p: &std::path::Path| {
-        let m = std::fs::symlink_metadata(p).unwrap();
-        (m.ino(), m.mtime(), m.mtime_nsec())
-    };
-    let before = link(&path);
 
-    // The Secret changes (reader-infra removed, `new` added), as the kubelet writes it.
-    let kept = TOKENS.iter().filter(|t| t.0 != READER).map(|(t, n, r, g)| entry(t, n, *r, g));
-    let token = kept.chain([entry("gbt_new", "new", Role::Reader, &["infra"])]).collect();
+    // The Secret changes (reader-infra removed, `new` added), as the kubelet writes it: only
+    // `..data` is replaced; the key's own link (`path`) stays as it was.
+    let text = tokens_text_without_reader(vec![entry("gbt_new", "new", Role::Reader, &["infra"])]);
     std::fs::create_dir_all(secret.join(second)).unwrap();
-    std::fs::write(secret.join(second).join("tokens.toml"), toml::to_string(&TokenFile { token }).unwrap())
-        .unwrap();
+    std::fs::write(secret.join(second).join("tokens.toml"), text).unwrap();
     symlink(second, secret.join("..data_tmp")).unwrap();
     std::fs::rename(secret.join("..data_tmp"), secret.join("..data")).unwrap();
     std::fs::remove_dir_all(secret.join(first)).unwrap();
-    assert_eq!(link(&path), before, "the key's own link is the same file, untouched");
 
     until(&api, "gbt_new", 200, "the token added to the Secret is accepted").await;
     assert_eq!(get(&api, WHOAMI, READER).await.0, 401, "the token removed from the Secret is refused");

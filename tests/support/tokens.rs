@@ -40,6 +40,13 @@ pub(crate) fn tokens_text(more: Vec<TokenEntry>) -> String {
     toml::to_string(&TokenFile { token }).unwrap()
 }
 
+/// The text of a tokens file of [`TOKENS`] without [`READER`]'s entry (reader-infra removed), and
+/// `more`.
+pub(crate) fn tokens_text_without_reader(more: Vec<TokenEntry>) -> String {
+    let kept = TOKENS.iter().filter(|t| t.0 != READER).map(|(t, n, r, g)| entry(t, n, *r, g));
+    toml::to_string(&TokenFile { token: kept.chain(more).collect() }).unwrap()
+}
+
 /// Writes the tokens file into `dir`; returns its path.
 pub(crate) fn write_tokens(dir: &Path) -> PathBuf {
     let path = dir.join("tokens.toml");
