@@ -38,7 +38,7 @@
 //! 4. Workers
 //!    * `backend::lease`: what fetching and acking share (leases, held tasks, error backoff).
 //!    * `backend::ack`: the ack layer around each run, batched acks, the dead report.
-//!    * `backend::stop`: a bounded stop, and the hand-back of what workers hold when it runs out.
+//!    * `backend::stop`: the hand-back of what workers hold when their stop runs out of time.
 //!    * `backend`: the apalis [`QueueBackend`] (fetch, renew, release), and [`Queue::backend`].
 //!
 //! `testing` (feature `testing`) helps tests only.

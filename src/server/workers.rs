@@ -12,7 +12,7 @@ use apalis::prelude::*;
 use futures::future::BoxFuture;
 use gce_backend_jobs::work::Next;
 use gce_backend_queues::Queue;
-use gce_backend_queues::backend::stop::{self, Holdings, Stopped};
+use gce_backend_queues::backend::stop::{self, Holdings};
 use gce_backend_queues::outcome::Ran;
 use serde::de::DeserializeOwned;
 
@@ -72,12 +72,12 @@ where
     })
 }
 
-/// A monitor that restarts a worker that ended with an error (our backend never ends one on
-/// Redis errors, so this guards against the unexpected, bounded so it cannot spin forever). It
-/// has no shutdown timeout of its own: its stop is bounded by [`spawn`], which hands back what
-/// the workers still hold (apalis's timeout would only drop them).
-pub fn monitor() -> Monitor {
-    Monitor::new().should_restart(|ctx, err| {
+/// A monitor that gives in-flight tasks `grace` to finish once told to stop (then drops the
+/// workers, their handlers with them: [`spawn`] hands back what they held), and restarts a worker
+/// that ended with an error (our backend never ends one on Redis errors, so this guards against
+/// the unexpected, bounded so it cannot spin forever).
+pub fn monitor(grace: Duration) -> Monitor {
+    Monitor::new().shutdown_timeout(grace).should_restart(|ctx, err| {
         tracing::error!(worker = ctx.name(), error = %err, "worker ended; restarting");
         ctx.restarts() < 100
     })
@@ -187,25 +187,28 @@ pub fn spawn(
     stopped: tokio::sync::watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
     let holdings = Holdings::new();
-    let monitor = register_pipeline(monitor(), ctx, &Identity::current(), concurrency, &holdings);
-    let (mut told, mut stopping) = (stopped.clone(), stopped);
+    let monitor = register_pipeline(monitor(grace), ctx, &Identity::current(), concurrency, &holdings);
+    let mut told = stopped;
     let signal = async move {
         let _ = told.wait_for(|s| *s).await;
         Ok(())
     };
-    let stopping = async move {
-        let _ = stopping.wait_for(|s| *s).await;
-    };
     tokio::spawn(async move {
-        match stop::bounded(monitor.run_with_signal(signal), stopping, grace, &holdings).await {
-            Stopped::Finished(Ok(())) => tracing::debug!("workers stopped"),
-            Stopped::Finished(Err(e)) => tracing::error!(error = %e, "workers stopped"),
-            Stopped::Cut(h) => tracing::info!(
+        if let Err(e) = monitor.run_with_signal(signal).await {
+            tracing::error!(error = %e, "workers stopped");
+        }
+        // Past the grace the workers were dropped: what they still held goes back now (nothing,
+        // when they finished in time).
+        let h = holdings.hand_back(stop::HAND_BACK_LIMIT).await;
+        if h.handed_back + h.released > 0 {
+            tracing::info!(
                 handed_back = h.handed_back,
                 released = h.released,
                 written = h.written,
                 "workers stopped at the end of their grace"
-            ),
+            );
+        } else {
+            tracing::debug!("workers stopped");
         }
     })
 }

@@ -14,8 +14,8 @@
 //!   carries on once the engine answers again.
 //! * **Shutdown**: apalis stops fetching and lets in-flight tasks finish; then `poll_close`
 //!   releases the tasks taken but not started, back to the head of the queue. A stop has a bound
-//!   ([`stop::bounded`]): past it the workers are dropped and what they hold is handed back at
-//!   once (runs cut short as [`Resolution::HandBack`], the rest released) by the
+//!   (the monitor's `shutdown_timeout`): past it the workers are dropped, and what they held is
+//!   handed back at once (runs cut short as [`Resolution::HandBack`], the rest released) by the
 //!   [`stop::Holdings`] their backends joined ([`QueueBackend::held_in`]); see `stop.rs`.
 
 mod ack;
@@ -114,7 +114,7 @@ impl<Args> QueueBackend<Args> {
     }
 
     /// This backend with the tasks it holds followed by `holdings`, which hands them back if
-    /// the workers' stop runs out of time ([`stop::bounded`]).
+    /// the workers' stop runs out of time ([`stop::Holdings::hand_back`]).
     pub fn held_in(mut self, holdings: &Holdings) -> Self {
         let acker = self.acker();
         holdings.add(&self.queue, &self.held, acker);

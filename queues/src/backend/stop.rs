@@ -1,11 +1,11 @@
-//! A bounded stop of a process's workers: told to stop, they take nothing more and their
-//! in-flight tasks get a grace to finish ([`bounded`]); when it runs out, the workers are dropped
-//! (their handlers with them) and every task they still hold is handed back to its queue at once
-//! ([`Holdings::hand_back`]): a started run cut short as [`Resolution::HandBack`], a task taken
-//! but not started as [`Resolution::Release`]. Neither is ever acknowledged as done, and neither
-//! waits for its lease to run out before another worker may take it.
+//! What a bounded stop of a process's workers leaves behind, handed back. Told to stop, apalis's
+//! workers take nothing more and their in-flight tasks get a grace to finish (the monitor's
+//! `shutdown_timeout`); when it runs out, the workers are dropped, their handlers with them. Every
+//! task they still hold is then handed back to its queue at once ([`Holdings::hand_back`]): a
+//! started run cut short as [`Resolution::HandBack`], a task taken but not started as
+//! [`Resolution::Release`]. Neither is ever acknowledged as done, and neither waits for its lease
+//! to run out before another worker may take it.
 
-use std::future::Future;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -17,7 +17,7 @@ use super::lease::{Held, held_lock};
 use crate::engine::{Ack, Resolution};
 use crate::queue::Queue;
 
-/// Longest [`bounded`] waits for the hand-back to be written once the grace has run out. What is
+/// Longest a stop waits for the hand-back to be written once the grace has run out. What is
 /// not written by then (the engine does not answer) stays leased to the stopped worker until its
 /// lease runs out, and is then delivered again: late, never lost.
 pub const HAND_BACK_LIMIT: Duration = Duration::from_secs(2);
@@ -53,16 +53,6 @@ pub struct HandedBack {
     /// Every write took effect within the limit (false: the engine did not answer in time, or a
     /// lease was already lost; those tasks come back when their lease runs out).
     pub written: bool,
-}
-
-/// How a [`bounded`] run of the workers ended.
-#[derive(Debug)]
-pub enum Stopped<R> {
-    /// The workers ended on their own (told to stop, their in-flight tasks finished within the
-    /// grace and the tasks not started were released), with their result.
-    Finished(R),
-    /// The grace ran out: the workers were dropped and what they held handed back.
-    Cut(HandedBack),
 }
 
 fn lock(m: &Mutex<Vec<Holder>>) -> MutexGuard<'_, Vec<Holder>> {
@@ -142,27 +132,4 @@ impl Holdings {
         }
         out
     }
-}
-
-/// Runs `workers` (which stop on their own once told, as `stopping` resolves) to their end, but
-/// for at most `grace` past `stopping`: then they are dropped, their handlers with them, and what
-/// they held is handed back ([`Holdings::hand_back`], within [`HAND_BACK_LIMIT`]). So the whole
-/// stop takes at most `grace` plus [`HAND_BACK_LIMIT`].
-pub async fn bounded<R>(
-    workers: impl Future<Output = R>,
-    stopping: impl Future<Output = ()>,
-    grace: Duration,
-    holdings: &Holdings,
-) -> Stopped<R> {
-    let mut workers = Box::pin(workers);
-    tokio::select! {
-        r = &mut workers => return Stopped::Finished(r),
-        () = stopping => {}
-    }
-    if let Ok(r) = tokio::time::timeout(grace, &mut workers).await {
-        return Stopped::Finished(r);
-    }
-    drop(workers);
-    warn!(?grace, held = holdings.held(), "in-flight tasks did not finish within the stop's grace");
-    Stopped::Cut(holdings.hand_back(HAND_BACK_LIMIT).await)
 }

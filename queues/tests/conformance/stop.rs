@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use apalis::prelude::*;
 use futures::future::BoxFuture;
-use gce_backend_queues::backend::stop::{HandedBack, Holdings, Stopped, bounded};
+use gce_backend_queues::backend::stop::{HAND_BACK_LIMIT, HandedBack, Holdings};
 use gce_backend_queues::engine::{Ack, Resolution};
 use gce_backend_queues::testing::eventually;
 use gce_backend_queues::{Policy, PushOutcome, When};
@@ -37,19 +37,12 @@ pub(crate) async fn a_stop_past_its_grace_hands_back_runs_cut_short_and_releases
                 Ok(())
             })
         });
-    let (stop, stopped) = watch::channel(false);
-    let (mut told, mut stopping) = (stopped.clone(), stopped);
+    let (stop, mut stopped) = watch::channel(false);
     let signal = async move {
-        let _ = told.wait_for(|s| *s).await;
+        let _ = stopped.wait_for(|s| *s).await;
         Ok::<(), std::io::Error>(())
     };
-    // Boxed out here: the worker's future, proved `Send` on its own.
-    let workers: BoxFuture<'static, _> = Box::pin(w.run_until(signal));
-    let stopping = async move {
-        let _ = stopping.wait_for(|s| *s).await;
-    };
-    let grace = Duration::from_millis(300);
-    let run = tokio::spawn(async move { bounded(workers, stopping, grace, &holdings).await });
+    let mut run = tokio::spawn(w.run_until(signal));
     let cut: Vec<u64> = eventually("two runs start", Duration::from_secs(10), || {
         let s = started.clone();
         async move {
@@ -62,8 +55,14 @@ pub(crate) async fn a_stop_past_its_grace_hands_back_runs_cut_short_and_releases
     let follow_up = q.push(&format!("vm-{}", cut[0]), &Job { n: 100 }, When::Now).await.unwrap();
     assert_eq!(follow_up, PushOutcome::FollowUp(ids[cut[0] as usize].clone()));
 
+    // Told to stop, the worker waits for its two runs, which never end: past a grace it is
+    // dropped with them (as the monitor's shutdown_timeout drops it), and what it held is handed
+    // back.
     stop.send(true).unwrap();
-    let Stopped::Cut(handed) = run.await.unwrap() else { panic!("the grace ran out: the stop is cut") };
+    assert!(tokio::time::timeout(Duration::from_millis(300), &mut run).await.is_err(), "the runs never end");
+    run.abort();
+    assert!(run.await.unwrap_err().is_cancelled());
+    let handed = holdings.hand_back(HAND_BACK_LIMIT).await;
     assert_eq!(handed, HandedBack { handed_back: 2, released: 8, written: true });
     assert_eq!(started.lock().unwrap().len(), 2, "nothing started after the stop");
     let c = q.counts().await.unwrap();

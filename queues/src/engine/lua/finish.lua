@@ -12,19 +12,10 @@ for i = 8, #ARGV, 6 do
   else
     redis.call('ZREM', LEASED, id)
     rec.tok = nil
-    if kind == 'release' then
-      table.remove(rec.runs)
-      rec.a = rec.a - 1
-      rec.s = 'pending'
-      rec.due = NOW
-      merge_follow_up(id, rec)
-      save(id, rec)
-      redis.call('LPUSH', READY, id)
-      signal()
-    elseif kind == 'handback' then
-      -- A run cut short by its worker's stop: kept as handed back, its attempt not counted,
-      -- the task at the head of the queue for another worker.
-      close_run(rec, 'handed-back')
+    if kind == 'release' or kind == 'handback' then
+      -- Back to the head of the queue, its attempt not counted: a task taken but not started
+      -- (its run dropped), or a run cut short by its worker's stop (kept as handed back).
+      if kind == 'release' then table.remove(rec.runs) else close_run(rec, 'handed-back') end
       rec.a = rec.a - 1
       rec.s = 'pending'
       rec.due = NOW

@@ -157,18 +157,12 @@ impl Op<'_> {
             self.q.leased.remove(id);
             rec.tok = None;
             match &ack.resolution {
-                Resolution::Release => {
-                    rec.runs.pop();
-                    rec.a -= 1;
-                    rec.s = "pending".into();
-                    rec.due = self.now;
-                    self.merge_follow_up(id, &mut rec);
-                    self.save(id, rec);
-                    self.q.ready.push_front(id.to_owned());
-                    self.q.notify.notify_one();
-                }
-                Resolution::HandBack => {
-                    self.close_run(&mut rec, "handed-back");
+                Resolution::Release | Resolution::HandBack => {
+                    // As finish.lua: a task not started drops its run, a cut one keeps it.
+                    match ack.resolution {
+                        Resolution::Release => drop(rec.runs.pop()),
+                        _ => self.close_run(&mut rec, "handed-back"),
+                    }
                     rec.a -= 1;
                     rec.s = "pending".into();
                     rec.due = self.now;
