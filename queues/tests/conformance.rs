@@ -256,6 +256,7 @@ conformance!(
     failures::permanent_errors_skip_retries_and_retry_after_is_honoured,
     delivery::graceful_shutdown_finishes_in_flight_and_releases_the_rest,
     stop::a_stop_past_its_grace_hands_back_runs_cut_short_and_releases_the_rest,
+    stop::a_worker_gone_without_a_stop_has_its_tasks_handed_back_when_the_next_joins,
     failures::tasks_past_their_deadline_fail,
     failures::undecodable_payload_goes_dead_without_stopping_the_worker,
     failures::finished_and_dead_records_are_trimmed,

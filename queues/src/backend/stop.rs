@@ -31,6 +31,7 @@ pub struct Holdings {
 }
 
 /// One backend's held tasks, and the flusher that writes its acks.
+#[derive(Clone)]
 struct Holder {
     queue: Queue,
     held: Held,
@@ -68,9 +69,19 @@ impl Holdings {
     /// Follows a backend's held tasks, written back through `acker`.
     pub(super) fn add(&self, queue: &Queue, held: &Held, acker: Acker) {
         let mut holders = lock(&self.holders);
-        // A backend gone with nothing held (a worker that ended and was restarted) is not kept.
-        holders.retain(|h| Arc::strong_count(&h.held) > 1 || !held_lock(&h.held).is_empty());
+        // A backend only this follows is gone (its worker ended with an error and is being
+        // restarted, its handlers dropped): what it still held goes back now, not after its lease
+        // (which this reference would otherwise keep renewing), and it is followed no more.
+        let (gone, kept): (Vec<Holder>, Vec<Holder>) =
+            std::mem::take(&mut *holders).into_iter().partition(|h| Arc::strong_count(&h.held) == 1);
+        *holders = kept;
         holders.push(Holder { queue: queue.clone(), held: held.clone(), acker });
+        let gone: Vec<Holder> = gone.into_iter().filter(|h| !held_lock(&h.held).is_empty()).collect();
+        if !gone.is_empty()
+            && let Ok(rt) = tokio::runtime::Handle::try_current()
+        {
+            rt.spawn(hand_back(gone, HAND_BACK_LIMIT));
+        }
     }
 
     /// Tasks held now, started or not, across the backends.
@@ -85,51 +96,54 @@ impl Holdings {
     /// Only for workers that are gone: a handler still running would have its own ack refused
     /// (its lease was handed back) after doing its work a second time.
     pub async fn hand_back(&self, limit: Duration) -> HandedBack {
-        let holders: Vec<(Queue, Held, Acker)> =
-            lock(&self.holders).iter().map(|h| (h.queue.clone(), h.held.clone(), h.acker.clone())).collect();
-        let mut out = HandedBack { written: true, ..HandedBack::default() };
-        let mut writes = Vec::new();
-        for (queue, held, acker) in holders {
-            let acks: Vec<Ack> = {
-                let mut held = held_lock(&held);
-                let ids: Vec<String> =
-                    held.iter().filter(|(_, h)| !h.acking).map(|(id, _)| id.clone()).collect();
-                ids.into_iter()
-                    .filter_map(|id| held.remove(&id).map(|h| (id, h)))
-                    .map(|(id, h)| {
-                        let resolution = if h.started { Resolution::HandBack } else { Resolution::Release };
-                        Ack { id, token: h.token, resolution }
-                    })
-                    .collect()
-            };
-            let cut: Vec<&str> =
-                acks.iter().filter(|a| a.resolution == Resolution::HandBack).map(|a| a.id.as_str()).collect();
-            let name = &queue.spec().name;
-            if !cut.is_empty() {
-                warn!(queue = %name, tasks = ?cut, "runs cut short by the stop: handed back to the queue");
-            }
-            let released = acks.len() - cut.len();
-            if released > 0 {
-                info!(queue = %name, released, "tasks not started: released to the queue");
-            }
-            out.handed_back += cut.len();
-            out.released += released;
-            writes.extend(
-                acks.into_iter().map(|a| Box::pin(acker.ack(a)) as futures::future::BoxFuture<'static, bool>),
-            );
-            // Acks of runs that ended before the stop were sent earlier: written by then too.
-            writes.push(Box::pin(acker.flushed()));
-        }
-        match tokio::time::timeout(limit, join_all(writes)).await {
-            Ok(w) => out.written = w.into_iter().all(|ok| ok),
-            Err(_) => {
-                warn!(
-                    ?limit,
-                    "the hand-back was not written in time: those tasks come back when their lease runs out"
-                );
-                out.written = false;
-            }
-        }
-        out
+        let holders = lock(&self.holders).clone();
+        hand_back(holders, limit).await
     }
+}
+
+/// [`Holdings::hand_back`] of `holders`.
+async fn hand_back(holders: Vec<Holder>, limit: Duration) -> HandedBack {
+    let mut out = HandedBack { written: true, ..HandedBack::default() };
+    let mut writes = Vec::new();
+    for Holder { queue, held, acker } in holders {
+        let acks: Vec<Ack> = {
+            let mut held = held_lock(&held);
+            let ids: Vec<String> = held.iter().filter(|(_, h)| !h.acking).map(|(id, _)| id.clone()).collect();
+            ids.into_iter()
+                .filter_map(|id| held.remove(&id).map(|h| (id, h)))
+                .map(|(id, h)| {
+                    let resolution = if h.started { Resolution::HandBack } else { Resolution::Release };
+                    Ack { id, token: h.token, resolution }
+                })
+                .collect()
+        };
+        let cut: Vec<&str> =
+            acks.iter().filter(|a| a.resolution == Resolution::HandBack).map(|a| a.id.as_str()).collect();
+        let name = &queue.spec().name;
+        if !cut.is_empty() {
+            warn!(queue = %name, tasks = ?cut, "runs cut short by the stop: handed back to the queue");
+        }
+        let released = acks.len() - cut.len();
+        if released > 0 {
+            info!(queue = %name, released, "tasks not started: released to the queue");
+        }
+        out.handed_back += cut.len();
+        out.released += released;
+        writes.extend(
+            acks.into_iter().map(|a| Box::pin(acker.ack(a)) as futures::future::BoxFuture<'static, bool>),
+        );
+        // Acks of runs that ended before the stop were sent earlier: written by then too.
+        writes.push(Box::pin(acker.flushed()));
+    }
+    match tokio::time::timeout(limit, join_all(writes)).await {
+        Ok(w) => out.written = w.into_iter().all(|ok| ok),
+        Err(_) => {
+            warn!(
+                ?limit,
+                "the hand-back was not written in time: those tasks come back when their lease runs out"
+            );
+            out.written = false;
+        }
+    }
+    out
 }

@@ -97,3 +97,35 @@ pub(crate) async fn a_stop_past_its_grace_hands_back_runs_cut_short_and_releases
         assert_eq!(runs, [(1, Some("handed-back"), "w"), (2, Some("done"), "next")], "{st:?}");
     }
 }
+
+/// A worker gone without a stop (its future dropped, as apalis drops one that ended with an
+/// error before it restarts it) had its tasks followed by the holdings: the next backend to join
+/// them hands those tasks back at once, instead of them waiting out a lease kept renewed.
+pub(crate) async fn a_worker_gone_without_a_stop_has_its_tasks_handed_back_when_the_next_joins(h: &Harness) {
+    let q = h.queue(Policy { batch: 4, ..fast() });
+    let id = q.push("vm-0", &Job { n: 0 }, When::Now).await.unwrap().task_id().to_owned();
+    let holdings = Holdings::new();
+    let w = WorkerBuilder::new("w")
+        .backend(q.backend::<Job>("host-a").held_in(&holdings))
+        .concurrency(1)
+        .build(|_: Job| -> BoxFuture<'static, Result<(), BoxDynError>> {
+            Box::pin(futures::future::pending::<Result<(), BoxDynError>>())
+        });
+    let run = tokio::spawn(w.run_until(futures::future::pending::<Result<(), std::io::Error>>()));
+    eventually("the run starts", Duration::from_secs(10), || async { (holdings.held() == 1).then_some(()) })
+        .await;
+    run.abort();
+    assert!(run.await.unwrap_err().is_cancelled());
+    assert_eq!(q.counts().await.unwrap().running, 1, "still leased to the worker gone");
+
+    // The restarted worker's backend joins: the task comes back with its cut run kept.
+    let _next = q.backend::<Job>("host-a").held_in(&holdings);
+    let st = eventually("the task is back in the queue", Duration::from_secs(10), || async {
+        let st = q.status(&id).await.unwrap().unwrap();
+        (st.state == "pending").then_some(st)
+    })
+    .await;
+    let outcomes: Vec<_> = st.runs.iter().map(|r| r.outcome.as_deref()).collect();
+    assert_eq!((st.attempts, outcomes), (0, vec![Some("handed-back")]), "{st:?}");
+    assert_eq!(holdings.held(), 0, "the backend gone is followed no more");
+}
