@@ -56,10 +56,12 @@ impl Sim {
     /// latency, and draws the injected error.
     pub(crate) async fn enter(&self, method: &str, project: Option<&str>) -> Result<(), Refused> {
         // Compute silent (faults `compute_hang`): the call waits, unanswered, until it is lifted.
-        let compute = method.starts_with("compute.");
-        let started = Instant::now();
-        while compute && self.with(|w| w.faults.compute_hang) && started.elapsed() < HANG {
-            tokio::time::sleep(Duration::from_millis(100)).await;
+        if method.starts_with("compute.") && self.with(|w| w.faults.compute_hang) {
+            let _held = Held::new(self);
+            let started = Instant::now();
+            while self.with(|w| w.faults.compute_hang) && started.elapsed() < HANG {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
         }
         let (latency, fail) = self.with(|w| {
             if let Some(p) = project {
@@ -82,5 +84,22 @@ impl Sim {
         let status = resp.status().as_u16();
         self.lock().count(method, status);
         resp
+    }
+}
+
+/// A Compute call held silent, counted in [`World::held_silent`] until it is let go or its
+/// client goes away (the call's future dropped).
+struct Held<'a>(&'a Sim);
+
+impl<'a> Held<'a> {
+    fn new(sim: &'a Sim) -> Self {
+        sim.with(|w| w.held_silent += 1);
+        Self(sim)
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        self.0.lock().held_silent -= 1;
     }
 }

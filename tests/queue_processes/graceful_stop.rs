@@ -52,6 +52,16 @@ fn quota_reads(procs: &Procs) -> u64 {
     procs.sim.with(|w| w.calls.get("compute.regions.list").and_then(|by| by.get(&200)).copied().unwrap_or(0))
 }
 
+/// Waits until the worker holds the whole batch and [`CONCURRENCY`] of its runs have started,
+/// their Compute call held silent (so a stop now finds runs in flight, not only a buffer).
+async fn running_in(procs: &Procs, q: &Queue) {
+    eventually("the worker holds the batch, two runs started", Duration::from_secs(60), || async {
+        let held = procs.sim.with(|w| w.held_silent);
+        (q.counts().await.unwrap().running == TASKS as u64 && held == CONCURRENCY).then_some(())
+    })
+    .await;
+}
+
 /// Pushes the batch: one task per project; returns their ids.
 async fn push(q: &Queue) -> Vec<String> {
     let tasks: Vec<(String, ReportQuota)> =
@@ -103,10 +113,7 @@ async fn sigterm_mid_batch_finishes_the_runs_in_flight_and_releases_the_rest() {
     let ids = push(q).await;
 
     let (mut first, out) = worker(&procs);
-    eventually("the first worker holds the batch", Duration::from_secs(30), || async {
-        (q.counts().await.unwrap().running == TASKS as u64).then_some(())
-    })
-    .await;
+    running_in(&procs, q).await;
     terminate(first.id());
     wait_for(&out, "stopping:");
     compute_hang(&procs, false);
@@ -153,10 +160,7 @@ async fn sigterm_past_the_grace_hands_back_the_runs_cut_short_and_exits_0() {
     let ids = push(q).await;
 
     let (mut first, _) = worker(&procs);
-    eventually("the first worker holds the batch", Duration::from_secs(30), || async {
-        (q.counts().await.unwrap().running == TASKS as u64).then_some(())
-    })
-    .await;
+    running_in(&procs, q).await;
     terminate(first.id());
     exits_0(&mut first).await;
 

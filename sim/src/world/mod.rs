@@ -91,6 +91,8 @@ pub struct World {
     timeline: BinaryHeap<Reverse<(Instant, u64, Ev)>>,
     /// Calls by method, then HTTP status.
     pub calls: BTreeMap<String, BTreeMap<u16, u64>>,
+    /// Compute calls taken and held unanswered now (faults `compute_hang`).
+    pub held_silent: usize,
     /// When each `instances.insert` came (the first [`KEEP_INSERT_TIMES`]).
     pub insert_times: Vec<Instant>,
     /// Bots connected on instances with a `register-url` metadata item, whose agent has not
@@ -155,6 +157,7 @@ impl World {
             bots: BTreeMap::new(),
             timeline: BinaryHeap::new(),
             calls: BTreeMap::new(),
+            held_silent: 0,
             insert_times: Vec::new(),
             registrations: Vec::new(),
             machines: BTreeMap::new(),
