@@ -1,7 +1,11 @@
 //! `Compute` over the official google-cloud-compute-v1 client (real Compute Engine, or
-//! `gce-backend sim` when an endpoint is given). Errors go to `ComputeError`'s classifiers.
+//! `gce-backend sim` when an endpoint is given). Errors go to `ComputeError`'s classifiers; each
+//! call is retried by the client under its own [`Retries`], which bounds the retries within the
+//! guard's timeout and counts the answers, so an HTTP error comes back as itself.
 
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -15,6 +19,9 @@ use google_cloud_compute_v1::client::{
 use google_cloud_compute_v1::model;
 use google_cloud_gax::error::Error;
 use google_cloud_gax::error::rpc::StatusDetails;
+use google_cloud_gax::options::RequestOptionsBuilder;
+
+use super::gce_retries::{Answers, Retries};
 
 /// The Compute Engine clients.
 #[derive(Debug, Clone)]
@@ -25,9 +32,23 @@ pub struct Gce {
     disk_types: DiskTypes,
     regions: Regions,
     templates: InstanceTemplates,
+    /// The guard's timeout of a call: the client's retries of one end well within it.
+    timeout: Duration,
 }
 
-fn error(e: Error) -> ComputeError {
+/// A call that failed: the client's last error, and the HTTP error answers the call got.
+struct Failed(Error, Option<Answers>);
+
+impl Failed {
+    /// The last answer's HTTP status, if it was one.
+    fn status(&self) -> Option<u16> {
+        self.0.http_status_code()
+    }
+}
+
+/// The error of a failed call: an HTTP answer says its status, reason phrase and how many times
+/// in a row it came; anything else (no connection) is classified without a status.
+fn error(Failed(e, answers): Failed) -> ComputeError {
     let reason = e
         .status()
         .and_then(|s| {
@@ -39,7 +60,14 @@ fn error(e: Error) -> ComputeError {
         .unwrap_or_default();
     let message =
         e.status().map(|s| s.message.clone()).filter(|m| !m.is_empty()).unwrap_or_else(|| e.to_string());
-    ComputeError::from_http(e.http_status_code(), &reason, &message)
+    match e.http_status_code() {
+        Some(status) => {
+            let phrase = http::StatusCode::from_u16(status).ok().and_then(|s| s.canonical_reason());
+            let times = answers.filter(|a| a.status == status).map_or(1, |a| a.times);
+            ComputeError::answered(status, phrase.unwrap_or_default(), &reason, &message, times)
+        }
+        None => ComputeError::from_http(None, &reason, &message),
+    }
 }
 
 fn operation(op: model::Operation) -> Operation {
@@ -109,7 +137,27 @@ impl Gce {
             disk_types: client!(DiskTypes),
             regions: client!(Regions),
             templates: client!(InstanceTemplates),
+            timeout: Duration::from_secs(
+                gce_backend_jobs::ports::guard::Isolation::default().compute_timeout.0,
+            ),
         })
+    }
+
+    /// These clients behind a guard that cuts a call after `timeout` (`[isolation]
+    /// compute_timeout`; without it, the default): their retries of a call end well within it.
+    pub fn within(self, timeout: Duration) -> Self {
+        Self { timeout, ..self }
+    }
+
+    /// Sends `call` (`send` sends it) under its own [`Retries`].
+    async fn send<B, T, F>(&self, call: B, send: impl FnOnce(B) -> F) -> Result<T, Failed>
+    where
+        B: RequestOptionsBuilder,
+        F: Future<Output = Result<T, Error>>,
+    {
+        let retries = Retries::new(self.timeout);
+        let call = call.with_retry_policy(retries.clone()).with_backoff_policy(retries.clone());
+        send(call).await.map_err(|e| Failed(e, retries.answers()))
     }
 }
 
@@ -147,17 +195,14 @@ impl Compute for Gce {
         segments(&[project, zone])?;
         let body: model::Instance = serde_json::from_value(super::gce_resource::resource(spec))
             .map_err(|e| ComputeError::from_http(Some(400), "invalid", &format!("instance body: {e}")))?;
-        let op = self
+        let call = self
             .instances
             .insert()
             .set_project(project)
             .set_zone(zone)
             .set_request_id(request_id)
-            .set_body(body)
-            .send()
-            .await
-            .map_err(error)?;
-        Ok(operation(op))
+            .set_body(body);
+        Ok(operation(self.send(call, |c| c.send()).await.map_err(error)?))
     }
 
     async fn bulk_insert(
@@ -170,17 +215,14 @@ impl Compute for Gce {
         segments(&[project, zone])?;
         let body: model::BulkInsertInstanceResource = serde_json::from_value(super::gce_resource::bulk(spec))
             .map_err(|e| ComputeError::from_http(Some(400), "invalid", &format!("bulk body: {e}")))?;
-        let op = self
+        let call = self
             .instances
             .bulk_insert()
             .set_project(project)
             .set_zone(zone)
             .set_request_id(request_id)
-            .set_body(body)
-            .send()
-            .await
-            .map_err(error)?;
-        Ok(operation(op))
+            .set_body(body);
+        Ok(operation(self.send(call, |c| c.send()).await.map_err(error)?))
     }
 
     async fn operation(
@@ -190,18 +232,20 @@ impl Compute for Gce {
         op: &str,
     ) -> Result<Option<Operation>, ComputeError> {
         segments(&[project, zone, op])?;
-        match self.operations.get().set_project(project).set_zone(zone).set_operation(op).send().await {
+        let call = self.operations.get().set_project(project).set_zone(zone).set_operation(op);
+        match self.send(call, |c| c.send()).await {
             Ok(op) => Ok(Some(operation(op))),
-            Err(e) if e.http_status_code() == Some(404) => Ok(None),
+            Err(e) if e.status() == Some(404) => Ok(None),
             Err(e) => Err(error(e)),
         }
     }
 
     async fn get(&self, project: &str, zone: &str, name: &str) -> Result<Option<Instance>, ComputeError> {
         segments(&[project, zone, name])?;
-        match self.instances.get().set_project(project).set_zone(zone).set_instance(name).send().await {
+        let call = self.instances.get().set_project(project).set_zone(zone).set_instance(name);
+        match self.send(call, |c| c.send()).await {
             Ok(i) => Ok(Some(instance(i))),
-            Err(e) if e.http_status_code() == Some(404) => Ok(None),
+            Err(e) if e.status() == Some(404) => Ok(None),
             Err(e) => Err(error(e)),
         }
     }
@@ -221,9 +265,9 @@ impl Compute for Gce {
             .set_zone(zone)
             .set_instance(name)
             .set_request_id(request_id);
-        match call.send().await {
+        match self.send(call, |c| c.send()).await {
             Ok(op) => Ok(Some(operation(op))),
-            Err(e) if e.http_status_code() == Some(404) => Ok(None),
+            Err(e) if e.status() == Some(404) => Ok(None),
             Err(e) => Err(error(e)),
         }
     }
@@ -239,15 +283,11 @@ impl Compute for Gce {
         segments(&[project, zone, name])?;
         // Each method has its own builder type; the same four fields on each.
         macro_rules! send {
-            ($call:expr) => {
-                $call
-                    .set_project(project)
-                    .set_zone(zone)
-                    .set_instance(name)
-                    .set_request_id(request_id)
-                    .send()
-                    .await
-            };
+            ($call:expr) => {{
+                let call =
+                    $call.set_project(project).set_zone(zone).set_instance(name).set_request_id(request_id);
+                self.send(call, |c| c.send()).await
+            }};
         }
         let i = &self.instances;
         let sent = match power {
@@ -258,7 +298,7 @@ impl Compute for Gce {
         };
         match sent {
             Ok(op) => Ok(Some(operation(op))),
-            Err(e) if e.http_status_code() == Some(404) => Ok(None),
+            Err(e) if e.status() == Some(404) => Ok(None),
             Err(e) => Err(error(e)),
         }
     }
@@ -275,7 +315,7 @@ impl Compute for Gce {
         if let Some(p) = page {
             call = call.set_page_token(p);
         }
-        let list = call.send().await.map_err(error)?;
+        let list = self.send(call, |c| c.send()).await.map_err(error)?;
         let next = list.next_page_token.filter(|t| !t.is_empty());
         Ok((list.items.into_iter().map(instance).collect(), next))
     }
@@ -290,14 +330,15 @@ impl Compute for Gce {
         let body: model::InstanceTemplate = serde_json::from_value(super::gce_resource::template(spec))
             .map_err(|e| ComputeError::from_http(Some(400), "invalid", &format!("template body: {e}")))?;
         let call = self.templates.insert().set_project(project).set_request_id(request_id).set_body(body);
-        Ok(operation(call.send().await.map_err(error)?))
+        Ok(operation(self.send(call, |c| c.send()).await.map_err(error)?))
     }
 
     async fn template(&self, project: &str, name: &str) -> Result<Option<Template>, ComputeError> {
         segments(&[project, name])?;
-        match self.templates.get().set_project(project).set_instance_template(name).send().await {
+        let call = self.templates.get().set_project(project).set_instance_template(name);
+        match self.send(call, |c| c.send()).await {
             Ok(t) => Ok(Some(template(t))),
-            Err(e) if e.http_status_code() == Some(404) => Ok(None),
+            Err(e) if e.status() == Some(404) => Ok(None),
             Err(e) => Err(error(e)),
         }
     }
@@ -315,9 +356,9 @@ impl Compute for Gce {
             .set_project(project)
             .set_instance_template(name)
             .set_request_id(request_id);
-        match call.send().await {
+        match self.send(call, |c| c.send()).await {
             Ok(op) => Ok(Some(operation(op))),
-            Err(e) if e.http_status_code() == Some(404) => Ok(None),
+            Err(e) if e.status() == Some(404) => Ok(None),
             Err(e) => Err(error(e)),
         }
     }
@@ -333,23 +374,24 @@ impl Compute for Gce {
         if let Some(p) = page {
             call = call.set_page_token(p);
         }
-        let list = call.send().await.map_err(error)?;
+        let list = self.send(call, |c| c.send()).await.map_err(error)?;
         let next = list.next_page_token.filter(|t| !t.is_empty());
         Ok((list.items.into_iter().map(template).collect(), next))
     }
 
     async fn global_operation(&self, project: &str, op: &str) -> Result<Option<Operation>, ComputeError> {
         segments(&[project, op])?;
-        match self.templates.get_operation().set_project(project).set_operation(op).send().await {
+        let call = self.templates.get_operation().set_project(project).set_operation(op);
+        match self.send(call, |c| c.send()).await {
             Ok(op) => Ok(Some(operation(op))),
-            Err(e) if e.http_status_code() == Some(404) => Ok(None),
+            Err(e) if e.status() == Some(404) => Ok(None),
             Err(e) => Err(error(e)),
         }
     }
 
     async fn zones(&self, project: &str) -> Result<Vec<String>, ComputeError> {
         segments(&[project])?;
-        let list = self.zones.list().set_project(project).send().await.map_err(error)?;
+        let list = self.send(self.zones.list().set_project(project), |c| c.send()).await.map_err(error)?;
         Ok(list.items.into_iter().filter_map(|z| z.name).collect())
     }
 
@@ -362,7 +404,7 @@ impl Compute for Gce {
             if let Some(p) = page.take() {
                 call = call.set_page_token(p);
             }
-            let list = call.send().await.map_err(error)?;
+            let list = self.send(call, |c| c.send()).await.map_err(error)?;
             names.extend(list.items.into_iter().filter_map(|d| d.name));
             match list.next_page_token.filter(|t| !t.is_empty()) {
                 Some(p) => page = Some(p),
@@ -373,7 +415,7 @@ impl Compute for Gce {
 
     async fn quotas(&self, project: &str) -> Result<Vec<Quota>, ComputeError> {
         segments(&[project])?;
-        let list = self.regions.list().set_project(project).send().await.map_err(error)?;
+        let list = self.send(self.regions.list().set_project(project), |c| c.send()).await.map_err(error)?;
         Ok(list
             .items
             .into_iter()

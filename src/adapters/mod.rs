@@ -5,6 +5,7 @@
 pub mod backends;
 pub mod gce;
 pub mod gce_resource;
+mod gce_retries;
 pub mod google_auth;
 pub mod keys;
 pub mod redis_auth;

@@ -68,6 +68,18 @@ fn code_of_status(status: u16) -> u16 {
     }
 }
 
+/// An error answer's text, after its HTTP status and reason phrase (`503 Service Unavailable:
+/// …`) when it is not a 200. Each call is sent once (no retries): one call, one answer.
+fn answered(status: u16, text: &str) -> String {
+    if status == 200 {
+        return text.to_owned();
+    }
+    match http::StatusCode::from_u16(status).ok().and_then(|s| s.canonical_reason()) {
+        Some(phrase) => format!("{status} {phrase}: {text}"),
+        None => format!("{status}: {text}"),
+    }
+}
+
 impl Swarming {
     /// A client calling the servers `trust` lists; `template` maps a server's `host[:port]`
     /// into a base URL (`{host}` is replaced), without one the server's origin; `tokens`
@@ -144,7 +156,7 @@ impl Swarming {
         };
         let text = resp.text().await.map_err(|e| unavailable(e.to_string()))?;
         if code != 0 {
-            return Err(BotError::grpc(code, text.trim()));
+            return Err(BotError::grpc(code, answered(status, text.trim())));
         }
         let json = text.strip_prefix(")]}'").unwrap_or(&text);
         serde_json::from_str(json)

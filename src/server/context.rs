@@ -89,7 +89,10 @@ pub async fn context(
         }
     }
     let (compute_tokens, swarming_tokens) = tokens(opts)?;
-    let compute = Gce::connect(gce.as_deref(), compute_tokens).await.map_err(anyhow::Error::msg)?;
+    let compute = Gce::connect(gce.as_deref(), compute_tokens)
+        .await
+        .map_err(anyhow::Error::msg)?
+        .within(std::time::Duration::from_secs(settings.isolation.compute_timeout.0));
     let trust = Arc::new(settings.trust().map_err(anyhow::Error::msg)?);
     let bots =
         Swarming::new(swarming.as_deref(), trust.clone(), swarming_tokens).map_err(anyhow::Error::msg)?;

@@ -85,6 +85,20 @@ impl ComputeError {
         Self { kind, code, message: message.to_owned(), retry_after: None }
     }
 
+    /// An HTTP error answer, classified as [`ComputeError::from_http`] does; its message says
+    /// the status and its reason phrase (`phrase`), Compute's message, and how many times in a
+    /// row the call was answered so within this attempt (the client's own retries of it):
+    /// `503 Service Unavailable: Internal error. (×4 within this attempt)`.
+    pub fn answered(status: u16, phrase: &str, reason: &str, message: &str, times: u32) -> Self {
+        let mut e = Self::from_http(Some(status), reason, message);
+        let status = match phrase {
+            "" => status.to_string(),
+            p => format!("{status} {p}"),
+        };
+        e.message = format!("{status}: {message} (×{times} within this attempt)");
+        e
+    }
+
     /// Classifies an operation that ended with `error.errors[0].code` (`http`:
     /// `httpErrorStatusCode`).
     pub fn from_operation(code: &str, http: Option<u16>, message: &str) -> Self {

@@ -128,3 +128,25 @@ async fn list_bots_asks_pages_of_500_and_reads_them_gzipped() {
         assert_eq!(encoding, "gzip", "answers over 1 KiB came compressed: {seen:?}");
     }
 }
+
+#[tokio::test]
+async fn a_call_answered_503_says_its_status_at_once_not_a_timeout() {
+    use gce_backend_jobs::config::Secs;
+    use gce_backend_jobs::ports::guard::Isolation;
+    use gce_backend_jobs::ports::guarded::GuardedBots;
+    crate::adapters::install_crypto();
+    let (addr, sim) = gce_backend_sim::spawn(gce_backend_sim::SimConfig::default()).await.unwrap();
+    let fault = gce_backend_sim::config::ErrorFault { rate: 1.0, status: 503 };
+    sim.with(|w| w.faults.errors.insert("swarming.GetBot".into(), fault));
+    let listed = SwarmingServers { servers: vec!["https://swarm.example.com".into()] };
+    let trust = Arc::new(Trust::new(&listed, &BTreeMap::new()).unwrap());
+    let bots = Swarming::new(Some(&format!("http://{addr}/swarming/{{host}}")), trust, None).unwrap();
+    let iso = Isolation { swarming_timeout: Secs(2), ..Isolation::default() };
+    let metrics = gce_backend_jobs::metrics::Metrics::default();
+    let guarded = GuardedBots::new(Arc::new(bots), &iso, &metrics);
+    let e = guarded.get("https://swarm.example.com", "linux-0-abcd").await.unwrap_err();
+    assert_eq!(e.kind, BotErrorKind::Unavailable, "{e}");
+    assert_eq!(e.message, "code 14: 503 Service Unavailable: Service unavailable");
+    let answered = sim.with(|w| w.calls["swarming.GetBot"][&503]);
+    assert_eq!(answered, 1, "one call, one answer: Swarming calls are not retried within one");
+}

@@ -22,3 +22,14 @@ fn errors_are_classified_once_here() {
     assert_eq!(o("INTERNAL_ERROR", Some(500)), Kind::Transient);
     assert_eq!(o("RESOURCE_NOT_FOUND", Some(404)), Kind::Invalid);
 }
+
+#[test]
+fn an_answered_error_says_its_status_its_reason_phrase_and_how_many_times() {
+    let e = ComputeError::answered(503, "Service Unavailable", "backendError", "Try again.", 4);
+    assert_eq!((e.kind, e.code.as_str()), (Kind::Transient, "503"));
+    assert_eq!(e.message, "503 Service Unavailable: Try again. (×4 within this attempt)");
+    // Classified by Compute's own message, not the one it is shown in.
+    let rate = ComputeError::answered(403, "Forbidden", "", "Rate Limit Exceeded", 1);
+    assert_eq!(rate.kind, Kind::RateLimited);
+    assert_eq!(ComputeError::answered(599, "", "", "m", 1).message, "599: m (×1 within this attempt)");
+}
