@@ -5,7 +5,7 @@ mod cells;
 use serde_json::Value;
 
 use crate::api::types::Page;
-use cells::{s, secs, short, table, when};
+use cells::{resolved, s, secs, short, table, when};
 
 /// The pause in force (the API decides which: `pause_in_force`), whose and why.
 fn paused(st: &Value) -> String {
@@ -227,10 +227,11 @@ pub(super) fn config(v: &Value) -> String {
     }
     for e in st["errors"].as_array().into_iter().flatten().take(5) {
         out.push_str(&format!(
-            "  error {} {} ({}): {}\n",
+            "  error {} {} ({}{}): {}\n",
             when(&e["time"]),
             s(&e["code"]),
             s(&e["stage"]),
+            resolved(e),
             s(&e["message"])
         ));
     }

@@ -19,7 +19,8 @@ pub struct ErrorEntry {
     pub zone: String,
     /// Operation name, if any.
     pub operation: String,
-    /// When the stage succeeded again after this error (the error is kept, marked resolved).
+    /// When the stage succeeded again after this error (the error is kept, marked resolved);
+    /// absent while it has not (an entry written without it reads as not resolved).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resolved: Option<DateTime<Utc>>,
     /// The VM it is about (its id), when it is about one.

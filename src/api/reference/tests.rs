@@ -169,3 +169,15 @@ fn the_audit_trail_methods_are_documented_with_their_schema() {
     assert!(action.to_string().contains("pause_all"), "{action:#}");
     assert_eq!(doc["paths"]["/history"]["get"]["x-role"], "admin");
 }
+
+#[test]
+fn an_error_entry_declares_when_it_was_resolved() {
+    let doc = openapi(&Urls::new("https://gce.example.com/"));
+    let entry = &doc["components"]["schemas"]["ErrorEntry"];
+    let resolved = &entry["properties"]["resolved"];
+    assert_eq!(resolved["format"], "date-time", "{entry}");
+    assert!(resolved["description"].as_str().is_some_and(|d| d.contains("resolved")), "{entry}");
+    let required: Vec<&str> =
+        entry["required"].as_array().unwrap().iter().filter_map(|r| r.as_str()).collect();
+    assert!(!required.contains(&"resolved"), "absent while not resolved: {entry}");
+}

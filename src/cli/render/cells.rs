@@ -1,5 +1,5 @@
-//! The cells every table is made of: aligned columns, a value as a cell, text cut short, a time
-//! to the second and seconds in their largest whole unit.
+//! The cells every table is made of: aligned columns, a value as a cell, text cut short, an
+//! error's resolved mark, a time to the second and seconds in their largest whole unit.
 
 use serde_json::Value;
 
@@ -45,6 +45,15 @@ pub(super) fn short(text: &str, n: usize) -> String {
         return text.to_owned();
     }
     text.chars().take(n - 1).chain(['…']).collect()
+}
+
+/// An error's mark once it is resolved (`, resolved <when>`: its stage succeeded again since),
+/// else nothing.
+pub(super) fn resolved(e: &Value) -> String {
+    match e["resolved"].is_null() {
+        true => String::new(),
+        false => format!(", resolved {}", when(&e["resolved"])),
+    }
 }
 
 /// A time to the second (`2026-11-27T00:11:52Z`): a table has no use for nanoseconds.

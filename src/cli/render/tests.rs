@@ -34,6 +34,26 @@ fn the_configs_table_shows_failures_dead_tasks_the_pause_reason_and_a_readable_e
 }
 
 #[test]
+fn configs_get_marks_the_errors_already_resolved() {
+    let t = super::config(&json!({"config": {"prefix": "linux"}, "amount": 1, "status": {
+    "state": "active", "counts": {},
+    "errors": [
+        {"time": "2026-01-01T00:02:00Z", "stage": "destroy_instance", "code": "503",
+         "message": "503 Service Unavailable: m (×4 within this attempt)"},
+        {"time": "2026-01-01T00:01:00Z", "stage": "create_instance", "code": "409", "message": "old",
+         "resolved": "2026-01-01T00:03:00.250Z"},
+    ]}}));
+    let errors: Vec<&str> = t.lines().filter(|l| l.starts_with("  error ")).collect();
+    assert_eq!(
+        errors,
+        [
+            "  error 2026-01-01T00:02:00Z 503 (destroy_instance): 503 Service Unavailable: m (×4 within this attempt)",
+            "  error 2026-01-01T00:01:00Z 409 (create_instance, resolved 2026-01-01T00:03:00Z): old",
+        ]
+    );
+}
+
+#[test]
 fn bulk_operations_say_whose_tasks_they_were() {
     let tasks = [json!({"config": "linux"}), json!({"config": "linux"}), json!({"config": null})];
     assert_eq!(super::by_config(&tasks), "linux 2, no Config 1");
