@@ -1,7 +1,8 @@
-//! Files watched (inotify, through the `notify` crate): the configs directory, by processes that
-//! run the cron (a file written, renamed or removed runs `import_configs` within a moment instead
-//! of at its next tick, which stays as the safety net and covers a watch that cannot be set up),
-//! and the API's tokens file (read again when it changes, and on SIGHUP).
+//! Files watched (inotify, through the `notify` crate): the configs directory and its folders, by
+//! processes that run the cron (a file written, renamed or removed, a Config file or one its
+//! metadata reads from a folder, runs `import_configs` within a moment instead of at its next
+//! tick, which stays as the safety net and covers a watch that cannot be set up), and the API's
+//! tokens file (read again when it changes, and on SIGHUP).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -21,15 +22,17 @@ fn changes(event: &notify::Event) -> bool {
     matches!(event.kind, EventKind::Create(_) | EventKind::Modify(_) | EventKind::Remove(_) | EventKind::Any)
 }
 
-/// Watches `dir` until `stopped` turns true, running `import_configs` after each burst of
-/// changes. A watch that cannot be set up is one WARN line; the periodic import goes on.
+/// Watches `dir` and the folders under it until `stopped` turns true, running `import_configs`
+/// after each burst of changes: a Config's `from_file` may name a file in a folder (its revision
+/// hashes that file, so the import applies the change). A watch that cannot be set up is one WARN
+/// line; the periodic import goes on.
 pub fn spawn(
     ctx: Ctx,
     dir: PathBuf,
     mut stopped: tokio::sync::watch::Receiver<bool>,
 ) -> tokio::task::JoinHandle<()> {
     let fallback = "changes are imported at the next import_configs tick";
-    let bursts = Bursts::new(&dir, "the configs directory", fallback);
+    let bursts = Bursts::new(&dir, RecursiveMode::Recursive, "the configs directory", fallback);
     tokio::spawn(async move {
         let Some(mut bursts) = bursts else { return };
         loop {
@@ -54,9 +57,11 @@ struct Bursts {
 }
 
 impl Bursts {
-    /// Watches `dir` (`what` names it in logs); `None`, with a WARN saying `fallback`, if the
-    /// platform refuses.
-    fn new(dir: &Path, what: &'static str, fallback: &str) -> Option<Self> {
+    /// Watches `dir` (and the folders under it, `Recursive`; `what` names it in logs); `None`,
+    /// with a WARN saying `fallback`, if the platform refuses. Symbolic links are not followed
+    /// into folders (one could lead out of `dir`, to a whole file system); the folders they point
+    /// to under `dir` are watched as folders.
+    fn new(dir: &Path, mode: RecursiveMode, what: &'static str, fallback: &str) -> Option<Self> {
         let (tx, rx) = mpsc::unbounded_channel::<()>();
         let handler = move |event: notify::Result<notify::Event>| match event {
             Ok(e) if changes(&e) => {
@@ -65,8 +70,9 @@ impl Bursts {
             Ok(_) => {}
             Err(e) => tracing::debug!(error = %e, "watch of {what}"),
         };
-        let made = notify::recommended_watcher(handler).and_then(|mut w| {
-            w.watch(dir, RecursiveMode::NonRecursive)?;
+        let config = notify::Config::default().with_follow_symlinks(false);
+        let made = notify::RecommendedWatcher::new(handler, config).and_then(|mut w| {
+            w.watch(dir, mode)?;
             Ok(w)
         });
         match made {
@@ -105,8 +111,12 @@ pub fn tokens(
         Some(d) if !d.as_os_str().is_empty() => d.to_owned(),
         _ => PathBuf::from("."),
     };
-    let mut bursts =
-        Bursts::new(&dir, "the tokens file's directory", "send SIGHUP to reload the tokens file");
+    let mut bursts = Bursts::new(
+        &dir,
+        RecursiveMode::NonRecursive,
+        "the tokens file's directory",
+        "send SIGHUP to reload the tokens file",
+    );
     Ok(tokio::spawn(async move {
         let (mut last, mut why) = (None, "start");
         loop {
@@ -155,3 +165,6 @@ fn reload(tokens: &LiveTokens, path: &Path, why: &str) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
