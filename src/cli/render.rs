@@ -109,8 +109,8 @@ pub(super) fn configs(v: &Value) -> String {
             "CREATED",
             "CONNECTED",
             "DRAINING",
-            "FAILURES",
-            "DEAD TASKS",
+            "FAILURES (EVER)",
+            "DEAD (EVER)",
             "PAUSED",
             "LAST ERROR",
         ],
@@ -123,7 +123,7 @@ pub(super) fn config(v: &Value) -> String {
     let (c, st) = (&v["config"], &v["status"]);
     let n = &st["counts"];
     let mut out = format!(
-        "{}  {} (source {}, revision {})\n  amount {}  created {}  connected {}  draining {}  bots dead {}  unhealthy {}\n  task failures {}  dead tasks {}\n  paused {}\n",
+        "{}  {} (source {}, revision {})\n  amount {}  created {}  connected {}  draining {}  bots dead {}  unhealthy {}\n  task failures (ever) {}  dead tasks (ever) {}\n  paused {}\n",
         s(&c["prefix"]),
         s(&st["state"]),
         s(&st["source"]),

@@ -90,9 +90,10 @@ pub struct ConfigStatus {
     pub verified: bool,
     /// Counts.
     pub counts: Counts,
-    /// Tasks of this Config that went to a dead set (each is also in `errors`).
+    /// Tasks of this Config that went to a dead set, ever (each is also in `errors`): a retry or
+    /// a purge does not lower it; the dead sets say which are dead now.
     pub dead_tasks: u64,
-    /// Failed task runs of this Config (retried or not).
+    /// Failed task runs of this Config (retried or not), ever.
     pub task_failures: u64,
     /// Newest first; a resolved error has `resolved` set.
     pub errors: Vec<ErrorEntry>,

@@ -28,8 +28,9 @@ fn the_configs_table_shows_failures_dead_tasks_the_pause_reason_and_a_readable_e
             ]},
     }]}));
     let lines: Vec<&str> = t.lines().collect();
-    assert!(lines[0].contains("FAILURES  DEAD TASKS  PAUSED"), "{t}");
-    assert!(lines[1].contains("7         2           yes (bob: image broken)"), "{t}");
+    // Counted since the Config was made, not now: labelled so.
+    assert!(lines[0].contains("FAILURES (EVER)  DEAD (EVER)  PAUSED"), "{t}");
+    assert!(lines[1].contains("7                2            yes (bob: image broken)"), "{t}");
     assert!(lines[1].ends_with("create_instance: 503 backend error"), "{t}");
 }
 
@@ -51,6 +52,14 @@ fn configs_get_marks_the_errors_already_resolved() {
             "  error 2026-01-01T00:01:00Z 409 (create_instance, resolved 2026-01-01T00:03:00Z): old",
         ]
     );
+}
+
+#[test]
+fn configs_get_says_its_failures_and_dead_tasks_are_counted_ever() {
+    let t = super::config(
+        &json!({"config": {"prefix": "linux"}, "status": {"task_failures": 7, "dead_tasks": 2}}),
+    );
+    assert!(t.contains("\n  task failures (ever) 7  dead tasks (ever) 2\n"), "{t}");
 }
 
 #[test]
