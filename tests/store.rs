@@ -142,9 +142,18 @@ async fn contract(store: Arc<dyn Store>) {
         prefix: String::new(),
         since: t,
         message: "is empty".into(),
+        kind: Default::default(),
+        owner: None,
     };
-    store.set_file_errors(std::slice::from_ref(&fe)).await.unwrap();
-    assert_eq!(store.file_errors().await.unwrap(), [fe]);
+    let held = gce_backend_jobs::model::FileError {
+        path: "pools/linux.yaml".into(),
+        prefix: "linux".into(),
+        kind: gce_backend_jobs::model::FileProblem::DeletionHeld,
+        owner: Some(vec!["team-a".into()]),
+        ..fe.clone()
+    };
+    store.set_file_errors(&[fe.clone(), held.clone()]).await.unwrap();
+    assert_eq!(store.file_errors().await.unwrap(), [fe, held]);
     store.set_file_errors(&[]).await.unwrap();
     assert!(store.file_errors().await.unwrap().is_empty());
     let b = Backoff {

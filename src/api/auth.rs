@@ -12,6 +12,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, Utc};
 use gce_backend_jobs::config::Config;
+use gce_backend_jobs::model::FileError;
 use gce_backend_jobs::ports::clock::Clock;
 use rand::Rng;
 use schemars::JsonSchema;
@@ -303,6 +304,13 @@ impl Caller {
     pub fn may_read_owned(&self, owner: &[String]) -> bool {
         self.role == Role::Admin
             || (self.role.grants(Role::Reader) && (owner.is_empty() || self.in_owner(owner)))
+    }
+
+    /// May read a Config file's entry (its errors, a held deletion): admins always; others when
+    /// the Config it names is known and theirs to read (a file that could not be read that far
+    /// is shown to admins only: its text may be anyone's).
+    pub fn may_read_file(&self, file: &FileError) -> bool {
+        self.role == Role::Admin || file.owner.as_ref().is_some_and(|o| self.may_read_owned(o))
     }
 
     /// May change `config`: admins always; writers in one of its owner groups (a Config without

@@ -1,12 +1,13 @@
 //! Config methods: list, get, create, update, delete, amount, pause and resume (one Config or
 //! all), plan, and the audit trail (a Config's, the global one). Reads answer 404 alike for a
-//! missing Config and one the caller may not read.
+//! missing Config and one the caller may not read; a Config whose file is not applied is a 404
+//! that says why to those who may read that file's errors.
 
 use axum::Extension;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use gce_backend_jobs::config::Config;
-use gce_backend_jobs::model::{AuditEntry, ConfigRecord, GLOBAL_AUDIT, Plan, PlanInput};
+use gce_backend_jobs::model::{AuditEntry, ConfigRecord, FileError, GLOBAL_AUDIT, Plan, PlanInput};
 use gce_backend_jobs::operate;
 use gce_backend_jobs::operate::Must;
 use gce_backend_jobs::ports::store::{StoreError, Versioned};
@@ -47,9 +48,27 @@ async fn writable(api: &Api, caller: &Caller, prefix: &str) -> Result<Versioned<
     Ok(rec)
 }
 
-/// A Config with its status now (counts read from its VM records), and whether `caller` may
-/// change it.
+/// The Config files not applied and the deletions held, those `caller` may read.
+async fn files(api: &Api, caller: &Caller) -> Result<Vec<FileError>, ApiError> {
+    let mut all = api.ctx.store.file_errors().await?;
+    all.retain(|f| caller.may_read_file(f));
+    Ok(all)
+}
+
+/// A Config with its status now (counts read from its VM records), whether `caller` may
+/// change it, and what its file has that is not followed.
 async fn entry(api: &Api, caller: &Caller, rec: ConfigRecord) -> Result<ConfigEntry, ApiError> {
+    let files = files(api, caller).await?;
+    entry_with(api, caller, rec, &files).await
+}
+
+/// [`entry`] with the files read already (`files`: those the caller may read).
+async fn entry_with(
+    api: &Api,
+    caller: &Caller,
+    rec: ConfigRecord,
+    files: &[FileError],
+) -> Result<ConfigEntry, ApiError> {
     let status = gce_backend_jobs::status::status(
         &*api.ctx.store,
         &rec.config.prefix,
@@ -60,7 +79,8 @@ async fn entry(api: &Api, caller: &Caller, rec: ConfigRecord) -> Result<ConfigEn
     )
     .await?;
     let may_change = caller.may_write(&rec.config);
-    Ok(ConfigEntry { amount: rec.current_amount, config: rec.config, status, may_change })
+    let files = files.iter().filter(|f| f.prefix == rec.config.prefix).cloned().collect();
+    Ok(ConfigEntry { amount: rec.current_amount, config: rec.config, status, may_change, files })
 }
 
 /// `listConfigs`.
@@ -84,11 +104,12 @@ pub(super) async fn list(
     let more = recs.len() > limit;
     recs.truncate(limit);
     let continuation_token = more.then(|| recs.last().map(|r| r.config.prefix.clone())).flatten();
+    let files = files(&api, &caller).await?;
     let mut configs = Vec::with_capacity(recs.len());
     for r in recs {
-        configs.push(entry(&api, &caller, r).await?);
+        configs.push(entry_with(&api, &caller, r, &files).await?);
     }
-    ok(ConfigList { configs, continuation_token })
+    ok(ConfigList { configs, files, continuation_token })
 }
 
 /// `config`.
@@ -97,7 +118,23 @@ pub(super) async fn get(
     Extension(caller): Extension<Caller>,
     Path(prefix): Path<String>,
 ) -> Out<ConfigEntry> {
-    let rec = readable(&api, &caller, &prefix).await?;
+    let rec = match readable(&api, &caller, &prefix).await {
+        Ok(rec) => rec,
+        Err(e) if e.status() == StatusCode::NOT_FOUND => {
+            // No Config: if a file naming it is not applied, say why instead of a bare 404.
+            let mut files = files(&api, &caller).await?;
+            // (A file that could not be read as far as its prefix, by its name.)
+            let named = |f: &FileError| {
+                f.prefix.is_empty() && std::path::Path::new(&f.path).file_stem() == Some(prefix.as_ref())
+            };
+            files.retain(|f| f.prefix == prefix || named(f));
+            return Err(match files.is_empty() {
+                true => e,
+                false => ApiError::not_applied(&prefix, files),
+            });
+        }
+        Err(e) => return Err(e),
+    };
     ok(entry(&api, &caller, rec.value).await?)
 }
 

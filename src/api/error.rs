@@ -8,6 +8,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use gce_backend_jobs::config::ConfigError;
+use gce_backend_jobs::model::FileError;
 use gce_backend_jobs::operate::OpError;
 use rand::Rng;
 use schemars::JsonSchema;
@@ -36,6 +37,10 @@ pub struct ErrorBody {
     /// For `InvalidInput` of a Config: every broken rule, each naming its field.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub fields: Vec<FieldError>,
+    /// For `ResourceNotFound` of a Config whose file is not applied: that file's errors (the
+    /// ones the caller may read).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<FileError>,
 }
 
 /// One broken rule of an input.
@@ -53,12 +58,13 @@ pub struct ApiError {
     status: StatusCode,
     message: String,
     fields: Vec<FieldError>,
+    files: Vec<FileError>,
 }
 
 impl ApiError {
     /// An error with this status.
     pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
-        ApiError { status, message: message.into(), fields: Vec::new() }
+        ApiError { status, message: message.into(), fields: Vec::new(), files: Vec::new() }
     }
 
     /// 400: the input is wrong.
@@ -69,6 +75,19 @@ impl ApiError {
     /// 404, worded the same whether the thing is missing or hidden from the caller.
     pub fn not_found(what: &str) -> Self {
         Self::new(StatusCode::NOT_FOUND, format!("no {what} found, or the caller may not read it"))
+    }
+
+    /// 404 for a Config that does not exist because its file is not applied: the file's errors
+    /// (`files`, not empty) say why.
+    pub fn not_applied(prefix: &str, files: Vec<FileError>) -> Self {
+        let paths: std::collections::BTreeSet<&str> = files.iter().map(|f| f.path.as_str()).collect();
+        let paths: Vec<&str> = paths.into_iter().collect();
+        let mut e = Self::new(
+            StatusCode::NOT_FOUND,
+            format!("no Config {prefix:?}: its file {} is not applied (see files)", paths.join(", ")),
+        );
+        e.files = files;
+        e
     }
 
     /// 403: the caller's role or groups do not allow it.
@@ -172,15 +191,12 @@ pub fn invalid_config(errors: Vec<ConfigError>) -> ApiError {
     e
 }
 
-fn body(status: StatusCode, message: String, fields: Vec<FieldError>) -> Response {
-    let request_id = REQUEST_ID.try_with(String::clone).unwrap_or_default();
-    let b = ErrorBody { code: code(status).to_owned(), message, request_id, fields };
-    (status, axum::Json(b)).into_response()
-}
-
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        body(self.status, self.message, self.fields)
+        let request_id = REQUEST_ID.try_with(String::clone).unwrap_or_default();
+        let ApiError { status, message, fields, files } = self;
+        let b = ErrorBody { code: code(status).to_owned(), message, request_id, fields, files };
+        (status, axum::Json(b)).into_response()
     }
 }
 
@@ -201,7 +217,7 @@ pub async fn errors(req: Request, next: Next) -> Response {
             if message.is_empty() {
                 message = status.canonical_reason().unwrap_or("error").to_owned();
             }
-            body(status, message, Vec::new())
+            ApiError::new(status, message).into_response()
         })
         .await;
     if let Ok(v) = HeaderValue::from_str(&id) {

@@ -114,9 +114,9 @@ macro_rules! methods {
 
 methods! {
     "listConfigs": get "/configs" ["continuationToken", "limit"] => ConfigList,
-        Reader, configs::list, "List the Configs the caller may read, with their status (paged).";
+        Reader, configs::list, "List the Configs the caller may read, with their status (paged), and the Config files not applied that it may read.";
     "config": get "/configs/<prefix>" [] => ConfigEntry,
-        Reader, configs::get, "One Config with its status: counts, errors, backoff, revision, source, pause.";
+        Reader, configs::get, "One Config with its status: counts, errors, backoff, revision, source, pause, its file's errors. A Config whose file is not applied is a 404 whose `files` say why.";
     "createConfig": post "/configs/<prefix>" [] in gce_backend_jobs::config::Config => ConfigEntry,
         Writer, configs::create, "Create a Config owned by the API (same validation as files).";
     "updateConfig": put "/configs/<prefix>" [] in gce_backend_jobs::config::Config => ConfigEntry,
@@ -142,7 +142,7 @@ methods! {
     "globalPause": get "/pause" [] => GlobalPause,
         Reader, configs::global_pause, "Whether every Config is paused, by whom and why.";
     "status": get "/status" ["prefixes", "live"] => gce_backend_jobs::status::Report,
-        Reader, status::status, "What `gce-backend status` prints: the readable Configs' status (prefixes: comma separated; live=true counts now), the global pause; for admins also file errors and rate limits.";
+        Reader, status::status, "What `gce-backend status` prints: the readable Configs' status (prefixes: comma separated; live=true counts now), the global pause, the Config files not applied the caller may read; for admins also rate limits.";
     "configSeries": get "/configs/<prefix>/series" [] => ConfigSeries,
         Reader, series::config, "A Config's last hour for the dashboard's charts: VMs created, bots connected and the amount, one point a minute.";
     "listVms": get "/configs/<prefix>/vms" ["state", "continuationToken", "limit"] => VmList,

@@ -1,7 +1,7 @@
 //! `status`: what `gce-backend status` prints, over the API: every Config the caller may read
-//! (or the prefixes asked) with counts, errors, backoff and state, the global pause, and for
-//! admins also the prefixes with VMs but no Config, the Config files with errors and the
-//! rate-limit buckets.
+//! (or the prefixes asked) with counts, errors, backoff and state, the global pause, the Config
+//! files not applied that it may read, and for admins also the prefixes with VMs but no Config
+//! and the rate-limit buckets.
 
 use axum::Extension;
 use axum::extract::State;
@@ -58,8 +58,8 @@ pub(super) async fn status(
     // filter below leaves none.
     let mut report = gce_backend_jobs::status::report(store, buckets, &only, now, grace, live).await?;
     report.configs.retain(|c| visible.contains(&c.prefix));
+    report.files.retain(|f| caller.may_read_file(f));
     if !admin {
-        report.files.clear();
         report.rate_limits.clear();
     }
     ok(report)

@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use gce_backend_jobs::config::Config;
-use gce_backend_jobs::model::{AuditEntry, ConfigStatus, Pause, VmView};
+use gce_backend_jobs::model::{AuditEntry, ConfigStatus, FileError, Pause, VmView};
 use gce_backend_queues::{Counts, TaskStatus};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -21,6 +21,10 @@ pub struct ConfigEntry {
     /// (an admin any Config, a writer those one of its groups owns).
     #[serde(default)]
     pub may_change: bool,
+    /// What its Config file has that is not followed: a newer version not applied (why), or the
+    /// file gone and the Config's deletion held.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<FileError>,
 }
 
 /// One page of Configs.
@@ -29,6 +33,10 @@ pub struct ConfigEntry {
 pub struct ConfigList {
     /// The Configs, by prefix.
     pub configs: Vec<ConfigEntry>,
+    /// The Config files not applied, and the deletions held, that the caller may read (on every
+    /// page: the whole list).
+    #[serde(default)]
+    pub files: Vec<FileError>,
     /// Pass it back as `continuationToken` for the next page; absent on the last.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub continuation_token: Option<String>,

@@ -22,7 +22,7 @@ pub enum CallError {
         code: String,
         /// Its message.
         message: String,
-        /// Field errors, one per line.
+        /// Field errors (or a file's errors), one per line.
         fields: String,
         /// The request id.
         request_id: String,
@@ -208,13 +208,17 @@ async fn decode(res: reqwest::Response) -> Result<Value, CallError> {
         return Ok(body);
     }
     let s = |k: &str| body[k].as_str().unwrap_or_default().to_owned();
-    // One broken rule is already the message; several are listed under it.
+    let line =
+        |a: &Value, b: &Value| format!("\n  {}: {}", a.as_str().unwrap_or("?"), b.as_str().unwrap_or("?"));
+    // One broken rule is already the message; several are listed under it. A Config not found
+    // because its file is not applied: that file's errors.
     let fields: String = body["fields"]
         .as_array()
         .filter(|f| f.len() > 1)
         .into_iter()
         .flatten()
-        .map(|f| format!("\n  {}: {}", f["field"].as_str().unwrap_or("?"), f["rule"].as_str().unwrap_or("?")))
+        .map(|f| line(&f["field"], &f["rule"]))
+        .chain(body["files"].as_array().into_iter().flatten().map(|f| line(&f["path"], &f["message"])))
         .collect();
     Err(CallError::Api {
         status: status.as_u16(),

@@ -184,8 +184,8 @@ pub async fn configs(t: &Target, cmd: ConfigsCmd) -> anyhow::Result<()> {
     let v = match cmd {
         ConfigsCmd::Convert { .. } => unreachable!("handled above, before any client"),
         ConfigsCmd::List => {
-            let all = every_page(&mut c, "listConfigs", &[], "configs").await?;
-            return show(t, &json!({"configs": all}), render::configs);
+            let (all, last) = pages(&mut c, "listConfigs", &[], "configs").await?;
+            return show(t, &json!({"configs": all, "files": last["files"]}), render::configs);
         }
         ConfigsCmd::Get { prefix } => call(&mut c, "config", &[("prefix", &prefix)], None).await?,
         ConfigsCmd::Apply { file } => {

@@ -1,6 +1,7 @@
 //! Human tables of the API's answers (the CLI's default; `--json` prints the answer itself).
 
 mod cells;
+mod files;
 
 use serde_json::Value;
 
@@ -88,7 +89,7 @@ pub(super) fn configs(v: &Value) -> String {
             vec![
                 s(&e["config"]["prefix"]),
                 s(&st["source"]),
-                s(&st["state"]),
+                files::state(e),
                 s(&e["amount"]),
                 s(&c["created"]),
                 s(&c["connected"]),
@@ -115,7 +116,7 @@ pub(super) fn configs(v: &Value) -> String {
             "LAST ERROR",
         ],
         rows,
-    )
+    ) + &files::section(&v["files"])
 }
 
 /// One Config.
@@ -145,6 +146,7 @@ pub(super) fn config(v: &Value) -> String {
         s(&a["zone"]),
         s(&a["machine_type"])
     ));
+    out.push_str(&files::lines(v));
     if !st["delete_at"].is_null() {
         // A deletion to come (the grace of a removed file), not one done.
         out.push_str(&format!("  deletes at {}\n", when(&st["delete_at"])));

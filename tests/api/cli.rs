@@ -21,7 +21,8 @@ fn client(root: &str, token: &str, args: &[&str]) -> Command {
     c
 }
 
-fn cli(env: &Env, token: &str, args: &[&str]) -> Output {
+/// The binary as a client of `env`'s API with `token`.
+pub(super) fn cli(env: &Env, token: &str, args: &[&str]) -> Output {
     client(env.api_url.as_deref().unwrap(), token, args).output().unwrap()
 }
 
@@ -38,7 +39,8 @@ fn with_stdin(mut c: Command, input: &str) -> Output {
     child.wait_with_output().unwrap()
 }
 
-fn text(o: &Output) -> (String, String) {
+/// Standard output and error as text.
+pub(super) fn text(o: &Output) -> (String, String) {
     (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
 }
 
@@ -211,13 +213,7 @@ fn status_and_queues_answer_over_the_api_of_the_embedded_default() {
     // in a shell that still exports the client's root URL of another run, which the server must
     // not take for its own.
     let stale = ("GCE_BACKEND_ROOT_URL", "http://127.0.0.1:1");
-    let (mut child, out, _err) =
-        crate::support::spawn_run_env(&["run", "--quiet", "--listen", "127.0.0.1:0"], &dir, &[stale]);
-    let line = crate::support::wait_for(&out, "admin token for this run: export ");
-    let said = line.trim_start_matches("admin token for this run: export ").to_owned();
-    let var =
-        |name: &str| said.split(' ').find_map(|w| w.strip_prefix(&format!("{name}="))).unwrap().to_owned();
-    let (root, token) = (var("GCE_BACKEND_ROOT_URL"), var("GCE_BACKEND_TOKEN"));
+    let (mut child, root, token) = crate::support::embedded_default(&dir, &[stale]);
     assert_ne!(root, stale.1, "the server took the client's root URL from the environment");
     let cli = |args: &[&str]| cli_at(&root, &token, args);
 

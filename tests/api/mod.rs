@@ -25,6 +25,8 @@ mod history;
 /// The listener's limits: rates per token and address (429), `register`'s, its refusals
 /// logged once a minute, `[http]` timeouts.
 mod listen;
+/// Config files not applied and deletions held, where operators look.
+mod files;
 /// The OpenAPI document through a real validator.
 mod openapi;
 /// A VM registers with its identity token.

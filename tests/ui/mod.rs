@@ -6,9 +6,11 @@
 //! status; a late whoami of the previous token never shows on the page; a reader sees no
 //! buttons; a writer retries the dead task of a Config its group owns (only that one); an admin's
 //! Retry and "retry all" empty the dead set; slow polls do not run back to back; a bad token gets
-//! the form back with the API's message; a pool's let-go ids show (`gaps`); when the service
+//! the form back with the API's message; a pool's let-go ids show (`gaps`); Config files not
+//! followed are listed and a prefix not applied says why (`files`); when the service
 //! goes away a banner says so and the last data stays.
 mod cockpit;
+mod files;
 mod gaps;
 mod service;
 mod webdriver;
@@ -209,6 +211,7 @@ async fn the_dashboard_follows_a_config_live_and_retries_a_dead_task() {
     b.js("location.hash = '#/';", json!([])).await;
     gaps::the_ids_let_go_are_shown_as_the_api_lists_them(&svc, &b).await;
     b.js("location.hash = '#/';", json!([])).await;
+    files::files_not_followed_are_listed(&svc, &b).await;
 
     // A dead task counts on the Config the API says it belongs to: a guarded key
     // (`<VM id>@<hostname>`) is its VM's Config's.

@@ -17,7 +17,8 @@ pub(crate) struct Service {
     pub(crate) child: Child,
     pub(crate) root: String,
     sim_url: String,
-    configs: PathBuf,
+    /// The configs directory it imports.
+    pub(crate) configs: PathBuf,
     dir: PathBuf,
     /// Its Redis and simulator, kept while it runs.
     procs: Procs,

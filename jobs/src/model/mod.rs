@@ -33,5 +33,5 @@ pub use listed::Listed;
 pub use records::*;
 pub use resources::PoolResource;
 pub use series::{KEEP_SAMPLES, Sample, Series};
-pub use status::{ConfigState, ConfigStatus, FileError, RankStatus, ZoneStatus};
+pub use status::{ConfigState, ConfigStatus, FileError, FileProblem, RankStatus, ZoneStatus};
 pub use wanted::outdated;

@@ -137,8 +137,9 @@ pub struct ConfigStatus {
     pub resources: Vec<crate::model::PoolResource>,
 }
 
-/// An error of a Config file that holds no Config (it cannot be read, parsed or validated, or
-/// it claims a prefix another file holds).
+/// A Config file the service does not follow as written: one it cannot apply (it cannot be read,
+/// parsed or validated, or it claims a prefix another file holds), or one gone whose Config is
+/// kept because other files have errors.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FileError {
     /// The file.
@@ -149,8 +150,33 @@ pub struct FileError {
     pub since: DateTime<Utc>,
     /// What is wrong.
     pub message: String,
+    /// Which problem it is (absent: `not_applied`).
+    #[serde(default, skip_serializing_if = "FileProblem::is_not_applied")]
+    pub kind: FileProblem,
+    /// The owner groups of the Config it names, if known (from the file, or the Config stored
+    /// under its prefix): who may read this entry besides admins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<Vec<String>>,
     /// Fields a newer build wrote that this one does not know: kept, and written back with it.
     #[serde(flatten)]
     #[schemars(skip)]
     pub unknown: crate::unknown::Unknown,
+}
+
+/// A [`FileError`]'s problem.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum FileProblem {
+    /// The file is not applied: its Config (if any) stays as it was.
+    #[default]
+    NotApplied,
+    /// The file is gone, but its Config is not deleted: deletion waits while other files have
+    /// errors (one of them may be the same Config moved and mistyped); `message` names them.
+    DeletionHeld,
+}
+
+impl FileProblem {
+    fn is_not_applied(&self) -> bool {
+        *self == FileProblem::NotApplied
+    }
 }

@@ -200,16 +200,23 @@ fn fates(ctx: &Ctx, next: &ConfigRecord, vms: &[Vm], held: bool, plan: &mut Plan
     }
 }
 
-/// The fields `new` changes from `old` (every set field for a new Config): lifetime, timeout and
-/// the Swarming server are copied onto each VM when it is made, so they apply to new instances;
-/// the amount, owners and update policy apply to the pool; whom instance attributes and the
-/// provider affect is the VMs' fates' to say ([`fates`]).
+/// The fields `new` changes from `old` (for a new Config, each field set to something else than
+/// its default: one left at it changes nothing): lifetime, timeout and the Swarming server are
+/// copied onto each VM when it is made, so they apply to new instances; the amount, owners and
+/// update policy apply to the pool; whom instance attributes and the provider affect is the VMs'
+/// fates' to say ([`fates`]).
 fn diff(old: Option<&Config>, new: &Config) -> Vec<Change> {
     let fields = |c: Option<&Config>| match c.map(serde_json::to_value) {
         Some(Ok(Value::Object(m))) => m,
         _ => serde_json::Map::new(),
     };
-    let (old, new) = (fields(old), fields(Some(new)));
+    let is_new = old.is_none();
+    let (old, new, defaults) = (fields(old), fields(Some(new)), fields(Some(&Config::default())));
+    // Whether `to` is worth a line: it differs from what it was, and a new Config's field is not
+    // merely its default.
+    let changed = |from: &Value, to: &Value, default: Option<&Value>| {
+        from != to && !(is_new && (to.is_null() || default == Some(to)))
+    };
     let mut out = Vec::new();
     for (key, to) in &new {
         let from = old.get(key).cloned().unwrap_or(Value::Null);
@@ -219,13 +226,14 @@ fn diff(old: Option<&Config>, new: &Config) -> Vec<Change> {
                 Value::Object(m) => m,
                 _ => serde_json::Map::new(),
             };
+            let default = defaults.get(key).and_then(Value::as_object);
             for (attr, to) in to {
                 let was = from.get(attr).cloned().unwrap_or(Value::Null);
-                if &was != to {
+                if changed(&was, to, default.and_then(|d| d.get(attr))) {
                     out.push(change(&format!("attributes.{attr}"), was, to.clone(), Change::NEW_INSTANCES));
                 }
             }
-        } else if &from != to {
+        } else if changed(&from, to, defaults.get(key)) {
             let applies = match key.as_str() {
                 "lifetime" | "timeout" | "swarming" | "fallback_machine_types" => Change::NEW_INSTANCES,
                 _ => Change::THE_POOL,

@@ -15,6 +15,7 @@ const gb = (() => {
       super((body && body.message) || `HTTP ${status}`);
       this.status = status;
       this.code = body && body.code;
+      this.files = (body && body.files) || []; // a Config not found: its file's errors
     }
   }
 

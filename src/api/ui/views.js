@@ -35,10 +35,15 @@ const gbViews = (() => {
       el('span', { class: 'bar-label', text: `${c.created}/${c.configured}` }));
   }
 
-  function stateBadges(st) {
+  // A Config's file gone and its deletion held (by other files' errors), as the API lists it.
+  const deletionHeld = (e) => (e.files || []).some((f) => f.kind === 'deletion_held');
+
+  function stateBadges(e) {
+    const st = e.status;
     const box = el('span', { class: 'badges' });
     const kind = { active: 'ok', orphaned: 'warn', deleted: 'muted', corrupt: 'bad' }[st.state] || '';
     box.append(badge(st.state, kind));
+    if (deletionHeld(e)) box.append(badge('deletion held', 'warn'));
     if (st.pause_in_force) box.append(badge('paused', 'warn'));
     if (st.breaker) box.append(badge('breaker open', 'bad'));
     if (st.spot && st.spot.failover) box.append(badge(`spot failover until ${hms(new Date(st.spot.failover.until))}`, 'warn'));
@@ -90,7 +95,7 @@ const gbViews = (() => {
       const deadHere = dead.byConfig[st.prefix] || 0;
       return [
         { f: 'prefix', sig: st.prefix, make: () => el('a', { href: `#/configs/${enc(st.prefix)}`, text: st.prefix }) },
-        { f: 'state', sig: `${st.state}|${!!st.pause_in_force}|${st.verified}|${!!st.breaker}|${st.rollout ? st.rollout.updated + '/' + st.rollout.outdated : ''}|${!!(st.demand && st.demand.held)}|${st.spot && st.spot.failover ? st.spot.failover.until : ''}`, make: () => stateBadges(st),
+        { f: 'state', sig: `${st.state}|${deletionHeld(e)}|${!!st.pause_in_force}|${st.verified}|${!!st.breaker}|${st.rollout ? st.rollout.updated + '/' + st.rollout.outdated : ''}|${!!(st.demand && st.demand.held)}|${st.spot && st.spot.failover ? st.spot.failover.until : ''}`, make: () => stateBadges(e),
           title: st.pause_in_force ? `paused by ${st.pause_in_force.by || 'everyone'}: ${st.pause_in_force.reason}` : undefined },
         { f: 'bar', sig: `${c.configured}|${c.created}|${c.connected}`, make: () => bar(c) },
         { f: 'configured', text: c.configured, cls: 'num' },
@@ -107,6 +112,16 @@ const gbViews = (() => {
           title: err ? `${when(err.time)} ${err.stage}: ${err.message}${err.resolved ? ' (resolved)' : ''}` : undefined },
       ];
     });
+    // Config files not applied, and deletions held, that this token may read (the API decides).
+    const files = (list.last && list.last.files) || [];
+    $('#files-box').hidden = files.length === 0;
+    syncRows($('#files tbody'), files, 'data-file', (f) => `${f.path}|${f.prefix}|${f.kind || ''}`, (f) => [
+      { f: 'path', text: f.path, cls: 'mono' },
+      { f: 'prefix', text: f.prefix || '?' },
+      { f: 'problem', sig: f.kind || '', make: () => (f.kind === 'deletion_held' ? badge('deletion held', 'warn') : badge('not applied', 'bad')) },
+      { f: 'since', text: when(f.since), title: ago(f.since) },
+      { f: 'why', text: f.message, cls: 'message' },
+    ]);
     gbFilter.applyAll();
   }
 
@@ -255,7 +270,8 @@ const gbViews = (() => {
       showHistory(history);
       historyOf = null;
       setText($('#config-prefix'), prefix);
-      banner($('#config-missing'), e.message);
+      // Not applied: each of its file's errors on a line of its own.
+      banner($('#config-missing'), [e.message, ...e.files.map((f) => `${f.path}: ${f.message}`)].join('\n'));
       $('#config-facts').replaceChildren();
       $('#config-facts').dataset.sig = '';
       $('#config-summary').replaceChildren();

@@ -34,7 +34,7 @@ use crate::catalog::Verdict;
 use crate::config::{self, Config, ConfigError};
 use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::model::{AuditAction, AuditEntry, ConfigRecord, FileError};
+use crate::model::{AuditAction, AuditEntry, ConfigRecord, FileError, FileProblem};
 use crate::naming::parse_id;
 use crate::ports::store::{Expect, Fence, Versioned, VmIndex};
 
@@ -68,8 +68,15 @@ fn list(dir: &Path) -> Result<Vec<String>, TaskError> {
 /// the files are read (the settings' trust, Compute's answers).
 type Places = BTreeMap<(String, String), crate::config::luci::Located>;
 
+/// The owner groups of each Config read, valid or not, by (file name, prefix): who may read its
+/// file's errors.
+type Owners = BTreeMap<(String, String), Vec<String>>;
+
 /// Reads and validates every file, by name, off the async runtime and within [`READ_LIMIT`].
-async fn read_all(ctx: &Ctx, names: Vec<String>) -> Result<(BTreeMap<String, Read>, Places), TaskError> {
+async fn read_all(
+    ctx: &Ctx,
+    names: Vec<String>,
+) -> Result<(BTreeMap<String, Read>, Places, Owners), TaskError> {
     let (dir, limits) = (ctx.configs_dir.clone(), ctx.limits.clone());
     let read = tokio::task::spawn_blocking(move || read_files(&dir, &limits, names));
     match tokio::time::timeout(READ_LIMIT, read).await {
@@ -83,8 +90,8 @@ fn read_files(
     dir: &Path,
     limits: &crate::config::Limits,
     names: Vec<String>,
-) -> (BTreeMap<String, Read>, Places) {
-    let mut places = Places::new();
+) -> (BTreeMap<String, Read>, Places, Owners) {
+    let (mut places, mut owners) = (Places::new(), Owners::new());
     let files = names
         .into_iter()
         .map(|name| {
@@ -103,6 +110,7 @@ fn read_files(
             let read = match load_all(&path, dir) {
                 Ok(all) => {
                     for l in &all {
+                        owners.insert((name.clone(), l.config.prefix.clone()), l.config.owner.clone());
                         if let Some(at) = &l.at {
                             places.insert((name.clone(), l.config.prefix.clone()), at.clone());
                         }
@@ -114,7 +122,7 @@ fn read_files(
             (name, read)
         })
         .collect();
-    (files, places)
+    (files, places, owners)
 }
 
 /// `e`, about the Config `prefix` of the file `name`, said with its place in a `vms.cfg`.
@@ -157,10 +165,10 @@ async fn stored(
 
 /// Runs once.
 pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
-    let (files, places) = read_all(ctx, list(&ctx.configs_dir)?).await?;
+    let (files, places, owners) = read_all(ctx, list(&ctx.configs_dir)?).await?;
     let (stored, corrupt) = stored(ctx).await?;
-    let owners = stored.iter().map(|(p, c)| (p.clone(), source_name(&c.value.source))).collect();
-    let mut plan = plan(&files, &owners);
+    let sources = stored.iter().map(|(p, c)| (p.clone(), source_name(&c.value.source))).collect();
+    let mut plan = plan(&files, &sources);
     let mut pushed = 0;
     // The Configs a tenant's sum is taken over: the stored ones, or what this round applied.
     let mut applied: BTreeMap<String, Config> = BTreeMap::new();
@@ -187,7 +195,16 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
             }
         }
     }
-    report(ctx, &plan.rejects, &stored).await?;
+    // Files with errors block deletion this round: the Configs whose file is gone are kept.
+    let kept: Vec<&Versioned<ConfigRecord>> = match plan.blocked() {
+        true => stored
+            .iter()
+            .filter(|(p, c)| !plan.held.contains(*p) && !source_name(&c.value.source).is_empty())
+            .map(|(_, c)| c)
+            .collect(),
+        false => Vec::new(),
+    };
+    report(ctx, &plan.rejects, &kept, &stored, &owners).await?;
     // A Config deleted over the API goes once its delete_at has passed, whatever the files say;
     // one applied while Compute could not be asked is checked here, as a file's would be.
     for cur in stored.values().filter(|c| !c.value.from_file()) {
@@ -201,11 +218,6 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
         ctx.store.unmark(CORRUPT_ORPHANS, prefix).await?;
     }
     if plan.blocked() {
-        let gone: Vec<&String> = stored.keys().filter(|p| !plan.held.contains(*p)).collect();
-        if !gone.is_empty() {
-            let bad: Vec<&str> = plan.rejects.iter().map(|(f, _, _)| f.as_str()).collect();
-            tracing::warn!(configs = ?gone, files_with_errors = ?bad, "Config files are gone, but files with errors block deletion this round");
-        }
         return Ok(pushed);
     }
     for (prefix, cur) in &stored {
@@ -381,11 +393,14 @@ fn amount_after(old: &ConfigRecord, new: &Config, now: chrono::DateTime<chrono::
 }
 
 /// Records file errors: the list of them (kept with the time each was first seen), a WARN for
-/// each new one, and an entry on the status of the Config the file holds.
+/// each new one, and an entry on the status of the Config the file holds; and the Configs `kept`
+/// (their file gone, their deletion held by those errors), each with a WARN when first held.
 async fn report(
     ctx: &Ctx,
     rejects: &[(String, String, String)],
+    kept: &[&Versioned<ConfigRecord>],
     stored: &BTreeMap<String, Versioned<ConfigRecord>>,
+    owners: &Owners,
 ) -> Result<(), TaskError> {
     // A file may hold several Configs, so several errors: each is known by its path and prefix.
     let before: BTreeMap<(String, String), FileError> =
@@ -394,12 +409,12 @@ async fn report(
     let mut errors = Vec::new();
     for (name, prefix, message) in rejects {
         let path = ctx.configs_dir.join(name).display().to_string();
+        // The Config stored of the error's prefix from this file, or another the file holds.
+        let from_file = |c: &&Versioned<ConfigRecord>| source_name(&c.value.source) == *name;
+        let held = stored.get(prefix).filter(from_file).or_else(|| stored.values().find(from_file));
         let seen = before.get(&(path.clone(), prefix.clone())).filter(|e| &e.message == message);
         if seen.is_none() {
-            // The Config of the error's prefix, or another the file holds.
-            let held_by = |c: &&Versioned<ConfigRecord>| source_name(&c.value.source) == *name;
-            let mut held = stored.values().filter(held_by);
-            match stored.get(prefix).filter(held_by).or_else(|| held.next()) {
+            match held {
                 Some(held) => {
                     let (held, zone) = (&held.value.config.prefix, &held.value.config.attributes.zone);
                     let msg = format!("{path} not applied: {message}");
@@ -408,13 +423,39 @@ async fn report(
                 None => tracing::warn!(file = %path, prefix = %prefix, "Config file not applied: {message}"),
             }
         }
-        let since = seen.map_or(now, |e| e.since);
+        // Who may read the entry: the owners the file names, else those of the Config it holds.
+        let owner = owners.get(&(name.clone(), prefix.clone())).cloned();
         errors.push(FileError {
             unknown: Default::default(),
             path,
             prefix: prefix.clone(),
-            since,
+            since: seen.map_or(now, |e| e.since),
             message: message.clone(),
+            kind: FileProblem::NotApplied,
+            owner: owner.or_else(|| held.map(|c| c.value.config.owner.clone())),
+        });
+    }
+    let bad: Vec<&str> = rejects.iter().map(|(f, _, _)| f.as_str()).collect();
+    for cur in kept {
+        let (prefix, source) = (&cur.value.config.prefix, &cur.value.source);
+        let path = ctx.configs_dir.join(source_name(source)).display().to_string();
+        let message = format!(
+            "the file is gone, but Config {prefix:?} is not deleted while these files have errors: {}",
+            bad.join(", ")
+        );
+        let seen =
+            before.get(&(path.clone(), prefix.clone())).filter(|e| e.kind == FileProblem::DeletionHeld);
+        if seen.is_none() {
+            tracing::warn!(file = %path, prefix = %prefix, "Config file gone; {message}");
+        }
+        errors.push(FileError {
+            unknown: Default::default(),
+            path,
+            prefix: prefix.clone(),
+            since: seen.map_or(now, |e| e.since),
+            message,
+            kind: FileProblem::DeletionHeld,
+            owner: Some(cur.value.config.owner.clone()),
         });
     }
     if errors.len() != before.len()

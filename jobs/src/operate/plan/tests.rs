@@ -192,7 +192,20 @@ async fn a_plan_that_could_not_be_applied_says_why() {
     odd.amount.change.push(window);
     let p = plan(&ctx, "odd", PlanInput { config: Some(odd), amount: None }).await.unwrap();
     assert!(p.problems.iter().any(|e| e.contains("length")), "{:?}", p.problems);
-    assert!(p.changes.iter().any(|c| c.field == "prefix" && c.from.is_null()), "a new Config: every field");
+    // A new Config: each field it sets, none it leaves at its default.
+    let fields: Vec<&str> = p.changes.iter().map(|c| c.field.as_str()).collect();
+    for f in ["prefix", "amount", "attributes.project", "attributes.zone", "lifetime", "swarming"] {
+        assert!(fields.contains(&f), "{f} in {fields:?}");
+    }
+    let defaults = serde_json::to_value(crate::config::Config::default()).unwrap();
+    for c in &p.changes {
+        assert!(c.from.is_null() && !c.to.is_null(), "{c:?}");
+        let default = match c.field.strip_prefix("attributes.") {
+            Some(a) => &defaults["attributes"][a],
+            None => &defaults[&c.field],
+        };
+        assert_ne!(&c.to, default, "{} left at its default is no change", c.field);
+    }
     assert!(matches!(plan(&ctx, "nope", amount(1)).await, Err(OpError::NotFound(_))));
 }
 
