@@ -1,12 +1,14 @@
-//! `gce-backend configs convert`: LUCI's `vms.cfg` to YAML (a document per `vms` block), or
-//! YAML back to `vms.cfg` with `--to cfg`. A local command: it reads one file (or standard
-//! input), checks every Config as the importer does, and prints; no API is called.
+//! `gce-backend configs convert`: LUCI's `vms.cfg` to YAML (a document per `vms` block, durations
+//! as the file wrote them), or YAML back to `vms.cfg` with `--to cfg`. A local command: it reads
+//! one file (or standard input), checks every Config as the importer does, says every mistake at
+//! once, and prints; no API is called.
 
 use std::io::Read as _;
 use std::path::Path;
 
 use gce_backend_jobs::config::file as config_file;
-use gce_backend_jobs::config::{Config, ConfigError, MAX_FILE_BYTES, luci};
+use gce_backend_jobs::config::luci::Located;
+use gce_backend_jobs::config::{Config, ConfigError, ConfigErrors, MAX_FILE_BYTES, luci, prefixes_clash};
 
 use crate::error::Usage;
 use crate::out;
@@ -40,19 +42,28 @@ pub(super) fn read(file: &Path) -> anyhow::Result<(String, String)> {
     Ok((origin, text))
 }
 
-/// Parses and checks the Configs of `text`; errors say where (a `vms` block's line).
-fn configs(text: &str, origin: &str, cfg: bool) -> Result<Vec<Config>, ConfigError> {
+/// Parses and checks the Configs of `text`: every mistake at once (what cannot be read, every
+/// rule each Config breaks, a prefix that is a prefix of another's), each saying where (a `vms`
+/// block's line).
+fn configs(text: &str, origin: &str, cfg: bool) -> Result<Vec<(Config, Option<Located>)>, ConfigErrors> {
     let all = config_file::parse(text, origin, cfg)?;
+    let mut errors = Vec::new();
     for (c, at) in &all {
-        if let Err(e) = c.validate() {
-            return Err(match at {
-                Some(at) => at.explain(origin, &c.prefix, e),
-                None => e,
-            });
-        }
+        errors.extend(config_file::mistakes(c, at.as_ref(), origin, Vec::new(), c.problems()));
     }
-    gce_backend_jobs::config::check_prefixes(&all.iter().map(|(c, _)| c.clone()).collect::<Vec<_>>())?;
-    Ok(all.into_iter().map(|(c, _)| c).collect())
+    for (i, (c, at)) in all.iter().enumerate() {
+        let Some((other, _)) = all[..i].iter().find(|(o, _)| prefixes_clash(&c.prefix, &o.prefix)) else {
+            continue;
+        };
+        let rule = format!("{:?} and {:?}: one is a prefix of the other", other.prefix, c.prefix);
+        let e = ConfigError { field: format!("{}.prefix", c.prefix), rule };
+        errors.push(match at {
+            Some(at) => at.explain(origin, &c.prefix, e),
+            None => e,
+        });
+    }
+    ConfigErrors::check(errors)?;
+    Ok(all)
 }
 
 /// `gce-backend configs convert FILE [--to yaml|cfg]`.
@@ -64,8 +75,8 @@ pub fn convert(file: &Path, to: To) -> anyhow::Result<()> {
     };
     let all = configs(&text, &origin, from_cfg).map_err(usage)?;
     let printed = match to {
-        To::Yaml => Config::to_yaml_all(&all),
-        To::Cfg => luci::to_text_proto(&all),
+        To::Yaml => config_file::to_yaml(&all),
+        To::Cfg => luci::to_text_proto(&all.into_iter().map(|(c, _)| c).collect::<Vec<_>>()),
     };
     let printed = printed.map_err(usage)?;
     out::line(printed.trim_end());

@@ -16,6 +16,49 @@ pub struct ConfigError {
     pub rule: String,
 }
 
+/// Every mistake found at once (in a Config file, or a Config), each naming its field (or its
+/// file and line) and rule, in the order of the text; never empty.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", show(.0))]
+pub struct ConfigErrors(Vec<ConfigError>);
+
+impl ConfigErrors {
+    /// `errors`, unless there is none.
+    pub fn check(errors: Vec<ConfigError>) -> Result<(), ConfigErrors> {
+        match errors.is_empty() {
+            true => Ok(()),
+            false => Err(ConfigErrors(errors)),
+        }
+    }
+
+    /// Each mistake.
+    pub fn all(&self) -> &[ConfigError] {
+        &self.0
+    }
+
+    /// Each mistake, owned.
+    pub fn into_vec(self) -> Vec<ConfigError> {
+        self.0
+    }
+}
+
+impl From<ConfigError> for ConfigErrors {
+    fn from(e: ConfigError) -> Self {
+        ConfigErrors(vec![e])
+    }
+}
+
+/// One mistake as it is; several as a count, then one a line.
+fn show(all: &[ConfigError]) -> String {
+    match all {
+        [one] => one.to_string(),
+        _ => {
+            let lines: Vec<String> = all.iter().map(|e| format!("  {e}")).collect();
+            format!("{} mistakes:\n{}", all.len(), lines.join("\n"))
+        }
+    }
+}
+
 pub(super) fn err(field: impl Into<String>, rule: impl Into<String>) -> ConfigError {
     ConfigError { field: field.into(), rule: rule.into() }
 }

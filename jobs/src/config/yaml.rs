@@ -1,5 +1,6 @@
 //! Config files as YAML (or JSON) text: read (nesting checked first, a Config per document,
-//! errors without the values they quote) and written (a document per Config).
+//! errors without the values they quote) and written (a document per Config, read the same by
+//! YAML 1.1 and 1.2 readers).
 
 use super::mistakes::mistakes;
 use super::spec::*;
@@ -124,17 +125,43 @@ impl Config {
 
     /// `configs` as YAML, one document each (`---` between them), as [`Config::parse_all`]
     /// reads them; fields left at their empty default (`""`, `false`, `null`, `[]`, no labels)
-    /// are left out.
+    /// are left out, and a string a YAML 1.1 reader would take for something else (`8:00`) is
+    /// quoted (`documents`).
     pub fn to_yaml_all(configs: &[Config]) -> Result<String, ConfigError> {
-        let docs: Result<Vec<String>, ConfigError> = configs
-            .iter()
-            .map(|c| {
-                let fail = |e: yaml_serde::Error| err(&c.prefix, format!("cannot write YAML: {e}"));
-                let mut v = yaml_serde::to_value(c).map_err(fail)?;
-                tidy(&mut v);
-                yaml_serde::to_string(&v).map_err(fail)
-            })
-            .collect();
-        Ok(docs?.join("---\n"))
+        let docs: Vec<yaml_serde::Value> =
+            configs.iter().map(Config::to_yaml_value).collect::<Result<_, _>>()?;
+        documents(&docs)
+    }
+
+    /// This Config as a YAML value, fields left at their empty default left out (see
+    /// [`Config::to_yaml_all`]).
+    pub fn to_yaml_value(&self) -> Result<yaml_serde::Value, ConfigError> {
+        let mut v =
+            yaml_serde::to_value(self).map_err(|e| err(&self.prefix, format!("cannot write YAML: {e}")))?;
+        tidy(&mut v);
+        Ok(v)
     }
 }
+
+/// YAML documents (`---` between them), written so that a YAML 1.1 reader (PyYAML) reads the
+/// same values as a YAML 1.2 one: a string it would take for a number, a boolean or a date
+/// (`8:00`, `yes`, `1_000`, `2024-01-01`) is quoted (`yaml11::quote`); each document is read
+/// back and must be the value written.
+pub(super) fn documents(docs: &[yaml_serde::Value]) -> Result<String, ConfigError> {
+    let mut out = Vec::new();
+    for (i, v) in docs.iter().enumerate() {
+        let fail = |e: String| err(format!("document {}", i + 1), format!("cannot write YAML: {e}"));
+        let text = yaml11::quote(&yaml_serde::to_string(v).map_err(|e| fail(e.to_string()))?);
+        let back: yaml_serde::Value = yaml_serde::from_str(&text).map_err(|e| fail(e.to_string()))?;
+        if back != *v {
+            return Err(fail("the text written does not read back as the value".into()));
+        }
+        out.push(text);
+    }
+    Ok(out.join("---\n"))
+}
+
+mod yaml11;
+
+#[cfg(test)]
+mod tests;

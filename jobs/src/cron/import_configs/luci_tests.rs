@@ -205,3 +205,44 @@ async fn one_document_of_a_yaml_file_edited_leaves_the_others_revision_and_a_pre
     let e = only_error(&ctx).await;
     assert!(e.contains("document 2: prefix \"a\" also in document 1"), "{e}");
 }
+
+#[tokio::test]
+async fn every_mistake_of_a_vms_cfg_is_recorded_in_one_round_by_the_config_it_is_about() {
+    let (ctx, _, dir) = setup();
+    // A seventh mistake, found after reading: a metadata file that is not there.
+    let text = crate::config::luci::tests::SIX_MISTAKES.replace(
+        "disk { image: \"global/images/win\" }",
+        "disk { image: \"global/images/win\" }\n    metadata { from_file: \"k:metadata/gone.txt\" }",
+    );
+    std::fs::write(dir.join("vms.cfg"), text).unwrap();
+    run(&ctx).await.unwrap();
+    let mut errors = ctx.store.file_errors().await.unwrap();
+    errors.sort_by(|a, b| a.prefix.cmp(&b.prefix));
+    let lines = |i: usize| errors[i].message.lines().map(str::to_owned).collect::<Vec<_>>();
+    assert_eq!(errors.iter().map(|e| e.prefix.as_str()).collect::<Vec<_>>(), ["linux", "win"], "{errors:#?}");
+    let linux = "vms block \"linux\" (line 1): ";
+    assert_eq!(
+        lines(0),
+        [
+            format!("vms.cfg:3: {linux}linux.amount: min 5 is above max 2"),
+            format!("vms.cfg:6: {linux}attributes.zone: must be a quoted string"),
+            format!("vms.cfg:8: {linux}attributes.disk[0].size: must not be negative"),
+            format!("vms.cfg:10: {linux}attributes.gpu: is not a field of LUCI's config.proto here"),
+        ]
+    );
+    let win = lines(1);
+    assert_eq!(win.len(), 3, "{win:#?}");
+    assert!(
+        win[0].starts_with("vms.cfg:15: vms block \"win\" (line 15): swarming: is required here"),
+        "{win:#?}"
+    );
+    assert!(
+        win[1].starts_with("vms.cfg:15: vms block \"win\" (line 15): win.lifetime: is required"),
+        "{win:#?}"
+    );
+    assert!(
+        win[2].starts_with("vms.cfg:22: vms block \"win\" (line 15): win.attributes.metadata[0].from_file: \"metadata/gone.txt\": cannot read"),
+        "{win:#?}"
+    );
+    assert!(prefixes(&ctx).await.is_empty());
+}

@@ -97,16 +97,6 @@ fn read_files(
         .map(|name| {
             let path = dir.join(&name);
             let shown = path.display().to_string();
-            // The path is said once, by whoever reports the error (a line as `name:line`).
-            let text = |e: ConfigError| match e.field.strip_prefix(&shown) {
-                Some("") => e.rule,
-                Some(line) => format!("{name}{line}: {}", e.rule),
-                None => e.to_string(),
-            };
-            let check = |l: Loaded| match l.config.validate().and_then(|()| l.config.check_limits(limits)) {
-                Ok(()) => Ok((l.config, l.revision)),
-                Err(e) => Err((l.config.prefix.clone(), text(l.explain(&shown, e)))),
-            };
             let read = match load_all(&path, dir) {
                 Ok(all) => {
                     for l in &all {
@@ -115,9 +105,9 @@ fn read_files(
                             places.insert((name.clone(), l.config.prefix.clone()), at.clone());
                         }
                     }
-                    all.into_iter().map(check).collect::<Result<Vec<_>, _>>()
+                    files::check(all, &name, &shown, limits)
                 }
-                Err(e) => Err((String::new(), text(e))),
+                Err(e) => files::refused(&name, &shown, e),
             };
             (name, read)
         })

@@ -8,9 +8,10 @@ use crate::config::{Config, prefixes_clash};
 use crate::model::API_SOURCE;
 
 /// What one file says this round: its valid Configs and their revisions (one for most files,
-/// one per `vms` block of a `vms.cfg`), or an error (with the prefix it names, empty when
-/// unknown): a file is applied whole or not at all.
-pub type Read = Result<Vec<(Config, String)>, (String, String)>;
+/// one per `vms` block of a `vms.cfg`), or its errors, all of them, each with the prefix of the
+/// Config it is about (empty when unknown, or the file's own): a file is applied whole or not at
+/// all.
+pub type Read = Result<Vec<(Config, String)>, Vec<(String, String)>>;
 
 /// What the files decide, before any effect.
 #[derive(Debug, Default, PartialEq)]
@@ -39,7 +40,9 @@ pub fn plan(files: &BTreeMap<String, Read>, owners: &BTreeMap<String, String>) -
     for (path, read) in files {
         match read {
             Ok(cs) => cs.iter().for_each(|(c, _)| claims.entry(c.prefix.as_str()).or_default().push(path)),
-            Err((prefix, e)) => p.rejects.push((path.clone(), prefix.clone(), e.clone())),
+            Err(errors) => {
+                p.rejects.extend(errors.iter().map(|(prefix, e)| (path.clone(), prefix.clone(), e.clone())));
+            }
         }
     }
     // A stored Config is held by its source file while that file exists and does not name
@@ -52,8 +55,8 @@ pub fn plan(files: &BTreeMap<String, Read>, owners: &BTreeMap<String, String>) -
     let named: BTreeSet<&str> = files
         .values()
         .flat_map(|r| match r {
-            Ok(cs) => cs.iter().map(|(c, _)| c.prefix.as_str()).collect(),
-            Err((prefix, _)) => vec![prefix.as_str()],
+            Ok(cs) => cs.iter().map(|(c, _)| c.prefix.as_str()).collect::<Vec<_>>(),
+            Err(errors) => errors.iter().map(|(prefix, _)| prefix.as_str()).collect(),
         })
         .collect();
     let mut fresh = Vec::new();

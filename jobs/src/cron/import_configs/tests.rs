@@ -48,7 +48,7 @@ fn a_new_prefix_claimed_twice_is_applied_nowhere() {
 
 #[test]
 fn an_erroring_owner_keeps_its_prefix_and_blocks_deletion() {
-    let bad: Read = Err((String::new(), "empty".into()));
+    let bad: Read = Err(vec![(String::new(), "empty".into())]);
     let p =
         plan(&files(&[("linux.yaml", bad), ("copy.yaml", ok("linux"))]), &owners(&[("linux", "linux.yaml")]));
     assert!(p.accept.is_empty());
