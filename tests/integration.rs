@@ -20,6 +20,8 @@ mod compute_bodies;
 mod credentials;
 /// Demand-driven pools and warm pools: a burst, the quiet, a resume, Swarming down.
 mod demand;
+/// The docs' example commands and outputs, run as written against the embedded default.
+mod docs_examples;
 /// Errors name the fault: a 503 storm recorded as 503 and its count, then marked resolved.
 mod errors_named;
 /// Derived keys heal from the VM records; cron jobs run past a key of the wrong type.

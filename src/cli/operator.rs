@@ -28,6 +28,15 @@ pub enum ConfigsCmd {
         /// Its prefix.
         prefix: String,
     },
+    /// Wait until a Config is settled (as many VMs connected as its amount, none draining, no
+    /// rolling update under way), then print it; exit 1 if it is not within --timeout.
+    Wait {
+        /// Its prefix.
+        prefix: String,
+        /// Seconds to wait at most.
+        #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+        timeout: u64,
+    },
     /// Create or replace a Config made over the API from a YAML/JSON file (`from_file` metadata
     /// is read here, relative to the file).
     Apply {
@@ -188,6 +197,26 @@ pub async fn configs(t: &Target, cmd: ConfigsCmd) -> anyhow::Result<()> {
             return show(t, &json!({"configs": all, "files": last["files"]}), render::configs);
         }
         ConfigsCmd::Get { prefix } => call(&mut c, "config", &[("prefix", &prefix)], None).await?,
+        ConfigsCmd::Wait { prefix, timeout } => {
+            let until = tokio::time::Instant::now() + std::time::Duration::from_secs(timeout);
+            loop {
+                let v = call(&mut c, "config", &[("prefix", &prefix)], None).await?;
+                let (n, st) = (&v["status"]["counts"], &v["status"]);
+                if n["connected"] == v["amount"] && n["draining"] == 0 && st["rollout"].is_null() {
+                    break v;
+                }
+                if tokio::time::Instant::now() >= until {
+                    return Err(anyhow::anyhow!(
+                        "{prefix}: not settled after {timeout}s: {} of {} VMs connected, {} draining{}",
+                        n["connected"],
+                        v["amount"],
+                        n["draining"],
+                        if st["rollout"].is_null() { "" } else { ", a rolling update under way" }
+                    ));
+                }
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            }
+        }
         ConfigsCmd::Apply { file } => {
             let body = config_file(&file)?;
             let prefix = body["prefix"].as_str().unwrap_or_default().to_owned();
@@ -317,9 +346,11 @@ pub async fn queues(t: &Target, cmd: QueuesCmd) -> anyhow::Result<()> {
             return show(t, &v, render::tasks);
         }
         QueuesCmd::Task { queue, id } => {
-            return show(t, &call(&mut c, "task", &[("queue", &queue), ("taskId", &id)], None).await?, |v| {
-                serde_json::to_string_pretty(v).unwrap_or_default()
-            });
+            return show(
+                t,
+                &call(&mut c, "task", &[("queue", &queue), ("taskId", &id)], None).await?,
+                render::task,
+            );
         }
         QueuesCmd::Dead { queue } => {
             let limit = Page::LIMIT_MAX.to_string();

@@ -2,11 +2,13 @@
 
 mod cells;
 mod files;
+mod task;
 
 use serde_json::Value;
 
 use crate::api::types::Page;
 use cells::{resolved, s, secs, short, table, when};
+pub(super) use task::task;
 
 /// The pause in force (the API decides which: `pause_in_force`), whose and why.
 fn paused(st: &Value) -> String {
@@ -327,7 +329,18 @@ pub(super) fn queues(v: &Value) -> String {
         })
         .collect();
     table(
-        &["QUEUE", "PENDING", "DELAYED", "RUNNING", "DEAD", "DONE", "RETRIED", "FAILED", "LEASES LOST"],
+        // The first four now; the rest counted since the queue began, labelled so.
+        &[
+            "QUEUE",
+            "PENDING",
+            "DELAYED",
+            "RUNNING",
+            "DEAD",
+            "DONE (EVER)",
+            "RETRIED (EVER)",
+            "FAILED (EVER)",
+            "LEASES LOST (EVER)",
+        ],
         rows,
     )
 }

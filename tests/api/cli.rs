@@ -213,7 +213,7 @@ fn status_and_queues_answer_over_the_api_of_the_embedded_default() {
     // in a shell that still exports the client's root URL of another run, which the server must
     // not take for its own.
     let stale = ("GCE_BACKEND_ROOT_URL", "http://127.0.0.1:1");
-    let (mut child, root, token) = crate::support::embedded_default(&dir, &[stale]);
+    let (mut child, out, root, token) = crate::support::embedded_default(&dir, &[stale]);
     assert_ne!(root, stale.1, "the server took the client's root URL from the environment");
     let cli = |args: &[&str]| cli_at(&root, &token, args);
 

@@ -50,20 +50,20 @@ pub(crate) fn spawn_run_env(
 }
 
 /// `gce-backend run` as the README says over `configs` (no Redis, the API on a free loopback
-/// port, an admin token made; `--quiet`), with `envs`: the process, and the root URL and token it
-/// printed for its clients.
+/// port, an admin token made; `--quiet`), with `envs`: the process, its standard output's lines
+/// after the token's, and the root URL and token it printed for its clients.
 pub(crate) fn embedded_default(
     configs: &std::path::Path,
     envs: &[(&str, &str)],
-) -> (std::process::Child, String, String) {
+) -> (std::process::Child, mpsc::Receiver<String>, String, String) {
     let (child, out, err) = spawn_run_env(&["run", "--quiet", "--listen", "127.0.0.1:0"], configs, envs);
     let line = wait_for(&out, "admin token for this run: export ");
-    // Read on, so the process never blocks on a full pipe.
-    std::thread::spawn(move || out.iter().chain(err.iter()).for_each(drop));
     let said = line.trim_start_matches("admin token for this run: export ").to_owned();
     let var =
         |name: &str| said.split(' ').find_map(|w| w.strip_prefix(&format!("{name}="))).unwrap().to_owned();
-    (child, var("GCE_BACKEND_ROOT_URL"), var("GCE_BACKEND_TOKEN"))
+    // Its log is read on (kept in the channel), so the process never blocks on a full pipe.
+    std::thread::spawn(move || err.iter().for_each(drop));
+    (child, out, var("GCE_BACKEND_ROOT_URL"), var("GCE_BACKEND_TOKEN"))
 }
 
 /// Sends each line of `r` to the returned channel.

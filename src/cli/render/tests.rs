@@ -10,9 +10,39 @@ fn tables_align_and_show_dashes_for_nothing() {
         {"name": "x", "counts": {}},
     ]}));
     let lines: Vec<&str> = t.lines().collect();
-    assert_eq!(lines[0], "QUEUE      PENDING  DELAYED  RUNNING  DEAD  DONE  RETRIED  FAILED  LEASES LOST");
-    assert_eq!(lines[1], "create_vm  3        0        1        0     12    4        1       0");
-    assert_eq!(lines[2], "x          -        -        -        -     -     -        -       -");
+    assert_eq!(
+        lines[0],
+        "QUEUE      PENDING  DELAYED  RUNNING  DEAD  DONE (EVER)  RETRIED (EVER)  FAILED (EVER)  LEASES LOST (EVER)"
+    );
+    assert_eq!(
+        lines[1],
+        "create_vm  3        0        1        0     12           4               1              0"
+    );
+    assert_eq!(
+        lines[2],
+        "x          -        -        -        -     -            -               -              -"
+    );
+}
+
+#[test]
+fn a_task_reads_as_its_state_key_config_error_and_runs() {
+    let t = super::task(&json!({
+        "task_id": "abc", "queue": "create_instance", "key": "linux-3", "state": "exception",
+        "reason": "failed", "attempts": 2, "retries": 1, "created": "2026-12-07T08:00:00.123Z",
+        "run_at": null, "resolved": "2026-12-07T08:01:00Z", "last_error": "503 Service Unavailable",
+        "config": "linux", "may_retry": true,
+        "runs": [
+            {"run_id": 1, "worker_id": "w-1", "started": "2026-12-07T08:00:01Z", "resolved": "2026-12-07T08:00:02Z", "outcome": "failed"},
+            {"run_id": 2, "worker_id": "w-2", "started": "2026-12-07T08:00:30Z", "resolved": null, "outcome": null},
+        ],
+    }));
+    let lines: Vec<&str> = t.lines().collect();
+    assert_eq!(lines[0], "abc of create_instance: exception (failed)", "{t}");
+    assert_eq!(lines[1], "  key linux-3  Config linux  attempts 2  retries 1", "{t}");
+    assert_eq!(lines[2], "  created 2026-12-07T08:00:00Z  runs at -  resolved 2026-12-07T08:01:00Z", "{t}");
+    assert_eq!(lines[3], "  last error: 503 Service Unavailable", "{t}");
+    assert_eq!(lines[4], "RUN  WORKER  STARTED               RESOLVED              OUTCOME", "{t}");
+    assert_eq!(lines[6], "2    w-2     2026-12-07T08:00:30Z  -                     -", "{t}");
 }
 
 #[test]
