@@ -38,7 +38,7 @@ fn the_docs_examples_run_as_written() {
             .unwrap();
         serde_json::from_slice::<Value>(&o.stdout).unwrap_or(Value::Null)
     };
-    let started = std::time::Instant::now();
+    let started = tokio::time::Instant::now();
     loop {
         let v = status(true);
         let configs = v["configs"].as_array().cloned().unwrap_or_default();

@@ -29,7 +29,7 @@ pub(crate) fn spawn_run(
 }
 
 /// [`spawn_run`] with `envs` set in its environment.
-pub(crate) fn spawn_run_env(
+fn spawn_run_env(
     args: &[&str],
     configs: &std::path::Path,
     envs: &[(&str, &str)],

@@ -18,9 +18,7 @@ mod host;
 mod procs;
 pub(crate) mod tokens;
 
-pub(crate) use bin::{
-    BIN, embedded_default, lines, settings_file, spawn_run, spawn_run_env, terminate, wait_for,
-};
+pub(crate) use bin::{BIN, embedded_default, lines, settings_file, spawn_run, terminate, wait_for};
 pub(crate) use clock::wall_now;
 pub(crate) use env::{Backend, Env};
 pub(crate) use fixtures::{DEPLOYMENT, pool, settings, sim_config};
