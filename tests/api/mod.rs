@@ -16,6 +16,8 @@ mod cli;
 mod cockpit;
 /// Errors as JSON; health and readiness.
 mod errors;
+/// Config files not applied and deletions held, where operators look.
+mod files;
 /// End-to-end flows: apply, amount, pause, plan, recycle, delete, retry a dead task.
 mod flows;
 /// Random bodies, routes and queries never give a 5xx.
@@ -25,8 +27,6 @@ mod history;
 /// The listener's limits: rates per token and address (429), `register`'s, its refusals
 /// logged once a minute, `[http]` timeouts.
 mod listen;
-/// Config files not applied and deletions held, where operators look.
-mod files;
 /// The OpenAPI document through a real validator.
 mod openapi;
 /// A VM registers with its identity token.

@@ -6,7 +6,7 @@ use serde_json::Value;
 use super::cells::{s, table, when};
 
 /// `queues task QUEUE TASK_ID` (the API's `task` answer).
-pub(in crate::cli) fn task(v: &Value) -> String {
+pub(crate) fn task(v: &Value) -> String {
     let reason = v["reason"].as_str().filter(|r| !r.is_empty()).map_or(String::new(), |r| format!(" ({r})"));
     let mut out = format!(
         "{} of {}: {}{reason}\n  key {}  Config {}  attempts {}  retries {}\n  created {}  runs at {}  resolved {}\n",
