@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Unit tests of the chaos harness's judgement of a pool (chaos_judge.judge_pool) and of its loud failures:
 a pool with a gap the rule allows passes, a pool really short or with one too many does not and
-says which, and a command that exits non-zero or prints what is not JSON fails the run.
+says which, and a command that exits non-zero or prints what is not JSON fails the run. And of
+the demand benchmark's figures (demand_figures): a task never started waits until the run's end
+and counts, unfinished ones are counted, instance hours by state.
 Run by scripts/test: `python3 scripts/harness_test.py`."""
 import sys
 import unittest
@@ -9,6 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from chaos_judge import HarnessError, index_room, judge_pool, parse_json, run_checked, wanted_indexes  # noqa: E402
+from demand_figures import hours, pct, task_figures  # noqa: E402
 
 
 def vms(prefix, indexes, **over):
@@ -92,6 +95,48 @@ class LoudFailures(unittest.TestCase):
         with self.assertRaises(HarnessError):
             parse_json("usage: …", "gce-backend recover status")
         self.assertEqual(parse_json('{"a": 1}', "x"), {"a": 1})
+
+
+def task(state, created, started=None, ended=None):
+    t = {"state": state, "createdMs": created}
+    if started is not None:
+        t["startedMs"] = started
+    if ended is not None:
+        t["endedMs"] = ended
+    return t
+
+
+class DemandFigures(unittest.TestCase):
+    def test_a_task_never_started_waits_until_the_runs_end(self):
+        # Speed 6: a simulator second is 6 trace seconds; the run ends at 11 s.
+        mine = [task("COMPLETED", 1000, 1000, 5000), task("RUNNING", 1000, 3000), task("PENDING", 1000)]
+        f = task_figures(mine, 3, 11_000, 6)
+        self.assertEqual(f["waits"], [0.0, 12.0, 60.0])
+        self.assertEqual((f["never_started"], f["unfinished"], f["interrupted"]), (1, 2, 0))
+
+    def test_the_percentiles_count_the_tasks_never_started(self):
+        # 19 tasks started at once and one still pending after 100 s: p95 is the first's 0, p99 its 600.
+        mine = [task("COMPLETED", 0, 0, 1000)] * 19 + [task("PENDING", 0)]
+        waits = task_figures(mine, 20, 100_000, 6)["waits"]
+        self.assertEqual((pct(waits, 95), pct(waits, 99)), (0.0, 600.0))
+        mine = mine[:9] + [task("PENDING", 0)]
+        self.assertEqual(pct(task_figures(mine, 10, 100_000, 6)["waits"], 95), 600.0)
+
+    def test_a_task_canceled_before_it_ran_waited_until_canceled(self):
+        f = task_figures([task("CANCELED", 1000, None, 2000)], 1, 50_000, 2)
+        self.assertEqual((f["waits"], f["never_started"], f["unfinished"]), ([2.0], 1, 0))
+
+    def test_the_tasks_not_yet_submitted_are_unfinished_and_have_no_wait(self):
+        mine = [task("COMPLETED", 0, 0, 10), task("BOT_DIED", 0, 0, 10)]
+        f = task_figures(mine, 5, 20, 1)
+        self.assertEqual((len(f["waits"]), f["unfinished"], f["interrupted"]), (2, 3, 1))
+
+    def test_hours_by_state_and_the_disks_held_in_every_state(self):
+        before = {"runningSeconds": 600, "suspendedSeconds": 0}
+        after = {"runningSeconds": 1200, "suspendedSeconds": 1200, "stoppedSeconds": 600}
+        self.assertEqual(hours(before, after, 6, 10), {"running_vm_h": 1.0, "suspended_vm_h": 2.0,
+                                                       "stopped_vm_h": 1.0, "disk_gib_h": 40.0})
+        self.assertEqual(hours({}, {}, 6, 10)["disk_gib_h"], 0.0)
 
 
 if __name__ == "__main__":
