@@ -99,6 +99,15 @@ impl ComputeError {
         e
     }
 
+    /// `message` without the count [`ComputeError::answered`] ends it with (` (×4 within this
+    /// attempt)`): the same fault met again, however many times the client retried it this time.
+    pub fn without_count(message: &str) -> &str {
+        match message.strip_suffix(" within this attempt)").and_then(|m| m.rfind(" (×").map(|i| (m, i))) {
+            Some((m, i)) if m[i + " (×".len()..].chars().all(|c| c.is_ascii_digit()) => &message[..i],
+            _ => message,
+        }
+    }
+
     /// Classifies an operation that ended with `error.errors[0].code` (`http`:
     /// `httpErrorStatusCode`).
     pub fn from_operation(code: &str, http: Option<u16>, message: &str) -> Self {

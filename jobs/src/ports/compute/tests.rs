@@ -33,3 +33,19 @@ fn an_answered_error_says_its_status_its_reason_phrase_and_how_many_times() {
     assert_eq!(rate.kind, Kind::RateLimited);
     assert_eq!(ComputeError::answered(599, "", "", "m", 1).message, "599: m (×1 within this attempt)");
 }
+
+#[test]
+fn the_count_of_answers_is_left_out_when_faults_are_compared() {
+    let e = ComputeError::answered(503, "Service Unavailable", "backendError", "Internal error.", 4);
+    let again = ComputeError::answered(503, "Service Unavailable", "backendError", "Internal error.", 7);
+    assert_ne!(e.message, again.message);
+    let wrapped = |m: &str| format!("project p: {m}");
+    assert_eq!(
+        ComputeError::without_count(&wrapped(&e.message)),
+        ComputeError::without_count(&wrapped(&again.message))
+    );
+    assert_eq!(ComputeError::without_count(&e.message), "503 Service Unavailable: Internal error.");
+    for other in ["no answer within 30s", "x (×a within this attempt)", "(×4 within this attempt)"] {
+        assert_eq!(ComputeError::without_count(other), other);
+    }
+}
