@@ -391,6 +391,10 @@ fn configs_convert_turns_a_vms_cfg_into_yaml_and_back_without_the_api() {
         luci::parse_vms(VMS_CFG, "vms.cfg").unwrap().into_iter().map(|(c, _)| c).collect();
     assert_eq!(Config::parse_all(&yaml, "out.yaml").unwrap(), want);
     assert!(yaml.contains("from_file: startup-script:startup.sh"), "from_file stays a reference:\n{yaml}");
+    // Durations as the file wrote them; a time quoted (YAML 1.1 reads 18:00 as 1080).
+    for written in ["lifetime: 1d", "length: 2d", "lifetime: 3600", "time: '18:00'"] {
+        assert!(yaml.contains(written), "{written}:\n{yaml}");
+    }
     // YAML back to vms.cfg, from standard input, and that reads as the same Configs.
     let o = local(&["configs", "convert", "--to", "cfg", "-"], Some(&yaml));
     assert!(o.status.success(), "{:?}", text(&o));
@@ -407,6 +411,23 @@ fn configs_convert_turns_a_vms_cfg_into_yaml_and_back_without_the_api() {
         "{err}"
     );
     assert!(text(&o).0.is_empty());
+    // Every mistake at once: two in "linux" (one found reading it), one in "mac".
+    let three = VMS_CFG
+        .replace("zone: \"z\" ", "")
+        .replace("size: 10", "size: -10")
+        .replace("amount { min: 1 max: 3", "amount { min: 4 max: 3");
+    std::fs::write(&cfg, three).unwrap();
+    let o = local(&["configs", "convert", cfg.to_str().unwrap()], None);
+    assert_eq!(o.status.code(), Some(2), "{:?}", text(&o));
+    let err = text(&o).1;
+    assert!(err.contains("3 mistakes:"), "{err}");
+    for said in [
+        "vms.cfg:4: vms block \"linux\" (line 2): linux.amount: min 4 is above max 3",
+        "vms.cfg:9: vms block \"linux\" (line 2): attributes.disk[0].size: must not be negative",
+        "vms.cfg:19: vms block \"mac\" (line 17): mac.attributes.zone: is required",
+    ] {
+        assert!(err.contains(said), "{said}:\n{err}");
+    }
     std::fs::write(&cfg, "vms { prefix: \"a\" kind: \"old\" }").unwrap();
     let o = local(&["configs", "convert", cfg.to_str().unwrap()], None);
     assert!(
