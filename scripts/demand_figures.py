@@ -44,3 +44,36 @@ def hours(before, after, speed, disk_gib):
          "stopped_vm_h": d("stoppedSeconds")}
     h["disk_gib_h"] = sum(h.values()) * disk_gib
     return h
+
+
+# Machine types the benchmark's Configs use: (family as the SKUs name it, vCPUs billed, memory GiB).
+# e2-small is shared-core: billed as half a vCPU (Compute Engine's pricing of E2 shared-core).
+MACHINES = {"e2-small": ("E2", 0.5, 2)}
+
+
+def cost_usd(h, skus, machine_type, region):
+    """What the hours of `hours()` cost at the list prices of `skus` (Cloud Billing Catalog Sku
+    objects of Compute Engine, on-demand, first tier): running hours at the machine type's vCPUs
+    and memory (`<family> Instance Core|Ram running in …`), suspended hours at its memory as
+    saved state (resource group SuspendedState), disk GiB-hours at standard persistent disk
+    (PDStandard); stopped hours cost their disks only. A price missing or found twice fails."""
+    family, vcpus, mem_gib = MACHINES[machine_type]
+
+    def per_hour(what, test):
+        found = [s for s in skus if region in s.get("serviceRegions", [])
+                 and s["category"]["usageType"] == "OnDemand" and test(s)]
+        if len(found) != 1:
+            raise ValueError(f"prices: {len(found)} on-demand SKUs of {what} in {region}, not 1")
+        e = found[0]["pricingInfo"][0]["pricingExpression"]
+        p = e["tieredRates"][0]["unitPrice"]
+        # The unit price is per usage unit, baseUnitConversionFactor base units (s or By.s) each.
+        per_base = (int(p.get("units", "0")) + p.get("nanos", 0) / 1e9) / e["baseUnitConversionFactor"]
+        return per_base * 3600 * {"s": 1, "By.s": 2 ** 30}[e["baseUnit"]]
+
+    desc = lambda start: lambda s: s["description"].startswith(start)  # noqa: E731
+    group = lambda g: lambda s: s["category"]["resourceGroup"] == g  # noqa: E731
+    running = (vcpus * per_hour(f"{family} cores", desc(f"{family} Instance Core running in "))
+               + mem_gib * per_hour(f"{family} memory", desc(f"{family} Instance Ram running in ")))
+    return (h.get("running_vm_h", 0) * running
+            + h.get("suspended_vm_h", 0) * mem_gib * per_hour("suspended state", group("SuspendedState"))
+            + h.get("disk_gib_h", 0) * per_hour("standard persistent disk", group("PDStandard")))

@@ -3,15 +3,16 @@
 a pool with a gap the rule allows passes, a pool really short or with one too many does not and
 says which, and a command that exits non-zero or prints what is not JSON fails the run. And of
 the demand benchmark's figures (demand_figures): a task never started waits until the run's end
-and counts, unfinished ones are counted, instance hours by state.
+and counts, unfinished ones are counted, instance hours by state and their price by SKU.
 Run by scripts/test: `python3 scripts/harness_test.py`."""
+import json
 import sys
 import unittest
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from chaos_judge import HarnessError, index_room, judge_pool, parse_json, run_checked, wanted_indexes  # noqa: E402
-from demand_figures import hours, pct, task_figures  # noqa: E402
+from demand_figures import cost_usd, hours, pct, task_figures  # noqa: E402
 
 
 def vms(prefix, indexes, **over):
@@ -137,6 +138,50 @@ class DemandFigures(unittest.TestCase):
         self.assertEqual(hours(before, after, 6, 10), {"running_vm_h": 1.0, "suspended_vm_h": 2.0,
                                                        "stopped_vm_h": 1.0, "disk_gib_h": 40.0})
         self.assertEqual(hours({}, {}, 6, 10)["disk_gib_h"], 0.0)
+
+
+def sku(description, group, unit, price, regions=("us-central1",), usage="OnDemand"):
+    """A Cloud Billing Catalog Sku as the Catalog API answers it (the fields priced)."""
+    factor = {"h": (3600, "s"), "GiBy.h": (2 ** 30 * 3600, "By.s"), "GiBy.mo": (2 ** 30 * 3600 * 744, "By.s")}[unit]
+    units, nanos = divmod(round(price * 1e9), 10 ** 9)
+    return {"description": description, "serviceRegions": list(regions),
+            "category": {"resourceGroup": group, "usageType": usage},
+            "pricingInfo": [{"pricingExpression": {
+                "usageUnit": unit, "baseUnit": factor[1], "baseUnitConversionFactor": factor[0],
+                "tieredRates": [{"startUsageAmount": 0, "unitPrice": {"currencyCode": "USD", "units": str(units),
+                                                                       "nanos": nanos}}]}}]}
+
+
+SKUS = [sku("E2 Instance Core running in Americas", "CPU", "h", 0.02),
+        sku("E2 Instance Ram running in Americas", "RAM", "GiBy.h", 0.003),
+        sku("Spot Preemptible E2 Instance Core running in Americas", "CPU", "h", 0.006, usage="Preemptible"),
+        sku("E2 Instance Core running in EMEA", "CPU", "h", 0.5, regions=("europe-west1",)),
+        sku("Storage PD Capacity", "PDStandard", "GiBy.mo", 0.04 * 744),
+        sku("Suspended VM memory and device state storage", "SuspendedState", "GiBy.mo", 0.01 * 744)]
+PRICES = Path(__file__).resolve().parent.parent / "config" / "prices"
+
+
+class Pricing(unittest.TestCase):
+    def test_each_state_is_priced_by_its_skus_for_the_machine_type_and_region(self):
+        # e2-small: half a vCPU and 2 GiB; a GiB-month of 744 h at 0.04 * 744 is 0.04 a GiB-hour.
+        price = lambda h: cost_usd(h, SKUS, "e2-small", "us-central1")  # noqa: E731
+        self.assertAlmostEqual(price({"running_vm_h": 10}), 10 * (0.5 * 0.02 + 2 * 0.003))
+        self.assertAlmostEqual(price({"suspended_vm_h": 10}), 10 * 2 * 0.01)
+        self.assertAlmostEqual(price({"stopped_vm_h": 10}), 0)
+        self.assertAlmostEqual(price({"disk_gib_h": 100}), 100 * 0.04)
+
+    def test_a_price_missing_for_the_region_fails(self):
+        with self.assertRaises(ValueError) as e:
+            cost_usd({"running_vm_h": 1}, SKUS, "e2-small", "europe-west1")
+        self.assertIn("E2 memory in europe-west1", str(e.exception))
+        with self.assertRaises(ValueError):
+            cost_usd({"running_vm_h": 1}, SKUS + SKUS[:1], "e2-small", "us-central1")
+
+    @unittest.skipUnless(sorted(PRICES.glob("compute-engine-*.json")), "no prices file in config/prices")
+    def test_the_prices_file_gives_e2_small_its_published_hourly_price(self):
+        # $0.016751 an hour in us-central1 (cloud.google.com/compute/vm-instance-pricing).
+        skus = json.loads(sorted(PRICES.glob("compute-engine-*.json"))[-1].read_text())["skus"]
+        self.assertAlmostEqual(cost_usd({"running_vm_h": 1}, skus, "e2-small", "us-central1"), 0.016751, places=5)
 
 
 if __name__ == "__main__":
