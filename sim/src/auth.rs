@@ -9,6 +9,11 @@ use serde::{Deserialize, Serialize};
 pub const CLOUD_PLATFORM: &str = "https://www.googleapis.com/auth/cloud-platform";
 /// `https://www.googleapis.com/auth/compute`: Compute Engine's own scope.
 pub const COMPUTE: &str = "https://www.googleapis.com/auth/compute";
+/// `https://www.googleapis.com/auth/cloud-billing`: the Cloud Billing API's scope.
+pub const CLOUD_BILLING: &str = "https://www.googleapis.com/auth/cloud-billing";
+/// `https://www.googleapis.com/auth/cloud-billing.readonly`: the Cloud Billing API's read scope
+/// (the Catalog API takes it, [`CLOUD_BILLING`] or [`CLOUD_PLATFORM`]).
+pub const CLOUD_BILLING_READONLY: &str = "https://www.googleapis.com/auth/cloud-billing.readonly";
 /// `https://www.googleapis.com/auth/userinfo.email`: the one scope LUCI's servers (Swarming)
 /// require of an OAuth access token (luci-go `server/auth/oauth.go`, `GoogleOAuth2Method`).
 pub const USERINFO_EMAIL: &str = "https://www.googleapis.com/auth/userinfo.email";
@@ -58,6 +63,8 @@ pub enum Api {
     Compute,
     /// Swarming v2 pRPC.
     Swarming,
+    /// The Cloud Billing Catalog API (v1 REST).
+    Billing,
 }
 
 impl Api {
@@ -67,6 +74,7 @@ impl Api {
         match self {
             Api::Compute => has(CLOUD_PLATFORM) || has(COMPUTE),
             Api::Swarming => has(USERINFO_EMAIL),
+            Api::Billing => has(CLOUD_PLATFORM) || has(CLOUD_BILLING) || has(CLOUD_BILLING_READONLY),
         }
     }
 }

@@ -2,8 +2,8 @@
 //! endpoints (as Application Default Credentials find them through `GCE_METADATA_HOST`), the OAuth
 //! token endpoint a service-account key file names (JWT-bearer assertions), the key file itself
 //! (`GET /sim/auth/key-file`), `/sim/auth` (settings and what every token saw), and [`guard`],
-//! which counts every Compute and Swarming call's token and, with `--require-auth`, refuses the
-//! call as Google (Compute) and LUCI (Swarming) do.
+//! which counts every Compute, Billing Catalog and Swarming call's token and, with
+//! `--require-auth`, refuses the call as Google (Compute, Billing) and LUCI (Swarming) do.
 
 use std::collections::HashMap;
 
@@ -17,6 +17,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::auth::{ACCOUNT_EMAIL, Api, DEFAULT_SCOPES, Standing};
+use crate::billing;
 use crate::gce_call::{answer_error, error_body};
 use crate::handle::{HANG, Sim};
 use crate::keys::{ACCOUNT_KEY, ACCOUNT_KID, KEY, KID, sign, verify};
@@ -245,8 +246,9 @@ async fn settings(State(sim): State<Sim>, body: axum::body::Bytes) -> Response {
     report(State(sim)).await
 }
 
-/// Google's refusal of a Compute call of `standing`.
-fn compute_refusal(standing: Standing) -> Response {
+/// Google's refusal of a call to `api` (Compute or the Billing Catalog) of `standing`: Compute's
+/// error body (with its legacy `errors`) or that of Google's newer APIs, each naming its service.
+fn google_refusal(api: Api, standing: Standing) -> Response {
     let (status, reason, info, message) = match standing {
         Standing::Missing => (
             401,
@@ -268,10 +270,21 @@ fn compute_refusal(standing: Standing) -> Response {
         ),
     };
     let state = if status == 401 { "UNAUTHENTICATED" } else { "PERMISSION_DENIED" };
-    let e = ApiError { status, reason, message: message.into() };
-    let details = json!([{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": info,
-        "domain": "googleapis.com", "metadata": {"service": "compute.googleapis.com"}}]);
-    let mut resp = answer_error(&e, error_body(&e, Some(state), Some(details)));
+    let info = |metadata: Value| {
+        json!([{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": info,
+            "domain": "googleapis.com", "metadata": metadata}])
+    };
+    let mut resp = if api == Api::Billing {
+        let metadata = json!({"service": "cloudbilling.googleapis.com",
+            "method": "google.cloud.billing.v1.CloudCatalog.ListSkus"});
+        billing::error(status, state, message, Some(info(metadata)))
+    } else {
+        let e = ApiError { status, reason, message: message.into() };
+        answer_error(
+            &e,
+            error_body(&e, Some(state), Some(info(json!({"service": "compute.googleapis.com"})))),
+        )
+    };
     if status == 401 {
         resp.headers_mut().insert(
             header::WWW_AUTHENTICATE,
@@ -281,14 +294,16 @@ fn compute_refusal(standing: Standing) -> Response {
     resp
 }
 
-/// Counts the token of every Compute and Swarming call and, when the settings say so, refuses
-/// one without a current token of the API's scope: Compute as Google answers, Swarming as LUCI's
+/// Counts the token of every Compute, Billing Catalog and Swarming call and, when the settings say
+/// so, refuses one without a current token of the API's scope: Compute and Billing as Google answer, Swarming as LUCI's
 /// server does (a bad, expired or under-scoped token is UNAUTHENTICATED, `oauth: bad access
 /// token`; none is the anonymous identity, which Swarming's permissions refuse).
 pub(crate) async fn guard(State(sim): State<Sim>, req: Request, next: Next) -> Response {
     let path = req.uri().path();
     let (api, server) = if path.starts_with("/compute/") {
         (Api::Compute, None)
+    } else if path == "/v1/services" || path.starts_with("/v1/services/") {
+        (Api::Billing, None)
     } else if let Some(rest) = path.strip_prefix("/swarming/") {
         (Api::Swarming, rest.split('/').next().map(str::to_owned))
     } else {
@@ -304,7 +319,7 @@ pub(crate) async fn guard(State(sim): State<Sim>, req: Request, next: Next) -> R
         return next.run(req).await;
     }
     match api {
-        Api::Compute => compute_refusal(standing),
+        Api::Compute | Api::Billing => google_refusal(api, standing),
         Api::Swarming if standing == Standing::Missing => {
             fail(Status(7, "anonymous:anonymous does not have permission to call this method".into()))
         }

@@ -1,6 +1,7 @@
 //! `gce-backend sim`: one HTTP server that speaks Compute Engine v1 REST (`gce.rs`), Swarming v2
-//! pRPC (`swarming.rs`) and an admin API under `/sim/` (`admin.rs`), over a simulated world
-//! (`world/`, typed state only) with faults (`config.rs`). Each route file encodes its answers.
+//! pRPC (`swarming.rs`), the Cloud Billing Catalog API (`billing.rs`) and an admin API under
+//! `/sim/` (`admin.rs`), over a simulated world (`world/`, typed state only) with faults
+//! (`config.rs`). Each route file encodes its answers.
 //!
 //! Its HTTP server (`listener.rs`) is the one every listener of the service runs too.
 //!
@@ -25,6 +26,7 @@
 //!    * `bulk`: a bulkInsert's body, read and checked.
 //!    * `auth`: Google authentication's settings, the scopes each API takes, a call's standing.
 //!    * `config`: settings, bot groups and faults ([`SimConfig`], [`Faults`]).
+//!    * `prices`: the dated snapshot of Compute Engine's list prices (the Catalog API's SKUs).
 //! 2. The world (typed state, no wire formats)
 //!    * `world::records`: the records of bulk inserts, templates and rate quotas.
 //!    * `world::accounts`: the service account's tokens and every call's standing.
@@ -54,6 +56,8 @@
 //!    * `swarm_count`: Swarming's counts (CountTasks, CountBots) and dimension filters.
 //!    * `swarming`: Swarming v2 pRPC.
 //!    * `identity`: the published keys and instance identity tokens.
+//!    * `billing`: the Cloud Billing Catalog API (services, Compute Engine's SKUs, paged) and
+//!      Google's error body of its newer APIs.
 //!    * `google`: the metadata server, the OAuth token endpoint, `/sim/auth`, and the guard that
 //!      checks every Compute and Swarming call's token.
 //!    * `work`: the admin API's work routes: tasks, bot groups, traces.
@@ -65,6 +69,7 @@
 pub mod admin;
 pub mod agent;
 pub mod auth;
+pub mod billing;
 pub mod bulk;
 pub mod config;
 mod cursor;
@@ -79,6 +84,7 @@ pub mod identity;
 pub mod keys;
 pub mod listener;
 pub mod names;
+pub mod prices;
 mod prpc;
 pub mod quota;
 pub mod schema;
@@ -107,6 +113,7 @@ pub fn router(sim: Sim) -> Router {
         .merge(work::routes())
         .merge(identity::routes())
         .merge(google::routes())
+        .merge(billing::routes())
         .layer(axum::middleware::from_fn_with_state(sim.clone(), google::guard))
         .with_state(sim)
 }

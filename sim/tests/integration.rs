@@ -10,6 +10,8 @@ mod admin;
 mod auth;
 /// Request bodies checked against Compute's published schema.
 mod bodies;
+/// The Cloud Billing Catalog API from the price snapshot.
+mod billing;
 /// bulkInsert, zonal and regional, and instance templates.
 mod bulk;
 /// Compute Engine REST.

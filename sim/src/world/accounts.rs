@@ -1,8 +1,8 @@
 //! The simulator's service account: the access tokens it issued (from its metadata server or
 //! its OAuth token endpoint), each with its scopes and expiry on the world's clock (the caller
-//! passes the time), and every Compute and Swarming call's standing with respect to its token,
-//! counted per API, per token and per Swarming server; whether a standing refuses the call, under
-//! the settings (`auth.rs`). A record of the world's; it does not import the world.
+//! passes the time), and every Compute, Swarming and Billing call's standing with respect to its
+//! token, counted per API, per token and per Swarming server; whether a standing refuses the call,
+//! under the settings (`auth.rs`). A record of the world's; it does not import the world.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -139,10 +139,10 @@ impl Accounts {
                     *t.calls.entry(api).or_default() += 1;
                     if api.takes(&t.scopes) { Standing::Current } else { Standing::Scope }
                 }
-                // Compute takes a self-signed JWT of the account's key (as Google does);
+                // Google's APIs (Compute, Billing) take a self-signed JWT of the account's key;
                 // LUCI's servers do not (tokeninfo knows only Google's tokens).
                 None => match verify(token, ACCOUNT_KID, ACCOUNT_KEY) {
-                    Ok(c) if api == Api::Compute && c["iss"] == ACCOUNT_EMAIL => {
+                    Ok(c) if api != Api::Swarming && c["iss"] == ACCOUNT_EMAIL => {
                         let scopes: Vec<String> =
                             c["scope"].as_str().unwrap_or("").split(' ').map(str::to_owned).collect();
                         match c["exp"].as_i64() {
