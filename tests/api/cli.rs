@@ -324,7 +324,7 @@ async fn bulk_operations_ask_first_and_say_what_they_did_per_config_and_errors_n
     assert!(out.lines().any(|l| l.starts_with("linux") && l.ends_with("all (admin: maintenance)")), "{out}");
     let o = cli(&env, ADMIN, &["configs", "list"]);
     let (out, _) = text(&o);
-    assert!(out.lines().next().unwrap().contains("FAILURES  DEAD TASKS  PAUSED"), "{out}");
+    assert!(out.lines().next().unwrap().contains("FAILURES (EVER)  DEAD (EVER)  PAUSED"), "{out}");
     let o = cli(&env, ADMIN, &["configs", "resume", "--all"]);
     let (out, _) = text(&o);
     assert!(out.starts_with("global pause lifted"), "{out}");
