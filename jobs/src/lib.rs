@@ -18,6 +18,8 @@
 //!    * `episodes`: conditions holding work back, logged once per change of state.
 //!    * `config`: the Config as operators write it, its units, the settings it is checked
 //!      against (trust, providers, limits, timings) and every rule of it.
+//!    * `prices`: Compute Engine's public SKUs as prices per hour of what a VM uses (machine
+//!      type, Spot, disks, a suspended VM's state); what has no SKU is unpriced, never free.
 //!    * `model`: the stored records (Config records, VMs, bots, pauses, errors, sums, samples, the
 //!      breaker's and a rollout's state, a Config's per-pool resources, audit entries) and the
 //!      rules on one record (wanted, kept, outdated, resources unused).
@@ -79,6 +81,7 @@ pub mod making;
 pub mod metrics;
 pub mod model;
 pub mod naming;
+pub mod prices;
 pub mod operate;
 pub mod pause;
 pub mod ports;
