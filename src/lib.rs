@@ -13,8 +13,9 @@
 //!    * `settings`: the service settings file.
 //! 2. Adapters on the `jobs` ports
 //!    * `adapters`: Compute through the official client, Swarming pRPC, Google access tokens
-//!      (`google_auth`), the Redis store, identity keys over HTTP, the system clock; `backends`:
-//!      store, queues and rate-limit buckets on Redis or in memory.
+//!      (`google_auth`), the Redis store, identity keys over HTTP, the Cloud Billing Catalog
+//!      (`billing`), the system clock; `backends`: store, queues and rate-limit buckets on Redis
+//!      or in memory.
 //! 3. The `/metrics` collection
 //!    * `metrics::process`: this process's CPU, memory, threads and files, read from `/proc`.
 //!    * `metrics::shared`: the state every process shares, read from the store when scraped.

@@ -255,6 +255,22 @@ async fn contract(store: Arc<dyn Store>) {
     assert!(!r.changed(), "{r:?}");
     series(&*store).await;
     audit(&*store).await;
+    prices(&*store).await;
+}
+
+/// The price book: none, then replaced whole by each write.
+async fn prices(store: &dyn Store) {
+    use gce_backend_jobs::prices::book::{PriceBook, Unreachable};
+    assert!(store.price_book().await.unwrap().is_none());
+    let mut book = PriceBook::snapshot().unwrap();
+    store.put_price_book(&book).await.unwrap();
+    let at = Utc.with_ymd_and_hms(2026, 12, 8, 4, 0, 0).unwrap();
+    book.unreachable = Some(Unreachable { since: at, error: "503".into(), unknown: Default::default() });
+    store.put_price_book(&book).await.unwrap();
+    let got = store.price_book().await.unwrap().unwrap();
+    assert_eq!((got.read_at, &got.source, &got.unreachable), (book.read_at, &book.source, &book.unreachable));
+    assert_eq!(got.rates(), book.rates());
+    assert_eq!(got.skus.len(), book.skus.len());
 }
 
 /// Time series: one sample per minute (a second replaces the first), the newest

@@ -93,6 +93,8 @@ pub struct Env {
     pub catalog: Arc<crate::catalog::Catalog>,
     /// The keys VMs' identity tokens are signed with (Google's, or the simulator's).
     pub keys: Arc<dyn crate::ports::keys::Keys>,
+    /// Compute Engine's SKUs (the Cloud Billing Catalog API, or the simulator's).
+    pub prices: Arc<dyn crate::ports::prices::PriceSource>,
     /// Deployment name: the value of the `gce-backend` label on our instances.
     pub deployment: String,
     /// Where `import_configs` reads Config files.

@@ -19,15 +19,16 @@
 //!    * `config`: the Config as operators write it, its units, the settings it is checked
 //!      against (trust, providers, limits, timings) and every rule of it.
 //!    * `prices`: Compute Engine's public SKUs as prices per hour of what a VM uses (machine
-//!      type, Spot, disks, a suspended VM's state); what has no SKU is unpriced, never free.
+//!      type, Spot, disks, a suspended VM's state); what has no SKU is unpriced, never free. The
+//!      price book: the SKUs as read, where and when (the Catalog, or the dated snapshot).
 //!    * `model`: the stored records (Config records, VMs, bots, pauses, errors, sums, samples, the
 //!      breaker's and a rollout's state, a Config's per-pool resources, audit entries) and the
 //!      rules on one record (wanted, kept, outdated, resources unused).
 //!    * `metrics`: what the reconcile logic measures.
 //!    * `work`: each queue's payload (ids only), [`work::Next`], and which Config a task is about.
 //! 2. Ports
-//!    * `ports`: Store, Compute, Bots, Clock and Keys; Compute and Bots guarded per server and
-//!      project and rate-limited per project.
+//!    * `ports`: Store, Compute, Bots, Clock, Keys and PriceSource (the Billing Catalog); Compute
+//!      and Bots guarded per server and project and rate-limited per project.
 //!    * `store`: the in-memory Store (the embedded default, tests).
 //! 3. The machinery handlers share
 //!    * `error`: [`TaskError`] and its one classification.

@@ -7,11 +7,12 @@
 //! category, usage type and description, as Google words them (`E2 Instance Core running in
 //! Americas`, `Spot Preemptible N2 Instance Ram running in EMEA`, `SSD backed PD Capacity`).
 
+pub mod book;
 mod shapes;
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 pub use shapes::{Shape, Unpriced, shape};
 
@@ -19,7 +20,7 @@ pub use shapes::{Shape, Unpriced, shape};
 pub const HOURS_PER_MONTH: f64 = 730.0;
 
 /// One SKU as the Catalog API answers it (the fields read here; the rest ignored).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Sku {
     /// Its id (`CF4E-A0C7-E3BF`).
@@ -37,7 +38,7 @@ pub struct Sku {
 }
 
 /// A SKU's category.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Category {
     /// `Compute`, `Storage`, …
@@ -52,7 +53,7 @@ pub struct Category {
 }
 
 /// A SKU's price at one time.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PricingInfo {
     /// How usage is measured and priced.
@@ -60,7 +61,7 @@ pub struct PricingInfo {
 }
 
 /// A unit and its tiered rates.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PricingExpression {
     /// `h`, `GiBy.h`, `GiBy.mo`.
@@ -71,7 +72,7 @@ pub struct PricingExpression {
 }
 
 /// One tier's rate.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TieredRate {
     /// Usage where the tier starts.
@@ -82,7 +83,7 @@ pub struct TieredRate {
 }
 
 /// An amount of money, as Google writes it: whole units (a string) and nanos.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Money {
     /// `USD`.

@@ -105,6 +105,8 @@ pub struct Fakes {
     pub store: Arc<MemoryStore>,
     /// The identity token signing keys.
     pub keys: Arc<crate::ports::keys::FixedKeys>,
+    /// The Billing Catalog's SKUs (the embedded snapshot's until told otherwise).
+    pub prices: Arc<crate::ports::prices::FixedPrices>,
 }
 
 impl Ctx {
@@ -116,6 +118,7 @@ impl Ctx {
             clock: Arc::new(ManualClock::at(Utc.with_ymd_and_hms(2026, 11, 21, 10, 0, 0).unwrap())),
             store: Arc::new(MemoryStore::new()),
             keys: Arc::default(),
+            prices: Arc::default(),
         };
         let metrics = crate::metrics::Metrics::default();
         let queues = Queues::new(Arc::new(MemoryEngine::new()), crate::tasks::QUEUES, &HashMap::new())
@@ -133,6 +136,7 @@ impl Ctx {
             trust: Arc::new(crate::config::Trust::default()),
             catalog: Arc::new(crate::catalog::Catalog::new()),
             keys: fakes.keys.clone(),
+            prices: fakes.prices.clone(),
             deployment: "test".into(),
             configs_dir: PathBuf::from("."),
             metrics,

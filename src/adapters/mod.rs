@@ -1,8 +1,11 @@
 //! Adapters that implement the `jobs` ports: Compute Engine through the official client,
-//! Swarming through pRPC (both with Google access tokens from `google_auth`), the datastore on Redis, identity token keys over HTTP, and the system
-//! clock; [`backends`] opens the store, queues and rate-limit buckets on Redis or in memory.
+//! Swarming through pRPC (both with Google access tokens from `google_auth`), the datastore on
+//! Redis, identity token keys over HTTP, Compute Engine's prices from the Cloud Billing Catalog,
+//! and the system clock; [`backends`] opens the store, queues and rate-limit buckets on Redis or
+//! in memory.
 
 pub mod backends;
+pub mod billing;
 pub mod gce;
 pub mod gce_resource;
 mod gce_retries;

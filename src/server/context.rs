@@ -1,5 +1,6 @@
 //! The wiring: the adapters on the `jobs` ports (the store, queues and rate-limit buckets on
-//! Redis or in memory; Compute and Swarming, guarded and rate limited; identity keys; the clock)
+//! Redis or in memory; Compute and Swarming, guarded and rate limited; identity keys; the Cloud
+//! Billing Catalog; the clock)
 //! put together into the context every handler, cron job and API method receives. A simulator
 //! starts in this process when no endpoint is given.
 
@@ -13,6 +14,7 @@ use gce_backend_jobs::{Ctx, Env, Queues};
 
 use super::options::{GoogleCredentials, RunOptions};
 use crate::adapters::SystemClock;
+use crate::adapters::billing::Billing;
 use crate::adapters::gce::Gce;
 use crate::adapters::google_auth::{Adc, CLOUD_PLATFORM, Tokens, USERINFO_EMAIL};
 use crate::adapters::swarming::Swarming;
@@ -89,6 +91,13 @@ pub async fn context(
         }
     }
     let (compute_tokens, swarming_tokens) = tokens(opts)?;
+    // The Catalog at Google's with --real-gce, else at the simulator (which serves it beside
+    // Compute); read with Compute's token (cloud-platform takes the Catalog too).
+    let prices = match (&gce, opts.real_gce) {
+        (Some(e), false) => Billing::simulator(e, compute_tokens.clone()),
+        _ => Billing::new(crate::adapters::billing::GOOGLE, compute_tokens.clone()),
+    }
+    .map_err(anyhow::Error::msg)?;
     let compute = Gce::connect(gce.as_deref(), compute_tokens)
         .await
         .map_err(anyhow::Error::msg)?
@@ -121,6 +130,7 @@ pub async fn context(
         trust,
         catalog: Arc::new(gce_backend_jobs::catalog::Catalog::new()),
         keys: Arc::new(crate::adapters::keys::HttpKeys::new(&certs).map_err(anyhow::Error::msg)?),
+        prices: Arc::new(prices),
         deployment: settings.deployment.clone(),
         configs_dir: opts.configs.clone(),
         metrics,

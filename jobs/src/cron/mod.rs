@@ -14,6 +14,7 @@ pub mod inspect_swarming;
 pub mod manage_bots;
 mod reach;
 pub mod read_demand;
+pub mod refresh_prices;
 pub mod report_quota;
 pub mod sample_series;
 
@@ -38,13 +39,16 @@ pub const JOBS: &[(&str, Run)] = &[
     ("report_quota", |c| Box::pin(report_quota::run(c))),
     ("sample_series", |c| Box::pin(sample_series::run(c))),
     ("read_demand", |c| Box::pin(read_demand::run(c))),
+    ("refresh_prices", |c| Box::pin(refresh_prices::run(c))),
 ];
 
 /// How often cron job `job` runs when the settings do not say: every minute, but the reading of
-/// demand (every 10 s: pending work waits on it).
+/// demand (every 10 s: pending work waits on it) and of prices (hourly: it reads the Catalog once
+/// a day, sooner after a failure).
 pub fn default_every(job: &str) -> &'static str {
     match job {
         "read_demand" => "10s",
+        "refresh_prices" => "1h",
         _ => "60s",
     }
 }

@@ -1,5 +1,5 @@
-//! The ports the reconcile logic calls: the datastore, Compute Engine, Swarming, the clock and
-//! the keys identity tokens are signed with.
+//! The ports the reconcile logic calls: the datastore, Compute Engine, Swarming, the clock, the
+//! keys identity tokens are signed with, and Compute Engine's prices (the Billing Catalog).
 //! Adapters live in the root crate (Redis, the official GCE client, pRPC); in-memory ones here;
 //! [`guarded`] puts the remote ones behind per-server and per-project [`guard::Guard`]s.
 
@@ -10,5 +10,6 @@ pub mod compute;
 pub mod guard;
 pub mod guarded;
 pub mod keys;
+pub mod prices;
 pub mod rated;
 pub mod store;

@@ -235,6 +235,10 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     async fn set_file_errors(&self, errors: &[FileError]) -> Result<(), StoreError>;
     /// The errors of Config files that hold no Config, by path.
     async fn file_errors(&self) -> Result<Vec<FileError>, StoreError>;
+    /// Replaces the price book (Compute Engine's SKUs, where and when read): one record.
+    async fn put_price_book(&self, book: &crate::prices::book::PriceBook) -> Result<(), StoreError>;
+    /// The price book, if one is stored (one that does not decode reads as none).
+    async fn price_book(&self) -> Result<Option<crate::prices::book::PriceBook>, StoreError>;
     /// Writes a Config's counts.
     async fn put_counts(&self, prefix: &str, counts: &Counts) -> Result<(), StoreError>;
     /// A Config's counts.

@@ -21,6 +21,7 @@
 //! | `sums:<prefix>` | HASH | a Config's sums, field `i` per bit, `<zone>/i` per zone (`<zone>#<rank>/i` for a fallback rank); `complete` once they cover every VM |
 //! | `counters:<prefix>` | HASH | a Config's counters: dead_tasks, task_failures |
 //! | `files` | STRING | errors of Config files that hold no Config (JSON list) |
+//! | `prices` | STRING | the price book: Compute Engine's SKUs, where and when read (JSON, `prices.rs`) |
 //! | `claim:<key>` | STRING | a claimed cron tick, or the Config admission claim (expires) |
 //! | `mark:<space>` | HASH | key → first-seen time |
 //! | `pause` | STRING | the global pause (JSON), while set |
@@ -40,6 +41,7 @@ use gce_backend_jobs::model::{
 use gce_backend_jobs::ports::store::{
     CorruptRecord, Expect, Fence, Rebuilt, Scope, Store, StoreError, Versioned, VmIndex,
 };
+use gce_backend_jobs::prices::book::PriceBook;
 use redis::AsyncCommands;
 
 mod audit;
@@ -51,6 +53,7 @@ mod layout;
 mod marks;
 mod migrate;
 mod owned;
+mod prices;
 mod shared;
 #[macro_use]
 mod scripts;
@@ -327,6 +330,14 @@ impl Store for RedisStore {
     async fn file_errors(&self) -> Result<Vec<FileError>, StoreError> {
         let raw: Option<String> = self.c().get(self.k("files")).await.map_err(err)?;
         Ok(raw.and_then(|r| lenient("files", &r)).unwrap_or_default())
+    }
+
+    async fn put_price_book(&self, book: &PriceBook) -> Result<(), StoreError> {
+        self.write_price_book(book).await
+    }
+
+    async fn price_book(&self) -> Result<Option<PriceBook>, StoreError> {
+        self.read_price_book().await
     }
 
     async fn put_counts(&self, prefix: &str, counts: &Counts) -> Result<(), StoreError> {

@@ -18,6 +18,7 @@ use crate::ports::store::{
 };
 
 mod heal;
+mod prices;
 mod series;
 mod state;
 
@@ -315,6 +316,14 @@ impl Store for MemoryStore {
 
     async fn file_errors(&self) -> Result<Vec<FileError>, StoreError> {
         Ok(self.lock().file_errors.clone())
+    }
+
+    async fn put_price_book(&self, book: &crate::prices::book::PriceBook) -> Result<(), StoreError> {
+        self.write_price_book(book)
+    }
+
+    async fn price_book(&self) -> Result<Option<crate::prices::book::PriceBook>, StoreError> {
+        Ok(self.read_price_book())
     }
 
     async fn put_counts(&self, prefix: &str, counts: &Counts) -> Result<(), StoreError> {

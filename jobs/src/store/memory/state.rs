@@ -52,6 +52,8 @@ pub(super) struct State {
     pub(super) zone_sums: HashMap<String, BTreeMap<String, Sums>>,
     pub(super) counters: HashMap<(String, String), u64>,
     pub(super) file_errors: Vec<FileError>,
+    /// The price book (`prices.rs`), as stored.
+    pub(super) price_book: Option<String>,
     /// Records planted as undecodable (tests): key → why; the version and indexes stay, as a
     /// raw overwrite in Redis leaves them.
     pub(super) corrupt_configs: BTreeMap<String, String>,
