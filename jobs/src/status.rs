@@ -1,6 +1,7 @@
 //! The read model operators see (`gce-backend status`, progress lines): per-Config counts from
 //! the VM records (and per zone and rank), errors, backoff, life state, source and pauses, a Spot pool's
-//! failover, the errors of Config files, and the rate-limit buckets' saturation.
+//! failover, the errors of Config files, the rate-limit buckets' saturation, and prices (the
+//! price book in force, each Config's price per hour of a VM).
 
 use std::collections::BTreeSet;
 
@@ -129,6 +130,10 @@ pub struct Report {
     /// the last minute.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rate_limits: Vec<Level>,
+    /// The price book each Config's `price_per_hour` is read from: its source, when read, how
+    /// many SKUs, and while the Cloud Billing Catalog cannot be read, why and since when.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prices: Option<PricesStatus>,
 }
 
 /// How long after a call found no token its bucket is shown as saturated.
@@ -177,8 +182,13 @@ pub async fn report(
     }
     let paused = crate::pause::global(store).await?;
     let rate_limits = rate_levels(buckets, now).await?;
-    Ok(Report { configs, files: store.file_errors().await?, paused, rate_limits })
+    let prices = Some(prices::fill(store, &mut configs, now).await?);
+    Ok(Report { configs, files: store.file_errors().await?, paused, rate_limits, prices })
 }
+
+pub mod prices;
+
+pub use prices::PricesStatus;
 
 #[cfg(test)]
 mod tests;

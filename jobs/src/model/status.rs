@@ -135,6 +135,14 @@ pub struct ConfigStatus {
     /// revision still in use): name, revision, made or not, being removed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resources: Vec<crate::model::PoolResource>,
+    /// USD per hour of one running VM it makes now, at list price (`status` only): its machine
+    /// type in its region, Spot or standard, plus its disks; absent when `unpriced`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub price_per_hour: Option<crate::prices::book::Usd>,
+    /// Why it has no price (`status` only): a machine type, disk or region without a SKU in
+    /// the price book, a disk without a size, a static pool. Never shown as free.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unpriced: Option<String>,
 }
 
 /// A Config file the service does not follow as written: one it cannot apply (it cannot be read,
