@@ -8,10 +8,10 @@ mod support;
 mod admin;
 /// Google authentication: the metadata server, the token endpoint, refusals as Google and LUCI.
 mod auth;
-/// Request bodies checked against Compute's published schema.
-mod bodies;
 /// The Cloud Billing Catalog API from the price snapshot.
 mod billing;
+/// Request bodies checked against Compute's published schema.
+mod bodies;
 /// bulkInsert, zonal and regional, and instance templates.
 mod bulk;
 /// Compute Engine REST.
