@@ -233,6 +233,9 @@ async fn the_queue_cli_names_queues_finds_tasks_by_key_and_refuses_what_does_not
     );
     let out = Command::new("bash").args(["-c", &sh]).output().unwrap();
     assert!(out.status.success() && !String::from_utf8_lossy(&out.stderr).contains("panicked"), "{out:?}");
-    assert_eq!(status(&env), json!({"configs": [], "files": []}));
+    // Nothing but the prices in force (the dated snapshot until the catalog is read).
+    let st = status(&env);
+    assert_eq!((&st["configs"], &st["files"]), (&json!([]), &json!([])), "{st}");
+    assert!(st["prices"]["source"].as_str().is_some_and(|s| s.starts_with("snapshot ")), "{st}");
     env.stop().await;
 }
