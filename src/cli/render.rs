@@ -2,12 +2,14 @@
 
 mod cells;
 mod files;
+mod plan;
 mod task;
 
 use serde_json::Value;
 
 use crate::api::types::Page;
 use cells::{resolved, s, secs, short, table, when};
+pub(super) use plan::plan;
 pub(super) use task::task;
 
 /// The pause in force (the API decides which: `pause_in_force`), whose and why.
@@ -410,98 +412,6 @@ pub(super) fn global_pause(v: &Value) -> String {
         out.push_str(&table(&["PREFIX", "PAUSED"], rows));
     }
     out
-}
-
-/// A plan: the totals, then what happens to each VM (what is replaced in the waves it takes),
-/// the changed fields and whom each affects, the problems and the pause in force.
-pub(super) fn plan(v: &Value) -> String {
-    let list = |k: &str| -> Vec<String> { v[k].as_array().into_iter().flatten().map(s).collect() };
-    let (create, drain, replace, keep) = (list("create"), list("drain"), list("replace"), list("keep"));
-    let recycle: Vec<String> = v["recycle"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|r| match r["at"].as_str() {
-            Some(at) => format!("{} (at {at})", s(&r["id"])),
-            None => format!("{} (its lifetime has not started)", s(&r["id"])),
-        })
-        .collect();
-    let mut out = format!(
-        "{}: amount {}; create {}, drain {}, replace {}, recycle {}, keep {}\n",
-        s(&v["prefix"]),
-        s(&v["amount"]),
-        create.len(),
-        drain.len(),
-        replace.len(),
-        recycle.len(),
-        keep.len()
-    );
-    let mut line = |what: String, ids: &[String]| {
-        if !ids.is_empty() {
-            out.push_str(&format!("  {what}: {}\n", ids.join(", ")));
-        }
-    };
-    line(format!("create {}", create.len()), &create);
-    line(format!("drain {} (each after its task)", drain.len()), &drain);
-    if !replace.is_empty() {
-        line(format!("replace {} {}", replace.len(), replacement(&v["replacement"])), &replace);
-    }
-    line(
-        format!(
-            "recycle {} (each kept until its lifetime ends, then made again with the Config's settings)",
-            recycle.len()
-        ),
-        &recycle,
-    );
-    line(format!("keep {}", keep.len()), &keep);
-    for c in v["changes"].as_array().into_iter().flatten() {
-        out.push_str(&format!(
-            "  {}: {} -> {} (applies to {})\n",
-            s(&c["field"]),
-            c["from"],
-            c["to"],
-            s(&c["applies_to"])
-        ));
-    }
-    for p in v["problems"].as_array().into_iter().flatten() {
-        out.push_str(&format!("  problem: {}\n", s(p)));
-    }
-    if !v["paused"].is_null() {
-        let p = &v["paused"];
-        out.push_str(&format!(
-            "  paused by {} ({}): nothing is created until it is resumed\n",
-            s(&p["by"]),
-            s(&p["reason"])
-        ));
-    }
-    out
-}
-
-/// How a plan's replacement proceeds, in words: why, how many at a time, its surge.
-fn replacement(r: &Value) -> String {
-    let at_once = s(&r["at_once"]);
-    let surge: Vec<String> = r["surge"].as_array().into_iter().flatten().map(s).collect();
-    match r["by"].as_str() {
-        Some("rolling_update") => {
-            let first = match surge.is_empty() {
-                true => String::new(),
-                false => format!(
-                    "{} made first from the new attributes and drained at the end; ",
-                    surge.join(", ")
-                ),
-            };
-            format!(
-                "(rolling update: {first}at most {at_once} at a time, keeping at least {} bots connected; each drained after its task, then made again)",
-                s(&r["min_connected"])
-            )
-        }
-        Some("provider_change") => {
-            format!(
-                "(provider change: at most {at_once} at a time, each drained after its task, then made by the new provider)"
-            )
-        }
-        _ => "(already drained: each made again once it is gone)".to_owned(),
-    }
 }
 
 #[cfg(test)]

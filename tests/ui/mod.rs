@@ -12,6 +12,7 @@
 mod cockpit;
 mod files;
 mod gaps;
+mod scripts;
 mod service;
 mod webdriver;
 
@@ -20,42 +21,13 @@ use serde_json::{Value, json};
 use crate::api::{ADMIN, WRITER};
 pub(crate) use crate::support::tokens::READER;
 use crate::support::{Backend, Env, sim_config};
+use scripts::{FAST_FETCH, SLOW_FETCH, WATCH_WHO};
 use service::Service;
 use webdriver::Browser;
 
 /// A script returning the text of `field` in the row whose `attr` is `key` (null while absent).
 const CELL: &str = "const r = document.querySelector(`tr[${arguments[0]}=\"${arguments[1]}\"]`); \
                     const c = r && r.querySelector(`[data-field=\"${arguments[2]}\"]`); return c ? c.textContent : null;";
-
-/// A script slowing down, in the page, the answers to the API calls whose path ends with
-/// `arguments[0]` (made with token `arguments[1]`, or any when null) by `arguments[2]` ms; it
-/// counts them in `__starts` (when each was sent) and `__landed` (answers handed to the page).
-/// Called again, it replaces the last one.
-const SLOW_FETCH: &str = "const [suffix, token, ms] = arguments; \
-    window.__origFetch = window.__origFetch || window.fetch; \
-    const orig = window.__origFetch; \
-    window.__starts = []; window.__landed = 0; \
-    window.fetch = (url, opts) => { \
-      const p = orig.call(window, url, opts); \
-      const hit = new URL(String(url)).pathname.endsWith(suffix) && \
-        (!token || opts.headers.Authorization === `Bearer ${token}`); \
-      if (!hit) return p; \
-      window.__starts.push(performance.now()); \
-      return p.then(r => new Promise(res => setTimeout(() => { window.__landed += 1; res(r); }, ms))); \
-    };";
-
-/// Ends [`SLOW_FETCH`].
-const FAST_FETCH: &str = "if (window.__origFetch) window.fetch = window.__origFetch;";
-
-/// A script recording every text `#who-name` shows (`__who`) and whether a button of an action
-/// was ever on the page (`__buttons`) from now on.
-const WATCH_WHO: &str = "window.__who = []; window.__buttons = false; \
-    const who = document.querySelector('#who-name'); \
-    new MutationObserver(() => window.__who.push(who.textContent)) \
-      .observe(who, {childList: true, characterData: true, subtree: true}); \
-    new MutationObserver(() => { \
-      if (document.querySelector('button[data-action]')) window.__buttons = true; \
-    }).observe(document.body, {childList: true, subtree: true});";
 
 /// Waits until the cell reads `want`.
 pub(crate) async fn wait_cell(b: &Browser, attr: &str, key: &str, field: &str, want: &str) {

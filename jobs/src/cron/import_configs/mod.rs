@@ -467,3 +467,6 @@ mod audit_tests;
 
 #[cfg(test)]
 mod luci_tests;
+
+#[cfg(test)]
+mod files_tests;

@@ -201,31 +201,7 @@ impl Store for MemoryStore {
     }
 
     async fn vm_ids(&self, index: VmIndex) -> Result<Vec<String>, StoreError> {
-        let s = self.lock();
-        Ok(match index {
-            VmIndex::Uncreated => {
-                s.healing("vm:uncreated").map(|()| s.uncreated.iter().cloned().collect())?
-            }
-            VmIndex::Created => s.healing("vm:created").map(|()| s.created.iter().cloned().collect())?,
-            VmIndex::DueBy(t) => {
-                s.healing("vm:deadline")?;
-                let mut due: Vec<(&DateTime<Utc>, &String)> =
-                    s.deadlines.iter().filter(|(_, d)| **d <= t).map(|(id, d)| (d, id)).collect();
-                due.sort();
-                return Ok(due.into_iter().map(|(_, id)| id.clone()).collect());
-            }
-            VmIndex::OfConfig(p) => {
-                s.healing(&format!("vm:cfg:{p}"))?;
-                s.by_config.get(&p).map(|v| v.iter().cloned().collect()).unwrap_or_default()
-            }
-            VmIndex::UncreatedOf(p) => {
-                s.healing(&format!("vm:cfg:{p}"))?;
-                s.healing("vm:uncreated")?;
-                let of = s.by_config.get(&p);
-                of.map(|v| v.iter().filter(|id| s.uncreated.contains(*id)).cloned().collect())
-                    .unwrap_or_default()
-            }
-        })
+        self.lock().vm_ids(index)
     }
 
     async fn vms_by_hostname(&self, hostnames: &[String]) -> Result<Vec<Option<String>>, StoreError> {

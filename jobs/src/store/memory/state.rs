@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use crate::model::{
     AuditEntry, Backoff, ConfigRecord, Counts, ErrorEntry, FileError, Observed, Pause, SUMS, Sample, Sums, Vm,
 };
-use crate::ports::store::{Expect, Versioned};
+use crate::ports::store::{Expect, StoreError, Versioned, VmIndex};
 
 /// Puts `item` at the head of `list` (newest first) and keeps its newest `keep`: the error and
 /// audit lists.
@@ -86,6 +86,35 @@ pub(super) fn holds<T>(current: Option<&Versioned<T>>, expect: Expect) -> bool {
 }
 
 impl State {
+    /// The ids an index lists (an index being healed is an error, as on Redis).
+    pub(super) fn vm_ids(&self, index: VmIndex) -> Result<Vec<String>, StoreError> {
+        let s = self;
+        Ok(match index {
+            VmIndex::Uncreated => {
+                s.healing("vm:uncreated").map(|()| s.uncreated.iter().cloned().collect())?
+            }
+            VmIndex::Created => s.healing("vm:created").map(|()| s.created.iter().cloned().collect())?,
+            VmIndex::DueBy(t) => {
+                s.healing("vm:deadline")?;
+                let mut due: Vec<(&DateTime<Utc>, &String)> =
+                    s.deadlines.iter().filter(|(_, d)| **d <= t).map(|(id, d)| (d, id)).collect();
+                due.sort();
+                return Ok(due.into_iter().map(|(_, id)| id.clone()).collect());
+            }
+            VmIndex::OfConfig(p) => {
+                s.healing(&format!("vm:cfg:{p}"))?;
+                s.by_config.get(&p).map(|v| v.iter().cloned().collect()).unwrap_or_default()
+            }
+            VmIndex::UncreatedOf(p) => {
+                s.healing(&format!("vm:cfg:{p}"))?;
+                s.healing("vm:uncreated")?;
+                let of = s.by_config.get(&p);
+                of.map(|v| v.iter().filter(|id| s.uncreated.contains(*id)).cloned().collect())
+                    .unwrap_or_default()
+            }
+        })
+    }
+
     /// Whether `holder` holds the lease `key` now.
     pub(super) fn holds_lease(&self, key: &str, holder: &str) -> bool {
         self.claims.get(key).is_some_and(|(h, until)| h == holder && *until > Instant::now())
