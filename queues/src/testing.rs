@@ -65,10 +65,11 @@ impl RedisServer {
     fn launch_in(dir: PathBuf, aof: bool, tls: Option<Certificates>, extra: Vec<String>) -> Self {
         let mut last = String::new();
         let cluster = extra.iter().any(|a| a == "--cluster-enabled");
-        for _ in 0..5 {
+        for _ in 0..8 {
             let mut port = free_port();
-            // A cluster node's bus listens on its port + 10000.
-            while cluster && port > 55000 {
+            // A cluster node's bus listens on its port + 10000: that one must be free too (an
+            // ephemeral port of some connection may hold it).
+            while cluster && (port > 55000 || !is_free(port + 10000)) {
                 port = free_port();
             }
             let mut server =
@@ -76,9 +77,11 @@ impl RedisServer {
             match server.spawn() {
                 Ok(()) => return server,
                 Err(e) => {
-                    // Its log says why; what a failed start left (a cluster's nodes.conf) goes.
-                    let log = std::fs::read_to_string(dir.join("redis.log")).unwrap_or_default();
-                    let tail: Vec<&str> = log.lines().rev().take(3).collect();
+                    // Its log and standard error say why; what a failed start left (a cluster's
+                    // nodes.conf) goes.
+                    let said = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_default();
+                    let (log, err) = (said("redis.log"), said("redis.err"));
+                    let tail: Vec<&str> = log.lines().chain(err.lines()).rev().take(4).collect();
                     last = format!("{e} (port {port}; log: {})", tail.join(" | "));
                     for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
                         if entry.path().is_file() {
@@ -110,10 +113,14 @@ impl RedisServer {
             cmd.args(["--appendonly", "no"]);
         }
         cmd.args(&self.extra);
+        // What it says before its log is open (a directory it cannot use) lands in `redis.err`.
+        let err = std::fs::File::create(self.dir.join("redis.err"))
+            .map(Stdio::from)
+            .unwrap_or_else(|_| Stdio::null());
         let child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(err)
             .spawn()
             .map_err(|e| format!("{bin}: {e} (install redis-server, or run scripts/test)"))?;
         self.child = Some(child);
@@ -200,6 +207,11 @@ fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("bind a free loopback port")
+}
+
+/// Whether nothing listens on loopback `port` now.
+fn is_free(port: u16) -> bool {
+    TcpListener::bind(("127.0.0.1", port)).is_ok()
 }
 
 fn ping(port: u16) -> bool {
