@@ -29,9 +29,9 @@ fn the_docs_examples_run_as_written() {
     }
     let (mut child, _out, root, token) = embedded_default(&pools, &[]);
     // Every pool connected, as the examples show it at rest.
-    let status = |live| {
+    let status = || {
         let o = std::process::Command::new(BIN)
-            .args(if live { &["status", "--live"][..] } else { &["status"][..] })
+            .args(["status", "--live"])
             .env("GCE_BACKEND_ROOT_URL", &root)
             .env("GCE_BACKEND_TOKEN", &token)
             .output()
@@ -40,7 +40,7 @@ fn the_docs_examples_run_as_written() {
     };
     let started = tokio::time::Instant::now();
     loop {
-        let v = status(true);
+        let v = status();
         let configs = v["configs"].as_array().cloned().unwrap_or_default();
         let connected = |c: &Value| c["counts"]["connected"] == c["counts"]["configured"];
         if configs.len() == 2 && configs.iter().all(connected) {

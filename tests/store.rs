@@ -20,11 +20,7 @@ async fn contract(store: Arc<dyn Store>) {
         revision: "a".into(),
         current_amount: 2,
         source: "pools/linux.yaml".into(),
-        orphaned: None,
-        delete_at: None,
         verified: true,
-        paused: None,
-        provider_changed: None,
         ..Default::default()
     };
     assert!(store.put_config(&rec, Expect::Absent).await.unwrap());

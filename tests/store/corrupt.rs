@@ -15,11 +15,7 @@ async fn corrupt(store: Arc<dyn Store>, plant: impl Fn(&str, &str)) {
         revision: "a".into(),
         current_amount: 2,
         source: "linux.yaml".into(),
-        orphaned: None,
-        delete_at: None,
         verified: true,
-        paused: None,
-        provider_changed: None,
         ..Default::default()
     };
     assert!(store.put_config(&rec, Expect::Absent).await.unwrap());
