@@ -140,11 +140,6 @@ impl Rates {
         Rates { by }
     }
 
-    /// How many rates it holds.
-    pub fn len(&self) -> usize {
-        self.by.len()
-    }
-
     /// Whether it holds none.
     pub fn is_empty(&self) -> bool {
         self.by.is_empty()

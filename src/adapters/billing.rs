@@ -2,8 +2,8 @@
 //! `GET /v1/services/6F81-5844-456A/skus`, Compute Engine's SKUs in USD, at
 //! `https://cloudbilling.googleapis.com` or at the simulator (which serves the same path).
 //!
-//! With Google credentials each page carries a Bearer token of scope `cloud-billing.readonly`
-//! (`google_auth.rs`); a token is sent over `https://` only, or to the simulator named as such
+//! With Google credentials each page carries a Bearer token (`google_auth.rs`; the service passes
+//! its Compute tokens, whose `cloud-platform` scope covers the Catalog); a token is sent over `https://` only, or to the simulator named as such
 //! ([`Billing::simulator`]), never to another `http://` URL. Each page is bounded by a timeout,
 //! the pages by a cap, and redirects are never followed.
 
@@ -21,7 +21,7 @@ use super::google_auth::Tokens;
 
 /// The Cloud Billing Catalog API.
 pub const GOOGLE: &str = "https://cloudbilling.googleapis.com";
-/// The scope the Catalog is read with.
+/// The Catalog's own read-only scope (the narrowest one it takes).
 pub const BILLING_READONLY: &str = "https://www.googleapis.com/auth/cloud-billing.readonly";
 /// Compute Engine's service id in the Catalog.
 const SERVICE: &str = "6F81-5844-456A";
