@@ -1,14 +1,19 @@
 //! What Compute Engine offers a project (its zones, and the disk types of each zone), asked
 //! once and cached, so a Config naming a zone or disk type that does not exist is refused at
-//! import with the field named, instead of failing at every insert.
+//! import with the field named, instead of failing at every insert; and what it costs: the price
+//! book in force (the stored one, else the dated snapshot), its rates cached alike.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Duration, Utc};
 
 use crate::config::{Config, ConfigError};
+use crate::error::TaskError;
 use crate::ports::compute::{Compute, ComputeError, Kind};
+use crate::ports::store::Store;
+use crate::prices::Rates;
+use crate::prices::book::PriceBook;
 
 /// How long an answer is trusted.
 const TTL_SECS: i64 = 600;
@@ -54,6 +59,16 @@ type Cached = (DateTime<Utc>, Vec<String>);
 pub struct Catalog {
     zones: Mutex<HashMap<String, Cached>>,
     disk_types: Mutex<HashMap<(String, String), Cached>>,
+    rates: Mutex<Option<(DateTime<Utc>, Arc<Rates>)>>,
+}
+
+/// The price book in force: the stored one, else the snapshot embedded from `config/prices/`
+/// (until the first refresh).
+pub async fn price_book(store: &dyn Store) -> Result<PriceBook, TaskError> {
+    match store.price_book().await? {
+        Some(b) => Ok(b),
+        None => PriceBook::snapshot().map_err(TaskError::Invalid),
+    }
 }
 
 fn fresh<K: std::hash::Hash + Eq>(
@@ -104,6 +119,17 @@ impl Catalog {
         let v = compute.disk_types(project, zone).await?;
         keep(&self.disk_types, key, now, &v);
         Ok(v)
+    }
+
+    /// The rates of the price book in force ([`price_book`]), read at most every ten minutes.
+    pub async fn rates(&self, store: &dyn Store, now: DateTime<Utc>) -> Result<Arc<Rates>, TaskError> {
+        let cached = self.rates.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some((_, r)) = cached.filter(|(at, _)| *at + Duration::seconds(TTL_SECS) > now && *at <= now) {
+            return Ok(r);
+        }
+        let r = Arc::new(price_book(store).await?.rates());
+        *self.rates.lock().unwrap_or_else(|e| e.into_inner()) = Some((now, r.clone()));
+        Ok(r)
     }
 
     /// Fills a regional Config's zones with the project's zones in its region (see

@@ -21,9 +21,10 @@
 //!    * `prices`: Compute Engine's public SKUs as prices per hour of what a VM uses (machine
 //!      type, Spot, disks, a suspended VM's state); what has no SKU is unpriced, never free. The
 //!      price book: the SKUs as read, where and when (the Catalog, or the dated snapshot).
-//!    * `model`: the stored records (Config records, VMs, bots, pauses, errors, sums, samples, the
-//!      breaker's and a rollout's state, a Config's per-pool resources, audit entries) and the
-//!      rules on one record (wanted, kept, outdated, resources unused).
+//!    * `model`: the stored records (Config records, VMs, bots, pauses, errors, sums, ledgers of
+//!      spend, samples, the breaker's and a rollout's state, a Config's per-pool resources, audit
+//!      entries) and the rules on one record (wanted, kept, outdated, resources unused, what a VM
+//!      is billed as).
 //!    * `metrics`: what the reconcile logic measures.
 //!    * `work`: each queue's payload (ids only), [`work::Next`], and which Config a task is about.
 //! 2. Ports
@@ -34,6 +35,8 @@
 //!    * `error`: [`TaskError`] and its one classification.
 //!    * `catalog`: what Compute Engine offers a project (zones, disk types), cached.
 //!    * `env`: [`Env`], the ports and settings; push a task, record on a Config's status.
+//!    * `meter`: the one way VM records are written: what each is billed as, and its Config's
+//!      ledger changed with the write (exactly once).
 //!    * `counts`: a Config's counts from the store's sums, O(1).
 //!    * `writes`: compare-and-set writes of records; a VM record that does not decode quarantined.
 //!    * `demand`: a Swarming server's work read for its demand-driven Configs (one count per
@@ -79,6 +82,7 @@ pub mod heal;
 pub mod identity;
 pub mod lifecycle;
 pub mod making;
+pub mod meter;
 pub mod metrics;
 pub mod model;
 pub mod naming;

@@ -72,8 +72,8 @@ async fn make(
         _ => new_hostname(id),
     };
     let rank = place.1;
-    let vm = incarnation(ctx, rec, id, index, place, hostname);
-    if !ctx.store.put_vm(&vm, Expect::Absent).await? {
+    let mut vm = incarnation(ctx, rec, id, index, place, hostname);
+    if !crate::meter::put(ctx, None, &mut vm, Expect::Absent).await? {
         return Ok(false);
     }
     if let Some(r) = rank {
@@ -118,7 +118,7 @@ pub async fn adopt(
         Some(label) if *label != revision_label(&rec.revision) => vm.revision = label.clone(),
         _ => {}
     }
-    if !ctx.store.put_vm(&vm, Expect::Absent).await? {
+    if !crate::meter::put(ctx, None, &mut vm, Expect::Absent).await? {
         return Ok(false);
     }
     tracing::warn!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone, "VM record lost while its instance lives: adopted from the instance's labels");

@@ -137,7 +137,7 @@ pub async fn quarantine(ctx: &Env, id: &str, error: &str, version: Option<u64>) 
         (Some(c), Some((inst, zone))) => {
             let now = ctx.now();
             let attributes = c.attributes_in(zone);
-            let vm = Vm {
+            let mut vm = Vm {
                 id: id.to_owned(),
                 config: prefix.to_owned(),
                 index,
@@ -152,7 +152,8 @@ pub async fn quarantine(ctx: &Env, id: &str, error: &str, version: Option<u64>) 
                 drained: true,
                 ..Vm::default()
             };
-            if ctx.store.put_vm(&vm, Expect::Version(version)).await? {
+            // What the corrupt record was billed as is not known: metered afresh from now.
+            if crate::meter::put(ctx, None, &mut vm, Expect::Version(version)).await? {
                 ctx.push(&ManageBot { id: id.to_owned() }).await?;
             }
             format!(
@@ -179,7 +180,7 @@ pub async fn drop_uncreated(ctx: &Env, id: &str, only: impl Fn(&Vm) -> bool) -> 
         && cur.value.instance.is_none()
         && only(&cur.value)
     {
-        ctx.store.delete_vm(id, cur.version).await?;
+        crate::meter::delete(ctx, &cur).await?;
     }
     Ok(())
 }
@@ -254,11 +255,12 @@ async fn write_vm_loop(
                 None => return Ok(None),
             },
         };
+        let old = cur.value.meter.clone();
         let mut vm = cur.value;
         if !change(&mut vm) {
             return Ok(Some((Versioned { value: vm, version: cur.version }, false)));
         }
-        if ctx.store.put_vm(&vm, Expect::Version(cur.version)).await? {
+        if crate::meter::put(ctx, old.as_ref(), &mut vm, Expect::Version(cur.version)).await? {
             return Ok(Some((Versioned { value: vm, version: cur.version + 1 }, true)));
         }
     }

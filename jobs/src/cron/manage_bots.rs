@@ -92,7 +92,8 @@ async fn index_older_vms(ctx: &Ctx) -> Result<(), TaskError> {
     for id in created.into_iter().filter(|id| !indexed.contains(id)) {
         if let Some(cur) = ctx.vm(&id).await?.filter(|c| c.value.deadline().is_some()) {
             // Written since (indexed then) if the version moved on: nothing to do.
-            ctx.store.put_vm(&cur.value, Expect::Version(cur.version)).await?;
+            let (old, mut vm) = (cur.value.meter.clone(), cur.value);
+            crate::meter::put(ctx, old.as_ref(), &mut vm, Expect::Version(cur.version)).await?;
         }
     }
     ctx.store.mark(MIGRATIONS, DEADLINES, ctx.now()).await?;

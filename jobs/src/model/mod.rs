@@ -17,6 +17,7 @@ pub mod release;
 mod resources;
 pub mod rollout;
 mod series;
+pub mod spend;
 pub mod spot;
 mod status;
 mod wanted;

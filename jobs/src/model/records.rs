@@ -218,6 +218,10 @@ pub struct Vm {
     /// [`Vm::coming_back`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub woken: Option<DateTime<Utc>>,
+    /// What its instance is billed as, since when and at what rate (see `model::spend`): none
+    /// until it is made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meter: Option<super::spend::Metered>,
     /// Fields a newer build wrote that this one does not know: kept, and written back with it.
     #[serde(flatten)]
     #[schemars(skip)]

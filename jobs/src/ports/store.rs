@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 
 use crate::model::{
     AuditEntry, Backoff, ConfigRecord, Counts, ErrorEntry, FileError, Observed, Pause, Sample, Series, Sums,
-    Vm,
+    Vm, spend::Spend,
 };
 
 /// A datastore error.
@@ -183,10 +183,27 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// The version of a VM's record, whether or not it decodes.
     async fn vm_version(&self, id: &str) -> Result<Option<u64>, StoreError>;
     /// Writes a VM if `expect` holds, keeping the indexes in step (a corrupt record is replaced
-    /// when its version is named). A write adds one to the version (a new record has version 1).
-    async fn put_vm(&self, vm: &Vm, expect: Expect) -> Result<bool, StoreError>;
-    /// Deletes a VM at `version` (with its index entries and bot observation), corrupt or not.
-    async fn delete_vm(&self, id: &str, version: u64) -> Result<bool, StoreError>;
+    /// when its version is named), and adds `spend` to its Config's ledger in the same
+    /// transaction (so a change of what it is billed as is counted exactly once). A write adds
+    /// one to the version (a new record has version 1).
+    async fn put_vm_spending(&self, vm: &Vm, expect: Expect, spend: &Spend) -> Result<bool, StoreError>;
+    /// [`Store::put_vm_spending`] changing no ledger (the reconcile logic writes through
+    /// `meter`, which works out what to add).
+    async fn put_vm(&self, vm: &Vm, expect: Expect) -> Result<bool, StoreError> {
+        self.put_vm_spending(vm, expect, &Spend::default()).await
+    }
+    /// Deletes a VM at `version` (with its index entries and bot observation), corrupt or not,
+    /// adding `spend` to its Config's ledger in the same transaction.
+    async fn delete_vm_spending(&self, id: &str, version: u64, spend: &Spend) -> Result<bool, StoreError>;
+    /// [`Store::delete_vm_spending`] changing no ledger.
+    async fn delete_vm(&self, id: &str, version: u64) -> Result<bool, StoreError> {
+        self.delete_vm_spending(id, version, &Spend::default()).await
+    }
+    /// A Config's ledger as kept (field → integer; see `model::spend`), kept after the Config
+    /// is deleted; empty when it has none.
+    async fn ledger(&self, prefix: &str) -> Result<BTreeMap<String, i64>, StoreError>;
+    /// Prefixes that have a ledger (Configs deleted since included).
+    async fn ledger_configs(&self) -> Result<Vec<String>, StoreError>;
     /// Ids of the VMs in an index.
     async fn vm_ids(&self, index: VmIndex) -> Result<Vec<String>, StoreError>;
     /// The VM of each hostname, in order.

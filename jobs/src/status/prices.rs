@@ -31,14 +31,6 @@ pub struct PricesStatus {
     pub unreachable_since: Option<DateTime<Utc>>,
 }
 
-/// The price book in force: the stored one, else the embedded snapshot.
-pub async fn book(store: &dyn Store) -> Result<PriceBook, TaskError> {
-    match store.price_book().await? {
-        Some(b) => Ok(b),
-        None => PriceBook::snapshot().map_err(TaskError::Invalid),
-    }
-}
-
 /// What status says of `book`.
 pub fn of(book: &PriceBook) -> PricesStatus {
     PricesStatus {
@@ -84,7 +76,7 @@ pub async fn fill(
     configs: &mut [ConfigStatus],
     now: DateTime<Utc>,
 ) -> Result<PricesStatus, TaskError> {
-    let book = book(store).await?;
+    let book = crate::catalog::price_book(store).await?;
     let rates = book.rates();
     let recs = store.configs().await?;
     for st in configs.iter_mut() {

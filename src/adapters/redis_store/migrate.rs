@@ -30,7 +30,7 @@ use super::owned::MOVED;
 pub const SETTLE: Duration = Duration::from_millis(LAYOUT_TTL.as_millis() as u64 + 1000);
 
 /// A Config's own keys of layout 1 copied as they are (`<part>:<prefix>` → the Config's `<part>`).
-const OWNED: [&str; 4] = ["err", "audit", "counters", "series:cfg"];
+const OWNED: [&str; 5] = ["err", "audit", "counters", "series:cfg", "ledger"];
 
 /// Layout 1's shared VM keys, deleted once the store is in layout 2.
 const SHARED: [&str; 10] = [
@@ -59,7 +59,7 @@ pub struct Migration {
     pub vms: usize,
     /// Bot observations moved under their Config.
     pub bots: usize,
-    /// A Config's lists and hashes (errors, audit, counters, samples).
+    /// A Config's lists and hashes (errors, audit, counters, samples, ledger).
     pub lists: usize,
     /// VM records whose id names no Config (`<prefix>-<index>`), kept in `{<ns>:db}:unplaced`.
     pub unplaced: usize,
@@ -145,10 +145,11 @@ impl RedisStore {
         let cfgs: Vec<String> = self.c().hkeys(self.k("cfg")).await.map_err(err)?;
         let counted: Vec<String> = self.c().hkeys(self.k("counts")).await.map_err(err)?;
         let listed: Vec<String> = self.c().smembers(self.k("vm:cfgs")).await.map_err(err)?;
+        let ledgers = self.ledger_configs_listed().await?;
         let audit: Vec<String> = self.c().lrange(self.k("audit"), 0, -1).await.map_err(err)?;
         let audited =
             audit.iter().filter_map(|r| serde_json::from_str::<AuditEntry>(r).ok()).map(|e| e.prefix);
-        f.prefixes.extend(cfgs.into_iter().chain(counted).chain(listed).chain(audited));
+        f.prefixes.extend(cfgs.into_iter().chain(counted).chain(listed).chain(ledgers).chain(audited));
         f.prefixes.extend(f.vms.keys().cloned().chain(f.bots.keys().cloned()));
         f.prefixes.remove(GLOBAL_AUDIT);
         Ok(f)

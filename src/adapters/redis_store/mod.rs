@@ -27,6 +27,8 @@
 //! | `pause` | STRING | the global pause (JSON), while set |
 //! | `bucket:<project>/<class>`, `buckets` | HASH, SET | a rate-limit token bucket (expires after an hour unused); their names |
 //! | `series:cfg:<prefix>`, `series:queue:<name>` | ZSET | the dashboard's samples (JSON), scored by their minute (ms); the last hour's |
+//! | `ledger:<prefix>` | HASH | a Config's ledger of spend (`model::spend`), changed with its VMs' writes; kept after it is deleted |
+//! | `ledger:cfgs` | SET | prefixes with a ledger |
 //! | `heal` | SET | scopes whose derived keys need a rebuild (`cfg:<prefix>`, `*`: every one), see `heal.rs` |
 
 use std::collections::BTreeMap;
@@ -35,8 +37,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use gce_backend_jobs::model::{
-    AuditEntry, Backoff, ConfigRecord, Counts, ErrorEntry, FileError, KEEP_ERRORS, Observed, Pause, SUMS,
-    Sample, Series, Sums, Undecoded, Vm, format,
+    AuditEntry, Backoff, ConfigRecord, Counts, ErrorEntry, FileError, KEEP_ERRORS, Observed, Pause, Sample,
+    Series, Sums, Undecoded, Vm, format, spend::Spend,
 };
 use gce_backend_jobs::ports::store::{
     CorruptRecord, Expect, Fence, Rebuilt, Scope, Store, StoreError, Versioned, VmIndex,
@@ -60,12 +62,12 @@ mod scripts;
 mod series;
 mod sums;
 mod v2;
+mod vms;
 pub use conn::RedisStore;
-use conn::{derived, err, expect, json, lenient};
+use conn::{derived, err, json, lenient};
 pub use layout::Layout;
 use layout::Layout as L;
 pub use migrate::{Migration, SETTLE};
-use sums::zoned;
 
 /// Longest an operator's write waits for its replicas before the API answers 503.
 const REPLICATION_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
@@ -140,23 +142,13 @@ impl Store for RedisStore {
         }
     }
 
-    async fn put_vm(&self, vm: &Vm, e: Expect) -> Result<bool, StoreError> {
-        if self.writing().await? == L::Two {
-            return self.v2_put_vm(vm, e).await;
+    async fn put_vm_spending(&self, vm: &Vm, e: Expect, spend: &Spend) -> Result<bool, StoreError> {
+        let layout = self.writing().await?;
+        self.list_ledger(&vm.config, spend).await?;
+        if layout == L::Two {
+            return self.v2_put_vm(vm, e, spend).await;
         }
-        let keys = self.vm_keys(&vm.config);
-        let mut inv = self.put[2].prepare_invoke();
-        for k in keys[..7].iter().chain(&keys[8..]) {
-            // (every key but the bot observations)
-            inv.key(k);
-        }
-        inv.arg(&vm.id).arg(expect(e)).arg(json(vm)?).arg(&vm.hostname);
-        inv.arg(if vm.instance.is_none() { "0" } else { "1" }).arg(&vm.config);
-        inv.arg(vm.counted()).arg(SUMS);
-        inv.arg(vm.deadline().map_or(String::new(), |d| d.timestamp_millis().to_string()));
-        inv.arg(zoned(vm));
-        let v: u64 = self.v1_write(inv.invoke_async(&mut self.c()).await).await?;
-        Ok(v > 0)
+        self.v1_put_vm(vm, e, spend).await
     }
 
     async fn vm_version(&self, id: &str) -> Result<Option<u64>, StoreError> {
@@ -166,7 +158,7 @@ impl Store for RedisStore {
         }
     }
 
-    async fn delete_vm(&self, id: &str, version: u64) -> Result<bool, StoreError> {
+    async fn delete_vm_spending(&self, id: &str, version: u64, spend: &Spend) -> Result<bool, StoreError> {
         // A corrupt record still goes: its Config comes from its id, its hostname is unknown.
         let (config, hostname) = match self.vm(id).await {
             Ok(Some(cur)) => (cur.value.config, cur.value.hostname),
@@ -177,17 +169,20 @@ impl Store for RedisStore {
             }
             Err(e) => return Err(e),
         };
-        if self.writing().await? == L::Two {
-            return self.v2_delete_vm(id, version, &hostname).await;
+        let layout = self.writing().await?;
+        self.list_ledger(&config, spend).await?;
+        if layout == L::Two {
+            return self.v2_delete_vm(id, version, &hostname, spend).await;
         }
-        let keys = self.vm_keys(&config);
-        let mut inv = self.put[3].prepare_invoke();
-        for k in &keys {
-            inv.key(k);
-        }
-        inv.arg(id).arg(version).arg(&hostname).arg(&config).arg(SUMS);
-        let n: u64 = self.v1_write(inv.invoke_async(&mut self.c()).await).await?;
-        Ok(n > 0)
+        self.v1_delete_vm((id, &config, &hostname), version, spend).await
+    }
+
+    async fn ledger(&self, prefix: &str) -> Result<BTreeMap<String, i64>, StoreError> {
+        self.read_ledger(prefix).await
+    }
+
+    async fn ledger_configs(&self) -> Result<Vec<String>, StoreError> {
+        self.ledger_configs_listed().await
     }
 
     async fn vm_ids(&self, index: VmIndex) -> Result<Vec<String>, StoreError> {

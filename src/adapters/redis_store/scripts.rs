@@ -75,6 +75,22 @@ end
     };
 }
 
+/// `spend(key, from)`: adds to the Config's ledger `key` (a HASH; of another type: left alone)
+/// the amounts of the field/amount pairs `ARGV[from..]` (`model::spend`): with the write that
+/// made them, once.
+macro_rules! spend {
+    () => {
+        r"
+local function spend(key, from)
+  if from > #ARGV then return end
+  local t = redis.call('TYPE', key).ok
+  if t ~= 'hash' and t ~= 'none' then return end
+  for i = from, #ARGV - 1, 2 do redis.call('HINCRBY', key, ARGV[i], ARGV[i + 1]) end
+end
+"
+    };
+}
+
 /// Refuses a layout-1 write once the store is (being) moved to layout 2: KEYS[#KEYS - 1] is the
 /// layout key.
 macro_rules! layout_one {
@@ -96,10 +112,11 @@ redis.call('HDEL', KEYS[1], ARGV[1])
 redis.call('HDEL', KEYS[2], ARGV[1])
 return 1";
 
-/// CAS write of a VM with its indexes and its Config's sums. KEYS vm, ver, uncreated, created,
-/// host, cfgs, cfg set, counted, sums, deadlines, zoned, idx, layout, heal; ARGV id, expected version,
-/// JSON, hostname, created (1/0), prefix, what it counts (bits), how many sums, deadline (ms, ''
-/// without one), what it counts in its zone (`bits@zone`). `vm:counted` holds bits only, as builds
+/// CAS write of a VM with its indexes, its Config's sums and its ledger. KEYS vm, ver, uncreated,
+/// created, host, cfgs, cfg set, counted, sums, deadlines, zoned, idx, ledger, layout, heal; ARGV
+/// id, expected version, JSON, hostname, created (1/0), prefix, what it counts (bits), how many
+/// sums, deadline (ms, '' without one), what it counts in its zone (`bits@zone`), then the
+/// ledger's field/amount pairs. `vm:counted` holds bits only, as builds
 /// before zone sums wrote it, so such a build still runs against the same Redis (the zone sums it
 /// leaves behind are counted again: `RECOUNT_ZONES`).
 ///
@@ -113,8 +130,10 @@ pub(super) const PUT_VM: &str = concat!(
     layout_one!(),
     guard!(),
     shift!(),
+    spend!(),
     cas_write!(),
     r"
+spend(KEYS[13], 11)
 local id, cs = ARGV[1], 'cfg:' .. ARGV[6]
 local n, made, dl, bits, zo, host = tonumber(ARGV[8]), ARGV[5], ARGV[9], ARGV[7], ARGV[10], ARGV[4]
 local state = table.concat({made, dl, bits, zo, host}, '|')
@@ -160,16 +179,19 @@ if broken then try('*', 'HDEL', KEYS[12], id) else try('*', 'HSET', KEYS[12], id
 return v"
 );
 
-/// CAS delete of a VM with its indexes, bot observation and its part of its Config's sums. KEYS
-/// vm, ver, uncreated, created, host, cfgs, cfg set, bots, counted, sums, deadlines, zoned, idx,
-/// layout, heal; ARGV id, version, hostname, prefix, how many sums. A derived key of the wrong type is
+/// CAS delete of a VM with its indexes, bot observation and its part of its Config's sums, and
+/// its ledger's changes. KEYS vm, ver, uncreated, created, host, cfgs, cfg set, bots, counted,
+/// sums, deadlines, zoned, idx, ledger, layout, heal; ARGV id, version, hostname, prefix, how many
+/// sums, then the ledger's field/amount pairs. A derived key of the wrong type is
 /// skipped and flagged (`try`).
 pub(super) const DELETE_VM: &str = concat!(
     layout_one!(),
     guard!(),
     shift!(),
+    spend!(),
     r"
 if (redis.call('HGET', KEYS[2], ARGV[1]) or '0') ~= ARGV[2] then return 0 end
+spend(KEYS[14], 6)
 local id, cs = ARGV[1], 'cfg:' .. ARGV[4]
 local n = tonumber(ARGV[5])
 local old = try('*', 'HGET', KEYS[9], id)

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use crate::model::{
     AuditEntry, Backoff, ConfigRecord, Counts, ErrorEntry, FileError, KEEP_ERRORS, Observed, Pause, SUMS,
-    Sample, Series, Sums, Vm,
+    Sample, Series, Sums, Vm, spend::Spend,
 };
 use crate::ports::store::{
     CorruptRecord, Expect, Fence, Rebuilt, Scope, Store, StoreError, Versioned, VmIndex,
@@ -155,12 +155,13 @@ impl Store for MemoryStore {
         Ok(self.lock().vms.get(id).map(|v| v.version))
     }
 
-    async fn put_vm(&self, vm: &Vm, expect: Expect) -> Result<bool, StoreError> {
+    async fn put_vm_spending(&self, vm: &Vm, expect: Expect, spend: &Spend) -> Result<bool, StoreError> {
         let mut s = self.lock();
         let cur = s.vms.get(&vm.id).cloned();
         if !holds(cur.as_ref(), expect) {
             return Ok(false);
         }
+        s.spend(&vm.config, spend);
         if let Some(old) = &cur {
             s.unindex(&old.value);
         }
@@ -187,9 +188,10 @@ impl Store for MemoryStore {
         Ok(true)
     }
 
-    async fn delete_vm(&self, id: &str, version: u64) -> Result<bool, StoreError> {
+    async fn delete_vm_spending(&self, id: &str, version: u64, spend: &Spend) -> Result<bool, StoreError> {
         let mut s = self.lock();
         let Some(cur) = s.vms.get(id).cloned().filter(|v| v.version == version) else { return Ok(false) };
+        s.spend(&cur.value.config, spend);
         s.unindex(&cur.value);
         s.bots.remove(&cur.value.hostname);
         if let Some(old) = s.counted.remove(id) {
@@ -292,6 +294,14 @@ impl Store for MemoryStore {
 
     async fn file_errors(&self) -> Result<Vec<FileError>, StoreError> {
         Ok(self.lock().file_errors.clone())
+    }
+
+    async fn ledger(&self, prefix: &str) -> Result<BTreeMap<String, i64>, StoreError> {
+        Ok(self.lock().ledgers.get(prefix).cloned().unwrap_or_default())
+    }
+
+    async fn ledger_configs(&self) -> Result<Vec<String>, StoreError> {
+        Ok(self.lock().ledgers.keys().cloned().collect())
     }
 
     async fn put_price_book(&self, book: &crate::prices::book::PriceBook) -> Result<(), StoreError> {

@@ -8,7 +8,8 @@ use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
 use crate::model::{
-    AuditEntry, Backoff, ConfigRecord, Counts, ErrorEntry, FileError, Observed, Pause, SUMS, Sample, Sums, Vm,
+    AuditEntry, Backoff, ConfigRecord, Counts, ErrorEntry, FileError, Observed, Pause, SUMS, Sample, Sums,
+    Vm, spend::Spend,
 };
 use crate::ports::store::{Expect, StoreError, Versioned, VmIndex};
 
@@ -54,6 +55,8 @@ pub(super) struct State {
     pub(super) file_errors: Vec<FileError>,
     /// The price book (`prices.rs`), as stored.
     pub(super) price_book: Option<String>,
+    /// Per Config: its ledger (`model::spend`), kept after it is deleted.
+    pub(super) ledgers: BTreeMap<String, BTreeMap<String, i64>>,
     /// Records planted as undecodable (tests): key → why; the version and indexes stay, as a
     /// raw overwrite in Redis leaves them.
     pub(super) corrupt_configs: BTreeMap<String, String>,
@@ -86,6 +89,17 @@ pub(super) fn holds<T>(current: Option<&Versioned<T>>, expect: Expect) -> bool {
 }
 
 impl State {
+    /// Adds `spend` to Config `prefix`'s ledger (with the write that made it).
+    pub(super) fn spend(&mut self, prefix: &str, spend: &Spend) {
+        if spend.is_empty() {
+            return;
+        }
+        let book = self.ledgers.entry(prefix.to_owned()).or_default();
+        for (k, v) in spend.pairs() {
+            *book.entry(k.to_owned()).or_default() += v;
+        }
+        book.retain(|_, v| *v != 0);
+    }
     /// The ids an index lists (an index being healed is an error, as on Redis).
     pub(super) fn vm_ids(&self, index: VmIndex) -> Result<Vec<String>, StoreError> {
         let s = self;

@@ -24,6 +24,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use gce_backend_jobs::model::spend::Spend;
 use gce_backend_jobs::model::{SUMS, Sums, Undecoded, Vm};
 use gce_backend_jobs::naming::parse_id;
 use gce_backend_jobs::ports::store::{Expect, StoreError, Versioned, VmIndex};
@@ -32,6 +33,7 @@ use redis::AsyncCommands;
 use super::RedisStore;
 use super::conn::{err, expect, json};
 use super::sums::zoned;
+use super::vms::spend_args;
 
 mod heal;
 pub(super) mod scripts;
@@ -62,6 +64,13 @@ impl RedisStore {
     /// Config `prefix`'s VM keys, in the order of the scripts' KEYS.
     pub(super) fn v2_keys(&self, prefix: &str) -> Vec<String> {
         VM_PARTS.iter().map(|p| self.kc(prefix, p)).collect()
+    }
+
+    /// The keys of a VM's write and delete: [`VM_PARTS`] with the Config's ledger before heal.
+    fn v2_vm_keys(&self, prefix: &str) -> Vec<String> {
+        let mut keys = self.v2_keys(prefix);
+        keys.insert(keys.len() - 1, self.kc(prefix, "ledger"));
+        keys
     }
 
     /// `Store::vm` in layout 2.
@@ -102,16 +111,17 @@ impl RedisStore {
     }
 
     /// `Store::put_vm` in layout 2.
-    pub(super) async fn v2_put_vm(&self, vm: &Vm, e: Expect) -> Result<bool, StoreError> {
+    pub(super) async fn v2_put_vm(&self, vm: &Vm, e: Expect, spend: &Spend) -> Result<bool, StoreError> {
         self.list_config(&vm.config).await?;
         let mut inv = self.put2[0].prepare_invoke();
-        for k in self.v2_keys(&vm.config) {
+        for k in self.v2_vm_keys(&vm.config) {
             inv.key(k);
         }
         let made = if vm.instance.is_none() { "0" } else { "1" };
         inv.arg(&vm.id).arg(expect(e)).arg(json(vm)?).arg(made).arg(SUMS);
         inv.arg(vm.deadline().map_or(String::new(), |d| d.timestamp_millis().to_string()));
         inv.arg(zoned(vm)).arg(&vm.hostname);
+        spend_args(&mut inv, spend);
         let v: u64 = inv.invoke_async(&mut self.c()).await.map_err(err)?;
         Ok(v > 0)
     }
@@ -122,12 +132,14 @@ impl RedisStore {
         id: &str,
         version: u64,
         hostname: &str,
+        spend: &Spend,
     ) -> Result<bool, StoreError> {
         let mut inv = self.put2[1].prepare_invoke();
-        for k in self.v2_keys(prefix_of(id)) {
+        for k in self.v2_vm_keys(prefix_of(id)) {
             inv.key(k);
         }
         inv.arg(id).arg(version).arg(hostname).arg(SUMS);
+        spend_args(&mut inv, spend);
         let n: u64 = inv.invoke_async(&mut self.c()).await.map_err(err)?;
         Ok(n > 0)
     }

@@ -10,7 +10,8 @@
 //! index entries and sums its state says differ. An empty state (`<version>|`) is not known:
 //! the next write writes every entry and the rebuild counts its sums again.
 //!
-//! KEYS of the VM scripts, in order: vm, uncreated, created, host, deadline, sums, bots, heal.
+//! KEYS of the VM scripts, in order: vm, uncreated, created, host, deadline, sums, bots, heal;
+//! a VM's write and delete have its Config's ledger before heal.
 
 /// Parses a state: `st(s)` → made, deadline, zoned, hostname (nil when `s` is not a state).
 macro_rules! state {
@@ -33,11 +34,13 @@ end
 }
 
 /// CAS write of a VM. ARGV id, expected version ('' = absent), JSON, made (1/0), how many sums,
-/// deadline (ms or ''), `bits@place`, hostname. Returns the new version (0: refused).
+/// deadline (ms or ''), `bits@place`, hostname, then the ledger's field/amount pairs. Returns the
+/// new version (0: refused).
 pub(crate) const PUT_VM: &str = concat!(
     guard!(),
     shift!(),
     state!(),
+    spend!(),
     r"
 local id = ARGV[1]
 local vf = id .. '#v'
@@ -45,6 +48,7 @@ local cur = redis.call('HGET', KEYS[1], vf)
 local cv, said = split(cur)
 if ARGV[2] == '' then if cur then return 0 end elseif (cv or '0') ~= ARGV[2] then return 0 end
 local v = (tonumber(cv) or 0) + 1
+spend(KEYS[8], 9)
 local n, made, dl, zo, host = tonumber(ARGV[5]), ARGV[4], ARGV[6], ARGV[7], ARGV[8]
 local state = table.concat({made, dl, zo, host}, '|')
 if said == state then
@@ -77,17 +81,20 @@ return v"
 );
 
 /// CAS delete of a VM with its index entries, bot observation and part of its Config's sums.
-/// ARGV id, version, hostname ('' for a record that does not decode), how many sums.
+/// ARGV id, version, hostname ('' for a record that does not decode), how many sums, then the
+/// ledger's field/amount pairs.
 pub(crate) const DELETE_VM: &str = concat!(
     guard!(),
     shift!(),
     state!(),
+    spend!(),
     r"
 local id = ARGV[1]
 local vf = id .. '#v'
 local cur = redis.call('HGET', KEYS[1], vf)
 local cv, said = split(cur)
 if (cv or '0') ~= ARGV[2] then return 0 end
+spend(KEYS[8], 5)
 local was = st(said)
 if was then
   local ob, op = zoned(was.zo)
