@@ -51,6 +51,8 @@
 //!    * `breaker`: a Config's circuit breaker (failed VMs in a row stop replacement; canaries).
 //!    * `spot`: a Spot pool's failover (preemptions and refusals counted; standard VMs for a
 //!      cooldown).
+//!    * `spend`: what each Config and tenant has spent and costs now (the ledgers read), and the
+//!      one budget rule: how many new VMs a tenant's limits let a Config make.
 //!    * `status`: the read model operators see.
 //!    * `lifecycle`: a VM's shared steps (made, faulted, replaced, drained, dropped).
 //!    * `rollout`: rolling updates of VMs made from older instance attributes.
@@ -93,6 +95,7 @@ pub mod prices;
 pub mod providers;
 pub mod ranks;
 pub mod rollout;
+pub mod spend;
 pub mod spot;
 pub mod status;
 pub mod store;

@@ -157,6 +157,7 @@ pub async fn report(
     now: DateTime<Utc>,
     grace: chrono::Duration,
     live: bool,
+    trust: &crate::config::Trust,
 ) -> Result<Report, TaskError> {
     let all = prefixes(store).await?;
     let wanted = if only.is_empty() { all } else { only.to_vec() };
@@ -182,7 +183,10 @@ pub async fn report(
     }
     let paused = crate::pause::global(store).await?;
     let rate_limits = rate_levels(buckets, now).await?;
-    let prices = Some(prices::fill(store, &mut configs, now).await?);
+    let book = crate::catalog::price_book(store).await?;
+    let rates = book.rates();
+    let prices = Some(prices::fill(store, &book, &rates, &mut configs, now).await?);
+    crate::spend::fill(store, trust, &rates, &mut configs, now).await?;
     Ok(Report { configs, files: store.file_errors().await?, paused, rate_limits, prices })
 }
 

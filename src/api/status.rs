@@ -56,7 +56,8 @@ pub(super) async fn status(
     let (store, buckets, now) = (store, &*api.ctx.buckets, api.ctx.now());
     // An empty `only` is every prefix to the report: for a caller who may read none, the
     // filter below leaves none.
-    let mut report = gce_backend_jobs::status::report(store, buckets, &only, now, grace, live).await?;
+    let mut report =
+        gce_backend_jobs::status::report(store, buckets, &only, now, grace, live, &api.ctx.trust).await?;
     report.configs.retain(|c| visible.contains(&c.prefix));
     report.files.retain(|f| caller.may_read_file(f));
     if !admin {

@@ -100,6 +100,8 @@ async fn status(
         gce_backend_jobs::ports::clock::Clock::now(&crate::adapters::SystemClock),
         grace,
         live,
+        // Offline, without the settings: no tenant's budget is known here.
+        &Default::default(),
     )
     .await?;
     out::json(&report);

@@ -34,7 +34,7 @@ pub use ranks::{MAX_RANKS, short_machine_type};
 pub use settings::{Limits, Timing};
 pub use spec::*;
 pub use trust::{Origin, SwarmingServers, Tenant, Trust};
-pub use units::{Amount, ConfigError, ConfigErrors, Day, Schedule, Secs, TimeOfDay};
+pub use units::{Amount, ConfigError, ConfigErrors, Day, Schedule, Secs, TimeOfDay, Usd};
 pub use validate::{SWARMING_SERVER_KEY, check_prefixes, validate_all};
 pub use yaml::check_nesting;
 

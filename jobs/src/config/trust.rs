@@ -46,6 +46,12 @@ pub struct Tenant {
     /// Most VMs its Configs may ask for together (each counted at its largest amount, weekly
     /// windows included); none: only the service's `max_amount` per Config.
     pub max_vms: Option<u32>,
+    /// Most its Configs may spend in a calendar month (UTC), in USD: growth is held so the
+    /// month's spend, and what the fleet costs per hour for the rest of it, stay within it.
+    pub budget_per_month: Option<super::units::Usd>,
+    /// Most its Configs may cost per hour together, in USD (running, suspended and disks, and
+    /// the VMs being made): growth past it is held.
+    pub max_cost_per_hour: Option<super::units::Usd>,
 }
 
 impl Tenant {
@@ -57,7 +63,7 @@ impl Tenant {
             projects: any.clone(),
             service_accounts: any.clone(),
             machines: any,
-            max_vms: None,
+            ..Self::default()
         }
     }
 }
@@ -247,6 +253,13 @@ impl Trust {
                     ));
                 }
             }
+            for (field, v) in
+                [("budget_per_month", t.budget_per_month), ("max_cost_per_hour", t.max_cost_per_hour)]
+            {
+                if let Some(v) = v {
+                    v.check(&format!("tenants.{name}.{field}"))?;
+                }
+            }
             let lists = [
                 ("projects", &t.projects),
                 ("service_accounts", &t.service_accounts),
@@ -285,6 +298,22 @@ impl Trust {
                 listed.join(", ")
             )
         })
+    }
+
+    /// The tenant `name` (none: not in the settings).
+    pub fn tenant(&self, name: &str) -> Option<&Tenant> {
+        self.tenants.get(name)
+    }
+
+    /// The tenant a Config of prefix `prefix` belongs to when only its prefix is known (a
+    /// deleted Config's spend): the one whose namespace holds it (`*` aside), else the open one.
+    pub fn tenant_of_prefix(&self, prefix: &str) -> &str {
+        self.tenants
+            .iter()
+            .find(|(n, t)| {
+                n.as_str() != OPEN_TENANT && t.prefixes.iter().any(|p| p != "*" && fits(p, prefix))
+            })
+            .map_or(OPEN_TENANT, |(n, _)| n.as_str())
     }
 
     /// The tenant a Config belongs to: the one its owner groups name, else the open one.

@@ -310,3 +310,38 @@ impl Amount {
         self.change.iter().map(|s| s.max).chain([self.max]).max().unwrap_or(0)
     }
 }
+
+/// An amount of US dollars (a price per hour, a budget), finite: what the settings give is
+/// checked so ([`Usd::check`]).
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, PartialOrd, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(transparent)]
+pub struct Usd(pub f64);
+
+// Amounts are finite: never NaN.
+impl Eq for Usd {}
+
+impl Usd {
+    /// Why `self`, given as `field`, is not an amount a person may set: more than zero, finite,
+    /// at most a billion dollars.
+    pub fn check(self, field: &str) -> Result<Usd, String> {
+        if self.0.is_finite() && self.0 > 0.0 && self.0 <= 1e9 {
+            Ok(self)
+        } else {
+            Err(format!("{field}: {} is not an amount of dollars (more than 0, at most 1e9)", self.0))
+        }
+    }
+}
+
+impl fmt::Display for Usd {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0 >= 100.0 {
+            write!(f, "${:.0}", self.0)
+        } else if self.0 >= 0.1 {
+            write!(f, "${:.2}", self.0)
+        } else {
+            write!(f, "${:.4}", self.0)
+        }
+    }
+}

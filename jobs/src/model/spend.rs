@@ -245,6 +245,47 @@ impl Ledger {
     }
 }
 
+/// A tenant's limit per hour now, and what sets it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Limit {
+    /// USD per hour its Configs may cost together now.
+    pub per_hour: crate::config::Usd,
+    /// What sets it: `max_cost_per_hour $5.00`, or `budget_per_month $1000 ($400 spent, 300 h
+    /// left)`.
+    pub by: String,
+}
+
+/// What a tenant's budget does to a Config's growth.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Hold {
+    /// The tenant.
+    pub tenant: String,
+    /// What its Configs cost per hour now, the VMs being made included.
+    pub cost_per_hour: crate::config::Usd,
+    /// Its limit.
+    pub limit: Limit,
+    /// What one more VM of the Config costs per hour (none: it cannot be priced, so none is
+    /// made under a budget).
+    pub per_vm: Option<crate::config::Usd>,
+    /// How many more VMs it may make now.
+    pub room: u64,
+}
+
+impl Hold {
+    /// How it reads on status: `held by budget: tenant team-a costs $4.80/h of its $5.00/h
+    /// (max_cost_per_hour $5.00); a VM costs $0.20/h`.
+    pub fn said(&self) -> String {
+        let vm = match self.per_vm {
+            Some(p) => format!("a VM costs {p}/h"),
+            None => "its VMs cannot be priced".to_owned(),
+        };
+        format!(
+            "held by budget: tenant {} costs {}/h of its {}/h ({}); {vm}",
+            self.tenant, self.cost_per_hour, self.limit.per_hour, self.limit.by
+        )
+    }
+}
+
 fn month_key(m: &str) -> Option<DateTime<Utc>> {
     let (y, mo) = m.split_once('-')?;
     Utc.with_ymd_and_hms(y.parse().ok()?, mo.parse().ok()?, 1, 0, 0, 0).single()

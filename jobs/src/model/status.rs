@@ -143,6 +143,16 @@ pub struct ConfigStatus {
     /// the price book, a disk without a size, a static pool. Never shown as free.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unpriced: Option<String>,
+    /// USD per hour its VMs cost now as billed (running, suspended, stopped; disks included),
+    /// from its ledger (`status` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_per_hour: Option<crate::prices::book::Usd>,
+    /// USD its VMs cost so far this month (UTC), from its ledger (`status` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spent_this_month: Option<crate::prices::book::Usd>,
+    /// While its tenant's budget holds its growth (`status` only): the numbers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<crate::model::spend::Hold>,
 }
 
 /// A Config file the service does not follow as written: one it cannot apply (it cannot be read,

@@ -49,15 +49,7 @@ pub struct Unreachable {
     pub unknown: Unknown,
 }
 
-/// An amount of US dollars (a price per hour), finite.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, PartialOrd, Serialize, Deserialize, schemars::JsonSchema,
-)]
-#[serde(transparent)]
-pub struct Usd(pub f64);
-
-// Prices are finite: never NaN.
-impl Eq for Usd {}
+pub use crate::config::Usd;
 
 /// The snapshot file, the fields read here.
 #[derive(Deserialize)]

@@ -5,9 +5,8 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::config::region_of;
 use crate::error::TaskError;
-use crate::model::{ConfigRecord, ConfigStatus};
+use crate::model::ConfigStatus;
 use crate::ports::store::Store;
 use crate::prices::book::{PriceBook, Usd};
 use crate::prices::{Rates, Unpriced};
@@ -42,51 +41,24 @@ pub fn of(book: &PriceBook) -> PricesStatus {
     }
 }
 
-/// USD per hour of one running VM `rec` makes now: its machine type (the first rank's) in its
-/// region (its first zone's), Spot or standard as its new VMs are (a Spot failover in force
-/// makes them standard), plus its disks.
-pub fn per_hour(rates: &Rates, rec: &ConfigRecord, now: DateTime<Utc>) -> Result<f64, Unpriced> {
-    let c = &rec.config;
-    if c.is_static() {
-        return Err(Unpriced("a static pool: its machines are not made by this service".into()));
-    }
-    let zone = c.zones.first().map_or(c.attributes.zone.as_str(), |z| z.zone.as_str());
-    let region = if zone.is_empty() { c.region.as_str() } else { region_of(zone) };
-    if region.is_empty() {
-        return Err(Unpriced("no zone or region".into()));
-    }
-    let (a, _) = rec.new_vm_attributes(zone, None, now);
-    if a.machine_type.is_empty() {
-        return Err(Unpriced("no machine type".into()));
-    }
-    let mut total = rates.machine_per_hour(&a.machine_type, region, a.preemptible())?;
-    for (i, d) in a.disk.iter().enumerate() {
-        if d.size == 0 {
-            return Err(Unpriced(format!("disk {i} has no size (its image's, not known here)")));
-        }
-        total += rates.disk_per_hour(&d.kind, d.size as f64, region)?;
-    }
-    Ok(total)
-}
-
-/// Puts on each of `configs` with a stored Config its price per hour, or why it has none, at the
-/// book in force; returns what status says of that book.
+/// Puts on each of `configs` with a stored Config its price per hour, or why it has none, at
+/// `book` (the book in force; `rates` its rates); returns what status says of that book.
 pub async fn fill(
     store: &dyn Store,
+    book: &PriceBook,
+    rates: &Rates,
     configs: &mut [ConfigStatus],
     now: DateTime<Utc>,
 ) -> Result<PricesStatus, TaskError> {
-    let book = crate::catalog::price_book(store).await?;
-    let rates = book.rates();
     let recs = store.configs().await?;
     for st in configs.iter_mut() {
         let Some(rec) = recs.iter().find(|r| r.value.config.prefix == st.prefix) else { continue };
-        match per_hour(&rates, &rec.value, now) {
+        match crate::spend::per_hour(rates, &rec.value, now) {
             Ok(usd) => st.price_per_hour = Some(Usd(usd)),
             Err(Unpriced(why)) => st.unpriced = Some(why),
         }
     }
-    Ok(of(&book))
+    Ok(of(book))
 }
 
 #[cfg(test)]

@@ -122,6 +122,7 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
     let limits = &ctx.limits;
     let room =
         (limits.creating_per_config as usize).saturating_sub(creating).min(limits.expand_batch as usize);
+    let room = room.min(budget_room(ctx, &rec, missing.len()).await?);
     let batch = &missing[..room.min(missing.len())];
     crate::making::make_all(ctx, &rec, batch).await?;
     if missing.len() > batch.len() {
@@ -130,6 +131,27 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
         return Ok(Next::After(if batch.is_empty() { ctx.watch() } else { BATCH_PAUSE }));
     }
     Ok(done)
+}
+
+/// How many of the `lacking` VMs Config `rec`'s tenant's budget lets it make now (all of them
+/// without a limit). A hold is said once on its status (stage `budget`; `status` shows the
+/// numbers) and marked resolved once growth is free again.
+async fn budget_room(ctx: &Ctx, rec: &ConfigRecord, lacking: usize) -> Result<usize, TaskError> {
+    let now = ctx.now();
+    let rates = ctx.catalog.rates(ctx.store.as_ref(), now).await?;
+    let Some(h) = crate::spend::hold(&*ctx.store, &ctx.trust, &rates, rec, now).await? else { return Ok(lacking) };
+    let room = usize::try_from(h.room).unwrap_or(usize::MAX).min(lacking);
+    let prefix = &rec.config.prefix;
+    if room < lacking {
+        tracing::debug!(config = %prefix, lacking, room, "{}", h.said());
+        // Said in words that stay the same while it holds; status has the numbers.
+        let by = h.limit.by.split(' ').next().unwrap_or_default();
+        let said = format!("growth held by tenant {}'s budget ({by}): see status for the numbers", h.tenant);
+        ctx.record_once(prefix, "budget", "held", &said).await?;
+    } else {
+        ctx.resolved(prefix, &["budget"]).await?;
+    }
+    Ok(room)
 }
 
 /// Idle first: when a VM of Config `rec` would go (not wanted, not kept warm, not yet drained),

@@ -125,6 +125,7 @@ async fn a_file_outside_its_tenants_box_is_refused_and_a_good_one_of_the_tenant_
             service_accounts: vec!["*".into()],
             machines: Vec::new(),
             max_vms: Some(3),
+            ..Tenant::default()
         },
     )]);
     ctx.trust = Arc::new(Trust::new(&SwarmingServers::default(), &tenants).unwrap());

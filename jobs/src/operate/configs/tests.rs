@@ -198,10 +198,17 @@ async fn the_global_pause_holds_every_config_until_lifted() {
         crate::tasks::expand_config::run(&ctx, ExpandConfig { prefix: prefix.into() }).await.unwrap();
     }
     assert!(ctx.taken::<CreateInstance>().await.is_empty());
-    let report =
-        crate::status::report(&*ctx.store, &*ctx.buckets, &[], ctx.now(), chrono::Duration::zero(), false)
-            .await
-            .unwrap();
+    let report = crate::status::report(
+        &*ctx.store,
+        &*ctx.buckets,
+        &[],
+        ctx.now(),
+        chrono::Duration::zero(),
+        false,
+        &ctx.trust,
+    )
+    .await
+    .unwrap();
     assert_eq!(report.paused, Some(p));
     assert!(report.configs.iter().all(|c| c.paused_all && c.paused.is_none()));
     // A paused Config stays paused when the global pause is lifted.

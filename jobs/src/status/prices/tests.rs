@@ -7,7 +7,7 @@ use crate::prices::book::CATALOG;
 
 async fn report(ctx: &Ctx) -> crate::status::Report {
     let grace = chrono::Duration::zero();
-    crate::status::report(&*ctx.store, &*ctx.buckets, &[], ctx.now(), grace, false).await.unwrap()
+    crate::status::report(&*ctx.store, &*ctx.buckets, &[], ctx.now(), grace, false, &ctx.trust).await.unwrap()
 }
 
 fn config<'a>(r: &'a crate::status::Report, prefix: &str) -> &'a ConfigStatus {
@@ -75,6 +75,7 @@ async fn a_config_without_a_record_has_neither() {
     let (ctx, _) = Ctx::test();
     let mut configs =
         vec![ConfigStatus { prefix: "gone".into(), state: ConfigState::Deleted, ..Default::default() }];
-    fill(&*ctx.store, &mut configs, ctx.now()).await.unwrap();
+    let book = crate::catalog::price_book(&*ctx.store).await.unwrap();
+    fill(&*ctx.store, &book, &book.rates(), &mut configs, ctx.now()).await.unwrap();
     assert_eq!((configs[0].price_per_hour, &configs[0].unpriced), (None, &None));
 }
