@@ -70,6 +70,7 @@ async fn tenants_keep_their_namespaces_projects_accounts_and_share() {
         service_accounts: vec!["default".into()],
         machines: Vec::new(),
         max_vms,
+        ..Tenant::default()
     };
     let tenants = BTreeMap::from([
         ("infra".to_owned(), tenant(&["infra-*"], Some(5))),

@@ -63,6 +63,7 @@ async fn corrupt(store: Arc<dyn Store>, plant: impl Fn(&str, &str)) {
         ctx.now(),
         chrono::Duration::zero(),
         true,
+        &ctx.trust,
     )
     .await
     .unwrap();

@@ -150,9 +150,17 @@ impl Env {
     /// What `gce-backend status` prints: counts live (`live`) or as `count_vms` last wrote them.
     pub(crate) async fn report(&self, live: bool) -> gce_backend_jobs::status::Report {
         let (store, buckets, now) = (&*self.ctx.store, &*self.ctx.buckets, self.ctx.now());
-        gce_backend_jobs::status::report(store, buckets, &[], now, chrono::Duration::zero(), live)
-            .await
-            .unwrap()
+        gce_backend_jobs::status::report(
+            store,
+            buckets,
+            &[],
+            now,
+            chrono::Duration::zero(),
+            live,
+            &self.ctx.trust,
+        )
+        .await
+        .unwrap()
     }
 
     /// Adds static machines `hostnames` to the simulator, their bots of Swarming `server`.
