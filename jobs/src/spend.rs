@@ -7,6 +7,8 @@
 //! being made (records without an instance), so growth in flight is not made twice. A monthly
 //! budget acts as a limit per hour: what is left of it spread over the hours left in the month.
 
+pub mod report;
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use chrono::{DateTime, Utc};
