@@ -220,12 +220,25 @@ pub async fn configs(t: &Target, cmd: ConfigsCmd) -> anyhow::Result<()> {
         ConfigsCmd::Apply { file } => {
             let body = config_file(&file)?;
             let prefix = body["prefix"].as_str().unwrap_or_default().to_owned();
-            match call(&mut c, "updateConfig", &[("prefix", &prefix)], Some(body.clone())).await {
+            // What it will cost, asked before it is applied (a plan that cannot be made says
+            // nothing here: the apply says why).
+            let input = json!({"config": body.clone()});
+            let plan = call(&mut c, "planConfig", &[("prefix", &prefix)], Some(input)).await.ok();
+            let v = match call(&mut c, "updateConfig", &[("prefix", &prefix)], Some(body.clone())).await {
                 Err(e) if e.downcast_ref::<CallError>().and_then(CallError::status) == Some(404) => {
                     call(&mut c, "createConfig", &[("prefix", &prefix)], Some(body)).await?
                 }
                 other => other?,
+            };
+            if let Some(p) = plan.filter(|_| !t.json) {
+                show(t, &v, render::config)?;
+                let cost = render::plan_cost(&p["cost"], &p["amount"]);
+                if !cost.is_empty() {
+                    out::line(cost.trim_end());
+                }
+                return Ok(());
             }
+            v
         }
         ConfigsCmd::Delete { prefix } => call(&mut c, "deleteConfig", &[("prefix", &prefix)], None).await?,
         ConfigsCmd::Amount { prefix, amount } => {

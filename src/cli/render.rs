@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::api::types::Page;
 use cells::{resolved, s, secs, short, table, when};
-pub(super) use plan::plan;
+pub(super) use plan::{cost as plan_cost, plan};
 pub(super) use task::task;
 
 /// The pause in force (the API decides which: `pause_in_force`), whose and why.

@@ -300,6 +300,11 @@ impl Trust {
         })
     }
 
+    /// Every tenant, by name.
+    pub fn tenants(&self) -> impl Iterator<Item = (&str, &Tenant)> {
+        self.tenants.iter().map(|(n, t)| (n.as_str(), t))
+    }
+
     /// The tenant `name` (none: not in the settings).
     pub fn tenant(&self, name: &str) -> Option<&Tenant> {
         self.tenants.get(name)

@@ -231,6 +231,41 @@ pub struct Plan {
     /// is lifted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused: Option<Pause>,
+    /// What it would cost per hour, and whether its tenant's budget holds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<PlanCost>,
+}
+
+/// What a plan would cost per hour, at the price book in force.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PlanCost {
+    /// What the Config's VMs cost per hour now, as billed.
+    pub now_per_hour: crate::config::Usd,
+    /// What one running VM of it would cost per hour (the dearest of its machine types, its
+    /// disks); absent when `unpriced`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_vm: Option<crate::config::Usd>,
+    /// Its amount running, per hour; absent when `unpriced`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planned_per_hour: Option<crate::config::Usd>,
+    /// Why it cannot be priced (never shown as free).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unpriced: Option<String>,
+    /// Its tenant's budget, if it sets one: whether it holds the VMs to create (`holds`) and the
+    /// numbers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<PlanBudget>,
+}
+
+/// Whether a tenant's budget lets a plan's new VMs be made now.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct PlanBudget {
+    /// True when every VM the plan creates may be made now.
+    pub holds: bool,
+    /// How many of them may (the rest wait, held, until the tenant's cost leaves room).
+    pub room: u64,
+    /// The tenant's cost and limit, in words.
+    pub said: String,
 }
 
 /// A VM replaced at the end of its lifetime.

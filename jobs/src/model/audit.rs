@@ -45,6 +45,9 @@ pub enum AuditAction {
     PurgeDead,
     /// Every pending task of a queue was dropped.
     PurgePending,
+    /// A tenant's budget (`budget_per_month`, `max_cost_per_hour`) was set, changed or removed
+    /// in the settings (`detail` says from what to what; the actor is `settings`).
+    Budget,
 }
 
 /// One action, as the audit trail keeps it.

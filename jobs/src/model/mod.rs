@@ -23,8 +23,8 @@ mod status;
 mod wanted;
 
 pub use api::{
-    BotState, Change, Plan, PlanInput, Recycle, ReplacedBy, Replacement, UnknownState, VmState, VmView,
-    VmWork,
+    BotState, Change, Plan, PlanBudget, PlanCost, PlanInput, Recycle, ReplacedBy, Replacement, UnknownState,
+    VmState, VmView, VmWork,
 };
 pub use audit::{AuditAction, AuditEntry, GLOBAL_AUDIT};
 pub use bots::*;

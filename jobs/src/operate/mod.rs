@@ -7,10 +7,12 @@
 //! * [`plan`](mod@plan): what a change would do, changing nothing.
 //! * [`vms`]: one VM, a page of a Config's VMs, recycling a VM.
 //! * [`queues`]: retrying and purging tasks.
+//! * [`budgets`]: tenants' budgets as the settings give them, each change in the audit trail.
 //!
 //! Every change an operation makes is recorded in the audit trail by that operation, with the
 //! actor its caller names (the API's token, a Config file): one place per action.
 
+pub mod budgets;
 pub mod configs;
 pub mod plan;
 pub mod queues;

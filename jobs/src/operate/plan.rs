@@ -1,6 +1,7 @@
 //! `plan`: what applying a Config or an amount would do, reading only: the amount it would
 //! target, and each VM's fate (created, drained, replaced now and how, recycled at the end of its
-//! lifetime, kept), the fields it changes and whom each affects, and why it could not be applied.
+//! lifetime, kept), the fields it changes and whom each affects, why it could not be applied, and
+//! what it would cost per hour and whether its tenant's budget holds it.
 //! The fates are the rules the work follows ([`ConfigRecord::wants`], [`ConfigRecord::keeps`],
 //! [`outdated`], a rollout's pace in [`crate::model::rollout`]) asked of the record applying it
 //! would write ([`super::configs::successor`]), never decided again here.
@@ -9,12 +10,16 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
-use crate::config::Config;
+use crate::config::{Config, Usd};
 use crate::ctx::Ctx;
 use crate::model::rollout::{min_connected, switch_batch};
-use crate::model::{Change, ConfigRecord, Plan, PlanInput, Recycle, ReplacedBy, Replacement, Vm, outdated};
+use crate::model::{
+    Change, ConfigRecord, Plan, PlanBudget, PlanCost, PlanInput, Recycle, ReplacedBy, Replacement, Vm,
+    outdated,
+};
 use crate::naming::{parse_id, vm_id};
 use crate::ports::store::VmIndex;
+use crate::prices::Unpriced;
 use crate::rollout::Standing;
 
 use super::shared::{OpError, admit, by_index};
@@ -62,6 +67,7 @@ pub async fn plan(ctx: &Ctx, prefix: &str, mut input: PlanInput) -> Result<Plan,
         changes,
         problems,
         paused,
+        cost: None,
     };
     if !plan.problems.is_empty() {
         // It could not be applied: say why, and nothing about VMs (its amount rules may not even
@@ -109,7 +115,32 @@ pub async fn plan(ctx: &Ctx, prefix: &str, mut input: PlanInput) -> Result<Plan,
     // A VM past its lifetime is replaced unless a pause (or an open breaker) holds it.
     let held = crate::pause::held(ctx, &next, None).await?.is_some();
     fates(ctx, &next, &vms, held, &mut plan);
+    plan.cost = Some(cost(ctx, &next, plan.amount, plan.create.len()).await?);
     Ok(plan)
+}
+
+/// What Config record `next` costs now and would at `amount` running, and whether its tenant's
+/// budget lets `creating` new VMs be made now (the rule `expand_config` applies: `spend::hold`).
+async fn cost(ctx: &Ctx, next: &ConfigRecord, amount: u32, creating: usize) -> Result<PlanCost, OpError> {
+    let now = ctx.now();
+    let rates = ctx.catalog.rates(ctx.store.as_ref(), now).await?;
+    let ledger = crate::model::spend::ledger(&ctx.store.ledger(&next.config.prefix).await?, now);
+    let (per_vm, unpriced) = match crate::spend::per_hour(&rates, next, now) {
+        Ok(p) => (Some(Usd(p)), None),
+        Err(Unpriced(why)) => (None, Some(why)),
+    };
+    let budget = crate::spend::hold(&*ctx.store, &ctx.trust, &rates, next, now).await?.map(|h| PlanBudget {
+        holds: h.room >= creating as u64,
+        room: h.room.min(creating as u64),
+        said: h.said().trim_start_matches("held by budget: ").to_owned(),
+    });
+    Ok(PlanCost {
+        now_per_hour: Usd(ledger.per_hour()),
+        per_vm,
+        planned_per_hour: per_vm.map(|p| Usd(p.0 * f64::from(amount))),
+        unpriced,
+        budget,
+    })
 }
 
 /// Fills `plan`'s fates of Config record `next`'s VMs (`vms`, by index; `held`: replacing them is

@@ -234,3 +234,6 @@ async fn switch_step(ctx: &Ctx, prefix: &str, ids: &[String]) -> Result<bool, Ta
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod budget_tests;

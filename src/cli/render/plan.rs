@@ -67,6 +67,36 @@ pub(crate) fn plan(v: &Value) -> String {
             s(&p["reason"])
         ));
     }
+    out.push_str(&cost(&v["cost"], &v["amount"]));
+    out
+}
+
+/// A plan's cost, in words: what the Config costs now and would at its amount, and whether its
+/// tenant's budget lets its new VMs be made now (`apply` prints it too).
+pub(crate) fn cost(c: &Value, amount: &Value) -> String {
+    if c.is_null() {
+        return String::new();
+    }
+    let usd = |v: &Value| gce_backend_jobs::config::Usd(v.as_f64().unwrap_or(0.0)).to_string();
+    let mut out = match c["unpriced"].as_str() {
+        Some(why) => format!("  cost: {}/h now; unpriced ({why})\n", usd(&c["now_per_hour"])),
+        None => format!(
+            "  cost: {}/h now; {}/h at amount {amount} running ({}/h a VM)\n",
+            usd(&c["now_per_hour"]),
+            usd(&c["planned_per_hour"]),
+            usd(&c["per_vm"])
+        ),
+    };
+    let b = &c["budget"];
+    match b["holds"].as_bool() {
+        Some(true) => out.push_str(&format!("  budget: holds it ({})\n", s(&b["said"]))),
+        Some(false) => out.push_str(&format!(
+            "  budget: held: {} of the new VMs may be made now, the rest when the tenant's cost leaves room ({})\n",
+            s(&b["room"]),
+            s(&b["said"])
+        )),
+        None => {}
+    }
     out
 }
 

@@ -272,3 +272,28 @@ async fn a_warm_pool_added_lists_the_vms_made_for_it() {
     assert_eq!(p.keep, ["linux-0", "linux-1"]);
     assert!(ctx.taken::<CreateInstance>().await.is_empty(), "nothing made");
 }
+
+#[tokio::test]
+async fn a_plan_says_what_it_would_cost_and_whether_the_tenants_budget_holds_its_growth() {
+    let (mut ctx, _) = Ctx::test();
+    let mut c = config("linux", 1);
+    c.amount.max = 12;
+    c.attributes.zone = "us-central1-b".into();
+    crate::operate::apply(&ctx, c, "alice").await.unwrap();
+    let p = plan(&ctx, "linux", amount(4)).await.unwrap();
+    let cost = p.cost.expect("priced");
+    let vm = cost.per_vm.expect("e2-small is priced").0;
+    assert!((cost.planned_per_hour.unwrap().0 - 4.0 * vm).abs() < 1e-9, "{cost:?}");
+    assert_eq!((cost.now_per_hour, cost.budget), (Usd(0.0), None), "no VM billed yet, no budget");
+    // A tenant limited to 2.5 VMs an hour: 2 of the 4 new VMs may be made now.
+    let t = crate::config::Tenant { max_cost_per_hour: Some(Usd(2.5 * vm)), ..crate::config::Tenant::open() };
+    let tenants = std::collections::BTreeMap::from([("*".to_owned(), t)]);
+    ctx.env.trust = std::sync::Arc::new(
+        crate::config::Trust::new(&crate::config::SwarmingServers::default(), &tenants).unwrap(),
+    );
+    let b = plan(&ctx, "linux", amount(4)).await.unwrap().cost.unwrap().budget.expect("a budget");
+    assert_eq!((b.holds, b.room), (false, 2), "{b:?}");
+    assert!(b.said.contains("max_cost_per_hour"), "{}", b.said);
+    let b = plan(&ctx, "linux", amount(2)).await.unwrap().cost.unwrap().budget.unwrap();
+    assert_eq!((b.holds, b.room), (true, 2), "{b:?}");
+}
