@@ -36,6 +36,7 @@
 //!    * `api::register`: a VM's registration.
 //!    * `api::series`: the dashboard's charts (a Config's and the queues' last hour).
 //!    * `api::status`: `status`.
+//!    * `api::spend`: `spend`, the showback report cut to what the caller may read.
 //!    * `api::ui`: the dashboard's files and `whoami`.
 //!    * `api::methods`: the one method table, and the routes made from it.
 //!    * `api::reference`: the manifest, reference, schemas and OpenAPI made from the table.

@@ -6,7 +6,7 @@
 //! Its files are floors (each imports only from the lines above it; the crate's `lib.rs` lists
 //! them): the records (`summary`, `error`, `urls`), tokens and rates (`auth`, `types`,
 //! `listen`), what handlers share (`durable`: writes wait for the replicas; `state`: [`Api`];
-//! `io`: [`Out`], [`Input`], [`Params`]; `health`), the handlers (`configs`, `queues`, `vms`, `register`, `series`, `status`, `ui`), the method
+//! `io`: [`Out`], [`Input`], [`Params`]; `health`), the handlers (`configs`, `queues`, `vms`, `register`, `series`, `status`, `spend`, `ui`), the method
 //! table (`methods`) and what is made from it (`reference`); this file, on top, only builds the
 //! router and serves it.
 
@@ -27,6 +27,7 @@ mod configs;
 mod queues;
 pub mod register;
 mod series;
+mod spend;
 mod status;
 mod ui;
 mod vms;

@@ -184,6 +184,14 @@ fn query_schema(name: &str) -> Value {
         "prefixes" => {
             json!({"type": "string", "description": "Config prefixes, comma-separated (none: every Config)"})
         }
+        "month" => json!({
+            "type": "string",
+            "pattern": "^[0-9]{4}-(0[1-9]|1[0-2])$",
+            "description": "A calendar month (UTC), YYYY-MM (default: this month)",
+        }),
+        "tenant" => {
+            json!({"type": "string", "description": "A tenant: an owner group of the settings' [tenants], or *"})
+        }
         _ => json!({"type": "string"}),
     }
 }

@@ -31,6 +31,8 @@ mod listen;
 mod openapi;
 /// A VM registers with its identity token.
 mod register;
+/// Showback: tenants and Configs a caller may read, months, budgets.
+mod spend;
 /// Tasks name their Config and what the caller may do with them; whoami what a role may.
 mod tasks;
 /// Tokens that end: expiry, the tokens file read again on a change and on SIGHUP.

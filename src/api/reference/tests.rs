@@ -117,6 +117,14 @@ fn query_parameters_are_typed_as_the_handlers_parse_them() {
         assert!(s.parse::<gce_backend_jobs::model::VmState>().is_ok(), "the API parses {s}");
     }
     assert_eq!(param("/status", "live")["type"], "boolean");
+    // The month as `spend` reads it: YYYY-MM, 01 to 12.
+    let month = jsonschema::validator_for(&param("/spend", "month")).unwrap();
+    for (m, ok) in
+        [("2026-11", true), ("2026-12", true), ("2026-13", false), ("2026-1", false), ("2026-00", false)]
+    {
+        assert_eq!(month.is_valid(&json!(m)), ok, "{m}");
+        assert_eq!(gce_backend_jobs::spend::report::Month::parse(m).is_ok(), ok, "{m}");
+    }
     assert_eq!(param("/configs", "continuationToken")["type"], "string");
     let tags = doc["paths"]["/queues/{queue}/pending"]["get"]["tags"].clone();
     assert_eq!(tags, json!(["queues"]));
