@@ -28,6 +28,8 @@ mod errors_named;
 mod heal;
 /// `/metrics`: one scrape after convergence, bounded labels, a workers process's own.
 mod metrics;
+/// Metering across processes and a kill: each interval in the ledger once.
+mod metering;
 /// The store's move to the key layout of a cluster (`recover migrate`).
 mod migrate;
 /// Operator safety: Config mistakes, ownership, bounded fan-out, preemption, the queue CLI.
