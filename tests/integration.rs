@@ -10,6 +10,8 @@ mod replicas;
 
 /// The circuit breaker: a broken image opens it, a fixed one's canary closes it.
 mod breaker;
+/// A tenant's budget holds a demand burst at its limit, cuts no task, and lets it grow.
+mod budget;
 /// Bulk creation under Compute Engine's default API quotas; a worker killed mid-bulk.
 mod bulk;
 /// `docker-compose.yml` run without Docker: every service's command and healthcheck.
@@ -26,10 +28,10 @@ mod docs_examples;
 mod errors_named;
 /// Derived keys heal from the VM records; cron jobs run past a key of the wrong type.
 mod heal;
-/// `/metrics`: one scrape after convergence, bounded labels, a workers process's own.
-mod metrics;
 /// Metering across processes and a kill: each interval in the ledger once.
 mod metering;
+/// `/metrics`: one scrape after convergence, bounded labels, a workers process's own.
+mod metrics;
 /// The store's move to the key layout of a cluster (`recover migrate`).
 mod migrate;
 /// Operator safety: Config mistakes, ownership, bounded fan-out, preemption, the queue CLI.
