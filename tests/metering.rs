@@ -45,7 +45,8 @@ async fn settled(ctx: &Ctx, prefix: &str, n: u32) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_interval_is_metered_once_across_two_processes_and_a_kill() {
     let env = Procs::start(8, "").await;
-    let write = |n: u32| std::fs::write(env.configs.join("alpha.yaml"), pool("alpha", n, "1d", "10m")).unwrap();
+    let write =
+        |n: u32| std::fs::write(env.configs.join("alpha.yaml"), pool("alpha", n, "1d", "10m")).unwrap();
     write(8);
     let (mut a, b) = (env.spawn(), env.spawn());
     let ctx = env.ctx().await;
