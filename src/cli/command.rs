@@ -1,7 +1,7 @@
 //! The command line of the `gce-backend` binary: the servers (`run`: the service and its API;
 //! `sim`: the simulator), which alone take the process flags (`--threads`, `--log-format`); the
-//! operator's commands over the API (`status`, `configs`, `vms`, `queues`, `api`); `token`; and
-//! `recover`, the one command that reads Redis directly, for when the API is down.
+//! operator's commands over the API (`status`, `spend`, `configs`, `vms`, `queues`, `api`);
+//! `token`; and `recover`, the one command that reads Redis directly, for when the API is down.
 
 use std::process::ExitCode;
 
@@ -115,6 +115,19 @@ enum Command {
         #[arg(long)]
         live: bool,
     },
+    /// Showback of the tenants and Configs the token may read (over the API): VM-hours by
+    /// billed state, the month's cost and the month before's, the cost per hour now, the share
+    /// of each tenant's monthly budget used, and the price date.
+    Spend {
+        #[command(flatten)]
+        target: Target,
+        /// One tenant (an owner group of the settings' [tenants], or *); default: every one.
+        #[arg(long)]
+        tenant: Option<String>,
+        /// The month, YYYY-MM (UTC); default: this month.
+        #[arg(long, value_name = "YYYY-MM")]
+        month: Option<String>,
+    },
     /// Make an API token: prints the token (give it to its holder; it is not kept) and the
     /// `[[token]]` entry to add to the tokens file (it holds only the token's SHA-256).
     Token {
@@ -222,6 +235,9 @@ async fn main_(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Status { target, prefixes, live } => operator::status(&target, &prefixes, live).await,
+        Command::Spend { target, tenant, month } => {
+            super::spend::spend(&target, tenant.as_deref(), month.as_deref()).await
+        }
         Command::Token { name, role, groups, expires } => {
             let (token, mut entry) = crate::api::auth::new_token(&name, role, groups);
             entry.expires = expires;

@@ -8,7 +8,8 @@
 //! * [`call`]: what those commands share: where the API is, one call and every page, a Config
 //!   read from a file, a confirmation, a table or JSON.
 //! * [`operator`]: the operator's commands over the API (`status`, `configs`, `vms`, `queues`,
-//!   `api`); [`recover`]: the few that read Redis directly, for when the API is down.
+//!   `api`); [`spend`]: showback over the API, and its table; [`recover`]: the few that read
+//!   Redis directly, for when the API is down.
 //! * [`command`]: the clap command line and `main`: `run`, `sim`, `token` and the above.
 
 pub mod call;
@@ -19,5 +20,6 @@ mod logs;
 pub mod operator;
 pub mod recover;
 mod render;
+pub mod spend;
 
 pub use command::main;

@@ -267,7 +267,7 @@ fn client_commands_list_client_flags_only_and_servers_their_own() {
         text(&o).0
     };
     let server_flags = ["--threads", "--log-format", "--listen", "--settings", "--configs", "--quiet"];
-    for cmd in ["status", "configs", "vms", "queues", "api", "token", "recover"] {
+    for cmd in ["status", "spend", "configs", "vms", "queues", "api", "token", "recover"] {
         let h = help(&[cmd]);
         for flag in server_flags {
             assert!(!h.contains(flag), "`gce-backend {cmd} --help` lists {flag}:\n{h}");

@@ -138,4 +138,39 @@ async fn spend_shows_each_tenant_and_config_a_caller_may_read_with_its_budget() 
     }
     let (status, e) = api.call(Some(ADMIN), "spend", &[("months", "2026-11")], None).await;
     assert_eq!(status, 400, "{e}");
+
+    // The CLI: the table, the answer itself with --json, and the caller's mistakes as usage
+    // errors (exit 2).
+    let cli = |args: &[&str]| {
+        let o = std::process::Command::new(crate::support::BIN)
+            .arg("spend")
+            .args(args)
+            .env("GCE_BACKEND_ROOT_URL", &url)
+            .env("GCE_BACKEND_TOKEN", ADMIN)
+            .output()
+            .unwrap();
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (o.status.code(), text(&o.stdout), text(&o.stderr))
+    };
+    let (code, out, err) = cli(&["--month", &previous]);
+    assert_eq!(code, Some(0), "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(
+        lines[1].starts_with("TENANT  CONFIG") && lines[1].contains(&format!("COST {previous}")),
+        "{out}"
+    );
+    assert!(lines.iter().any(|l| l.starts_with("infra   infra-old (deleted)") && l.contains("$10")), "{out}");
+    assert!(lines.iter().any(|l| l.starts_with("infra   (total)") && l.ends_with("1.0% of $1000")), "{out}");
+    assert!(lines.last().unwrap().starts_with("prices: snapshot "), "{out}");
+    let (code, out, _) = cli(&["--json", "--tenant", "web"]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((code, names(&v)), (Some(0), vec!["web".to_owned()]));
+    for (args, says) in [
+        (["--month", "2026-13"], "gce-backend: --month: month \"2026-13\" is not a month: YYYY-MM"),
+        (["--tenant", "nobody"], "gce-backend: no tenant \"nobody\" in the settings"),
+    ] {
+        let (code, _, err) = cli(&args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.starts_with(says), "{args:?}: {err}");
+    }
 }
