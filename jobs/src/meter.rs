@@ -1,5 +1,5 @@
 //! Metering, the one way VM records are written: a write works out what the VM is billed as now
-//! (`model::spend::billed`), keeps its meter while that is unchanged, and otherwise opens a new
+//! (`Vm::billed`), keeps its meter while that is unchanged, and otherwise opens a new
 //! one (since now, at the price book's rate for that state) and hands the store the ledger
 //! changes that close the old one, applied in the same transaction as the write. The
 //! compare-and-set makes each change happen once: a write that loses its race changes nothing.
@@ -10,7 +10,7 @@ use crate::config::region_of;
 use crate::env::Env;
 use crate::error::TaskError;
 use crate::model::Vm;
-use crate::model::spend::{Billed, MICROS, Metered, billed, spend};
+use crate::model::spend::{Billed, MICROS, Metered, spend};
 use crate::ports::store::{Expect, Versioned};
 use crate::prices::Rates;
 
@@ -42,7 +42,7 @@ async fn next(
     vm: &Vm,
     now: DateTime<Utc>,
 ) -> Result<Option<Metered>, TaskError> {
-    let Some(state) = billed(vm) else { return Ok(None) };
+    let Some(state) = vm.billed() else { return Ok(None) };
     if let Some(o) = old.filter(|o| o.state == state) {
         return Ok(Some(o.clone()));
     }

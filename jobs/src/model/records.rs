@@ -381,6 +381,24 @@ impl Vm {
         self.healthy_connected() && !self.drained
     }
 
+    /// What it is billed as now (`model::spend`): nothing until its instance is made, nor for a
+    /// machine this service does not make (no machine type: a static pool's); suspended or
+    /// stopped once Compute said so; running otherwise.
+    pub fn billed(&self) -> Option<super::spend::Billed> {
+        use super::parked::Park;
+        use super::spend::Billed;
+        if self.instance.is_none() || self.attributes.machine_type.is_empty() {
+            return None;
+        }
+        Some(match &self.parked {
+            Some(p) if p.done && p.waking.is_none() => match p.how {
+                Park::Suspend => Billed::Suspended,
+                Park::Stop => Billed::Stopped,
+            },
+            _ => Billed::Running,
+        })
+    }
+
     /// What it adds to its Config's counts: bit `i` set adds one to count `i` of [`Sums`] (the
     /// one rule; the stores keep the per-Config sums in step with every VM write and delete).
     pub fn counted(&self) -> u8 {

@@ -1,5 +1,5 @@
 //! What VMs cost over time, metered from their records' own transitions: each VM record carries
-//! its [`Metered`] (what it is billed as, since when, at what rate); a write that changes it closes
+//! its [`Metered`] (what it is billed as, `Vm::billed`, since when, at what rate); a write that changes it closes
 //! the interval it ends and opens the next, as changes ([`Spend`]) to its Config's ledger that the
 //! store applies in the same transaction as the write, so each interval is counted exactly once
 //! however many processes write and restart. Pure rules: the store keeps integers, [`ledger`]
@@ -16,9 +16,6 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Datelike, TimeZone, Utc};
 use serde::{Deserialize, Serialize};
-
-use super::parked::Park;
-use super::records::Vm;
 
 /// µUSD in a dollar.
 pub const MICROS: f64 = 1_000_000.0;
@@ -74,22 +71,6 @@ pub struct Metered {
     #[serde(flatten)]
     #[schemars(skip)]
     pub unknown: crate::unknown::Unknown,
-}
-
-/// What VM `vm` is billed as now: nothing until its instance is made, nor for a machine this
-/// service does not make (no machine type: a static pool's); suspended or stopped once Compute
-/// said so; running otherwise.
-pub fn billed(vm: &Vm) -> Option<Billed> {
-    if vm.instance.is_none() || vm.attributes.machine_type.is_empty() {
-        return None;
-    }
-    Some(match &vm.parked {
-        Some(p) if p.done && p.waking.is_none() => match p.how {
-            Park::Suspend => Billed::Suspended,
-            Park::Stop => Billed::Stopped,
-        },
-        _ => Billed::Running,
-    })
 }
 
 /// Changes to a Config's ledger (field → amount to add), made by one VM write.
