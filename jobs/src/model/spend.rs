@@ -1,9 +1,10 @@
 //! What VMs cost over time, metered from their records' own transitions: each VM record carries
-//! its [`Metered`] (what it is billed as, `Vm::billed`, since when, at what rate); a write that changes it closes
-//! the interval it ends and opens the next, as changes ([`Spend`]) to its Config's ledger that the
-//! store applies in the same transaction as the write, so each interval is counted exactly once
-//! however many processes write and restart. Pure rules: the store keeps integers, [`ledger`]
-//! reads them back as hours and dollars per month and state at any instant, O(open months).
+//! its [`Metered`] (what it is billed as, `Vm::billed`, since when, at what rate); a write that
+//! changes it closes the interval it ends and opens the next, as changes ([`Spend`]) to its
+//! Config's ledger that the store applies in the same transaction as the write, so each interval
+//! is counted exactly once however many processes write and restart. Pure rules: the store keeps
+//! integers, [`ledger`] reads them back as hours and dollars per month and state at any instant,
+//! O(open months).
 //!
 //! A Config's ledger holds, per calendar month (UTC) and state:
 //! * closed intervals: `c/<YYYY-MM>/<state>/s` (VM-seconds) and `/u` (µUSD);
