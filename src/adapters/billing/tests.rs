@@ -82,3 +82,43 @@ async fn a_token_never_goes_to_plain_http_but_the_simulators() {
     assert!(Billing::new("http://billing.example.com", None).is_ok());
     assert!(Billing::new("billing.example.com", None).is_err());
 }
+
+#[tokio::test]
+async fn the_simulators_catalog_read_here_prices_each_family_and_region_as_the_snapshot_does() {
+    let (_sim, base) = sim(false).await;
+    let skus = Billing::simulator(&base, None).unwrap().paged(10, 100).skus().await.unwrap();
+    let read = gce_backend_jobs::prices::Rates::from_skus(&skus);
+    let snapshot = gce_backend_jobs::prices::book::PriceBook::snapshot().unwrap().rates();
+    for region in ["us-central1", "us-east1", "europe-west1"] {
+        for machine in
+            ["e2-standard-2", "e2-micro", "n1-standard-4", "n2-standard-8", "n2d-highmem-4", "c3-standard-4"]
+        {
+            for spot in [false, true] {
+                let (got, want) = (
+                    read.machine_per_hour(machine, region, spot).unwrap(),
+                    snapshot.machine_per_hour(machine, region, spot).unwrap(),
+                );
+                assert!(
+                    got > 0.0 && (got - want).abs() < 1e-12,
+                    "{machine} {region} spot={spot}: {got} vs {want}"
+                );
+            }
+        }
+        // A custom E2 type at E2's rates (4 vCPUs and 16 GiB cost what e2-standard-4 does); a
+        // custom N2 type takes N2's custom SKUs, which the simulator's set lacks: unpriced.
+        let custom = read.machine_per_hour("e2-custom-4-16384", region, false).unwrap();
+        assert_eq!(custom, read.machine_per_hour("e2-standard-4", region, false).unwrap());
+        assert!(read.machine_per_hour("n2-custom-4-16384", region, false).is_err());
+        for disk in ["pd-standard", "pd-balanced", "pd-ssd"] {
+            let got = read.disk_per_hour(disk, 100.0, region).unwrap();
+            assert_eq!(got, snapshot.disk_per_hour(disk, 100.0, region).unwrap(), "{disk} {region}");
+        }
+        let suspended = read.suspended_per_hour("e2-standard-4", region).unwrap();
+        assert!(
+            suspended > 0.0 && suspended < read.machine_per_hour("e2-standard-4", region, false).unwrap()
+        );
+    }
+    // What the catalog has no SKU for is unpriced, never free.
+    assert!(read.machine_per_hour("a3-highgpu-8g", "us-central1", false).is_err());
+    assert!(read.machine_per_hour("e2-standard-2", "mars-north1", false).is_err());
+}
