@@ -108,6 +108,18 @@ async fn one_scrape_shows_fleet_lifecycle_queues_calls_cron_and_api_with_bounded
         assert_eq!(flagged, Some(0.0), "{flag}");
     }
     assert_eq!(value(&s, "gce_backend_config_paused", &[("config", "metrics")]), Some(0.0));
+    // What it costs, from its ledger: dollars ever by billed state (its VMs have run since they
+    // were made, never suspended or stopped), per hour now, and its tenant's month (the open
+    // tenant sets no budget: no budget series).
+    let of = [("config", "metrics"), ("tenant", "*")];
+    let cost = |state| value(&s, "gce_backend_fleet_cost_dollars_total", &[of[0], of[1], ("state", state)]);
+    assert!(cost("running").is_some_and(|usd| usd > 0.0), "{:?}", cost("running"));
+    assert_eq!((cost("suspended"), cost("stopped")), (Some(0.0), Some(0.0)));
+    let rate = value(&s, "gce_backend_fleet_cost_rate_dollars_per_hour", &of);
+    assert!(rate.is_some_and(|r| r > 0.0), "{rate:?}");
+    let month = value(&s, "gce_backend_fleet_tenant_spend_month_dollars", &[("tenant", "*")]);
+    assert!(month.is_some_and(|usd| usd > 0.0), "{month:?}");
+    assert!(!s.keys().any(|(n, _)| n == "gce_backend_fleet_tenant_budget_month_dollars"), "{text}");
     for stage in ["change_to_insert", "insert_to_created", "created_to_connected"] {
         let n =
             value(&s, "gce_backend_vm_lifecycle_seconds_count", &[("config", "metrics"), ("stage", stage)]);

@@ -1,7 +1,9 @@
 //! The state every process shares, read from the store when the API's process is scraped: the
 //! fleet per Config (states that partition its VMs, the amount asked for, flags), pauses,
 //! backoffs and breakers, ranks of machine types, Spot failovers, rate-limit buckets, queue
-//! depths and the queues' counters.
+//! depths and the queues' counters; and what the fleet costs (`spend`).
+
+mod spend;
 
 use std::sync::{Arc, Mutex};
 
@@ -34,6 +36,7 @@ pub(super) struct Shared {
     pub(super) rate_limits: Vec<gce_backend_jobs::ports::buckets::Level>,
     pub(super) queues: Vec<(String, QueueCounts)>,
     pub(super) paused_all: bool,
+    pub(super) costs: spend::Costs,
 }
 
 /// Encodes [`Shared`]; refreshed by [`super::Metrics::render`] just before.
@@ -290,7 +293,7 @@ impl Collector for SharedCollector {
                 ConstCounter::new(v).encode(m.encode_family(&l(&[("queue", q), ("event", event)]))?)?;
             }
         }
-        Ok(())
+        spend::encode(&mut d, &s.costs)
     }
 }
 
@@ -315,7 +318,11 @@ pub(super) async fn read(ctx: &Ctx) -> Shared {
             Err(e) => tracing::warn!(queue = name, error = %e, "metrics: cannot read the queue's counts"),
         }
     }
-    Shared { configs, rate_limits, queues, paused_all }
+    let costs = spend::read(ctx).await.unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "metrics: cannot read the Configs' spend");
+        spend::Costs::default()
+    });
+    Shared { configs, rate_limits, queues, paused_all, costs }
 }
 
 #[cfg(test)]

@@ -256,20 +256,15 @@ fn config_spend(c: &ConfigLedger, asked: &Asked) -> ConfigSpend {
         prefix: c.prefix.clone(),
         tenant: c.tenant.clone(),
         deleted: c.record.is_none(),
-        cost_per_hour: Usd(c.ledger.per_hour()),
+        cost_per_hour: Usd(per_hour(&c.ledger)),
         month: month(asked.month),
         previous: month(asked.month.previous()),
     }
 }
 
-/// The report of `all` (every Config's ledger, read at `now`) as `asked`, at `prices`.
-pub fn build(
-    all: &[ConfigLedger],
-    trust: &Trust,
-    prices: SpendPrices,
-    now: DateTime<Utc>,
-    asked: &Asked,
-) -> SpendReport {
+/// The tenants of `all` (every Config's ledger, read now) as `asked`, by name, each with its
+/// Configs (every one: [`SpendReport::retain`] cuts a caller's view).
+pub fn tenants(all: &[ConfigLedger], trust: &Trust, asked: &Asked) -> Vec<TenantSpend> {
     let mut tenants: BTreeMap<String, TenantSpend> = BTreeMap::new();
     let empty = |name: &str| {
         let t = trust.tenant(name);
@@ -300,12 +295,23 @@ pub fn build(
         t.configs.sort_by(|a, b| a.prefix.cmp(&b.prefix));
         t.budget_used_percent = t.budget_per_month.map(|b| 100.0 * t.month.usd.0 / b.0);
     }
+    tenants.into_values().collect()
+}
+
+/// The report of `all` (every Config's ledger, read at `now`) as `asked`, at `prices`.
+pub fn build(
+    all: &[ConfigLedger],
+    trust: &Trust,
+    prices: SpendPrices,
+    now: DateTime<Utc>,
+    asked: &Asked,
+) -> SpendReport {
     SpendReport {
         month: asked.month.to_string(),
         previous_month: asked.month.previous().to_string(),
         at: now,
         prices,
-        tenants: tenants.into_values().collect(),
+        tenants: tenants(all, trust, asked),
     }
 }
 
@@ -340,6 +346,11 @@ pub async fn report(
 ) -> Result<SpendReport, TaskError> {
     let asked = asked(trust, now, month, tenant).map_err(|e| TaskError::Invalid(e.to_string()))?;
     of(store, trust, now, &asked).await
+}
+
+/// USD per hour `ledger`'s VMs cost now (none: 0, not the -0 of an empty sum).
+pub fn per_hour(ledger: &Ledger) -> f64 {
+    ledger.per_hour() + 0.0
 }
 
 /// Everything `ledger` accrued, per state, in USD: what `/metrics` counts.
