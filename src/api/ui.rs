@@ -25,6 +25,8 @@ const LIB: &str = include_str!("ui/lib.js");
 const FILTER: &str = include_str!("ui/filter.js");
 /// The charts: sparklines of the last hour.
 const CHARTS: &str = include_str!("ui/charts.js");
+/// The costs: each Config's, and the spend chart per tenant, from the API's `spend`.
+const SPEND: &str = include_str!("ui/spend.js");
 /// The controls: pause, resume, amount, recycle.
 const CONTROLS: &str = include_str!("ui/controls.js");
 /// Its style.
@@ -60,6 +62,7 @@ pub(super) fn routes() -> Router<Api> {
         .route("/ui/lib.js", get(|| async { asset("text/javascript; charset=utf-8", LIB) }))
         .route("/ui/filter.js", get(|| async { asset("text/javascript; charset=utf-8", FILTER) }))
         .route("/ui/charts.js", get(|| async { asset("text/javascript; charset=utf-8", CHARTS) }))
+        .route("/ui/spend.js", get(|| async { asset("text/javascript; charset=utf-8", SPEND) }))
         .route("/ui/controls.js", get(|| async { asset("text/javascript; charset=utf-8", CONTROLS) }))
         .route("/ui/style.css", get(|| async { asset("text/css; charset=utf-8", STYLE) }))
 }

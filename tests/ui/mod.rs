@@ -7,13 +7,15 @@
 //! buttons; a writer retries the dead task of a Config its group owns (only that one); an admin's
 //! Retry and "retry all" empty the dead set; slow polls do not run back to back; a bad token gets
 //! the form back with the API's message; a pool's let-go ids show (`gaps`); Config files not
-//! followed are listed and a prefix not applied says why (`files`); when the service
+//! followed are listed and a prefix not applied says why (`files`); each Config's cost and a
+//! spend chart per tenant show what the API's `spend` answers (`spend`); when the service
 //! goes away a banner says so and the last data stays.
 mod cockpit;
 mod files;
 mod gaps;
 mod scripts;
 mod service;
+mod spend;
 mod webdriver;
 
 use serde_json::{Value, json};

@@ -1,5 +1,5 @@
-// The views of gce-backend's dashboard (lib.js, filter.js, charts.js and controls.js load before
-// this file, app.js after): the
+// The views of gce-backend's dashboard (lib.js, filter.js, charts.js, spend.js and controls.js
+// load before this file, app.js after): the
 // Configs (#/), one Config (#/configs/<prefix>) and the queues with their dead tasks (#/queues),
 // each read from the API and updated in place, cell by cell. app.js routes, polls and signs in;
 // it calls one refresh per poll, with `stale` (true once the token changed: results dropped).
@@ -70,7 +70,7 @@ const gbViews = (() => {
 
   async function refreshOverview(stale) {
     const [list, pause, dead] = await Promise.all([
-      allPages('/configs', 'configs', 100, 100), call('GET', '/pause'), deadNow(),
+      allPages('/configs', 'configs', 100, 100), call('GET', '/pause'), deadNow(), gbSpend.refresh(stale),
     ]);
     if (stale()) return;
     const configs = list.items;
@@ -106,6 +106,8 @@ const gbViews = (() => {
         { f: 'dead-tasks', sig: deadHere, cls: `num ${deadHere ? 'bad' : ''}`,
           title: `${st.dead_tasks} task${st.dead_tasks === 1 ? '' : 's'} died in all (retried or not), ${st.task_failures} runs failed`,
           make: () => (deadHere ? el('a', { href: '#/queues', text: deadHere }) : document.createTextNode('0')) },
+        // What it costs, as the API's spend answers it.
+        ...gbSpend.cells(st.prefix),
         { f: 'backoff', text: b ? `${b.reason} until ${hms(new Date(b.until))}` : '', cls: b ? 'warn-text' : '',
           title: b ? `${b.project}/${b.zone}: ${b.failures} failures in a row` : undefined },
         { f: 'last-error', text: err ? `${err.code}: ${short(err.message, 140)}` : '', cls: err && !err.resolved ? 'error-text' : 'muted',
@@ -421,6 +423,7 @@ const gbViews = (() => {
     instanceStatus.clear();
     gbCharts.forget();
     gbControls.forget();
+    gbSpend.forget();
   }
 
   return { forget, refreshOverview, refreshConfig, refreshQueues };
