@@ -51,8 +51,9 @@
 //!    * `breaker`: a Config's circuit breaker (failed VMs in a row stop replacement; canaries).
 //!    * `spot`: a Spot pool's failover (preemptions and refusals counted; standard VMs for a
 //!      cooldown).
-//!    * `spend`: what each Config and tenant has spent and costs now (the ledgers read), and the
-//!      one budget rule: how many new VMs a tenant's limits let a Config make.
+//!    * `spend`: what each Config and tenant has spent and costs now (the ledgers read), the
+//!      one budget rule: how many new VMs a tenant's limits let a Config make; and showback
+//!      (`spend::report`): per tenant and Config, a month and the one before.
 //!    * `status`: the read model operators see.
 //!    * `lifecycle`: a VM's shared steps (made, faulted, replaced, drained, dropped).
 //!    * `rollout`: rolling updates of VMs made from older instance attributes.
