@@ -35,7 +35,7 @@ pub(super) struct TenantMonth {
 
 /// The fleet's cost as last read.
 #[derive(Debug, Default, Clone, PartialEq)]
-pub(in crate::metrics) struct Costs {
+pub(crate) struct Costs {
     pub(super) configs: Vec<ConfigCost>,
     pub(super) tenants: Vec<TenantMonth>,
 }
