@@ -189,9 +189,9 @@ pub struct Ledger {
 }
 
 impl Ledger {
-    /// USD per hour of every VM billed now.
+    /// USD per hour of every VM billed now (none: 0, not the -0 of an empty sum).
     pub fn per_hour(&self) -> f64 {
-        self.rate.values().sum()
+        self.rate.values().sum::<f64>() + 0.0
     }
 
     /// What month `month` accrued in all, per state (none: zero).

@@ -256,7 +256,7 @@ fn config_spend(c: &ConfigLedger, asked: &Asked) -> ConfigSpend {
         prefix: c.prefix.clone(),
         tenant: c.tenant.clone(),
         deleted: c.record.is_none(),
-        cost_per_hour: Usd(per_hour(&c.ledger)),
+        cost_per_hour: Usd(c.ledger.per_hour()),
         month: month(asked.month),
         previous: month(asked.month.previous()),
     }
@@ -280,8 +280,18 @@ pub fn tenants(all: &[ConfigLedger], trust: &Trust, asked: &Asked) -> Vec<Tenant
             hidden: 0,
         }
     };
-    if let Some(t) = &asked.tenant {
-        tenants.insert(t.clone(), empty(t));
+    match &asked.tenant {
+        Some(t) => {
+            tenants.insert(t.clone(), empty(t));
+        }
+        // A tenant with a budget is listed with or without Configs (its budget series too).
+        None => {
+            for (name, t) in trust.tenants() {
+                if t.budget_per_month.is_some() || t.max_cost_per_hour.is_some() {
+                    tenants.insert(name.to_owned(), empty(name));
+                }
+            }
+        }
     }
     for c in all.iter().filter(|c| asked.tenant.as_ref().is_none_or(|t| *t == c.tenant)) {
         let spend = config_spend(c, asked);
@@ -346,11 +356,6 @@ pub async fn report(
 ) -> Result<SpendReport, TaskError> {
     let asked = asked(trust, now, month, tenant).map_err(|e| TaskError::Invalid(e.to_string()))?;
     of(store, trust, now, &asked).await
-}
-
-/// USD per hour `ledger`'s VMs cost now (none: 0, not the -0 of an empty sum).
-pub fn per_hour(ledger: &Ledger) -> f64 {
-    ledger.per_hour() + 0.0
 }
 
 /// Everything `ledger` accrued, per state, in USD: what `/metrics` counts.

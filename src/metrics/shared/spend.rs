@@ -5,7 +5,7 @@
 
 use gce_backend_jobs::Ctx;
 use gce_backend_jobs::error::TaskError;
-use gce_backend_jobs::spend::report::{Asked, Month, SpendByState, per_hour, tenants, total_usd};
+use gce_backend_jobs::spend::report::{Asked, Month, SpendByState, tenants, total_usd};
 use gce_backend_queues::metrics::Labels;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::MetricType;
@@ -50,7 +50,7 @@ pub(super) async fn read(ctx: &Ctx) -> Result<Costs, TaskError> {
             prefix: c.prefix.clone(),
             tenant: c.tenant.clone(),
             total: total_usd(&c.ledger),
-            per_hour: per_hour(&c.ledger),
+            per_hour: c.ledger.per_hour(),
         })
         .collect();
     let asked = Asked { month: Month::of(now), tenant: None };

@@ -193,3 +193,13 @@ async fn a_tenant_asked_by_name_is_there_without_configs_and_a_caller_sees_what_
     assert!(near(open.configs[0].month.hours.stopped, 4.0), "{open:?}");
     assert!(near(open.month.usd.0, 10.04), "the tenant's sums are its budget's, over every Config: {open:?}");
 }
+
+#[tokio::test]
+async fn a_tenant_with_a_budget_is_listed_before_it_has_a_config_and_one_without_is_not() {
+    let (mut ctx, _) = Ctx::test();
+    ctx.env.trust = tenants(Some(50.0));
+    let r = report(&*ctx.store, &ctx.trust, ctx.now(), None, None).await.unwrap();
+    let names: Vec<&str> = r.tenants.iter().map(|t| t.tenant.as_str()).collect();
+    assert_eq!(names, ["team-a"], "the open tenant sets no budget and has no Config: {r:?}");
+    assert_eq!(r.tenants[0].budget_per_month, Some(Usd(50.0)));
+}
