@@ -49,7 +49,8 @@
 //!      reads Redis directly.
 //!
 //! [`sim`] is the simulator (the `gce-backend-sim` crate), served by `gce-backend sim` and by
-//! `run` when no endpoint is given.
+//! `run` when no endpoint is given. Every listener, the simulator's too, runs the hardened HTTP
+//! server of the `gce-backend-listener` crate.
 
 pub mod error;
 pub mod out;

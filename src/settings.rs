@@ -107,7 +107,7 @@ pub struct Http {
 
 impl Default for Http {
     fn default() -> Self {
-        let d = gce_backend_sim::listener::Limits::DEFAULT;
+        let d = gce_backend_listener::Limits::DEFAULT;
         Http {
             header_read_timeout: Secs(d.header_read_timeout_ms / 1000),
             idle_timeout: Secs(d.idle_timeout_ms / 1000),
@@ -122,8 +122,8 @@ impl Default for Http {
 
 impl Http {
     /// The server's limits.
-    pub fn limits(&self) -> gce_backend_sim::listener::Limits {
-        gce_backend_sim::listener::Limits {
+    pub fn limits(&self) -> gce_backend_listener::Limits {
+        gce_backend_listener::Limits {
             header_read_timeout_ms: self.header_read_timeout.0.saturating_mul(1000),
             idle_timeout_ms: self.idle_timeout.0.saturating_mul(1000),
             max_connections: self.max_connections,

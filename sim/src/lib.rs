@@ -3,7 +3,8 @@
 //! `/sim/` (`admin.rs`), over a simulated world (`world/`, typed state only) with faults
 //! (`config.rs`). Each route file encodes its answers.
 //!
-//! Its HTTP server (`listener.rs`) is the one every listener of the service runs too.
+//! Its HTTP server is the hardened one every listener of the service runs too (the
+//! `gce-backend-listener` crate).
 //!
 //! Every request first advances the world to the current time, then may be delayed or failed
 //! by the faults in force (drawn from the seeded generator), then is answered and counted by
@@ -45,7 +46,6 @@
 //!    * `world::bulk`: bulkInsert (placement, ranked machine types, rollback).
 //! 3. Machinery
 //!    * `handle`: [`Sim`], the world behind its lock, faults on entering a call, call counts.
-//!    * `listener`: the HTTP server every listener of the service runs.
 //!    * `gce_call`: how a Compute call is taken (quotas, faults, a body's schema check, the
 //!      count) and Compute's error body.
 //! 4. Routes and the agent
@@ -82,7 +82,6 @@ mod google;
 mod handle;
 pub mod identity;
 pub mod keys;
-pub mod listener;
 pub mod names;
 pub mod prices;
 mod prpc;
@@ -119,9 +118,9 @@ pub fn router(sim: Sim) -> Router {
 }
 
 /// Serves `sim` on `listener` within `limits` until the process ends.
-pub async fn serve(listener: TcpListener, sim: Sim, limits: crate::listener::Limits) {
+pub async fn serve(listener: TcpListener, sim: Sim, limits: gce_backend_listener::Limits) {
     tokio::spawn(agent::registrar(sim.clone()));
-    crate::listener::serve(listener, router(sim), limits, std::future::pending()).await
+    gce_backend_listener::serve(listener, router(sim), limits, std::future::pending()).await
 }
 
 /// Starts a simulator on a free loopback port (tests, the embedded default); returns its address.
@@ -130,7 +129,7 @@ pub async fn spawn(cfg: SimConfig) -> std::io::Result<(SocketAddr, Sim)> {
     let addr = listener.local_addr()?;
     let sim = Sim::new(cfg);
     let served = sim.clone();
-    tokio::spawn(serve(listener, served, crate::listener::Limits::default()));
+    tokio::spawn(serve(listener, served, gce_backend_listener::Limits::default()));
     Ok((addr, sim))
 }
 

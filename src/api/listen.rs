@@ -1,7 +1,7 @@
 //! How the service's listeners (the API's, `--metrics-listen`) limit their clients' request
 //! rates, in this process's memory. Their `[http]` settings are [`crate::settings::Http`]; the
 //! server itself (header read and idle timeouts, the connection caps) is the shared one of
-//! `gce_backend_sim::listener`, which tells [`Throttle::reporter`] of the connections it closes.
+//! `gce_backend_listener`, which tells [`Throttle::reporter`] of the connections it closes.
 //!
 //! Rates are token buckets (the rule of [`Bucket`]), read on the context's clock: one per
 //! client address (an IPv6 address by its /64: [`client`]) for everything but health checks and
@@ -31,8 +31,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use gce_backend_jobs::ports::buckets::{Bucket, Rate};
 use gce_backend_jobs::ports::clock::Clock;
+use gce_backend_listener::{Refused, client};
 use gce_backend_queues::metrics::Labels;
-use gce_backend_sim::listener::{Refused, client};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use sha2::{Digest, Sha256};

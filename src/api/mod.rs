@@ -137,14 +137,14 @@ pub fn router(api: Api) -> Router {
 }
 
 /// Serves `api` on `listener` within its `[http]` limits until `shutdown` resolves; then lets
-/// the calls in flight finish (see [`gce_backend_sim::listener::serve`]).
+/// the calls in flight finish (see [`gce_backend_listener::serve`]).
 pub async fn serve(
     api: Api,
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) {
     let (limits, refused) = (api.http.limits(), api.throttle.reporter());
-    gce_backend_sim::listener::serve_reporting(listener, router(api), limits, refused, shutdown).await
+    gce_backend_listener::serve_reporting(listener, router(api), limits, refused, shutdown).await
 }
 
 /// Serves `/metrics`, `/healthz` and `/readyz` of `ctx` on `listener` (`--metrics-listen`, for
@@ -172,5 +172,5 @@ pub async fn serve_metrics_listener(
         .with_state(m)
         .layer(axum::middleware::from_fn_with_state(throttle.clone(), listen::limit));
     let refused = throttle.reporter();
-    gce_backend_sim::listener::serve_reporting(listener, app, http.limits(), refused, stop).await
+    gce_backend_listener::serve_reporting(listener, app, http.limits(), refused, stop).await
 }

@@ -80,7 +80,7 @@ enum Command {
         /// How long a client may take, and how many connections are served at once (in all,
         /// and from one client address: no cap by default).
         #[command(flatten)]
-        limits: gce_backend_sim::listener::Limits,
+        limits: gce_backend_listener::Limits,
         #[command(flatten)]
         process: ProcessArgs,
     },

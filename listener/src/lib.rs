@@ -1,6 +1,6 @@
-//! The HTTP/1 server every listener runs, shared: the simulator's, and the service's API and
-//! metrics listeners (the service calls it from here, since this crate cannot depend on the
-//! service's). It holds no client longer than it must:
+//! The hardened HTTP/1 server every listener runs: the service's (the API's and
+//! `--metrics-listen`) and the simulator's, each its own crate depending on this one. It holds no
+//! client longer than it must:
 //!
 //! * a request's head must arrive within `header_read_timeout` of the connection waiting for it
 //!   (opened, or its previous answer sent: hyper starts the clock then), so a client that sends
