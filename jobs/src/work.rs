@@ -20,6 +20,16 @@ pub enum Next {
     After(std::time::Duration),
 }
 
+impl Next {
+    /// The sooner of two next steps (done is never sooner than a look again).
+    pub fn sooner(self, other: Next) -> Next {
+        match (self, other) {
+            (Next::Done, n) | (n, Next::Done) => n,
+            (Next::After(x), Next::After(y)) => Next::After(x.min(y)),
+        }
+    }
+}
+
 /// Queues spread over partitions, and how many (every other has one): those with a task per VM
 /// in a cold start, so on a Redis Cluster their work spreads over the primaries. Part of the
 /// queues' key layout (see `QueueSpec::partitions`), pinned by `jobs/tests/wire.rs`.

@@ -186,8 +186,22 @@ pub mod labels {
     /// [`VM`] label: Compute gives them all the same labels).
     pub const BATCH: &str = "gce-backend-batch";
     /// The Config revision an instance template (and what a bulk makes from it) was made for,
-    /// as `providers::gce_template::revision_label` writes it.
+    /// as [`revision_label`] writes it.
     pub const REVISION: &str = "gce-backend-revision";
+
+    /// The longest label value (and name) Compute takes.
+    const MAX_VALUE: usize = 63;
+
+    /// A revision as a label value and name part: its lowercase letters and digits, at most 63.
+    pub fn revision_label(revision: &str) -> String {
+        let kept: String = revision
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric())
+            .map(|c| c.to_ascii_lowercase())
+            .take(MAX_VALUE)
+            .collect();
+        if kept.is_empty() { "0".into() } else { kept }
+    }
 }
 
 /// Digits of the largest index a pool can have.

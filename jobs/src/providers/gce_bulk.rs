@@ -133,14 +133,6 @@ pub fn groups(waiting: Vec<Versioned<Vm>>, max: usize) -> Vec<Vec<Versioned<Vm>>
     out
 }
 
-/// The sooner of two next steps.
-pub fn sooner(a: Next, b: Next) -> Next {
-    match (a, b) {
-        (Next::Done, n) | (n, Next::Done) => n,
-        (Next::After(x), Next::After(y)) => Next::After(x.min(y)),
-    }
-}
-
 /// One step of a Config's bulk creation: `open` are its bulks sent or claimed (members by bulk),
 /// `waiting` its VMs that may be sent now (checked by the caller).
 pub async fn step(
@@ -150,7 +142,7 @@ pub async fn step(
 ) -> Result<Next, TaskError> {
     let mut next = Next::Done;
     for members in open {
-        next = sooner(next, follow(ctx, members).await?);
+        next = next.sooner(follow(ctx, members).await?);
     }
     let (min, max) = (ctx.limits.bulk_min as usize, ctx.limits.bulk_max as usize);
     for group in groups(waiting, max) {
@@ -176,7 +168,7 @@ pub async fn step(
         // A place first: members are claimed (and their time counted) only when it can go now.
         let place = places(group[0].value.project());
         if !ctx.buckets.enter(&place, &rid, ctx.limits.bulk_running, HOLD).await.unwrap_or(true) {
-            next = sooner(next, Next::After(PLACE_WAIT));
+            next = next.sooner(Next::After(PLACE_WAIT));
             continue;
         }
         let claimed = claim(ctx, group, &rid).await?;
@@ -184,7 +176,7 @@ pub async fn step(
             let _ = ctx.buckets.leave(&place, &rid).await;
         }
         if !claimed.is_empty() {
-            next = sooner(next, send(ctx, claimed, &rid).await?);
+            next = next.sooner(send(ctx, claimed, &rid).await?);
         }
     }
     Ok(next)

@@ -17,6 +17,8 @@
 
 use std::time::Duration;
 
+pub use crate::config::labels::revision_label;
+
 use crate::config::labels;
 use crate::env::{Env, request_id};
 use crate::error::TaskError;
@@ -33,17 +35,6 @@ pub const STAGE: &str = "pool_resources";
 const MAX_NAME: usize = 63;
 /// Characters of the revision a template's name keeps.
 const SHORT: usize = 8;
-
-/// The revision as a label value and name part: its lowercase letters and digits, at most 63.
-pub fn revision_label(revision: &str) -> String {
-    let kept: String = revision
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric())
-        .map(|c| c.to_ascii_lowercase())
-        .take(MAX_NAME)
-        .collect();
-    if kept.is_empty() { "0".into() } else { kept }
-}
 
 /// The one rule for a template's name: `<prefix>-<the first 8 of its revision>`, the prefix cut
 /// so the name fits Compute's 63 characters (never ending in `-`). A Config prefix is a valid

@@ -12,9 +12,8 @@
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::providers::gce_bulk::sooner;
-use crate::writes::revisions_of;
 use crate::work::{Next, PoolResources};
+use crate::writes::revisions_of;
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: PoolResources) -> Result<Next, TaskError> {
@@ -27,12 +26,12 @@ pub async fn run(ctx: &Ctx, t: PoolResources) -> Result<Next, TaskError> {
         let in_use = revisions_of(ctx, &t.prefix).await?;
         for revision in cur.value.unused(&in_use) {
             match provider.remove_resources(ctx, &t.prefix, &revision).await {
-                Ok(n) => next = sooner(next, n),
+                Ok(n) => next = next.sooner(n),
                 Err(e) => failed = failed.or(Some(e)),
             }
         }
     }
-    let next = sooner(next, ensured?);
+    let next = next.sooner(ensured?);
     match failed {
         Some(e) => Err(e),
         None => Ok(next),

@@ -20,3 +20,12 @@ fn task_keys_name_their_vm_on_the_queues_keyed_by_vm() {
     assert_eq!(vm_of("audit_instances", "p/z"), None);
     assert_eq!(vm_of("manage_bot", "garbage"), None);
 }
+
+#[test]
+fn the_sooner_of_two_steps() {
+    let ms = std::time::Duration::from_millis;
+    assert_eq!(Next::Done.sooner(Next::After(ms(5))), Next::After(ms(5)));
+    assert_eq!(Next::After(ms(5)).sooner(Next::Done), Next::After(ms(5)));
+    assert_eq!(Next::After(ms(9)).sooner(Next::After(ms(5))), Next::After(ms(5)));
+    assert_eq!(Next::Done.sooner(Next::Done), Next::Done);
+}

@@ -1,4 +1,4 @@
-//! Unit tests of `providers/gce_bulk.rs`: the requestId rule, the forming of bulks, the sooner step.
+//! Unit tests of `providers/gce_bulk.rs`: the requestId rule, the forming of bulks.
 
 use super::*;
 
@@ -44,12 +44,4 @@ fn bulks_are_formed_per_zone_and_attributes_at_most_max_each_in_index_order() {
     for want in [vec![0, 1], vec![2, 3], vec![4], vec![7], vec![8]] {
         assert!(got.contains(&want), "{want:?} in {got:?}");
     }
-}
-
-#[test]
-fn the_sooner_of_two_steps() {
-    let ms = Duration::from_millis;
-    assert_eq!(sooner(Next::Done, Next::After(ms(5))), Next::After(ms(5)));
-    assert_eq!(sooner(Next::After(ms(9)), Next::After(ms(5))), Next::After(ms(5)));
-    assert_eq!(sooner(Next::Done, Next::Done), Next::Done);
 }
