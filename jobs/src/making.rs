@@ -4,13 +4,12 @@
 //! hostname (for a static pool, the one listed for its index), the Config's template with its
 //! zone filled in and the machine type of its rank (`zones::places`, once per batch), made standard while a Spot
 //! failover is in force (`ConfigRecord::new_vm_attributes`), the rank counted among its
-//! Config's placements; then it is handed on: `create_instance`, or `bulk_insert` while many of
-//! its Config's VMs are on their way (and `park_vm` for a VM made for the warm pool).
+//! Config's placements; then it is handed on as its provider says ([`batch`]: `create_instance`
+//! each, or the Config's `bulk_insert`), and to `park_vm` when made for the warm pool.
 
 use rand::Rng;
 
-use crate::config::labels;
-use crate::config::providers::Kind;
+use crate::config::labels::{self, revision_label};
 use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::model::marks::ADOPTED;
@@ -18,9 +17,8 @@ use crate::model::{ConfigRecord, Vm};
 use crate::naming::{new_hostname, parse_id, vm_id_of};
 use crate::ports::compute::Instance;
 use crate::ports::store::Expect;
-use crate::providers::gce_bulk;
-use crate::providers::gce_template::revision_label;
-use crate::work::{BulkInsert, CreateInstance, ManageBot, ParkVm};
+use crate::providers::Batch;
+use crate::work::{ManageBot, ParkVm};
 use crate::writes::each;
 
 /// A new incarnation of VM `id` (index `index`) of Config `rec` in `place` (its zone and rank)
@@ -128,44 +126,26 @@ pub async fn adopt(
 }
 
 /// Before VMs of Config `rec` are made, once per store generation (a new one after a failover
-/// or a restart, which may have lost acknowledged writes): its live instances whose VM records
-/// are missing are adopted back, so a lost record is not made again beside its instance (and the
-/// instance then deleted as a leak). One instances.list per zone of the Config; nothing for a
-/// store that never loses what it acknowledged, nor for a Config whose machines are not
-/// Compute Engine instances.
+/// or a restart, which may have lost acknowledged writes): its machines whose VM records are
+/// missing are adopted back, so a lost record is not made again beside its machine (and the
+/// machine then deleted as a leak). Its provider finds them ([`crate::providers::Provider::lost`];
+/// Compute Engine: one instances.list per zone of the Config); nothing for a store that never
+/// loses what it acknowledged, nor for a provider whose machines do not say which VM they are
+/// (or that cannot be asked now: its VMs are not sent either).
 async fn adopt_lost(ctx: &Ctx, rec: &ConfigRecord) -> Result<(), TaskError> {
-    // Only Compute Engine's instances carry the labels (a static machine is listed, not made).
-    if rec.config.is_static() || !on_gce(ctx, rec) {
-        return Ok(());
-    }
+    let provider = match ctx.providers.get(ctx, &rec.config.provider).await {
+        Ok(p) if p.names_vms() => p,
+        _ => return Ok(()),
+    };
     let Some(generation) = ctx.store.generation().await? else { return Ok(()) };
     let prefix = &rec.config.prefix;
     let key = format!("{prefix}@{generation}");
     if ctx.store.marked(ADOPTED, &key).await?.is_some() {
         return Ok(());
     }
-    let filter = format!(
-        "labels.{} = \"{}\" AND labels.{} = \"{prefix}\"",
-        labels::DEPLOYMENT,
-        ctx.deployment,
-        labels::CONFIG
-    );
-    let project = &rec.config.attributes.project;
-    for zone in rec.config.zone_names() {
-        let mut page = None;
-        loop {
-            let (instances, next) = ctx.compute.list(project, zone, &filter, page).await?;
-            let names: Vec<String> = instances.iter().map(|i| i.name.clone()).collect();
-            let vms = ctx.store.vms_by_hostname(&names).await?;
-            for (instance, vm) in instances.iter().zip(vms) {
-                if let (None, Some(slot)) = (vm, adoptable(rec, instance)) {
-                    adopt(ctx, rec, slot, zone, instance).await?;
-                }
-            }
-            match next {
-                Some(p) => page = Some(p),
-                None => break,
-            }
+    for (zone, instance) in provider.lost(ctx, rec).await? {
+        if let Some(slot) = adoptable(rec, &instance) {
+            adopt(ctx, rec, slot, &zone, &instance).await?;
         }
     }
     let mine = format!("{prefix}@");
@@ -193,31 +173,24 @@ pub async fn make_all(ctx: &Ctx, rec: &ConfigRecord, ids: &[String]) -> Result<(
     send(ctx, rec, &made.into_iter().flatten().collect::<Vec<_>>()).await
 }
 
-/// Whether VMs of `rec` waiting for their first insert go in bulk now: its provider is Compute
-/// Engine's and `gce_bulk::in_bulk` says so (the one rule for `send` and the
-/// `create_instances` cron).
-pub async fn in_bulk(ctx: &Ctx, rec: &ConfigRecord) -> Result<bool, TaskError> {
-    if !on_gce(ctx, rec) {
-        return Ok(false);
+/// How VMs `ids` of Config `rec`, waiting for their first machine, are sent: as the Config's
+/// provider says ([`crate::providers::Provider::create_batch`], the one place that decides
+/// between one by one and together); each by its `create_instance` when the provider cannot be
+/// asked now (its `create_instance` says why). For `send` and the `create_instances` cron.
+pub async fn batch(ctx: &Ctx, rec: &ConfigRecord, ids: &[String]) -> Result<Batch, TaskError> {
+    match ctx.providers.get(ctx, &rec.config.provider).await {
+        Ok(p) => p.create_batch(ctx, rec, ids).await,
+        Err(_) => Ok(Batch::each(ids)),
     }
-    gce_bulk::in_bulk(ctx, rec).await
 }
 
-/// Whether Config `rec`'s provider is Compute Engine's (its VMs are instances it makes).
-fn on_gce(ctx: &Ctx, rec: &ConfigRecord) -> bool {
-    ctx.providers.declared().kind(&rec.config.provider) == Some(Kind::Gce)
-}
-
-/// Hands VMs of Config `rec` just made to what sends them: its `bulk_insert` while many of its
-/// VMs are on their way ([`in_bulk`]), else a `create_instance` each.
+/// Hands VMs of Config `rec` just made to what sends them ([`batch`]).
 async fn send(ctx: &Ctx, rec: &ConfigRecord, made: &[String]) -> Result<(), TaskError> {
     if made.is_empty() {
         return Ok(());
     }
-    if in_bulk(ctx, rec).await? {
-        ctx.push(&BulkInsert { prefix: rec.config.prefix.clone() }).await?;
-        return Ok(());
+    match batch(ctx, rec, made).await? {
+        Batch::Together(bulk) => ctx.push(&bulk).await.map(drop),
+        Batch::Each(each) => ctx.push_many(&each).await.map(drop),
     }
-    let each: Vec<CreateInstance> = made.iter().map(|id| CreateInstance { id: id.clone() }).collect();
-    ctx.push_many(&each).await.map(drop)
 }

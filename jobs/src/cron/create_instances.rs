@@ -1,5 +1,5 @@
 //! `create_instances`: every VM without an instance → `create_instance`; the VMs of a Config
-//! whose first inserts go in bulk now (`making::in_bulk`) → one `bulk_insert` for the Config,
+//! whose provider sends them together now (`making::batch`) → one `bulk_insert` for the Config,
 //! which sends them and hands the others (retries, single inserts) on to `create_instance`.
 
 use std::collections::BTreeMap;
@@ -8,7 +8,8 @@ use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::naming::parse_id;
 use crate::ports::store::VmIndex;
-use crate::work::{BulkInsert, CreateInstance};
+use crate::providers::Batch;
+use crate::work::CreateInstance;
 
 /// Runs once.
 pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
@@ -33,8 +34,11 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
             },
         };
         match cfg {
-            Some(c) if crate::making::in_bulk(ctx, &c.value).await? => bulks.push(BulkInsert { prefix }),
-            _ => alone.extend(ids.into_iter().map(|id| CreateInstance { id })),
+            Some(c) => match crate::making::batch(ctx, &c.value, &ids).await? {
+                Batch::Together(bulk) => bulks.push(bulk),
+                Batch::Each(each) => alone.extend(each),
+            },
+            None => alone.extend(ids.into_iter().map(|id| CreateInstance { id })),
         }
     }
     Ok(ctx.push_many(&bulks).await? + ctx.push_many(&alone).await?)

@@ -1,13 +1,12 @@
 //! `inspect_instances`: the periodic scan of every provider's machines, between its
-//! `scan_prepare` and `scan_cleanup`: every (project, zone) of a Compute Engine Config →
-//! `inspect_instances`, spread over `timing.fan_out_jitter`. A provider whose `scan_prepare`
-//! fails is left out of this scan (logged); the others go on.
+//! `scan_prepare` and `scan_cleanup`: every (project, zone) of a Config whose provider scans
+//! zones (`Provider::scans_zones`) → `inspect_instances`, spread over `timing.fan_out_jitter`. A
+//! provider whose `scan_prepare` fails is left out of this scan (logged); the others go on.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::work::InspectInstances;
 
-use crate::config::providers::Kind;
 use crate::ctx::Ctx;
 use crate::error::TaskError;
 
@@ -31,7 +30,7 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
         };
         match prepared {
             Ok(p) => {
-                if p.kind() == Kind::Gce {
+                if p.scans_zones() {
                     tasks
                         .extend(places.into_iter().map(|(project, zone)| InspectInstances { project, zone }));
                 }

@@ -1,19 +1,25 @@
 //! The contract of a machine source ([`Provider`]) and what it answers: a machine's health, the
-//! VM a registering machine proved to be.
+//! VM a registering machine proved to be, how a batch of new VMs is sent ([`Batch`]).
+//!
+//! What differs between providers is asked of the provider, never of its type: how new VMs are
+//! sent (one by one, or together by the Config's `bulk_insert`), whether and how a zone is
+//! scanned for stopped machines, whether lost VM records are found from the machines, and the
+//! per-pool resources with their audit. Each has a default for a provider that needs none.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use crate::catalog::Verdict;
 use crate::config::Config;
-use crate::config::providers::Kind;
+use crate::config::providers::{Kind, ProviderIds};
 use crate::env::Env;
 use crate::error::TaskError;
 use crate::identity;
 use crate::model::parked::Park;
 use crate::model::{ConfigRecord, Vm};
+use crate::ports::compute::Instance;
 use crate::ports::store::Versioned;
-use crate::work::Next;
+use crate::work::{BulkInsert, CreateInstance, Next};
 
 /// What a provider says of a machine it made (asked when its bot looks dead or gone).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,6 +98,68 @@ pub trait Provider: Send + Sync + std::fmt::Debug {
         Ok(Next::Done)
     }
 
+    /// How VMs `ids` of Config `rec` (of this provider), just made or waiting for their first
+    /// machine, are sent: the one place a provider decides between one by one and together. By
+    /// default each goes by its own `create_instance`.
+    async fn create_batch(
+        &self,
+        _ctx: &Env,
+        _rec: &ConfigRecord,
+        ids: &[String],
+    ) -> Result<Batch, TaskError> {
+        Ok(Batch::each(ids))
+    }
+
+    /// One step of Config `prefix`'s `bulk_insert`: the VMs this provider sent together are
+    /// followed; when `own` (the Config, when it is there and this is its provider), its VMs of
+    /// this provider that [`Provider::create_batch`] put together are sent, and its others
+    /// handed to `create_instance`. `declared` says which provider a VM's id means. By default
+    /// nothing is sent together: nothing to do.
+    async fn send_together(
+        &self,
+        _ctx: &Env,
+        _declared: &ProviderIds,
+        _prefix: &str,
+        _own: Option<&ConfigRecord>,
+    ) -> Result<Next, TaskError> {
+        Ok(Next::Done)
+    }
+
+    /// Whether its machines are looked at zone by zone for ones stopped without their bot saying
+    /// so (the `inspect_instances` cron pushes a scan of each zone of its Configs, which runs
+    /// [`Provider::scan_zone`]). By default not: the bot's health is all there is.
+    fn scans_zones(&self) -> bool {
+        false
+    }
+
+    /// One walk of `zone` in `project`: each machine of a VM's current incarnation found down
+    /// (stopped, preempted; not parked on purpose) is replaced at once
+    /// (`lifecycle::replace_down`). Only called when [`Provider::scans_zones`].
+    async fn scan_zone(&self, _ctx: &Env, _project: &str, _zone: &str) -> Result<Next, TaskError> {
+        Ok(Next::Done)
+    }
+
+    /// Whether its machines say which VM they are (Compute Engine: our labels), so a VM record
+    /// lost with the store (a failover) is looked for among them ([`Provider::lost`]) before VMs
+    /// of a Config are made, and not made again beside its machine. By default not.
+    fn names_vms(&self) -> bool {
+        false
+    }
+
+    /// Config `rec`'s machines that have no VM record of their name, each with its zone (every
+    /// page): what `making` may adopt back. Only called when [`Provider::names_vms`], once per
+    /// store generation.
+    async fn lost(&self, _ctx: &Env, _rec: &ConfigRecord) -> Result<Vec<(String, Instance)>, TaskError> {
+        Ok(Vec::new())
+    }
+
+    /// One audit of the per-pool resources this provider made in `project` (Compute Engine:
+    /// instance templates): one that no Config record names and no VM's revision uses is a leak,
+    /// removed once it has been one for `leak_grace`. By default there are none.
+    async fn audit_resources(&self, _ctx: &Env, _project: &str) -> Result<Next, TaskError> {
+        Ok(Next::Done)
+    }
+
     /// Called before a periodic scan of this provider's machines (`inspect_instances`).
     async fn scan_prepare(&self, _ctx: &Env) -> Result<(), TaskError> {
         Ok(())
@@ -119,4 +187,20 @@ pub struct Proven {
     pub expires: DateTime<Utc>,
     /// The provider's id of the machine (Compute Engine: the instance id).
     pub instance_id: String,
+}
+
+/// How a batch of a Config's new VMs is sent (see [`Provider::create_batch`]): the tasks to push.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Batch {
+    /// One by one: a `create_instance` each.
+    Each(Vec<CreateInstance>),
+    /// Together, by the Config's `bulk_insert` ([`Provider::send_together`]).
+    Together(BulkInsert),
+}
+
+impl Batch {
+    /// Each of `ids` by its own `create_instance`.
+    pub fn each(ids: &[String]) -> Self {
+        Batch::Each(ids.iter().map(|id| CreateInstance { id: id.clone() }).collect())
+    }
 }

@@ -15,26 +15,29 @@
 //! * Invalid request: record the error, drop the VM record (the next expansion builds it again
 //!   from the maybe fixed Config) and back the Config off.
 //! * Delete (`destroy-<hostname>`, then `-<attempt>`), followed the same way; 404 is done.
-//! * A first insert while many of a Config's VMs wait goes in a bulk (`gce_bulk.rs`); one alone
-//!   is `gce_insert.rs`'s.
+//! * New VMs go in bulks while many of a Config's VMs wait, else one by one: the one choice is
+//!   `gce_send.rs`'s, for a batch just made as for a VM's first insert; bulks are
+//!   `gce_bulk.rs`'s, an insert alone `gce_insert.rs`'s.
+//! * Zones are scanned for stopped instances, and a Config's instances whose records were lost
+//!   are found from their labels (`gce_scan.rs`).
 //! * Per-pool resources: an instance template per Config revision (`gce_template.rs`), which
-//!   bulk inserts name as their source.
+//!   bulk inserts name as their source; leaked ones are audited per project (`gce_audit.rs`).
 
 use async_trait::async_trait;
 
-use super::contract::{Health, Proven, Provider};
+use super::contract::{Batch, Health, Proven, Provider};
 use super::gce_insert::move_zone;
 use super::gce_insert::{delete_request_id, follow, insert_alone};
 use crate::backoff;
 use crate::catalog::Verdict;
 use crate::config::Config;
-use crate::config::providers::Kind;
+use crate::config::providers::{Kind, ProviderIds};
 use crate::env::Env;
 use crate::error::TaskError;
 use crate::identity::{self, Refused};
 use crate::model::parked::Park;
 use crate::model::{ConfigRecord, Vm};
-use crate::ports::compute::{ComputeError, Kind as ComputeKind};
+use crate::ports::compute::{ComputeError, Instance, Kind as ComputeKind};
 use crate::ports::store::Versioned;
 use crate::work::{BulkInsert, Next};
 use crate::writes::update_vm;
@@ -78,18 +81,57 @@ impl Provider for Gce {
             }
             return Ok(Next::After(wait));
         }
-        let bulk = match vm.insert_sent.is_none() && vm.insert_attempt == 0 {
+        let first = match vm.insert_sent.is_none() && vm.insert_attempt == 0 {
             true => ctx.store.config(&vm.config).await?,
             false => None,
         };
-        if let Some(cfg) = bulk
-            && super::gce_bulk::in_bulk(ctx, &cfg.value).await?
+        if let Some(cfg) = first
+            && let Batch::Together(bulk) =
+                self.create_batch(ctx, &cfg.value, std::slice::from_ref(&vm.id)).await?
         {
             // Sent with the Config's other VMs waiting, by `bulk_insert`.
-            ctx.push(&BulkInsert { prefix: vm.config.clone() }).await?;
+            ctx.push(&bulk).await?;
             return Ok(Next::Done);
         }
         insert_alone(ctx, cur).await
+    }
+
+    /// Together while many of the Config's VMs are on their way (`gce_send::batch`).
+    async fn create_batch(&self, ctx: &Env, rec: &ConfigRecord, ids: &[String]) -> Result<Batch, TaskError> {
+        super::gce_send::batch(ctx, rec, ids).await
+    }
+
+    async fn send_together(
+        &self,
+        ctx: &Env,
+        declared: &ProviderIds,
+        prefix: &str,
+        own: Option<&ConfigRecord>,
+    ) -> Result<Next, TaskError> {
+        super::gce_send::step(ctx, declared, prefix, own).await
+    }
+
+    /// An instance can stop (preempted, a host error) while its bot is still thought alive.
+    fn scans_zones(&self) -> bool {
+        true
+    }
+
+    async fn scan_zone(&self, ctx: &Env, project: &str, zone: &str) -> Result<Next, TaskError> {
+        super::gce_scan::scan_zone(ctx, project, zone).await
+    }
+
+    /// Its instances carry our labels: the deployment's, the Config's, the VM's.
+    fn names_vms(&self) -> bool {
+        true
+    }
+
+    async fn lost(&self, ctx: &Env, rec: &ConfigRecord) -> Result<Vec<(String, Instance)>, TaskError> {
+        super::gce_scan::lost(ctx, rec).await
+    }
+
+    /// Its instance templates (`gce_audit.rs`).
+    async fn audit_resources(&self, ctx: &Env, project: &str) -> Result<Next, TaskError> {
+        super::gce_audit::audit(ctx, project).await
     }
 
     /// The Config's instance template of its revision (`gce_template.rs`).

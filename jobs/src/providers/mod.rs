@@ -4,18 +4,28 @@
 //!
 //! The handlers keep what every provider shares (is the VM still wanted, paused, drained; the
 //! bot's life); a provider owns what is its own: checking a Config against what it offers,
-//! making and removing one machine (idempotently, at its source), and saying whether a machine
-//! is up. Seed 000 (Taskcluster worker-manager's providers) is the model.
+//! making and removing one machine (idempotently, at its source), saying whether a machine is
+//! up, how a batch of new VMs is sent, whether its zones are scanned, and its per-pool resources
+//! with their audit. Nothing outside this module asks which type a provider is. Seed 000
+//! (Taskcluster worker-manager's providers) is the model.
+//!
+//! The work that names no provider (a Config's `bulk_insert`, a zone's scan, a project's audit)
+//! goes to each provider once ([`Providers::send_together`], [`Providers::scan_zone`],
+//! [`Providers::audit_resources`]): the ids of one type share one provider, whose machines and
+//! resources carry the deployment's labels, not an id.
 
 mod contract;
 pub mod gce;
+mod gce_audit;
 pub mod gce_bulk;
 pub mod gce_insert;
+mod gce_scan;
+mod gce_send;
 pub mod gce_template;
 mod power;
 pub mod static_machines;
 
-pub use contract::{Health, Proven, Provider};
+pub use contract::{Batch, Health, Proven, Provider};
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -26,6 +36,7 @@ use tokio::sync::OnceCell;
 use crate::config::providers::{Declared, Kind, ProviderIds};
 use crate::env::Env;
 use crate::error::TaskError;
+use crate::work::Next;
 
 /// How long a failed setup is not tried again (calls fail at once meanwhile).
 const SETUP_RETRY_SECS: i64 = 10;
@@ -107,13 +118,15 @@ impl Providers {
         ProviderIds::new(declared).map(Self::of)
     }
 
-    /// A provider of its type for each of `declared`.
+    /// The provider of its type for each of `declared` (one per type, shared by its ids).
     fn of(declared: ProviderIds) -> Self {
+        let gce: Arc<dyn Provider> = Arc::new(gce::Gce);
+        let fixed: Arc<dyn Provider> = Arc::new(static_machines::Static);
         let mut by_id = BTreeMap::new();
         for id in declared.ids() {
-            let provider: Arc<dyn Provider> = match declared.kind(id) {
-                Some(Kind::Static) => Arc::new(static_machines::Static),
-                _ => Arc::new(gce::Gce),
+            let provider = match declared.kind(id) {
+                Some(Kind::Static) => fixed.clone(),
+                _ => gce.clone(),
             };
             by_id.insert(id.to_owned(), Entry::new(provider));
         }
@@ -151,6 +164,60 @@ impl Providers {
             let _ = self.get(ctx, id).await;
         }
     }
+
+    /// Each provider once (one serving several ids, once), set up; one whose setup fails is
+    /// left out (its failure is logged by the setup).
+    async fn each(&self, ctx: &Env) -> Vec<&Arc<dyn Provider>> {
+        let mut out: Vec<&Arc<dyn Provider>> = Vec::new();
+        for id in self.by_id.keys() {
+            if let Ok(p) = self.get(ctx, id).await
+                && !out.iter().any(|q| Arc::ptr_eq(q, p))
+            {
+                out.push(p);
+            }
+        }
+        out
+    }
+
+    /// One step of Config `prefix`'s `bulk_insert`: each provider follows what it sent together,
+    /// and the Config's own provider (while the Config is there) sends what its
+    /// [`Provider::create_batch`] put together ([`Provider::send_together`]). The sooner next
+    /// step of them all; the first failure once all were run.
+    pub async fn send_together(&self, ctx: &Env, prefix: &str) -> Result<Next, TaskError> {
+        let cfg = ctx.store.config(prefix).await?.map(|c| c.value);
+        let own = cfg.as_ref().and_then(|c| self.by_id.get(self.declared.resolve(&c.config.provider)));
+        let mut runs = Vec::new();
+        for p in self.each(ctx).await {
+            let mine = own.is_some_and(|e| Arc::ptr_eq(&e.provider, p));
+            runs.push(p.send_together(ctx, &self.declared, prefix, cfg.as_ref().filter(|_| mine)).await);
+        }
+        sooner_of(runs)
+    }
+
+    /// One scan of `zone` in `project` by each provider that scans zones
+    /// ([`Provider::scans_zones`], [`Provider::scan_zone`]).
+    pub async fn scan_zone(&self, ctx: &Env, project: &str, zone: &str) -> Result<Next, TaskError> {
+        let mut runs = Vec::new();
+        for p in self.each(ctx).await.into_iter().filter(|p| p.scans_zones()) {
+            runs.push(p.scan_zone(ctx, project, zone).await);
+        }
+        sooner_of(runs)
+    }
+
+    /// One audit of the per-pool resources each provider made in `project`
+    /// ([`Provider::audit_resources`]).
+    pub async fn audit_resources(&self, ctx: &Env, project: &str) -> Result<Next, TaskError> {
+        let mut runs = Vec::new();
+        for p in self.each(ctx).await {
+            runs.push(p.audit_resources(ctx, project).await);
+        }
+        sooner_of(runs)
+    }
+}
+
+/// The sooner next step of `runs`, or the first failure among them.
+fn sooner_of(runs: Vec<Result<Next, TaskError>>) -> Result<Next, TaskError> {
+    runs.into_iter().try_fold(Next::Done, |next, run| run.map(|n| next.sooner(n)))
 }
 
 #[cfg(test)]

@@ -229,3 +229,29 @@ async fn a_provider_change_replaces_the_pool_a_tenth_at_a_time_and_ends() {
         assert_eq!(ctx.store.vm(&format!("linux-{i}")).await.unwrap().unwrap().value.provider, "gce-b");
     }
 }
+
+#[tokio::test]
+async fn the_work_that_names_no_provider_goes_to_each_provider_once() {
+    let (mut ctx, f) = Ctx::test();
+    // Two ids of Compute Engine's type share its provider; one of another provider type.
+    let other = Arc::new(Counting::default());
+    ctx.providers = Arc::new(Providers::new(&declared(&["gce", "gce-b"])).unwrap().with("other", other));
+    let (scans, audits) = (
+        ctx.providers.scan_zone(&ctx, "test-project", "z"),
+        ctx.providers.audit_resources(&ctx, "test-project"),
+    );
+    assert_eq!(scans.await.unwrap(), Next::Done);
+    assert_eq!(audits.await.unwrap(), Next::Done);
+    assert_eq!(
+        f.compute.calls(),
+        ["list", "templates"],
+        "Compute Engine's zone scanned once, its templates audited once"
+    );
+    // A Config's bulk_insert: Compute Engine, whose bulks these are, follows them once.
+    ctx.seed_config("linux", 1).await;
+    ctx.seed_vm("linux-0", |v| v.batch = "b1".into()).await;
+    ctx.providers.send_together(&ctx, "linux").await.unwrap();
+    let follows: Vec<String> =
+        f.compute.calls().into_iter().filter(|c| c.starts_with("bulk_insert ")).collect();
+    assert_eq!(follows.len(), 1, "{:?}", f.compute.calls());
+}

@@ -3,13 +3,11 @@
 //! deterministic requestId, its operation recorded and followed, the task going back to its
 //! queue between looks), then pushes `delete_bot`.
 
-
-use crate::work::{DeleteBot, DestroyInstance, Next};
 use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::writes::update_vm;
 use crate::metrics::Stage;
-
+use crate::work::{DeleteBot, DestroyInstance, Next};
+use crate::writes::update_vm;
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: DestroyInstance) -> Result<Next, TaskError> {
@@ -36,11 +34,13 @@ pub async fn run(ctx: &Ctx, t: DestroyInstance) -> Result<Next, TaskError> {
         }
     };
     // Its provider removes the machine (Compute Engine: a delete, its operation followed).
-    let next = ctx.providers.get(ctx, &vm.provider).await?.remove(ctx, vm.clone()).await?;
+    let provider = ctx.providers.get(ctx, &vm.provider).await?;
+    let next = provider.remove(ctx, vm.clone()).await?;
     if next != Next::Done {
         return Ok(next);
     }
-    let fixed = ctx.providers.declared().is_static(&vm.provider);
+    // A machine that outlives its VM (static) is released, not destroyed.
+    let fixed = provider.machines_outlive_vms();
     let done = if fixed { "static machine released (left running)" } else { "instance destroyed" };
     tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), "{done}");
     ctx.resolved(&vm.config, &["destroy_instance"]).await?;

@@ -1,7 +1,9 @@
-//! Unit tests of `tasks/audit_templates.rs`: a template of ours no Config names and no VM uses is
-//! deleted after the grace; one named, one used, one of another deployment never.
+//! Unit tests of `tasks/audit_templates.rs` (and the Compute Engine provider's audit,
+//! `providers/gce_audit.rs`): a template of ours no Config names and no VM uses is deleted after
+//! the grace; one named, one used, one of another deployment never.
 
 use super::*;
+use crate::model::marks::{TEMPLATE_LEAKS, TEMPLATE_PROJECTS};
 use crate::ports::compute::TemplateSpec;
 use crate::providers::gce_template::template_spec;
 

@@ -1,11 +1,13 @@
-//! Unit tests of `tasks/bulk_insert.rs` (and the bulk creation of `providers/gce_bulk.rs`): one
-//! bulk for a pool, the gather, a crash after the claim, members not made, a refusal, the places.
+//! Unit tests of `tasks/bulk_insert.rs` (and the bulk creation of the Compute Engine provider,
+//! `providers/gce_send.rs` and `providers/gce_bulk.rs`): one bulk for a pool, the gather, a
+//! crash after the claim, members not made, a refusal, the places.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use super::*;
 use crate::config::{Limits, labels};
+use crate::model::Vm;
 use crate::ports::compute::{ComputeError, Operation};
 use crate::providers::gce_bulk::bulk_request_id;
 use crate::testing::FakeCompute;

@@ -1,4 +1,5 @@
-//! Unit tests of `tasks/inspect_instances.rs`.
+//! Unit tests of `tasks/inspect_instances.rs` (and the Compute Engine provider's scan,
+//! `providers/gce_scan.rs`).
 
 use crate::work::DestroyInstance;
 
