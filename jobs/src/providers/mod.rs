@@ -22,6 +22,8 @@ pub mod gce_insert;
 mod gce_scan;
 mod gce_send;
 pub mod gce_template;
+#[cfg(test)]
+mod instant;
 mod power;
 pub mod static_machines;
 
