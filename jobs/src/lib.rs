@@ -57,11 +57,14 @@
 //!    * `status`: the read model operators see.
 //!    * `lifecycle`: a VM's shared steps (made, faulted, replaced, drained, dropped).
 //!    * `rollout`: rolling updates of VMs made from older instance attributes.
-//!    * `providers`: where machines come from (the contract, Compute Engine with its instance
-//!      templates, static machines).
+//!    * `providers`: where machines come from: the contract (one machine made, removed, checked;
+//!      how a batch of new VMs is sent, whether a zone is scanned for stopped machines, lost
+//!      records found, per-pool resources and their audit, each with a default), Compute Engine
+//!      (inserts and bulks, the zone scan, instance templates and their audit), static machines,
+//!      and the registry that hands each provider its work.
 //!    * `ctx`: [`Ctx`], the [`Env`] and the providers: what the top floor gets.
 //!    * `making`: a VM record made, the one way (`create_vm`'s one, `expand_config`'s batches),
-//!      and handed on to what sends it.
+//!      and handed on to what sends it, as its provider says.
 //! 4. The top, imported by nothing but the binary
 //!    * `tasks`: one handler per queue, and the registry of queues.
 //!    * `cron`: one function per cron job, and their table.
