@@ -263,6 +263,21 @@ pub struct Placed {
     pub unknown: crate::unknown::Unknown,
 }
 
+impl Placed {
+    /// A machine at `url`, recorded at `at`, of which nothing else is known (no instance id, no
+    /// address): a static pool's, or a provider's that makes no Compute instance.
+    pub fn known_by_url(url: String, at: DateTime<Utc>) -> Placed {
+        Placed {
+            unknown: Default::default(),
+            url,
+            created: at,
+            instance_id: String::new(),
+            internal_ip: String::new(),
+            external_ip: String::new(),
+        }
+    }
+}
+
 /// What is wrong with a VM's incarnation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]

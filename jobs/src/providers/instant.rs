@@ -42,14 +42,7 @@ impl Provider for Instant {
 
     /// The machine is there at once: recorded, and its bot watched.
     async fn create(&self, ctx: &Env, cur: Versioned<Vm>) -> Result<Next, TaskError> {
-        let placed = Placed {
-            unknown: Default::default(),
-            url: url(&cur.value),
-            created: ctx.now(),
-            instance_id: String::new(),
-            internal_ip: String::new(),
-            external_ip: String::new(),
-        };
+        let placed = Placed::known_by_url(url(&cur.value), ctx.now());
         crate::lifecycle::created(ctx, cur, placed, false).await.map(|()| Next::Done)
     }
 

@@ -45,14 +45,7 @@ impl Provider for Static {
 
     /// The machine exists: record it, and watch its bot.
     async fn create(&self, ctx: &Env, cur: Versioned<Vm>) -> Result<Next, TaskError> {
-        let placed = Placed {
-            unknown: Default::default(),
-            url: url(&cur.value),
-            created: ctx.now(),
-            instance_id: String::new(),
-            internal_ip: String::new(),
-            external_ip: String::new(),
-        };
+        let placed = Placed::known_by_url(url(&cur.value), ctx.now());
         crate::lifecycle::created(ctx, cur, placed, true).await.map(|()| Next::Done)
     }
 
