@@ -41,13 +41,18 @@ pub trait Provider: Send + Sync + std::fmt::Debug {
 
     /// Called once per provider per process before any other method, again after it failed
     /// (the provider's other calls wait for it; other providers do not). Idempotent, and safe
-    /// when many processes start at once.
-    async fn setup(&self, ctx: &Env) -> Result<(), TaskError>;
+    /// when many processes start at once. By default there is nothing to set up.
+    async fn setup(&self, _ctx: &Env) -> Result<(), TaskError> {
+        Ok(())
+    }
 
     /// Its own rules for `config` (beyond the rules every Config follows): what the provider
     /// does not offer is [`Verdict::Invalid`] with the field named; [`Verdict::Unknown`] when
-    /// it cannot tell now (the Config is stored unverified and checked again).
-    async fn validate(&self, ctx: &Env, config: &Config) -> Verdict;
+    /// it cannot tell now (the Config is stored unverified and checked again). By default it has
+    /// no rules of its own.
+    async fn validate(&self, _ctx: &Env, _config: &Config) -> Verdict {
+        Verdict::Valid
+    }
 
     /// One step towards `vm` having its machine, given the VM as read (it is wanted, not
     /// paused, and has no machine recorded yet: the handler checked). Records what it did on

@@ -7,8 +7,6 @@
 use async_trait::async_trait;
 
 use super::contract::{Health, Provider};
-use crate::catalog::Verdict;
-use crate::config::Config;
 use crate::config::providers::Kind;
 use crate::env::Env;
 use crate::error::TaskError;
@@ -30,14 +28,6 @@ impl Provider for Instant {
     /// Its Configs have an amount, as Compute Engine's do.
     fn kind(&self) -> Kind {
         Kind::Gce
-    }
-
-    async fn setup(&self, _ctx: &Env) -> Result<(), TaskError> {
-        Ok(())
-    }
-
-    async fn validate(&self, _ctx: &Env, _config: &Config) -> Verdict {
-        Verdict::Valid
     }
 
     /// The machine is there at once: recorded, and its bot watched.

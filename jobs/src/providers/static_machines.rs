@@ -8,8 +8,6 @@
 use async_trait::async_trait;
 
 use super::contract::{Health, Provider};
-use crate::catalog::Verdict;
-use crate::config::Config;
 use crate::config::providers::Kind;
 use crate::env::Env;
 use crate::error::TaskError;
@@ -31,16 +29,6 @@ pub fn url(vm: &Vm) -> String {
 impl Provider for Static {
     fn kind(&self) -> Kind {
         Kind::Static
-    }
-
-    /// Nothing to set up.
-    async fn setup(&self, _ctx: &Env) -> Result<(), TaskError> {
-        Ok(())
-    }
-
-    /// Its rules are the Config's own (a list of hostnames): nothing to ask.
-    async fn validate(&self, _ctx: &Env, _config: &Config) -> Verdict {
-        Verdict::Valid
     }
 
     /// The machine exists: record it, and watch its bot.

@@ -1,6 +1,6 @@
 //! Unit tests of `providers/static_machines.rs`.
 
-use super::*;
+use crate::config::Config;
 
 fn listed(machines: &[&str]) -> Config {
     Config {
