@@ -165,19 +165,21 @@ async fn tally(env: &Env, rec: &ConfigRecord) -> Result<Reading, TaskError> {
     let ids = env.store.vm_ids(VmIndex::OfConfig(rec.config.prefix.clone())).await?;
     let (vms, seen) = crate::writes::vms_and_bots(env, &ids).await?;
     // An observation older than `observation_ttl` says nothing of now (a walk failed): such a
-    // bot counts as idle, never as idle for long, so a ListBots outage shrinks nothing.
+    // bot counts as idle, never as idle for long nor seen idle (to spare), so a ListBots outage
+    // shrinks nothing.
     let ttl = env.timing.observation_ttl.chrono();
     // Live: not drained, not kept warm (parked, or to be); resuming counts, as booting does.
     let live = |v: &Vm| {
         !v.drained && !rec.warm.contains(&v.index) && v.parked.as_ref().is_none_or(|p| p.waking.is_some())
     };
-    let mut r = Reading::default();
+    let mut r = Reading { parks: rec.config.warm_room() > 0, ..Reading::default() };
     for (vm, o) in vms.iter().zip(&seen).filter(|(v, _)| live(v)) {
         r.live += 1;
         match Standing::of(vm, o.as_ref().filter(|o| o.at + ttl > now)) {
             Standing::Busy => r.busy += 1,
             Standing::Idle(since) => {
                 r.idle += 1;
+                r.seen_idle += 1;
                 r.idle_long += u32::from(since + d.idle_timeout.chrono() <= now);
             }
             Standing::Unknown => r.idle += 1,

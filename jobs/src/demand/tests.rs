@@ -175,3 +175,84 @@ async fn a_set_under_one_that_cannot_be_read_is_held_too() {
     assert_eq!(a.pending, 0, "{}", a.why);
     assert!(a.why.contains("more specific dimension set os:Linux,pool:ci"), "{}", a.why);
 }
+
+/// Warm-pool Config `prefix` (bounds 0..=20, min_idle 0, idle_timeout 60 s, two kept suspended)
+/// with `vms` connected VMs, every bot idle since `idle_for` ago as the walks saw it, the last
+/// one woken from the warm pool `woken` ago if given.
+async fn warm_pool(
+    ctx: &Ctx,
+    prefix: &str,
+    vms: u32,
+    idle_for: chrono::TimeDelta,
+    woken: Option<chrono::TimeDelta>,
+) {
+    ctx.seed_config_with(prefix, vms, |c| {
+        c.amount.min = 0;
+        c.amount.max = 20;
+        let idle_timeout = crate::config::Secs(60);
+        c.demand = Some(Demand { idle_timeout, ..demand(0) });
+        c.warm = Some(crate::config::Warm { suspended: 2, ..Default::default() });
+    })
+    .await;
+    let now = ctx.now();
+    for i in 0..vms {
+        let vm = ctx
+            .seed_vm(&format!("{prefix}-{i}"), |v| {
+                created(now)(v);
+                v.connected = Some(now);
+                v.woken = woken.filter(|_| i + 1 == vms).map(|w| now - w);
+            })
+            .await;
+        let bot = Bot { id: vm.hostname.clone(), ..Bot::default() };
+        let idle_since = Some(now - idle_for);
+        ctx.store
+            .put_bots(&[Observed { unknown: Default::default(), bot, at: now, idle_since }])
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_bot_woken_from_the_warm_pool_is_idle_since_its_wake() {
+    let (ctx, _) = Ctx::test();
+    // Idle for ten minutes as the walks saw them; ci-2 was parked meanwhile and woken 10 s ago.
+    let ago = chrono::TimeDelta::seconds(10);
+    warm_pool(&ctx, "ci", 3, chrono::TimeDelta::minutes(10), Some(ago)).await;
+    read(&ctx, "https://swarm.example.com").await.unwrap();
+    let d = state(&ctx, "ci").await;
+    // Two idle past the timeout go; the one just woken stays.
+    assert_eq!((d.idle, d.idle_long, d.target), (3, 2, 1), "{}", d.why);
+}
+
+#[tokio::test]
+async fn a_warm_pool_lets_go_the_bots_it_had_to_spare_for_the_timeout() {
+    let (ctx, fakes) = Ctx::test();
+    // Four bots idle 30 s of 60: none long, all kept...
+    warm_pool(&ctx, "ci", 4, chrono::TimeDelta::seconds(30), None).await;
+    read(&ctx, "https://swarm.example.com").await.unwrap();
+    assert_eq!(state(&ctx, "ci").await.target, 4);
+    // ... then tasks hopped between them (each ran one, 20 s ago), but all four were idle at
+    // every reading for a minute: all go (min_idle 0).
+    for _ in 0..6 {
+        fakes.clock.advance(chrono::TimeDelta::seconds(10));
+        let now = ctx.now();
+        let ids: Vec<String> = (0..4).map(|i| format!("ci-{i}-abcd")).collect();
+        let seen: Vec<Observed> = ctx
+            .store
+            .bots(&ids)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|o| Observed {
+                at: now,
+                idle_since: Some(now - chrono::TimeDelta::seconds(20)),
+                ..o.unwrap()
+            })
+            .collect();
+        ctx.store.put_bots(&seen).await.unwrap();
+        read(&ctx, "https://swarm.example.com").await.unwrap();
+    }
+    let d = state(&ctx, "ci").await;
+    assert_eq!((d.idle_long, d.target), (0, 0), "{}", d.why);
+    assert!(d.why.contains("4 idle together"), "{}", d.why);
+}

@@ -47,7 +47,13 @@ impl Standing {
             }
             (_, _, Some(_), Some(o)) if o.bot.is_dead => Self::Down,
             (_, _, Some(_), Some(o)) if !o.bot.task_id.is_empty() => Self::Busy,
-            (_, _, Some(_), Some(o)) => Self::Idle(o.idle_since.unwrap_or(o.at)),
+            // Idle since a walk first saw it so, or since its wake if later: a parked bot still
+            // looks idle to Swarming, so the walks kept the time it went idle before its park,
+            // and a VM just woken for work would otherwise be let go again first.
+            (_, _, Some(_), Some(o)) => {
+                let since = o.idle_since.unwrap_or(o.at);
+                Self::Idle(vm.woken.map_or(since, |w| since.max(w)))
+            }
             (_, _, Some(_), None) => Self::Unknown,
         }
     }

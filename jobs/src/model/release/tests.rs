@@ -151,3 +151,23 @@ fn a_bot_ready_is_wanted_before_vms_made_for_the_warm_pool_and_gaps_wake_warm_vm
     let a = super::arrange(&pool);
     assert_eq!((a.wake, a.let_go), (set(&[5, 6]), set(&[3, 4])));
 }
+
+#[test]
+fn a_woken_bot_is_idle_since_its_wake_not_since_before_its_park() {
+    let t = |m| Utc.with_ymd_and_hms(2026, 11, 27, 9, m, 0).unwrap();
+    let mut vm = Vm { hostname: "ci-0-abcd".into(), connected: Some(t(0)), ..Vm::default() };
+    crate::testing::created(t(0))(&mut vm);
+    // Idle since 9:01 as the walks saw it; parked at 9:02 (still idle to Swarming meanwhile).
+    let bot = super::super::bots::Bot { id: vm.hostname.clone(), ..Default::default() };
+    let seen = Observed { unknown: Default::default(), bot, at: t(10), idle_since: Some(t(1)) };
+    assert_eq!(Standing::of(&vm, Some(&seen)), Standing::Idle(t(1)));
+    // Woken at 9:09: idle since then, so it is not the first to go again.
+    vm.woken = Some(t(9));
+    assert_eq!(Standing::of(&vm, Some(&seen)), Standing::Idle(t(9)));
+    // One to keep of it (1) and a bot idle since 9:05 (0): that one goes, not the woken one.
+    let live = [(0, Standing::Idle(t(5))), (1, Standing::of(&vm, Some(&seen)))];
+    assert_eq!(arrange(1, &live, &set(&[]), 100), set(&[0]));
+    // A task run since its wake: idle since that task's end, as before.
+    let after = Observed { idle_since: Some(t(10)), ..seen };
+    assert_eq!(Standing::of(&vm, Some(&after)), Standing::Idle(t(10)));
+}
