@@ -117,8 +117,7 @@ pub fn tenant_now(all: &[ConfigLedger], tenant: &str, rates: &Rates, now: DateTi
     let month = month_of(now);
     all.iter().filter(|c| c.tenant == tenant).fold((0.0, 0.0), |(cost, spent), c| {
         let pending = c.record.as_ref().and_then(|r| per_hour(rates, r, now).ok()).unwrap_or(0.0);
-        let spent_here: f64 = c.ledger.month(&month).values().map(|a| a.usd).sum();
-        (cost + c.ledger.per_hour() + c.pending as f64 * pending, spent + spent_here)
+        (cost + c.ledger.per_hour() + c.pending as f64 * pending, spent + c.ledger.month_usd(&month))
     })
 }
 
@@ -177,7 +176,7 @@ pub async fn fill(
     for st in configs.iter_mut() {
         let Some(c) = all.iter().find(|c| c.prefix == st.prefix) else { continue };
         st.cost_per_hour = Some(Usd(c.ledger.per_hour()));
-        st.spent_this_month = Some(Usd(c.ledger.month(&month).values().map(|a| a.usd).sum()));
+        st.spent_this_month = Some(Usd(c.ledger.month_usd(&month)));
         let lacks = st.counts.configured.saturating_sub(st.counts.vms.saturating_sub(st.counts.draining));
         if let Some(rec) = &c.record
             && lacks > 0

@@ -199,6 +199,11 @@ impl Ledger {
         self.months.get(month).cloned().unwrap_or_default()
     }
 
+    /// USD accrued in month `month` (`YYYY-MM`), every state together.
+    pub fn month_usd(&self, month: &str) -> f64 {
+        self.months.get(month).map_or(0.0, |m| m.values().map(|a| a.usd).sum())
+    }
+
     /// Everything accrued, per state.
     pub fn total(&self) -> BTreeMap<Billed, Accrued> {
         let mut out: BTreeMap<Billed, Accrued> = BTreeMap::new();
