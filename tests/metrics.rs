@@ -85,16 +85,21 @@ async fn one_scrape_shows_fleet_lifecycle_queues_calls_cron_and_api_with_bounded
     assert_eq!(anonymous.status(), 401, "the API's listener serves /metrics to a token only");
 
     // The fleet gauges read the store's sums at the scrape; the cron's own counters come with
-    // its first tick (every second here, later on a loaded machine): wait for both.
-    let (ct, text) = eventually("3 connected and a count_vms tick", Duration::from_secs(30), || async {
-        let (ct, text) = scrape(&api, Some(crate::api::METRICS)).await;
-        let s = parse(&text);
-        let ticked = [("job", "count_vms"), ("result", "ok")];
-        (value(&s, "gce_backend_fleet_vms", &[("config", "metrics"), ("state", "connected")]) == Some(3.0)
-            && value(&s, "gce_backend_cron_runs_total", &ticked).is_some_and(|n| n >= 1.0))
-        .then_some((ct, text))
-    })
-    .await;
+    // its first tick (every second here, later on a loaded machine); the ledger counts whole
+    // seconds, so a VM billed in the scrape's own second has cost nothing yet: wait for all three.
+    let (ct, text) =
+        eventually("3 connected, a count_vms tick, a second billed", Duration::from_secs(30), || async {
+            let (ct, text) = scrape(&api, Some(crate::api::METRICS)).await;
+            let s = parse(&text);
+            let ticked = [("job", "count_vms"), ("result", "ok")];
+            let billed = [("config", "metrics"), ("tenant", "*"), ("state", "running")];
+            (value(&s, "gce_backend_fleet_vms", &[("config", "metrics"), ("state", "connected")])
+                == Some(3.0)
+                && value(&s, "gce_backend_cron_runs_total", &ticked).is_some_and(|n| n >= 1.0)
+                && value(&s, "gce_backend_fleet_cost_dollars_total", &billed).is_some_and(|usd| usd > 0.0))
+            .then_some((ct, text))
+        })
+        .await;
     assert!(ct.starts_with("application/openmetrics-text"), "{ct}");
     let s = parse(&text);
     let fleet = |state| value(&s, "gce_backend_fleet_vms", &[("config", "metrics"), ("state", state)]);
