@@ -70,7 +70,7 @@ async fn converged(env: &Procs) {
             let store = store.clone();
             async move {
                 let now = wall_now();
-                let c = gce_backend_jobs::counts::tally(&*store, prefix, now).await.ok()?.0;
+                let c = gce_backend_jobs::fleet::counts::tally(&*store, prefix, now).await.ok()?.0;
                 (c.created == n && c.connected == n).then_some(())
             }
         })
@@ -144,9 +144,10 @@ async fn tokens_from_the_metadata_server_are_renewed_scoped_and_never_sent_over_
         gce_backend::adapters::backends::open(Some(&env.redis.url()), DEPLOYMENT).await.unwrap();
     for prefix in ["linux", "dev"] {
         let now = wall_now();
-        let st = gce_backend_jobs::status::status(&*store, prefix, now, chrono::Duration::zero(), false)
-            .await
-            .unwrap();
+        let st =
+            gce_backend_jobs::fleet::status::status(&*store, prefix, now, chrono::Duration::zero(), false)
+                .await
+                .unwrap();
         assert_eq!((st.task_failures, st.dead_tasks), (0, 0), "{prefix}: no task failed for a token");
     }
 

@@ -11,7 +11,7 @@ use std::time::Duration;
 use gce_backend_jobs::Ctx;
 use gce_backend_jobs::model::Vm;
 use gce_backend_jobs::ports::store::{Expect, VmIndex};
-use gce_backend_jobs::unknown::{FUTURE_FIELD, FUTURE_FIELDS_ENV};
+use gce_backend_jobs::{model::unknown::FUTURE_FIELD, model::unknown::FUTURE_FIELDS_ENV};
 use gce_backend_queues::testing::eventually;
 use redis::AsyncCommands;
 use serde_json::Value;
@@ -246,7 +246,7 @@ async fn a_record_of_a_newer_format_is_left_to_its_build_not_quarantined() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     let kept: String = redis.hget(&cfg_key, "linux").await.unwrap();
     assert_eq!(serde_json::from_str::<Value>(&kept).unwrap(), c, "the Config record left as it is");
-    let st = gce_backend_jobs::status::status(
+    let st = gce_backend_jobs::fleet::status::status(
         &*env.ctx.store,
         "linux",
         env.ctx.now(),

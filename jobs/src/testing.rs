@@ -134,7 +134,7 @@ impl Ctx {
             timing: Arc::new(Timing::default()),
             limits: Arc::new(Limits::default()),
             trust: Arc::new(crate::config::Trust::default()),
-            catalog: Arc::new(crate::catalog::Catalog::new()),
+            catalog: Arc::new(crate::placement::catalog::Catalog::new()),
             keys: fakes.keys.clone(),
             prices: fakes.prices.clone(),
             deployment: "test".into(),
@@ -274,7 +274,7 @@ impl Ctx {
 
     /// Stores a VM of Config `prefix` (hostname `<id>-abcd`), changed by `f`.
     pub async fn seed_vm(&self, id: &str, f: impl FnOnce(&mut crate::model::Vm)) -> crate::model::Vm {
-        let (prefix, index) = crate::naming::parse_id(id).expect("id");
+        let (prefix, index) = crate::model::naming::parse_id(id).expect("id");
         let c = config(prefix, index + 1);
         let mut vm = crate::model::Vm {
             id: id.into(),

@@ -69,7 +69,7 @@ async fn entry_with(
     rec: ConfigRecord,
     files: &[FileError],
 ) -> Result<ConfigEntry, ApiError> {
-    let status = gce_backend_jobs::status::status(
+    let status = gce_backend_jobs::fleet::status::status(
         &*api.ctx.store,
         &rec.config.prefix,
         api.ctx.now(),

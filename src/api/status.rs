@@ -5,7 +5,7 @@
 
 use axum::Extension;
 use axum::extract::State;
-use gce_backend_jobs::status::Report;
+use gce_backend_jobs::fleet::status::Report;
 use serde::Deserialize;
 
 use super::auth::{Caller, Role};
@@ -38,7 +38,7 @@ pub(super) async fn status(
     // those of the Configs it may read, from one read of them all (a prefix with VMs but no
     // Config is readable by admins only).
     let visible: std::collections::BTreeSet<String> = if admin {
-        gce_backend_jobs::status::prefixes(store).await?.into_iter().collect()
+        gce_backend_jobs::fleet::status::prefixes(store).await?.into_iter().collect()
     } else {
         store
             .configs()
@@ -57,7 +57,8 @@ pub(super) async fn status(
     // An empty `only` is every prefix to the report: for a caller who may read none, the
     // filter below leaves none.
     let mut report =
-        gce_backend_jobs::status::report(store, buckets, &only, now, grace, live, &api.ctx.trust).await?;
+        gce_backend_jobs::fleet::status::report(store, buckets, &only, now, grace, live, &api.ctx.trust)
+            .await?;
     report.configs.retain(|c| visible.contains(&c.prefix));
     report.files.retain(|f| caller.may_read_file(f));
     if !admin {

@@ -87,13 +87,14 @@ async fn status(
     let db =
         crate::adapters::backends::redis_store(url, &args.namespace).await.map_err(ConnectError::once)?;
     // Listed once: here when prefixes are named (to refuse unknown ones), else by the report.
-    let known = if only.is_empty() { Vec::new() } else { gce_backend_jobs::status::prefixes(&db).await? };
+    let known =
+        if only.is_empty() { Vec::new() } else { gce_backend_jobs::fleet::status::prefixes(&db).await? };
     if let Some(p) = only.iter().find(|p| !known.contains(p)) {
         return Err(
             Usage(format!("no Config and no VMs with prefix {p:?} (known: {})", known.join(", "))).into()
         );
     }
-    let report = gce_backend_jobs::status::report(
+    let report = gce_backend_jobs::fleet::status::report(
         &db,
         &db,
         only,

@@ -301,9 +301,16 @@ impl Collector for SharedCollector {
 pub(super) async fn read(ctx: &Ctx) -> Shared {
     let grace = ctx.timing.config_delete_grace.chrono();
     // Live counts: the store's per-Config sums, O(1) per Config.
-    let report =
-        gce_backend_jobs::status::report(&*ctx.store, &*ctx.buckets, &[], ctx.now(), grace, true, &ctx.trust)
-            .await;
+    let report = gce_backend_jobs::fleet::status::report(
+        &*ctx.store,
+        &*ctx.buckets,
+        &[],
+        ctx.now(),
+        grace,
+        true,
+        &ctx.trust,
+    )
+    .await;
     let (configs, paused_all, rate_limits) = match report {
         Ok(r) => (r.configs, r.paused.is_some(), r.rate_limits),
         Err(e) => {

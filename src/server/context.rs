@@ -128,7 +128,7 @@ pub async fn context(
         timing: Arc::new(settings.timing.clone()),
         limits: Arc::new(settings.limits.clone()),
         trust,
-        catalog: Arc::new(gce_backend_jobs::catalog::Catalog::new()),
+        catalog: Arc::new(gce_backend_jobs::placement::catalog::Catalog::new()),
         keys: Arc::new(crate::adapters::keys::HttpKeys::new(&certs).map_err(anyhow::Error::msg)?),
         prices: Arc::new(prices),
         deployment: settings.deployment.clone(),

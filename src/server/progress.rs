@@ -32,9 +32,10 @@ pub fn announce(app: &App) {
 pub async fn progress(ctx: Ctx, mut stopped: tokio::sync::watch::Receiver<bool>) {
     let mut last: HashMap<String, String> = HashMap::new();
     loop {
-        if let Ok(prefixes) = gce_backend_jobs::status::prefixes(&*ctx.store).await {
+        if let Ok(prefixes) = gce_backend_jobs::fleet::status::prefixes(&*ctx.store).await {
             for p in prefixes {
-                let Ok((c, _)) = gce_backend_jobs::counts::tally(&*ctx.store, &p, ctx.now()).await else {
+                let Ok((c, _)) = gce_backend_jobs::fleet::counts::tally(&*ctx.store, &p, ctx.now()).await
+                else {
                     continue;
                 };
                 let errors = ctx.store.errors(&p).await.unwrap_or_default();

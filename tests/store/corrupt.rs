@@ -56,7 +56,7 @@ async fn corrupt(store: Arc<dyn Store>, plant: impl Fn(&str, &str)) {
     assert_eq!(store.vm("linux-1").await.unwrap().unwrap().value.hostname, "linux-1-abcd");
     assert_eq!(store.vm_version("linux-0").await.unwrap(), Some(1));
     // Status carries on for every Config.
-    let report = gce_backend_jobs::status::report(
+    let report = gce_backend_jobs::fleet::status::report(
         &*store,
         &*ctx.buckets,
         &[],
@@ -98,7 +98,7 @@ async fn corrupt(store: Arc<dyn Store>, plant: impl Fn(&str, &str)) {
         store.global_pause().await,
         Err(gce_backend_jobs::ports::store::StoreError::Corrupt { .. })
     ));
-    let paused = gce_backend_jobs::pause::global(&*store).await.unwrap().expect("fails safe");
+    let paused = gce_backend_jobs::safety::pause::global(&*store).await.unwrap().expect("fails safe");
     assert!(paused.reason.contains("does not decode"), "{paused:?}");
     store.set_global_pause(None).await.unwrap();
     assert_eq!(store.global_pause().await.unwrap(), None);

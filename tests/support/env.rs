@@ -138,19 +138,21 @@ impl Env {
 
     /// `prefix`'s counts now, from the store.
     pub(crate) async fn counts(&self, prefix: &str) -> Counts {
-        gce_backend_jobs::counts::tally(&*self.ctx.store, prefix, self.ctx.now()).await.unwrap().0
+        gce_backend_jobs::fleet::counts::tally(&*self.ctx.store, prefix, self.ctx.now()).await.unwrap().0
     }
 
     /// `prefix`'s status now: its counts live (`live`) or as `count_vms` last wrote them.
     pub(crate) async fn status(&self, prefix: &str, live: bool) -> gce_backend_jobs::model::ConfigStatus {
         let (store, now) = (&*self.ctx.store, self.ctx.now());
-        gce_backend_jobs::status::status(store, prefix, now, chrono::Duration::zero(), live).await.unwrap()
+        gce_backend_jobs::fleet::status::status(store, prefix, now, chrono::Duration::zero(), live)
+            .await
+            .unwrap()
     }
 
     /// What `gce-backend status` prints: counts live (`live`) or as `count_vms` last wrote them.
-    pub(crate) async fn report(&self, live: bool) -> gce_backend_jobs::status::Report {
+    pub(crate) async fn report(&self, live: bool) -> gce_backend_jobs::fleet::status::Report {
         let (store, buckets, now) = (&*self.ctx.store, &*self.ctx.buckets, self.ctx.now());
-        gce_backend_jobs::status::report(
+        gce_backend_jobs::fleet::status::report(
             store,
             buckets,
             &[],

@@ -12,10 +12,10 @@ use crate::error::TaskError;
 /// Runs once.
 pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
     // (A rebuild that fails is tried again next tick; the counts go on.)
-    if let Err(e) = crate::heal::check(ctx).await {
+    if let Err(e) = crate::safety::heal::check(ctx).await {
         tracing::warn!(error = %e, "checking the indexes failed; tried again next tick");
     }
-    let prefixes = crate::status::prefixes(&*ctx.store).await?;
+    let prefixes = crate::fleet::status::prefixes(&*ctx.store).await?;
     let counted =
         ctx.push_many(&prefixes.into_iter().map(|prefix| CountVms { prefix }).collect::<Vec<_>>()).await?;
     let due: Vec<PoolResources> = ctx

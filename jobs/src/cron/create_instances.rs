@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::naming::parse_id;
+use crate::model::naming::parse_id;
 use crate::ports::store::VmIndex;
 use crate::providers::Batch;
 use crate::work::CreateInstance;
@@ -14,7 +14,9 @@ use crate::work::CreateInstance;
 /// Runs once.
 pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
     let read = ctx.store.vm_ids(VmIndex::Uncreated).await;
-    let Some(ids) = crate::heal::or_skip(ctx, "create_instances", None, read).await? else { return Ok(0) };
+    let Some(ids) = crate::safety::heal::or_skip(ctx, "create_instances", None, read).await? else {
+        return Ok(0);
+    };
     let mut by_config: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for id in ids {
         let prefix = parse_id(&id).map_or_else(String::new, |(p, _)| p.to_owned());
@@ -27,14 +29,14 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
             false => match ctx.store.config(&prefix).await {
                 // A newer build's Config: its VMs are left to that build.
                 Err(crate::ports::store::StoreError::Newer { key, format }) => {
-                    crate::writes::left_to_newer(ctx, &key, format).await?;
+                    crate::fleet::writes::left_to_newer(ctx, &key, format).await?;
                     continue;
                 }
                 read => read?,
             },
         };
         match cfg {
-            Some(c) => match crate::making::batch(ctx, &c.value, &ids).await? {
+            Some(c) => match crate::fleet::making::batch(ctx, &c.value, &ids).await? {
                 Batch::Together(bulk) => bulks.push(bulk),
                 Batch::Each(each) => alone.extend(each),
             },

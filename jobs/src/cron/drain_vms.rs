@@ -7,14 +7,16 @@ use crate::work::DrainVm;
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::naming::parse_id;
+use crate::model::naming::parse_id;
 use crate::ports::store::{StoreError, VmIndex};
 
 /// Runs once.
 pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
     let mut tasks = Vec::new();
     let read = ctx.store.vm_configs().await;
-    let Some(prefixes) = crate::heal::or_skip(ctx, "drain_vms", None, read).await? else { return Ok(0) };
+    let Some(prefixes) = crate::safety::heal::or_skip(ctx, "drain_vms", None, read).await? else {
+        return Ok(0);
+    };
     for prefix in prefixes {
         let listed = async {
             let config = ctx.store.config(&prefix).await?.map(|c| c.value);
@@ -23,12 +25,12 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
         let (config, ids) = match listed.await {
             Ok(v) => v,
             e @ Err(StoreError::Healing { .. }) => {
-                crate::heal::or_skip(ctx, "drain_vms", Some(&prefix), e).await?;
+                crate::safety::heal::or_skip(ctx, "drain_vms", Some(&prefix), e).await?;
                 continue;
             }
             // A newer build's Config: its VMs are left to that build.
             Err(StoreError::Newer { key, format }) => {
-                crate::writes::left_to_newer(ctx, &key, format).await?;
+                crate::fleet::writes::left_to_newer(ctx, &key, format).await?;
                 continue;
             }
             Err(StoreError::Corrupt { key, error, .. }) => {

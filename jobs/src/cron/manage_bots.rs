@@ -29,7 +29,7 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
     let mut ids: BTreeSet<String> = BTreeSet::new();
     // Deadlines: not while paused (a paused Config keeps its healthy VMs past their deadline;
     // resuming looks at them).
-    if crate::pause::global(&*ctx.store).await?.is_none() {
+    if crate::safety::pause::global(&*ctx.store).await?.is_none() {
         let paused: BTreeSet<String> = ctx
             .store
             .configs()
@@ -38,20 +38,24 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
             .filter(|c| c.value.paused.is_some())
             .map(|c| c.value.config.prefix)
             .collect();
-        let due = crate::heal::or_skip(ctx, "manage_bots", None, ctx.store.vm_ids(VmIndex::DueBy(now)).await)
-            .await?;
-        ids.extend(
-            due.into_iter()
-                .flatten()
-                .filter(|id| crate::naming::parse_id(id).is_none_or(|(prefix, _)| !paused.contains(prefix))),
-        );
+        let due = crate::safety::heal::or_skip(
+            ctx,
+            "manage_bots",
+            None,
+            ctx.store.vm_ids(VmIndex::DueBy(now)).await,
+        )
+        .await?;
+        ids.extend(due.into_iter().flatten().filter(|id| {
+            crate::model::naming::parse_id(id).is_none_or(|(prefix, _)| !paused.contains(prefix))
+        }));
     }
     // The sweep: the VMs whose place in the period lies between the last tick and this one.
     let period = ctx.timing.sweep.0.max(60) as i64 * 1000;
     let last = ctx.store.marks(SWEEP).await?.into_iter().find(|(k, _)| k == "manage_bots").map(|(_, t)| t);
     if let Some(from) = last {
         let swept =
-            crate::heal::or_skip(ctx, "manage_bots", None, ctx.store.vm_ids(VmIndex::Created).await).await?;
+            crate::safety::heal::or_skip(ctx, "manage_bots", None, ctx.store.vm_ids(VmIndex::Created).await)
+                .await?;
         ids.extend(swept.into_iter().flatten().filter(|id| in_window(place(id, period), from, now, period)));
     }
     ctx.store.unmark(SWEEP, "manage_bots").await?;
@@ -85,15 +89,19 @@ async fn index_older_vms(ctx: &Ctx) -> Result<(), TaskError> {
         return Ok(());
     }
     let read = ctx.store.vm_ids(VmIndex::Created).await;
-    let Some(created) = crate::heal::or_skip(ctx, "manage_bots", None, read).await? else { return Ok(()) };
+    let Some(created) = crate::safety::heal::or_skip(ctx, "manage_bots", None, read).await? else {
+        return Ok(());
+    };
     let read = ctx.store.vm_ids(VmIndex::DueBy(DateTime::<Utc>::MAX_UTC)).await;
-    let Some(indexed) = crate::heal::or_skip(ctx, "manage_bots", None, read).await? else { return Ok(()) };
+    let Some(indexed) = crate::safety::heal::or_skip(ctx, "manage_bots", None, read).await? else {
+        return Ok(());
+    };
     let indexed: BTreeSet<String> = indexed.into_iter().collect();
     for id in created.into_iter().filter(|id| !indexed.contains(id)) {
         if let Some(cur) = ctx.vm(&id).await?.filter(|c| c.value.deadline().is_some()) {
             // Written since (indexed then) if the version moved on: nothing to do.
             let (old, mut vm) = (cur.value.meter.clone(), cur.value);
-            crate::meter::put(ctx, old.as_ref(), &mut vm, Expect::Version(cur.version)).await?;
+            crate::fleet::meter::put(ctx, old.as_ref(), &mut vm, Expect::Version(cur.version)).await?;
         }
     }
     ctx.store.mark(MIGRATIONS, DEADLINES, ctx.now()).await?;

@@ -10,7 +10,7 @@ use chrono::{DateTime, Duration, Utc};
 use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::ports::prices::PriceError;
-use crate::prices::book::{CATALOG, PriceBook, Unreachable};
+use crate::{cost::prices::book::CATALOG, cost::prices::book::PriceBook, cost::prices::book::Unreachable};
 
 /// A book read from the Catalog is read again once it is this old.
 pub const REFRESH: Duration = Duration::days(1);

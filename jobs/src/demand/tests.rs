@@ -145,7 +145,7 @@ async fn a_walk_that_failed_shrinks_nothing() {
     assert_eq!((d.idle, d.idle_long, d.target), (4, 0, 4), "{}", d.why);
 }
 
-async fn state(ctx: &Ctx, prefix: &str) -> crate::model::demand::DemandState {
+async fn state(ctx: &Ctx, prefix: &str) -> crate::demand::reading::DemandState {
     ctx.store.config(prefix).await.unwrap().unwrap().value.demand.unwrap()
 }
 

@@ -6,22 +6,21 @@
 mod api;
 mod audit;
 mod bots;
-pub mod breaker;
-pub mod demand;
 pub mod format;
-mod kept;
+pub(crate) mod kept;
 mod listed;
+pub mod naming;
 pub mod parked;
-mod records;
+pub(crate) mod records;
 pub mod release;
 mod resources;
-pub mod rollout;
 mod series;
-pub mod spend;
-pub mod spot;
-mod status;
+pub mod unknown;
 mod wanted;
 
+pub use crate::fleet::status::view::{
+    ConfigState, ConfigStatus, FileError, FileProblem, RankStatus, ZoneStatus,
+};
 pub use api::{
     BotState, Change, Plan, PlanBudget, PlanCost, PlanInput, Recycle, ReplacedBy, Replacement, UnknownState,
     VmState, VmView, VmWork,
@@ -34,5 +33,4 @@ pub use listed::Listed;
 pub use records::*;
 pub use resources::PoolResource;
 pub use series::{KEEP_SAMPLES, Sample, Series};
-pub use status::{ConfigState, ConfigStatus, FileError, FileProblem, RankStatus, ZoneStatus};
 pub use wanted::outdated;

@@ -8,10 +8,10 @@ use chrono::{DateTime, Utc};
 use super::listed::Listed;
 use super::records::{ConfigRecord, Vm};
 use super::resources::PoolResource;
-use super::rollout::Rollout;
-use super::spot::Failover;
 use crate::config::providers::ProviderIds;
 use crate::config::{Attributes, Config, UpdateMode};
+use crate::fleet::rollout::state::Rollout;
+use crate::placement::spot::state::Failover;
 
 impl ConfigRecord {
     /// The one rule for "is this VM still wanted": a static pool wants the indexes of its listed

@@ -11,8 +11,8 @@ use crate::ports::store::{Expect, Fence, StoreError, VmIndex};
 use crate::work::ExpandConfig;
 
 use super::shared::{Actor, OpError, STAGE, admit, update_config};
-use crate::pause::wake;
-use crate::writes::CAS_TRIES;
+use crate::fleet::writes::CAS_TRIES;
+use crate::safety::pause::wake;
 
 /// The revision of a Config made over the API: the hash of its JSON, as a file's is of its text.
 fn revision_of(config: &Config) -> String {
@@ -274,7 +274,7 @@ pub async fn pause_all(ctx: &Ctx, reason: &str, by: Actor<'_>) -> Result<Pause, 
 /// Lifts the global pause and pushes what makes every Config converge (a Config paused on its
 /// own stays paused).
 pub async fn resume_all(ctx: &Ctx, by: Actor<'_>) -> Result<(), OpError> {
-    if crate::pause::global(&*ctx.store).await?.is_some() {
+    if crate::safety::pause::global(&*ctx.store).await?.is_some() {
         ctx.store.set_global_pause(None).await?;
         tracing::warn!(by = %by, "global pause lifted");
         ctx.audit(AuditEntry::global(ctx.now(), by, AuditAction::ResumeAll)).await;
@@ -284,7 +284,7 @@ pub async fn resume_all(ctx: &Ctx, by: Actor<'_>) -> Result<(), OpError> {
 
 /// The global pause, if set (a record that does not decode reads as a pause saying so).
 pub async fn paused_all(ctx: &Ctx) -> Result<Option<Pause>, OpError> {
-    Ok(crate::pause::global(&*ctx.store).await?)
+    Ok(crate::safety::pause::global(&*ctx.store).await?)
 }
 
 #[cfg(test)]

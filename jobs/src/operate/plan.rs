@@ -3,7 +3,7 @@
 //! lifetime, kept), the fields it changes and whom each affects, why it could not be applied, and
 //! what it would cost per hour and whether its tenant's budget holds it.
 //! The fates are the rules the work follows ([`ConfigRecord::wants`], [`ConfigRecord::keeps`],
-//! [`outdated`], a rollout's pace in [`crate::model::rollout`]) asked of the record applying it
+//! [`outdated`], a rollout's pace in [`crate::fleet::rollout::state`]) asked of the record applying it
 //! would write ([`super::configs::successor`]), never decided again here.
 
 use std::collections::HashSet;
@@ -11,16 +11,16 @@ use std::collections::HashSet;
 use serde_json::Value;
 
 use crate::config::{Config, Usd};
+use crate::cost::prices::Unpriced;
 use crate::ctx::Ctx;
-use crate::model::rollout::{min_connected, switch_batch};
+use crate::fleet::rollout::Standing;
 use crate::model::{
     Change, ConfigRecord, Plan, PlanBudget, PlanCost, PlanInput, Recycle, ReplacedBy, Replacement, Vm,
     outdated,
 };
-use crate::naming::{parse_id, vm_id};
 use crate::ports::store::VmIndex;
-use crate::prices::Unpriced;
-use crate::rollout::Standing;
+use crate::{fleet::rollout::state::min_connected, fleet::rollout::state::switch_batch};
+use crate::{model::naming::parse_id, model::naming::vm_id};
 
 use super::shared::{OpError, admit, by_index};
 
@@ -53,7 +53,7 @@ pub async fn plan(ctx: &Ctx, prefix: &str, mut input: PlanInput) -> Result<Plan,
         (None, None) => return Err(OpError::NotFound(format!("Config {prefix}"))),
     };
     let current = cur.as_ref().map(|r| r.current_amount);
-    let paused = crate::pause::paused(ctx, cur.as_ref()).await?;
+    let paused = crate::safety::pause::paused(ctx, cur.as_ref()).await?;
     let mut plan = Plan {
         prefix: prefix.to_owned(),
         amount: current.unwrap_or(0),
@@ -104,7 +104,7 @@ pub async fn plan(ctx: &Ctx, prefix: &str, mut input: PlanInput) -> Result<Plan,
     let ids = by_index(ctx.store.vm_ids(VmIndex::OfConfig(prefix.to_owned())).await?);
     // One gone since the listing has nothing left to plan; one that does not decode is left out,
     // as listVms leaves it out.
-    let (vms, seen) = crate::writes::vms_and_bots(ctx, &ids).await?;
+    let (vms, seen) = crate::fleet::writes::vms_and_bots(ctx, &ids).await?;
     // Which VMs it keeps, as `expand_config` will choose them (idle first, a warm pool).
     let surplus = vms.iter().any(|v| !v.drained && !next.makes(v.index));
     let present: std::collections::BTreeSet<u32> = vms.iter().map(|v| v.index).collect();
@@ -113,7 +113,7 @@ pub async fn plan(ctx: &Ctx, prefix: &str, mut input: PlanInput) -> Result<Plan,
         (next.let_go, next.warm) = (a.let_go, a.warm);
     }
     // A VM past its lifetime is replaced unless a pause (or an open breaker) holds it.
-    let held = crate::pause::held(ctx, &next, None).await?.is_some();
+    let held = crate::safety::pause::held(ctx, &next, None).await?.is_some();
     fates(ctx, &next, &vms, held, &mut plan);
     plan.cost = Some(cost(ctx, &next, plan.amount, plan.create.len()).await?);
     Ok(plan)
@@ -124,16 +124,17 @@ pub async fn plan(ctx: &Ctx, prefix: &str, mut input: PlanInput) -> Result<Plan,
 async fn cost(ctx: &Ctx, next: &ConfigRecord, amount: u32, creating: usize) -> Result<PlanCost, OpError> {
     let now = ctx.now();
     let rates = ctx.catalog.rates(ctx.store.as_ref(), now).await?;
-    let ledger = crate::model::spend::ledger(&ctx.store.ledger(&next.config.prefix).await?, now);
-    let (per_vm, unpriced) = match crate::spend::per_hour(&rates, next, now) {
+    let ledger = crate::cost::ledger::ledger(&ctx.store.ledger(&next.config.prefix).await?, now);
+    let (per_vm, unpriced) = match crate::cost::spend::per_hour(&rates, next, now) {
         Ok(p) => (Some(Usd(p)), None),
         Err(Unpriced(why)) => (None, Some(why)),
     };
-    let budget = crate::spend::hold(&*ctx.store, &ctx.trust, &rates, next, now).await?.map(|h| PlanBudget {
-        holds: h.room >= creating as u64,
-        room: h.room.min(creating as u64),
-        said: h.said().trim_start_matches("held by budget: ").to_owned(),
-    });
+    let budget =
+        crate::cost::spend::hold(&*ctx.store, &ctx.trust, &rates, next, now).await?.map(|h| PlanBudget {
+            holds: h.room >= creating as u64,
+            room: h.room.min(creating as u64),
+            said: h.said().trim_start_matches("held by budget: ").to_owned(),
+        });
     Ok(PlanCost {
         now_per_hour: Usd(ledger.per_hour()),
         per_vm,
@@ -194,7 +195,7 @@ fn fates(ctx: &Ctx, next: &ConfigRecord, vms: &[Vm], held: bool, plan: &mut Plan
         plan.warm.push(id);
     }
     // A surge is made only while a rollout goes on; one done ends at its next step
-    // (`crate::rollout::step`, by the same test) and an existing surge goes.
+    // (`crate::fleet::rollout::step`, by the same test) and an existing surge goes.
     let rolling = next.rollout.is_some() && !standing.done(next.current_amount);
     if !rolling {
         let made_surge = surged.into_iter().filter(|id| made.contains(id.as_str()));

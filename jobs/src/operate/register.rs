@@ -8,9 +8,9 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::ctx::Ctx;
+use crate::fleet::writes::write_vm_at;
 use crate::identity::Refused;
 use crate::work::ManageBot;
-use crate::writes::write_vm_at;
 
 /// What a VM sends.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

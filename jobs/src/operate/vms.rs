@@ -26,7 +26,9 @@ pub async fn recycle(ctx: &Ctx, vm_id: &str, by: Actor<'_>) -> Result<Vm, OpErro
     }
     // A VM never sent to Compute is dropped at once (expand_config makes it anew): answer with
     // the record as it was, drained.
-    let vm = crate::lifecycle::drain(ctx, &cur).await?.unwrap_or_else(|| Vm { drained: true, ..cur.clone() });
+    let vm = crate::fleet::lifecycle::drain(ctx, &cur)
+        .await?
+        .unwrap_or_else(|| Vm { drained: true, ..cur.clone() });
     if !cur.drained {
         tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), by = %by, "VM recycled over the API");
         let detail = format!("VM {} ({})", vm.id, vm.hostname);
@@ -57,7 +59,7 @@ pub async fn list_vms(
     let start = after.map_or(0, |a| ids.partition_point(|id| order(id) <= order(a)));
     let mut page: Vec<VmView> = Vec::new();
     for id in &ids[start..] {
-        let Some(vm) = crate::writes::readable_vm(ctx, id).await? else { continue };
+        let Some(vm) = crate::fleet::writes::readable_vm(ctx, id).await? else { continue };
         if state.is_some_and(|s| s != VmState::of(&vm)) {
             continue;
         }

@@ -18,8 +18,8 @@ use super::compute::{
     BulkSpec, Compute, ComputeError, Instance, InstanceSpec, Kind, Operation, Power, Quota, Template,
     TemplateSpec,
 };
-use crate::episodes::{Episodes, Held};
 use crate::metrics::Metrics;
+use crate::{safety::episodes::Episodes, safety::episodes::Held};
 
 /// The classes of Compute calls, each with its own bucket per project.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

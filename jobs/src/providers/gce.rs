@@ -28,19 +28,19 @@ use async_trait::async_trait;
 use super::contract::{Batch, Health, Proven, Provider};
 use super::gce_insert::move_zone;
 use super::gce_insert::{delete_request_id, follow, insert_alone};
-use crate::backoff;
-use crate::catalog::Verdict;
 use crate::config::Config;
 use crate::config::providers::{Kind, ProviderIds};
 use crate::env::Env;
 use crate::error::TaskError;
+use crate::fleet::writes::update_vm;
 use crate::identity::{self, Refused};
 use crate::model::parked::Park;
 use crate::model::{ConfigRecord, Vm};
+use crate::placement::backoff;
+use crate::placement::catalog::Verdict;
 use crate::ports::compute::{ComputeError, Instance, Kind as ComputeKind};
 use crate::ports::store::Versioned;
 use crate::work::{BulkInsert, Next};
-use crate::writes::update_vm;
 
 /// The Compute Engine provider (through the process's Compute port).
 #[derive(Debug, Clone, Copy, Default)]
@@ -76,7 +76,7 @@ impl Provider for Gce {
             }
         }
         if let Some(wait) = backoff::wait_for(ctx, vm).await? {
-            if vm.insert_sent.is_none() && crate::ranks::elsewhere(ctx, vm).await? {
+            if vm.insert_sent.is_none() && crate::placement::ranks::elsewhere(ctx, vm).await? {
                 return move_zone(ctx, vm).await;
             }
             return Ok(Next::After(wait));

@@ -11,10 +11,10 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use crate::config::labels::{self, revision_label};
 use crate::env::{Env, request_id};
 use crate::error::TaskError;
+use crate::fleet::writes::revisions_of;
 use crate::model::marks::{TEMPLATE_LEAKS, TEMPLATE_PROJECTS};
 use crate::ports::compute::{ComputeError, Kind, Template};
 use crate::work::Next;
-use crate::writes::revisions_of;
 
 /// One audit of `project`'s instance templates.
 pub(super) async fn audit(ctx: &Env, project: &str) -> Result<Next, TaskError> {

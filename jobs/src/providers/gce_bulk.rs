@@ -31,19 +31,19 @@ use std::time::Duration;
 
 use super::gce_insert::insert_alone;
 use super::gce_template::{bulk_instance, for_bulk, lost};
-use crate::backoff::{self, Scope};
 use crate::config::labels;
-use crate::counts;
 use crate::env::{Env, request_id};
 use crate::error::TaskError;
-use crate::lifecycle::created_in_bulk;
+use crate::fleet::counts;
+use crate::fleet::lifecycle::created_in_bulk;
 use crate::metrics::Stage;
 use crate::model::marks::{BULKS_OPEN, GATHER};
 use crate::model::{ConfigRecord, Vm};
 use crate::ports::compute::{BulkSpec, ComputeError, Instance, Kind, Operation};
 use crate::ports::store::Versioned;
 use crate::work::{CreateInstance, Next};
-use crate::writes::{each, write_vm_at};
+use crate::{fleet::writes::each, fleet::writes::write_vm_at};
+use crate::{placement::backoff, placement::backoff::Scope};
 use gce_backend_queues::When;
 
 /// The stage its errors are recorded under.
@@ -346,7 +346,7 @@ async fn done_or_later(
     ctx.metrics.instance_op(&first, "bulk_insert", why.kind.as_str(), &why.code);
     ctx.record_vm(&missing[0].value, STAGE, &why.code, &message, &op.name).await?;
     if matches!(why.kind, Kind::Quota | Kind::Stockout) {
-        crate::spot::refused(ctx, &missing[0].value, &why.code, &op.name).await?;
+        crate::placement::spot::refused(ctx, &missing[0].value, &why.code, &op.name).await?;
         backoff::hit(ctx, &Scope::refused(&first), &why.code).await?;
     }
     // The bulk's requestId stays bound to its operation: each goes again alone, a new attempt.
@@ -393,7 +393,7 @@ async fn refused(
     ctx.record_vm(&first, STAGE, &e.code, &message, "").await?;
     let capacity = matches!(e.kind, Kind::Quota | Kind::Stockout);
     if capacity {
-        crate::spot::refused(ctx, &first, &e.code, "").await?;
+        crate::placement::spot::refused(ctx, &first, &e.code, "").await?;
         backoff::hit(ctx, &Scope::refused(&first), &e.code).await?;
     }
     // No operation holds the requestId: a refusal for want of room leaves the attempt as it is

@@ -2,17 +2,17 @@
 //! its inserts and deletes, and an insert sent alone and followed to its end (`providers/gce.rs`
 //! says when; `providers/gce_bulk.rs` sends many at once and hands the ones left over here).
 
-use crate::backoff::{self, Scope};
 use crate::config::{Metadata, labels};
 use crate::env::{Env, request_id};
 use crate::error::TaskError;
-use crate::lifecycle::{created, drop_vm};
 use crate::metrics::Stage;
 use crate::model::Vm;
 use crate::ports::compute::{ComputeError, InstanceSpec, Kind as ComputeKind, Operation};
 use crate::ports::store::Versioned;
 use crate::work::{CreateInstance, Next};
-use crate::writes::{update_vm, write_vm_at};
+use crate::{fleet::lifecycle::created, fleet::lifecycle::drop_vm};
+use crate::{fleet::writes::update_vm, fleet::writes::write_vm_at};
+use crate::{placement::backoff, placement::backoff::Scope};
 use gce_backend_queues::Task;
 
 /// The stage its errors are recorded under (its queue's, as the handler's).
@@ -191,10 +191,10 @@ async fn failed(ctx: &Env, vm: &Vm, e: ComputeError, op: &str) -> Result<Next, T
             if op.is_empty() {
                 unsent(ctx, vm).await?; // refused outright
             }
-            crate::spot::refused(ctx, vm, &e.code, op).await?;
+            crate::placement::spot::refused(ctx, vm, &e.code, op).await?;
             let wait = backoff::hit(ctx, &Scope::refused(vm), &e.code).await?;
             // A multi-zone Config, or one with ranks: made again at once where there is room.
-            if crate::ranks::elsewhere(ctx, vm).await? {
+            if crate::placement::ranks::elsewhere(ctx, vm).await? {
                 return move_zone(ctx, vm).await;
             }
             Ok(Next::After(wait))

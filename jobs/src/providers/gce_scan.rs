@@ -11,11 +11,11 @@
 use crate::config::labels;
 use crate::env::Env;
 use crate::error::TaskError;
-use crate::lifecycle::replace_down;
+use crate::fleet::lifecycle::replace_down;
+use crate::fleet::writes::read_vm;
 use crate::model::ConfigRecord;
 use crate::ports::compute::Instance;
 use crate::work::Next;
-use crate::writes::read_vm;
 
 /// The stage a scan's findings are recorded under (the queue's, `inspect_instances`).
 const STAGE: &str = "inspect_instances";

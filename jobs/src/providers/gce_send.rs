@@ -24,12 +24,12 @@ use super::gce_bulk;
 use crate::config::providers::ProviderIds;
 use crate::env::Env;
 use crate::error::TaskError;
-use crate::lifecycle::sendable;
+use crate::fleet::lifecycle::sendable;
+use crate::fleet::writes::each;
 use crate::model::marks::BULKS_OPEN;
 use crate::model::{ConfigRecord, Vm};
 use crate::ports::store::{StoreError, Versioned, VmIndex};
 use crate::work::{BulkInsert, CreateInstance, Next};
-use crate::writes::each;
 
 /// How VMs `ids` of Config `rec` waiting for their first insert are sent: together by the
 /// Config's `bulk_insert` while `gce_bulk::in_bulk` says so, else one by one.
@@ -63,7 +63,7 @@ pub(super) async fn step(
     {
         return Ok(Next::After(gce_bulk::PLACE_WAIT));
     }
-    let paused = crate::pause::paused(ctx, own).await?;
+    let paused = crate::safety::pause::paused(ctx, own).await?;
     let provider = own.map(|c| declared.resolve(&c.config.provider));
     let (mut open, mut waiting) = (BTreeMap::<String, Vec<Versioned<Vm>>>::new(), Vec::new());
     let mut others = Vec::new();

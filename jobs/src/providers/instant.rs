@@ -33,7 +33,7 @@ impl Provider for Instant {
     /// The machine is there at once: recorded, and its bot watched.
     async fn create(&self, ctx: &Env, cur: Versioned<Vm>) -> Result<Next, TaskError> {
         let placed = Placed::known_by_url(url(&cur.value), ctx.now());
-        crate::lifecycle::created(ctx, cur, placed, false).await.map(|()| Next::Done)
+        crate::fleet::lifecycle::created(ctx, cur, placed, false).await.map(|()| Next::Done)
     }
 
     /// Gone at once.

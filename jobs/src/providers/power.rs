@@ -14,7 +14,7 @@ use crate::model::parked::{Park, Parked};
 use crate::ports::compute::{ComputeError, Kind as ComputeKind, Operation, Power};
 use crate::ports::store::Versioned;
 use crate::work::Next;
-use crate::writes::{update_vm, write_vm_at};
+use crate::{fleet::writes::update_vm, fleet::writes::write_vm_at};
 
 /// The stage errors are recorded under (the handler's queue).
 const STAGE: &str = "park_vm";
@@ -102,7 +102,7 @@ pub(super) async fn step(ctx: &Env, cur: Versioned<Vm>, how: Park, wake: bool) -
         None => {
             let Some(instance) = ctx.compute.get(vm.project(), vm.zone(), &vm.hostname).await? else {
                 // Gone: it cannot be parked or woken; it is replaced like any instance that went.
-                crate::lifecycle::replace_down(ctx, vm, None, STAGE).await?;
+                crate::fleet::lifecycle::replace_down(ctx, vm, None, STAGE).await?;
                 return Ok(Next::Done);
             };
             match arrived(&instance.status, call) {
@@ -114,7 +114,7 @@ pub(super) async fn step(ctx: &Env, cur: Versioned<Vm>, how: Park, wake: bool) -
             match ctx.compute.power(vm.project(), vm.zone(), &vm.hostname, call, &rid).await {
                 Ok(Some(op)) => op,
                 Ok(None) => {
-                    crate::lifecycle::replace_down(ctx, vm, None, STAGE).await?;
+                    crate::fleet::lifecycle::replace_down(ctx, vm, None, STAGE).await?;
                     return Ok(Next::Done);
                 }
                 Err(e) if e.retry_after.is_some() => return Err(e.into()),

@@ -34,7 +34,7 @@ impl Provider for Static {
     /// The machine exists: record it, and watch its bot.
     async fn create(&self, ctx: &Env, cur: Versioned<Vm>) -> Result<Next, TaskError> {
         let placed = Placed::known_by_url(url(&cur.value), ctx.now());
-        crate::lifecycle::created(ctx, cur, placed, true).await.map(|()| Next::Done)
+        crate::fleet::lifecycle::created(ctx, cur, placed, true).await.map(|()| Next::Done)
     }
 
     /// The machine stays: only its bot goes (after this, `delete_bot`).

@@ -5,7 +5,7 @@
 use crate::work::{CountVms, Next};
 use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::counts::tally;
+use crate::fleet::counts::tally;
 
 
 /// Handles one task.

@@ -16,7 +16,7 @@ use crate::work::{CreateInstance, ManageBot, Next};
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::lifecycle::sendable;
+use crate::fleet::lifecycle::sendable;
 
 
 /// Handles one task.
@@ -31,7 +31,7 @@ pub async fn run(ctx: &Ctx, t: CreateInstance) -> Result<Next, TaskError> {
         // Not sent yet: still made (wanted, or kept warm), not paused, trusted?
         let cfg = ctx.store.config(&vm.config).await?;
         let cfg = cfg.as_ref().map(|c| &c.value);
-        let paused = crate::pause::paused(ctx, cfg).await?;
+        let paused = crate::safety::pause::paused(ctx, cfg).await?;
         if !sendable(ctx, ctx.providers.declared(), cfg, paused.as_ref(), vm).await? {
             return Ok(Next::Done);
         }

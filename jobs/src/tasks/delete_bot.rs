@@ -17,7 +17,7 @@ pub async fn run(ctx: &Ctx, t: DeleteBot) -> Result<Next, TaskError> {
         return Ok(Next::Done);
     }
     ctx.bots.delete(&cur.value.swarming, &t.hostname).await?;
-    if !crate::meter::delete(ctx, &cur).await? {
+    if !crate::fleet::meter::delete(ctx, &cur).await? {
         return Err(TaskError::Conflict(t.id));
     }
     tracing::info!(config = %cur.value.config, vm = %t.id, hostname = %t.hostname, zone = %cur.value.zone(), "VM deleted");

@@ -25,7 +25,7 @@ pub async fn run(ctx: &Ctx, t: DrainVm) -> Result<Next, TaskError> {
         ctx.push(&ParkVm { id: vm.id.clone() }).await?;
         return Ok(Next::Done);
     }
-    crate::lifecycle::drain(ctx, vm).await.map(|_| Next::Done)
+    crate::fleet::lifecycle::drain(ctx, vm).await.map(|_| Next::Done)
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! `expand_config`: brings a Config's amount up to date and makes its missing VM records
-//! (`making.rs`, a few at a time, each then handed on to what sends it), in bounded batches: at
+//! (`fleet/making.rs`, a few at a time, each then handed on to what sends it), in bounded batches: at
 //! most `limits.expand_batch` per run, and only while fewer than
 //! `limits.creating_per_config` of its VMs wait for an instance; a multi-zone Config's batch is
 //! placed in its zones at once (`zones::places`). It then looks again a second
@@ -52,7 +52,7 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
         .waking
         .iter()
         .copied()
-        .filter(|i| rec.wants(*i) && existing.contains(&crate::naming::vm_id(&t.prefix, *i)))
+        .filter(|i| rec.wants(*i) && existing.contains(&crate::model::naming::vm_id(&t.prefix, *i)))
         .collect();
     rec.waking = keep;
     let after = (rec.current_amount, rec.let_go.clone(), rec.warm.clone(), rec.waking.clone());
@@ -61,9 +61,9 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
     }
     // Woken from the warm pool: asked again on every look until awake (`park_vm` clears it),
     // unless paused (resuming pushes this task again).
-    if !rec.waking.is_empty() && crate::pause::paused(ctx, Some(&rec)).await?.is_none() {
+    if !rec.waking.is_empty() && crate::safety::pause::paused(ctx, Some(&rec)).await?.is_none() {
         let waking: Vec<ParkVm> =
-            rec.waking.iter().map(|i| ParkVm { id: crate::naming::vm_id(&t.prefix, *i) }).collect();
+            rec.waking.iter().map(|i| ParkVm { id: crate::model::naming::vm_id(&t.prefix, *i) }).collect();
         ctx.push_many(&waking).await?;
     }
     // A new or changed Config: its provider's per-pool resources (an instance template) are made.
@@ -71,11 +71,11 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
         ctx.push(&PoolResources { prefix: t.prefix.clone() }).await?;
     }
     // A Spot failover whose cooldown has passed is over: new VMs are Spot again.
-    crate::spot::settle(ctx, &rec).await?;
+    crate::placement::spot::settle(ctx, &rec).await?;
     // Shrinking: the surplus is drained at once rather than at the next drain_vms tick.
     let surplus: Vec<DrainVm> = ids
         .iter()
-        .filter(|id| crate::naming::parse_id(id).is_none_or(|(_, i)| !rec.makes(i)))
+        .filter(|id| crate::model::naming::parse_id(id).is_none_or(|(_, i)| !rec.makes(i)))
         .map(|id| DrainVm { id: id.clone() })
         .collect();
     ctx.push_many(&surplus).await?;
@@ -89,7 +89,7 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
     // (Its last step clears the mark: the next look drains the surge.)
     let rolling = match rec.rollout {
         Some(_) => {
-            if !crate::rollout::step(ctx, &t.prefix, &ids).await? {
+            if !crate::fleet::rollout::step(ctx, &t.prefix, &ids).await? {
                 // Done (or nothing to replace): no surge is made for it.
                 rec.rollout = None;
             }
@@ -103,28 +103,28 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
         .wanted()
         .into_iter()
         .chain(rec.warm.iter().copied())
-        .map(|i| crate::naming::vm_id(&t.prefix, i))
+        .map(|i| crate::model::naming::vm_id(&t.prefix, i))
         .filter(|id| !existing.contains(id))
         .collect();
     if missing.is_empty() {
         return Ok(done);
     }
-    if rec.breaker.open.is_some() && crate::pause::paused(ctx, Some(&rec)).await?.is_none() {
-        return crate::breaker::expand(ctx, &rec, &missing).await; // a canary at a time
+    if rec.breaker.open.is_some() && crate::safety::pause::paused(ctx, Some(&rec)).await?.is_none() {
+        return crate::safety::breaker::expand(ctx, &rec, &missing).await; // a canary at a time
     }
-    if let Some(p) = crate::pause::paused(ctx, Some(&rec)).await? {
+    if let Some(p) = crate::safety::pause::paused(ctx, Some(&rec)).await? {
         tracing::debug!(config = %t.prefix, missing = missing.len(), paused_by = %p.by, "paused: nothing is created");
         return Ok(done); // resuming pushes this task again
     }
     // VMs of the Config without an instance: its records less its created ones (O(1) sums).
-    let sums = crate::counts::sums(&*ctx.store, &t.prefix).await?;
+    let sums = crate::fleet::counts::sums(&*ctx.store, &t.prefix).await?;
     let creating = (sums[0] - sums[1]).max(0) as usize;
     let limits = &ctx.limits;
     let room =
         (limits.creating_per_config as usize).saturating_sub(creating).min(limits.expand_batch as usize);
     let room = room.min(budget_room(ctx, &rec, missing.len()).await?);
     let batch = &missing[..room.min(missing.len())];
-    crate::making::make_all(ctx, &rec, batch).await?;
+    crate::fleet::making::make_all(ctx, &rec, batch).await?;
     if missing.len() > batch.len() {
         tracing::debug!(config = %t.prefix, made = batch.len(), left = missing.len() - batch.len(), "expanding in batches");
         // Room frees as instances are made; with none (quota, stockout), look again later.
@@ -139,7 +139,7 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
 async fn budget_room(ctx: &Ctx, rec: &ConfigRecord, lacking: usize) -> Result<usize, TaskError> {
     let now = ctx.now();
     let rates = ctx.catalog.rates(ctx.store.as_ref(), now).await?;
-    let Some(h) = crate::spend::hold(&*ctx.store, &ctx.trust, &rates, rec, now).await? else { return Ok(lacking) };
+    let Some(h) = crate::cost::spend::hold(&*ctx.store, &ctx.trust, &rates, rec, now).await? else { return Ok(lacking) };
     let room = usize::try_from(h.room).unwrap_or(usize::MAX).min(lacking);
     let prefix = &rec.config.prefix;
     if room < lacking {
@@ -162,10 +162,10 @@ async fn budget_room(ctx: &Ctx, rec: &ConfigRecord, lacking: usize) -> Result<us
 /// `rec.let_go`, `rec.warm` and `rec.waking`, and asks `park_vm` to park the VMs newly kept warm.
 /// Reads the Config's VM records only then (`ids`: its VM ids).
 async fn arrange(ctx: &Ctx, rec: &mut ConfigRecord, ids: &[String]) -> Result<(), TaskError> {
-    let index = |id: &String| crate::naming::parse_id(id).map(|(_, i)| i);
+    let index = |id: &String| crate::model::naming::parse_id(id).map(|(_, i)| i);
     let mut surplus = false;
     for id in ids.iter().filter(|id| index(id).is_some_and(|i| !rec.makes(i))) {
-        surplus |= crate::writes::readable_vm(ctx, id).await?.is_some_and(|v| !v.drained);
+        surplus |= crate::fleet::writes::readable_vm(ctx, id).await?.is_some_and(|v| !v.drained);
         if surplus {
             break;
         }
@@ -174,7 +174,7 @@ async fn arrange(ctx: &Ctx, rec: &mut ConfigRecord, ids: &[String]) -> Result<()
     if !crate::model::release::must_arrange(rec, surplus, &present, ctx.now()) {
         return Ok(());
     }
-    let (vms, seen) = crate::writes::vms_and_bots(ctx, ids).await?;
+    let (vms, seen) = crate::fleet::writes::vms_and_bots(ctx, ids).await?;
     let a = crate::model::release::of_records(rec, &vms, &seen, ctx.now());
     // Kept warm and not parked yet; a VM not made yet is followed by `park_vm` once `create_vm`
     // has made its record.
@@ -183,7 +183,7 @@ async fn arrange(ctx: &Ctx, rec: &mut ConfigRecord, ids: &[String]) -> Result<()
         .warm
         .iter()
         .filter(|i| unparked.contains(i))
-        .map(|i| ParkVm { id: crate::naming::vm_id(&rec.config.prefix, *i) })
+        .map(|i| ParkVm { id: crate::model::naming::vm_id(&rec.config.prefix, *i) })
         .collect();
     rec.let_go = a.let_go;
     rec.warm = a.warm;
@@ -221,9 +221,9 @@ async fn switch_step(ctx: &Ctx, prefix: &str, ids: &[String]) -> Result<bool, Ta
         }
         return Ok(!done);
     }
-    let budget = crate::model::rollout::switch_batch(cur.value.current_amount) as usize;
+    let budget = crate::fleet::rollout::state::switch_batch(cur.value.current_amount) as usize;
     // In index order, as a plan lists them.
-    waiting.sort_by_key(|d| crate::naming::parse_id(&d.id).map(|(_, i)| i));
+    waiting.sort_by_key(|d| crate::model::naming::parse_id(&d.id).map(|(_, i)| i));
     waiting.truncate(budget.saturating_sub(in_flight));
     if !waiting.is_empty() {
         tracing::info!(config = %prefix, provider = %to, draining = waiting.len(), in_flight, "provider change: draining VMs of the old provider");

@@ -11,17 +11,17 @@ use std::collections::HashSet;
 use crate::work::{InspectSwarming, ManageBot, Next};
 use crate::ctx::Ctx;
 use crate::model::marks::STALE_BOTS;
-use crate::episodes::Held;
+use crate::safety::episodes::Held;
 use crate::error::TaskError;
 use crate::model::Observed;
-use crate::naming::{parse_id, vm_id_of};
+use crate::{model::naming::parse_id, model::naming::vm_id_of};
 
 
 const STAGE: &str = "inspect_swarming";
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: InspectSwarming) -> Result<Next, TaskError> {
-    let prefixes: HashSet<String> = crate::status::prefixes(&*ctx.store).await?.into_iter().collect();
+    let prefixes: HashSet<String> = crate::fleet::status::prefixes(&*ctx.store).await?.into_iter().collect();
     let mut listed: HashSet<String> = HashSet::new();
     let mut cursor = None;
     loop {

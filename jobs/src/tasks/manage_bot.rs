@@ -25,9 +25,9 @@ use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::model::{Bot, FaultKind, Observed, Vm};
 use crate::ports::store::Versioned;
-use crate::lifecycle::{fault, replace_down};
+use crate::{fleet::lifecycle::fault, fleet::lifecycle::replace_down};
 use crate::providers::Health;
-use crate::writes::{update_vm, write_vm_at};
+use crate::{fleet::writes::update_vm, fleet::writes::write_vm_at};
 use crate::metrics::Stage;
 
 
@@ -116,7 +116,7 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<Next, TaskError> {
         tracing::info!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone = %vm.zone(), "bot connected");
         // A bot connected: earlier faults of this Config's VMs are behind it.
         ctx.resolved(&vm.config, &[STAGE, "inspect_instances"]).await?;
-        crate::breaker::connected(ctx, &vm).await?;
+        crate::safety::breaker::connected(ctx, &vm).await?;
     }
     // Woken from the warm pool: its bot, dead while parked, comes back as a booting one does.
     if bot.is_dead
@@ -154,7 +154,7 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<Next, TaskError> {
         ctx.resolved(&vm.config, &[STAGE]).await?;
     }
     // The pause matters only to a VM that would be retired (a dead bot, or past the deadline).
-    let paused = (bot.is_dead || past(vm.lifetime)) && crate::pause::held_of(ctx, &vm.config).await?.is_some();
+    let paused = (bot.is_dead || past(vm.lifetime)) && crate::safety::pause::held_of(ctx, &vm.config).await?.is_some();
     if destroyable(&bot, &vm, now, paused) {
         ctx.push(&destroy).await?;
         return Ok(Next::Done);

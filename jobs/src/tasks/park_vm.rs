@@ -10,7 +10,7 @@ use crate::error::TaskError;
 use crate::model::parked::Park;
 use crate::model::{ConfigRecord, Vm};
 use crate::work::{DrainVm, ManageBot, Next, ParkVm};
-use crate::writes::update_config;
+use crate::fleet::writes::update_config;
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: ParkVm) -> Result<Next, TaskError> {
@@ -39,7 +39,7 @@ pub async fn run(ctx: &Ctx, t: ParkVm) -> Result<Next, TaskError> {
             return woken(ctx, Next::Done, &vm, Some(&rec)).await;
         }
         // Held: resuming the Config pushes its expansion, which asks again.
-        if crate::pause::paused(ctx, Some(&rec)).await?.is_some() {
+        if crate::safety::pause::paused(ctx, Some(&rec)).await?.is_some() {
             return Ok(Next::Done);
         }
         return woken(ctx, provider.wake(ctx, cur).await?, &vm, Some(&rec)).await;

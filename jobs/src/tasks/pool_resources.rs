@@ -13,7 +13,7 @@
 use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::work::{Next, PoolResources};
-use crate::writes::revisions_of;
+use crate::fleet::writes::revisions_of;
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: PoolResources) -> Result<Next, TaskError> {

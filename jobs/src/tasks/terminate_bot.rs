@@ -5,7 +5,7 @@
 use crate::work::{ManageBot, Next, TerminateBot};
 use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::writes::update_vm;
+use crate::fleet::writes::update_vm;
 
 
 /// Handles one task.

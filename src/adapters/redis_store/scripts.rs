@@ -1,6 +1,6 @@
 //! The Lua scripts of the Redis store: compare-and-set writes and deletes of records and VMs
 //! with their indexes and their Configs' sums (totals and per zone), resolving a Config's errors,
-//! and leases. (The rebuild of derived keys has its own: `heal.rs`.)
+//! and leases. (The rebuild of derived keys has its own: `safety/heal.rs`.)
 
 /// The compare-and-set of every write: KEYS[1] records, KEYS[2] versions; ARGV[1] field,
 /// ARGV[2] expected version ('' = absent), ARGV[3] JSON. Leaves the new version in `v`.
@@ -47,7 +47,7 @@ end
 /// `try(scope, cmd, ...)`: runs a command on a derived key; a key of the wrong type answers an
 /// error, which is caught (no TYPE check costs a command on the way) and flags `scope`
 /// (`cfg:<prefix>`, or `*` for a shared index) in the heal set, the last of KEYS, for a rebuild
-/// (`heal.rs`). Returns nil then, so the caller skips what depends on it and does the rest;
+/// (`safety/heal.rs`). Returns nil then, so the caller skips what depends on it and does the rest;
 /// `broken` says one did.
 /// `usable(k, t, scope)` asks first (a TYPE): for the rare scripts that act only when every key
 /// holds its type.

@@ -30,12 +30,12 @@ use std::time::Duration;
 
 use crate::work::ExpandConfig;
 
-use crate::catalog::Verdict;
 use crate::config::{self, Config, ConfigError};
 use crate::ctx::Ctx;
 use crate::error::TaskError;
+use crate::model::naming::parse_id;
 use crate::model::{AuditAction, AuditEntry, ConfigRecord, FileError, FileProblem};
-use crate::naming::parse_id;
+use crate::placement::catalog::Verdict;
 use crate::ports::store::{Expect, Fence, Versioned, VmIndex};
 
 pub mod files;
@@ -143,7 +143,7 @@ async fn stored(
         // is applied and expansion clamps it, so nothing is drained by mistake meanwhile.
         // (Not while its VM index cannot be read: `kept` would be 0 and drain them all.)
         let read = ctx.store.vm_ids(VmIndex::OfConfig(c.key.clone())).await;
-        let Some(ids) = crate::heal::or_skip(ctx, STAGE, Some(&c.key), read).await? else { continue };
+        let Some(ids) = crate::safety::heal::or_skip(ctx, STAGE, Some(&c.key), read).await? else { continue };
         let kept = ids.iter().filter_map(|id| parse_id(id)).map(|(_, i)| i + 1).max().unwrap_or(0);
         // A stand-in: no revision (so a file's Config replaces it), no source, unverified.
         let value = ConfigRecord { config, current_amount: kept, ..Default::default() };

@@ -120,7 +120,7 @@ async fn delete_orphans_an_api_config_and_refuses_a_file_one_or_a_missing_one() 
     assert_eq!((rec.orphaned, rec.delete_at), (Some(ctx.now()), Some(ctx.now() + grace)));
     assert_eq!(record(&ctx, "mac").await, rec);
     assert_eq!(ctx.store.errors("mac").await.unwrap()[0].code, "orphaned");
-    let st = crate::status::status(&*ctx.store, "mac", ctx.now(), grace, false).await.unwrap();
+    let st = crate::fleet::status::status(&*ctx.store, "mac", ctx.now(), grace, false).await.unwrap();
     assert_eq!((st.state, st.delete_at, st.source.as_str()), (ConfigState::Orphaned, rec.delete_at, "api"));
     assert_eq!(delete(&ctx, "mac", "bob").await.unwrap(), rec, "deleting again changes nothing");
     // Applied again within the grace: cancelled.
@@ -166,7 +166,7 @@ async fn a_paused_config_creates_nothing_until_resumed_and_resume_pushes_expansi
     assert_eq!((p.by.as_str(), p.reason.as_str(), p.at), ("bob", "bad image", ctx.now()));
     let again = pause(&ctx, "linux", "other", "carol").await.unwrap();
     assert_eq!(again.paused, Some(p.clone()), "the first pause stays");
-    let st = crate::status::status(&*ctx.store, "linux", ctx.now(), chrono::Duration::zero(), false)
+    let st = crate::fleet::status::status(&*ctx.store, "linux", ctx.now(), chrono::Duration::zero(), false)
         .await
         .unwrap();
     assert_eq!((st.paused, st.paused_all, st.source.as_str()), (Some(p), false, "linux.yaml"));
@@ -193,12 +193,15 @@ async fn the_global_pause_holds_every_config_until_lifted() {
     let p = pause_all(&ctx, "incident 42", "bob").await.unwrap();
     assert_eq!(pause_all(&ctx, "other", "carol").await.unwrap(), p, "the first pause stays");
     assert_eq!(paused_all(&ctx).await.unwrap(), Some(p.clone()));
-    assert_eq!(crate::pause::paused(&ctx, Some(&record(&ctx, "mac").await)).await.unwrap(), Some(p.clone()));
+    assert_eq!(
+        crate::safety::pause::paused(&ctx, Some(&record(&ctx, "mac").await)).await.unwrap(),
+        Some(p.clone())
+    );
     for prefix in ["linux", "mac"] {
         crate::tasks::expand_config::run(&ctx, ExpandConfig { prefix: prefix.into() }).await.unwrap();
     }
     assert!(ctx.taken::<CreateInstance>().await.is_empty());
-    let report = crate::status::report(
+    let report = crate::fleet::status::report(
         &*ctx.store,
         &*ctx.buckets,
         &[],
@@ -218,13 +221,13 @@ async fn the_global_pause_holds_every_config_until_lifted() {
     let mut woken: Vec<String> = ctx.taken::<ExpandConfig>().await.into_iter().map(|t| t.prefix).collect();
     woken.sort();
     assert_eq!(woken, ["linux", "mac"]);
-    assert!(crate::pause::paused(&ctx, Some(&record(&ctx, "mac").await)).await.unwrap().is_some());
-    assert!(crate::pause::paused(&ctx, Some(&record(&ctx, "linux").await)).await.unwrap().is_none());
+    assert!(crate::safety::pause::paused(&ctx, Some(&record(&ctx, "mac").await)).await.unwrap().is_some());
+    assert!(crate::safety::pause::paused(&ctx, Some(&record(&ctx, "linux").await)).await.unwrap().is_none());
     // A pause record that does not decode counts as a pause, and is replaced by the next one.
     f.store.plant_corrupt_pause();
     let broken = paused_all(&ctx).await.unwrap().expect("fails safe");
     assert!(broken.reason.contains("does not decode"), "{broken:?}");
-    assert!(crate::pause::paused(&ctx, Some(&record(&ctx, "linux").await)).await.unwrap().is_some());
+    assert!(crate::safety::pause::paused(&ctx, Some(&record(&ctx, "linux").await)).await.unwrap().is_some());
     assert_eq!(pause_all(&ctx, "fixed", "bob").await.unwrap().reason, "fixed");
 }
 

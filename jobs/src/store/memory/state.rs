@@ -7,11 +7,12 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
-use crate::model::{
-    AuditEntry, Backoff, ConfigRecord, Counts, ErrorEntry, FileError, Observed, Pause, SUMS, Sample, Sums,
-    Vm, spend::Spend,
-};
 use crate::ports::store::{Expect, StoreError, Versioned, VmIndex};
+use crate::{
+    cost::ledger::Spend, model::AuditEntry, model::Backoff, model::ConfigRecord, model::Counts,
+    model::ErrorEntry, model::FileError, model::Observed, model::Pause, model::SUMS, model::Sample,
+    model::Sums, model::Vm,
+};
 
 /// Puts `item` at the head of `list` (newest first) and keeps its newest `keep`: the error and
 /// audit lists.
@@ -53,7 +54,7 @@ pub(super) struct State {
     pub(super) zone_sums: HashMap<String, BTreeMap<String, Sums>>,
     pub(super) counters: HashMap<(String, String), u64>,
     pub(super) file_errors: Vec<FileError>,
-    /// The price book (`prices.rs`), as stored.
+    /// The price book (`cost/prices.rs`), as stored.
     pub(super) price_book: Option<String>,
     /// Per Config: its ledger (`model::spend`), kept after it is deleted.
     pub(super) ledgers: BTreeMap<String, BTreeMap<String, i64>>,
@@ -62,7 +63,7 @@ pub(super) struct State {
     pub(super) corrupt_configs: BTreeMap<String, String>,
     pub(super) corrupt_vms: BTreeMap<String, String>,
     /// Derived keys planted with the wrong type (tests): `vm:cfg:<prefix>`, `sums:<prefix>`,
-    /// `vm:deadline`, …; their reads fail until a rebuild (`heal.rs`).
+    /// `vm:deadline`, …; their reads fail until a rebuild (`safety/heal.rs`).
     pub(super) broken: BTreeSet<String>,
     pub(super) backoffs: HashMap<(String, String), Backoff>,
     pub(super) claims: HashMap<String, (String, Instant)>,

@@ -219,7 +219,7 @@ async fn permanent_errors_record_and_drop_the_vm_for_a_fresh_build() {
     let next = run(&ctx, CreateInstance { id: "linux-1".into() }).await.unwrap();
     assert_eq!(f.compute.calls().len(), 1, "no second insert within the backoff");
     assert_eq!(next, Next::After(std::time::Duration::from_secs(30)), "it waits for the backoff's end");
-    let st = crate::status::status(&*ctx.store, "linux", ctx.now(), chrono::Duration::zero(), false)
+    let st = crate::fleet::status::status(&*ctx.store, "linux", ctx.now(), chrono::Duration::zero(), false)
         .await
         .unwrap();
     assert_eq!(st.backoff.unwrap().reason, "INVALID");

@@ -26,7 +26,7 @@ async fn growth_is_held_at_the_tenants_limit_nothing_is_cut_and_it_grows_when_th
     ctx.seed_config_with("linux", 6, |c| c.attributes.zone = "us-central1-b".into()).await;
     let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
     let rates = ctx.catalog.rates(ctx.store.as_ref(), ctx.now()).await.unwrap();
-    let vm = crate::spend::per_hour(&rates, &rec, ctx.now()).unwrap();
+    let vm = crate::cost::spend::per_hour(&rates, &rec, ctx.now()).unwrap();
     limited(&mut ctx, vm * 2.5);
     let expand = ExpandConfig { prefix: "linux".into() };
     run(&ctx, expand.clone()).await.unwrap();
@@ -34,7 +34,7 @@ async fn growth_is_held_at_the_tenants_limit_nothing_is_cut_and_it_grows_when_th
     // Their instances are made and they run: billed now, still two, and the hold is said once.
     let now = ctx.now();
     for id in vms(&ctx).await {
-        crate::writes::update_vm(&ctx, &id, |v| {
+        crate::fleet::writes::update_vm(&ctx, &id, |v| {
             created(now)(v);
             true
         })
@@ -50,7 +50,7 @@ async fn growth_is_held_at_the_tenants_limit_nothing_is_cut_and_it_grows_when_th
     assert_eq!(held.len(), 1, "{errors:?}");
     assert!(held[0].message.contains("max_cost_per_hour"), "{}", held[0].message);
     let report =
-        crate::status::report(&*ctx.store, &*ctx.buckets, &[], ctx.now(), chrono::Duration::zero(), true, &ctx.trust)
+        crate::fleet::status::report(&*ctx.store, &*ctx.buckets, &[], ctx.now(), chrono::Duration::zero(), true, &ctx.trust)
             .await
             .unwrap();
     let st = &report.configs[0];

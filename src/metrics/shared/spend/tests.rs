@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use chrono::{Duration, TimeZone, Utc};
 use gce_backend_jobs::config::{SwarmingServers, Tenant, Trust, Usd};
-use gce_backend_jobs::model::spend::{Billed, Metered, spend};
 use gce_backend_jobs::ports::store::Expect;
+use gce_backend_jobs::{cost::ledger::Billed, cost::ledger::Metered, cost::ledger::spend};
 use prometheus_client::collector::Collector;
 use prometheus_client::registry::Registry;
 
