@@ -44,7 +44,7 @@ async fn one_bad_record_of_each_kind_never_stalls_the_others() {
     redis(&env, &["HSET", &format!("{{{ns}:db}}:cfg"), "charlie", "{garbage"]);
     redis(&env, &["HSET", &format!("{{{ns}:db}}:cfg:ver"), "charlie", "1"]);
     // 3. A corrupt VM record of a live pool.
-    let old = env.ctx.store.vm("linux-0").await.unwrap().unwrap().value.hostname;
+    let old = env.ctx.ports.store.vm("linux-0").await.unwrap().unwrap().value.hostname;
     redis(&env, &["HSET", &format!("{{{ns}:db}}:vm"), "linux-0", "{garbage"]);
     // 4. The VM index of a prefix holding the wrong type.
     redis(&env, &["SET", &format!("{{{ns}:db}}:vm:cfg:ghost"), "x"]);
@@ -56,13 +56,13 @@ async fn one_bad_record_of_each_kind_never_stalls_the_others() {
     })
     .await;
     eventually("the corrupt Config without a file is deleted", LIMIT, || async {
-        let gone = env.ctx.store.corrupt_configs().await.unwrap().is_empty();
-        let errors = env.ctx.store.errors("charlie").await.unwrap();
+        let gone = env.ctx.ports.store.corrupt_configs().await.unwrap().is_empty();
+        let errors = env.ctx.ports.store.errors("charlie").await.unwrap();
         (gone && errors.iter().any(|e| e.code == "deleted")).then_some(())
     })
     .await;
     let replaced = eventually("linux-0 is rebuilt, drained and replaced", LIMIT, || async {
-        let vm = env.ctx.store.vm("linux-0").await.ok()??.value;
+        let vm = env.ctx.ports.store.vm("linux-0").await.ok()??.value;
         (vm.hostname != old && vm.connected.is_some() && !vm.drained).then_some(vm.hostname)
     })
     .await;
@@ -70,7 +70,7 @@ async fn one_bad_record_of_each_kind_never_stalls_the_others() {
     assert!(env.instances("linux").contains_key(&replaced));
     eventually("the broken index is rebuilt from the records (none: ghost is gone)", LIMIT, || async {
         let typ = redis_out(&env, &["TYPE", &format!("{{{ns}:db}}:vm:cfg:ghost")]);
-        let listed = env.ctx.store.vm_configs().await.ok()?;
+        let listed = env.ctx.ports.store.vm_configs().await.ok()?;
         (typ == "none" && !listed.iter().any(|p| p == "ghost")).then_some(())
     })
     .await;
@@ -137,7 +137,7 @@ async fn a_hanging_and_a_malformed_swarming_server_leave_a_good_config_alone() {
             &format!("{prefix}'s status says its Swarming server is not answering"),
             LIMIT,
             || async {
-                let errors = env.ctx.store.errors(prefix).await.unwrap();
+                let errors = env.ctx.ports.store.errors(prefix).await.unwrap();
                 errors.iter().any(|e| e.code == "swarming_unavailable").then_some(())
             },
         )

@@ -44,7 +44,7 @@ async fn a_never_connecting_image_opens_the_breaker_and_a_fixed_one_closes_it() 
     env.write_pool("web", &web(FIXED));
     env.converged("web", 3).await;
     assert!(status().await.breaker.is_none());
-    let rec = env.ctx.store.config("web").await.unwrap().unwrap().value;
+    let rec = env.ctx.ports.store.config("web").await.unwrap().unwrap().value;
     assert_eq!(rec.breaker.failed_in_a_row, 0);
     env.stop().await;
 }

@@ -42,7 +42,7 @@ async fn tasks(env: &Procs) -> Vec<Value> {
 }
 
 async fn vms(ctx: &Ctx) -> u32 {
-    gce_backend_jobs::fleet::counts::tally(&*ctx.store, "bx", ctx.now()).await.unwrap().0.vms
+    gce_backend_jobs::fleet::counts::tally(&*ctx.ports.store, "bx", ctx.now()).await.unwrap().0.vms
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -60,7 +60,7 @@ async fn a_burst_is_held_at_the_tenants_limit_cuts_no_task_and_grows_when_the_li
     let one = json!({"dimensions": {"pool": "bx"}, "duration_ms": 4000});
     post(&env, "/sim/tasks", json!({"tasks": vec![one; 8]})).await;
     eventually("growth is held at two VMs, said on status", LIMIT, || async {
-        let errors = ctx.store.errors("bx").await.unwrap();
+        let errors = ctx.ports.store.errors("bx").await.unwrap();
         let held = errors.iter().any(|e| e.stage == "budget" && e.resolved.is_none());
         (held && vms(&ctx).await == 2).then_some(())
     })
@@ -87,7 +87,7 @@ async fn a_burst_is_held_at_the_tenants_limit_cuts_no_task_and_grows_when_the_li
     let t = tasks(&env).await;
     assert_eq!(t.len(), 8);
     assert!(t.iter().all(|t| t["state"] == "COMPLETED"), "no task cut short: {t:?}");
-    let history = ctx.store.audit(gce_backend_jobs::model::GLOBAL_AUDIT, 0, 50).await.unwrap();
+    let history = ctx.ports.store.audit(gce_backend_jobs::model::GLOBAL_AUDIT, 0, 50).await.unwrap();
     let budget: Vec<&str> = history
         .iter()
         .filter(|e| e.action == gce_backend_jobs::model::AuditAction::Budget)

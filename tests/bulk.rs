@@ -37,15 +37,19 @@ fn instances(env: &Procs, prefix: &str) -> BTreeSet<String> {
 async fn all_created(env: &Procs, prefix: &str, n: u32, limit: Duration) -> BTreeSet<String> {
     let ctx = env.ctx().await;
     eventually(&format!("{n} VMs of {prefix} have their instance"), limit, || async {
-        let c = gce_backend_jobs::fleet::counts::tally(&*ctx.store, prefix, ctx.now()).await.unwrap().0;
+        let c = gce_backend_jobs::fleet::counts::tally(&*ctx.ports.store, prefix, ctx.now()).await.unwrap().0;
         (c.created == n && c.vms == n).then_some(())
     })
     .await;
-    let ids =
-        ctx.store.vm_ids(gce_backend_jobs::ports::store::VmIndex::OfConfig(prefix.into())).await.unwrap();
+    let ids = ctx
+        .ports
+        .store
+        .vm_ids(gce_backend_jobs::ports::store::VmIndex::OfConfig(prefix.into()))
+        .await
+        .unwrap();
     let mut names = BTreeSet::new();
     for id in ids {
-        let vm = ctx.store.vm(&id).await.unwrap().unwrap().value;
+        let vm = ctx.ports.store.vm(&id).await.unwrap().unwrap().value;
         assert!(vm.instance.is_some(), "{id} recorded");
         names.insert(vm.hostname);
     }

@@ -33,7 +33,7 @@ async fn a_503_storm_is_recorded_as_503_with_its_count_and_resolved_once_it_ends
     env.faults(json!({"errors": {"compute.instances.delete": {"rate": 1.0, "status": 503}}})).await;
     env.write_pool("linux", &pool("linux", 1, "1d", "10m"));
     let e = eventually("the delete's 503 is recorded", LIMIT, || async {
-        let errors = env.ctx.store.errors("linux").await.unwrap();
+        let errors = env.ctx.ports.store.errors("linux").await.unwrap();
         errors.into_iter().find(|e| e.stage == "destroy_instance")
     })
     .await;
@@ -44,14 +44,14 @@ async fn a_503_storm_is_recorded_as_503_with_its_count_and_resolved_once_it_ends
         (1..=answered).contains(&times(&e)),
         "the count is of the simulator's answers ({answered}): {e:?}"
     );
-    let errors = env.ctx.store.errors("linux").await.unwrap();
+    let errors = env.ctx.ports.store.errors("linux").await.unwrap();
     assert!(!errors.iter().any(|e| e.code == "timeout" || e.message.contains("no answer")), "{errors:?}");
 
     // The storm ends: the delete goes through, and its errors are marked resolved.
     env.faults(json!({"errors": {}})).await;
     env.converged("linux", 1).await;
     let resolved = eventually("the delete's errors are resolved", LIMIT, || async {
-        let errors = env.ctx.store.errors("linux").await.unwrap();
+        let errors = env.ctx.ports.store.errors("linux").await.unwrap();
         let of: Vec<ErrorEntry> = errors.into_iter().filter(|e| e.stage == "destroy_instance").collect();
         of.iter().all(|e| e.resolved.is_some()).then_some(of)
     })

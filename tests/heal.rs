@@ -325,7 +325,7 @@ async fn every_cron_job_runs_past_a_key_of_the_wrong_type() {
     {
         let mut v = vm(id, "us-central1-b", Some(age));
         v.attributes.project = "my-proj".into();
-        assert!(ctx.store.put_vm(&v, Expect::Absent).await.unwrap());
+        assert!(ctx.ports.store.put_vm(&v, Expect::Absent).await.unwrap());
         seeded.push(v);
     }
     let t = |k: &str| format!("{{{DEPLOYMENT}:db}}:{k}");
@@ -358,7 +358,7 @@ async fn every_cron_job_runs_past_a_key_of_the_wrong_type() {
                 q.purge_pending().await.unwrap();
             }
             if job == "drain_vms" && kind == "VM index" {
-                let e = ctx.store.errors("bravo").await.unwrap();
+                let e = ctx.ports.store.errors("bravo").await.unwrap();
                 assert!(
                     e.iter().any(|e| e.stage == "index" && e.code == "unreadable" && e.resolved.is_none()),
                     "noted on bravo's status: {e:?}"
@@ -367,9 +367,9 @@ async fn every_cron_job_runs_past_a_key_of_the_wrong_type() {
         }
         // count_vms (among the jobs) has rebuilt what was wrong: the keys are as the records say.
         let ids = seeded.iter().map(|v| v.id.clone());
-        assert_eq!(held(&mut conn), expected(&records(&*ctx.store, ids).await), "{kind}: healed");
+        assert_eq!(held(&mut conn), expected(&records(&*ctx.ports.store, ids).await), "{kind}: healed");
         if kind == "VM index" {
-            let e = ctx.store.errors("bravo").await.unwrap();
+            let e = ctx.ports.store.errors("bravo").await.unwrap();
             assert!(e.iter().any(|e| e.stage == "index" && e.code == "rebuilt"), "{e:?}");
             assert!(e.iter().filter(|e| e.stage == "index").all(|e| e.resolved.is_some()), "{e:?}");
         }

@@ -16,8 +16,8 @@ use crate::support::{Procs, pool};
 /// The open intervals the ledger of `prefix` should hold: one per VM record billed now.
 async fn expected_open(ctx: &Ctx, prefix: &str) -> BTreeMap<String, i64> {
     let mut out: BTreeMap<String, i64> = BTreeMap::new();
-    for id in ctx.store.vm_ids(VmIndex::OfConfig(prefix.into())).await.unwrap() {
-        let Some(vm) = ctx.store.vm(&id).await.unwrap() else { continue };
+    for id in ctx.ports.store.vm_ids(VmIndex::OfConfig(prefix.into())).await.unwrap() {
+        let Some(vm) = ctx.ports.store.vm(&id).await.unwrap() else { continue };
         if let Some(m) = &vm.value.meter {
             for (k, v) in spend(None, Some(m), m.since).pairs() {
                 *out.entry(k.to_owned()).or_default() += v;
@@ -30,13 +30,13 @@ async fn expected_open(ctx: &Ctx, prefix: &str) -> BTreeMap<String, i64> {
 
 /// The open intervals the ledger of `prefix` holds.
 async fn open(ctx: &Ctx, prefix: &str) -> BTreeMap<String, i64> {
-    let all = ctx.store.ledger(prefix).await.unwrap();
+    let all = ctx.ports.store.ledger(prefix).await.unwrap();
     all.into_iter().filter(|(k, v)| k.starts_with("o/") && *v != 0).collect()
 }
 
 async fn settled(ctx: &Ctx, prefix: &str, n: u32) {
     eventually(&format!("{prefix} settles at {n}"), Duration::from_secs(120), || async {
-        let c = gce_backend_jobs::fleet::counts::tally(&*ctx.store, prefix, ctx.now()).await.unwrap().0;
+        let c = gce_backend_jobs::fleet::counts::tally(&*ctx.ports.store, prefix, ctx.now()).await.unwrap().0;
         (c.vms == n && c.created == n && c.connected == n && c.draining == 0).then_some(())
     })
     .await;
@@ -52,14 +52,15 @@ async fn each_interval_is_metered_once_across_two_processes_and_a_kill() {
     let ctx = env.ctx().await;
     settled(&ctx, "alpha", 8).await;
     assert_eq!(open(&ctx, "alpha").await, expected_open(&ctx, "alpha").await);
-    let l = ledger(&ctx.store.ledger("alpha").await.unwrap(), ctx.now());
+    let l = ledger(&ctx.ports.store.ledger("alpha").await.unwrap(), ctx.now());
     assert_eq!(l.vms.get(&Billed::Running), Some(&8), "{l:?}");
     assert!(l.per_hour() > 0.0, "e2-standard-2 and its disk are priced: {l:?}");
 
     // Shrunk to 3, and one process killed while the others' VMs are being removed.
     write(3);
     eventually("the shrink begins", Duration::from_secs(60), || async {
-        let c = gce_backend_jobs::fleet::counts::tally(&*ctx.store, "alpha", ctx.now()).await.unwrap().0;
+        let c =
+            gce_backend_jobs::fleet::counts::tally(&*ctx.ports.store, "alpha", ctx.now()).await.unwrap().0;
         (c.draining > 0 || c.vms < 8).then_some(())
     })
     .await;
@@ -72,14 +73,14 @@ async fn each_interval_is_metered_once_across_two_processes_and_a_kill() {
     // Every VM gone: nothing open, and the hours they ran are kept.
     write(0);
     eventually("every VM is gone", Duration::from_secs(120), || async {
-        ctx.store.vm_ids(VmIndex::OfConfig("alpha".into())).await.unwrap().is_empty().then_some(())
+        ctx.ports.store.vm_ids(VmIndex::OfConfig("alpha".into())).await.unwrap().is_empty().then_some(())
     })
     .await;
     assert_eq!(open(&ctx, "alpha").await, BTreeMap::new(), "no interval left open");
-    let done = ledger(&ctx.store.ledger("alpha").await.unwrap(), ctx.now());
+    let done = ledger(&ctx.ports.store.ledger("alpha").await.unwrap(), ctx.now());
     let ran = done.total()[&Billed::Running];
     assert!(ran.hours > 0.0 && ran.usd > 0.0, "{done:?}");
     assert_eq!(done.per_hour(), 0.0);
-    assert!(ctx.store.ledger_configs().await.unwrap().contains(&"alpha".to_owned()));
+    assert!(ctx.ports.store.ledger_configs().await.unwrap().contains(&"alpha".to_owned()));
     env.stop(&mut [b, c]);
 }

@@ -58,7 +58,7 @@ async fn an_empty_or_mistyped_file_never_destroys_its_pool_and_a_removed_one_goe
         env.write_pool("linux", text);
         rounds(3).await; // well past config_delete_grace (2 s)
         assert_eq!(env.instances("linux").len(), 2, "{text:?}");
-        let rec = env.ctx.store.config("linux").await.unwrap().unwrap().value;
+        let rec = env.ctx.ports.store.config("linux").await.unwrap().unwrap().value;
         assert!(rec.orphaned.is_none(), "{text:?}");
     }
     env.write_pool("builders", &pool("Builder", 2, "1d", "10m"));
@@ -77,16 +77,17 @@ async fn an_empty_or_mistyped_file_never_destroys_its_pool_and_a_removed_one_goe
     env.write_pool("linux", &pool("linux", 2, "1d", "10m"));
     env.write_pool("builders", &pool("builder", 2, "1d", "10m"));
     eventually("the file errors clear", LIMIT, || async {
-        env.ctx.store.file_errors().await.unwrap().is_empty().then_some(())
+        env.ctx.ports.store.file_errors().await.unwrap().is_empty().then_some(())
     })
     .await;
     std::fs::remove_file(env.dir.join("builders.yaml")).unwrap();
     eventually("builder's instances are gone", LIMIT, || async {
-        (env.instances("builder").is_empty() && env.ctx.store.config("builder").await.unwrap().is_none())
-            .then_some(())
+        (env.instances("builder").is_empty()
+            && env.ctx.ports.store.config("builder").await.unwrap().is_none())
+        .then_some(())
     })
     .await;
-    let errors = env.ctx.store.errors("builder").await.unwrap_or_default();
+    let errors = env.ctx.ports.store.errors("builder").await.unwrap_or_default();
     let at = |code: &str| errors.iter().find(|e| e.code == code).map(|e| e.time);
     let (orphaned, deleted) = (at("orphaned").expect("orphaned first"), at("deleted").expect("then deleted"));
     // The grace is 2 s; the two entries are written a few milliseconds after their decisions.
@@ -105,7 +106,7 @@ async fn a_prefix_has_one_owner_and_newcomers_are_refused_on_their_own_file() {
     env.write_pool("z-linux-copy", &pool("linux", 4, "1d", "10m"));
     env.write_pool("lin", &pool("lin", 1, "1d", "10m"));
     let files = eventually("the three newcomers are refused", LIMIT, || async {
-        let f = env.ctx.store.file_errors().await.unwrap();
+        let f = env.ctx.ports.store.file_errors().await.unwrap();
         (f.len() == 3).then_some(f)
     })
     .await;
@@ -119,8 +120,8 @@ async fn a_prefix_has_one_owner_and_newcomers_are_refused_on_their_own_file() {
         env.inserts().keys().all(|h| !h.starts_with("linux-2-") && !h.starts_with("linux-3-")),
         "the live pool never grew"
     );
-    assert_eq!(env.ctx.store.config("linux").await.unwrap().unwrap().value.current_amount, 2);
-    assert!(env.ctx.store.config("lin").await.unwrap().is_none());
+    assert_eq!(env.ctx.ports.store.config("linux").await.unwrap().unwrap().value.current_amount, 2);
+    assert!(env.ctx.ports.store.config("lin").await.unwrap().is_none());
     env.converged("linux", 2).await;
     env.stop().await;
 }
@@ -132,11 +133,11 @@ async fn a_huge_amount_is_refused_and_creation_is_bounded_and_stops_when_the_amo
     let env = Env::start_with(Backend::Redis, sim_config(), &[], true, s).await;
     env.write_pool("linux", &pool("linux", 10_000_000, "1d", "10m"));
     eventually("the file is refused", LIMIT, || async {
-        let f = env.ctx.store.file_errors().await.unwrap();
+        let f = env.ctx.ports.store.file_errors().await.unwrap();
         f.first().filter(|e| e.message.contains("max_amount 500")).map(drop)
     })
     .await;
-    assert!(env.ctx.store.config("linux").await.unwrap().is_none());
+    assert!(env.ctx.ports.store.config("linux").await.unwrap().is_none());
     let (_, out, _) = cli(&env, &["recover", "queues", "list"]);
     let queues: Value = serde_json::from_str(&out).unwrap();
     assert!(env.vms("linux").await.is_empty(), "no VM record made");
@@ -147,7 +148,8 @@ async fn a_huge_amount_is_refused_and_creation_is_bounded_and_stops_when_the_amo
     env.write_pool("linux", &pool("linux", 500, "1d", "10m"));
     eventually("creation starts", LIMIT, || async { (!env.vms("linux").await.is_empty()).then_some(()) })
         .await;
-    let uncreated = env.ctx.store.vm_ids(gce_backend_jobs::ports::store::VmIndex::Uncreated).await.unwrap();
+    let uncreated =
+        env.ctx.ports.store.vm_ids(gce_backend_jobs::ports::store::VmIndex::Uncreated).await.unwrap();
     assert!(
         uncreated.len() <= 20 + 10,
         "at most creating_per_config wait for an instance: {}",
@@ -174,13 +176,13 @@ async fn a_preempted_instance_is_replaced_at_once_without_waiting_for_the_timeou
         .unwrap();
     assert_eq!(r.status(), 200);
     let next = eventually("linux-0 runs a new incarnation with a connected bot", LIMIT, || async {
-        let vm = env.ctx.store.vm("linux-0").await.unwrap()?.value;
+        let vm = env.ctx.ports.store.vm("linux-0").await.unwrap()?.value;
         (vm.hostname != victim.hostname && vm.connected.is_some()).then_some(vm.hostname)
     })
     .await;
     assert!(!env.instances("linux").contains_key(&victim.hostname), "the stopped instance was deleted");
     assert!(env.instances("linux").contains_key(&next));
-    let errors = env.ctx.store.errors("linux").await.unwrap();
+    let errors = env.ctx.ports.store.errors("linux").await.unwrap();
     let e = errors.iter().find(|e| e.code == "instance_down").expect("the fault is on the Config's status");
     // Seen while it stops or once stopped: both are the preemption's, and both replace it.
     let state = ["STOPPING", "TERMINATED"].iter().any(|s| e.message.contains(s));

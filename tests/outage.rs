@@ -43,7 +43,8 @@ fan_out_jitter = "1s"
 async fn converged(ctx: &Ctx, want: &[(&str, u32)], limit: Duration) {
     eventually(&format!("{want:?} converge"), limit, || async {
         for (prefix, n) in want {
-            let c = gce_backend_jobs::fleet::counts::tally(&*ctx.store, prefix, ctx.now()).await.unwrap().0;
+            let c =
+                gce_backend_jobs::fleet::counts::tally(&*ctx.ports.store, prefix, ctx.now()).await.unwrap().0;
             if !(c.configured == *n && c.created == *n && c.connected == *n && c.draining == 0) {
                 return None;
             }
@@ -113,7 +114,7 @@ async fn a_compute_outage_makes_no_dead_task_and_few_warnings_and_the_fleet_conv
     assert!(warns.len() < 50, "{} WARN lines during the outage:\n{}", warns.len(), warns.join("\n"));
     for prefix in ["alpha", "bravo", "charlie"] {
         let st = gce_backend_jobs::fleet::status::status(
-            &*ctx.store,
+            &*ctx.ports.store,
             prefix,
             ctx.now(),
             chrono::Duration::zero(),

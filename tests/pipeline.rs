@@ -74,7 +74,7 @@ async fn shrinking_terminates_bots_after_their_task_and_deletes_everything(backe
         let b = &bots[&before[id]];
         assert_eq!(b["deleted"], true, "{id}'s bot is deleted from Swarming: {b}");
         assert!(b["terminationTaskId"].is_string(), "{id}'s bot was terminated gracefully: {b}");
-        assert!(env.ctx.store.vm(id).await.unwrap().is_none(), "{id}'s record is gone");
+        assert!(env.ctx.ports.store.vm(id).await.unwrap().is_none(), "{id}'s record is gone");
     }
     env.stop().await;
 }
@@ -141,8 +141,8 @@ async fn removing_a_config_file_removes_everything_of_that_config(backend: Backe
     eventually("everything of mac is gone", LIMIT, || async {
         let gone = env.instances("mac").is_empty()
             && env.vms("mac").await.is_empty()
-            && env.ctx.store.config("mac").await.unwrap().is_none()
-            && env.ctx.store.counts("mac").await.unwrap().is_none();
+            && env.ctx.ports.store.config("mac").await.unwrap().is_none()
+            && env.ctx.ports.store.counts("mac").await.unwrap().is_none();
         gone.then_some(())
     })
     .await;

@@ -48,14 +48,14 @@ async fn exhausted_quota_keeps_names_shows_quota_exceeded_and_converges_once_fre
     let starved = eventually("two run, one is refused for quota", LIMIT, || async {
         let vms = env.vms("linux").await;
         let waiting: Vec<_> = vms.iter().filter(|v| v.instance.is_none()).collect();
-        let errors = env.ctx.store.errors("linux").await.unwrap();
+        let errors = env.ctx.ports.store.errors("linux").await.unwrap();
         let quota = errors.iter().any(|e| e.code == "QUOTA_EXCEEDED" && e.stage == "create_instance");
         (vms.len() == 3 && waiting.len() == 1 && quota).then(|| waiting[0].hostname.clone())
     })
     .await;
     // A success in the zone clears its backoff, the starved VM's next try sets it again.
     let b = eventually("the zone is backed off", LIMIT, || async {
-        env.ctx.store.backoff("my-proj", "us-central1-b").await.unwrap()
+        env.ctx.ports.store.backoff("my-proj", "us-central1-b").await.unwrap()
     })
     .await;
     assert_eq!(b.reason, "QUOTA_EXCEEDED");
@@ -84,6 +84,7 @@ async fn exhausted_quota_keeps_names_shows_quota_exceeded_and_converges_once_fre
     eventually("the quota error repeats", LIMIT, || async {
         let n = env
             .ctx
+            .ports
             .store
             .errors("linux")
             .await
@@ -102,7 +103,7 @@ async fn exhausted_quota_keeps_names_shows_quota_exceeded_and_converges_once_fre
     env.converged("linux", 3).await;
     assert!(env.instances("linux").contains_key(&starved), "the same name got its instance");
     assert!(
-        env.ctx.store.backoff("my-proj", "us-central1-b").await.unwrap().is_none(),
+        env.ctx.ports.store.backoff("my-proj", "us-central1-b").await.unwrap().is_none(),
         "backoff cleared on success"
     );
     env.stop().await;
@@ -242,14 +243,14 @@ async fn every_handler_run_twice_in_a_row_and_twice_at_once_reaches_the_same_end
     four_times(|| run_cron(ctx, "import_configs")).await;
     four_times(|| tasks::expand_config::run(ctx, ExpandConfig { prefix: p() })).await;
     // The one let go is the one idle longest (idle first); the other stays untouched.
-    let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
+    let rec = ctx.ports.store.config("linux").await.unwrap().unwrap().value;
     let (g, k) = if rec.wants(0) { ("linux-1", "linux-0") } else { ("linux-0", "linux-1") };
     assert!(!rec.wants(1) || !rec.wants(0), "one of the two is let go");
-    let gone = ctx.store.vm(g).await.unwrap().unwrap().value;
+    let gone = ctx.ports.store.vm(g).await.unwrap().unwrap().value;
     four_times(|| tasks::drain_vm::run(ctx, DrainVm { id: g.into() })).await;
     four_times(|| tasks::drain_vm::run(ctx, DrainVm { id: k.into() })).await;
-    assert!(ctx.store.vm(g).await.unwrap().unwrap().value.drained);
-    assert!(!ctx.store.vm(k).await.unwrap().unwrap().value.drained);
+    assert!(ctx.ports.store.vm(g).await.unwrap().unwrap().value.drained);
+    assert!(!ctx.ports.store.vm(k).await.unwrap().unwrap().value.drained);
     let terminate =
         || tasks::terminate_bot::run(ctx, TerminateBot { id: g.into(), hostname: gone.hostname.clone() });
     four_times(terminate).await;
@@ -302,7 +303,8 @@ async fn two_processes_on_one_redis_converge_without_two_inserts_for_one_hostnam
     let (a, b) = (env.spawn(), env.spawn());
     let (ctx, sim) = (env.ctx().await, env.sim.clone());
     eventually("two processes converge to 4", LIMIT, || async {
-        let c = gce_backend_jobs::fleet::counts::tally(&*ctx.store, "linux", ctx.now()).await.unwrap().0;
+        let c =
+            gce_backend_jobs::fleet::counts::tally(&*ctx.ports.store, "linux", ctx.now()).await.unwrap().0;
         (c.configured == 4 && c.created == 4 && c.connected == 4).then_some(())
     })
     .await;

@@ -36,7 +36,7 @@ async fn before(env: &Env, prefix: &str) -> Before {
 /// provider (a static pool's: on its listed hostname).
 async fn settled(env: &Env, prefix: &str) {
     eventually(&format!("{prefix} settles"), LIMIT, || async {
-        let rec = env.ctx.store.config(prefix).await.unwrap()?.value;
+        let rec = env.ctx.ports.store.config(prefix).await.unwrap()?.value;
         if rec.rollout.is_some() || rec.provider_changed.is_some() {
             return None;
         }
@@ -97,7 +97,7 @@ async fn compare(env: &Env, prefix: &str, was: &Before, plan: &Value) {
     assert_eq!(replaced, planned_replace, "replaced, in order, planned: {plan:#}");
     assert_eq!(kept, &ids(&plan["keep"]) | &recycled, "kept, planned: {plan:#}");
     assert_eq!(surge, ids(&plan["replacement"]["surge"]), "made for the surge only, planned: {plan:#}");
-    let static_pool = env.ctx.store.config(prefix).await.unwrap().unwrap().value.config.is_static();
+    let static_pool = env.ctx.ports.store.config(prefix).await.unwrap().unwrap().value.config.is_static();
     if !static_pool {
         let made: BTreeSet<String> = &(&created | &surge) | &replaced.iter().cloned().collect();
         assert_eq!(inserted, made, "every insert is one the plan named");

@@ -45,7 +45,7 @@ async fn a_stockout_of_rank_0_makes_every_vm_on_rank_1_and_rank_0_comes_back_aft
         assert_eq!(machine_type(&env, &vm.hostname).await, "n2d-standard-2", "{}", vm.hostname);
     }
     let st = env.status("ranked", true).await;
-    let zone = env.ctx.store.backoff("my-proj", "us-central1-b").await.unwrap();
+    let zone = env.ctx.ports.store.backoff("my-proj", "us-central1-b").await.unwrap();
     assert!(zone.is_none(), "the zone itself never backed off: {zone:?}");
     let said = st.backoff.as_ref().map(|b| b.zone.as_str());
     assert_eq!(said, Some("us-central1-b/e2-standard-2"), "the Config's backoff names the machine type");

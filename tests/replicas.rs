@@ -58,7 +58,7 @@ async fn vms_whose_records_were_lost_are_adopted_back_from_their_instances() {
     env._redis.as_mut().unwrap().restart();
     eventually("the records come back", Duration::from_secs(60), || async {
         // Reads fail until the service has reconnected.
-        let ids = env.ctx.store.vm_ids(VmIndex::OfConfig("linux".into())).await.ok()?;
+        let ids = env.ctx.ports.store.vm_ids(VmIndex::OfConfig("linux".into())).await.ok()?;
         (ids.len() == 3).then_some(())
     })
     .await;

@@ -37,7 +37,7 @@ async fn a_new_image_rolls_out_with_a_surge_and_never_fewer_connected_bots_than_
         let n = alive(&env);
         fewest.set(fewest.get().min(n));
         most.set(most.get().max(n));
-        let rec = env.ctx.store.config("roll").await.unwrap().unwrap().value;
+        let rec = env.ctx.ports.store.config("roll").await.unwrap().unwrap().value;
         saw_rollout.set(saw_rollout.get() || rec.rollout.is_some());
         let vms = env.vms("roll").await;
         let all_new =

@@ -42,7 +42,10 @@ async fn preempting_a_third_of_a_spot_pool_converges_with_no_zone_backoff() {
     for h in &preempted {
         assert_eq!(bots[h]["deleted"], true, "{h}'s bot deleted");
     }
-    assert!(env.ctx.store.backoff("my-proj", "us-central1-b").await.unwrap().is_none(), "no zone backoff");
+    assert!(
+        env.ctx.ports.store.backoff("my-proj", "us-central1-b").await.unwrap().is_none(),
+        "no zone backoff"
+    );
     let text = env.ctx.metrics.text();
     let counted: f64 = text
         .lines()
@@ -128,7 +131,7 @@ async fn a_spot_pool_preempted_too_often_makes_standard_vms_until_its_cooldown_e
     .await
     .unwrap();
     eventually("the failover over", Duration::from_secs(30), || async {
-        let rec = env.ctx.store.config("flip").await.unwrap().unwrap().value;
+        let rec = env.ctx.ports.store.config("flip").await.unwrap().unwrap().value;
         rec.spot.failover.is_none().then_some(())
     })
     .await;
@@ -149,6 +152,9 @@ async fn a_spot_pool_preempted_too_often_makes_standard_vms_until_its_cooldown_e
     }
     let sp = env.status("flip", true).await.spot.unwrap();
     assert_eq!((sp.failover, sp.preempted_total, sp.failovers_total), (None, 3, 1));
-    assert!(env.ctx.store.backoff("my-proj", "us-central1-b").await.unwrap().is_none(), "no zone backoff");
+    assert!(
+        env.ctx.ports.store.backoff("my-proj", "us-central1-b").await.unwrap().is_none(),
+        "no zone backoff"
+    );
     env.stop().await;
 }

@@ -79,11 +79,11 @@ async fn a_task_that_dies_is_counted_on_its_config_and_a_missing_disk_type_is_re
     let bad = pool("mac", 1, "1d", "10m").replace("diskTypes/pd-ssd", "diskTypes/pd-fast");
     env.write_pool("mac", &bad);
     let f = eventually("pd-fast is refused at import", Duration::from_secs(60), || async {
-        env.ctx.store.file_errors().await.unwrap().into_iter().next()
+        env.ctx.ports.store.file_errors().await.unwrap().into_iter().next()
     })
     .await;
     assert!(f.message.contains("mac.attributes.disk[0].type") && f.message.contains("pd-fast"), "{f:?}");
-    assert!(env.ctx.store.config("mac").await.unwrap().is_none());
+    assert!(env.ctx.ports.store.config("mac").await.unwrap().is_none());
     env.stop().await;
 }
 

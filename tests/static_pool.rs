@@ -52,14 +52,14 @@ async fn a_static_pool_is_watched_and_a_removed_busy_machine_finishes_its_task_f
     // mac-1 was asked to terminate after its task (its bot is always busy), and deleted from
     // Swarming only once it had: no bot was deleted while it ran its task.
     let since = env.ctx.now() - chrono::Duration::hours(1);
-    let events = env.ctx.bots.events(SERVER, "mac-1", since).await.unwrap();
+    let events = env.ctx.ports.bots.events(SERVER, "mac-1", since).await.unwrap();
     let mut kinds: Vec<&str> = events.iter().map(|e| e.event_type.as_str()).collect();
     kinds.reverse(); // oldest first
     let terminated = kinds.iter().position(|k| *k == "bot_terminate").expect("terminated");
     let deleted = kinds.iter().position(|k| *k == "bot_deleted").expect("deleted");
     assert!(terminated < deleted, "{kinds:?}");
     for id in ["mac-2", "mac-3"] {
-        let events = env.ctx.bots.events(SERVER, id, since).await.unwrap();
+        let events = env.ctx.ports.bots.events(SERVER, id, since).await.unwrap();
         assert!(events.iter().all(|e| e.event_type == "bot_connected"), "{id} left alone: {events:?}");
     }
     let calls = env.sim.with(|w| w.calls.clone());
@@ -84,7 +84,7 @@ async fn a_static_pool_is_watched_and_a_removed_busy_machine_finishes_its_task_f
     expect_refused(api.call(Some(WRITER), "recycleVm", &[("id", "lab-1")], None).await);
     expect_refused(api.call(Some(WRITER), "planConfig", &p, Some(json!({"amount": 5}))).await);
     assert_eq!(env.counts("lab").await.configured, 2);
-    assert!(!env.ctx.store.vm("lab-1").await.unwrap().unwrap().value.drained);
+    assert!(!env.ctx.ports.store.vm("lab-1").await.unwrap().unwrap().value.drained);
     // The provider's own schema is published with the API's.
     let schema: Value = reqwest::get(format!("{root}/schemas/gce-backend/v1/provider-static.json"))
         .await

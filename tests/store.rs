@@ -396,7 +396,7 @@ async fn a_vm_stored_in_the_flat_format_reads_with_its_instance() {
         .unwrap();
     let _: () = redis::cmd("HSET").arg("{test:db}:vm:ver").arg("linux-1").arg("1").query(&mut conn).unwrap();
 
-    let got = ctx.store.vm("linux-0").await.unwrap().unwrap().value;
+    let got = ctx.ports.store.vm("linux-0").await.unwrap().unwrap().value;
     vm.instance = Some(Placed {
         unknown: Default::default(),
         url: "https://compute/projects/p/zones/z/instances/linux-0-abcd".into(),
@@ -410,10 +410,10 @@ async fn a_vm_stored_in_the_flat_format_reads_with_its_instance() {
         got.deadline(),
         Some(vm.instance.as_ref().unwrap().created + chrono::Duration::seconds(vm.lifetime as i64))
     );
-    assert_eq!(ctx.store.vm("linux-1").await.unwrap().unwrap().value.instance, None);
+    assert_eq!(ctx.ports.store.vm("linux-1").await.unwrap().unwrap().value.instance, None);
     // Written back, it takes the new form.
-    let v = ctx.store.vm("linux-0").await.unwrap().unwrap();
-    assert!(ctx.store.put_vm(&v.value, Expect::Version(v.version)).await.unwrap());
+    let v = ctx.ports.store.vm("linux-0").await.unwrap().unwrap();
+    assert!(ctx.ports.store.put_vm(&v.value, Expect::Version(v.version)).await.unwrap());
     let raw: String = redis::cmd("HGET").arg("{test:db}:vm").arg("linux-0").query(&mut conn).unwrap();
     let raw: serde_json::Value = serde_json::from_str(&raw).unwrap();
     assert_eq!((raw.get("url"), raw["instance"]["internal_ip"].as_str()), (None, Some("10.0.0.7")));

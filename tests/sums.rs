@@ -68,11 +68,11 @@ async fn sums_follow_every_write(store: Arc<dyn Store>) {
     let check = |what: &'static str| {
         let ctx = ctx.clone();
         async move {
-            let (counts, left) = tally(&*ctx.store, "linux", now).await.unwrap();
+            let (counts, left) = tally(&*ctx.ports.store, "linux", now).await.unwrap();
             assert!(left);
-            assert_eq!(counts, by_records(&*ctx.store, "linux", 6, now).await, "{what}");
-            let zones = zones_by_records(&*ctx.store, "linux").await;
-            assert_eq!(zone_sums(&*ctx.store, "linux").await, zones, "{what}: per zone");
+            assert_eq!(counts, by_records(&*ctx.ports.store, "linux", 6, now).await, "{what}");
+            let zones = zones_by_records(&*ctx.ports.store, "linux").await;
+            assert_eq!(zone_sums(&*ctx.ports.store, "linux").await, zones, "{what}: per zone");
             (counts, zones)
         }
     };
@@ -121,20 +121,20 @@ async fn sums_follow_every_write(store: Arc<dyn Store>) {
     assert_eq!((c.created, c.running, c.connected, c.draining, c.dead, c.unhealthy), (3, 2, 0, 1, 1, 1));
     assert_eq!(zones.keys().collect::<Vec<_>>(), ["c", "z"]);
     // A write that loses its compare-and-set changes nothing.
-    let stale = ctx.store.vm("linux-1").await.unwrap().unwrap();
+    let stale = ctx.ports.store.vm("linux-1").await.unwrap().unwrap();
     let mut gone = stale.value.clone();
     gone.instance = None;
-    assert!(!ctx.store.put_vm(&gone, Expect::Version(stale.version + 5)).await.unwrap());
+    assert!(!ctx.ports.store.put_vm(&gone, Expect::Version(stale.version + 5)).await.unwrap());
     check("a lost compare-and-set").await;
     // Deletes take their part away; a Config with nothing left says so.
     for id in ["linux-0", "linux-1", "linux-2"] {
-        let v = ctx.store.vm_version(id).await.unwrap().unwrap();
-        assert!(ctx.store.delete_vm(id, v).await.unwrap());
+        let v = ctx.ports.store.vm_version(id).await.unwrap().unwrap();
+        assert!(ctx.ports.store.delete_vm(id, v).await.unwrap());
     }
     let (c, _) = check("deleted").await;
     assert_eq!((c.created, c.running, c.draining, c.dead, c.unhealthy), (0, 0, 0, 0, 0));
-    assert_eq!(ctx.store.sums("linux").await.unwrap().unwrap(), [0; gce_backend_jobs::model::SUMS]);
-    assert!(zone_sums(&*ctx.store, "linux").await.is_empty());
+    assert_eq!(ctx.ports.store.sums("linux").await.unwrap().unwrap(), [0; gce_backend_jobs::model::SUMS]);
+    assert!(zone_sums(&*ctx.ports.store, "linux").await.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -178,8 +178,8 @@ async fn vms_written_before_sums_are_counted_in_once() {
     .await
     .unwrap();
     for _ in 0..2 {
-        let (counts, _) = tally(&*ctx.store, "linux", now).await.unwrap();
-        assert_eq!(counts, by_records(&*ctx.store, "linux", 3, now).await);
+        let (counts, _) = tally(&*ctx.ports.store, "linux", now).await.unwrap();
+        assert_eq!(counts, by_records(&*ctx.ports.store, "linux", 3, now).await);
         assert_eq!((counts.created, counts.running), (2, 2));
     }
     assert_eq!(store.sums("linux").await.unwrap().unwrap()[0], 2, "two VMs, each once");
@@ -229,7 +229,7 @@ async fn a_tally_costs_the_same_at_10_and_1000_vms() {
         for i in 0..n {
             ctx.seed_vm(&format!("{prefix}-{i}"), created(now)).await;
         }
-        tally(&*ctx.store, prefix, now).await.unwrap();
+        tally(&*ctx.ports.store, prefix, now).await.unwrap();
     }
     let client = redis::Client::open(server.url().as_str()).unwrap();
     let mut conn = client.get_connection().unwrap();
@@ -241,7 +241,7 @@ async fn a_tally_costs_the_same_at_10_and_1000_vms() {
     let mut cost = Vec::new();
     for (prefix, n) in [("small", 10u32), ("big", 1000)] {
         let before = processed();
-        let (counts, _) = tally(&*ctx.store, prefix, now).await.unwrap();
+        let (counts, _) = tally(&*ctx.ports.store, prefix, now).await.unwrap();
         cost.push(processed() - before - 1); // less the INFO itself
         assert_eq!(counts.created, n);
     }

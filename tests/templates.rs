@@ -42,7 +42,7 @@ fn calls(env: &Env, method: &str) -> u64 {
 
 /// The Config's revision now.
 async fn revision(env: &Env) -> String {
-    env.ctx.store.config("tpl").await.unwrap().unwrap().value.revision
+    env.ctx.ports.store.config("tpl").await.unwrap().unwrap().value.revision
 }
 
 /// Waits until the Config's status names `name` as its only template, made, and Compute has it.
@@ -140,7 +140,7 @@ async fn a_template_deleted_outside_is_made_again_and_the_pool_still_grows_in_bu
     assert!(calls(&env, "compute.instances.bulkInsert") > bulks, "still made in bulk");
     // It is made again, and the Config's status said why.
     only_template(&env, &name).await;
-    let errors = env.ctx.store.errors("tpl").await.unwrap();
+    let errors = env.ctx.ports.store.errors("tpl").await.unwrap();
     assert!(
         errors.iter().any(|e| e.message.contains(&format!("instance template {name} is gone"))),
         "{errors:?}"

@@ -22,10 +22,10 @@ const LIMIT: Duration = Duration::from_secs(120);
 
 /// The VMs of `prefix` that serve (connected, not draining), by hostname.
 async fn serving(ctx: &Ctx, prefix: &str) -> Vec<Vm> {
-    let ids = ctx.store.vm_ids(VmIndex::OfConfig(prefix.into())).await.unwrap();
+    let ids = ctx.ports.store.vm_ids(VmIndex::OfConfig(prefix.into())).await.unwrap();
     let mut out = Vec::new();
     for id in ids {
-        if let Ok(Some(v)) = ctx.store.vm(&id).await {
+        if let Ok(Some(v)) = ctx.ports.store.vm(&id).await {
             out.push(v.value);
         }
     }
@@ -35,7 +35,7 @@ async fn serving(ctx: &Ctx, prefix: &str) -> Vec<Vm> {
 /// Waits until `prefix` has exactly `n` VMs, all serving, each for which `also` holds.
 async fn settled(ctx: &Ctx, prefix: &str, n: usize, also: impl Fn(&Vm) -> bool) -> Vec<Vm> {
     eventually(&format!("{prefix}: {n} VMs serve"), LIMIT, || async {
-        let all = ctx.store.vm_ids(VmIndex::OfConfig(prefix.into())).await.unwrap();
+        let all = ctx.ports.store.vm_ids(VmIndex::OfConfig(prefix.into())).await.unwrap();
         let up = serving(ctx, prefix).await;
         (all.len() == n && up.len() == n && up.iter().all(&also)).then_some(up)
     })
@@ -124,12 +124,15 @@ async fn a_newer_build_beside_this_one_loses_nothing_and_destroys_nothing() {
     }
     let carried: usize = before.values().map(|(_, held)| held.len()).sum();
     assert!(carried > 10, "the newer build wrote its field at every level: {before:?}");
-    for id in ctx.store.vm_ids(VmIndex::OfConfig("grow".into())).await.unwrap() {
-        let cur = ctx.store.vm(&id).await.unwrap().unwrap();
-        assert!(ctx.store.put_vm(&cur.value, Expect::Version(cur.version)).await.unwrap(), "rewrote {id}");
+    for id in ctx.ports.store.vm_ids(VmIndex::OfConfig("grow".into())).await.unwrap() {
+        let cur = ctx.ports.store.vm(&id).await.unwrap().unwrap();
+        assert!(
+            ctx.ports.store.put_vm(&cur.value, Expect::Version(cur.version)).await.unwrap(),
+            "rewrote {id}"
+        );
     }
-    for c in ctx.store.configs().await.unwrap() {
-        assert!(ctx.store.put_config(&c.value, Expect::Version(c.version)).await.unwrap());
+    for c in ctx.ports.store.configs().await.unwrap() {
+        assert!(ctx.ports.store.put_config(&c.value, Expect::Version(c.version)).await.unwrap());
     }
     write("grow", pool("grow", 2, "1d", "10m"));
     settled(&ctx, "grow", 2, |_| true).await;
@@ -160,10 +163,10 @@ async fn a_newer_build_beside_this_one_loses_nothing_and_destroys_nothing() {
     let now: BTreeSet<String> = serving(&ctx, "steady").await.into_iter().map(|v| v.hostname).collect();
     assert_eq!(now, steady, "the steady pool was not touched");
     for prefix in ["steady", "grow", "life", "attrs"] {
-        let errors = ctx.store.errors(prefix).await.unwrap();
+        let errors = ctx.ports.store.errors(prefix).await.unwrap();
         let bad: Vec<_> = errors.iter().filter(|e| e.stage == "quarantine" || e.code == "dead").collect();
         assert!(bad.is_empty(), "{prefix}: {bad:?}");
-        assert_eq!(ctx.store.counter(prefix, "dead_tasks").await.unwrap(), 0, "{prefix}");
+        assert_eq!(ctx.ports.store.counter(prefix, "dead_tasks").await.unwrap(), 0, "{prefix}");
     }
     for q in gce_backend_jobs::tasks::QUEUES {
         assert_eq!(ctx.queues.get(q).counts().await.unwrap().dead, 0, "queue {q}: no dead task");
@@ -205,10 +208,10 @@ async fn a_record_of_a_newer_format_is_left_to_its_build_not_quarantined() {
     let _: () = redis.hset(&vm_key, "linux-1", &newer).await.unwrap();
     // Its handler, and the heal pass that reads every VM record, meet it.
     env.ctx.push(&gce_backend_jobs::tasks::ManageBot { id: "linux-1".into() }).await.unwrap();
-    env.ctx.store.rebuild(&gce_backend_jobs::ports::store::Scope::All).await.unwrap();
+    env.ctx.ports.store.rebuild(&gce_backend_jobs::ports::store::Scope::All).await.unwrap();
     let said =
         eventually("the Config's status says the record is left to the newer build", LIMIT, || async {
-            let errors = env.ctx.store.errors("linux").await.unwrap();
+            let errors = env.ctx.ports.store.errors("linux").await.unwrap();
             errors.into_iter().find(|e| e.stage == "format" && e.code == "newer")
         })
         .await;
@@ -217,7 +220,7 @@ async fn a_record_of_a_newer_format_is_left_to_its_build_not_quarantined() {
     tokio::time::sleep(Duration::from_secs(4)).await;
     let kept: String = redis.hget(&vm_key, "linux-1").await.unwrap();
     assert_eq!(kept, newer, "left byte for byte");
-    let errors = env.ctx.store.errors("linux").await.unwrap();
+    let errors = env.ctx.ports.store.errors("linux").await.unwrap();
     assert!(errors.iter().all(|e| e.stage != "quarantine" && e.code != "dead"), "{errors:?}");
     let up = serving(&env.ctx, "linux").await;
     assert_eq!(up.len(), 2, "the other two serve on: {up:?}");
@@ -236,10 +239,10 @@ async fn a_record_of_a_newer_format_is_left_to_its_build_not_quarantined() {
         serde_json::from_str(&redis.hget::<_, _, String>(&cfg_key, "linux").await.unwrap()).unwrap();
     c["format"] = format.into();
     let _: () = redis.hset(&cfg_key, "linux", c.to_string()).await.unwrap();
-    assert!(env.ctx.store.corrupt_configs().await.unwrap().is_empty(), "a newer Config is not corrupt");
+    assert!(env.ctx.ports.store.corrupt_configs().await.unwrap().is_empty(), "a newer Config is not corrupt");
     env.ctx.push(&gce_backend_jobs::tasks::ExpandConfig { prefix: "linux".into() }).await.unwrap();
     eventually("the Config record is said to be left to the newer build", LIMIT, || async {
-        let errors = env.ctx.store.errors("linux").await.unwrap();
+        let errors = env.ctx.ports.store.errors("linux").await.unwrap();
         errors.into_iter().find(|e| e.stage == "format" && e.message.contains("cfg linux"))
     })
     .await;
@@ -247,7 +250,7 @@ async fn a_record_of_a_newer_format_is_left_to_its_build_not_quarantined() {
     let kept: String = redis.hget(&cfg_key, "linux").await.unwrap();
     assert_eq!(serde_json::from_str::<Value>(&kept).unwrap(), c, "the Config record left as it is");
     let st = gce_backend_jobs::fleet::status::status(
-        &*env.ctx.store,
+        &*env.ctx.ports.store,
         "linux",
         env.ctx.now(),
         chrono::Duration::seconds(60),

@@ -12,7 +12,7 @@ async fn a_config_file_written_is_imported_at_once_without_the_tick() {
     let mut s = settings();
     s.cron.insert("import_configs".into(), "1h".into());
     let env = Env::start_with(Backend::Redis, sim_config(), &[], true, s).await;
-    let configs = || async { env.ctx.store.configs().await.unwrap() };
+    let configs = || async { env.ctx.ports.store.configs().await.unwrap() };
     assert!(configs().await.is_empty());
 
     env.write_pool("watched", &pool("watched", 2, "1h", "10m"));
@@ -48,7 +48,7 @@ async fn a_file_a_config_reads_from_a_folder_changed_is_imported_at_once_without
     let script = |want: &'static str| {
         let ctx = &env.ctx;
         async move {
-            let c = ctx.store.config("folder").await.unwrap()?.value.config;
+            let c = ctx.ports.store.config("folder").await.unwrap()?.value.config;
             let text = c.attributes.metadata.first()?.from_text.clone()?;
             (text == format!("startup-script:{want}")).then_some(())
         }

@@ -61,7 +61,7 @@ async fn vms_spread_by_weight_and_a_stockout_moves_creation_to_the_other_zone_at
     // With capacity everywhere, a pool fills its zones by weight. (Zone a's backoff is the
     // project's: lifted here, as its end would.)
     env.faults(json!({"stockout_zones": []})).await;
-    env.ctx.store.set_backoff("my-proj", "us-central1-a", None).await.unwrap();
+    env.ctx.ports.store.set_backoff("my-proj", "us-central1-a", None).await.unwrap();
     env.write_pool("even", &pools[0].1);
     env.converged("even", 4).await;
     let zones = by_zone(&env, "even");

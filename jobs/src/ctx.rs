@@ -42,7 +42,7 @@ impl Ctx {
         if let Some(e) = self.providers.declared().problem(config) {
             return Verdict::Invalid(e);
         }
-        match self.catalog.place(&*self.compute, config, self.now()).await {
+        match self.catalog.place(&*self.ports.compute, config, self.now()).await {
             Verdict::Valid => {}
             not => return not,
         }

@@ -53,6 +53,7 @@ pub fn share(n: u32, k: usize, of: usize) -> u32 {
 /// it read.
 pub async fn read(env: &Env, server: &str) -> Result<usize, TaskError> {
     let configs: Vec<ConfigRecord> = env
+        .ports
         .store
         .configs()
         .await?
@@ -69,7 +70,7 @@ pub async fn read(env: &Env, server: &str) -> Result<usize, TaskError> {
     let mut counts = BTreeMap::new();
     let mut failed = BTreeMap::new();
     for set in sets.keys() {
-        match env.bots.count_pending(server, set, now - PENDING_LOOKBACK).await {
+        match env.ports.bots.count_pending(server, set, now - PENDING_LOOKBACK).await {
             Ok(n) => {
                 counts.insert(set.clone(), n);
             }
@@ -162,12 +163,12 @@ async fn record(env: &Env, prefix: &str, state: DemandState) -> Result<(), TaskE
 async fn tally(env: &Env, rec: &ConfigRecord) -> Result<Reading, TaskError> {
     let Some(d) = &rec.config.demand else { return Ok(Reading::default()) };
     let now = env.now();
-    let ids = env.store.vm_ids(VmIndex::OfConfig(rec.config.prefix.clone())).await?;
+    let ids = env.ports.store.vm_ids(VmIndex::OfConfig(rec.config.prefix.clone())).await?;
     let (vms, seen) = crate::fleet::writes::vms_and_bots(env, &ids).await?;
     // An observation older than `observation_ttl` says nothing of now (a walk failed): such a
     // bot counts as idle, never as idle for long nor seen idle (to spare), so a ListBots outage
     // shrinks nothing.
-    let ttl = env.timing.observation_ttl.chrono();
+    let ttl = env.settings.timing.observation_ttl.chrono();
     // Live: not drained, not kept warm (parked, or to be); resuming counts, as booting does.
     let live = |v: &Vm| {
         !v.drained && !rec.warm.contains(&v.index) && v.parked.as_ref().is_none_or(|p| p.waking.is_some())

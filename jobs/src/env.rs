@@ -1,7 +1,10 @@
-//! `Env`: the ports and settings the reconcile logic works with, and what every piece of it
-//! does through them (push a task, look again later, record an error on a Config's status or an
-//! action in the audit trail, take the admission lease). Handlers get it inside their
-//! [`crate::env::Env`].
+//! `Env`: what the reconcile logic works with, in three parts: [`Ports`] (the side effects:
+//! store, Compute Engine, Swarming, clock, keys, prices), [`Settings`] (what the service was
+//! started with) and the state the machinery shares in this process (queues, the catalog,
+//! metrics, episodes); and what every piece of it does through them (push a task, look again
+//! later, record an error on a Config's status or an action in the audit trail, take the
+//! admission lease). Handlers get it inside their [`crate::ctx::Ctx`] and name the ports they
+//! use in their first lines.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -67,9 +70,10 @@ const ADMISSION_RENEW: Duration = Duration::from_secs(1);
 /// Longest a caller waits for it.
 const ADMISSION_WAIT: Duration = Duration::from_secs(10);
 
-/// The ports and settings every handler, cron job and shared piece of machinery works with.
+/// The side effects: what the reconcile logic reads and changes outside itself. A handler
+/// names the ones it uses in its first lines (`let Ports { store, compute, .. } = &ctx.ports;`).
 #[derive(Debug, Clone)]
-pub struct Env {
+pub struct Ports {
     /// Datastore.
     pub store: Arc<dyn Store>,
     /// Compute Engine.
@@ -80,8 +84,15 @@ pub struct Env {
     pub buckets: Arc<dyn crate::ports::buckets::Buckets>,
     /// Time.
     pub clock: Arc<dyn Clock>,
-    /// Queues.
-    pub queues: Queues,
+    /// The keys VMs' identity tokens are signed with (Google's, or the simulator's).
+    pub keys: Arc<dyn crate::ports::keys::Keys>,
+    /// Compute Engine's SKUs (the Cloud Billing Catalog API, or the simulator's).
+    pub prices: Arc<dyn crate::ports::prices::PriceSource>,
+}
+
+/// What the service was started with: read, never changed while it runs.
+#[derive(Debug, Clone)]
+pub struct Settings {
     /// Timings.
     pub timing: Arc<Timing>,
     /// Guard rails.
@@ -89,16 +100,24 @@ pub struct Env {
     /// What the settings let Configs name: Swarming servers, and each tenant's prefixes,
     /// projects, service accounts and VMs.
     pub trust: Arc<crate::config::Trust>,
-    /// What Compute Engine offers per project (zones, disk types), cached.
-    pub catalog: Arc<crate::placement::catalog::Catalog>,
-    /// The keys VMs' identity tokens are signed with (Google's, or the simulator's).
-    pub keys: Arc<dyn crate::ports::keys::Keys>,
-    /// Compute Engine's SKUs (the Cloud Billing Catalog API, or the simulator's).
-    pub prices: Arc<dyn crate::ports::prices::PriceSource>,
     /// Deployment name: the value of the `gce-backend` label on our instances.
     pub deployment: String,
     /// Where `import_configs` reads Config files.
     pub configs_dir: std::path::PathBuf,
+}
+
+/// What every handler, cron job and shared piece of machinery works with: the [`Ports`], the
+/// [`Settings`], and the state the machinery shares in this process (queues, caches, metrics).
+#[derive(Debug, Clone)]
+pub struct Env {
+    /// The side effects.
+    pub ports: Ports,
+    /// What the service was started with.
+    pub settings: Settings,
+    /// Queues.
+    pub queues: Queues,
+    /// What Compute Engine offers per project (zones, disk types), cached.
+    pub catalog: Arc<crate::placement::catalog::Catalog>,
     /// Metrics.
     pub metrics: crate::metrics::Metrics,
     /// Conditions holding tasks back in this process (a backed-off zone, a Swarming server that
@@ -119,7 +138,13 @@ impl Env {
         let fence = Fence { key: ADMISSION.to_owned(), holder: format!("{:032x}", rand::random::<u128>()) };
         let step = Duration::from_millis(20);
         let mut waited = Duration::ZERO;
-        while !self.store.lease(ADMISSION, &fence.holder, ADMISSION_LEASE).await.map_err(TaskError::from)? {
+        while !self
+            .ports
+            .store
+            .lease(ADMISSION, &fence.holder, ADMISSION_LEASE)
+            .await
+            .map_err(TaskError::from)?
+        {
             if waited >= ADMISSION_WAIT {
                 return Err(TaskError::Conflict(
                     "config admission (another apply or import holds it)".into(),
@@ -138,18 +163,18 @@ impl Env {
                 () = tokio::time::sleep(ADMISSION_RENEW) => {
                     // Renewed only while held: a lapsed lease stays lapsed, and the fence then
                     // refuses the write.
-                    let _ = self.store.renew(ADMISSION, &fence.holder, ADMISSION_LEASE).await;
+                    let _ = self.ports.store.renew(ADMISSION, &fence.holder, ADMISSION_LEASE).await;
                 }
             }
         };
         // A release that fails is covered by the lease's expiry.
-        let _ = self.store.release(ADMISSION, &fence.holder).await;
+        let _ = self.ports.store.release(ADMISSION, &fence.holder).await;
         out
     }
 
     /// Now.
     pub fn now(&self) -> DateTime<Utc> {
-        self.clock.now()
+        self.ports.clock.now()
     }
 
     /// Pushes a task at once.
@@ -188,7 +213,7 @@ impl Env {
     /// random one of ten steps across it (the first at once); returns how many added work.
     pub async fn push_spread<T: Task>(&self, tasks: &[T]) -> Result<usize, TaskError> {
         const STEPS: u64 = 10;
-        let over = self.timing.fan_out_jitter.0.saturating_mul(1000);
+        let over = self.settings.timing.fan_out_jitter.0.saturating_mul(1000);
         if over == 0 || tasks.len() < 2 {
             return self.push_many(tasks).await;
         }
@@ -210,12 +235,12 @@ impl Env {
     /// How long a bot may stay out of contact before `manage_bot` asks Compute about its
     /// instance: twice `observation_ttl`.
     pub fn silent_after(&self) -> chrono::Duration {
-        self.timing.observation_ttl.chrono() * 2
+        self.settings.timing.observation_ttl.chrono() * 2
     }
 
     /// The watch interval.
     pub fn watch(&self) -> Duration {
-        Duration::from_secs(self.timing.watch.0.max(1))
+        Duration::from_secs(self.settings.timing.watch.0.max(1))
     }
 
     /// How soon to look again for something expected about `since` after it began (a bot after
@@ -231,14 +256,17 @@ impl Env {
     /// for an operation: the task goes back to its queue in between.
     pub fn operation_poll(&self, since: chrono::Duration) -> Duration {
         let since = Duration::from_millis(since.num_milliseconds().max(0) as u64);
-        since.clamp(Duration::from_millis(250), Duration::from_secs(self.timing.operation_poll.0.max(1)))
+        since.clamp(
+            Duration::from_millis(250),
+            Duration::from_secs(self.settings.timing.operation_poll.0.max(1)),
+        )
     }
 
     /// Adds `e` to the audit trail (of its Config, or the global list), keeping the newest
     /// `limits.audit_keep`. Called by the operation that made the change, once it is made; the
     /// change stands if the store fails here (said at WARN, never undone).
     pub async fn audit(&self, e: crate::model::AuditEntry) {
-        if let Err(err) = self.store.push_audit(&e, self.limits.audit_keep as usize).await {
+        if let Err(err) = self.ports.store.push_audit(&e, self.settings.limits.audit_keep as usize).await {
             tracing::warn!(config = %e.prefix, actor = %e.actor, action = ?e.action, error = %err, "the audit trail could not record this action");
         }
     }
@@ -292,7 +320,7 @@ impl Env {
             resolved: None,
             vm: vm.map(str::to_owned),
         };
-        Ok(self.store.push_error(prefix, &e).await?)
+        Ok(self.ports.store.push_error(prefix, &e).await?)
     }
 
     /// Records an error on a Config's status unless the newest one already says the same and
@@ -305,7 +333,7 @@ impl Env {
         code: &str,
         message: &str,
     ) -> Result<(), TaskError> {
-        let newest = self.store.errors(prefix).await?.into_iter().next();
+        let newest = self.ports.store.errors(prefix).await?.into_iter().next();
         if newest.is_some_and(|e| {
             // The same fault again: Compute's count of answers within an attempt aside.
             use crate::ports::compute::ComputeError;
@@ -320,7 +348,7 @@ impl Env {
 
     /// Marks a Config's errors of `stages` resolved: they succeeded (one write).
     pub async fn resolved(&self, prefix: &str, stages: &[&str]) -> Result<(), TaskError> {
-        Ok(self.store.resolve_errors(prefix, stages, self.now()).await?)
+        Ok(self.ports.store.resolve_errors(prefix, stages, self.now()).await?)
     }
 }
 

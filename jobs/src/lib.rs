@@ -53,7 +53,8 @@
 //! 3. The machinery handlers share
 //!    * `error`: [`TaskError`] and its one classification.
 //!    * `placement::catalog`: what Compute Engine offers a project (zones, disk types), cached.
-//!    * `env`: [`Env`], the ports and settings; push a task, record on a Config's status.
+//!    * `env`: [`Env`]: the ports (side effects), the settings and what the machinery shares;
+//!      push a task, record on a Config's status.
 //!    * `fleet::meter`: the one way VM records are written: what each is billed as, and its
 //!      Config's ledger changed with the write (exactly once).
 //!    * `fleet::counts`: a Config's counts from the store's sums, O(1).

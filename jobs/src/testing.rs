@@ -12,7 +12,7 @@ use gce_backend_queues::{MemoryEngine, WorkerId};
 
 use crate::config::{Limits, Timing};
 use crate::ctx::Ctx;
-use crate::env::{Env, Queues};
+use crate::env::{Env, Ports, Queues, Settings};
 use crate::model::Bot;
 use crate::ports::bots::{BotError, BotEvent, Bots};
 use crate::ports::clock::ManualClock;
@@ -101,7 +101,7 @@ pub struct Fakes {
     pub bots: Arc<FakeBots>,
     /// Clock.
     pub clock: Arc<ManualClock>,
-    /// The memory store behind `ctx.store` (to plant corrupt records).
+    /// The memory store behind `ctx.ports.store` (to plant corrupt records).
     pub store: Arc<MemoryStore>,
     /// The identity token signing keys.
     pub keys: Arc<crate::ports::keys::FixedKeys>,
@@ -124,21 +124,27 @@ impl Ctx {
         let queues = Queues::new(Arc::new(MemoryEngine::new()), crate::tasks::QUEUES, &HashMap::new())
             .expect("queues")
             .with_metrics(&metrics.queues);
-        let env = Env {
+        let ports = Ports {
             store: fakes.store.clone(),
             compute: fakes.compute.clone(),
             bots: fakes.bots.clone(),
             buckets: Arc::new(crate::ports::buckets::MemoryBuckets::new(fakes.clock.clone())),
             clock: fakes.clock.clone(),
-            queues,
+            keys: fakes.keys.clone(),
+            prices: fakes.prices.clone(),
+        };
+        let settings = Settings {
             timing: Arc::new(Timing::default()),
             limits: Arc::new(Limits::default()),
             trust: Arc::new(crate::config::Trust::default()),
-            catalog: Arc::new(crate::placement::catalog::Catalog::new()),
-            keys: fakes.keys.clone(),
-            prices: fakes.prices.clone(),
             deployment: "test".into(),
             configs_dir: PathBuf::from("."),
+        };
+        let env = Env {
+            ports,
+            settings,
+            queues,
+            catalog: Arc::new(crate::placement::catalog::Catalog::new()),
             metrics,
             episodes: Arc::default(),
         };
@@ -148,7 +154,7 @@ impl Ctx {
 
     /// The same context on `store`.
     pub fn with_store(mut self, store: Arc<dyn crate::ports::store::Store>) -> Self {
-        self.env.store = store;
+        self.env.ports.store = store;
         self
     }
 
@@ -268,7 +274,7 @@ impl Ctx {
             provider_changed: None,
             ..Default::default()
         };
-        assert!(self.store.put_config(&rec, crate::ports::store::Expect::Absent).await.expect("store"));
+        assert!(self.ports.store.put_config(&rec, crate::ports::store::Expect::Absent).await.expect("store"));
         rec
     }
 
@@ -291,11 +297,11 @@ impl Ctx {
         };
         f(&mut vm);
         // Seeded over a record made before (by `expand_config`, say): it replaces it.
-        let expect = match self.store.vm(id).await.expect("store") {
+        let expect = match self.ports.store.vm(id).await.expect("store") {
             Some(cur) => crate::ports::store::Expect::Version(cur.version),
             None => crate::ports::store::Expect::Absent,
         };
-        assert!(self.store.put_vm(&vm, expect).await.expect("store"));
+        assert!(self.ports.store.put_vm(&vm, expect).await.expect("store"));
         vm
     }
 }

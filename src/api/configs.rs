@@ -24,7 +24,7 @@ pub(super) async fn readable(
     caller: &Caller,
     prefix: &str,
 ) -> Result<Versioned<ConfigRecord>, ApiError> {
-    match api.ctx.store.config(prefix).await {
+    match api.ctx.ports.store.config(prefix).await {
         Ok(Some(rec)) if caller.may_read(&rec.value.config) => Ok(rec),
         Ok(_) => Err(ApiError::not_found(&format!("Config {prefix:?}"))),
         Err(StoreError::Corrupt { .. }) if caller.role == Role::Admin => {
@@ -50,7 +50,7 @@ async fn writable(api: &Api, caller: &Caller, prefix: &str) -> Result<Versioned<
 
 /// The Config files not applied and the deletions held, those `caller` may read.
 async fn files(api: &Api, caller: &Caller) -> Result<Vec<FileError>, ApiError> {
-    let mut all = api.ctx.store.file_errors().await?;
+    let mut all = api.ctx.ports.store.file_errors().await?;
     all.retain(|f| caller.may_read_file(f));
     Ok(all)
 }
@@ -70,10 +70,10 @@ async fn entry_with(
     files: &[FileError],
 ) -> Result<ConfigEntry, ApiError> {
     let status = gce_backend_jobs::fleet::status::status(
-        &*api.ctx.store,
+        &*api.ctx.ports.store,
         &rec.config.prefix,
         api.ctx.now(),
-        api.ctx.timing.config_delete_grace.chrono(),
+        api.ctx.settings.timing.config_delete_grace.chrono(),
         // Counted from the VM records now, not the last count_vms (a minute old at worst).
         true,
     )
@@ -92,6 +92,7 @@ pub(super) async fn list(
     let limit = page.limit()?;
     let mut recs: Vec<ConfigRecord> = api
         .ctx
+        .ports
         .store
         .configs()
         .await?
@@ -266,7 +267,7 @@ pub(super) async fn plan(
     match readable(&api, &caller, &prefix).await {
         Ok(_) => {}
         Err(e) if e.status() == StatusCode::NOT_FOUND && input.config.is_some() => {
-            if api.ctx.store.config(&prefix).await?.is_some() {
+            if api.ctx.ports.store.config(&prefix).await?.is_some() {
                 return Err(ApiError::new(StatusCode::CONFLICT, format!("prefix {prefix:?} is taken")));
             }
         }
@@ -305,7 +306,7 @@ async fn trail(api: &Api, prefix: &str, page: &Page, read: Option<Vec<AuditEntry
     let (offset, limit) = (page.offset()?, page.limit()?);
     let mut entries = match read {
         Some(entries) => entries,
-        None => api.ctx.store.audit(prefix, offset, limit + 1).await?,
+        None => api.ctx.ports.store.audit(prefix, offset, limit + 1).await?,
     };
     let continuation_token = Page::cut(&mut entries, offset, limit);
     ok(AuditList { entries, continuation_token })
@@ -320,7 +321,7 @@ pub(super) async fn history(
     Path(prefix): Path<String>,
     Params(page): Params<Page>,
 ) -> Out<AuditList> {
-    let store = &api.ctx.store;
+    let store = &api.ctx.ports.store;
     // The first page of a gone Config's trail is read once: its first entry is the newest.
     let mut read = None;
     let visible = match store.config(&prefix).await {

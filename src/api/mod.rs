@@ -67,9 +67,9 @@ fn doc(v: Option<serde_json::Value>) -> Response {
 
 /// The whole router: API methods behind their role checks, public references and health.
 pub fn router(api: Api) -> Router {
-    let gate = |role| (api.tokens.clone(), api.ctx.clock.clone(), Needs(role));
+    let gate = |role| (api.tokens.clone(), api.ctx.ports.clock.clone(), Needs(role));
     let metrics = api.metrics.clone();
-    let store = api.ctx.store.clone();
+    let store = api.ctx.ports.store.clone();
     let methods = methods::routes(|m, r| {
         let r = if m.writes() {
             r.route_layer(axum::middleware::from_fn_with_state(store.clone(), durable::replicated))
@@ -158,7 +158,7 @@ pub async fn serve_metrics_listener(
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) {
     let throttle =
-        Arc::new(listen::Throttle::new("metrics", &http, None, None, ctx.clock.clone(), m.throttled()));
+        Arc::new(listen::Throttle::new("metrics", &http, None, None, ctx.ports.clock.clone(), m.throttled()));
     let app = Router::new()
         .route("/metrics", get(crate::metrics::serve_metrics))
         .route("/healthz", get(healthz))

@@ -18,7 +18,7 @@ use super::types::{ConfigPoint, ConfigSeries, QueuePoint, QueueSeries, QueueSeri
 /// The samples of `series` of the last hour, oldest first.
 async fn last_hour(api: &Api, series: &Series) -> Result<Vec<Sample>, ApiError> {
     let since = api.ctx.now() - chrono::Duration::hours(1);
-    let all = api.ctx.store.samples(series).await?;
+    let all = api.ctx.ports.store.samples(series).await?;
     Ok(all.into_iter().filter(|s| s.at > since).collect())
 }
 

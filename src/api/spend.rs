@@ -36,7 +36,7 @@ pub(super) async fn spend(
     Extension(caller): Extension<Caller>,
     Params(q): Params<SpendQuery>,
 ) -> Out<SpendReport> {
-    let (store, trust, now) = (&*api.ctx.store, &*api.ctx.trust, api.ctx.now());
+    let (store, trust, now) = (&*api.ctx.ports.store, &*api.ctx.settings.trust, api.ctx.now());
     let asked = report::asked(trust, now, q.month.as_deref(), q.tenant.as_deref())
         .map_err(|e| ApiError::invalid(e.to_string()))?;
     let mut r = report::of(store, trust, now, &asked).await?;

@@ -54,7 +54,7 @@ impl Api {
     /// The API listener's rates: a bucket per valid token of `tokens`, on the context's clock.
     fn throttle(http: &Http, ctx: &Ctx, tokens: &LiveTokens, metrics: &Metrics) -> listen::Throttle {
         let register = format!("/api/{SERVICE}/{VERSION}/register");
-        let (tokens, clock) = (Some(tokens.clone()), ctx.clock.clone());
+        let (tokens, clock) = (Some(tokens.clone()), ctx.ports.clock.clone());
         listen::Throttle::new("api", http, Some(register), tokens, clock, metrics.throttled())
     }
 }

@@ -30,7 +30,7 @@ pub(super) async fn status(
     Params(q): Params<StatusQuery>,
 ) -> Out<Report> {
     let live = q.live.unwrap_or(false);
-    let store = &*api.ctx.store;
+    let store = &*api.ctx.ports.store;
     let asked: Vec<String> =
         q.prefixes.iter().flat_map(|p| p.split(',')).filter(|p| !p.is_empty()).map(str::to_owned).collect();
     let admin = caller.role == Role::Admin;
@@ -52,13 +52,20 @@ pub(super) async fn status(
         return Err(ApiError::not_found(&format!("Config or VMs with prefix {p:?}")));
     }
     let only = if asked.is_empty() && !admin { visible.iter().cloned().collect() } else { asked };
-    let grace = api.ctx.timing.config_delete_grace.chrono();
-    let (store, buckets, now) = (store, &*api.ctx.buckets, api.ctx.now());
+    let grace = api.ctx.settings.timing.config_delete_grace.chrono();
+    let (store, buckets, now) = (store, &*api.ctx.ports.buckets, api.ctx.now());
     // An empty `only` is every prefix to the report: for a caller who may read none, the
     // filter below leaves none.
-    let mut report =
-        gce_backend_jobs::fleet::status::report(store, buckets, &only, now, grace, live, &api.ctx.trust)
-            .await?;
+    let mut report = gce_backend_jobs::fleet::status::report(
+        store,
+        buckets,
+        &only,
+        now,
+        grace,
+        live,
+        &api.ctx.settings.trust,
+    )
+    .await?;
     report.configs.retain(|c| visible.contains(&c.prefix));
     report.files.retain(|f| caller.may_read_file(f));
     if !admin {

@@ -54,7 +54,7 @@ async fn detail(api: &Api, id: &str, config: &Config) -> Result<VmDetail, ApiErr
         None => None,
         Some(_) => {
             let v = &vm.vm;
-            let asked = api.ctx.compute.get(v.project(), v.zone(), &v.hostname);
+            let asked = api.ctx.ports.compute.get(v.project(), v.zone(), &v.hostname);
             match tokio::time::timeout(std::time::Duration::from_secs(5), asked).await {
                 Ok(Ok(Some(i))) => Some(i.status),
                 Ok(Ok(None)) => Some("GONE".to_owned()),

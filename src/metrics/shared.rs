@@ -299,16 +299,16 @@ impl Collector for SharedCollector {
 
 /// The shared state now; what cannot be read is left out (and logged), never fatal.
 pub(super) async fn read(ctx: &Ctx) -> Shared {
-    let grace = ctx.timing.config_delete_grace.chrono();
+    let grace = ctx.settings.timing.config_delete_grace.chrono();
     // Live counts: the store's per-Config sums, O(1) per Config.
     let report = gce_backend_jobs::fleet::status::report(
-        &*ctx.store,
-        &*ctx.buckets,
+        &*ctx.ports.store,
+        &*ctx.ports.buckets,
         &[],
         ctx.now(),
         grace,
         true,
-        &ctx.trust,
+        &ctx.settings.trust,
     )
     .await;
     let (configs, paused_all, rate_limits) = match report {

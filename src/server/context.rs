@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use anyhow::Context;
+use gce_backend_jobs::env::{Ports, Settings as EnvSettings};
 use gce_backend_jobs::ports::rated::RatedCompute;
 use gce_backend_jobs::providers::Providers;
 use gce_backend_jobs::{Ctx, Env, Queues};
@@ -118,21 +119,27 @@ pub async fn context(
     let queues = Queues::new(engine, gce_backend_jobs::tasks::QUEUES, &policies)?
         .with_dead_hook(hook)
         .with_metrics(&metrics.queues);
-    let env = Env {
+    let ports = Ports {
         store,
         compute: Arc::new(compute),
         bots: Arc::new(bots),
         buckets,
         clock,
-        queues,
+        keys: Arc::new(crate::adapters::keys::HttpKeys::new(&certs).map_err(anyhow::Error::msg)?),
+        prices: Arc::new(prices),
+    };
+    let started = EnvSettings {
         timing: Arc::new(settings.timing.clone()),
         limits: Arc::new(settings.limits.clone()),
         trust,
-        catalog: Arc::new(gce_backend_jobs::placement::catalog::Catalog::new()),
-        keys: Arc::new(crate::adapters::keys::HttpKeys::new(&certs).map_err(anyhow::Error::msg)?),
-        prices: Arc::new(prices),
         deployment: settings.deployment.clone(),
         configs_dir: opts.configs.clone(),
+    };
+    let env = Env {
+        ports,
+        settings: started,
+        queues,
+        catalog: Arc::new(gce_backend_jobs::placement::catalog::Catalog::new()),
         metrics,
         episodes: Arc::default(),
     };
@@ -147,11 +154,11 @@ pub async fn context(
 /// list (an upgrade from before `[swarming] servers`, or a server dropped from the list): such a
 /// Config's bots are not asked about and its VMs not made until the list names the server.
 pub async fn warn_unlisted(ctx: &Ctx) {
-    let Ok(configs) = ctx.store.configs().await else { return };
+    let Ok(configs) = ctx.ports.store.configs().await else { return };
     let unlisted: std::collections::BTreeSet<&str> = configs
         .iter()
         .map(|c| c.value.config.swarming.as_str())
-        .filter(|s| ctx.trust.server(s).is_err())
+        .filter(|s| ctx.settings.trust.server(s).is_err())
         .collect();
     if !unlisted.is_empty() {
         tracing::error!(servers = ?unlisted, "stored Configs name Swarming servers the settings do not list: none is called and those Configs' VMs are neither made nor looked after until [swarming] servers lists them");

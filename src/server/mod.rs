@@ -45,7 +45,7 @@ pub async fn start(opts: &RunOptions, settings: Settings) -> anyhow::Result<App>
     let (ctx, sim) = context(opts, &settings).await?;
     context::warn_unlisted(&ctx).await;
     // Each change of a tenant's budget in the settings, in the audit trail (a failure is said).
-    if let Err(e) = gce_backend_jobs::operate::budgets::record_changes(&ctx, &ctx.trust).await {
+    if let Err(e) = gce_backend_jobs::operate::budgets::record_changes(&ctx, &ctx.settings.trust).await {
         tracing::warn!(error = %e, "tenants' budgets could not be compared with the audit trail");
     }
     let mut life = Life::default();

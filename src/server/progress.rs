@@ -32,13 +32,14 @@ pub fn announce(app: &App) {
 pub async fn progress(ctx: Ctx, mut stopped: tokio::sync::watch::Receiver<bool>) {
     let mut last: HashMap<String, String> = HashMap::new();
     loop {
-        if let Ok(prefixes) = gce_backend_jobs::fleet::status::prefixes(&*ctx.store).await {
+        if let Ok(prefixes) = gce_backend_jobs::fleet::status::prefixes(&*ctx.ports.store).await {
             for p in prefixes {
-                let Ok((c, _)) = gce_backend_jobs::fleet::counts::tally(&*ctx.store, &p, ctx.now()).await
+                let Ok((c, _)) =
+                    gce_backend_jobs::fleet::counts::tally(&*ctx.ports.store, &p, ctx.now()).await
                 else {
                     continue;
                 };
-                let errors = ctx.store.errors(&p).await.unwrap_or_default();
+                let errors = ctx.ports.store.errors(&p).await.unwrap_or_default();
                 let mut line = format!(
                     "{p}: configured={} created={} connected={}",
                     c.configured, c.created, c.connected

@@ -31,7 +31,7 @@ pub async fn tick(ctx: &Ctx, job: &str, period: u64) {
     let now = ctx.now().timestamp_millis() as f64 / 1000.0;
     let tick = (now / period as f64).round() as i64 * period as i64;
     let ttl = Duration::from_secs((2 * period).max(60));
-    match ctx.store.claim(&format!("cron:{job}:{tick}"), ttl).await {
+    match ctx.ports.store.claim(&format!("cron:{job}:{tick}"), ttl).await {
         Ok(true) => match cron::run(ctx, job).await {
             Ok(n) => tracing::debug!(job, tick, added = n, "cron"),
             Err(e) => tracing::warn!(job, tick, error = %e, "cron job failed"),

@@ -102,7 +102,7 @@ async fn failed(
     let class = e.class();
     tracing::warn!(class = ?class, error = %e, "task failed");
     if let Some(prefix) = gce_backend_jobs::work::config_of(queue, key) {
-        let counted = ctx.store.bump(&prefix, gce_backend_jobs::model::counters::TASK_FAILURES).await;
+        let counted = ctx.ports.store.bump(&prefix, gce_backend_jobs::model::counters::TASK_FAILURES).await;
         if let Err(err) = counted {
             tracing::debug!(error = %err, "cannot count the failure on the Config's status");
         }

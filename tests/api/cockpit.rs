@@ -41,7 +41,7 @@ async fn the_api_says_what_a_caller_may_change_and_keeps_the_last_hour() {
     let now = env.ctx.now().duration_trunc(chrono::Duration::minutes(1)).unwrap();
     let at = |m: i64| now - chrono::Duration::minutes(m);
     let put = |series: Series, m: i64, values: Vec<(&'static str, u64)>| {
-        let store = env.ctx.store.clone();
+        let store = env.ctx.ports.store.clone();
         async move { store.put_sample(&series, &Sample::of(at(m), &values)).await.unwrap() }
     };
     for (m, connected, retried) in [(70, 9, 0), (3, 0, 1), (2, 1, 4), (1, 2, 4)] {

@@ -107,7 +107,7 @@ async fn every_error_is_json_and_readyz_follows_redis() {
     let (status, v) = api.call(Some(ADMIN), "createConfig", &[("prefix", "typo")], Some(typo)).await;
     assert_eq!((status, v["code"].as_str()), (400, Some("InvalidInput")), "{v}");
     assert!(v["message"].as_str().unwrap().contains("body: attributes.disk[0]: unknown field `sise`"), "{v}");
-    assert!(env.ctx.store.config("typo").await.unwrap().is_none(), "nothing stored");
+    assert!(env.ctx.ports.store.config("typo").await.unwrap().is_none(), "nothing stored");
 
     assert_eq!(raw(http.get(format!("{url}/readyz"))).await.0, 200);
     env._redis.as_mut().unwrap().kill();

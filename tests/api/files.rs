@@ -69,7 +69,10 @@ async fn files_not_applied_and_held_deletions_are_shown_to_their_teams() {
         (&web["status"]["state"], &web["files"][0]["kind"]),
         (&"active".into(), &"deletion_held".into())
     );
-    assert!(env.ctx.store.config("web").await.unwrap().unwrap().value.orphaned.is_none(), "not deleted");
+    assert!(
+        env.ctx.ports.store.config("web").await.unwrap().unwrap().value.orphaned.is_none(),
+        "not deleted"
+    );
 
     // Each team sees its own entries only.
     assert_eq!(entries(&api.ok(WRITER, "listConfigs", &[], None).await)[0].0, "badzone.yaml");
@@ -101,7 +104,8 @@ async fn files_not_applied_and_held_deletions_are_shown_to_their_teams() {
     env.write_pool("badzone", &owned("badzone", "infra"));
     eventually("nothing listed, web orphaned", std::time::Duration::from_secs(60), || async {
         let v = api.ok(ADMIN, "listConfigs", &[], None).await;
-        let orphaned = env.ctx.store.config("web").await.unwrap().is_none_or(|c| c.value.orphaned.is_some());
+        let orphaned =
+            env.ctx.ports.store.config("web").await.unwrap().is_none_or(|c| c.value.orphaned.is_some());
         (entries(&v).is_empty() && orphaned).then_some(())
     })
     .await;

@@ -77,8 +77,8 @@ async fn an_operators_actions_are_read_back_from_the_configs_history() {
 
     // Deleted, and then gone for good: who deleted it stays answerable, to the same readers.
     api.ok(WRITER, "deleteConfig", &p, None).await;
-    let version = env.ctx.store.config("hist").await.unwrap().unwrap().version;
-    assert!(env.ctx.store.delete_config("hist", version).await.unwrap());
+    let version = env.ctx.ports.store.config("hist").await.unwrap().unwrap().version;
+    assert!(env.ctx.ports.store.delete_config("hist", version).await.unwrap());
     let after = api.ok(READER, "configHistory", &p, None).await;
     assert_eq!(said(&after)[0].0, "writer-infra");
     assert_eq!(said(&after)[0].1, "delete");

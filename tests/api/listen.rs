@@ -34,7 +34,7 @@ fn slow(burst: u32) -> Rate {
 fn frozen(env: &Env) -> (Ctx, Arc<ManualClock>) {
     let clock = Arc::new(ManualClock::at(env.ctx.now()));
     let mut ctx = env.ctx.clone();
-    ctx.clock = clock.clone();
+    ctx.ports.clock = clock.clone();
     (ctx, clock)
 }
 
@@ -300,7 +300,8 @@ async fn each_simulated_vm_registers_from_an_address_of_its_own_past_a_strict_ra
     gce_backend_queues::testing::eventually("every VM registered", Duration::from_secs(30), || async {
         let mut n = 0;
         for id in ["agent-0", "agent-1", "agent-2"] {
-            n += env.ctx.store.vm(id).await.unwrap().is_some_and(|v| v.value.registered.is_some()) as usize;
+            n += env.ctx.ports.store.vm(id).await.unwrap().is_some_and(|v| v.value.registered.is_some())
+                as usize;
         }
         (n == 3).then_some(())
     })

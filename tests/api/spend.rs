@@ -26,7 +26,7 @@ fn meter(state: Billed, since: DateTime<Utc>, usd_per_hour: f64) -> Metered {
 async fn metered(env: &Env, id: &str, m: Metered, end: Option<DateTime<Utc>>) {
     let mut vm = env.ctx.seed_vm(id, |_| {}).await;
     vm.meter = Some(m.clone());
-    let store = &env.ctx.store;
+    let store = &env.ctx.ports.store;
     let v = store.vm(id).await.unwrap().unwrap().version;
     assert!(store.put_vm_spending(&vm, Expect::Version(v), &spend(None, Some(&m), m.since)).await.unwrap());
     if let Some(end) = end {
@@ -61,7 +61,7 @@ async fn spend_shows_each_tenant_and_config_a_caller_may_read_with_its_budget() 
         ("web".to_owned(), tenant("web", None)),
         ("*".to_owned(), Tenant::open()),
     ]);
-    env.ctx.trust = Arc::new(Trust::new(&SwarmingServers::default(), &tenants).unwrap());
+    env.ctx.settings.trust = Arc::new(Trust::new(&SwarmingServers::default(), &tenants).unwrap());
     let now = env.ctx.now();
     let this = Utc.with_ymd_and_hms(now.year(), now.month(), 1, 0, 0, 0).unwrap();
     let last = (this - Duration::days(1)).with_day(1).unwrap();

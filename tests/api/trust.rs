@@ -58,7 +58,7 @@ async fn a_writer_can_neither_reach_another_server_nor_a_file_nor_overflow_a_dur
         assert_eq!(status, 400, "{field}: {v}");
         assert!(got.iter().any(|f| f == field), "{field} not named: {v}");
     }
-    assert!(env.ctx.store.config("leak").await.unwrap().is_none(), "nothing stored");
+    assert!(env.ctx.ports.store.config("leak").await.unwrap().is_none(), "nothing stored");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -77,7 +77,7 @@ async fn tenants_keep_their_namespaces_projects_accounts_and_share() {
         ("web".to_owned(), tenant(&["web-*"], None)),
         ("*".to_owned(), Tenant::open()),
     ]);
-    env.ctx.trust = Arc::new(Trust::new(&SwarmingServers::default(), &tenants).unwrap());
+    env.ctx.settings.trust = Arc::new(Trust::new(&SwarmingServers::default(), &tenants).unwrap());
     let url = super::serve(env.ctx.clone()).await;
     let api = Client::new(&url).await;
     // Squatting: a writer of infra can take neither a short prefix that would block every

@@ -58,12 +58,12 @@ async fn corrupt(store: Arc<dyn Store>, plant: impl Fn(&str, &str)) {
     // Status carries on for every Config.
     let report = gce_backend_jobs::fleet::status::report(
         &*store,
-        &*ctx.buckets,
+        &*ctx.ports.buckets,
         &[],
         ctx.now(),
         chrono::Duration::zero(),
         true,
-        &ctx.trust,
+        &ctx.settings.trust,
     )
     .await
     .unwrap();

@@ -138,12 +138,15 @@ impl Env {
 
     /// `prefix`'s counts now, from the store.
     pub(crate) async fn counts(&self, prefix: &str) -> Counts {
-        gce_backend_jobs::fleet::counts::tally(&*self.ctx.store, prefix, self.ctx.now()).await.unwrap().0
+        gce_backend_jobs::fleet::counts::tally(&*self.ctx.ports.store, prefix, self.ctx.now())
+            .await
+            .unwrap()
+            .0
     }
 
     /// `prefix`'s status now: its counts live (`live`) or as `count_vms` last wrote them.
     pub(crate) async fn status(&self, prefix: &str, live: bool) -> gce_backend_jobs::model::ConfigStatus {
-        let (store, now) = (&*self.ctx.store, self.ctx.now());
+        let (store, now) = (&*self.ctx.ports.store, self.ctx.now());
         gce_backend_jobs::fleet::status::status(store, prefix, now, chrono::Duration::zero(), live)
             .await
             .unwrap()
@@ -151,7 +154,7 @@ impl Env {
 
     /// What `gce-backend status` prints: counts live (`live`) or as `count_vms` last wrote them.
     pub(crate) async fn report(&self, live: bool) -> gce_backend_jobs::fleet::status::Report {
-        let (store, buckets, now) = (&*self.ctx.store, &*self.ctx.buckets, self.ctx.now());
+        let (store, buckets, now) = (&*self.ctx.ports.store, &*self.ctx.ports.buckets, self.ctx.now());
         gce_backend_jobs::fleet::status::report(
             store,
             buckets,
@@ -159,7 +162,7 @@ impl Env {
             now,
             chrono::Duration::zero(),
             live,
-            &self.ctx.trust,
+            &self.ctx.settings.trust,
         )
         .await
         .unwrap()
@@ -190,8 +193,8 @@ impl Env {
     /// `prefix`'s VM records.
     pub(crate) async fn vms(&self, prefix: &str) -> Vec<Vm> {
         let mut out = Vec::new();
-        for id in self.ctx.store.vm_ids(VmIndex::OfConfig(prefix.into())).await.unwrap() {
-            if let Some(v) = self.ctx.store.vm(&id).await.unwrap() {
+        for id in self.ctx.ports.store.vm_ids(VmIndex::OfConfig(prefix.into())).await.unwrap() {
+            if let Some(v) = self.ctx.ports.store.vm(&id).await.unwrap() {
                 out.push(v.value);
             }
         }

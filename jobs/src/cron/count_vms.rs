@@ -4,6 +4,7 @@
 //! resources are not made yet, or that holds some of an older revision → `pool_resources` (so a
 //! Config's VM records are read for it at most once a tick).
 
+use crate::env::Ports;
 use crate::work::{CountVms, PoolResources};
 
 use crate::ctx::Ctx;
@@ -11,14 +12,16 @@ use crate::error::TaskError;
 
 /// Runs once.
 pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
+    let Ports { store, .. } = &ctx.ports;
     // (A rebuild that fails is tried again next tick; the counts go on.)
     if let Err(e) = crate::safety::heal::check(ctx).await {
         tracing::warn!(error = %e, "checking the indexes failed; tried again next tick");
     }
-    let prefixes = crate::fleet::status::prefixes(&*ctx.store).await?;
+    let prefixes = crate::fleet::status::prefixes(&**store).await?;
     let counted =
         ctx.push_many(&prefixes.into_iter().map(|prefix| CountVms { prefix }).collect::<Vec<_>>()).await?;
     let due: Vec<PoolResources> = ctx
+        .ports
         .store
         .configs()
         .await?

@@ -3,6 +3,7 @@
 //! or VM index cannot be read is reported (WARN, its status) and skipped; the others go on (a VM
 //! index of the wrong type is rebuilt: `heal`).
 
+use crate::env::Ports;
 use crate::work::DrainVm;
 
 use crate::ctx::Ctx;
@@ -12,15 +13,16 @@ use crate::ports::store::{StoreError, VmIndex};
 
 /// Runs once.
 pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
+    let Ports { store, .. } = &ctx.ports;
     let mut tasks = Vec::new();
-    let read = ctx.store.vm_configs().await;
+    let read = store.vm_configs().await;
     let Some(prefixes) = crate::safety::heal::or_skip(ctx, "drain_vms", None, read).await? else {
         return Ok(0);
     };
     for prefix in prefixes {
         let listed = async {
-            let config = ctx.store.config(&prefix).await?.map(|c| c.value);
-            Ok::<_, StoreError>((config, ctx.store.vm_ids(VmIndex::OfConfig(prefix.clone())).await?))
+            let config = store.config(&prefix).await?.map(|c| c.value);
+            Ok::<_, StoreError>((config, store.vm_ids(VmIndex::OfConfig(prefix.clone())).await?))
         };
         let (config, ids) = match listed.await {
             Ok(v) => v,

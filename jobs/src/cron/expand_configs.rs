@@ -8,6 +8,7 @@ use crate::error::TaskError;
 /// Runs once.
 pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
     let tasks: Vec<ExpandConfig> = ctx
+        .ports
         .store
         .configs()
         .await?

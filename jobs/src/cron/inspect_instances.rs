@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::env::Ports;
 use crate::work::InspectInstances;
 
 use crate::ctx::Ctx;
@@ -12,8 +13,9 @@ use crate::error::TaskError;
 
 /// Runs once.
 pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
+    let Ports { store, .. } = &ctx.ports;
     let mut by_provider: BTreeMap<String, BTreeSet<(String, String)>> = BTreeMap::new();
-    for c in ctx.store.configs().await? {
+    for c in store.configs().await? {
         let config = &c.value.config;
         let id = ctx.providers.declared().resolve(&config.provider).to_owned();
         let places = by_provider.entry(id).or_default();

@@ -9,6 +9,7 @@ use std::collections::BTreeSet;
 
 use chrono::{DateTime, Utc};
 
+use crate::env::Ports;
 use crate::work::ManageBot;
 
 use crate::ctx::Ctx;
@@ -24,13 +25,15 @@ const DEADLINES: &str = "deadline_index";
 
 /// Runs once.
 pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
+    let Ports { store, .. } = &ctx.ports;
     index_older_vms(ctx).await?;
     let now = ctx.now();
     let mut ids: BTreeSet<String> = BTreeSet::new();
     // Deadlines: not while paused (a paused Config keeps its healthy VMs past their deadline;
     // resuming looks at them).
-    if crate::safety::pause::global(&*ctx.store).await?.is_none() {
+    if crate::safety::pause::global(&**store).await?.is_none() {
         let paused: BTreeSet<String> = ctx
+            .ports
             .store
             .configs()
             .await?
@@ -38,28 +41,24 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
             .filter(|c| c.value.paused.is_some())
             .map(|c| c.value.config.prefix)
             .collect();
-        let due = crate::safety::heal::or_skip(
-            ctx,
-            "manage_bots",
-            None,
-            ctx.store.vm_ids(VmIndex::DueBy(now)).await,
-        )
-        .await?;
+        let due =
+            crate::safety::heal::or_skip(ctx, "manage_bots", None, store.vm_ids(VmIndex::DueBy(now)).await)
+                .await?;
         ids.extend(due.into_iter().flatten().filter(|id| {
             crate::model::naming::parse_id(id).is_none_or(|(prefix, _)| !paused.contains(prefix))
         }));
     }
     // The sweep: the VMs whose place in the period lies between the last tick and this one.
-    let period = ctx.timing.sweep.0.max(60) as i64 * 1000;
-    let last = ctx.store.marks(SWEEP).await?.into_iter().find(|(k, _)| k == "manage_bots").map(|(_, t)| t);
+    let period = ctx.settings.timing.sweep.0.max(60) as i64 * 1000;
+    let last = store.marks(SWEEP).await?.into_iter().find(|(k, _)| k == "manage_bots").map(|(_, t)| t);
     if let Some(from) = last {
         let swept =
-            crate::safety::heal::or_skip(ctx, "manage_bots", None, ctx.store.vm_ids(VmIndex::Created).await)
+            crate::safety::heal::or_skip(ctx, "manage_bots", None, store.vm_ids(VmIndex::Created).await)
                 .await?;
         ids.extend(swept.into_iter().flatten().filter(|id| in_window(place(id, period), from, now, period)));
     }
-    ctx.store.unmark(SWEEP, "manage_bots").await?;
-    ctx.store.mark(SWEEP, "manage_bots", now).await?;
+    store.unmark(SWEEP, "manage_bots").await?;
+    store.mark(SWEEP, "manage_bots", now).await?;
     ctx.push_many(&ids.into_iter().map(|id| ManageBot { id }).collect::<Vec<_>>()).await
 }
 
@@ -85,14 +84,14 @@ fn in_window(p: i64, from: DateTime<Utc>, to: DateTime<Utc>, period: i64) -> boo
 /// filled, or a fleet made before its first tick, has none: nothing is written). (Not while an
 /// index is being rebuilt: the next tick does it.)
 async fn index_older_vms(ctx: &Ctx) -> Result<(), TaskError> {
-    if ctx.store.marks(MIGRATIONS).await?.iter().any(|(k, _)| k == DEADLINES) {
+    if ctx.ports.store.marks(MIGRATIONS).await?.iter().any(|(k, _)| k == DEADLINES) {
         return Ok(());
     }
-    let read = ctx.store.vm_ids(VmIndex::Created).await;
+    let read = ctx.ports.store.vm_ids(VmIndex::Created).await;
     let Some(created) = crate::safety::heal::or_skip(ctx, "manage_bots", None, read).await? else {
         return Ok(());
     };
-    let read = ctx.store.vm_ids(VmIndex::DueBy(DateTime::<Utc>::MAX_UTC)).await;
+    let read = ctx.ports.store.vm_ids(VmIndex::DueBy(DateTime::<Utc>::MAX_UTC)).await;
     let Some(indexed) = crate::safety::heal::or_skip(ctx, "manage_bots", None, read).await? else {
         return Ok(());
     };
@@ -104,7 +103,7 @@ async fn index_older_vms(ctx: &Ctx) -> Result<(), TaskError> {
             crate::fleet::meter::put(ctx, old.as_ref(), &mut vm, Expect::Version(cur.version)).await?;
         }
     }
-    ctx.store.mark(MIGRATIONS, DEADLINES, ctx.now()).await?;
+    ctx.ports.store.mark(MIGRATIONS, DEADLINES, ctx.now()).await?;
     Ok(())
 }
 

@@ -9,8 +9,8 @@ use crate::error::TaskError;
 /// Swarming servers of every Config, and of stale-bot candidates (of removed Configs too).
 pub(super) async fn servers(ctx: &Ctx) -> Result<BTreeSet<String>, TaskError> {
     let mut s: BTreeSet<String> =
-        ctx.store.configs().await?.into_iter().map(|c| c.value.config.swarming).collect();
-    let marks = ctx.store.marks(crate::model::marks::STALE_BOTS).await?;
+        ctx.ports.store.configs().await?.into_iter().map(|c| c.value.config.swarming).collect();
+    let marks = ctx.ports.store.marks(crate::model::marks::STALE_BOTS).await?;
     s.extend(marks.into_iter().filter_map(|(k, _)| k.split_once('|').map(|(server, _)| server.to_owned())));
     Ok(s)
 }
@@ -19,6 +19,7 @@ pub(super) async fn servers(ctx: &Ctx) -> Result<BTreeSet<String>, TaskError> {
 pub(super) async fn projects(ctx: &Ctx) -> Result<BTreeSet<String>, TaskError> {
     // A static pool has no project: its machines are not Compute Engine's.
     let mut p: BTreeSet<String> = ctx
+        .ports
         .store
         .configs()
         .await?
@@ -26,8 +27,10 @@ pub(super) async fn projects(ctx: &Ctx) -> Result<BTreeSet<String>, TaskError> {
         .map(|c| c.value.config.attributes.project)
         .filter(|p| !p.is_empty())
         .collect();
-    let marks = ctx.store.marks(crate::model::marks::LEAKS).await?;
+    let marks = ctx.ports.store.marks(crate::model::marks::LEAKS).await?;
     p.extend(marks.into_iter().filter_map(|(k, _)| k.split_once('/').map(|(project, _)| project.to_owned())));
-    p.extend(ctx.store.marks(crate::model::marks::TEMPLATE_PROJECTS).await?.into_iter().map(|(k, _)| k));
+    p.extend(
+        ctx.ports.store.marks(crate::model::marks::TEMPLATE_PROJECTS).await?.into_iter().map(|(k, _)| k),
+    );
     Ok(p)
 }

@@ -10,6 +10,7 @@ use crate::work::ReadDemand;
 /// Runs once.
 pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
     let servers: BTreeSet<String> = ctx
+        .ports
         .store
         .configs()
         .await?

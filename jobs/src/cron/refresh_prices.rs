@@ -8,6 +8,7 @@
 use chrono::{DateTime, Duration, Utc};
 
 use crate::ctx::Ctx;
+use crate::env::Ports;
 use crate::error::TaskError;
 use crate::ports::prices::PriceError;
 use crate::{cost::prices::book::CATALOG, cost::prices::book::PriceBook, cost::prices::book::Unreachable};
@@ -21,15 +22,16 @@ pub const KEEP: Duration = Duration::days(7);
 /// Runs once: reads the Catalog when the book is due (none, older than [`REFRESH`], or the last
 /// read failed). Adds no task.
 pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
+    let Ports { store, prices, .. } = &ctx.ports;
     let now = ctx.now();
-    let stored = ctx.store.price_book().await?;
+    let stored = store.price_book().await?;
     let due = stored
         .as_ref()
         .is_none_or(|b| !b.from_catalog() || b.unreachable.is_some() || now - b.read_at >= REFRESH);
     if !due {
         return Ok(0);
     }
-    let read = ctx.prices.skus().await.and_then(|skus| {
+    let read = prices.skus().await.and_then(|skus| {
         let book = PriceBook::read(now, CATALOG, skus);
         match book.skus.is_empty() {
             true => Err(PriceError::Malformed("no SKU of a machine or disk it prices".into())),
@@ -41,11 +43,11 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
             if let Some(u) = stored.and_then(|b| b.unreachable) {
                 tracing::info!(since = %u.since, skus = book.skus.len(), "Cloud Billing Catalog read again: prices from it");
             }
-            ctx.store.put_price_book(&book).await?;
+            store.put_price_book(&book).await?;
         }
         Err(e) => {
             if let Some(book) = fallback(stored, &e, now)? {
-                ctx.store.put_price_book(&book).await?;
+                store.put_price_book(&book).await?;
             }
         }
     }

@@ -4,6 +4,7 @@
 //! process, and a sample replaces its minute's, so a tick run twice writes one. Pushes no task.
 
 use crate::ctx::Ctx;
+use crate::env::Ports;
 use crate::error::TaskError;
 use crate::model::{Sample, Series};
 use crate::tasks::QUEUES;
@@ -30,24 +31,25 @@ pub mod queue {
 
 /// Runs once: samples every Config that decodes and every queue.
 pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
+    let Ports { store, .. } = &ctx.ports;
     let now = ctx.now();
-    for rec in ctx.store.configs().await? {
+    for rec in store.configs().await? {
         let rec = rec.value;
         let prefix = &rec.config.prefix;
-        let counts = crate::fleet::counts::of_config(&*ctx.store, prefix, rec.current_amount, now).await?;
+        let counts = crate::fleet::counts::of_config(&**store, prefix, rec.current_amount, now).await?;
         let values = [
             (config::CREATED, u64::from(counts.created)),
             (config::CONNECTED, u64::from(counts.connected)),
             (config::AMOUNT, u64::from(rec.amount_at(now))),
         ];
-        ctx.store.put_sample(&Series::Config(prefix.clone()), &Sample::of(now, &values)).await?;
+        store.put_sample(&Series::Config(prefix.clone()), &Sample::of(now, &values)).await?;
     }
     for name in QUEUES {
         let c = ctx.queues.get(name).counts().await?;
         let values =
             [(queue::RETRIED, c.retried), (queue::FAILED, c.failed), (queue::WAITING, c.pending + c.delayed)];
         let series = Series::Queue((*name).to_owned());
-        ctx.store.put_sample(&series, &Sample::of(now, &values)).await?;
+        store.put_sample(&series, &Sample::of(now, &values)).await?;
     }
     Ok(0)
 }

@@ -65,7 +65,7 @@ async fn pool(ctx: &Ctx, prefix: &str, vms: u32, busy: u32, idle_for: chrono::Ti
             at: now,
             idle_since: (i >= busy).then(|| now - idle_for),
         };
-        ctx.store.put_bots(&[seen]).await.unwrap();
+        ctx.ports.store.put_bots(&[seen]).await.unwrap();
     }
 }
 
@@ -75,7 +75,7 @@ async fn a_reading_sets_the_target_and_expands_at_once() {
     pool(&ctx, "ci", 3, 2, chrono::TimeDelta::seconds(30)).await;
     *fakes.bots.pending.lock().unwrap() = vec![tags(&["pool:ci", "os:Linux"]); 5];
     assert_eq!(read(&ctx, "https://swarm.example.com").await.unwrap(), 1);
-    let rec = ctx.store.config("ci").await.unwrap().unwrap().value;
+    let rec = ctx.ports.store.config("ci").await.unwrap().unwrap().value;
     let d = rec.demand.clone().expect("read");
     assert_eq!(
         (d.pending, d.busy, d.idle, d.live, d.target),
@@ -94,13 +94,14 @@ async fn it_shrinks_only_by_bots_idle_past_the_timeout() {
     // Six VMs, none busy, no work: min_idle 1 wants 1, but they idled 30 s of 10 minutes.
     pool(&ctx, "ci", 6, 0, chrono::TimeDelta::seconds(30)).await;
     read(&ctx, "https://swarm.example.com").await.unwrap();
-    let d = ctx.store.config("ci").await.unwrap().unwrap().value.demand.unwrap();
+    let d = ctx.ports.store.config("ci").await.unwrap().unwrap().value.demand.unwrap();
     assert_eq!(d.target, 6, "{}", d.why);
     assert!(ctx.taken::<ExpandConfig>().await.is_empty(), "no change, no expansion");
     // Ten minutes later (a walk saw them again, still idle) they are idle for long: down to
     // min_idle.
     fakes.clock.advance(chrono::TimeDelta::minutes(10));
     let seen: Vec<Observed> = ctx
+        .ports
         .store
         .bots(&(0..6).map(|i| format!("ci-{i}-abcd")).collect::<Vec<_>>())
         .await
@@ -108,9 +109,9 @@ async fn it_shrinks_only_by_bots_idle_past_the_timeout() {
         .into_iter()
         .map(|o| Observed { at: ctx.now(), ..o.unwrap() })
         .collect();
-    ctx.store.put_bots(&seen).await.unwrap();
+    ctx.ports.store.put_bots(&seen).await.unwrap();
     read(&ctx, "https://swarm.example.com").await.unwrap();
-    let d = ctx.store.config("ci").await.unwrap().unwrap().value.demand.unwrap();
+    let d = ctx.ports.store.config("ci").await.unwrap().unwrap().value.demand.unwrap();
     assert_eq!((d.idle_long, d.target), (6, 1), "{}", d.why);
 }
 
@@ -119,17 +120,17 @@ async fn swarming_down_holds_the_target_and_says_why() {
     let (ctx, fakes) = Ctx::test();
     pool(&ctx, "ci", 4, 4, chrono::TimeDelta::seconds(0)).await;
     read(&ctx, "https://swarm.example.com").await.unwrap();
-    assert_eq!(ctx.store.config("ci").await.unwrap().unwrap().value.demand.unwrap().target, 5);
+    assert_eq!(ctx.ports.store.config("ci").await.unwrap().unwrap().value.demand.unwrap().target, 5);
     ctx.taken::<ExpandConfig>().await;
     // Swarming goes down and the bots finish their tasks: nothing shrinks.
     *fakes.bots.fail.lock().unwrap() = Some(BotError::new(BotErrorKind::Unavailable, "no answer"));
     fakes.clock.advance(chrono::TimeDelta::hours(1));
     read(&ctx, "https://swarm.example.com").await.unwrap();
-    let rec = ctx.store.config("ci").await.unwrap().unwrap().value;
+    let rec = ctx.ports.store.config("ci").await.unwrap().unwrap().value;
     let d = rec.demand.clone().unwrap();
     assert_eq!((d.target, d.held.is_some()), (5, true), "{}", d.why);
     assert_eq!(rec.amount_at(ctx.now()), 5);
-    let errors = ctx.store.errors("ci").await.unwrap();
+    let errors = ctx.ports.store.errors("ci").await.unwrap();
     assert!(errors[0].code == "demand_unread" && errors[0].message.contains("target held"), "{errors:?}");
     assert!(ctx.taken::<ExpandConfig>().await.is_empty());
 }
@@ -141,12 +142,12 @@ async fn a_walk_that_failed_shrinks_nothing() {
     // Idle for half an hour, as of the last walk; the walks fail from then on.
     fakes.clock.advance(chrono::TimeDelta::minutes(10));
     read(&ctx, "https://swarm.example.com").await.unwrap();
-    let d = ctx.store.config("ci").await.unwrap().unwrap().value.demand.unwrap();
+    let d = ctx.ports.store.config("ci").await.unwrap().unwrap().value.demand.unwrap();
     assert_eq!((d.idle, d.idle_long, d.target), (4, 0, 4), "{}", d.why);
 }
 
 async fn state(ctx: &Ctx, prefix: &str) -> crate::demand::reading::DemandState {
-    ctx.store.config(prefix).await.unwrap().unwrap().value.demand.unwrap()
+    ctx.ports.store.config(prefix).await.unwrap().unwrap().value.demand.unwrap()
 }
 
 #[tokio::test]
@@ -205,7 +206,8 @@ async fn warm_pool(
             .await;
         let bot = Bot { id: vm.hostname.clone(), ..Bot::default() };
         let idle_since = Some(now - idle_for);
-        ctx.store
+        ctx.ports
+            .store
             .put_bots(&[Observed { unknown: Default::default(), bot, at: now, idle_since }])
             .await
             .unwrap();
@@ -238,6 +240,7 @@ async fn a_warm_pool_lets_go_the_bots_it_had_to_spare_for_the_timeout() {
         let now = ctx.now();
         let ids: Vec<String> = (0..4).map(|i| format!("ci-{i}-abcd")).collect();
         let seen: Vec<Observed> = ctx
+            .ports
             .store
             .bots(&ids)
             .await
@@ -249,7 +252,7 @@ async fn a_warm_pool_lets_go_the_bots_it_had_to_spare_for_the_timeout() {
                 ..o.unwrap()
             })
             .collect();
-        ctx.store.put_bots(&seen).await.unwrap();
+        ctx.ports.store.put_bots(&seen).await.unwrap();
         read(&ctx, "https://swarm.example.com").await.unwrap();
     }
     let d = state(&ctx, "ci").await;

@@ -11,7 +11,7 @@ async fn the_same_fault_is_recorded_once_whatever_compute_counted() {
         |n| ComputeError::answered(503, "Service Unavailable", "backendError", "Internal error.", n).message;
     ctx.record_once("linux", "pool_resources", "503", &storm(4)).await.unwrap();
     ctx.record_once("linux", "pool_resources", "503", &storm(9)).await.unwrap();
-    let errors = ctx.store.errors("linux").await.unwrap();
+    let errors = ctx.ports.store.errors("linux").await.unwrap();
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert_eq!(errors[0].message, storm(4), "the first kept");
     // Another fault is another entry.
@@ -23,5 +23,5 @@ async fn the_same_fault_is_recorded_once_whatever_compute_counted() {
     )
     .await
     .unwrap();
-    assert_eq!(ctx.store.errors("linux").await.unwrap().len(), 2);
+    assert_eq!(ctx.ports.store.errors("linux").await.unwrap().len(), 2);
 }

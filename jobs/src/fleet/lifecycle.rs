@@ -39,7 +39,7 @@ pub async fn sendable(
     if crate::safety::pause::held_by(cfg, paused, Some(&vm.id)).is_some() {
         return Ok(false);
     }
-    if let Err(why) = ctx.trust.server(&vm.swarming) {
+    if let Err(why) = ctx.settings.trust.server(&vm.swarming) {
         let msg = format!("VM {} not made: its Swarming {why}", vm.id);
         ctx.record_once(&vm.config, CreateInstance::QUEUE, "untrusted", &msg).await?;
         return Ok(false);

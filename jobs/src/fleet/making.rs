@@ -75,7 +75,7 @@ async fn make(
         return Ok(false);
     }
     if let Some(r) = rank {
-        ctx.store.bump(&c.prefix, &crate::model::counters::placed(r)).await?;
+        ctx.ports.store.bump(&c.prefix, &crate::model::counters::placed(r)).await?;
     }
     // Made for the warm pool: `park_vm` follows it until its bot has connected, then parks it.
     if !rec.wants(index) {
@@ -137,10 +137,10 @@ async fn adopt_lost(ctx: &Ctx, rec: &ConfigRecord) -> Result<(), TaskError> {
         Ok(p) if p.names_vms() => p,
         _ => return Ok(()),
     };
-    let Some(generation) = ctx.store.generation().await? else { return Ok(()) };
+    let Some(generation) = ctx.ports.store.generation().await? else { return Ok(()) };
     let prefix = &rec.config.prefix;
     let key = format!("{prefix}@{generation}");
-    if ctx.store.marked(ADOPTED, &key).await?.is_some() {
+    if ctx.ports.store.marked(ADOPTED, &key).await?.is_some() {
         return Ok(());
     }
     for (zone, instance) in provider.lost(ctx, rec).await? {
@@ -149,12 +149,12 @@ async fn adopt_lost(ctx: &Ctx, rec: &ConfigRecord) -> Result<(), TaskError> {
         }
     }
     let mine = format!("{prefix}@");
-    for (old, _) in ctx.store.marks(ADOPTED).await? {
+    for (old, _) in ctx.ports.store.marks(ADOPTED).await? {
         if old.starts_with(&mine) && old != key {
-            ctx.store.unmark(ADOPTED, &old).await?;
+            ctx.ports.store.unmark(ADOPTED, &old).await?;
         }
     }
-    ctx.store.mark(ADOPTED, &key, ctx.now()).await?;
+    ctx.ports.store.mark(ADOPTED, &key, ctx.now()).await?;
     Ok(())
 }
 

@@ -46,7 +46,7 @@ async fn next(
     if let Some(o) = old.filter(|o| o.state == state) {
         return Ok(Some(o.clone()));
     }
-    let rates = ctx.catalog.rates(ctx.store.as_ref(), now).await?;
+    let rates = ctx.catalog.rates(ctx.ports.store.as_ref(), now).await?;
     Ok(Some(Metered { state, since: now, rate: rate(&rates, vm, state), unknown: Default::default() }))
 }
 
@@ -56,13 +56,13 @@ pub async fn put(ctx: &Env, old: Option<&Metered>, vm: &mut Vm, expect: Expect) 
     let now = ctx.now();
     vm.meter = next(ctx, old, vm, now).await?;
     let changes = spend(old, vm.meter.as_ref(), now);
-    Ok(ctx.store.put_vm_spending(vm, expect, &changes).await?)
+    Ok(ctx.ports.store.put_vm_spending(vm, expect, &changes).await?)
 }
 
 /// Deletes VM record `cur` at its version, closing its meter.
 pub async fn delete(ctx: &Env, cur: &Versioned<Vm>) -> Result<bool, TaskError> {
     let changes = spend(cur.value.meter.as_ref(), None, ctx.now());
-    Ok(ctx.store.delete_vm_spending(&cur.value.id, cur.version, &changes).await?)
+    Ok(ctx.ports.store.delete_vm_spending(&cur.value.id, cur.version, &changes).await?)
 }
 
 #[cfg(test)]

@@ -19,14 +19,14 @@ use crate::ports::store::Expect;
 /// progress, and clears the mark when no outdated VM is left. `ids`: its VM ids as the caller
 /// read them. Returns whether the rollout goes on. Reads every VM record of the Config.
 pub async fn step(ctx: &Env, prefix: &str, ids: &[String]) -> Result<bool, TaskError> {
-    let Some(cur) = ctx.store.config(prefix).await? else { return Ok(false) };
+    let Some(cur) = ctx.ports.store.config(prefix).await? else { return Ok(false) };
     let Some(mark) = cur.value.rollout.clone() else { return Ok(false) };
     let c = &cur.value.config;
     let amount = cur.value.current_amount;
     let (mut standing, mut healthy) = (Standing::default(), 0u32);
     let (mut serving, mut idle) = (Vec::new(), Vec::new());
     for id in ids {
-        let Some(v) = ctx.store.vm(id).await? else { continue };
+        let Some(v) = ctx.ports.store.vm(id).await? else { continue };
         let vm = v.value;
         // A VM kept warm (made for the pool, not parked yet) serves no one for long.
         let (old, up) = (outdated(c, &vm), vm.serving() && !cur.value.warm.contains(&vm.index));
@@ -47,7 +47,7 @@ pub async fn step(ctx: &Env, prefix: &str, ids: &[String]) -> Result<bool, TaskE
     let done = standing.done(amount);
     let rec = ConfigRecord { rollout: (!done).then_some(progress), ..cur.value.clone() };
     if rec != cur.value {
-        if !ctx.store.put_config(&rec, Expect::Version(cur.version)).await? {
+        if !ctx.ports.store.put_config(&rec, Expect::Version(cur.version)).await? {
             return Ok(true); // changed under us: the next look
         }
         if done {

@@ -29,7 +29,7 @@ pub const CAS_TRIES: usize = 5;
 /// One VM. A record that does not decode is quarantined (see [`quarantine`]) and reads as
 /// absent: the caller has nothing to do; so does a newer build's record ([`left_to_newer`]).
 pub async fn read_vm(ctx: &Env, id: &str) -> Result<Option<Versioned<Vm>>, TaskError> {
-    match ctx.store.vm(id).await {
+    match ctx.ports.store.vm(id).await {
         Ok(v) => Ok(v),
         Err(StoreError::Corrupt { error, version, .. }) => {
             quarantine(ctx, id, &error, version).await?;
@@ -60,7 +60,7 @@ pub async fn left_to_newer(ctx: &Env, key: &str, format: u32) -> Result<(), Task
 /// The record of VM `id` for reading: `None` when it is gone or does not decode (one unreadable
 /// record hides itself, not the rest; `read_vm` is what quarantines it).
 pub async fn readable_vm(ctx: &Env, id: &str) -> Result<Option<Vm>, TaskError> {
-    match ctx.store.vm(id).await {
+    match ctx.ports.store.vm(id).await {
         Ok(v) => Ok(v.map(|v| v.value)),
         Err(StoreError::Corrupt { .. } | StoreError::Newer { .. }) => Ok(None),
         Err(e) => Err(e.into()),
@@ -69,7 +69,7 @@ pub async fn readable_vm(ctx: &Env, id: &str) -> Result<Option<Vm>, TaskError> {
 
 /// The revisions Config `prefix`'s readable VM records were made from (read a few at a time).
 pub async fn revisions_of(ctx: &Env, prefix: &str) -> Result<std::collections::BTreeSet<String>, TaskError> {
-    let ids = ctx.store.vm_ids(crate::ports::store::VmIndex::OfConfig(prefix.to_owned())).await?;
+    let ids = ctx.ports.store.vm_ids(crate::ports::store::VmIndex::OfConfig(prefix.to_owned())).await?;
     let all = each(ids, |id| async move { readable_vm(ctx, &id).await }).await?;
     Ok(all.into_iter().flatten().map(|v| v.revision).collect())
 }
@@ -82,7 +82,7 @@ pub async fn vms_and_bots(ctx: &Env, ids: &[String]) -> Result<(Vec<Vm>, Vec<Opt
         vms.extend(readable_vm(ctx, id).await?);
     }
     let hostnames: Vec<String> = vms.iter().map(|v| v.hostname.clone()).collect();
-    let seen = ctx.store.bots(&hostnames).await?;
+    let seen = ctx.ports.store.bots(&hostnames).await?;
     Ok((vms, seen))
 }
 
@@ -96,18 +96,18 @@ pub async fn vms_and_bots(ctx: &Env, ids: &[String]) -> Result<(Vec<Vm>, Vec<Opt
 pub async fn quarantine(ctx: &Env, id: &str, error: &str, version: Option<u64>) -> Result<(), TaskError> {
     let version = match version {
         Some(v) => v,
-        None => match ctx.store.vm_version(id).await? {
+        None => match ctx.ports.store.vm_version(id).await? {
             Some(v) => v,
             None => return Ok(()),
         },
     };
     let Some((prefix, index)) = crate::model::naming::parse_id(id) else {
-        ctx.store.delete_vm(id, version).await?;
+        ctx.ports.store.delete_vm(id, version).await?;
         return Ok(());
     };
     // A Config that cannot be read (store down, record corrupt) is an error: try again later,
     // rather than drop a record whose instance was not looked for.
-    let config = ctx.store.config(prefix).await?.map(|c| c.value.config);
+    let config = ctx.ports.store.config(prefix).await?.map(|c| c.value.config);
     let mut found = None;
     // Its instance, in any zone of its Config (a static pool has none).
     if let Some(c) = config.as_ref().filter(|c| !c.is_static()) {
@@ -115,14 +115,15 @@ pub async fn quarantine(ctx: &Env, id: &str, error: &str, version: Option<u64>) 
         let filter = format!(
             "(labels.{} = \"{}\") (labels.{} = \"{prefix}\")",
             crate::config::labels::DEPLOYMENT,
-            ctx.deployment,
+            ctx.settings.deployment,
             crate::config::labels::CONFIG
         );
         'zones: for zone in c.zone_names() {
             let mut page = None;
             loop {
-                let (listed, next) = ctx.compute.list(&c.attributes.project, zone, &filter, page).await?;
-                if let Some(inst) = listed.into_iter().find(|i| i.belongs_to(id, &ctx.deployment)) {
+                let (listed, next) =
+                    ctx.ports.compute.list(&c.attributes.project, zone, &filter, page).await?;
+                if let Some(inst) = listed.into_iter().find(|i| i.belongs_to(id, &ctx.settings.deployment)) {
                     found = Some((inst, zone.to_owned()));
                     break 'zones;
                 }
@@ -162,7 +163,7 @@ pub async fn quarantine(ctx: &Env, id: &str, error: &str, version: Option<u64>) 
             )
         }
         _ => {
-            if ctx.store.delete_vm(id, version).await? {
+            if ctx.ports.store.delete_vm(id, version).await? {
                 ctx.push(&ExpandConfig { prefix: prefix.to_owned() }).await?;
             }
             format!(
@@ -195,13 +196,15 @@ pub async fn update_config<E: From<TaskError>>(
     mut change: impl FnMut(&mut ConfigRecord) -> Result<bool, E>,
 ) -> Result<Option<(ConfigRecord, bool)>, E> {
     for _ in 0..CAS_TRIES {
-        let Some(cur) = ctx.store.config(prefix).await.map_err(TaskError::from)? else { return Ok(None) };
+        let Some(cur) = ctx.ports.store.config(prefix).await.map_err(TaskError::from)? else {
+            return Ok(None);
+        };
         let mut rec = cur.value;
         if !change(&mut rec)? {
             return Ok(Some((rec, false)));
         }
         let expect = Expect::Version(cur.version);
-        if ctx.store.put_config(&rec, expect).await.map_err(TaskError::from)? {
+        if ctx.ports.store.put_config(&rec, expect).await.map_err(TaskError::from)? {
             return Ok(Some((rec, true)));
         }
     }

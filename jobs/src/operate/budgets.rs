@@ -34,8 +34,8 @@ fn last_said<'a>(entries: &'a [AuditEntry], name: &str) -> Option<&'a str> {
 /// entry (a tenant never recorded is recorded only when it sets one). Returns how many.
 pub async fn record_changes(ctx: &Env, trust: &Trust) -> Result<usize, TaskError> {
     ctx.admitting(async |_| {
-        let keep = ctx.limits.audit_keep as usize;
-        let entries = ctx.store.audit(GLOBAL_AUDIT, 0, keep).await?;
+        let keep = ctx.settings.limits.audit_keep as usize;
+        let entries = ctx.ports.store.audit(GLOBAL_AUDIT, 0, keep).await?;
         let none = described(&Tenant::default());
         let mut n = 0;
         for (name, t) in trust.tenants() {

@@ -85,7 +85,7 @@ async fn admit_and_write(
 ) -> Result<(ConfigRecord, bool), OpError> {
     let prefix = config.prefix.clone();
     for _ in 0..CAS_TRIES {
-        let cur = ctx.store.config(&prefix).await?;
+        let cur = ctx.ports.store.config(&prefix).await?;
         match (must, &cur) {
             (Must::Absent, Some(_)) => {
                 return Err(OpError::Conflict(format!(
@@ -105,13 +105,13 @@ async fn admit_and_write(
             Some(c) if c.value == rec => true, // as asked already: nothing to write
             _ => {
                 let expect = cur.as_ref().map_or(Expect::Absent, |c| Expect::Version(c.version));
-                ctx.store.put_config_fenced(&rec, expect, fence).await?
+                ctx.ports.store.put_config_fenced(&rec, expect, fence).await?
             }
         };
         if !written {
             // The record changed under us (read again), or the lease lapsed (the fence holds
             // for every try: say so at once).
-            if !ctx.store.renew(&fence.key, &fence.holder, crate::env::ADMISSION_LEASE).await? {
+            if !ctx.ports.store.renew(&fence.key, &fence.holder, crate::env::ADMISSION_LEASE).await? {
                 return Err(OpError::Conflict(
                     "the admission lease lapsed (the store was slow): try again".into(),
                 ));
@@ -149,7 +149,7 @@ async fn admit_and_write(
 /// cancels). A file-owned Config is a Conflict (remove its file instead). Returns the record
 /// (with delete_at); deleting it again changes nothing.
 pub async fn delete(ctx: &Ctx, prefix: &str, by: Actor<'_>) -> Result<ConfigRecord, OpError> {
-    let grace = ctx.timing.config_delete_grace.chrono();
+    let grace = ctx.settings.timing.config_delete_grace.chrono();
     let (rec, changed) = update_config(ctx, prefix, |rec, now| {
         if rec.from_file() {
             let why = format!("prefix {prefix} belongs to file {}; remove its file instead", rec.source);
@@ -163,7 +163,7 @@ pub async fn delete(ctx: &Ctx, prefix: &str, by: Actor<'_>) -> Result<ConfigReco
     })
     .await?;
     if changed {
-        let vms = ctx.store.vm_ids(VmIndex::OfConfig(prefix.to_owned())).await.map_or(0, |v| v.len());
+        let vms = ctx.ports.store.vm_ids(VmIndex::OfConfig(prefix.to_owned())).await.map_or(0, |v| v.len());
         let at = rec.delete_at.unwrap_or_default().format("%Y-%m-%d %H:%M:%S UTC");
         let msg = format!(
             "Config deleted over the API by {by}; it and its {vms} VMs will be deleted at {at} unless it is applied again"
@@ -258,14 +258,14 @@ pub async fn resume(ctx: &Ctx, prefix: &str, by: Actor<'_>) -> Result<ConfigReco
 /// The global pause (every Config), kept in the Store; returns the pause in force (the first
 /// one when already paused; a record that does not decode is replaced).
 pub async fn pause_all(ctx: &Ctx, reason: &str, by: Actor<'_>) -> Result<Pause, OpError> {
-    match ctx.store.global_pause().await {
+    match ctx.ports.store.global_pause().await {
         Ok(Some(p)) => return Ok(p),
         Ok(None) | Err(StoreError::Corrupt { .. }) => {}
         Err(e) => return Err(e.into()),
     }
     let p =
         Pause { unknown: Default::default(), by: by.to_owned(), reason: reason.to_owned(), at: ctx.now() };
-    ctx.store.set_global_pause(Some(&p)).await?;
+    ctx.ports.store.set_global_pause(Some(&p)).await?;
     tracing::warn!(by = %by, reason = %reason, "every Config paused: no VM is created or replaced until resumed");
     ctx.audit(AuditEntry::global(p.at, by, AuditAction::PauseAll).detail(reason)).await;
     Ok(p)
@@ -274,8 +274,8 @@ pub async fn pause_all(ctx: &Ctx, reason: &str, by: Actor<'_>) -> Result<Pause, 
 /// Lifts the global pause and pushes what makes every Config converge (a Config paused on its
 /// own stays paused).
 pub async fn resume_all(ctx: &Ctx, by: Actor<'_>) -> Result<(), OpError> {
-    if crate::safety::pause::global(&*ctx.store).await?.is_some() {
-        ctx.store.set_global_pause(None).await?;
+    if crate::safety::pause::global(&*ctx.ports.store).await?.is_some() {
+        ctx.ports.store.set_global_pause(None).await?;
         tracing::warn!(by = %by, "global pause lifted");
         ctx.audit(AuditEntry::global(ctx.now(), by, AuditAction::ResumeAll)).await;
     }
@@ -284,7 +284,7 @@ pub async fn resume_all(ctx: &Ctx, by: Actor<'_>) -> Result<(), OpError> {
 
 /// The global pause, if set (a record that does not decode reads as a pause saying so).
 pub async fn paused_all(ctx: &Ctx) -> Result<Option<Pause>, OpError> {
-    Ok(crate::safety::pause::global(&*ctx.store).await?)
+    Ok(crate::safety::pause::global(&*ctx.ports.store).await?)
 }
 
 #[cfg(test)]

@@ -29,7 +29,7 @@ use super::shared::{OpError, admit, by_index};
 /// Config), clamped by the amount rules of the Config it would have, now. NotFound when there
 /// is no Config `prefix` and `input` brings none. Reads every VM record of the Config.
 pub async fn plan(ctx: &Ctx, prefix: &str, mut input: PlanInput) -> Result<Plan, OpError> {
-    let cur = ctx.store.config(prefix).await?.map(|c| c.value);
+    let cur = ctx.ports.store.config(prefix).await?.map(|c| c.value);
     let mut problems = Vec::new();
     let mut changes = Vec::new();
     if let Some(c) = &mut input.config {
@@ -101,7 +101,7 @@ pub async fn plan(ctx: &Ctx, prefix: &str, mut input: PlanInput) -> Result<Plan,
             applies_to: Change::THE_POOL.into(),
         });
     }
-    let ids = by_index(ctx.store.vm_ids(VmIndex::OfConfig(prefix.to_owned())).await?);
+    let ids = by_index(ctx.ports.store.vm_ids(VmIndex::OfConfig(prefix.to_owned())).await?);
     // One gone since the listing has nothing left to plan; one that does not decode is left out,
     // as listVms leaves it out.
     let (vms, seen) = crate::fleet::writes::vms_and_bots(ctx, &ids).await?;
@@ -123,14 +123,15 @@ pub async fn plan(ctx: &Ctx, prefix: &str, mut input: PlanInput) -> Result<Plan,
 /// budget lets `creating` new VMs be made now (the rule `expand_config` applies: `spend::hold`).
 async fn cost(ctx: &Ctx, next: &ConfigRecord, amount: u32, creating: usize) -> Result<PlanCost, OpError> {
     let now = ctx.now();
-    let rates = ctx.catalog.rates(ctx.store.as_ref(), now).await?;
-    let ledger = crate::cost::ledger::ledger(&ctx.store.ledger(&next.config.prefix).await?, now);
+    let rates = ctx.catalog.rates(ctx.ports.store.as_ref(), now).await?;
+    let ledger = crate::cost::ledger::ledger(&ctx.ports.store.ledger(&next.config.prefix).await?, now);
     let (per_vm, unpriced) = match crate::cost::spend::per_hour(&rates, next, now) {
         Ok(p) => (Some(Usd(p)), None),
         Err(Unpriced(why)) => (None, Some(why)),
     };
-    let budget =
-        crate::cost::spend::hold(&*ctx.store, &ctx.trust, &rates, next, now).await?.map(|h| PlanBudget {
+    let budget = crate::cost::spend::hold(&*ctx.ports.store, &ctx.settings.trust, &rates, next, now)
+        .await?
+        .map(|h| PlanBudget {
             holds: h.room >= creating as u64,
             room: h.room.min(creating as u64),
             said: h.said().trim_start_matches("held by budget: ").to_owned(),

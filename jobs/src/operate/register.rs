@@ -53,7 +53,7 @@ async fn attempt(ctx: &Ctx, input: &RegisterInput, audience: &str) -> Result<Reg
     let provider = ctx.providers.get(ctx, &input.provider).await.map_err(|_| Refused("no such provider"))?;
     let proven = provider.identify(ctx, &input.proof, audience).await?;
     // A record naming a server the settings no longer list (or never did) hands it to no VM.
-    ctx.trust.server(&proven.vm.value.swarming).map_err(|_| Refused("server not listed"))?;
+    ctx.settings.trust.server(&proven.vm.value.swarming).map_err(|_| Refused("server not listed"))?;
     let hostname = proven.vm.value.hostname.clone();
     let now = ctx.now();
     // Re-checked on the record written (a lost race re-reads it): the same incarnation, whose

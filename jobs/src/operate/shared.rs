@@ -112,12 +112,12 @@ pub(super) async fn admit(
     stored: Option<&ConfigRecord>,
 ) -> Result<Admission, TaskError> {
     let mut a = Admission { invalid: config.problems(), verified: true, ..Admission::default() };
-    a.invalid.extend(config.check_limits(&ctx.limits).err());
+    a.invalid.extend(config.check_limits(&ctx.settings.limits).err());
     a.invalid.extend(no_files(config));
     // Read once: for the machines of a static pool, the tenant's sum and the prefix rule below.
-    let configs = ctx.store.configs().await?;
+    let configs = ctx.ports.store.configs().await?;
     // A field already found wrong (a malformed server) is said once.
-    let trust = ctx.trust.problems(config, configs.iter().map(|c| &c.value.config));
+    let trust = ctx.settings.trust.problems(config, configs.iter().map(|c| &c.value.config));
     let said: Vec<String> = a.invalid.iter().map(|e| e.field.clone()).collect();
     a.invalid.extend(trust.into_iter().filter(|e| !said.contains(&e.field)));
     a.invalid.extend(crate::config::providers::taken(config, configs.iter().map(|c| &c.value.config)));
@@ -142,7 +142,7 @@ pub(super) async fn admit(
         return Ok(a);
     }
     let mut others: Vec<String> = configs.into_iter().map(|c| c.value.config.prefix).collect();
-    others.extend(ctx.store.corrupt_configs().await?.into_iter().map(|c| c.key));
+    others.extend(ctx.ports.store.corrupt_configs().await?.into_iter().map(|c| c.key));
     if others.iter().any(|o| prefixes_clash(prefix, o)) {
         a.conflict = Some(format!(
             "prefix {prefix} clashes with the prefix of an existing Config (one is a prefix of the other)"
@@ -178,7 +178,7 @@ pub(super) async fn update_config(
 /// owner (read by admins only once the Config is gone).
 pub(super) async fn audit_on(ctx: &Ctx, prefix: &str, by: Actor<'_>, action: AuditAction, detail: String) {
     let now = ctx.now();
-    let e = match ctx.store.config(prefix).await {
+    let e = match ctx.ports.store.config(prefix).await {
         Ok(Some(rec)) => AuditEntry::on(&rec.value, now, by, action),
         _ => AuditEntry { prefix: prefix.to_owned(), ..AuditEntry::global(now, by, action) },
     };

@@ -51,7 +51,7 @@ pub async fn list_vms(
     after: Option<&str>,
     limit: usize,
 ) -> Result<(Vec<VmView>, Option<String>), OpError> {
-    let ids = by_index(ctx.store.vm_ids(VmIndex::OfConfig(prefix.to_owned())).await?);
+    let ids = by_index(ctx.ports.store.vm_ids(VmIndex::OfConfig(prefix.to_owned())).await?);
     if config.is_none() && ids.is_empty() {
         return Err(OpError::NotFound(format!("Config {prefix}")));
     }
@@ -82,7 +82,7 @@ pub async fn list_vms(
 /// tasks on every queue, read once. `config`: its Config as the caller read it (`None`: gone or
 /// unreadable, so it is not outdated).
 pub async fn vm(ctx: &Ctx, id: &str, config: Option<&Config>) -> Result<(VmView, Vec<TaskStatus>), OpError> {
-    let Some(v) = ctx.store.vm(id).await? else { return Err(OpError::NotFound(format!("VM {id}"))) };
+    let Some(v) = ctx.ports.store.vm(id).await? else { return Err(OpError::NotFound(format!("VM {id}"))) };
     let tasks = live_tasks(ctx, id, crate::tasks::QUEUES).await?;
     Ok((view(ctx, v.value, config, &tasks).await?, tasks))
 }
@@ -102,7 +102,7 @@ async fn live_tasks(ctx: &Ctx, id: &str, queues: &[&str]) -> Result<Vec<TaskStat
 /// The view of a VM record of `config` (`None`: gone or unreadable, so nothing is outdated),
 /// `tasks` its live tasks (those it is being made by, at least, while it is `creating`).
 async fn view(ctx: &Ctx, vm: Vm, config: Option<&Config>, tasks: &[TaskStatus]) -> Result<VmView, TaskError> {
-    let bot = ctx.store.bot(&vm.hostname).await?;
+    let bot = ctx.ports.store.bot(&vm.hostname).await?;
     let work = match VmState::of(&vm) {
         VmState::Creating => work(tasks),
         _ => None,

@@ -88,7 +88,7 @@ pub fn left(b: &Backoff, now: DateTime<Utc>) -> Duration {
 /// The active backoff of `scope`, if any.
 pub async fn active(ctx: &Env, scope: &Scope) -> Result<Option<Backoff>, TaskError> {
     let now = ctx.now();
-    Ok(ctx.store.backoff(&scope.0, &scope.1).await?.filter(|b| b.until > now))
+    Ok(ctx.ports.store.backoff(&scope.0, &scope.1).await?.filter(|b| b.until > now))
 }
 
 /// The longest time left among the active backoffs of a VM's zone, Config and (with a rank)
@@ -97,7 +97,7 @@ pub async fn active(ctx: &Env, scope: &Scope) -> Result<Option<Backoff>, TaskErr
 pub async fn wait_for(ctx: &Env, vm: &Vm) -> Result<Option<Duration>, TaskError> {
     let now = ctx.now();
     let scopes = Scope::of(vm);
-    let found = ctx.store.backoffs(&scopes.iter().map(Scope::pair).collect::<Vec<_>>()).await?;
+    let found = ctx.ports.store.backoffs(&scopes.iter().map(Scope::pair).collect::<Vec<_>>()).await?;
     let Some(b) = found.iter().flatten().filter(|b| b.until > now).max_by_key(|b| b.until) else {
         return Ok(None);
     };
@@ -131,12 +131,12 @@ fn named(project: &str, zone: &str) -> (String, String) {
 /// already did. Returns how long until it may be tried again.
 pub async fn hit(ctx: &Env, scope: &Scope, reason: &str) -> Result<Duration, TaskError> {
     let now = ctx.now();
-    let prev = ctx.store.backoff(&scope.0, &scope.1).await?;
+    let prev = ctx.ports.store.backoff(&scope.0, &scope.1).await?;
     if let Some(b) = prev.as_ref().filter(|b| b.until > now) {
         return Ok(left(b, now));
     }
     let failures = prev.map_or(1, |b| b.failures + 1);
-    let t = &ctx.timing;
+    let t = &ctx.settings.timing;
     let secs = t.backoff_base.0.saturating_mul(1 << (failures - 1).min(20)).min(t.backoff_cap.0.max(1));
     let b = Backoff {
         unknown: Default::default(),
@@ -146,7 +146,7 @@ pub async fn hit(ctx: &Env, scope: &Scope, reason: &str) -> Result<Duration, Tas
         failures,
         reason: reason.to_owned(),
     };
-    ctx.store.set_backoff(&scope.0, &scope.1, Some(&b)).await?;
+    ctx.ports.store.set_backoff(&scope.0, &scope.1, Some(&b)).await?;
     let (_, what) = named(&scope.0, &scope.1);
     let (project, zone) = scope.pair();
     if failures == 1 {
@@ -165,7 +165,7 @@ pub async fn hit(ctx: &Env, scope: &Scope, reason: &str) -> Result<Duration, Tas
 
 /// A success in `scope`: its backoff ends.
 pub async fn clear(ctx: &Env, scope: &Scope) -> Result<(), TaskError> {
-    Ok(ctx.store.set_backoff(&scope.0, &scope.1, None).await?)
+    Ok(ctx.ports.store.set_backoff(&scope.0, &scope.1, None).await?)
 }
 
 /// An instance of `vm` was made: the backoffs of its Config and of what a refusal of it would
@@ -175,11 +175,11 @@ pub async fn clear(ctx: &Env, scope: &Scope) -> Result<(), TaskError> {
 pub async fn clear_for(ctx: &Env, vm: &Vm) -> Result<(), TaskError> {
     let scopes = [Scope::config(&vm.config), Scope::refused(vm)];
     let pairs: Vec<(&str, &str)> = scopes.iter().map(Scope::pair).collect();
-    let found = ctx.store.backoffs(&pairs).await?;
+    let found = ctx.ports.store.backoffs(&pairs).await?;
     if found.iter().all(Option::is_none) {
         return Ok(());
     }
-    ctx.store.clear_backoffs(&pairs).await?;
+    ctx.ports.store.clear_backoffs(&pairs).await?;
     for b in found.iter().flatten() {
         let (key, what) = named(&b.project, &b.zone);
         let held = ctx.episodes.end(&key, tokio::time::Instant::now()).map_or(0, |e| e.held);

@@ -108,8 +108,8 @@ pub async fn elsewhere(ctx: &Env, vm: &Vm) -> Result<bool, TaskError> {
     if vm.instance.is_some() {
         return Ok(false);
     }
-    let Some(cfg) = ctx.store.config(&vm.config).await? else { return Ok(false) };
-    closed(&*ctx.store, &cfg.value.config, vm, ctx.now()).await
+    let Some(cfg) = ctx.ports.store.config(&vm.config).await? else { return Ok(false) };
+    closed(&*ctx.ports.store, &cfg.value.config, vm, ctx.now()).await
 }
 
 /// [`elsewhere`]'s rule, given `vm`'s Config `c`.

@@ -91,7 +91,7 @@ async fn count(
 /// instance): those a failover makes again as standard ones. Reads every VM of the Config.
 async fn unsent_spot(ctx: &Env, prefix: &str) -> Result<Vec<Vm>, TaskError> {
     let mut out = Vec::new();
-    for id in ctx.store.vm_ids(VmIndex::OfConfig(prefix.to_owned())).await? {
+    for id in ctx.ports.store.vm_ids(VmIndex::OfConfig(prefix.to_owned())).await? {
         if let Some(v) = readable_vm(ctx, &id).await?
             && unsent(&v)
         {
@@ -111,7 +111,7 @@ fn unsent(v: &Vm) -> bool {
 async fn remake(ctx: &Env, vm: &Vm) -> Result<(), TaskError> {
     let hostname = vm.hostname.clone();
     drop_uncreated(ctx, &vm.id, |v| v.hostname == hostname && unsent(v)).await?;
-    if ctx.store.vm(&vm.id).await?.is_none_or(|v| v.value.hostname != hostname) {
+    if ctx.ports.store.vm(&vm.id).await?.is_none_or(|v| v.value.hostname != hostname) {
         tracing::debug!(config = %vm.config, vm = %vm.id, "Spot failover: an unsent Spot VM is made again as a standard one");
         ctx.push(&ExpandConfig { prefix: vm.config.clone() }).await?;
     }

@@ -57,7 +57,7 @@ pub fn place<'a>(rooms: &mut [Room<'a>], wanted: usize, n: usize) -> Vec<&'a str
 /// The rooms of `c`'s zones now: VMs per zone from the store's zone sums, and each zone closed
 /// when `grid` (as `ranks::grid` read it) has no open rank there.
 async fn rooms<'a>(ctx: &Env, c: &'a Config, grid: &[ZoneRanks]) -> Result<Vec<Room<'a>>, TaskError> {
-    let sums: BTreeMap<String, Sums> = crate::fleet::counts::zone_sums(&*ctx.store, &c.prefix).await?;
+    let sums: BTreeMap<String, Sums> = crate::fleet::counts::zone_sums(&*ctx.ports.store, &c.prefix).await?;
     Ok(c.zones
         .iter()
         .zip(grid)
@@ -84,7 +84,8 @@ pub async fn places(
     if c.zones.len() < 2 && !c.has_ranks() {
         return Ok(vec![(c.zone_names()[0].to_owned(), None); n]);
     }
-    let grid = crate::placement::ranks::grid(&*ctx.store, c, rec.makes_spot(ctx.now()), ctx.now()).await?;
+    let grid =
+        crate::placement::ranks::grid(&*ctx.ports.store, c, rec.makes_spot(ctx.now()), ctx.now()).await?;
     let zones: Vec<String> = match c.zones.len() {
         0 | 1 => vec![c.zone_names()[0].to_owned(); n],
         _ => {

@@ -56,17 +56,17 @@ async fn contract(ctx: &Ctx, config: Config) -> Seen {
     for _ in 0..3 {
         create_instance::run(ctx, CreateInstance { id: id.clone() }).await.unwrap();
     }
-    let vm = ctx.store.vm(&id).await.unwrap().unwrap();
+    let vm = ctx.ports.store.vm(&id).await.unwrap().unwrap();
     let placed = vm.value.instance.clone().expect("machine recorded");
     let p = ctx.providers.get(ctx, &vm.value.provider).await.unwrap().clone();
     let again = p.create(ctx, vm.clone()).await.unwrap();
     assert_eq!(again, Next::Done, "{prefix}: created already");
-    let now = ctx.store.vm(&id).await.unwrap().unwrap();
+    let now = ctx.ports.store.vm(&id).await.unwrap().unwrap();
     assert_eq!(now.value.instance, Some(placed), "{prefix}: the same machine");
     assert!(matches!(p.check(ctx, &now.value).await.unwrap(), Health::Up(_)), "{prefix}: up");
     // remove: through the handler once (it marks the removal), then again directly.
     destroy_instance::run(ctx, DestroyInstance::of(&now.value).unwrap()).await.unwrap();
-    let removing = ctx.store.vm(&id).await.unwrap().unwrap().value;
+    let removing = ctx.ports.store.vm(&id).await.unwrap().unwrap().value;
     assert!(removing.destroying.is_some());
     assert_eq!(p.remove(ctx, removing.clone()).await.unwrap(), Next::Done, "{prefix}: removed already");
     let after_remove = p.check(ctx, &removing).await.unwrap();
@@ -120,7 +120,7 @@ async fn a_hostname_keeps_its_vm_id_while_the_list_changes_around_it() {
     both(&mut ctx);
     let ids = async |ctx: &Ctx, machines: &[&str]| {
         crate::operate::apply(ctx, listed("lab", machines), "test").await.unwrap();
-        let rec = ctx.store.config("lab").await.unwrap().unwrap().value;
+        let rec = ctx.ports.store.config("lab").await.unwrap().unwrap().value;
         assert_eq!(rec.current_amount as usize, machines.len());
         rec.listed.slots.into_iter().map(|(i, h)| format!("{i}={h}")).collect::<Vec<_>>()
     };
@@ -133,7 +133,7 @@ async fn a_hostname_keeps_its_vm_id_while_the_list_changes_around_it() {
     ctx.seed_vm("lab-4", |v| v.provider = "lab".into()).await;
     let e = crate::operate::recycle(&ctx, "lab-4", "bob").await.unwrap_err();
     assert!(matches!(e, crate::operate::OpError::Invalid(_)), "{e:?}");
-    assert!(!ctx.store.vm("lab-4").await.unwrap().unwrap().value.drained);
+    assert!(!ctx.ports.store.vm("lab-4").await.unwrap().unwrap().value.drained);
 }
 
 #[tokio::test]
@@ -149,7 +149,7 @@ async fn a_machine_belongs_to_one_pool() {
         }
         e => panic!("{e:?}"),
     }
-    assert!(ctx.store.config("other").await.unwrap().is_none());
+    assert!(ctx.ports.store.config("other").await.unwrap().is_none());
     // Its own list again is no clash.
     crate::operate::apply(&ctx, listed("lab", &["b", "a"]), "test").await.unwrap();
 }
@@ -183,11 +183,11 @@ async fn a_static_machines_bot_from_before_its_vm_is_its_own_unless_swarming_del
     f.bots.bots.lock().unwrap().insert("mac-1".into(), bot(true));
     made(&ctx, &["mac-1"]).await;
     manage(&ctx, ManageBot { id: "lab-0".into() }).await.unwrap();
-    assert_eq!(ctx.store.vm("lab-0").await.unwrap().unwrap().value.connected, None);
+    assert_eq!(ctx.ports.store.vm("lab-0").await.unwrap().unwrap().value.connected, None);
     // The machine's bot, there for a month: connected.
     f.bots.bots.lock().unwrap().insert("mac-1".into(), bot(false));
     manage(&ctx, ManageBot { id: "lab-0".into() }).await.unwrap();
-    assert_eq!(ctx.store.vm("lab-0").await.unwrap().unwrap().value.connected, Some(long_ago));
+    assert_eq!(ctx.ports.store.vm("lab-0").await.unwrap().unwrap().value.connected, Some(long_ago));
     assert!(ctx.taken::<DestroyInstance>().await.is_empty());
     // No lifetime: never retired, however long it runs.
     f.clock.advance(chrono::Duration::days(400));
@@ -211,5 +211,9 @@ async fn a_plan_of_a_list_edit_names_the_vms_kept_drained_and_made() {
     assert_eq!(plan.amount, 3);
     let with_amount = crate::model::PlanInput { config: None, amount: Some(5) };
     assert!(crate::operate::plan(&ctx, "lab", with_amount).await.is_err(), "the list decides");
-    assert_eq!(ctx.store.config("lab").await.unwrap().unwrap().value.listed.next, 3, "a plan writes nothing");
+    assert_eq!(
+        ctx.ports.store.config("lab").await.unwrap().unwrap().value.listed.next,
+        3,
+        "a plan writes nothing"
+    );
 }

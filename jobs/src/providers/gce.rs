@@ -59,7 +59,7 @@ impl Provider for Gce {
 
     /// The zone and disk types exist in the project (asked once and cached by the catalog).
     async fn validate(&self, ctx: &Env, config: &Config) -> Verdict {
-        ctx.catalog.check(&*ctx.compute, config, ctx.now()).await
+        ctx.catalog.check(&*ctx.ports.compute, config, ctx.now()).await
     }
 
     async fn create(&self, ctx: &Env, cur: Versioned<Vm>) -> Result<Next, TaskError> {
@@ -71,7 +71,7 @@ impl Provider for Gce {
         }
         if !vm.operation.is_empty() && vm.insert_sent.is_some() {
             // An insert in flight: where is it now? (Compute may have forgotten it: send it again.)
-            if let Some(op) = ctx.compute.operation(vm.project(), vm.zone(), &vm.operation).await? {
+            if let Some(op) = ctx.ports.compute.operation(vm.project(), vm.zone(), &vm.operation).await? {
                 return follow(ctx, cur, op).await;
             }
         }
@@ -82,7 +82,7 @@ impl Provider for Gce {
             return Ok(Next::After(wait));
         }
         let first = match vm.insert_sent.is_none() && vm.insert_attempt == 0 {
-            true => ctx.store.config(&vm.config).await?,
+            true => ctx.ports.store.config(&vm.config).await?,
             false => None,
         };
         if let Some(cfg) = first
@@ -157,12 +157,16 @@ impl Provider for Gce {
         // A delete in flight: where is it now? (Compute may have forgotten it: send it again.)
         let followed = match vm.operation.as_str() {
             "" => None,
-            name => ctx.compute.operation(vm.project(), vm.zone(), name).await?,
+            name => ctx.ports.compute.operation(vm.project(), vm.zone(), name).await?,
         };
         let op = match followed {
             Some(op) => Some(op),
             None => {
-                match ctx.compute.delete(vm.project(), vm.zone(), &vm.hostname, &delete_request_id(&vm)).await
+                match ctx
+                    .ports
+                    .compute
+                    .delete(vm.project(), vm.zone(), &vm.hostname, &delete_request_id(&vm))
+                    .await
                 {
                     Ok(op) => op,
                     // Held back (the project's rate limit, or its open breaker): a wait, not a
@@ -192,7 +196,7 @@ impl Provider for Gce {
             }
             if let Some(e) = op.error {
                 ctx.record_vm(&vm, "destroy_instance", &e.code, &e.message, &op.name).await?;
-                if ctx.compute.get(vm.project(), vm.zone(), &vm.hostname).await?.is_some() {
+                if ctx.ports.compute.get(vm.project(), vm.zone(), &vm.hostname).await?.is_some() {
                     ctx.metrics.instance_op(&vm, "delete", e.kind.as_str(), &e.code);
                     // The failed operation stays bound to its requestId: the next try needs a new one.
                     update_vm(ctx, &vm.id, |v| {
@@ -216,17 +220,17 @@ impl Provider for Gce {
     /// id (as recorded; before it is recorded, as Compute states it, with our deployment's and
     /// this VM's labels), and that has not registered yet.
     async fn identify(&self, ctx: &Env, proof: &str, audience: &str) -> Result<Proven, Refused> {
-        let keys = ctx.keys.keys(false).await.map_err(|_| Refused("keys unavailable"))?;
+        let keys = ctx.ports.keys.keys(false).await.map_err(|_| Refused("keys unavailable"))?;
         let id = match identity::verify(proof, &keys, audience, ctx.now()) {
             Err(Refused("unknown key id")) => {
-                let keys = ctx.keys.keys(true).await.map_err(|_| Refused("keys unavailable"))?;
+                let keys = ctx.ports.keys.keys(true).await.map_err(|_| Refused("keys unavailable"))?;
                 identity::verify(proof, &keys, audience, ctx.now())?
             }
             verified => verified?,
         };
-        let found = ctx.store.vms_by_hostname(std::slice::from_ref(&id.instance_name)).await;
+        let found = ctx.ports.store.vms_by_hostname(std::slice::from_ref(&id.instance_name)).await;
         let vm_id = found.ok().and_then(|mut v| v.pop().flatten()).ok_or(Refused("no VM of that name"))?;
-        let vm = ctx.store.vm(&vm_id).await.ok().flatten().ok_or(Refused("no VM of that name"))?;
+        let vm = ctx.ports.store.vm(&vm_id).await.ok().flatten().ok_or(Refused("no VM of that name"))?;
         let v = &vm.value;
         if v.hostname != id.instance_name || v.project() != id.project || v.zone() != id.zone {
             return Err(Refused("another instance"));
@@ -238,8 +242,8 @@ impl Provider for Gce {
         let ours = match recorded {
             Some(recorded) => recorded == id.instance_id,
             // Not recorded yet (the insert's operation still runs): ask Compute.
-            None => match ctx.compute.get(v.project(), v.zone(), &v.hostname).await {
-                Ok(Some(i)) => i.id == id.instance_id && i.belongs_to(&v.id, &ctx.deployment),
+            None => match ctx.ports.compute.get(v.project(), v.zone(), &v.hostname).await {
+                Ok(Some(i)) => i.id == id.instance_id && i.belongs_to(&v.id, &ctx.settings.deployment),
                 _ => false,
             },
         };
@@ -250,7 +254,7 @@ impl Provider for Gce {
     }
 
     async fn check(&self, ctx: &Env, vm: &Vm) -> Result<Health, TaskError> {
-        Ok(match ctx.compute.get(vm.project(), vm.zone(), &vm.hostname).await? {
+        Ok(match ctx.ports.compute.get(vm.project(), vm.zone(), &vm.hostname).await? {
             Some(i) if !i.is_down() => Health::Up(i.status),
             Some(i) => Health::Down(i.status),
             None => Health::Gone,

@@ -18,21 +18,21 @@ use crate::work::Next;
 
 /// One audit of `project`'s instance templates.
 pub(super) async fn audit(ctx: &Env, project: &str) -> Result<Next, TaskError> {
-    let configs = ctx.store.configs().await?;
+    let configs = ctx.ports.store.configs().await?;
     let named_project = configs.iter().any(|c| c.value.config.attributes.project == project);
     let ours = match listed(ctx, project).await {
         Ok(ours) => ours,
         // A project gone, or no longer ours to read, that no Config names: not audited again.
         Err(e) if !named_project && matches!(e.kind, Kind::NotFound | Kind::Invalid) => {
             tracing::warn!(%project, error = %e, "cannot list instance templates of a project no Config names: not audited again");
-            ctx.store.unmark(TEMPLATE_PROJECTS, project).await?;
+            ctx.ports.store.unmark(TEMPLATE_PROJECTS, project).await?;
             return Ok(Next::Done);
         }
         Err(e) => return Err(e.into()),
     };
     // A project no Config names any more, with no template of ours left: not audited again.
     if ours.is_empty() && !named_project {
-        ctx.store.unmark(TEMPLATE_PROJECTS, project).await?;
+        ctx.ports.store.unmark(TEMPLATE_PROJECTS, project).await?;
     }
     // Every template a Config record names, in any state (one being made is named before it is
     // asked for, one being removed until it is gone).
@@ -56,13 +56,13 @@ pub(super) async fn audit(ctx: &Env, project: &str) -> Result<Next, TaskError> {
         }
         let key = format!("{scope}{}", tpl.name);
         let now = ctx.now();
-        let first = ctx.store.mark(TEMPLATE_LEAKS, &key, now).await?;
+        let first = ctx.ports.store.mark(TEMPLATE_LEAKS, &key, now).await?;
         if first == now {
             ctx.metrics.cleanup("leaked_template", "found");
         }
-        if first + ctx.timing.leak_grace.chrono() <= now {
+        if first + ctx.settings.timing.leak_grace.chrono() <= now {
             let rid = request_id(&format!("plug-template-{}", tpl.name));
-            match ctx.compute.delete_template(project, &tpl.name, &rid).await {
+            match ctx.ports.compute.delete_template(project, &tpl.name, &rid).await {
                 Ok(_) => {
                     ctx.metrics.cleanup("leaked_template", "deleted");
                     tracing::info!(%project, template = %tpl.name, "deleted a leaked instance template");
@@ -79,9 +79,9 @@ pub(super) async fn audit(ctx: &Env, project: &str) -> Result<Next, TaskError> {
         leaked.insert(key);
     }
     // Forget candidates that are no longer leaked (named again, or gone).
-    for (key, _) in ctx.store.marks(TEMPLATE_LEAKS).await? {
+    for (key, _) in ctx.ports.store.marks(TEMPLATE_LEAKS).await? {
         if key.starts_with(&scope) && !leaked.contains(&key) {
-            ctx.store.unmark(TEMPLATE_LEAKS, &key).await?;
+            ctx.ports.store.unmark(TEMPLATE_LEAKS, &key).await?;
         }
     }
     Ok(Next::Done)
@@ -90,13 +90,13 @@ pub(super) async fn audit(ctx: &Env, project: &str) -> Result<Next, TaskError> {
 /// The templates of `project` with our deployment label (every page; the labels checked here
 /// too, as not every server filters).
 async fn listed(ctx: &Env, project: &str) -> Result<Vec<Template>, ComputeError> {
-    let filter = format!("properties.labels.{} = \"{}\"", labels::DEPLOYMENT, ctx.deployment);
+    let filter = format!("properties.labels.{} = \"{}\"", labels::DEPLOYMENT, ctx.settings.deployment);
     let mut out = Vec::new();
     let mut page = None;
     loop {
-        let (templates, next) = ctx.compute.templates(project, &filter, page).await?;
+        let (templates, next) = ctx.ports.compute.templates(project, &filter, page).await?;
         out.extend(templates.into_iter().filter(|t| {
-            t.labels.get(labels::DEPLOYMENT).map(String::as_str) == Some(ctx.deployment.as_str())
+            t.labels.get(labels::DEPLOYMENT).map(String::as_str) == Some(ctx.settings.deployment.as_str())
         }));
         match next {
             Some(p) => page = Some(p),

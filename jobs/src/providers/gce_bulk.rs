@@ -57,11 +57,11 @@ const HOLD: Duration = Duration::from_secs(900);
 /// makes) or `bulk_min` or more wait for an instance. A one-off replacement, or a VM of a small
 /// pool, goes alone: as cheap, and its error is its own.
 pub async fn in_bulk(ctx: &Env, cfg: &ConfigRecord) -> Result<bool, TaskError> {
-    let (made, min) = (cfg.vms_made(), ctx.limits.bulk_min);
+    let (made, min) = (cfg.vms_made(), ctx.settings.limits.bulk_min);
     if made < min {
         return Ok(false);
     }
-    let c = counts::of_config(&*ctx.store, &cfg.config.prefix, 0, ctx.now()).await?;
+    let c = counts::of_config(&*ctx.ports.store, &cfg.config.prefix, 0, ctx.now()).await?;
     Ok(c.vms < made || c.vms.saturating_sub(c.created) >= min)
 }
 
@@ -70,16 +70,16 @@ pub async fn in_bulk(ctx: &Env, cfg: &ConfigRecord) -> Result<bool, TaskError> {
 /// (what is left of it).
 pub async fn gathering(ctx: &Env, cfg: &ConfigRecord) -> Result<Option<Duration>, TaskError> {
     let (now, prefix) = (ctx.now(), cfg.config.prefix.as_str());
-    let c = counts::of_config(&*ctx.store, prefix, 0, now).await?;
-    let full = c.vms >= cfg.vms_made() || c.vms.saturating_sub(c.created) >= ctx.limits.bulk_max;
+    let c = counts::of_config(&*ctx.ports.store, prefix, 0, now).await?;
+    let full = c.vms >= cfg.vms_made() || c.vms.saturating_sub(c.created) >= ctx.settings.limits.bulk_max;
     if !full {
-        let first = ctx.store.mark(GATHER, prefix, now).await?;
-        let left = (first + ctx.timing.bulk_gather.chrono() - now).to_std().unwrap_or_default();
+        let first = ctx.ports.store.mark(GATHER, prefix, now).await?;
+        let left = (first + ctx.settings.timing.bulk_gather.chrono() - now).to_std().unwrap_or_default();
         if !left.is_zero() {
             return Ok(Some(left));
         }
     }
-    ctx.store.unmark(GATHER, prefix).await?;
+    ctx.ports.store.unmark(GATHER, prefix).await?;
     Ok(None)
 }
 
@@ -90,8 +90,8 @@ fn places(project: &str) -> String {
 
 /// Whether project `project` has a place for one more bulk now (a look: taking one decides).
 pub async fn place_free(ctx: &Env, project: &str) -> bool {
-    let held = ctx.buckets.holders(&places(project)).await;
-    held.map_or(true, |n| n < ctx.limits.bulk_running)
+    let held = ctx.ports.buckets.holders(&places(project)).await;
+    held.map_or(true, |n| n < ctx.settings.limits.bulk_running)
 }
 
 /// How soon a bulk that found no place looks again.
@@ -144,7 +144,7 @@ pub async fn step(
     for members in open {
         next = next.sooner(follow(ctx, members).await?);
     }
-    let (min, max) = (ctx.limits.bulk_min as usize, ctx.limits.bulk_max as usize);
+    let (min, max) = (ctx.settings.limits.bulk_min as usize, ctx.settings.limits.bulk_max as usize);
     for group in groups(waiting, max) {
         // Backed off (quota, stockout): each VM's create_instance waits, or moves it.
         if backoff::wait_for(ctx, &group[0].value).await?.is_some() {
@@ -167,13 +167,19 @@ pub async fn step(
         let rid = bulk_request_id(&refs);
         // A place first: members are claimed (and their time counted) only when it can go now.
         let place = places(group[0].value.project());
-        if !ctx.buckets.enter(&place, &rid, ctx.limits.bulk_running, HOLD).await.unwrap_or(true) {
+        if !ctx
+            .ports
+            .buckets
+            .enter(&place, &rid, ctx.settings.limits.bulk_running, HOLD)
+            .await
+            .unwrap_or(true)
+        {
             next = next.sooner(Next::After(PLACE_WAIT));
             continue;
         }
         let claimed = claim(ctx, group, &rid).await?;
         if claimed.is_empty() {
-            let _ = ctx.buckets.leave(&place, &rid).await;
+            let _ = ctx.ports.buckets.leave(&place, &rid).await;
         }
         if !claimed.is_empty() {
             next = next.sooner(send(ctx, claimed, &rid).await?);
@@ -211,10 +217,10 @@ async fn send(ctx: &Env, members: Vec<Versioned<Vm>>, rid: &str) -> Result<Next,
     let first = members[0].value.clone();
     let (project, zone) = (first.project().to_owned(), first.zone().to_owned());
     let place = places(&project);
-    if !ctx.buckets.enter(&place, rid, ctx.limits.bulk_running, HOLD).await.unwrap_or(true) {
+    if !ctx.ports.buckets.enter(&place, rid, ctx.settings.limits.bulk_running, HOLD).await.unwrap_or(true) {
         return Ok(Next::After(PLACE_WAIT));
     }
-    let mut instance = bulk_instance(&first, &ctx.deployment);
+    let mut instance = bulk_instance(&first, &ctx.settings.deployment);
     instance.labels.insert(labels::BATCH.into(), rid.to_owned());
     let names = members.iter().map(|c| c.value.hostname.clone()).collect();
     // The Config's template of this revision, once made: the bulk names it; until then (or
@@ -222,10 +228,10 @@ async fn send(ctx: &Env, members: Vec<Versioned<Vm>>, rid: &str) -> Result<Next,
     let template = for_bulk(ctx, &first).await?;
     let named = template.as_ref().map(|t| t.name.clone());
     let spec = BulkSpec { instance, names, template };
-    let op = match ctx.compute.bulk_insert(&project, &zone, rid, &spec).await {
+    let op = match ctx.ports.compute.bulk_insert(&project, &zone, rid, &spec).await {
         Ok(op) => op,
         Err(e) => {
-            let _ = ctx.buckets.leave(&place, rid).await;
+            let _ = ctx.ports.buckets.leave(&place, rid).await;
             if let Some(name) = named
                 && lost(ctx, &first, &name, &e).await?
             {
@@ -236,7 +242,7 @@ async fn send(ctx: &Env, members: Vec<Versioned<Vm>>, rid: &str) -> Result<Next,
             return refused(ctx, members, rid, e).await;
         }
     };
-    ctx.store.mark(BULKS_OPEN, &first.config, ctx.now()).await?;
+    ctx.ports.store.mark(BULKS_OPEN, &first.config, ctx.now()).await?;
     // Counted once per VM: on the bulk's first sending, not when it is sent again.
     let now = ctx.now();
     if members.iter().all(|c| c.value.operation.is_empty()) {
@@ -291,7 +297,7 @@ async fn follow(ctx: &Env, members: Vec<Versioned<Vm>>) -> Result<Next, TaskErro
     let Some(name) = members.iter().map(|c| c.value.operation.clone()).find(|o| !o.is_empty()) else {
         return send(ctx, members, &rid).await;
     };
-    match ctx.compute.operation(first.project(), first.zone(), &name).await {
+    match ctx.ports.compute.operation(first.project(), first.zone(), &name).await {
         Ok(Some(op)) => done_or_later(ctx, members, &rid, op).await,
         Ok(None) => send(ctx, members, &rid).await,
         // Held back (rate limit, open breaker): look again when the way is open.
@@ -313,7 +319,7 @@ async fn done_or_later(
         let sent = first.insert_sent.unwrap_or_else(|| ctx.now());
         return Ok(Next::After(ctx.operation_poll(ctx.now() - sent)));
     }
-    let _ = ctx.buckets.leave(&places(first.project()), rid).await;
+    let _ = ctx.ports.buckets.leave(&places(first.project()), rid).await;
     let made = match listed(ctx, &first, rid).await {
         Ok(made) => made,
         Err(ComputeError { retry_after: Some(wait), .. }) => return Ok(Next::After(wait)),
@@ -321,7 +327,8 @@ async fn done_or_later(
     };
     let (mut found, mut missing) = (Vec::new(), Vec::new());
     for cur in members {
-        match made.get(&cur.value.hostname).filter(|i| i.belongs_to(&cur.value.id, &ctx.deployment)) {
+        match made.get(&cur.value.hostname).filter(|i| i.belongs_to(&cur.value.id, &ctx.settings.deployment))
+        {
             Some(inst) => found.push((cur, inst.placed())),
             None => missing.push(cur),
         }
@@ -358,13 +365,13 @@ async fn listed(ctx: &Env, vm: &Vm, rid: &str) -> Result<BTreeMap<String, Instan
     let filter = format!(
         "(labels.{} = \"{}\") (labels.{} = \"{rid}\")",
         labels::DEPLOYMENT,
-        ctx.deployment,
+        ctx.settings.deployment,
         labels::BATCH
     );
     let mut out = BTreeMap::new();
     let mut page = None;
     loop {
-        let (instances, next) = ctx.compute.list(vm.project(), vm.zone(), &filter, page).await?;
+        let (instances, next) = ctx.ports.compute.list(vm.project(), vm.zone(), &filter, page).await?;
         out.extend(instances.into_iter().map(|i| (i.name.clone(), i)));
         match next {
             Some(p) => page = Some(p),

@@ -72,19 +72,23 @@ pub(crate) async fn insert_alone(ctx: &Env, cur: Versioned<Vm>) -> Result<Next, 
     };
     let vm = &cur.value;
     let rid = insert_request_id(vm);
-    let op =
-        match ctx.compute.insert(vm.project(), vm.zone(), &rid, &instance_spec(vm, &ctx.deployment)).await {
-            Ok(op) => {
-                // The slot's first accepted insert only (a re-send after a failed operation has a
-                // later attempt; one refused outright sends again from here).
-                if sending && vm.insert_attempt == 0 {
-                    ctx.metrics.lifecycle(vm, Stage::ChangeToInsert, vm.configured, now);
-                }
-                op
+    let op = match ctx
+        .ports
+        .compute
+        .insert(vm.project(), vm.zone(), &rid, &instance_spec(vm, &ctx.settings.deployment))
+        .await
+    {
+        Ok(op) => {
+            // The slot's first accepted insert only (a re-send after a failed operation has a
+            // later attempt; one refused outright sends again from here).
+            if sending && vm.insert_attempt == 0 {
+                ctx.metrics.lifecycle(vm, Stage::ChangeToInsert, vm.configured, now);
             }
-            Err(e) if e.kind == ComputeKind::AlreadyExists => return adopt(ctx, cur, e).await,
-            Err(e) => return failed(ctx, vm, e, "").await,
-        };
+            op
+        }
+        Err(e) if e.kind == ComputeKind::AlreadyExists => return adopt(ctx, cur, e).await,
+        Err(e) => return failed(ctx, vm, e, "").await,
+    };
     if op.done || op.name == vm.operation {
         return follow(ctx, cur, op).await;
     }
@@ -124,7 +128,7 @@ pub(crate) async fn follow(ctx: &Env, cur: Versioned<Vm>, op: Operation) -> Resu
         .await?;
         return failed(ctx, vm, e, &op.name).await;
     }
-    match ctx.compute.get(vm.project(), vm.zone(), &vm.hostname).await? {
+    match ctx.ports.compute.get(vm.project(), vm.zone(), &vm.hostname).await? {
         Some(inst) => created(ctx, cur, inst.placed(), false).await.map(|()| Next::Done),
         None => {
             let msg = format!("operation {} is DONE but instance {} is not found", op.name, vm.hostname);
@@ -138,9 +142,9 @@ pub(crate) async fn follow(ctx: &Env, cur: Versioned<Vm>, op: Operation) -> Resu
 /// hostname is taken, so drop the record and let the next expansion pick a new one.
 async fn adopt(ctx: &Env, cur: Versioned<Vm>, e: ComputeError) -> Result<Next, TaskError> {
     let vm = &cur.value;
-    let inst = ctx.compute.get(vm.project(), vm.zone(), &vm.hostname).await?;
+    let inst = ctx.ports.compute.get(vm.project(), vm.zone(), &vm.hostname).await?;
     match inst {
-        Some(inst) if inst.belongs_to(&vm.id, &ctx.deployment) => {
+        Some(inst) if inst.belongs_to(&vm.id, &ctx.settings.deployment) => {
             created(ctx, cur, inst.placed(), false).await.map(|()| Next::Done)
         }
         Some(_) => {

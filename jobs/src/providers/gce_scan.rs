@@ -22,13 +22,14 @@ const STAGE: &str = "inspect_instances";
 
 /// One walk of `zone` in `project` (every page).
 pub(super) async fn scan_zone(ctx: &Env, project: &str, zone: &str) -> Result<Next, TaskError> {
-    let filter = format!("(labels.{} = \"{}\") (status != \"RUNNING\")", labels::DEPLOYMENT, ctx.deployment);
+    let filter =
+        format!("(labels.{} = \"{}\") (status != \"RUNNING\")", labels::DEPLOYMENT, ctx.settings.deployment);
     let mut page = None;
     loop {
-        let (instances, next) = ctx.compute.list(project, zone, &filter, page).await?;
+        let (instances, next) = ctx.ports.compute.list(project, zone, &filter, page).await?;
         let down: Vec<_> = instances.into_iter().filter(|i| i.is_down()).collect();
         let names: Vec<String> = down.iter().map(|i| i.name.clone()).collect();
-        for (inst, id) in down.iter().zip(ctx.store.vms_by_hostname(&names).await?) {
+        for (inst, id) in down.iter().zip(ctx.ports.store.vms_by_hostname(&names).await?) {
             let Some(id) = id else { continue }; // a leak: audit_instances' business
             let Some(vm) = read_vm(ctx, &id).await? else { continue };
             // Kept warm: suspended or stopped on purpose.
@@ -50,7 +51,7 @@ pub(super) async fn lost(ctx: &Env, rec: &ConfigRecord) -> Result<Vec<(String, I
     let filter = format!(
         "labels.{} = \"{}\" AND labels.{} = \"{prefix}\"",
         labels::DEPLOYMENT,
-        ctx.deployment,
+        ctx.settings.deployment,
         labels::CONFIG
     );
     let project = &rec.config.attributes.project;
@@ -58,9 +59,9 @@ pub(super) async fn lost(ctx: &Env, rec: &ConfigRecord) -> Result<Vec<(String, I
     for zone in rec.config.zone_names() {
         let mut page = None;
         loop {
-            let (instances, next) = ctx.compute.list(project, zone, &filter, page).await?;
+            let (instances, next) = ctx.ports.compute.list(project, zone, &filter, page).await?;
             let names: Vec<String> = instances.iter().map(|i| i.name.clone()).collect();
-            let vms = ctx.store.vms_by_hostname(&names).await?;
+            let vms = ctx.ports.store.vms_by_hostname(&names).await?;
             let missing = instances.into_iter().zip(vms).filter(|(_, vm)| vm.is_none());
             out.extend(missing.map(|(instance, _)| (zone.to_owned(), instance)));
             match next {

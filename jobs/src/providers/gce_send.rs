@@ -53,7 +53,7 @@ pub(super) async fn step(
         None => None,
     };
     // Bulks in flight are followed while more VMs are gathered.
-    let open_known = ctx.store.marked(BULKS_OPEN, prefix).await?.is_some();
+    let open_known = ctx.ports.store.marked(BULKS_OPEN, prefix).await?.is_some();
     if let Some(wait) = gather.filter(|_| !open_known) {
         return Ok(Next::After(wait.min(gce_bulk::GATHER_LOOK)));
     }
@@ -89,7 +89,7 @@ pub(super) async fn step(
         }
     }
     if open.is_empty() && open_known {
-        ctx.store.unmark(BULKS_OPEN, prefix).await?;
+        ctx.ports.store.unmark(BULKS_OPEN, prefix).await?;
     }
     let next = gce_bulk::step(ctx, open.into_values().collect(), waiting).await?;
     // Nothing of its own left to follow: the VMs sent alone (or on a later attempt) are
@@ -108,9 +108,9 @@ pub(super) async fn step(
 /// The VM records of Config `prefix` without an instance (read a few at a time; one gone or not
 /// decoding is left out: it is repaired elsewhere).
 async fn vms_of(ctx: &Env, prefix: &str) -> Result<Vec<Versioned<Vm>>, TaskError> {
-    let ids = ctx.store.vm_ids(VmIndex::UncreatedOf(prefix.to_owned())).await?;
+    let ids = ctx.ports.store.vm_ids(VmIndex::UncreatedOf(prefix.to_owned())).await?;
     let all = each(ids, |id| async move {
-        match ctx.store.vm(&id).await {
+        match ctx.ports.store.vm(&id).await {
             Ok(vm) => Ok(vm),
             Err(StoreError::Corrupt { .. }) => Ok(None),
             Err(e) => Err(e.into()),

@@ -91,11 +91,11 @@ fn ours(t: &Template, deployment: &str, prefix: &str, revision: &str) -> bool {
 /// The template a bulk of `vm` and others like it names as its source, if any: its Config's,
 /// made for `vm`'s revision, which is still the Config's, and not being removed.
 pub async fn for_bulk(ctx: &Env, vm: &Vm) -> Result<Option<TemplateSpec>, TaskError> {
-    let Some(cur) = ctx.store.config(&vm.config).await? else { return Ok(None) };
+    let Some(cur) = ctx.ports.store.config(&vm.config).await? else { return Ok(None) };
     let rec = &cur.value;
     Ok(match rec.resource(&vm.revision) {
         Some(r) if r.usable() && rec.revision == vm.revision => {
-            Some(template_spec(rec, &r.name, &ctx.deployment))
+            Some(template_spec(rec, &r.name, &ctx.settings.deployment))
         }
         _ => None,
     })
@@ -109,7 +109,7 @@ pub async fn lost(ctx: &Env, vm: &Vm, name: &str, e: &ComputeError) -> Result<bo
     if e.kind != Kind::NotFound || !e.message.contains(&format!("instanceTemplates/{name}")) {
         return Ok(false);
     }
-    let Some(cur) = ctx.store.config(&vm.config).await? else { return Ok(true) };
+    let Some(cur) = ctx.ports.store.config(&vm.config).await? else { return Ok(true) };
     if let Some(r) = cur.value.resource(&vm.revision).filter(|r| r.name == name) {
         update(ctx, &vm.config, r, |x| {
             x.ready.is_some() && x.removing.is_none() && {
@@ -193,14 +193,14 @@ pub async fn ensure(ctx: &Env, rec: &ConfigRecord) -> Result<Next, TaskError> {
     let project = rec.config.attributes.project.as_str();
     if !r.operation.is_empty() {
         // An insert in flight: where is it now? (Compute may have forgotten it: send it again.)
-        match ctx.compute.global_operation(project, &r.operation).await? {
+        match ctx.ports.compute.global_operation(project, &r.operation).await? {
             Some(op) if !op.done => return Ok(poll(ctx, &r)),
             Some(op) => return made(ctx, &rec, r, op).await,
             None => {}
         }
     }
-    let spec = template_spec(&rec, &r.name, &ctx.deployment);
-    match ctx.compute.insert_template(project, &rid("template", &r), &spec).await {
+    let spec = template_spec(&rec, &r.name, &ctx.settings.deployment);
+    match ctx.ports.compute.insert_template(project, &rid("template", &r), &spec).await {
         Ok(op) if op.done => made(ctx, &rec, r, op).await,
         Ok(op) => {
             update(ctx, prefix, &r, |x| {
@@ -212,17 +212,21 @@ pub async fn ensure(ctx: &Env, rec: &ConfigRecord) -> Result<Next, TaskError> {
             .await?;
             Ok(poll(ctx, &r))
         }
-        Err(e) if e.kind == Kind::AlreadyExists => match ctx.compute.template(project, &r.name).await? {
-            Some(t) if ours(&t, &ctx.deployment, prefix, revision) => ready(ctx, project, prefix, &r).await,
-            _ => {
-                let message = format!(
-                    "instance template {}: the name is taken by a template not of this revision",
-                    r.name
-                );
-                ctx.record_once(prefix, STAGE, &e.code, &message).await?;
-                Err(TaskError::Compute(ComputeError { message, ..e }))
+        Err(e) if e.kind == Kind::AlreadyExists => {
+            match ctx.ports.compute.template(project, &r.name).await? {
+                Some(t) if ours(&t, &ctx.settings.deployment, prefix, revision) => {
+                    ready(ctx, project, prefix, &r).await
+                }
+                _ => {
+                    let message = format!(
+                        "instance template {}: the name is taken by a template not of this revision",
+                        r.name
+                    );
+                    ctx.record_once(prefix, STAGE, &e.code, &message).await?;
+                    Err(TaskError::Compute(ComputeError { message, ..e }))
+                }
             }
-        },
+        }
         // Held back (rate limit, open breaker): a wait, not a failure.
         Err(e) if e.retry_after.is_some() => Err(e.into()),
         Err(e) => {
@@ -276,7 +280,7 @@ async fn ready(ctx: &Env, project: &str, prefix: &str, r: &PoolResource) -> Resu
     if written.is_some_and(|x| x.ready == Some(now)) {
         tracing::info!(config = %prefix, template = %r.name, revision = %r.revision, "instance template made");
         // Audited for leaks in its project from now on, even once no Config names the project.
-        ctx.store.mark(TEMPLATE_PROJECTS, project, now).await?;
+        ctx.ports.store.mark(TEMPLATE_PROJECTS, project, now).await?;
     }
     ctx.resolved(prefix, &[STAGE]).await?;
     Ok(Next::Done)
@@ -304,13 +308,13 @@ pub async fn remove(ctx: &Env, prefix: &str, revision: &str) -> Result<Next, Tas
     let project = rec.config.attributes.project.as_str();
     if !r.operation.is_empty() {
         // A delete in flight: where is it now? (Compute may have forgotten it: send it again.)
-        match ctx.compute.global_operation(project, &r.operation).await? {
+        match ctx.ports.compute.global_operation(project, &r.operation).await? {
             Some(op) if !op.done => return Ok(poll(ctx, &r)),
             Some(op) => return removed(ctx, project, prefix, r, op).await,
             None => {}
         }
     }
-    match ctx.compute.delete_template(project, &r.name, &rid("untemplate", &r)).await {
+    match ctx.ports.compute.delete_template(project, &r.name, &rid("untemplate", &r)).await {
         Ok(None) => forget(ctx, prefix, &r).await,
         Ok(Some(op)) if op.done => removed(ctx, project, prefix, r, op).await,
         Ok(Some(op)) => {
@@ -341,7 +345,7 @@ async fn removed(
     op: Operation,
 ) -> Result<Next, TaskError> {
     let Some(e) = op.error else { return forget(ctx, prefix, &r).await };
-    if ctx.compute.template(project, &r.name).await?.is_none() {
+    if ctx.ports.compute.template(project, &r.name).await?.is_none() {
         return forget(ctx, prefix, &r).await; // gone anyway
     }
     let message = format!("instance template {}: delete: {}", r.name, e.message);

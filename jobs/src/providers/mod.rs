@@ -186,7 +186,7 @@ impl Providers {
     /// [`Provider::create_batch`] put together ([`Provider::send_together`]). The sooner next
     /// step of them all; the first failure once all were run.
     pub async fn send_together(&self, ctx: &Env, prefix: &str) -> Result<Next, TaskError> {
-        let cfg = ctx.store.config(prefix).await?.map(|c| c.value);
+        let cfg = ctx.ports.store.config(prefix).await?.map(|c| c.value);
         let own = cfg.as_ref().and_then(|c| self.by_id.get(self.declared.resolve(&c.config.provider)));
         let mut runs = Vec::new();
         for p in self.each(ctx).await {

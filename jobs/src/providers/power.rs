@@ -95,12 +95,12 @@ pub(super) async fn step(ctx: &Env, cur: Versioned<Vm>, how: Park, wake: bool) -
     let since = now - p.waking.unwrap_or(p.since);
     let followed = match p.operation.as_str() {
         "" => None,
-        name => ctx.compute.operation(vm.project(), vm.zone(), name).await?,
+        name => ctx.ports.compute.operation(vm.project(), vm.zone(), name).await?,
     };
     let op = match followed {
         Some(op) => op,
         None => {
-            let Some(instance) = ctx.compute.get(vm.project(), vm.zone(), &vm.hostname).await? else {
+            let Some(instance) = ctx.ports.compute.get(vm.project(), vm.zone(), &vm.hostname).await? else {
                 // Gone: it cannot be parked or woken; it is replaced like any instance that went.
                 crate::fleet::lifecycle::replace_down(ctx, vm, None, STAGE).await?;
                 return Ok(Next::Done);
@@ -111,7 +111,7 @@ pub(super) async fn step(ctx: &Env, cur: Versioned<Vm>, how: Park, wake: bool) -
                 None => {}
             }
             let rid = request_id(&format!("{}-{}-{}", call.verb(), vm.hostname, p.turns));
-            match ctx.compute.power(vm.project(), vm.zone(), &vm.hostname, call, &rid).await {
+            match ctx.ports.compute.power(vm.project(), vm.zone(), &vm.hostname, call, &rid).await {
                 Ok(Some(op)) => op,
                 Ok(None) => {
                     crate::fleet::lifecycle::replace_down(ctx, vm, None, STAGE).await?;

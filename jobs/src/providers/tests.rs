@@ -144,9 +144,9 @@ async fn create_instance_goes_to_the_vms_provider() {
     let mut c = crate::testing::config("linux", 2);
     c.provider = "other".into();
     ctx.seed_config("linux", 2).await;
-    let mut rec = ctx.store.config("linux").await.unwrap().unwrap();
+    let mut rec = ctx.ports.store.config("linux").await.unwrap().unwrap();
     rec.value.config = c;
-    assert!(ctx.store.put_config(&rec.value, Expect::Version(rec.version)).await.unwrap());
+    assert!(ctx.ports.store.put_config(&rec.value, Expect::Version(rec.version)).await.unwrap());
     ctx.seed_vm("linux-0", |v| v.provider = "other".into()).await;
     crate::tasks::create_instance::run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap();
     assert_eq!(other.creates.load(Ordering::SeqCst), 1);
@@ -154,7 +154,7 @@ async fn create_instance_goes_to_the_vms_provider() {
     // A VM left from the default provider is not the Config's any more: dropped, not made.
     ctx.seed_vm("linux-1", |_| {}).await;
     crate::tasks::create_instance::run(&ctx, CreateInstance { id: "linux-1".into() }).await.unwrap();
-    assert!(ctx.store.vm("linux-1").await.unwrap().is_none());
+    assert!(ctx.ports.store.vm("linux-1").await.unwrap().is_none());
     assert_eq!(other.creates.load(Ordering::SeqCst), 1);
 }
 
@@ -168,7 +168,7 @@ async fn a_provider_change_replaces_the_pool_a_tenth_at_a_time_and_ends() {
     for i in 0..20 {
         ctx.seed_vm(&format!("linux-{i}"), created(ctx.now())).await;
     }
-    let cur = ctx.store.config("linux").await.unwrap().unwrap();
+    let cur = ctx.ports.store.config("linux").await.unwrap().unwrap();
     let mut new = cur.value.config.clone();
     new.provider = "gce".into();
     assert_eq!(
@@ -188,7 +188,7 @@ async fn a_provider_change_replaces_the_pool_a_tenth_at_a_time_and_ends() {
         ..cur.value
     };
     assert!(rec.provider_changed.is_some());
-    assert!(ctx.store.put_config(&rec, Expect::Version(cur.version)).await.unwrap());
+    assert!(ctx.ports.store.put_config(&rec, Expect::Version(cur.version)).await.unwrap());
 
     let step = || async {
         let next = expand(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
@@ -205,10 +205,12 @@ async fn a_provider_change_replaces_the_pool_a_tenth_at_a_time_and_ends() {
     loop {
         // The drained VMs finish (their instance destroyed, bot deleted): their ids are made
         // again, by the new provider.
-        for id in ctx.store.vm_ids(crate::ports::store::VmIndex::OfConfig("linux".into())).await.unwrap() {
-            let v = ctx.store.vm(&id).await.unwrap().unwrap();
+        for id in
+            ctx.ports.store.vm_ids(crate::ports::store::VmIndex::OfConfig("linux".into())).await.unwrap()
+        {
+            let v = ctx.ports.store.vm(&id).await.unwrap().unwrap();
             if v.value.drained {
-                assert!(ctx.store.delete_vm(&id, v.version).await.unwrap());
+                assert!(ctx.ports.store.delete_vm(&id, v.version).await.unwrap());
             }
         }
         let (next, drained) = step().await;
@@ -221,12 +223,12 @@ async fn a_provider_change_replaces_the_pool_a_tenth_at_a_time_and_ends() {
     }
     assert_eq!(rounds, 10, "two drained first, nine rounds of two more, then one that finds none left");
     assert_eq!(
-        ctx.store.config("linux").await.unwrap().unwrap().value.provider_changed,
+        ctx.ports.store.config("linux").await.unwrap().unwrap().value.provider_changed,
         None,
         "done: mark cleared"
     );
     for i in 0..20 {
-        assert_eq!(ctx.store.vm(&format!("linux-{i}")).await.unwrap().unwrap().value.provider, "gce-b");
+        assert_eq!(ctx.ports.store.vm(&format!("linux-{i}")).await.unwrap().unwrap().value.provider, "gce-b");
     }
 }
 

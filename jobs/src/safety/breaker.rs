@@ -42,7 +42,7 @@ fn canary_wait(base: Duration, n: u32) -> chrono::Duration {
 /// after connecting, a preemption aside). May open the breaker, or put the next canary off.
 pub async fn failed(ctx: &Env, vm: &Vm, kind: FaultKind) -> Result<(), TaskError> {
     let now = ctx.now();
-    let Some(cfg) = ctx.store.config(&vm.config).await? else { return Ok(()) };
+    let Some(cfg) = ctx.ports.store.config(&vm.config).await? else { return Ok(()) };
     let b = &cfg.value.config.breaker;
     let soon = vm.connected.is_some_and(|c| now - c < b.within.chrono());
     let counts = match kind {
@@ -143,8 +143,8 @@ async fn proven_since(
     lived: DateTime<Utc>,
 ) -> Result<bool, TaskError> {
     let Some(since) = since else { return Ok(false) };
-    for id in ctx.store.vm_ids(crate::ports::store::VmIndex::OfConfig(prefix.to_owned())).await? {
-        if let Some(v) = ctx.store.vm(&id).await?
+    for id in ctx.ports.store.vm_ids(crate::ports::store::VmIndex::OfConfig(prefix.to_owned())).await? {
+        if let Some(v) = ctx.ports.store.vm(&id).await?
             && v.value.serving()
             && v.value.connected.is_some_and(|c| c >= since && c <= lived)
         {

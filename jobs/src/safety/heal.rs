@@ -23,24 +23,26 @@ const VERIFIED: &str = "verified";
 /// in those checks are found within that period, and VM records that do not decode are
 /// quarantined.
 pub async fn check(ctx: &Env) -> Result<(), TaskError> {
-    let mut scopes = ctx.store.heal_requests().await?;
+    let mut scopes = ctx.ports.store.heal_requests().await?;
     if !scopes.contains(&Scope::All) {
-        for c in ctx.store.configs().await? {
+        for c in ctx.ports.store.configs().await? {
             let prefix = c.value.config.prefix;
-            if !ctx.store.derived_sound(&prefix).await? && !scopes.contains(&Scope::Config(prefix.clone())) {
+            if !ctx.ports.store.derived_sound(&prefix).await?
+                && !scopes.contains(&Scope::Config(prefix.clone()))
+            {
                 scopes.push(Scope::Config(prefix));
             }
         }
-        let last = ctx.store.marks(VERIFIED).await?.into_iter().find(|(k, _)| k == "*").map(|(_, t)| t);
-        if last.is_none_or(|t| ctx.now() - t >= ctx.timing.sweep.chrono()) {
+        let last = ctx.ports.store.marks(VERIFIED).await?.into_iter().find(|(k, _)| k == "*").map(|(_, t)| t);
+        if last.is_none_or(|t| ctx.now() - t >= ctx.settings.timing.sweep.chrono()) {
             scopes = vec![Scope::All];
         }
     }
     for scope in &scopes {
         rebuild(ctx, scope).await?;
         if *scope == Scope::All {
-            ctx.store.unmark(VERIFIED, "*").await?;
-            ctx.store.mark(VERIFIED, "*", ctx.now()).await?;
+            ctx.ports.store.unmark(VERIFIED, "*").await?;
+            ctx.ports.store.mark(VERIFIED, "*", ctx.now()).await?;
         }
     }
     Ok(())
@@ -49,7 +51,7 @@ pub async fn check(ctx: &Env) -> Result<(), TaskError> {
 /// Rebuilds `scope`; when anything changed, logs it once (WARN) and notes it on the Config's
 /// status, resolving the notes of cron jobs that skipped it meanwhile.
 async fn rebuild(ctx: &Env, scope: &Scope) -> Result<(), TaskError> {
-    let r = ctx.store.rebuild(scope).await?;
+    let r = ctx.ports.store.rebuild(scope).await?;
     if !r.corrupt.is_empty() {
         // Their handler reads them, which quarantines each (see `tasks::quarantine`).
         tracing::warn!(scope = %scope, vms = ?r.corrupt, "VM records that do not decode: quarantined");
@@ -90,7 +92,7 @@ async fn rebuild(ctx: &Env, scope: &Scope) -> Result<(), TaskError> {
     configs.dedup();
     for prefix in configs {
         ctx.record(&prefix, STAGE, "rebuilt", &what, "", "").await?;
-        ctx.store.resolve_errors(&prefix, &[STAGE], ctx.now()).await?;
+        ctx.ports.store.resolve_errors(&prefix, &[STAGE], ctx.now()).await?;
     }
     Ok(())
 }

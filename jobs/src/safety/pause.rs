@@ -47,7 +47,7 @@ pub fn in_force(own: Option<&Pause>, global: Option<&Pause>) -> Option<Pause> {
 pub async fn paused(env: &Env, rec: Option<&ConfigRecord>) -> Result<Option<Pause>, TaskError> {
     match rec.and_then(|r| r.paused.as_ref()) {
         Some(own) => Ok(Some(own.clone())),
-        None => global(&*env.store).await,
+        None => global(&*env.ports.store).await,
     }
 }
 
@@ -66,7 +66,7 @@ pub fn held_by(rec: &ConfigRecord, paused: Option<&Pause>, vm_id: Option<&str>) 
 /// [`held`] for Config `prefix` as stored: only the global pause when it has no record, or one
 /// that does not decode (that is reported and repaired by `import_configs`).
 pub async fn held_of(env: &Env, prefix: &str) -> Result<Option<Pause>, TaskError> {
-    match env.store.config(prefix).await {
+    match env.ports.store.config(prefix).await {
         Ok(Some(c)) => held(env, &c.value, None).await,
         Ok(None) | Err(StoreError::Corrupt { .. } | StoreError::Newer { .. }) => paused(env, None).await,
         Err(e) => Err(e.into()),
@@ -80,12 +80,12 @@ pub async fn held_of(env: &Env, prefix: &str) -> Result<Option<Pause>, TaskError
 pub async fn wake(env: &Env, only: Option<&str>) -> Result<(), TaskError> {
     let prefixes: Vec<String> = match only {
         Some(p) => vec![p.to_owned()],
-        None => env.store.configs().await?.into_iter().map(|c| c.value.config.prefix).collect(),
+        None => env.ports.store.configs().await?.into_iter().map(|c| c.value.config.prefix).collect(),
     };
     let expand: Vec<ExpandConfig> = prefixes.iter().map(|p| ExpandConfig { prefix: p.clone() }).collect();
     env.push_many(&expand).await?;
     let ids = async |index| -> Result<Vec<String>, TaskError> {
-        let all = env.store.vm_ids(index).await?.into_iter();
+        let all = env.ports.store.vm_ids(index).await?.into_iter();
         Ok(all.filter(|id| only.is_none_or(|p| parse_id(id).is_some_and(|(of, _)| of == p))).collect())
     };
     let waiting: Vec<CreateInstance> =

@@ -7,6 +7,7 @@
 
 use std::collections::HashSet;
 
+use crate::env::Ports;
 use crate::config::labels;
 use crate::ctx::Ctx;
 use crate::env::request_id;
@@ -19,14 +20,15 @@ use crate::work::{AuditInstances, Next};
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: AuditInstances) -> Result<Next, TaskError> {
-    let filter = format!("labels.{} = \"{}\"", labels::DEPLOYMENT, ctx.deployment);
+    let Ports { store, compute, .. } = &ctx.ports;
+    let filter = format!("labels.{} = \"{}\"", labels::DEPLOYMENT, ctx.settings.deployment);
     let scope = format!("{}/{}/", t.project, t.zone);
     let mut leaked = HashSet::new();
     let mut page = None;
     loop {
-        let (instances, next) = ctx.compute.list(&t.project, &t.zone, &filter, page).await?;
+        let (instances, next) = compute.list(&t.project, &t.zone, &filter, page).await?;
         let names: Vec<String> = instances.iter().map(|i| i.name.clone()).collect();
-        let vms = ctx.store.vms_by_hostname(&names).await?;
+        let vms = store.vms_by_hostname(&names).await?;
         let now = ctx.now();
         for (instance, vm) in instances.into_iter().zip(vms) {
             if vm.is_some() || adopted(ctx, &t, &instance).await? {
@@ -34,13 +36,13 @@ pub async fn run(ctx: &Ctx, t: AuditInstances) -> Result<Next, TaskError> {
             }
             let name = instance.name;
             let key = format!("{scope}{name}");
-            let first = ctx.store.mark(LEAKS, &key, now).await?;
+            let first = store.mark(LEAKS, &key, now).await?;
             if first == now {
                 ctx.metrics.cleanup("leaked_instance", "found");
             }
-            if first + ctx.timing.leak_grace.chrono() <= now {
+            if first + ctx.settings.timing.leak_grace.chrono() <= now {
                 let rid = request_id(&format!("plug-{name}"));
-                match ctx.compute.delete(&t.project, &t.zone, &name, &rid).await {
+                match compute.delete(&t.project, &t.zone, &name, &rid).await {
                     Ok(_) => {
                         ctx.metrics.cleanup("leaked_instance", "deleted");
                         tracing::info!(project = %t.project, zone = %t.zone, instance = %name, "deleted a leaked instance")
@@ -61,9 +63,9 @@ pub async fn run(ctx: &Ctx, t: AuditInstances) -> Result<Next, TaskError> {
         }
     }
     // Forget candidates that are no longer leaked (adopted, or gone).
-    for (key, _) in ctx.store.marks(LEAKS).await? {
+    for (key, _) in store.marks(LEAKS).await? {
         if key.starts_with(&scope) && !leaked.contains(&key) {
-            ctx.store.unmark(LEAKS, &key).await?;
+            store.unmark(LEAKS, &key).await?;
         }
     }
     Ok(Next::Done)
@@ -74,7 +76,7 @@ pub async fn run(ctx: &Ctx, t: AuditInstances) -> Result<Next, TaskError> {
 /// incarnation makes it a leak), and the instance is not on its way down.
 async fn adopted(ctx: &Ctx, t: &AuditInstances, instance: &Instance) -> Result<bool, TaskError> {
     let Some(prefix) = instance.labels.get(labels::CONFIG) else { return Ok(false) };
-    let rec = match ctx.store.config(prefix).await {
+    let rec = match ctx.ports.store.config(prefix).await {
         Ok(Some(rec)) => rec.value,
         // No Config, or one another build owns: not ours to adopt into.
         Ok(None) | Err(StoreError::Newer { .. }) => return Ok(false),

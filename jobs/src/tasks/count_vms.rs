@@ -2,6 +2,7 @@
 //! dead, unhealthy) into its status, from the store's per-Config sums (O(1)); drops the status of
 //! a Config that is gone and has no VM left.
 
+use crate::env::Ports;
 use crate::work::{CountVms, Next};
 use crate::ctx::Ctx;
 use crate::error::TaskError;
@@ -10,9 +11,10 @@ use crate::fleet::counts::tally;
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: CountVms) -> Result<Next, TaskError> {
-    match tally(&*ctx.store, &t.prefix, ctx.now()).await? {
-        (counts, true) => ctx.store.put_counts(&t.prefix, &counts).await?,
-        (_, false) => ctx.store.drop_status(&t.prefix).await?,
+    let Ports { store, .. } = &ctx.ports;
+    match tally(&**store, &t.prefix, ctx.now()).await? {
+        (counts, true) => store.put_counts(&t.prefix, &counts).await?,
+        (_, false) => store.drop_status(&t.prefix).await?,
     }
     Ok(Next::Done)
 }

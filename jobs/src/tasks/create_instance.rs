@@ -12,6 +12,7 @@
 //!   `bulk_insert`; a VM in a bulk is followed there.)
 
 
+use crate::env::Ports;
 use crate::work::{CreateInstance, ManageBot, Next};
 
 use crate::ctx::Ctx;
@@ -21,6 +22,7 @@ use crate::fleet::lifecycle::sendable;
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: CreateInstance) -> Result<Next, TaskError> {
+    let Ports { store, .. } = &ctx.ports;
     let Some(cur) = ctx.vm(&t.id).await? else { return Ok(Next::Done) };
     let vm = &cur.value;
     if vm.instance.is_some() {
@@ -29,7 +31,7 @@ pub async fn run(ctx: &Ctx, t: CreateInstance) -> Result<Next, TaskError> {
     }
     if vm.insert_sent.is_none() {
         // Not sent yet: still made (wanted, or kept warm), not paused, trusted?
-        let cfg = ctx.store.config(&vm.config).await?;
+        let cfg = store.config(&vm.config).await?;
         let cfg = cfg.as_ref().map(|c| &c.value);
         let paused = crate::safety::pause::paused(ctx, cfg).await?;
         if !sendable(ctx, ctx.providers.declared(), cfg, paused.as_ref(), vm).await? {

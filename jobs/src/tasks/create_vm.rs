@@ -2,6 +2,7 @@
 //! wanted (or kept warm) and its Config is not held, and hands it on (`fleet/making.rs`: the one way a
 //! record is made, shared with `expand_config`'s batches).
 
+use crate::env::Ports;
 use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::fleet::making;
@@ -10,11 +11,12 @@ use crate::work::{CreateVm, Next};
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: CreateVm) -> Result<Next, TaskError> {
+    let Ports { store, .. } = &ctx.ports;
     if ctx.vm(&t.id).await?.is_some() {
         return Ok(Next::Done);
     }
     let (prefix, index) = parse_id(&t.id).ok_or_else(|| TaskError::Invalid(format!("VM id {:?}", t.id)))?;
-    let Some(cfg) = ctx.store.config(prefix).await? else { return Ok(Next::Done) };
+    let Some(cfg) = store.config(prefix).await? else { return Ok(Next::Done) };
     if !cfg.value.makes(index) || crate::safety::pause::held(ctx, &cfg.value, Some(&t.id)).await?.is_some() {
         return Ok(Next::Done); // resuming a paused Config expands it again
     }

@@ -5,6 +5,7 @@
 //! `count_vms` so the Config's status follows (and goes with the last VM of a removed Config).
 
 
+use crate::env::Ports;
 use crate::work::{CountVms, DeleteBot, ExpandConfig, Next};
 use crate::ctx::Ctx;
 use crate::error::TaskError;
@@ -12,11 +13,12 @@ use crate::error::TaskError;
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: DeleteBot) -> Result<Next, TaskError> {
+    let Ports { bots, .. } = &ctx.ports;
     let Some(cur) = ctx.vm(&t.id).await? else { return Ok(Next::Done) };
     if cur.value.hostname != t.hostname || cur.value.destroying.is_none() {
         return Ok(Next::Done);
     }
-    ctx.bots.delete(&cur.value.swarming, &t.hostname).await?;
+    bots.delete(&cur.value.swarming, &t.hostname).await?;
     if !crate::fleet::meter::delete(ctx, &cur).await? {
         return Err(TaskError::Conflict(t.id));
     }

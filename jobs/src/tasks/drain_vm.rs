@@ -5,6 +5,7 @@
 //! `manage_bot` (terminate, destroy, delete); one being inserted finishes first.
 
 
+use crate::env::Ports;
 use crate::work::{DrainVm, Next, ParkVm};
 use crate::ctx::Ctx;
 use crate::error::TaskError;
@@ -12,8 +13,9 @@ use crate::error::TaskError;
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: DrainVm) -> Result<Next, TaskError> {
+    let Ports { store, .. } = &ctx.ports;
     let Some(cur) = ctx.vm(&t.id).await? else { return Ok(Next::Done) };
-    let config = ctx.store.config(&cur.value.config).await?.map(|c| c.value);
+    let config = store.config(&cur.value.config).await?.map(|c| c.value);
     let vm = &cur.value;
     if config.as_ref().is_some_and(|c| c.keeps(vm, ctx.providers.declared())) {
         return Ok(Next::Done);

@@ -13,6 +13,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 
+use crate::env::Ports;
 use crate::work::{DrainVm, ExpandConfig, Next, ParkVm, PoolResources};
 use crate::ctx::Ctx;
 use crate::model::ConfigRecord;
@@ -36,13 +37,14 @@ fn declare_series(ctx: &Ctx, rec: &ConfigRecord) {
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
-    let Some(cur) = ctx.store.config(&t.prefix).await? else { return Ok(Next::Done) };
+    let Ports { store, .. } = &ctx.ports;
+    let Some(cur) = store.config(&t.prefix).await? else { return Ok(Next::Done) };
     let mut rec = cur.value;
     declare_series(ctx, &rec);
     let amount = rec.amount_at(ctx.now());
     // Sorted: the steps below drain in this order.
     let existing: BTreeSet<String> =
-        ctx.store.vm_ids(VmIndex::OfConfig(t.prefix.clone())).await?.into_iter().collect();
+        store.vm_ids(VmIndex::OfConfig(t.prefix.clone())).await?.into_iter().collect();
     let ids: Vec<String> = existing.iter().cloned().collect();
     let before = (rec.current_amount, rec.let_go.clone(), rec.warm.clone(), rec.waking.clone());
     rec.current_amount = amount;
@@ -56,7 +58,7 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
         .collect();
     rec.waking = keep;
     let after = (rec.current_amount, rec.let_go.clone(), rec.warm.clone(), rec.waking.clone());
-    if after != before && !ctx.store.put_config(&rec, Expect::Version(cur.version)).await? {
+    if after != before && !store.put_config(&rec, Expect::Version(cur.version)).await? {
         return Err(TaskError::Conflict(t.prefix));
     }
     // Woken from the warm pool: asked again on every look until awake (`park_vm` clears it),
@@ -117,9 +119,9 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
         return Ok(done); // resuming pushes this task again
     }
     // VMs of the Config without an instance: its records less its created ones (O(1) sums).
-    let sums = crate::fleet::counts::sums(&*ctx.store, &t.prefix).await?;
+    let sums = crate::fleet::counts::sums(&**store, &t.prefix).await?;
     let creating = (sums[0] - sums[1]).max(0) as usize;
-    let limits = &ctx.limits;
+    let limits = &ctx.settings.limits;
     let room =
         (limits.creating_per_config as usize).saturating_sub(creating).min(limits.expand_batch as usize);
     let room = room.min(budget_room(ctx, &rec, missing.len()).await?);
@@ -138,8 +140,8 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
 /// numbers) and marked resolved once growth is free again.
 async fn budget_room(ctx: &Ctx, rec: &ConfigRecord, lacking: usize) -> Result<usize, TaskError> {
     let now = ctx.now();
-    let rates = ctx.catalog.rates(ctx.store.as_ref(), now).await?;
-    let Some(h) = crate::cost::spend::hold(&*ctx.store, &ctx.trust, &rates, rec, now).await? else { return Ok(lacking) };
+    let rates = ctx.catalog.rates(ctx.ports.store.as_ref(), now).await?;
+    let Some(h) = crate::cost::spend::hold(&*ctx.ports.store, &ctx.settings.trust, &rates, rec, now).await? else { return Ok(lacking) };
     let room = usize::try_from(h.room).unwrap_or(usize::MAX).min(lacking);
     let prefix = &rec.config.prefix;
     if room < lacking {
@@ -199,12 +201,12 @@ async fn arrange(ctx: &Ctx, rec: &mut ConfigRecord, ids: &[String]) -> Result<()
 /// Returns whether the change is still going on (the caller looks again). Called only while the
 /// Config is marked; reads every VM record of the Config.
 async fn switch_step(ctx: &Ctx, prefix: &str, ids: &[String]) -> Result<bool, TaskError> {
-    let Some(cur) = ctx.store.config(prefix).await? else { return Ok(false) };
+    let Some(cur) = ctx.ports.store.config(prefix).await? else { return Ok(false) };
     let Some(since) = cur.value.provider_changed else { return Ok(false) };
     let to = ctx.providers.declared().resolve(&cur.value.config.provider).to_owned();
     let (mut waiting, mut in_flight) = (Vec::new(), 0usize);
     for id in ids {
-        match ctx.store.vm(id).await? {
+        match ctx.ports.store.vm(id).await? {
             Some(v) if ctx.providers.declared().resolve(&v.value.provider) != to.as_str() => match v.value.drained {
                 true => in_flight += 1,
                 false => waiting.push(crate::work::DrainVm { id: id.clone() }),
@@ -214,7 +216,7 @@ async fn switch_step(ctx: &Ctx, prefix: &str, ids: &[String]) -> Result<bool, Ta
     }
     if waiting.is_empty() && in_flight == 0 {
         let rec = ConfigRecord { provider_changed: None, ..cur.value };
-        let done = ctx.store.put_config(&rec, crate::ports::store::Expect::Version(cur.version)).await?;
+        let done = ctx.ports.store.put_config(&rec, crate::ports::store::Expect::Version(cur.version)).await?;
         if done {
             let secs = (ctx.now() - since).num_seconds();
             tracing::info!(config = %prefix, provider = %to, seconds = secs, "provider change done: every VM comes from the new provider");

@@ -21,11 +21,11 @@ const STAGE: &str = "inspect_swarming";
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: InspectSwarming) -> Result<Next, TaskError> {
-    let prefixes: HashSet<String> = crate::fleet::status::prefixes(&*ctx.store).await?.into_iter().collect();
+    let prefixes: HashSet<String> = crate::fleet::status::prefixes(&*ctx.ports.store).await?.into_iter().collect();
     let mut listed: HashSet<String> = HashSet::new();
     let mut cursor = None;
     loop {
-        let (bots, next) = match ctx.bots.list(&t.server, cursor).await {
+        let (bots, next) = match ctx.ports.bots.list(&t.server, cursor).await {
             Ok(page) => page,
             Err(e) => {
                 // Said on every Config that uses this server, so its operators see why (in
@@ -45,10 +45,10 @@ pub async fn run(ctx: &Ctx, t: InspectSwarming) -> Result<Next, TaskError> {
         };
         let now = ctx.now();
         let names: Vec<String> = bots.iter().map(|b| b.id.clone()).collect();
-        let vms = ctx.store.vms_by_hostname(&names).await?;
+        let vms = ctx.ports.store.vms_by_hostname(&names).await?;
         let ours: Vec<String> =
             names.iter().zip(&vms).filter(|(_, vm)| vm.is_some()).map(|(n, _)| n.clone()).collect();
-        let mut before = ctx.store.bots(&ours).await?.into_iter();
+        let mut before = ctx.ports.store.bots(&ours).await?.into_iter();
         listed.extend(names);
         let mut seen = Vec::new();
         let mut manage = Vec::new();
@@ -68,7 +68,7 @@ pub async fn run(ctx: &Ctx, t: InspectSwarming) -> Result<Next, TaskError> {
                         vm_id_of(&bot.id).and_then(parse_id).is_some_and(|(p, _)| prefixes.contains(p));
                     if ours && !bot.deleted {
                         let first =
-                            ctx.store.mark(STALE_BOTS, &format!("{}|{}", t.server, bot.id), now).await?;
+                            ctx.ports.store.mark(STALE_BOTS, &format!("{}|{}", t.server, bot.id), now).await?;
                         if first == now {
                             ctx.metrics.cleanup("stale_bot", "found");
                         }
@@ -76,7 +76,7 @@ pub async fn run(ctx: &Ctx, t: InspectSwarming) -> Result<Next, TaskError> {
                 }
             }
         }
-        ctx.store.put_bots(&seen).await?;
+        ctx.ports.store.put_bots(&seen).await?;
         ctx.push_many(&manage).await?;
         match next {
             Some(c) => cursor = Some(c),
@@ -98,13 +98,13 @@ pub async fn run(ctx: &Ctx, t: InspectSwarming) -> Result<Next, TaskError> {
 /// and is no longer listed (deleted from Swarming) are looked at, once: their observation is
 /// dropped. Observations of hostnames with no VM go too.
 async fn vanished(ctx: &Ctx, listed: &HashSet<String>, users: &[String]) -> Result<(), TaskError> {
-    let gone: Vec<String> = ctx.store.observed().await?.into_iter().filter(|h| !listed.contains(h)).collect();
+    let gone: Vec<String> = ctx.ports.store.observed().await?.into_iter().filter(|h| !listed.contains(h)).collect();
     if gone.is_empty() {
         return Ok(());
     }
     let mut forget = Vec::new();
     let mut manage = Vec::new();
-    for (hostname, vm) in gone.iter().zip(ctx.store.vms_by_hostname(&gone).await?) {
+    for (hostname, vm) in gone.iter().zip(ctx.ports.store.vms_by_hostname(&gone).await?) {
         match vm {
             Some(id) => {
                 if parse_id(&id).is_some_and(|(p, _)| users.iter().any(|u| u == p)) {
@@ -115,7 +115,7 @@ async fn vanished(ctx: &Ctx, listed: &HashSet<String>, users: &[String]) -> Resu
             None => forget.push(hostname.clone()),
         }
     }
-    ctx.store.forget_bots(&forget).await?;
+    ctx.ports.store.forget_bots(&forget).await?;
     ctx.push_many(&manage).await.map(drop)
 }
 
@@ -146,7 +146,7 @@ fn cannot_walk(ctx: &Ctx, server: &str, e: crate::ports::bots::BotError) -> Resu
 
 /// Prefixes of the Configs that use `server`.
 async fn users(ctx: &Ctx, server: &str) -> Result<Vec<String>, TaskError> {
-    let configs = ctx.store.configs().await?.into_iter();
+    let configs = ctx.ports.store.configs().await?.into_iter();
     Ok(configs.filter(|c| c.value.config.swarming == server).map(|c| c.value.config.prefix).collect())
 }
 

@@ -20,6 +20,7 @@
 
 use chrono::{DateTime, Utc};
 
+use crate::env::Ports;
 use crate::work::{DestroyInstance, ManageBot, Next, TerminateBot};
 use crate::ctx::Ctx;
 use crate::error::TaskError;
@@ -35,17 +36,17 @@ const STAGE: &str = "manage_bot";
 
 /// The bot of `vm`, from a fresh observation or GetBot.
 async fn bot_of(ctx: &Ctx, vm: &Vm, now: DateTime<Utc>) -> Result<Option<Bot>, TaskError> {
-    let ttl = ctx.timing.observation_ttl.chrono();
-    let before = ctx.store.bot(&vm.hostname).await?;
+    let ttl = ctx.settings.timing.observation_ttl.chrono();
+    let before = ctx.ports.store.bot(&vm.hostname).await?;
     if let Some(o) = &before
         && o.at + ttl > now
         && !o.bot.is_dead
     {
         return Ok(Some(o.bot.clone()));
     }
-    let bot = ctx.bots.get(&vm.swarming, &vm.hostname).await?;
+    let bot = ctx.ports.bots.get(&vm.swarming, &vm.hostname).await?;
     if let Some(b) = &bot {
-        ctx.store.put_bots(&[Observed::after(before.as_ref(), b.clone(), now)]).await?;
+        ctx.ports.store.put_bots(&[Observed::after(before.as_ref(), b.clone(), now)]).await?;
     }
     Ok(bot)
 }
@@ -62,6 +63,7 @@ fn destroyable(bot: &Bot, vm: &Vm, now: DateTime<Utc>, paused: bool) -> bool {
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<Next, TaskError> {
+    let Ports { bots, .. } = &ctx.ports;
     let Some(cur) = ctx.vm(&t.id).await? else { return Ok(Next::Done) };
     let vm = cur.value.clone();
     let (Some(destroy), Some(created)) = (DestroyInstance::of(&vm), vm.instance.as_ref().map(|i| i.created))
@@ -81,7 +83,7 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<Next, TaskError> {
         }
         return Ok(Next::Done);
     }
-    let grace = ctx.timing.bot_grace.chrono();
+    let grace = ctx.settings.timing.bot_grace.chrono();
     let provider = ctx.providers.get(ctx, &vm.provider).await?;
     let lasting = provider.machines_outlive_vms();
     let ours = |b: &Bot| b.first_seen.is_none_or(|f| f + grace >= created) || (lasting && !b.deleted);
@@ -166,7 +168,7 @@ pub async fn run(ctx: &Ctx, t: ManageBot) -> Result<Next, TaskError> {
         return Ok(Next::After(until.and_then(|d| d.to_std().ok()).unwrap_or_else(|| ctx.watch())));
     }
     if vm.terminate_sent.is_some() {
-        let events = ctx.bots.events(&vm.swarming, &vm.hostname, created).await?;
+        let events = bots.events(&vm.swarming, &vm.hostname, created).await?;
         if events.iter().any(|e| e.event_type == "bot_terminate") {
             ctx.push(&destroy).await?;
         } else {

@@ -5,6 +5,7 @@
 //! busy bot is looked at again later), and a VM made for the warm pool once its bot has
 //! connected; any other is handed to `drain_vm`.
 
+use crate::env::Ports;
 use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::model::parked::Park;
@@ -14,13 +15,14 @@ use crate::fleet::writes::update_config;
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: ParkVm) -> Result<Next, TaskError> {
+    let Ports { store, bots, .. } = &ctx.ports;
     let Some(cur) = ctx.vm(&t.id).await? else { return Ok(Next::Done) };
     let vm = cur.value.clone();
     if vm.destroying.is_some() {
         return Ok(Next::Done);
     }
     let provider = ctx.providers.get(ctx, &vm.provider).await?;
-    let config = ctx.store.config(&vm.config).await?.map(|c| c.value);
+    let config = store.config(&vm.config).await?.map(|c| c.value);
     // A wake under way is finished whatever happened since (drained, let go again): a VM is
     // never left half awake; then `manage_bot` and `drain_vm` take it from there.
     if vm.parked.as_ref().is_some_and(|p| p.waking.is_some()) {
@@ -56,7 +58,7 @@ pub async fn run(ctx: &Ctx, t: ParkVm) -> Result<Next, TaskError> {
     // About to ask Compute to park it (first, or again after a failure): only an idle bot.
     // Swarming is asked now, not the last walk.
     if vm.parked.as_ref().is_none_or(|p| !p.done && p.operation.is_empty()) {
-        let bot = ctx.bots.get(&vm.swarming, &vm.hostname).await?;
+        let bot = bots.get(&vm.swarming, &vm.hostname).await?;
         if bot.as_ref().is_some_and(|b| !b.task_id.is_empty()) {
             return Ok(Next::After(ctx.watch()));
         }

@@ -10,6 +10,7 @@
 //! * Each step is idempotent; one that failed fails the task (retried with the queue's backoff),
 //!   after both were tried; an operation still running is looked at again later.
 
+use crate::env::Ports;
 use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::work::{Next, PoolResources};
@@ -17,7 +18,8 @@ use crate::fleet::writes::revisions_of;
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: PoolResources) -> Result<Next, TaskError> {
-    let Some(cur) = ctx.store.config(&t.prefix).await? else { return Ok(Next::Done) };
+    let Ports { store, .. } = &ctx.ports;
+    let Some(cur) = store.config(&t.prefix).await? else { return Ok(Next::Done) };
     let provider = ctx.providers.get(&ctx.env, &cur.value.config.provider).await?;
     let ensured = provider.ensure_resources(ctx, &cur).await;
     let mut next = Next::Done;

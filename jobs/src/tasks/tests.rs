@@ -5,7 +5,7 @@ use super::*;
 #[tokio::test]
 async fn a_dead_task_is_counted_on_its_config() {
     let (ctx, _) = Ctx::test();
-    let hook = dead_hook(ctx.store.clone(), ctx.clock.clone());
+    let hook = dead_hook(ctx.ports.store.clone(), ctx.ports.clock.clone());
     let t = DeadTask {
         queue: "create_instance".into(),
         id: "7".into(),
@@ -15,8 +15,8 @@ async fn a_dead_task_is_counted_on_its_config() {
         error: "compute 503: busy".into(),
     };
     hook(t).await;
-    assert_eq!(ctx.store.counter("linux", crate::model::counters::DEAD_TASKS).await.unwrap(), 1);
-    let e = &ctx.store.errors("linux").await.unwrap()[0];
+    assert_eq!(ctx.ports.store.counter("linux", crate::model::counters::DEAD_TASKS).await.unwrap(), 1);
+    let e = &ctx.ports.store.errors("linux").await.unwrap()[0];
     assert_eq!(
         (e.stage.as_str(), e.code.as_str(), e.vm.as_deref()),
         ("create_instance", "dead", Some("linux-2"))

@@ -46,7 +46,7 @@ pub(crate) struct Costs {
 /// The fleet's cost now: every Config's ledger read once.
 pub(super) async fn read(ctx: &Ctx) -> Result<Costs, TaskError> {
     let now = ctx.now();
-    let all = gce_backend_jobs::cost::spend::ledgers(&*ctx.store, &ctx.trust, now).await?;
+    let all = gce_backend_jobs::cost::spend::ledgers(&*ctx.ports.store, &ctx.settings.trust, now).await?;
     let configs = all
         .iter()
         .map(|c| ConfigCost {
@@ -57,7 +57,7 @@ pub(super) async fn read(ctx: &Ctx) -> Result<Costs, TaskError> {
         })
         .collect();
     let asked = Asked { month: Month::of(now), tenant: None };
-    let tenants = tenants(&all, &ctx.trust, &asked)
+    let tenants = tenants(&all, &ctx.settings.trust, &asked)
         .into_iter()
         .map(|t| TenantMonth {
             tenant: t.tenant,

@@ -29,25 +29,25 @@ fn a_monthly_budget_is_what_is_left_of_it_over_the_hours_left_and_the_lower_limi
 
 async fn limited(ctx: &mut Ctx, max: f64) {
     let tenants = BTreeMap::from([("*".to_owned(), tenant(Some(max), None))]);
-    ctx.env.trust = Arc::new(Trust::new(&SwarmingServers::default(), &tenants).unwrap());
+    ctx.env.settings.trust = Arc::new(Trust::new(&SwarmingServers::default(), &tenants).unwrap());
 }
 
 #[tokio::test]
 async fn a_tenants_limit_leaves_room_for_what_it_can_pay_counting_vms_being_made() {
     let (mut ctx, _) = Ctx::test();
     ctx.seed_config_with("linux", 10, |c| c.attributes.zone = "us-central1-b".into()).await;
-    let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
-    let rates = ctx.catalog.rates(ctx.store.as_ref(), ctx.now()).await.unwrap();
+    let rec = ctx.ports.store.config("linux").await.unwrap().unwrap().value;
+    let rates = ctx.catalog.rates(ctx.ports.store.as_ref(), ctx.now()).await.unwrap();
     let vm = per_hour(&rates, &rec, ctx.now()).unwrap();
     limited(&mut ctx, vm * 3.5).await;
-    let h = hold(&*ctx.store, &ctx.trust, &rates, &rec, ctx.now()).await.unwrap().unwrap();
+    let h = hold(&*ctx.ports.store, &ctx.settings.trust, &rates, &rec, ctx.now()).await.unwrap().unwrap();
     assert_eq!((h.room, h.per_vm, h.cost_per_hour), (3, Some(Usd(vm)), Usd(0.0)), "{h:?}");
     assert!(h.said().starts_with("held by budget: tenant * costs $0.0000/h of its"), "{}", h.said());
     // Two VM records being made count at the Config's price.
     for i in 0..2 {
         ctx.seed_vm(&format!("linux-{i}"), |_| {}).await;
     }
-    let h = hold(&*ctx.store, &ctx.trust, &rates, &rec, ctx.now()).await.unwrap().unwrap();
+    let h = hold(&*ctx.ports.store, &ctx.settings.trust, &rates, &rec, ctx.now()).await.unwrap().unwrap();
     assert_eq!(h.room, 1, "{h:?}");
     assert!((h.cost_per_hour.0 - 2.0 * vm).abs() < 1e-9);
 }

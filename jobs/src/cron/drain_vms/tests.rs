@@ -15,8 +15,8 @@ async fn a_broken_index_of_one_config_does_not_stop_the_others() {
     f.store.plant_broken_index("linux");
     run(&ctx).await.unwrap();
     assert_eq!(ctx.taken::<DrainVm>().await, [DrainVm { id: "mac-1".into() }]);
-    let e = &ctx.store.errors("linux").await.unwrap()[0];
+    let e = &ctx.ports.store.errors("linux").await.unwrap()[0];
     assert_eq!((e.stage.as_str(), e.code.as_str()), ("index", "unreadable"));
     run(&ctx).await.unwrap();
-    assert_eq!(ctx.store.errors("linux").await.unwrap().len(), 1, "reported once while it lasts");
+    assert_eq!(ctx.ports.store.errors("linux").await.unwrap().len(), 1, "reported once while it lasts");
 }

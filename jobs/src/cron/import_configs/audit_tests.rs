@@ -16,18 +16,18 @@ async fn a_files_changes_are_recorded_with_the_file_as_actor_and_outlive_the_con
     c.owner = vec!["team-a".into()];
     write(&dir, "linux.yaml", &c);
     run(&ctx).await.unwrap();
-    let r1 = ctx.store.config("linux").await.unwrap().unwrap().value.revision;
+    let r1 = ctx.ports.store.config("linux").await.unwrap().unwrap().value.revision;
     run(&ctx).await.unwrap(); // unchanged: nothing
     c.amount.max = 4;
     write(&dir, "linux.yaml", &c);
     run(&ctx).await.unwrap();
-    let r2 = ctx.store.config("linux").await.unwrap().unwrap().value.revision;
+    let r2 = ctx.ports.store.config("linux").await.unwrap().unwrap().value.revision;
     std::fs::remove_file(dir.join("linux.yaml")).unwrap();
     run(&ctx).await.unwrap();
     f.clock.advance(Duration::minutes(16));
     run(&ctx).await.unwrap();
-    assert!(ctx.store.config("linux").await.unwrap().is_none(), "deleted after the grace");
-    let trail = ctx.store.audit("linux", 0, 10).await.unwrap();
+    assert!(ctx.ports.store.config("linux").await.unwrap().is_none(), "deleted after the grace");
+    let trail = ctx.ports.store.audit("linux", 0, 10).await.unwrap();
     let got: Vec<(&str, AuditAction, Option<&str>, Option<&str>)> = trail
         .iter()
         .map(|e| (e.actor.as_str(), e.action, e.before_revision.as_deref(), e.after_revision.as_deref()))
@@ -54,7 +54,7 @@ async fn a_returning_file_is_recorded_as_cancelling_the_deletion() {
     run(&ctx).await.unwrap();
     write(&dir, "linux.yaml", &config("linux", 1));
     run(&ctx).await.unwrap();
-    let trail = ctx.store.audit("linux", 0, 10).await.unwrap();
+    let trail = ctx.ports.store.audit("linux", 0, 10).await.unwrap();
     assert_eq!(trail.len(), 3, "{trail:?}");
     assert_eq!(
         (trail[0].action, trail[0].detail.as_str()),

@@ -22,13 +22,13 @@ async fn an_empty_file_is_an_error_of_that_file_and_deletes_nothing() {
         run(&ctx).await.unwrap();
         f.clock.advance(Duration::hours(1));
         run(&ctx).await.unwrap();
-        let linux = ctx.store.config("linux").await.unwrap().unwrap().value;
+        let linux = ctx.ports.store.config("linux").await.unwrap().unwrap().value;
         assert!(linux.orphaned.is_none(), "{text:?}");
         assert!(
-            ctx.store.config("mac").await.unwrap().unwrap().value.orphaned.is_none(),
+            ctx.ports.store.config("mac").await.unwrap().unwrap().value.orphaned.is_none(),
             "blocked: {text:?}"
         );
-        let errors = ctx.store.file_errors().await.unwrap();
+        let errors = ctx.ports.store.file_errors().await.unwrap();
         assert_eq!(errors.len(), 2, "{errors:?}");
         assert_eq!(
             (errors[0].path.as_str(), errors[0].kind),
@@ -41,14 +41,14 @@ async fn an_empty_file_is_an_error_of_that_file_and_deletes_nothing() {
         assert!(held.message.contains("linux.yaml"), "{held:?}");
         assert_eq!(held.owner, Some(config("mac", 1).owner), "who may read it: mac's owners");
     }
-    let e = &ctx.store.errors("linux").await.unwrap()[0];
+    let e = &ctx.ports.store.errors("linux").await.unwrap()[0];
     assert_eq!((e.stage.as_str(), e.code.as_str()), ("import_configs", "invalid"));
     assert!(e.message.contains("linux.yaml"), "{e:?}");
     // Fixed: nothing is held any more, and mac's deletion begins.
     write(&dir, "linux.yaml", &config("linux", 2));
     run(&ctx).await.unwrap();
-    assert!(ctx.store.file_errors().await.unwrap().is_empty());
-    assert!(ctx.store.config("mac").await.unwrap().unwrap().value.orphaned.is_some());
+    assert!(ctx.ports.store.file_errors().await.unwrap().is_empty());
+    assert!(ctx.ports.store.config("mac").await.unwrap().unwrap().value.orphaned.is_some());
 }
 
 #[tokio::test]
@@ -60,8 +60,8 @@ async fn an_unreadable_file_blocks_deletion() {
     std::fs::write(dir.join("broken.yaml"), [0xff, 0xfe, 0x00]).unwrap();
     f.clock.advance(Duration::hours(1));
     run(&ctx).await.unwrap();
-    assert!(ctx.store.config("mac").await.unwrap().unwrap().value.orphaned.is_none());
-    assert!(ctx.store.file_errors().await.unwrap()[0].message.contains("cannot read"));
+    assert!(ctx.ports.store.config("mac").await.unwrap().unwrap().value.orphaned.is_none());
+    assert!(ctx.ports.store.file_errors().await.unwrap()[0].message.contains("cannot read"));
 }
 
 #[tokio::test]
@@ -79,13 +79,13 @@ async fn a_file_not_applied_names_the_owners_it_gives_else_those_of_the_config_i
     run(&ctx).await.unwrap();
     std::fs::write(dir.join("web.yaml"), [0xff, 0xfe]).unwrap();
     run(&ctx).await.unwrap();
-    let errors = ctx.store.file_errors().await.unwrap();
+    let errors = ctx.ports.store.file_errors().await.unwrap();
     let owner = |file: &str| errors.iter().find(|e| e.path == path(&dir, file)).map(|e| e.owner.clone());
     assert_eq!(owner("infra-ci.yaml"), Some(Some(vec!["infra".to_owned()])), "{errors:?}");
     assert_eq!(owner("web.yaml"), Some(Some(vec!["web".to_owned()])), "unreadable: web's owners: {errors:?}");
     // A file unreadable from the start: admins only.
     std::fs::write(dir.join("junk.yaml"), [0xff, 0xfe]).unwrap();
     run(&ctx).await.unwrap();
-    let errors = ctx.store.file_errors().await.unwrap();
+    let errors = ctx.ports.store.file_errors().await.unwrap();
     assert_eq!(errors.iter().find(|e| e.path == path(&dir, "junk.yaml")).map(|e| &e.owner), Some(&None));
 }

@@ -20,7 +20,7 @@ fn setup() -> (Ctx, PathBuf, PathBuf) {
     std::fs::create_dir_all(&dir).unwrap();
     let secret = root.join("secret.txt");
     std::fs::write(&secret, "TOPSECRET-42").unwrap();
-    ctx.configs_dir = dir.clone();
+    ctx.settings.configs_dir = dir.clone();
     (ctx, dir, secret)
 }
 
@@ -29,7 +29,7 @@ fn yaml(c: &Config) -> String {
 }
 
 async fn error_of(ctx: &Ctx, file: &str) -> String {
-    let errors = ctx.store.file_errors().await.unwrap();
+    let errors = ctx.ports.store.file_errors().await.unwrap();
     errors.iter().find(|e| e.path.ends_with(file)).map(|e| e.message.clone()).unwrap_or_default()
 }
 
@@ -77,12 +77,12 @@ async fn from_file_stays_in_the_configs_directory_and_no_error_echoes_a_file() {
             e.contains(&format!("{prefix}.attributes.metadata[0].from_file")) && e.contains(why),
             "{prefix}: {e}"
         );
-        assert!(ctx.store.config(prefix).await.unwrap().is_none(), "{prefix} stored");
+        assert!(ctx.ports.store.config(prefix).await.unwrap().is_none(), "{prefix} stored");
     }
     assert!(error_of(&ctx, "leak.yaml").await.contains("leaves the configs directory"));
-    let all = format!("{:?}", ctx.store.file_errors().await.unwrap());
+    let all = format!("{:?}", ctx.ports.store.file_errors().await.unwrap());
     assert!(!all.contains("TOPSECRET") && !all.contains("root:"), "{all}");
-    let stored = ctx.store.config("good").await.unwrap().expect("a file inside the directory is read");
+    let stored = ctx.ports.store.config("good").await.unwrap().expect("a file inside the directory is read");
     assert_eq!(
         stored.value.config.attributes.metadata[0].pair(),
         Some(("startup-script", "#!/bin/sh\necho hi"))
@@ -110,7 +110,7 @@ async fn durations_and_counts_out_of_range_are_file_errors_not_panics() {
     for name in ["huge", "wrap", "year"] {
         let e = error_of(&ctx, &format!("{name}.yaml")).await;
         assert!(e.contains(&format!("{name}.lifetime")) && e.contains("31536000s (365d)"), "{name}: {e}");
-        assert!(ctx.store.config(name).await.unwrap().is_none());
+        assert!(ctx.ports.store.config(name).await.unwrap().is_none());
     }
 }
 
@@ -128,7 +128,7 @@ async fn a_file_outside_its_tenants_box_is_refused_and_a_good_one_of_the_tenant_
             ..Tenant::default()
         },
     )]);
-    ctx.trust = Arc::new(Trust::new(&SwarmingServers::default(), &tenants).unwrap());
+    ctx.settings.trust = Arc::new(Trust::new(&SwarmingServers::default(), &tenants).unwrap());
     let of_a = |prefix: &str, amount| Config { owner: vec!["team-a".into()], ..config(prefix, amount) };
     std::fs::write(dir.join("a.yaml"), yaml(&of_a("team-a-linux", 2))).unwrap();
     std::fs::write(dir.join("squat.yaml"), yaml(&of_a("web", 1))).unwrap();
@@ -137,7 +137,7 @@ async fn a_file_outside_its_tenants_box_is_refused_and_a_good_one_of_the_tenant_
     std::fs::write(dir.join("evil.yaml"), yaml(&evil)).unwrap();
     std::fs::write(dir.join("nobody.yaml"), yaml(&config("linux", 1))).unwrap();
     run(&ctx).await.unwrap();
-    assert!(ctx.store.config("team-a-linux").await.unwrap().is_some());
+    assert!(ctx.ports.store.config("team-a-linux").await.unwrap().is_some());
     for (file, field, rule) in [
         ("squat.yaml", "web.prefix", "outside tenant team-a's namespace"),
         ("more.yaml", "team-a-mac.amount", "max_vms is 3"),

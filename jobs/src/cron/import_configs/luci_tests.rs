@@ -17,7 +17,7 @@ fn setup() -> (Ctx, crate::testing::Fakes, PathBuf) {
     std::fs::create_dir_all(dir.join("metadata")).unwrap();
     std::fs::write(dir.join("metadata/token.txt"), "tok-1").unwrap();
     std::fs::write(root.join("secret.txt"), "TOPSECRET-42").unwrap();
-    ctx.configs_dir = dir.clone();
+    ctx.settings.configs_dir = dir.clone();
     *f.compute.zones.lock().unwrap() =
         ["z", "us-central1-b", "us-east1-c", "us-west1-a"].map(String::from).to_vec();
     (ctx, f, dir)
@@ -25,13 +25,13 @@ fn setup() -> (Ctx, crate::testing::Fakes, PathBuf) {
 
 async fn prefixes(ctx: &Ctx) -> Vec<String> {
     let mut p: Vec<String> =
-        ctx.store.configs().await.unwrap().into_iter().map(|c| c.value.config.prefix).collect();
+        ctx.ports.store.configs().await.unwrap().into_iter().map(|c| c.value.config.prefix).collect();
     p.sort();
     p
 }
 
 async fn only_error(ctx: &Ctx) -> String {
-    let errors = ctx.store.file_errors().await.unwrap();
+    let errors = ctx.ports.store.file_errors().await.unwrap();
     assert_eq!(errors.len(), 1, "{errors:?}");
     errors[0].message.clone()
 }
@@ -41,11 +41,11 @@ async fn a_vms_cfg_of_three_blocks_is_three_configs() {
     let (ctx, _, dir) = setup();
     std::fs::write(dir.join("vms.cfg"), VMS_CFG).unwrap();
     let n = run(&ctx).await.unwrap();
-    let errors = ctx.store.file_errors().await.unwrap();
+    let errors = ctx.ports.store.file_errors().await.unwrap();
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(n, 3);
     assert_eq!(prefixes(&ctx).await, ["linux", "mac", "win"]);
-    let linux = ctx.store.config("linux").await.unwrap().unwrap().value;
+    let linux = ctx.ports.store.config("linux").await.unwrap().unwrap().value;
     assert_eq!(linux.source, "vms.cfg");
     assert_eq!(linux.config.attributes.project, "google.com:chromium-ci");
     assert_eq!(
@@ -54,7 +54,7 @@ async fn a_vms_cfg_of_three_blocks_is_three_configs() {
         "from_file read at import"
     );
     assert_eq!(linux.config.lifetime, Secs(86_400));
-    let win = ctx.store.config("win").await.unwrap().unwrap().value;
+    let win = ctx.ports.store.config("win").await.unwrap().unwrap().value;
     assert_ne!(linux.revision, win.revision, "a revision per block");
     assert_eq!(ctx.taken::<ExpandConfig>().await.len(), 3);
     // Unchanged: nothing is written again.
@@ -64,14 +64,18 @@ async fn a_vms_cfg_of_three_blocks_is_three_configs() {
         .replace("amount { min: 0 max: 2 }", "amount { min: 0 max: 3 }")
         .replace("# Pools", "\n# Pools");
     std::fs::write(dir.join("vms.cfg"), edited).unwrap();
-    let before = ctx.store.config("linux").await.unwrap().unwrap().version;
+    let before = ctx.ports.store.config("linux").await.unwrap().unwrap().version;
     assert_eq!(run(&ctx).await.unwrap(), 1);
-    assert_eq!(ctx.store.config("linux").await.unwrap().unwrap().version, before, "linux is left alone");
-    assert_eq!(ctx.store.config("win").await.unwrap().unwrap().value.config.amount.max, 3);
+    assert_eq!(
+        ctx.ports.store.config("linux").await.unwrap().unwrap().version,
+        before,
+        "linux is left alone"
+    );
+    assert_eq!(ctx.ports.store.config("win").await.unwrap().unwrap().value.config.amount.max, 3);
     // A metadata file changed: the Config that reads it is applied again.
     std::fs::write(dir.join("metadata/token.txt"), "tok-2").unwrap();
     assert_eq!(run(&ctx).await.unwrap(), 1);
-    let linux = ctx.store.config("linux").await.unwrap().unwrap().value;
+    let linux = ctx.ports.store.config("linux").await.unwrap().unwrap().value;
     assert_eq!(linux.config.attributes.metadata[1], Metadata::text("token:tok-2"));
 }
 
@@ -90,14 +94,14 @@ async fn a_bad_block_keeps_the_whole_file_out_and_says_its_prefix_and_line() {
     let e = only_error(&ctx).await;
     assert!(e.contains("vms.cfg:48: vms block \"win\" (line 45): win.attributes.zone: is required"), "{e}");
     for p in ["linux", "mac", "win"] {
-        assert!(ctx.store.config(p).await.unwrap().unwrap().value.orphaned.is_none(), "{p}");
+        assert!(ctx.ports.store.config(p).await.unwrap().unwrap().value.orphaned.is_none(), "{p}");
     }
     // Fixed: applied, and the removed block's Config is orphaned (deleted after the grace).
     std::fs::write(dir.join("vms.cfg"), &VMS_CFG[..mac_at]).unwrap();
     run(&ctx).await.unwrap();
-    assert!(ctx.store.file_errors().await.unwrap().is_empty());
-    assert!(ctx.store.config("mac").await.unwrap().unwrap().value.orphaned.is_some());
-    assert!(ctx.store.config("linux").await.unwrap().unwrap().value.orphaned.is_none());
+    assert!(ctx.ports.store.file_errors().await.unwrap().is_empty());
+    assert!(ctx.ports.store.config("mac").await.unwrap().unwrap().value.orphaned.is_some());
+    assert!(ctx.ports.store.config("linux").await.unwrap().unwrap().value.orphaned.is_none());
 }
 
 #[tokio::test]
@@ -122,13 +126,13 @@ async fn a_prefix_in_a_vms_cfg_and_a_yaml_file_is_refused_as_between_yaml_files(
         .unwrap();
     run(&ctx).await.unwrap();
     assert_eq!(prefixes(&ctx).await, ["linux", "mac"], "win is claimed twice: applied nowhere");
-    let errors = ctx.store.file_errors().await.unwrap();
+    let errors = ctx.ports.store.file_errors().await.unwrap();
     assert_eq!(errors.len(), 2, "{errors:?}");
     assert!(errors.iter().all(|e| e.message.contains("claimed by several files")), "{errors:?}");
     // The YAML file goes: vms.cfg takes win.
     std::fs::remove_file(dir.join("win.yaml")).unwrap();
     run(&ctx).await.unwrap();
-    assert_eq!(ctx.store.config("win").await.unwrap().unwrap().value.source, "vms.cfg");
+    assert_eq!(ctx.ports.store.config("win").await.unwrap().unwrap().value.source, "vms.cfg");
 }
 
 #[tokio::test]
@@ -167,7 +171,7 @@ async fn errors_found_after_reading_say_the_block_and_line_too() {
         .replace("zone: \"us-east1-c\"", "zone: \"us-east1-x\"");
     std::fs::write(dir.join("vms.cfg"), text).unwrap();
     run(&ctx).await.unwrap();
-    let errors = ctx.store.file_errors().await.unwrap();
+    let errors = ctx.ports.store.file_errors().await.unwrap();
     let of = |p: &str| errors.iter().find(|e| e.prefix == p).map(|e| e.message.clone()).unwrap_or_default();
     assert!(of("linux").contains("vms.cfg:42: vms block \"linux\" (line 2): linux.swarming: "), "{errors:?}");
     assert!(
@@ -178,7 +182,7 @@ async fn errors_found_after_reading_say_the_block_and_line_too() {
     // A round later the two errors of the one file are the same two: none is new again.
     f.clock.advance(Duration::minutes(1));
     run(&ctx).await.unwrap();
-    assert_eq!(ctx.store.file_errors().await.unwrap(), errors, "kept as they were, since included");
+    assert_eq!(ctx.ports.store.file_errors().await.unwrap(), errors, "kept as they were, since included");
 }
 
 #[tokio::test]
@@ -190,10 +194,10 @@ async fn one_document_of_a_yaml_file_edited_leaves_the_others_revision_and_a_pre
         yaml_serde::to_string(&c).unwrap()
     };
     std::fs::write(dir.join("two.yaml"), format!("{}---\n{}", doc("a", 1), doc("b", 1))).unwrap();
-    assert_eq!(run(&ctx).await.unwrap(), 2, "{:?}", ctx.store.file_errors().await.unwrap());
+    assert_eq!(run(&ctx).await.unwrap(), 2, "{:?}", ctx.ports.store.file_errors().await.unwrap());
     let revision = |p: &'static str| {
         let ctx = &ctx;
-        async move { ctx.store.config(p).await.unwrap().unwrap().value.revision }
+        async move { ctx.ports.store.config(p).await.unwrap().unwrap().value.revision }
     };
     let (a, b) = (revision("a").await, revision("b").await);
     std::fs::write(dir.join("two.yaml"), format!("{}---\n{}", doc("a", 2), doc("b", 1))).unwrap();
@@ -216,7 +220,7 @@ async fn every_mistake_of_a_vms_cfg_is_recorded_in_one_round_by_the_config_it_is
     );
     std::fs::write(dir.join("vms.cfg"), text).unwrap();
     run(&ctx).await.unwrap();
-    let mut errors = ctx.store.file_errors().await.unwrap();
+    let mut errors = ctx.ports.store.file_errors().await.unwrap();
     errors.sort_by(|a, b| a.prefix.cmp(&b.prefix));
     let lines = |i: usize| errors[i].message.lines().map(str::to_owned).collect::<Vec<_>>();
     assert_eq!(errors.iter().map(|e| e.prefix.as_str()).collect::<Vec<_>>(), ["linux", "win"], "{errors:#?}");

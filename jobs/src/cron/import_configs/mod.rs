@@ -28,6 +28,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::Duration;
 
+use crate::env::Ports;
 use crate::work::ExpandConfig;
 
 use crate::config::{self, Config, ConfigError};
@@ -77,7 +78,7 @@ async fn read_all(
     ctx: &Ctx,
     names: Vec<String>,
 ) -> Result<(BTreeMap<String, Read>, Places, Owners), TaskError> {
-    let (dir, limits) = (ctx.configs_dir.clone(), ctx.limits.clone());
+    let (dir, limits) = (ctx.settings.configs_dir.clone(), ctx.settings.limits.clone());
     let read = tokio::task::spawn_blocking(move || read_files(&dir, &limits, names));
     match tokio::time::timeout(READ_LIMIT, read).await {
         Ok(Ok(files)) => Ok(files),
@@ -130,9 +131,9 @@ async fn stored(
     ctx: &Ctx,
 ) -> Result<(BTreeMap<String, Versioned<ConfigRecord>>, BTreeSet<String>), TaskError> {
     let mut out: BTreeMap<String, Versioned<ConfigRecord>> =
-        ctx.store.configs().await?.into_iter().map(|c| (c.value.config.prefix.clone(), c)).collect();
+        ctx.ports.store.configs().await?.into_iter().map(|c| (c.value.config.prefix.clone(), c)).collect();
     let mut corrupt = BTreeSet::new();
-    for c in ctx.store.corrupt_configs().await? {
+    for c in ctx.ports.store.corrupt_configs().await? {
         let msg = format!(
             "Config record {:?} does not decode ({}): rewritten from its file, or deleted if it has none",
             c.key, c.error
@@ -142,7 +143,7 @@ async fn stored(
         // Its amount is unknown: keep every VM it has (the highest index + 1) until its file
         // is applied and expansion clamps it, so nothing is drained by mistake meanwhile.
         // (Not while its VM index cannot be read: `kept` would be 0 and drain them all.)
-        let read = ctx.store.vm_ids(VmIndex::OfConfig(c.key.clone())).await;
+        let read = ctx.ports.store.vm_ids(VmIndex::OfConfig(c.key.clone())).await;
         let Some(ids) = crate::safety::heal::or_skip(ctx, STAGE, Some(&c.key), read).await? else { continue };
         let kept = ids.iter().filter_map(|id| parse_id(id)).map(|(_, i)| i + 1).max().unwrap_or(0);
         // A stand-in: no revision (so a file's Config replaces it), no source, unverified.
@@ -155,7 +156,8 @@ async fn stored(
 
 /// Runs once.
 pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
-    let (files, places, owners) = read_all(ctx, list(&ctx.configs_dir)?).await?;
+    let Ports { store, .. } = &ctx.ports;
+    let (files, places, owners) = read_all(ctx, list(&ctx.settings.configs_dir)?).await?;
     let (stored, corrupt) = stored(ctx).await?;
     let sources = stored.iter().map(|(p, c)| (p.clone(), source_name(&c.value.source))).collect();
     let mut plan = plan(&files, &sources);
@@ -169,7 +171,7 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
             .filter(|(p, _)| !applied.contains_key(*p))
             .map(|(_, c)| &c.value.config)
             .chain(applied.values());
-        if let Some(e) = ctx.trust.problems(&config, others).into_iter().next() {
+        if let Some(e) = ctx.settings.trust.problems(&config, others).into_iter().next() {
             let why = placed(&places, &name, &prefix, e);
             plan.rejects.push((name, prefix, why));
             continue;
@@ -205,7 +207,7 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
         }
     }
     for prefix in corrupt.iter().filter(|p| plan.held.contains(*p)) {
-        ctx.store.unmark(CORRUPT_ORPHANS, prefix).await?;
+        store.unmark(CORRUPT_ORPHANS, prefix).await?;
     }
     if plan.blocked() {
         return Ok(pushed);
@@ -229,7 +231,7 @@ async fn verify_api_config(ctx: &Ctx, cur: &Versioned<ConfigRecord>) -> Result<(
     match ctx.validate(&mut cur.value.config.clone()).await {
         Verdict::Valid => {
             let rec = ConfigRecord { verified: true, ..cur.value.clone() };
-            ctx.store.put_config(&rec, Expect::Version(cur.version)).await?;
+            ctx.ports.store.put_config(&rec, Expect::Version(cur.version)).await?;
             Ok(())
         }
         Verdict::Invalid(e) => ctx.record_once(prefix, STAGE, "invalid", &e.to_string()).await,
@@ -247,18 +249,18 @@ async fn admit(
     fence: &Fence,
 ) -> Result<Result<bool, ConfigError>, TaskError> {
     let prefix = &rec.config.prefix;
-    let stored = ctx.store.configs().await?;
+    let stored = ctx.ports.store.configs().await?;
     let clash = stored.iter().map(|c| &c.value.config.prefix).find(|o| config::prefixes_clash(prefix, o));
     if let (Expect::Absent, Some(other)) = (expect, clash) {
         let rule = format!("prefix {prefix:?} and the stored Config {other:?}: one is a prefix of the other");
         return Ok(Err(ConfigError { field: format!("{prefix}.prefix"), rule }));
     }
     if let Some(e) =
-        ctx.trust.problems(&rec.config, stored.iter().map(|c| &c.value.config)).into_iter().next()
+        ctx.settings.trust.problems(&rec.config, stored.iter().map(|c| &c.value.config)).into_iter().next()
     {
         return Ok(Err(e));
     }
-    Ok(Ok(ctx.store.put_config_fenced(rec, expect, fence).await?))
+    Ok(Ok(ctx.ports.store.put_config_fenced(rec, expect, fence).await?))
 }
 
 /// Writes an accepted Config if it changed (or its file came back, or it is not yet checked
@@ -278,7 +280,7 @@ async fn apply(
     }
     // Read fresh: a file of this round may have taken a hostname already.
     if config.is_static() {
-        let stored = ctx.store.configs().await?;
+        let stored = ctx.ports.store.configs().await?;
         if let Some(e) = crate::config::providers::taken(&config, stored.iter().map(|c| &c.value.config)) {
             return Ok(Err(e));
         }
@@ -393,12 +395,18 @@ async fn report(
     owners: &Owners,
 ) -> Result<(), TaskError> {
     // A file may hold several Configs, so several errors: each is known by its path and prefix.
-    let before: BTreeMap<(String, String), FileError> =
-        ctx.store.file_errors().await?.into_iter().map(|e| ((e.path.clone(), e.prefix.clone()), e)).collect();
+    let before: BTreeMap<(String, String), FileError> = ctx
+        .ports
+        .store
+        .file_errors()
+        .await?
+        .into_iter()
+        .map(|e| ((e.path.clone(), e.prefix.clone()), e))
+        .collect();
     let now = ctx.now();
     let mut errors = Vec::new();
     for (name, prefix, message) in rejects {
-        let path = ctx.configs_dir.join(name).display().to_string();
+        let path = ctx.settings.configs_dir.join(name).display().to_string();
         // The Config stored of the error's prefix from this file, or another the file holds.
         let from_file = |c: &&Versioned<ConfigRecord>| source_name(&c.value.source) == *name;
         let held = stored.get(prefix).filter(from_file).or_else(|| stored.values().find(from_file));
@@ -428,7 +436,7 @@ async fn report(
     let bad: Vec<&str> = rejects.iter().map(|(f, _, _)| f.as_str()).collect();
     for cur in kept {
         let (prefix, source) = (&cur.value.config.prefix, &cur.value.source);
-        let path = ctx.configs_dir.join(source_name(source)).display().to_string();
+        let path = ctx.settings.configs_dir.join(source_name(source)).display().to_string();
         let message = format!(
             "the file is gone, but Config {prefix:?} is not deleted while these files have errors: {}",
             bad.join(", ")
@@ -451,7 +459,7 @@ async fn report(
     if errors.len() != before.len()
         || errors.iter().any(|e| before.get(&(e.path.clone(), e.prefix.clone())) != Some(e))
     {
-        ctx.store.set_file_errors(&errors).await?;
+        ctx.ports.store.set_file_errors(&errors).await?;
     }
     Ok(())
 }

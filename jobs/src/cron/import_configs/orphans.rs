@@ -12,7 +12,9 @@ use crate::work::DrainVm;
 pub(super) async fn orphan(ctx: &Ctx, cur: &Versioned<ConfigRecord>) -> Result<usize, TaskError> {
     let rec = &cur.value;
     let now = ctx.now();
-    if let Some(at) = rec.delete_at.or(rec.orphaned.map(|t| t + ctx.timing.config_delete_grace.chrono())) {
+    if let Some(at) =
+        rec.delete_at.or(rec.orphaned.map(|t| t + ctx.settings.timing.config_delete_grace.chrono()))
+    {
         if at > now {
             return Ok(0);
         }
@@ -23,11 +25,11 @@ pub(super) async fn orphan(ctx: &Ctx, cur: &Versioned<ConfigRecord>) -> Result<u
         };
         return delete(ctx, cur, &why).await;
     }
-    let at = now + ctx.timing.config_delete_grace.chrono();
+    let at = now + ctx.settings.timing.config_delete_grace.chrono();
     let next = ConfigRecord { orphaned: Some(now), delete_at: Some(at), ..rec.clone() };
-    if ctx.store.put_config(&next, Expect::Version(cur.version)).await? {
+    if ctx.ports.store.put_config(&next, Expect::Version(cur.version)).await? {
         let prefix = &rec.config.prefix;
-        let vms = ctx.store.vm_ids(VmIndex::OfConfig(prefix.clone())).await?.len();
+        let vms = ctx.ports.store.vm_ids(VmIndex::OfConfig(prefix.clone())).await?.len();
         let at = at.format("%Y-%m-%d %H:%M:%S UTC");
         let msg = format!(
             "Config orphaned: its file {} is gone; the Config and its {vms} VMs will be deleted at {at} unless the file comes back",
@@ -48,26 +50,26 @@ pub(super) const CORRUPT_ORPHANS: &str = "corrupt-config";
 /// A corrupt Config record no file holds: deleted after the same grace as any other.
 pub(super) async fn orphan_corrupt(ctx: &Ctx, cur: &Versioned<ConfigRecord>) -> Result<usize, TaskError> {
     let prefix = &cur.value.config.prefix;
-    let since = ctx.store.mark(CORRUPT_ORPHANS, prefix, ctx.now()).await?;
-    if since + ctx.timing.config_delete_grace.chrono() > ctx.now() {
+    let since = ctx.ports.store.mark(CORRUPT_ORPHANS, prefix, ctx.now()).await?;
+    if since + ctx.settings.timing.config_delete_grace.chrono() > ctx.now() {
         return Ok(0);
     }
-    ctx.store.unmark(CORRUPT_ORPHANS, prefix).await?;
+    ctx.ports.store.unmark(CORRUPT_ORPHANS, prefix).await?;
     delete(ctx, cur, "its record does not decode and no file has held it for the grace").await
 }
 
 /// Deletes a Config record and drains its VMs, saying `why` on its status and at WARN.
 async fn delete(ctx: &Ctx, cur: &Versioned<ConfigRecord>, why: &str) -> Result<usize, TaskError> {
     let prefix = cur.value.config.prefix.clone();
-    if !ctx.store.delete_config(&prefix, cur.version).await? {
+    if !ctx.ports.store.delete_config(&prefix, cur.version).await? {
         return Ok(0);
     }
     // Its templates outlive it: their project is audited until they are gone.
     let project = &cur.value.config.attributes.project;
     if !cur.value.resources.is_empty() && !project.is_empty() {
-        ctx.store.mark(crate::model::marks::TEMPLATE_PROJECTS, project, ctx.now()).await?;
+        ctx.ports.store.mark(crate::model::marks::TEMPLATE_PROJECTS, project, ctx.now()).await?;
     }
-    let ids = ctx.store.vm_ids(VmIndex::OfConfig(prefix.clone())).await.unwrap_or_default();
+    let ids = ctx.ports.store.vm_ids(VmIndex::OfConfig(prefix.clone())).await.unwrap_or_default();
     let msg = format!("Config deleted: {why}; draining its {} VMs", ids.len());
     let detail = format!("{why}; draining its {} VMs", ids.len());
     let before = Some(cur.value.revision.as_str()).filter(|r| !r.is_empty());

@@ -108,7 +108,7 @@ pub(super) fn setup() -> (Ctx, crate::testing::Fakes, PathBuf) {
     let dir = std::env::temp_dir().join(format!("gce-backend-import-{}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    ctx.configs_dir = dir.clone();
+    ctx.settings.configs_dir = dir.clone();
     (ctx, f, dir)
 }
 
@@ -126,12 +126,12 @@ async fn an_unchanged_revision_leaves_the_record_alone() {
     let (ctx, _, dir) = setup();
     write(&dir, "linux.yaml", &config("linux", 2));
     assert_eq!(run(&ctx).await.unwrap(), 1);
-    let rec = ctx.store.config("linux").await.unwrap().unwrap();
+    let rec = ctx.ports.store.config("linux").await.unwrap().unwrap();
     assert_eq!(rec.value.source, "linux.yaml", "the file's name, whatever the directory is called");
     assert!(rec.value.verified);
     assert_eq!(ctx.taken::<ExpandConfig>().await.len(), 1);
     assert_eq!(run(&ctx).await.unwrap(), 0);
-    assert_eq!(ctx.store.config("linux").await.unwrap().unwrap().version, rec.version);
+    assert_eq!(ctx.ports.store.config("linux").await.unwrap().unwrap().version, rec.version);
     assert!(ctx.taken::<ExpandConfig>().await.is_empty());
 }
 
@@ -145,11 +145,11 @@ async fn a_typo_in_the_prefix_keeps_the_pool_and_reports_on_it() {
     write(&dir, "builders.yaml", &typo);
     f.clock.advance(Duration::hours(1));
     run(&ctx).await.unwrap();
-    let rec = ctx.store.config("builder").await.unwrap().unwrap().value;
+    let rec = ctx.ports.store.config("builder").await.unwrap().unwrap().value;
     assert!(rec.orphaned.is_none());
-    assert!(ctx.store.config("Builder").await.unwrap().is_none());
+    assert!(ctx.ports.store.config("Builder").await.unwrap().is_none());
     assert_eq!(
-        ctx.store.errors("builder").await.unwrap()[0].code,
+        ctx.ports.store.errors("builder").await.unwrap()[0].code,
         "invalid",
         "filed under the pool it holds"
     );
@@ -163,26 +163,26 @@ async fn a_removed_file_orphans_then_deletes_after_the_grace_and_a_returning_fil
     ctx.seed_vm("linux-0", crate::testing::created(ctx.now())).await;
     std::fs::remove_file(dir.join("linux.yaml")).unwrap();
     run(&ctx).await.unwrap();
-    let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
+    let rec = ctx.ports.store.config("linux").await.unwrap().unwrap().value;
     assert_eq!(rec.orphaned, Some(ctx.now()));
-    assert_eq!(ctx.store.errors("linux").await.unwrap()[0].code, "orphaned");
+    assert_eq!(ctx.ports.store.errors("linux").await.unwrap()[0].code, "orphaned");
     // The file comes back before the grace: cancelled.
     write(&dir, "linux.yaml", &config("linux", 1));
     f.clock.advance(Duration::minutes(5));
     run(&ctx).await.unwrap();
-    assert!(ctx.store.config("linux").await.unwrap().unwrap().value.orphaned.is_none());
+    assert!(ctx.ports.store.config("linux").await.unwrap().unwrap().value.orphaned.is_none());
     // Gone again: orphaned, kept until the grace (15 min) has passed, then deleted and drained.
     std::fs::remove_file(dir.join("linux.yaml")).unwrap();
     run(&ctx).await.unwrap();
     f.clock.advance(Duration::minutes(14));
     run(&ctx).await.unwrap();
-    assert!(ctx.store.config("linux").await.unwrap().is_some());
+    assert!(ctx.ports.store.config("linux").await.unwrap().is_some());
     assert!(ctx.taken::<DrainVm>().await.is_empty());
     f.clock.advance(Duration::minutes(2));
     run(&ctx).await.unwrap();
-    assert!(ctx.store.config("linux").await.unwrap().is_none());
+    assert!(ctx.ports.store.config("linux").await.unwrap().is_none());
     assert_eq!(ctx.taken::<DrainVm>().await, [DrainVm { id: "linux-0".into() }]);
-    assert_eq!(ctx.store.errors("linux").await.unwrap()[0].code, "deleted");
+    assert_eq!(ctx.ports.store.errors("linux").await.unwrap()[0].code, "deleted");
 }
 
 #[tokio::test]
@@ -190,9 +190,9 @@ async fn a_huge_amount_is_refused_at_import_and_nothing_is_stored() {
     let (ctx, _, dir) = setup();
     write(&dir, "linux.yaml", &config("linux", 10_000_000));
     run(&ctx).await.unwrap();
-    assert!(ctx.store.config("linux").await.unwrap().is_none());
+    assert!(ctx.ports.store.config("linux").await.unwrap().is_none());
     assert!(ctx.taken::<ExpandConfig>().await.is_empty());
-    let e = &ctx.store.file_errors().await.unwrap()[0];
+    let e = &ctx.ports.store.file_errors().await.unwrap()[0];
     assert!(e.message.contains("max_amount"), "{e:?}");
 }
 
@@ -203,24 +203,24 @@ async fn zones_and_disk_types_are_checked_against_the_project_or_later_when_comp
     c.attributes.zone = "us-central1-x".into();
     write(&dir, "linux.yaml", &c);
     run(&ctx).await.unwrap();
-    assert!(ctx.store.config("linux").await.unwrap().is_none());
-    assert!(ctx.store.file_errors().await.unwrap()[0].message.contains("linux.attributes.zone"));
+    assert!(ctx.ports.store.config("linux").await.unwrap().is_none());
+    assert!(ctx.ports.store.file_errors().await.unwrap()[0].message.contains("linux.attributes.zone"));
     let mut c = config("linux", 1);
     c.attributes.disk[0].kind = "zones/{{.Zone}}/diskTypes/pd-fast".into();
     write(&dir, "linux.yaml", &c);
     run(&ctx).await.unwrap();
-    let e = &ctx.store.file_errors().await.unwrap()[0];
+    let e = &ctx.ports.store.file_errors().await.unwrap()[0];
     assert!(e.message.contains("linux.attributes.disk[0].type") && e.message.contains("pd-fast"), "{e:?}");
     // Compute unreachable: imported unverified, verified on a later round.
     *f.compute.catalog_fail.lock().unwrap() = Some(ComputeError::from_http(Some(503), "", "down"));
     f.clock.advance(Duration::minutes(11)); // past the catalog's cache
     write(&dir, "linux.yaml", &config("linux", 1));
     run(&ctx).await.unwrap();
-    assert!(!ctx.store.config("linux").await.unwrap().unwrap().value.verified);
-    assert!(ctx.store.file_errors().await.unwrap().is_empty(), "the file error is cleared");
+    assert!(!ctx.ports.store.config("linux").await.unwrap().unwrap().value.verified);
+    assert!(ctx.ports.store.file_errors().await.unwrap().is_empty(), "the file error is cleared");
     *f.compute.catalog_fail.lock().unwrap() = None;
     run(&ctx).await.unwrap();
-    assert!(ctx.store.config("linux").await.unwrap().unwrap().value.verified);
+    assert!(ctx.ports.store.config("linux").await.unwrap().unwrap().value.verified);
 }
 
 #[tokio::test]
@@ -234,28 +234,28 @@ async fn a_regional_config_is_stored_with_its_projects_zones_in_the_region_once_
     *f.compute.catalog_fail.lock().unwrap() = Some(ComputeError::from_http(Some(503), "", "down"));
     write(&dir, "linux.yaml", &c);
     run(&ctx).await.unwrap();
-    assert!(ctx.store.config("linux").await.unwrap().is_none(), "not applied without its zones");
-    let e = &ctx.store.file_errors().await.unwrap()[0];
+    assert!(ctx.ports.store.config("linux").await.unwrap().is_none(), "not applied without its zones");
+    let e = &ctx.ports.store.file_errors().await.unwrap()[0];
     assert!(e.message.contains("linux.region") && e.message.contains("cannot list"), "{e:?}");
 
     *f.compute.catalog_fail.lock().unwrap() = None;
     run(&ctx).await.unwrap();
-    let stored = ctx.store.config("linux").await.unwrap().unwrap();
+    let stored = ctx.ports.store.config("linux").await.unwrap().unwrap();
     let zones: Vec<(&str, u32)> =
         stored.value.config.zones.iter().map(|z| (z.zone.as_str(), z.weight)).collect();
     assert_eq!(zones, [("us-central1-a", 1), ("us-central1-b", 1)]);
     assert_eq!(stored.value.config.region, "us-central1");
     assert!(stored.value.verified);
-    assert!(ctx.store.file_errors().await.unwrap().is_empty(), "the file error is cleared");
+    assert!(ctx.ports.store.file_errors().await.unwrap().is_empty(), "the file error is cleared");
     run(&ctx).await.unwrap();
-    assert_eq!(ctx.store.config("linux").await.unwrap().unwrap().version, stored.version, "unchanged");
+    assert_eq!(ctx.ports.store.config("linux").await.unwrap().unwrap().version, stored.version, "unchanged");
 
     // A region the project has no zones in: refused, and the pool keeps its zones.
     c.region = "asia-east2".into();
     write(&dir, "linux.yaml", &c);
     run(&ctx).await.unwrap();
-    assert_eq!(ctx.store.config("linux").await.unwrap().unwrap().value, stored.value);
-    let e = &ctx.store.file_errors().await.unwrap()[0];
+    assert_eq!(ctx.ports.store.config("linux").await.unwrap().unwrap().value, stored.value);
+    let e = &ctx.ports.store.file_errors().await.unwrap()[0];
     assert!(e.message.contains("has no zones in region asia-east2"), "{e:?}");
 }
 
@@ -266,11 +266,11 @@ async fn a_restored_file_resolves_its_error() {
     run(&ctx).await.unwrap();
     std::fs::write(dir.join("linux.yaml"), "").unwrap();
     run(&ctx).await.unwrap();
-    assert!(ctx.store.errors("linux").await.unwrap()[0].resolved.is_none());
+    assert!(ctx.ports.store.errors("linux").await.unwrap()[0].resolved.is_none());
     write(&dir, "linux.yaml", &config("linux", 2));
     run(&ctx).await.unwrap();
-    assert!(ctx.store.errors("linux").await.unwrap()[0].resolved.is_some(), "marked resolved");
-    assert!(ctx.store.file_errors().await.unwrap().is_empty());
+    assert!(ctx.ports.store.errors("linux").await.unwrap()[0].resolved.is_some(), "marked resolved");
+    assert!(ctx.ports.store.file_errors().await.unwrap().is_empty());
 }
 
 #[tokio::test]
@@ -282,7 +282,7 @@ async fn a_corrupt_config_record_is_rewritten_from_its_file_or_deleted_without_o
     for id in ["linux-0", "linux-1", "charlie-0"] {
         ctx.seed_vm(id, |_| {}).await;
     }
-    let store = ctx.store.clone();
+    let store = ctx.ports.store.clone();
     f.store.plant_corrupt_config("linux");
     f.store.plant_corrupt_config("charlie");
     assert!(store.config("linux").await.is_err());
@@ -298,7 +298,7 @@ async fn a_corrupt_config_record_is_rewritten_from_its_file_or_deleted_without_o
     assert!(store.config("mac").await.unwrap().is_some(), "the others carry on");
     // charlie has no file: deleted, but only after the grace.
     assert!(!store.corrupt_configs().await.unwrap().is_empty());
-    f.clock.advance(ctx.timing.config_delete_grace.chrono() + Duration::seconds(1));
+    f.clock.advance(ctx.settings.timing.config_delete_grace.chrono() + Duration::seconds(1));
     run(&ctx).await.unwrap();
     assert!(store.corrupt_configs().await.unwrap().is_empty());
     assert!(store.config("charlie").await.unwrap().is_none(), "no file: deleted");
@@ -320,7 +320,7 @@ async fn hostile_files_are_refused_before_parsing_and_unchanged_files_are_not_pa
     let fifo = dir.join("fifo.yaml");
     assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
     run(&ctx).await.unwrap();
-    let errors = ctx.store.file_errors().await.unwrap();
+    let errors = ctx.ports.store.file_errors().await.unwrap();
     let of =
         |f: &str| errors.iter().find(|e| e.path.ends_with(f)).map(|e| e.message.clone()).unwrap_or_default();
     assert!(of("huge.yaml").contains("at most 1048576"), "{errors:?}");
@@ -331,7 +331,7 @@ async fn hostile_files_are_refused_before_parsing_and_unchanged_files_are_not_pa
         "a link out of the directory: {errors:?}"
     );
     assert!(of("fifo.yaml").contains("not a regular file"), "{errors:?}");
-    assert!(ctx.store.config("good").await.unwrap().is_some(), "the good file goes on");
+    assert!(ctx.ports.store.config("good").await.unwrap().is_some(), "the good file goes on");
     run(&ctx).await.unwrap();
     let parses: Vec<u32> = files::PARSED
         .lock()
@@ -364,14 +364,14 @@ async fn an_api_config_is_never_orphaned_or_rewritten_by_a_file() {
     write(&dir, "linux.yaml", &config("linux", 5));
     f.clock.advance(Duration::hours(1));
     run(&ctx).await.unwrap();
-    assert_eq!(ctx.store.config("linux").await.unwrap().unwrap().value, api, "untouched");
-    let e = &ctx.store.file_errors().await.unwrap()[0];
+    assert_eq!(ctx.ports.store.config("linux").await.unwrap().unwrap().value, api, "untouched");
+    let e = &ctx.ports.store.file_errors().await.unwrap()[0];
     assert_eq!(e.path, path(&dir, "linux.yaml"));
     assert!(e.message.contains("belongs to a Config made over the API"), "{e:?}");
     std::fs::remove_file(dir.join("linux.yaml")).unwrap();
     f.clock.advance(Duration::hours(1));
     run(&ctx).await.unwrap();
-    assert_eq!(ctx.store.config("linux").await.unwrap().unwrap().value, api, "no file needed");
+    assert_eq!(ctx.ports.store.config("linux").await.unwrap().unwrap().value, api, "no file needed");
 }
 
 #[tokio::test]
@@ -390,14 +390,14 @@ async fn an_api_config_applied_while_compute_was_away_is_checked_by_the_import()
     f.clock.advance(Duration::hours(1)); // past the catalog cache
     run(&ctx).await.unwrap();
     assert!(linux(&ctx).await.verified, "checked once Compute answers");
-    let mac = ctx.store.config("mac").await.unwrap().unwrap().value;
+    let mac = ctx.ports.store.config("mac").await.unwrap().unwrap().value;
     assert!(!mac.verified);
-    let e = &ctx.store.errors("mac").await.unwrap()[0];
+    let e = &ctx.ports.store.errors("mac").await.unwrap()[0];
     assert!(e.code == "invalid" && e.message.contains("mars-east1-a"), "{e:?}");
 }
 
 async fn linux(ctx: &Ctx) -> ConfigRecord {
-    ctx.store.config("linux").await.unwrap().unwrap().value
+    ctx.ports.store.config("linux").await.unwrap().unwrap().value
 }
 
 #[tokio::test]
@@ -436,7 +436,11 @@ async fn a_new_file_prefix_is_checked_again_under_the_admission_claim() {
     let (ctx, _, dir) = setup();
     write(&dir, "linux.yaml", &config("linux", 1));
     assert!(
-        ctx.store.lease(crate::env::ADMISSION, "other", std::time::Duration::from_secs(60)).await.unwrap()
+        ctx.ports
+            .store
+            .lease(crate::env::ADMISSION, "other", std::time::Duration::from_secs(60))
+            .await
+            .unwrap()
     );
     let import = tokio::spawn({
         let ctx = ctx.clone();
@@ -447,9 +451,9 @@ async fn a_new_file_prefix_is_checked_again_under_the_admission_claim() {
     assert!(!import.is_finished(), "the import waits for the claim to write a new prefix");
     // Meanwhile a clashing Config came over the API (its apply held the claim).
     ctx.seed_config_from("linux-a", 1, crate::model::API_SOURCE).await;
-    ctx.store.release(crate::env::ADMISSION, "other").await.unwrap();
+    ctx.ports.store.release(crate::env::ADMISSION, "other").await.unwrap();
     import.await.unwrap().unwrap();
-    assert!(ctx.store.config("linux").await.unwrap().is_none(), "not admitted");
-    let e = &ctx.store.file_errors().await.unwrap()[0];
+    assert!(ctx.ports.store.config("linux").await.unwrap().is_none(), "not admitted");
+    let e = &ctx.ports.store.file_errors().await.unwrap()[0];
     assert!(e.message.contains("one is a prefix of the other"), "{e:?}");
 }

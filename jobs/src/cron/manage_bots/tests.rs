@@ -53,14 +53,14 @@ async fn vms_written_before_the_deadline_index_are_indexed_once() {
     ctx.seed_config("linux", 2).await;
     ctx.seed_vm("linux-0", created(ctx.now() - D::days(2))).await;
     f.store.forget_deadlines();
-    assert!(ctx.store.vm_ids(VmIndex::DueBy(ctx.now())).await.unwrap().is_empty());
+    assert!(ctx.ports.store.vm_ids(VmIndex::DueBy(ctx.now())).await.unwrap().is_empty());
     // Written by this build (indexed): left as it is.
     ctx.seed_vm("linux-1", created(ctx.now())).await;
-    let fresh = ctx.store.vm_version("linux-1").await.unwrap();
+    let fresh = ctx.ports.store.vm_version("linux-1").await.unwrap();
     run(&ctx).await.unwrap();
     assert_eq!(ctx.taken::<ManageBot>().await, [ManageBot { id: "linux-0".into() }]);
-    assert_eq!(ctx.store.vm_version("linux-1").await.unwrap(), fresh, "an indexed VM is not written");
-    let version = ctx.store.vm_version("linux-0").await.unwrap();
+    assert_eq!(ctx.ports.store.vm_version("linux-1").await.unwrap(), fresh, "an indexed VM is not written");
+    let version = ctx.ports.store.vm_version("linux-0").await.unwrap();
     run(&ctx).await.unwrap();
-    assert_eq!(ctx.store.vm_version("linux-0").await.unwrap(), version, "only once");
+    assert_eq!(ctx.ports.store.vm_version("linux-0").await.unwrap(), version, "only once");
 }

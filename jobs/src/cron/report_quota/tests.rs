@@ -7,7 +7,7 @@ use gce_backend_queues::Task;
 /// 200 projects' tasks: all pushed, some at once, the rest at steps across the jitter.
 async fn pushed(jitter: u64) -> (Vec<String>, Vec<gce_backend_queues::TaskStatus>) {
     let (mut ctx, _) = Ctx::test();
-    ctx.timing =
+    ctx.settings.timing =
         std::sync::Arc::new(crate::config::Timing { fan_out_jitter: Secs(jitter), ..Default::default() });
     for i in 0..200 {
         ctx.seed_config_with(&format!("p{i}"), 1, |c| c.attributes.project = format!("project-{i:03}")).await;

@@ -19,14 +19,14 @@ async fn seeded(ctx: &Ctx) {
 }
 
 async fn read(ctx: &Ctx) -> crate::cost::ledger::Ledger {
-    ledger(&ctx.store.ledger("linux").await.unwrap(), ctx.now())
+    ledger(&ctx.ports.store.ledger("linux").await.unwrap(), ctx.now())
 }
 
 #[tokio::test]
 async fn a_vm_is_metered_from_its_instance_through_suspend_to_its_deletion() {
     let (ctx, fakes) = Ctx::test();
     seeded(&ctx).await;
-    let rates = ctx.catalog.rates(ctx.store.as_ref(), ctx.now()).await.unwrap();
+    let rates = ctx.catalog.rates(ctx.ports.store.as_ref(), ctx.now()).await.unwrap();
 
     // No instance yet: nothing billed, nothing in the ledger.
     update_vm(&ctx, "linux-0", |v| {
@@ -35,8 +35,8 @@ async fn a_vm_is_metered_from_its_instance_through_suspend_to_its_deletion() {
     })
     .await
     .unwrap();
-    assert_eq!(ctx.store.vm("linux-0").await.unwrap().unwrap().value.meter, None);
-    assert!(ctx.store.ledger("linux").await.unwrap().is_empty());
+    assert_eq!(ctx.ports.store.vm("linux-0").await.unwrap().unwrap().value.meter, None);
+    assert!(ctx.ports.store.ledger("linux").await.unwrap().is_empty());
 
     let now = ctx.now();
     let vm = update_vm(&ctx, "linux-0", |v| {
@@ -90,7 +90,7 @@ async fn a_vm_is_metered_from_its_instance_through_suspend_to_its_deletion() {
     assert!((l.per_hour() - suspended as f64 / 1e6).abs() < 1e-9);
 
     // Deleted: closed, nothing open, nothing accrues after.
-    let cur = ctx.store.vm("linux-0").await.unwrap().unwrap();
+    let cur = ctx.ports.store.vm("linux-0").await.unwrap().unwrap();
     assert!(delete(&ctx, &cur).await.unwrap());
     let closed = read(&ctx).await;
     assert_eq!(closed.per_hour(), 0.0);
@@ -103,19 +103,19 @@ async fn a_write_that_loses_its_race_counts_nothing() {
     let (ctx, fakes) = Ctx::test();
     seeded(&ctx).await;
     let now = ctx.now();
-    let cur = ctx.store.vm("linux-0").await.unwrap().unwrap();
+    let cur = ctx.ports.store.vm("linux-0").await.unwrap().unwrap();
     let mut first = cur.value.clone();
     created(now)(&mut first);
     assert!(put(&ctx, None, &mut first, Expect::Version(cur.version)).await.unwrap());
-    let book = ctx.store.ledger("linux").await.unwrap();
+    let book = ctx.ports.store.ledger("linux").await.unwrap();
     // A second writer read the same version: its write is refused, the ledger as it was.
     fakes.clock.advance(Duration::minutes(5));
     let mut second = cur.value.clone();
     created(ctx.now())(&mut second);
     assert!(!put(&ctx, None, &mut second, Expect::Version(cur.version)).await.unwrap());
-    assert_eq!(ctx.store.ledger("linux").await.unwrap(), book);
+    assert_eq!(ctx.ports.store.ledger("linux").await.unwrap(), book);
     // And a late delete at the old version too.
     assert!(!delete(&ctx, &cur).await.unwrap());
-    assert_eq!(ctx.store.ledger("linux").await.unwrap(), book);
+    assert_eq!(ctx.ports.store.ledger("linux").await.unwrap(), book);
     assert_eq!(read(&ctx).await.vms[&Billed::Running], 1);
 }

@@ -20,7 +20,7 @@ async fn expand(ctx: &Ctx) {
 async fn drained(ctx: &Ctx, ids: &[&str]) -> Vec<String> {
     let mut out = Vec::new();
     for id in ids {
-        if ctx.store.vm(id).await.unwrap().is_some_and(|v| v.value.drained) {
+        if ctx.ports.store.vm(id).await.unwrap().is_some_and(|v| v.value.drained) {
             out.push((*id).to_owned());
         }
     }
@@ -37,10 +37,10 @@ async fn a_new_image_rolls_one_surge_vm_at_a_time_and_an_amount_change_rolls_not
     }
     c.amount.max = 3;
     crate::operate::apply(&ctx, c.clone(), "t").await.unwrap();
-    assert!(ctx.store.config("linux").await.unwrap().unwrap().value.rollout.is_none(), "amount only");
+    assert!(ctx.ports.store.config("linux").await.unwrap().unwrap().value.rollout.is_none(), "amount only");
     c.attributes.disk[0].image = "global/images/y".into();
     crate::operate::apply(&ctx, c.clone(), "t").await.unwrap();
-    let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
+    let rec = ctx.ports.store.config("linux").await.unwrap().unwrap().value;
     assert!(rec.rollout.is_some() && rec.wants(2) && !rec.wants(3), "amount 2 plus a surge of 1");
     ctx.finished::<ExpandConfig>().await;
     expand(&ctx).await;
@@ -58,27 +58,27 @@ async fn a_new_image_rolls_one_surge_vm_at_a_time_and_an_amount_change_rolls_not
     .await;
     expand(&ctx).await;
     assert_eq!(drained(&ctx, &["linux-0", "linux-1"]).await, ["linux-0"]);
-    let r = ctx.store.config("linux").await.unwrap().unwrap().value.rollout.unwrap();
+    let r = ctx.ports.store.config("linux").await.unwrap().unwrap().value.rollout.unwrap();
     assert_eq!((r.updated, r.outdated), (1, 2));
     expand(&ctx).await;
     assert_eq!(drained(&ctx, &["linux-1"]).await, Vec::<String>::new(), "one at a time");
     // The last old VM on its way out and the first one's replacement not connected yet: the
     // surge stays (its bot stands in for them).
-    let v0 = ctx.store.vm("linux-0").await.unwrap().unwrap();
-    ctx.store.delete_vm("linux-0", v0.version).await.unwrap();
+    let v0 = ctx.ports.store.vm("linux-0").await.unwrap().unwrap();
+    ctx.ports.store.delete_vm("linux-0", v0.version).await.unwrap();
     ctx.seed_vm("linux-0", |v| {
         created(ctx.now())(v);
         v.attributes = c.attributes_in("z");
     })
     .await;
-    let v1 = ctx.store.vm("linux-1").await.unwrap().unwrap().value;
+    let v1 = ctx.ports.store.vm("linux-1").await.unwrap().unwrap().value;
     crate::fleet::lifecycle::drain(&ctx, &v1).await.unwrap();
     expand(&ctx).await;
-    let r = ctx.store.config("linux").await.unwrap().unwrap().value.rollout;
+    let r = ctx.ports.store.config("linux").await.unwrap().unwrap().value.rollout;
     assert_eq!(r.map(|r| (r.updated, r.outdated)), Some((2, 0)), "not done before new VMs serve the amount");
     // Old VMs all gone, two new ones up, but one of them is the surge: not done either.
-    let v1 = ctx.store.vm("linux-1").await.unwrap().unwrap();
-    ctx.store.delete_vm("linux-1", v1.version).await.unwrap();
+    let v1 = ctx.ports.store.vm("linux-1").await.unwrap().unwrap();
+    ctx.ports.store.delete_vm("linux-1", v1.version).await.unwrap();
     ctx.seed_vm("linux-1", |v| {
         created(ctx.now())(v);
         v.attributes = c.attributes_in("z");
@@ -91,12 +91,12 @@ async fn a_new_image_rolls_one_surge_vm_at_a_time_and_an_amount_change_rolls_not
     .await
     .unwrap();
     expand(&ctx).await;
-    let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
+    let rec = ctx.ports.store.config("linux").await.unwrap().unwrap().value;
     assert!(rec.rollout.is_some(), "the surge serves for linux-1");
     // Both old VMs replaced by new ones: done, and the surge goes.
     for id in ["linux-0", "linux-1"] {
-        let v = ctx.store.vm(id).await.unwrap().unwrap();
-        ctx.store.delete_vm(id, v.version).await.unwrap();
+        let v = ctx.ports.store.vm(id).await.unwrap().unwrap();
+        ctx.ports.store.delete_vm(id, v.version).await.unwrap();
         ctx.seed_vm(id, |v| {
             up(ctx.now())(v);
             v.attributes = c.attributes_in("z");
@@ -104,7 +104,7 @@ async fn a_new_image_rolls_one_surge_vm_at_a_time_and_an_amount_change_rolls_not
         .await;
     }
     expand(&ctx).await;
-    assert!(ctx.store.config("linux").await.unwrap().unwrap().value.rollout.is_none());
+    assert!(ctx.ports.store.config("linux").await.unwrap().unwrap().value.rollout.is_none());
     ctx.finished::<crate::work::DrainVm>().await;
     expand(&ctx).await;
     assert_eq!(ctx.finished::<crate::work::DrainVm>().await, [crate::work::DrainVm { id: "linux-2".into() }]);
@@ -118,10 +118,10 @@ async fn a_rollout_with_nothing_to_replace_ends_at_its_first_step_and_makes_no_s
         ctx.seed_vm(id, up(ctx.now())).await;
     }
     // Marked, but every VM has the Config's attributes (a change of zone weights marks so).
-    let cur = ctx.store.config("linux").await.unwrap().unwrap();
+    let cur = ctx.ports.store.config("linux").await.unwrap().unwrap();
     let mark = Rollout { unknown: Default::default(), since: ctx.now(), updated: 0, outdated: 0 };
     let rec = ConfigRecord { rollout: Some(mark), ..cur.value };
-    assert!(ctx.store.put_config(&rec, Expect::Version(cur.version)).await.unwrap());
+    assert!(ctx.ports.store.put_config(&rec, Expect::Version(cur.version)).await.unwrap());
     let p = crate::operate::plan(&ctx, "linux", crate::model::PlanInput::default()).await.unwrap();
     assert_eq!(
         (p.keep.len(), p.replace.len(), p.create.len(), p.replacement),
@@ -130,7 +130,7 @@ async fn a_rollout_with_nothing_to_replace_ends_at_its_first_step_and_makes_no_s
     );
     ctx.finished::<CreateInstance>().await;
     expand(&ctx).await;
-    assert!(ctx.store.config("linux").await.unwrap().unwrap().value.rollout.is_none());
+    assert!(ctx.ports.store.config("linux").await.unwrap().unwrap().value.rollout.is_none());
     assert_eq!(ctx.finished::<CreateInstance>().await, [], "no surge VM");
 }
 
@@ -172,7 +172,7 @@ async fn a_vm_made_for_the_warm_pool_does_not_count_as_connected_for_a_rollout()
     c.attributes.disk[0].image = "global/images/y".into();
     crate::operate::apply(&ctx, c.clone(), "t").await.unwrap();
     expand(&ctx).await;
-    let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
+    let rec = ctx.ports.store.config("linux").await.unwrap().unwrap().value;
     assert!(rec.wants(2) && rec.warm.iter().eq([3].iter()), "the surge, and a VM for the warm pool: {rec:?}");
     // Both new VMs connect; the warm pool's is not parked yet: only the surge stands in.
     for id in ["linux-2", "linux-3"] {

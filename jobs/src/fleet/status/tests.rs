@@ -6,7 +6,7 @@ use crate::model::Pause;
 use crate::placement::backoff::Scope;
 
 async fn of(ctx: &Ctx, prefix: &str) -> ConfigStatus {
-    status(&*ctx.store, prefix, ctx.now(), chrono::Duration::zero(), false).await.unwrap()
+    status(&*ctx.ports.store, prefix, ctx.now(), chrono::Duration::zero(), false).await.unwrap()
 }
 
 #[tokio::test]
@@ -17,7 +17,7 @@ async fn the_pause_in_force_is_the_configs_own_else_the_global_one() {
     assert_eq!(of(&ctx, "linux").await.pause_in_force, None);
     let all =
         Pause { unknown: Default::default(), by: "sre".into(), reason: "maintenance".into(), at: ctx.now() };
-    ctx.store.set_global_pause(Some(&all)).await.unwrap();
+    ctx.ports.store.set_global_pause(Some(&all)).await.unwrap();
     let own =
         Pause { unknown: Default::default(), by: "team".into(), reason: "image bad".into(), at: ctx.now() };
     crate::fleet::writes::update_config(&ctx, "mac", |r| {
@@ -29,7 +29,7 @@ async fn the_pause_in_force_is_the_configs_own_else_the_global_one() {
     let (linux, mac) = (of(&ctx, "linux").await, of(&ctx, "mac").await);
     assert_eq!((linux.pause_in_force, linux.paused_all), (Some(all.clone()), true));
     assert_eq!(mac.pause_in_force, Some(own), "its own pause wins");
-    ctx.store.set_global_pause(None).await.unwrap();
+    ctx.ports.store.set_global_pause(None).await.unwrap();
     assert_eq!(of(&ctx, "linux").await.pause_in_force, None);
 }
 

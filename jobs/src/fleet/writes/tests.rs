@@ -17,7 +17,7 @@ async fn a_corrupt_vm_is_rebuilt_around_its_instance_and_drained_or_dropped_with
     f.store.plant_corrupt_vm("linux-0");
     f.store.plant_corrupt_vm("linux-1");
     assert!(ctx.vm("linux-0").await.unwrap().is_none(), "reads as absent while quarantined");
-    let got = ctx.store.vm("linux-0").await.unwrap().unwrap().value;
+    let got = ctx.ports.store.vm("linux-0").await.unwrap().unwrap().value;
     assert_eq!(
         (got.hostname.as_str(), got.url(), got.drained),
         (vm.hostname.as_str(), Some(inst.url.as_str()), true)
@@ -29,8 +29,8 @@ async fn a_corrupt_vm_is_rebuilt_around_its_instance_and_drained_or_dropped_with
     );
     // No instance for linux-1: dropped, and the Config expanded again.
     assert!(ctx.vm("linux-1").await.unwrap().is_none());
-    assert!(ctx.store.vm_version("linux-1").await.unwrap().is_none());
+    assert!(ctx.ports.store.vm_version("linux-1").await.unwrap().is_none());
     assert_eq!(ctx.taken::<ExpandConfig>().await, [ExpandConfig { prefix: "linux".into() }]);
-    let errors = ctx.store.errors("linux").await.unwrap();
+    let errors = ctx.ports.store.errors("linux").await.unwrap();
     assert!(errors.iter().all(|e| e.code == "corrupt") && errors.len() == 2, "{errors:?}");
 }

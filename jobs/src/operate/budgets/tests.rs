@@ -12,7 +12,7 @@ fn trust(month: Option<f64>, hour: Option<f64>) -> Trust {
 }
 
 async fn said(ctx: &Ctx) -> Vec<String> {
-    let all = ctx.store.audit(GLOBAL_AUDIT, 0, 100).await.unwrap();
+    let all = ctx.ports.store.audit(GLOBAL_AUDIT, 0, 100).await.unwrap();
     all.into_iter()
         .filter(|e| e.action == AuditAction::Budget && e.actor == SETTINGS)
         .map(|e| e.detail)

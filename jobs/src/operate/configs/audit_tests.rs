@@ -7,7 +7,7 @@ use crate::model::{AuditAction, AuditEntry, GLOBAL_AUDIT};
 use crate::testing::config;
 
 async fn trail(ctx: &Ctx, prefix: &str) -> Vec<AuditEntry> {
-    ctx.store.audit(prefix, 0, 1000).await.unwrap()
+    ctx.ports.store.audit(prefix, 0, 1000).await.unwrap()
 }
 
 /// (actor, action, before, after, detail) of each entry, newest first.
@@ -112,7 +112,7 @@ async fn the_global_pause_goes_into_the_global_list() {
 #[tokio::test]
 async fn a_configs_trail_keeps_the_newest_audit_keep_entries() {
     let (mut ctx, _) = Ctx::test();
-    ctx.limits = std::sync::Arc::new(crate::config::Limits { audit_keep: 3, ..Default::default() });
+    ctx.settings.limits = std::sync::Arc::new(crate::config::Limits { audit_keep: 3, ..Default::default() });
     let mut c = config("linux", 0);
     c.amount.max = 10;
     apply(&ctx, c, "alice").await.unwrap();
@@ -122,6 +122,6 @@ async fn a_configs_trail_keeps_the_newest_audit_keep_entries() {
     let details: Vec<String> = trail(&ctx, "linux").await.into_iter().map(|e| e.detail).collect();
     assert_eq!(details, ["amount 4 → 5", "amount 3 → 4", "amount 2 → 3"]);
     let page: Vec<String> =
-        ctx.store.audit("linux", 1, 1).await.unwrap().into_iter().map(|e| e.detail).collect();
+        ctx.ports.store.audit("linux", 1, 1).await.unwrap().into_iter().map(|e| e.detail).collect();
     assert_eq!(page, ["amount 3 → 4"], "paged from the newest");
 }

@@ -15,7 +15,7 @@ fn ranged(prefix: &str, min: u32, max: u32) -> Config {
 }
 
 async fn record(ctx: &Ctx, prefix: &str) -> ConfigRecord {
-    ctx.store.config(prefix).await.unwrap().expect("stored").value
+    ctx.ports.store.config(prefix).await.unwrap().expect("stored").value
 }
 
 #[tokio::test]
@@ -28,10 +28,10 @@ async fn apply_creates_an_api_config_and_expands_it_at_once() {
     assert_eq!(record(&ctx, "linux").await, rec);
     assert_eq!(ctx.taken::<ExpandConfig>().await, [ExpandConfig { prefix: "linux".into() }]);
     // The same again: nothing new, nothing rewritten.
-    let version = ctx.store.config("linux").await.unwrap().unwrap().version;
+    let version = ctx.ports.store.config("linux").await.unwrap().unwrap().version;
     let (again, new) = apply(&ctx, ranged("linux", 2, 5), "alice").await.unwrap();
     assert!(!new && again == rec);
-    assert_eq!(ctx.store.config("linux").await.unwrap().unwrap().version, version);
+    assert_eq!(ctx.ports.store.config("linux").await.unwrap().unwrap().version, version);
 }
 
 #[tokio::test]
@@ -65,7 +65,7 @@ async fn an_invalid_config_lists_every_problem_and_stores_nothing() {
         Err(OpError::Invalid(got)) => assert_eq!(got, want),
         other => panic!("{other:?}"),
     }
-    assert!(ctx.store.config("linux").await.unwrap().is_none());
+    assert!(ctx.ports.store.config("linux").await.unwrap().is_none());
     assert!(ctx.taken::<ExpandConfig>().await.is_empty());
     // A zone the project lacks is found as a file's is.
     let mut zone = config("linux", 1);
@@ -107,7 +107,7 @@ async fn a_prefix_a_file_holds_or_one_clashing_with_another_config_is_a_conflict
             Err(OpError::Conflict(why)) => assert!(why.contains("one is a prefix of the other"), "{why}"),
             other => panic!("{clash}: {other:?}"),
         }
-        assert!(ctx.store.config(clash).await.unwrap().is_none());
+        assert!(ctx.ports.store.config(clash).await.unwrap().is_none());
     }
 }
 
@@ -116,11 +116,11 @@ async fn delete_orphans_an_api_config_and_refuses_a_file_one_or_a_missing_one() 
     let (ctx, _) = Ctx::test();
     apply(&ctx, config("mac", 1), "alice").await.unwrap();
     let rec = delete(&ctx, "mac", "alice").await.unwrap();
-    let grace = ctx.timing.config_delete_grace.chrono();
+    let grace = ctx.settings.timing.config_delete_grace.chrono();
     assert_eq!((rec.orphaned, rec.delete_at), (Some(ctx.now()), Some(ctx.now() + grace)));
     assert_eq!(record(&ctx, "mac").await, rec);
-    assert_eq!(ctx.store.errors("mac").await.unwrap()[0].code, "orphaned");
-    let st = crate::fleet::status::status(&*ctx.store, "mac", ctx.now(), grace, false).await.unwrap();
+    assert_eq!(ctx.ports.store.errors("mac").await.unwrap()[0].code, "orphaned");
+    let st = crate::fleet::status::status(&*ctx.ports.store, "mac", ctx.now(), grace, false).await.unwrap();
     assert_eq!((st.state, st.delete_at, st.source.as_str()), (ConfigState::Orphaned, rec.delete_at, "api"));
     assert_eq!(delete(&ctx, "mac", "bob").await.unwrap(), rec, "deleting again changes nothing");
     // Applied again within the grace: cancelled.
@@ -143,9 +143,9 @@ async fn delete_orphans_an_api_config_and_refuses_a_file_one_or_a_missing_one() 
 async fn set_amount_is_clamped_by_the_amount_rules_for_any_source() {
     let (ctx, _) = Ctx::test();
     ctx.seed_config("linux", 1).await; // a file's, widened to 1..5 (no task pushed)
-    let cur = ctx.store.config("linux").await.unwrap().unwrap();
+    let cur = ctx.ports.store.config("linux").await.unwrap().unwrap();
     let rec = ConfigRecord { config: ranged("linux", 1, 5), ..cur.value };
-    assert!(ctx.store.put_config(&rec, Expect::Version(cur.version)).await.unwrap());
+    assert!(ctx.ports.store.put_config(&rec, Expect::Version(cur.version)).await.unwrap());
     assert_eq!(set_amount(&ctx, "linux", 4, "alice").await.unwrap().current_amount, 4);
     assert_eq!(ctx.taken::<ExpandConfig>().await.len(), 1, "it converges at once");
     assert_eq!(set_amount(&ctx, "linux", 9, "alice").await.unwrap().current_amount, 5);
@@ -166,9 +166,10 @@ async fn a_paused_config_creates_nothing_until_resumed_and_resume_pushes_expansi
     assert_eq!((p.by.as_str(), p.reason.as_str(), p.at), ("bob", "bad image", ctx.now()));
     let again = pause(&ctx, "linux", "other", "carol").await.unwrap();
     assert_eq!(again.paused, Some(p.clone()), "the first pause stays");
-    let st = crate::fleet::status::status(&*ctx.store, "linux", ctx.now(), chrono::Duration::zero(), false)
-        .await
-        .unwrap();
+    let st =
+        crate::fleet::status::status(&*ctx.ports.store, "linux", ctx.now(), chrono::Duration::zero(), false)
+            .await
+            .unwrap();
     assert_eq!((st.paused, st.paused_all, st.source.as_str()), (Some(p), false, "linux.yaml"));
     crate::tasks::expand_config::run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
     assert!(ctx.taken::<CreateInstance>().await.is_empty(), "paused: nothing created");
@@ -202,13 +203,13 @@ async fn the_global_pause_holds_every_config_until_lifted() {
     }
     assert!(ctx.taken::<CreateInstance>().await.is_empty());
     let report = crate::fleet::status::report(
-        &*ctx.store,
-        &*ctx.buckets,
+        &*ctx.ports.store,
+        &*ctx.ports.buckets,
         &[],
         ctx.now(),
         chrono::Duration::zero(),
         false,
-        &ctx.trust,
+        &ctx.settings.trust,
     )
     .await
     .unwrap();
@@ -237,7 +238,7 @@ async fn an_api_config_goes_the_whole_way_and_drains_after_its_grace() {
     let dir = std::env::temp_dir().join(format!("gce-backend-operate-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    ctx.configs_dir = dir.clone();
+    ctx.settings.configs_dir = dir.clone();
     apply(&ctx, config("mac", 1), "alice").await.unwrap();
     ctx.seed_vm("mac-0", crate::testing::created(ctx.now())).await;
     crate::cron::import_configs::run(&ctx).await.unwrap();
@@ -245,14 +246,14 @@ async fn an_api_config_goes_the_whole_way_and_drains_after_its_grace() {
     delete(&ctx, "mac", "alice").await.unwrap();
     // A broken file blocks deleting file Configs, not one deleted over the API.
     std::fs::write(dir.join("broken.yaml"), "").unwrap();
-    f.clock.advance(ctx.timing.config_delete_grace.chrono() - chrono::Duration::seconds(1));
+    f.clock.advance(ctx.settings.timing.config_delete_grace.chrono() - chrono::Duration::seconds(1));
     crate::cron::import_configs::run(&ctx).await.unwrap();
-    assert!(ctx.store.config("mac").await.unwrap().is_some(), "within the grace");
+    assert!(ctx.ports.store.config("mac").await.unwrap().is_some(), "within the grace");
     f.clock.advance(chrono::Duration::seconds(2));
     crate::cron::import_configs::run(&ctx).await.unwrap();
-    assert!(ctx.store.config("mac").await.unwrap().is_none());
+    assert!(ctx.ports.store.config("mac").await.unwrap().is_none());
     assert_eq!(ctx.taken::<DrainVm>().await, [DrainVm { id: "mac-0".into() }]);
-    let e = &ctx.store.errors("mac").await.unwrap()[0];
+    let e = &ctx.ports.store.errors("mac").await.unwrap()[0];
     assert!(e.code == "deleted" && e.message.contains("deleted over the API"), "{e:?}");
     let _ = std::fs::remove_dir_all(&dir);
     // Its VMs are listed until they are gone.
@@ -271,7 +272,7 @@ async fn a_creation_or_a_replacement_never_overwrites_what_it_did_not_see() {
         Err(OpError::Conflict(why)) => assert!(why.contains("exists"), "{why}"),
         other => panic!("{other:?}"),
     }
-    let v = ctx.store.config("mac").await.unwrap().unwrap().version;
+    let v = ctx.ports.store.config("mac").await.unwrap().unwrap().version;
     apply_expecting(&ctx, config("mac", 2), "alice", Must::Version(v)).await.unwrap();
     match apply_expecting(&ctx, config("mac", 3), "bob", Must::Version(v)).await {
         Err(OpError::Conflict(why)) => assert!(why.contains("changed since it was read"), "{why}"),
@@ -285,7 +286,11 @@ async fn admission_is_one_at_a_time_so_two_clashing_prefixes_are_never_both_stor
     let (ctx, _) = Ctx::test();
     // Another process holds the admission claim and stores `linux` under it.
     assert!(
-        ctx.store.lease(crate::env::ADMISSION, "other", std::time::Duration::from_secs(60)).await.unwrap()
+        ctx.ports
+            .store
+            .lease(crate::env::ADMISSION, "other", std::time::Duration::from_secs(60))
+            .await
+            .unwrap()
     );
     let waiting = tokio::spawn({
         let ctx = ctx.clone();
@@ -295,15 +300,21 @@ async fn admission_is_one_at_a_time_so_two_clashing_prefixes_are_never_both_stor
     tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     assert!(!waiting.is_finished(), "the apply waits for the claim");
     ctx.seed_config_from("linux", 1, crate::model::API_SOURCE).await; // as another process would
-    ctx.store.release(crate::env::ADMISSION, "other").await.unwrap();
+    ctx.ports.store.release(crate::env::ADMISSION, "other").await.unwrap();
     match waiting.await.unwrap() {
         Err(OpError::Conflict(why)) => assert!(why.contains("one is a prefix of the other"), "{why}"),
         other => panic!("{other:?}"),
     }
-    assert!(ctx.store.config("linux-a").await.unwrap().is_none());
+    assert!(ctx.ports.store.config("linux-a").await.unwrap().is_none());
     // The claim is given back after each apply.
     apply(&ctx, config("mac", 1), "alice").await.unwrap();
-    assert!(ctx.store.lease(crate::env::ADMISSION, "next", std::time::Duration::from_secs(1)).await.unwrap());
+    assert!(
+        ctx.ports
+            .store
+            .lease(crate::env::ADMISSION, "next", std::time::Duration::from_secs(1))
+            .await
+            .unwrap()
+    );
 }
 
 #[tokio::test]
@@ -323,18 +334,24 @@ async fn a_from_file_item_over_the_api_is_refused_saying_why() {
         }
         other => panic!("{other:?}"),
     }
-    assert!(ctx.store.config("linux").await.unwrap().is_none());
+    assert!(ctx.ports.store.config("linux").await.unwrap().is_none());
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_lease_left_by_a_dead_process_stops_blocking_within_seconds() {
     let (ctx, _) = Ctx::test();
     // A process died holding the lease (kill -9 mid-apply): nobody renews it.
-    assert!(ctx.store.lease(crate::env::ADMISSION, "dead", std::time::Duration::from_secs(3)).await.unwrap());
+    assert!(
+        ctx.ports
+            .store
+            .lease(crate::env::ADMISSION, "dead", std::time::Duration::from_secs(3))
+            .await
+            .unwrap()
+    );
     // The caller waits at most 10 s: admitted only if the lease ends before (a 60 s claim
     // answered a Conflict here).
     apply(&ctx, config("linux", 1), "alice").await.expect("admitted once the dead holder's lease ends");
-    assert!(ctx.store.config("linux").await.unwrap().is_some());
+    assert!(ctx.ports.store.config("linux").await.unwrap().is_some());
 }
 
 #[tokio::test(start_paused = true)]
@@ -343,11 +360,15 @@ async fn the_lease_is_renewed_while_an_admission_runs() {
     let held = ctx.admitting(async |_| -> Result<bool, TaskError> {
         // Longer than the lease: only renewal keeps others out.
         tokio::time::sleep(std::time::Duration::from_secs(10)).await;
-        Ok(ctx.store.lease(crate::env::ADMISSION, "other", std::time::Duration::from_secs(3)).await?)
+        Ok(ctx.ports.store.lease(crate::env::ADMISSION, "other", std::time::Duration::from_secs(3)).await?)
     });
     assert!(!held.await.unwrap(), "still held after 10 s");
     assert!(
-        ctx.store.lease(crate::env::ADMISSION, "other", std::time::Duration::from_secs(3)).await.unwrap(),
+        ctx.ports
+            .store
+            .lease(crate::env::ADMISSION, "other", std::time::Duration::from_secs(3))
+            .await
+            .unwrap(),
         "released"
     );
 }
@@ -359,16 +380,19 @@ async fn a_write_whose_lease_was_taken_over_lands_nowhere() {
     let wrote = ctx
         .admitting(async |fence| -> Result<bool, TaskError> {
             // This holder stalled past its lease, and another process took it.
-            ctx.store.release(crate::env::ADMISSION, &fence.holder).await?;
+            ctx.ports.store.release(crate::env::ADMISSION, &fence.holder).await?;
             assert!(
-                ctx.store.lease(crate::env::ADMISSION, "next", std::time::Duration::from_secs(60)).await?
+                ctx.ports
+                    .store
+                    .lease(crate::env::ADMISSION, "next", std::time::Duration::from_secs(60))
+                    .await?
             );
-            Ok(ctx.store.put_config_fenced(&rec, crate::ports::store::Expect::Absent, fence).await?)
+            Ok(ctx.ports.store.put_config_fenced(&rec, crate::ports::store::Expect::Absent, fence).await?)
         })
         .await
         .unwrap();
     assert!(!wrote, "the fence refused the late write");
-    assert!(ctx.store.config("linux").await.unwrap().is_none());
+    assert!(ctx.ports.store.config("linux").await.unwrap().is_none());
 }
 
 #[tokio::test(start_paused = true)]
@@ -378,17 +402,22 @@ async fn a_lapsed_lease_is_not_taken_back_by_its_renewal_so_the_late_write_lands
     let wrote = ctx
         .admitting(async |fence| -> Result<bool, TaskError> {
             // This holder stalls: its lease lapses, another process holds it and gives it back.
-            ctx.store.release(crate::env::ADMISSION, &fence.holder).await?;
-            assert!(ctx.store.lease(crate::env::ADMISSION, "next", std::time::Duration::from_secs(3)).await?);
-            ctx.store.release(crate::env::ADMISSION, "next").await?;
+            ctx.ports.store.release(crate::env::ADMISSION, &fence.holder).await?;
+            assert!(
+                ctx.ports
+                    .store
+                    .lease(crate::env::ADMISSION, "next", std::time::Duration::from_secs(3))
+                    .await?
+            );
+            ctx.ports.store.release(crate::env::ADMISSION, "next").await?;
             // Renewal ticks come and go while it still works.
             tokio::time::sleep(std::time::Duration::from_secs(5)).await;
-            Ok(ctx.store.put_config_fenced(&rec, crate::ports::store::Expect::Absent, fence).await?)
+            Ok(ctx.ports.store.put_config_fenced(&rec, crate::ports::store::Expect::Absent, fence).await?)
         })
         .await
         .unwrap();
     assert!(!wrote, "the renewal did not take the free lease back: the fence refused the write");
-    assert!(ctx.store.config("linux").await.unwrap().is_none());
+    assert!(ctx.ports.store.config("linux").await.unwrap().is_none());
 }
 
 #[tokio::test]
@@ -402,7 +431,7 @@ async fn a_regional_config_over_the_api_waits_for_its_zones_and_is_filled_again_
         Some(crate::ports::compute::ComputeError::from_http(Some(503), "", "down"));
     let e = apply(&ctx, c.clone(), "alice").await.unwrap_err();
     assert!(e.transient() && e.to_string().contains("linux.region: its zones are not known"), "{e}");
-    assert!(ctx.store.config("linux").await.unwrap().is_none());
+    assert!(ctx.ports.store.config("linux").await.unwrap().is_none());
     *f.compute.catalog_fail.lock().unwrap() = None;
     let (rec, _) = apply(&ctx, c, "alice").await.unwrap();
     let zones: Vec<&str> = rec.config.zones.iter().map(|z| z.zone.as_str()).collect();

@@ -22,12 +22,12 @@ async fn setup(amount: u32, vms: u32) -> Ctx {
 
 /// Everything a plan could write: Config records and VM records.
 async fn snapshot(ctx: &Ctx) -> (Vec<Versioned<ConfigRecord>>, Vec<Option<u64>>) {
-    let ids = ctx.store.vm_ids(VmIndex::OfConfig("linux".into())).await.unwrap();
+    let ids = ctx.ports.store.vm_ids(VmIndex::OfConfig("linux".into())).await.unwrap();
     let mut versions = Vec::new();
     for id in ids {
-        versions.push(ctx.store.vm_version(&id).await.unwrap());
+        versions.push(ctx.ports.store.vm_version(&id).await.unwrap());
     }
-    (ctx.store.configs().await.unwrap(), versions)
+    (ctx.ports.store.configs().await.unwrap(), versions)
 }
 
 fn amount(n: u32) -> PlanInput {
@@ -83,7 +83,7 @@ async fn shrinking_lists_the_vms_to_drain() {
 async fn changed_attributes_roll_every_vm_out_and_the_lifetime_applies_to_new_instances() {
     let ctx = setup(2, 2).await;
     let before = snapshot(&ctx).await;
-    let mut c = ctx.store.config("linux").await.unwrap().unwrap().value.config;
+    let mut c = ctx.ports.store.config("linux").await.unwrap().unwrap().value.config;
     c.attributes.machine_type = "zones/{{.Zone}}/machineTypes/e2-large".into();
     c.lifetime = crate::config::Secs(7200);
     c.amount.min = 4;
@@ -130,7 +130,7 @@ async fn on_lifetime_recycles_outdated_vms_at_their_deadline_and_the_lifetime_al
     for i in 0..2 {
         ctx.seed_vm(&format!("linux-{i}"), crate::testing::created(made)).await;
     }
-    let mut c = ctx.store.config("linux").await.unwrap().unwrap().value.config;
+    let mut c = ctx.ports.store.config("linux").await.unwrap().unwrap().value.config;
     c.lifetime = crate::config::Secs(7200);
     let p = plan(&ctx, "linux", PlanInput { config: Some(c.clone()), amount: None }).await.unwrap();
     assert_eq!((p.keep.len(), p.replace.len(), p.recycle.len(), p.replacement), (2, 0, 0, None));
@@ -252,7 +252,7 @@ async fn another_provider_replaces_every_vm_and_naming_the_default_changes_nothi
     let (rec, _) = crate::operate::apply(&ctx, c, "alice").await.unwrap();
     assert!(rec.provider_changed.is_some());
     assert_eq!(
-        ctx.store.config("linux").await.unwrap().unwrap().value.provider_changed,
+        ctx.ports.store.config("linux").await.unwrap().unwrap().value.provider_changed,
         rec.provider_changed
     );
 }
@@ -288,7 +288,7 @@ async fn a_plan_says_what_it_would_cost_and_whether_the_tenants_budget_holds_its
     // A tenant limited to 2.5 VMs an hour: 2 of the 4 new VMs may be made now.
     let t = crate::config::Tenant { max_cost_per_hour: Some(Usd(2.5 * vm)), ..crate::config::Tenant::open() };
     let tenants = std::collections::BTreeMap::from([("*".to_owned(), t)]);
-    ctx.env.trust = std::sync::Arc::new(
+    ctx.env.settings.trust = std::sync::Arc::new(
         crate::config::Trust::new(&crate::config::SwarmingServers::default(), &tenants).unwrap(),
     );
     let b = plan(&ctx, "linux", amount(4)).await.unwrap().cost.unwrap().budget.expect("a budget");

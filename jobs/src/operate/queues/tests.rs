@@ -33,14 +33,14 @@ async fn retrying_a_task_is_recorded_against_its_config_or_globally() {
     let t = dead(&ctx, &CreateVm { id: "linux-0".into() }).await;
     assert_eq!(retry_task(&ctx, &t, "alice").await.unwrap(), 1);
     assert!(matches!(retry_task(&ctx, &t, "alice").await, Err(OpError::NotFound(_))), "not dead any more");
-    let trail = ctx.store.audit("linux", 0, 10).await.unwrap();
+    let trail = ctx.ports.store.audit("linux", 0, 10).await.unwrap();
     assert_eq!(trail.len(), 1, "{trail:?}");
     assert_eq!((trail[0].actor.as_str(), trail[0].action), ("alice", AuditAction::RetryTask));
     assert!(trail[0].detail.starts_with("queue create_vm: task "), "{}", trail[0].detail);
     // A task of no one Config (a Swarming server) goes into the global list.
     let t = dead(&ctx, &InspectSwarming { server: "https://s.example".into() }).await;
     retry_task(&ctx, &t, "bob").await.unwrap();
-    let global = ctx.store.audit(GLOBAL_AUDIT, 0, 10).await.unwrap();
+    let global = ctx.ports.store.audit(GLOBAL_AUDIT, 0, 10).await.unwrap();
     assert_eq!((global.len(), global[0].actor.as_str()), (1, "bob"));
 }
 
@@ -52,7 +52,7 @@ async fn queue_wide_retries_and_purges_go_into_the_global_list() {
     assert_eq!(purge_pending(&ctx, "expand_config", "ops").await.unwrap(), 1);
     assert_eq!(purge_dead(&ctx, "expand_config", "ops").await.unwrap(), 0, "nothing: no entry");
     assert!(matches!(purge_dead(&ctx, "nope", "ops").await, Err(OpError::NotFound(_))));
-    let global = ctx.store.audit(GLOBAL_AUDIT, 0, 10).await.unwrap();
+    let global = ctx.ports.store.audit(GLOBAL_AUDIT, 0, 10).await.unwrap();
     let got: Vec<(AuditAction, &str)> = global.iter().map(|e| (e.action, e.detail.as_str())).collect();
     assert_eq!(
         got,
@@ -61,5 +61,5 @@ async fn queue_wide_retries_and_purges_go_into_the_global_list() {
             (AuditAction::RetryDead, "queue expand_config: 1 dead tasks put back"),
         ]
     );
-    assert!(ctx.store.audit("linux", 0, 10).await.unwrap().is_empty());
+    assert!(ctx.ports.store.audit("linux", 0, 10).await.unwrap().is_empty());
 }

@@ -46,7 +46,7 @@ async fn a_vm_registers_once_per_incarnation_and_its_bot_is_looked_at_at_once() 
     assert_eq!(r.swarming, "https://swarm.example.com");
     assert_eq!(r.deadline, Some(ctx.now() + chrono::Duration::days(1)));
     assert_eq!(r.expires, ctx.now() + chrono::Duration::hours(1));
-    assert_eq!(ctx.store.vm("linux-0").await.unwrap().unwrap().value.registered, Some(ctx.now()));
+    assert_eq!(ctx.ports.store.vm("linux-0").await.unwrap().unwrap().value.registered, Some(ctx.now()));
     assert_eq!(ctx.taken::<ManageBot>().await, [ManageBot { id: "linux-0".into() }]);
     // The same token again (a replay, or a retry): refused, nothing pushed.
     assert_eq!(register(&ctx, &input, AUD).await.unwrap_err(), Refused("already registered"));
@@ -66,8 +66,8 @@ async fn a_token_of_an_earlier_incarnation_or_of_another_instance_under_the_name
     let (ctx, f) = setup().await;
     let old = token(&ctx, "linux-0-abcd", "id-linux-0-abcd", AUD, 3600, KEY);
     // The VM was replaced: its next incarnation has another hostname.
-    let v = ctx.store.vm("linux-0").await.unwrap().unwrap();
-    assert!(ctx.store.delete_vm("linux-0", v.version).await.unwrap());
+    let v = ctx.ports.store.vm("linux-0").await.unwrap().unwrap();
+    assert!(ctx.ports.store.delete_vm("linux-0", v.version).await.unwrap());
     ctx.seed_vm("linux-0", |v| {
         created(ctx.now())(v);
         v.hostname = "linux-0-wxyz".into();
@@ -79,9 +79,9 @@ async fn a_token_of_an_earlier_incarnation_or_of_another_instance_under_the_name
     assert_eq!(register(&ctx, &other, AUD).await.unwrap_err(), Refused("another incarnation of the name"));
     // Before its instance is recorded (the insert's operation still runs), Compute is asked: an
     // instance of that id with another deployment's labels is not ours; with ours, it is.
-    let mut v = ctx.store.vm("linux-0").await.unwrap().unwrap();
+    let mut v = ctx.ports.store.vm("linux-0").await.unwrap().unwrap();
     v.value.instance = None;
-    assert!(ctx.store.put_vm(&v.value, Expect::Version(v.version)).await.unwrap());
+    assert!(ctx.ports.store.put_vm(&v.value, Expect::Version(v.version)).await.unwrap());
     assert_eq!(
         register(&ctx, &other, AUD).await.unwrap_err(),
         Refused("another incarnation of the name"),
@@ -128,7 +128,11 @@ async fn wrong_audience_expired_forged_unknown_instance_and_unknown_key_are_refu
     assert_eq!(refused(elsewhere).await, "no such provider");
     f.keys.0.lock().unwrap().clear();
     assert_eq!(refused(token(&ctx, name, id, AUD, 3600, KEY)).await, "unknown key id");
-    assert_eq!(ctx.store.vm("linux-0").await.unwrap().unwrap().value.registered, None, "never registered");
+    assert_eq!(
+        ctx.ports.store.vm("linux-0").await.unwrap().unwrap().value.registered,
+        None,
+        "never registered"
+    );
 }
 
 #[tokio::test]
@@ -145,10 +149,10 @@ async fn registering_brings_a_later_look_at_the_bot_forward() {
 async fn a_vm_whose_record_names_an_unlisted_server_is_told_nothing() {
     let (ctx, _) = setup().await;
     // Written before the settings listed servers (or by hand): the attacker's server.
-    let mut vm = ctx.store.vm("linux-0").await.unwrap().unwrap();
+    let mut vm = ctx.ports.store.vm("linux-0").await.unwrap().unwrap();
     vm.value.swarming = "http://127.0.0.1:19999".into();
-    assert!(ctx.store.put_vm(&vm.value, Expect::Version(vm.version)).await.unwrap());
+    assert!(ctx.ports.store.put_vm(&vm.value, Expect::Version(vm.version)).await.unwrap());
     let input = token(&ctx, "linux-0-abcd", "id-linux-0-abcd", AUD, 3600, KEY);
     assert_eq!(register(&ctx, &input, AUD).await.unwrap_err(), Refused("server not listed"));
-    assert_eq!(ctx.store.vm("linux-0").await.unwrap().unwrap().value.registered, None);
+    assert_eq!(ctx.ports.store.vm("linux-0").await.unwrap().unwrap().value.registered, None);
 }

@@ -9,7 +9,7 @@ use crate::work::{ExpandConfig, ManageBot};
 
 /// Config `prefix` as an API handler reads it before listing (`None`: there is none).
 async fn config(ctx: &Ctx, prefix: &str) -> Option<Config> {
-    ctx.store.config(prefix).await.unwrap().map(|r| r.value.config)
+    ctx.ports.store.config(prefix).await.unwrap().map(|r| r.value.config)
 }
 
 #[tokio::test]
@@ -19,12 +19,12 @@ async fn recycling_drains_a_vm_for_the_normal_path_and_a_new_incarnation_follows
     ctx.seed_vm("linux-0", created(ctx.now())).await;
     ctx.seed_vm("linux-1", |_| {}).await; // not yet sent to GCE
     let vm = recycle(&ctx, "linux-0", "alice").await.unwrap();
-    assert!(vm.drained && ctx.store.vm("linux-0").await.unwrap().unwrap().value.drained);
+    assert!(vm.drained && ctx.ports.store.vm("linux-0").await.unwrap().unwrap().value.drained);
     assert_eq!(ctx.taken::<ManageBot>().await, [ManageBot { id: "linux-0".into() }], "retired as drained");
     assert_eq!(recycle(&ctx, "linux-0", "alice").await.unwrap(), vm, "again: nothing changes");
     // Never sent: dropped at once, and the Config expanded so it is made again.
     recycle(&ctx, "linux-1", "alice").await.unwrap();
-    assert!(ctx.store.vm("linux-1").await.unwrap().is_none());
+    assert!(ctx.ports.store.vm("linux-1").await.unwrap().is_none());
     assert_eq!(ctx.taken::<ExpandConfig>().await, [ExpandConfig { prefix: "linux".into() }]);
     match recycle(&ctx, "linux-7", "alice").await {
         Err(e @ OpError::NotFound(_)) => assert_eq!(e.to_string(), "VM linux-7 not found"),
@@ -138,7 +138,7 @@ async fn one_vm_shows_its_state_deadline_and_last_bot_observation() {
         at: ctx.now(),
         idle_since: None,
     };
-    ctx.store.put_bots(std::slice::from_ref(&seen)).await.unwrap();
+    ctx.ports.store.put_bots(std::slice::from_ref(&seen)).await.unwrap();
     let v = super::vm(&ctx, "linux-0", None).await.unwrap().0;
     assert_eq!(v.state, VmState::Running);
     assert_eq!(v.deadline, Some(ctx.now() + Duration::seconds(vm.lifetime as i64)));
@@ -154,7 +154,7 @@ async fn a_recycle_is_recorded_once_in_its_configs_audit_trail() {
     recycle(&ctx, "linux-0", "alice").await.unwrap();
     recycle(&ctx, "linux-0", "alice").await.unwrap(); // drained already: nothing
     assert!(recycle(&ctx, "linux-7", "alice").await.is_err());
-    let trail = ctx.store.audit("linux", 0, 10).await.unwrap();
+    let trail = ctx.ports.store.audit("linux", 0, 10).await.unwrap();
     assert_eq!(trail.len(), 1, "{trail:?}");
     let e = &trail[0];
     assert_eq!((e.actor.as_str(), e.action), ("alice", crate::model::AuditAction::Recycle));

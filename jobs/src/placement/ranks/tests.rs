@@ -57,7 +57,7 @@ async fn ranked(ctx: &Ctx, amount: u32, zones: &[(&str, u32)]) {
 }
 
 async fn vm(ctx: &Ctx, id: &str) -> Option<Vm> {
-    ctx.store.vm(id).await.unwrap().map(|v| v.value)
+    ctx.ports.store.vm(id).await.unwrap().map(|v| v.value)
 }
 
 fn stockout() -> ComputeError {
@@ -104,18 +104,18 @@ async fn a_stockout_of_rank_0_makes_the_vm_again_on_rank_1_at_once_and_rank_0_co
     assert_eq!(vm(&ctx, "linux-1").await.unwrap().rank, Some(0));
     let placed = |r| crate::model::counters::placed(r);
     let counted = (
-        ctx.store.counter("linux", &placed(0)).await.unwrap(),
-        ctx.store.counter("linux", &placed(1)).await.unwrap(),
+        ctx.ports.store.counter("linux", &placed(0)).await.unwrap(),
+        ctx.ports.store.counter("linux", &placed(1)).await.unwrap(),
     );
     assert_eq!(counted, (2, 1), "placements per rank");
-    let ranks = crate::fleet::counts::rank_sums(&*ctx.store, "linux").await.unwrap();
+    let ranks = crate::fleet::counts::rank_sums(&*ctx.ports.store, "linux").await.unwrap();
     assert_eq!((ranks[&0][0], ranks[&1][0], ranks[&1][1]), (1, 1, 1), "VMs per rank; rank 1's made");
 }
 
 #[tokio::test]
 async fn a_bulk_refused_for_capacity_backs_off_its_rank_and_its_vms_move_to_the_next() {
     let (mut ctx, f) = Ctx::test();
-    ctx.limits = Arc::new(Limits { bulk_min: 2, ..Limits::default() });
+    ctx.settings.limits = Arc::new(Limits { bulk_min: 2, ..Limits::default() });
     ranked(&ctx, 3, &[]).await;
     for i in 0..3 {
         crate::tasks::create_vm::run(&ctx, CreateVm { id: format!("linux-{i}") }).await.unwrap();
@@ -124,8 +124,8 @@ async fn a_bulk_refused_for_capacity_backs_off_its_rank_and_its_vms_move_to_the_
     f.compute.inserts.lock().unwrap().push_back(Err(no_room));
     crate::tasks::bulk_insert::run(&ctx, BulkInsert { prefix: "linux".into() }).await.unwrap();
     assert!(f.compute.calls()[0].starts_with("bulk_insert "), "{:?}", f.compute.calls());
-    assert!(ctx.store.backoff("test-project", "z/e2-small").await.unwrap().is_some());
-    assert!(ctx.store.backoff("test-project", "z").await.unwrap().is_none(), "the zone stays open");
+    assert!(ctx.ports.store.backoff("test-project", "z/e2-small").await.unwrap().is_some());
+    assert!(ctx.ports.store.backoff("test-project", "z").await.unwrap().is_none(), "the zone stays open");
     ctx.taken::<ExpandConfig>().await;
     for c in ctx.taken::<CreateInstance>().await {
         crate::tasks::create_instance::run(&ctx, c).await.unwrap();
@@ -149,7 +149,7 @@ async fn a_bulk_refused_for_capacity_backs_off_its_rank_and_its_vms_move_to_the_
 async fn a_zone_stays_open_while_one_of_its_ranks_does_and_closes_when_none_does() {
     let (ctx, _) = Ctx::test();
     ranked(&ctx, 4, &[("a", 1), ("b", 1)]).await;
-    let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
+    let rec = ctx.ports.store.config("linux").await.unwrap().unwrap().value;
     ctx.seed_vm("linux-0", |v| v.attributes.zone = "b".into()).await;
     let hit = |zone: &str| {
         let s = Scope("test-project".into(), zone.into());
@@ -192,24 +192,24 @@ async fn back_off(ctx: &Ctx, zone: &str) {
         failures: 1,
         reason: "STOCKOUT".into(),
     };
-    ctx.store.set_backoff("test-project", zone, Some(&b)).await.unwrap();
+    ctx.ports.store.set_backoff("test-project", zone, Some(&b)).await.unwrap();
 }
 
 async fn backs_off(ctx: &Ctx, zone: &str) -> bool {
-    ctx.store.backoff("test-project", zone).await.unwrap().is_some()
+    ctx.ports.store.backoff("test-project", zone).await.unwrap().is_some()
 }
 
 #[tokio::test]
 async fn spot_capacity_backs_off_apart_from_standard_capacity_per_rank_and_per_zone() {
     let (ctx, _) = Ctx::test();
     ranked(&ctx, 2, &[]).await;
-    let c = ctx.store.config("linux").await.unwrap().unwrap().value.config;
+    let c = ctx.ports.store.config("linux").await.unwrap().unwrap().value.config;
     // Another Config's Spot VMs were refused in z, and Spot e2-small there too.
     back_off(&ctx, "z/spot").await;
     back_off(&ctx, "z/e2-small/spot").await;
-    let standard = grid(&*ctx.store, &c, false, ctx.now()).await.unwrap();
+    let standard = grid(&*ctx.ports.store, &c, false, ctx.now()).await.unwrap();
     assert_eq!((standard[0].backoff.is_some(), standard[0].rank()), (false, 0), "standard VMs: rank 0");
-    let spot = grid(&*ctx.store, &c, true, ctx.now()).await.unwrap();
+    let spot = grid(&*ctx.ports.store, &c, true, ctx.now()).await.unwrap();
     assert_eq!(
         (spot[0].backoff.is_some(), spot[0].rank()),
         (false, 1),

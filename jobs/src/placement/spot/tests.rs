@@ -34,12 +34,12 @@ async fn setup(amount: u32, more_than: u32) -> (Ctx, Fakes) {
 }
 
 async fn state(ctx: &Ctx) -> SpotState {
-    ctx.store.config("spot").await.unwrap().unwrap().value.spot
+    ctx.ports.store.config("spot").await.unwrap().unwrap().value.spot
 }
 
 /// A Spot VM of the Config with an instance (its attributes the Config's now).
 async fn spot_vm(ctx: &Ctx, id: &str, made: bool) -> Vm {
-    let c = ctx.store.config("spot").await.unwrap().unwrap().value.config;
+    let c = ctx.ports.store.config("spot").await.unwrap().unwrap().value.config;
     ctx.seed_vm(id, |v| {
         if made {
             created(ctx.now())(v);
@@ -50,7 +50,7 @@ async fn spot_vm(ctx: &Ctx, id: &str, made: bool) -> Vm {
 }
 
 async fn vm(ctx: &Ctx, id: &str) -> Option<Vm> {
-    ctx.store.vm(id).await.unwrap().map(|v| v.value)
+    ctx.ports.store.vm(id).await.unwrap().map(|v| v.value)
 }
 
 #[tokio::test]
@@ -85,8 +85,9 @@ async fn preemptions_fail_the_pool_over_once_each_and_its_new_vms_are_standard()
     );
     let spec = crate::providers::gce_insert::instance_spec(&made, "test");
     assert!(!spec.attributes.preemptible(), "Compute is asked for a standard instance");
-    let st =
-        crate::fleet::status::status(&*ctx.store, "spot", ctx.now(), Duration::zero(), true).await.unwrap();
+    let st = crate::fleet::status::status(&*ctx.ports.store, "spot", ctx.now(), Duration::zero(), true)
+        .await
+        .unwrap();
     let sp = st.spot.expect("shown");
     assert_eq!((sp.failover, sp.preempted_total, sp.failovers_total), (Some(f), 2, 1));
 }
@@ -174,7 +175,7 @@ async fn refused_spot_inserts_fail_the_pool_over_and_its_unsent_spot_vms_are_mad
     .await
     .unwrap()
     .unwrap();
-    let cur = ctx.store.vm("spot-1").await.unwrap().unwrap();
+    let cur = ctx.ports.store.vm("spot-1").await.unwrap().unwrap();
     let op = Operation { name: "op-1".into(), done: true, error: Some(refusal("QUOTA_EXCEEDED")) };
     crate::providers::gce_insert::follow(&ctx, cur.clone(), op.clone()).await.unwrap();
     // The same refusal told again (a task run twice) is counted once.
@@ -203,8 +204,8 @@ async fn a_spot_refusal_backs_off_the_zones_spot_capacity_only_so_a_failovers_st
     f.compute.inserts.lock().unwrap().push_back(Err(refusal("ZONE_RESOURCE_POOL_EXHAUSTED")));
     crate::tasks::create_instance::run(&ctx, CreateInstance { id: "spot-0".into() }).await.unwrap();
     // What backs off is the zone's Spot capacity, not the zone: a Spot VM there waits for it.
-    assert!(ctx.store.backoff("test-project", "z/spot").await.unwrap().is_some());
-    assert!(ctx.store.backoff("test-project", "z").await.unwrap().is_none());
+    assert!(ctx.ports.store.backoff("test-project", "z/spot").await.unwrap().is_some());
+    assert!(ctx.ports.store.backoff("test-project", "z").await.unwrap().is_none());
     assert!(crate::placement::backoff::wait_for(&ctx, &spot_1).await.unwrap().is_some());
     // Failed over (more than 0): the VMs are made again standard, and the first is sent at once.
     assert_eq!(state(&ctx).await.failovers, 1);
@@ -240,7 +241,7 @@ async fn a_refusal_of_a_standard_insert_or_an_invalid_spot_insert_is_not_counted
         "bad disk",
     )));
     crate::tasks::create_instance::run(&ctx, CreateInstance { id: "spot-0".into() }).await.unwrap();
-    ctx.store.set_backoff("test-project", "z", None).await.unwrap();
+    ctx.ports.store.set_backoff("test-project", "z", None).await.unwrap();
     crate::tasks::create_instance::run(&ctx, CreateInstance { id: "spot-1".into() }).await.unwrap();
     assert_eq!(f.compute.calls().iter().filter(|c| c.starts_with("insert")).count(), 2, "both sent");
     assert_eq!(state(&ctx).await, SpotState::default());
@@ -266,21 +267,22 @@ async fn after_the_cooldown_the_failover_ends_once_and_new_vms_are_spot_again() 
     assert!(state(&ctx).await.failover.is_some(), "still in force");
     assert!(vm(&ctx, "spot-1").await.unwrap().failover, "made standard while in force");
     f.clock.advance(Duration::minutes(30));
-    let st =
-        crate::fleet::status::status(&*ctx.store, "spot", ctx.now(), Duration::zero(), true).await.unwrap();
+    let st = crate::fleet::status::status(&*ctx.ports.store, "spot", ctx.now(), Duration::zero(), true)
+        .await
+        .unwrap();
     assert!(st.spot.unwrap().failover.is_none(), "status says it is over before anything runs");
     expand().await.unwrap();
     assert!(state(&ctx).await.failover.is_none(), "ended");
     // A VM made from now on (spot-2's record gone before it was sent) is Spot again.
-    let gone = ctx.store.vm("spot-2").await.unwrap().unwrap();
-    assert!(ctx.store.delete_vm("spot-2", gone.version).await.unwrap());
+    let gone = ctx.ports.store.vm("spot-2").await.unwrap().unwrap();
+    assert!(ctx.ports.store.delete_vm("spot-2", gone.version).await.unwrap());
     expand().await.unwrap();
     let spot = vm(&ctx, "spot-2").await.unwrap();
     assert!(!spot.failover && spot.attributes.provisioning_model == "SPOT");
     // The standard VM is not replaced before its lifetime ends.
     assert!(!vm(&ctx, "spot-0").await.unwrap().drained);
     assert!(!crate::model::outdated(
-        &ctx.store.config("spot").await.unwrap().unwrap().value.config,
+        &ctx.ports.store.config("spot").await.unwrap().unwrap().value.config,
         &standard
     ));
 }
@@ -302,7 +304,7 @@ async fn a_rolling_update_does_not_take_failover_vms_for_outdated_ones() {
     crate::tasks::expand_config::run(&ctx, crate::work::ExpandConfig { prefix: "spot".into() })
         .await
         .unwrap();
-    let r = ctx.store.config("spot").await.unwrap().unwrap().value.rollout.expect("rolling");
+    let r = ctx.ports.store.config("spot").await.unwrap().unwrap().value.rollout.expect("rolling");
     assert_eq!((r.updated, r.outdated), (1, 1), "the failover VM has the new attributes");
     assert!(vm(&ctx, "spot-0").await.unwrap().drained, "{} is outdated: retired", old.id);
     assert!(!vm(&ctx, "spot-1").await.unwrap().drained, "the failover VM stays");

@@ -87,7 +87,7 @@ async fn a_stockout_in_one_zone_makes_the_vm_again_in_another_at_once() {
     let (ctx, f) = Ctx::test();
     ctx.seed_config_with("linux", 2, |c| *c = multi(&[("a", 1), ("b", 1)])).await;
     crate::tasks::create_vm::run(&ctx, CreateVm { id: "linux-0".into() }).await.unwrap();
-    let vm = ctx.store.vm("linux-0").await.unwrap().unwrap().value;
+    let vm = ctx.ports.store.vm("linux-0").await.unwrap().unwrap().value;
     assert_eq!((vm.zone(), vm.attributes.machine_type.as_str()), ("a", "zones/a/machineTypes/e2-small"));
     let stockout = ComputeError::from_operation("ZONE_RESOURCE_POOL_EXHAUSTED", Some(503), "no room in a");
     f.compute.inserts.lock().unwrap().push_back(Err(stockout));
@@ -95,7 +95,7 @@ async fn a_stockout_in_one_zone_makes_the_vm_again_in_another_at_once() {
     let next =
         crate::tasks::create_instance::run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap();
     assert_eq!(next, crate::work::Next::Done, "no wait for the backoff");
-    assert!(ctx.store.vm("linux-0").await.unwrap().is_none(), "dropped: it had no instance");
+    assert!(ctx.ports.store.vm("linux-0").await.unwrap().is_none(), "dropped: it had no instance");
     assert_eq!(ctx.taken::<ExpandConfig>().await.len(), 1, "made again at once");
     assert!(
         crate::placement::backoff::active(&ctx, &Scope("test-project".into(), "a".into()))
@@ -104,7 +104,7 @@ async fn a_stockout_in_one_zone_makes_the_vm_again_in_another_at_once() {
             .is_some()
     );
     crate::tasks::create_vm::run(&ctx, CreateVm { id: "linux-0".into() }).await.unwrap();
-    let again = ctx.store.vm("linux-0").await.unwrap().unwrap().value;
+    let again = ctx.ports.store.vm("linux-0").await.unwrap().unwrap().value;
     assert_eq!(again.zone(), "b");
     assert_ne!(again.hostname, vm.hostname, "a new incarnation");
 }

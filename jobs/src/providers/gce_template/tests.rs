@@ -59,7 +59,7 @@ fn the_template_holds_the_config_s_instance_with_our_labels_and_no_vm_s() {
 }
 
 async fn record(ctx: &Ctx) -> ConfigRecord {
-    ctx.store.config("linux").await.unwrap().unwrap().value
+    ctx.ports.store.config("linux").await.unwrap().unwrap().value
 }
 
 #[tokio::test]
@@ -110,7 +110,7 @@ async fn a_failed_insert_is_recorded_and_tried_again_as_a_new_request() {
         error: Some(failed),
     })));
     assert!(ensure(&ctx, &record(&ctx).await).await.is_err(), "the task fails: retried");
-    let errors = ctx.store.errors("linux").await.unwrap();
+    let errors = ctx.ports.store.errors("linux").await.unwrap();
     assert!(
         errors.iter().any(|e| e.stage == STAGE && e.message.contains("too many templates")),
         "{errors:?}"
@@ -121,7 +121,7 @@ async fn a_failed_insert_is_recorded_and_tried_again_as_a_new_request() {
         f.compute.calls().into_iter().filter(|c| c.starts_with("insert_template")).collect();
     assert_ne!(inserts[0], inserts[1], "a new requestId after an operation that failed");
     assert!(
-        ctx.store.errors("linux").await.unwrap().iter().all(|e| e.resolved.is_some()),
+        ctx.ports.store.errors("linux").await.unwrap().iter().all(|e| e.resolved.is_some()),
         "resolved once made"
     );
 }

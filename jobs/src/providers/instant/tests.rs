@@ -30,7 +30,7 @@ fn id(i: u32) -> String {
 async fn the_pipeline_runs_end_to_end_on_a_provider_with_no_compute_and_no_bulk() {
     let (mut ctx, f) = Ctx::test();
     ctx.providers = Arc::new(Providers::default().with("instant", Arc::new(Instant)));
-    assert!(N >= ctx.limits.bulk_min, "a pool Compute Engine would make in bulk");
+    assert!(N >= ctx.settings.limits.bulk_min, "a pool Compute Engine would make in bulk");
     let config = |amount| crate::config::Config {
         provider: "instant".into(),
         ..crate::testing::config("fast", amount)
@@ -56,7 +56,7 @@ async fn the_pipeline_runs_end_to_end_on_a_provider_with_no_compute_and_no_bulk(
     // Created: each machine recorded in one step, its bot then watched.
     for i in 0..N {
         assert_eq!(create_instance::run(&ctx, CreateInstance { id: id(i) }).await.unwrap(), Next::Done);
-        let vm = ctx.store.vm(&id(i)).await.unwrap().unwrap().value;
+        let vm = ctx.ports.store.vm(&id(i)).await.unwrap().unwrap().value;
         assert_eq!(vm.url(), Some(url(&vm).as_str()), "{}", vm.id);
     }
     assert_eq!(ctx.keys::<ManageBot>().await.len(), N as usize);
@@ -67,13 +67,13 @@ async fn the_pipeline_runs_end_to_end_on_a_provider_with_no_compute_and_no_bulk(
     // Bots: each machine's connects.
     let now = ctx.now();
     for i in 0..N {
-        let hostname = ctx.store.vm(&id(i)).await.unwrap().unwrap().value.hostname;
+        let hostname = ctx.ports.store.vm(&id(i)).await.unwrap().unwrap().value.hostname;
         let bot = Bot { id: hostname.clone(), first_seen: Some(now), last_seen: Some(now), ..Bot::default() };
         f.bots.bots.lock().unwrap().insert(hostname, bot);
         manage_bot::run(&ctx, ManageBot { id: id(i) }).await.unwrap();
-        assert!(ctx.store.vm(&id(i)).await.unwrap().unwrap().value.connected.is_some(), "{}", id(i));
+        assert!(ctx.ports.store.vm(&id(i)).await.unwrap().unwrap().value.connected.is_some(), "{}", id(i));
     }
-    let counts = crate::fleet::counts::of_config(&*ctx.store, "fast", N, ctx.now()).await.unwrap();
+    let counts = crate::fleet::counts::of_config(&*ctx.ports.store, "fast", N, ctx.now()).await.unwrap();
     assert_eq!((counts.created, counts.connected), (N, N));
 
     // Drained: the pool shrinks by two; their bots are terminated after their tasks, then their
@@ -95,9 +95,9 @@ async fn the_pipeline_runs_end_to_end_on_a_provider_with_no_compute_and_no_bulk(
         terminate_bot::run(&ctx, t).await.unwrap();
     }
     // Each bot ends after its termination task; once that is seen, its machine goes.
-    f.clock.advance(ctx.timing.observation_ttl.chrono() + chrono::Duration::seconds(1));
+    f.clock.advance(ctx.settings.timing.observation_ttl.chrono() + chrono::Duration::seconds(1));
     for vm in &going {
-        let hostname = ctx.store.vm(vm).await.unwrap().unwrap().value.hostname;
+        let hostname = ctx.ports.store.vm(vm).await.unwrap().unwrap().value.hostname;
         let mut bots = f.bots.bots.lock().unwrap();
         let bot = bots.get_mut(&hostname).unwrap();
         (bot.is_dead, bot.termination_task_id) = (true, format!("terminate-{hostname}"));
@@ -116,10 +116,10 @@ async fn the_pipeline_runs_end_to_end_on_a_provider_with_no_compute_and_no_bulk(
 
     // Removed: the two records are gone, the others up; Compute was never asked.
     for i in 0..N {
-        let vm = ctx.store.vm(&id(i)).await.unwrap();
+        let vm = ctx.ports.store.vm(&id(i)).await.unwrap();
         assert_eq!(vm.is_some(), i < N - 2, "{}", id(i));
     }
-    let counts = crate::fleet::counts::of_config(&*ctx.store, "fast", N - 2, ctx.now()).await.unwrap();
+    let counts = crate::fleet::counts::of_config(&*ctx.ports.store, "fast", N - 2, ctx.now()).await.unwrap();
     assert_eq!((counts.vms, counts.connected, counts.draining), (N - 2, N - 2, 0));
     assert!(ctx.keys::<BulkInsert>().await.is_empty(), "nothing went together");
     assert!(f.compute.calls().is_empty(), "Compute was never asked: {:?}", f.compute.calls());

@@ -13,7 +13,7 @@ async fn setup(after: u32) -> (Ctx, crate::testing::Fakes) {
 }
 
 async fn state(ctx: &Ctx) -> BreakerState {
-    ctx.store.config("linux").await.unwrap().unwrap().value.breaker
+    ctx.ports.store.config("linux").await.unwrap().unwrap().value.breaker
 }
 
 async fn expand(ctx: &Ctx) -> Next {
@@ -30,9 +30,10 @@ async fn failures_in_a_row_open_it_then_one_canary_at_a_time_and_a_connected_can
     failed(&ctx, &vm, FaultKind::NeverConnected).await.unwrap();
     let open = state(&ctx).await.open.expect("open after 2");
     assert!(open.reason.contains("2 VMs in a row failed"), "{}", open.reason);
-    let st = crate::fleet::status::status(&*ctx.store, "linux", ctx.now(), chrono::Duration::zero(), true)
-        .await
-        .unwrap();
+    let st =
+        crate::fleet::status::status(&*ctx.ports.store, "linux", ctx.now(), chrono::Duration::zero(), true)
+            .await
+            .unwrap();
     assert!(st.breaker.is_some() && st.errors.iter().any(|e| e.stage == BY), "on the status");
     // Open: nothing is made, and the first canary waits for canary_after.
     assert_eq!(expand(&ctx).await, Next::After(Duration::from_secs(60)));
@@ -43,10 +44,10 @@ async fn failures_in_a_row_open_it_then_one_canary_at_a_time_and_a_connected_can
     expand(&ctx).await;
     assert_eq!(ctx.taken::<CreateVm>().await, [CreateVm { id: "linux-1".into() }], "the same, again");
     crate::tasks::create_vm::run(&ctx, CreateVm { id: "linux-1".into() }).await.unwrap();
-    let canary = ctx.store.vm("linux-1").await.unwrap().unwrap().value;
+    let canary = ctx.ports.store.vm("linux-1").await.unwrap().unwrap().value;
     assert!(canary.canary, "made, as the canary");
     crate::tasks::create_vm::run(&ctx, CreateVm { id: "linux-2".into() }).await.unwrap();
-    assert!(ctx.store.vm("linux-2").await.unwrap().is_none(), "no other VM while open");
+    assert!(ctx.ports.store.vm("linux-2").await.unwrap().is_none(), "no other VM while open");
     // The canary fails: the next waits twice as long.
     failed(&ctx, &canary, FaultKind::NeverConnected).await.unwrap();
     let open = state(&ctx).await.open.unwrap();

@@ -16,10 +16,10 @@ async fn leaks_are_marked_then_deleted_after_the_grace_and_foreign_or_owned_inst
     }
     let t = || AuditInstances { project: "test-project".into(), zone: "z".into() };
     run(&ctx, t()).await.unwrap();
-    let marks: Vec<String> = ctx.store.marks(LEAKS).await.unwrap().into_iter().map(|(k, _)| k).collect();
+    let marks: Vec<String> = ctx.ports.store.marks(LEAKS).await.unwrap().into_iter().map(|(k, _)| k).collect();
     assert_eq!(marks, ["test-project/z/linux-7-lost"], "only ours, and only without a VM");
     assert!(!f.compute.calls().iter().any(|c| c.starts_with("delete")), "not before the grace");
-    f.clock.advance(ctx.timing.leak_grace.chrono() + chrono::Duration::seconds(1));
+    f.clock.advance(ctx.settings.timing.leak_grace.chrono() + chrono::Duration::seconds(1));
     run(&ctx, t()).await.unwrap();
     let deletes: Vec<String> =
         f.compute.calls().into_iter().filter(|c| c.starts_with("delete")).collect();
@@ -27,7 +27,7 @@ async fn leaks_are_marked_then_deleted_after_the_grace_and_foreign_or_owned_inst
     assert!(f.compute.instances.lock().unwrap().contains_key("other-1-x"), "never touched");
     // Gone now: the mark goes too.
     run(&ctx, t()).await.unwrap();
-    assert!(ctx.store.marks(LEAKS).await.unwrap().is_empty());
+    assert!(ctx.ports.store.marks(LEAKS).await.unwrap().is_empty());
 }
 
 #[tokio::test]
@@ -37,10 +37,10 @@ async fn a_candidate_that_gets_its_vm_is_unmarked() {
     f.compute.instances.lock().unwrap().insert(i.name.clone(), i);
     let t = || AuditInstances { project: "test-project".into(), zone: "z".into() };
     run(&ctx, t()).await.unwrap();
-    assert_eq!(ctx.store.marks(LEAKS).await.unwrap().len(), 1);
+    assert_eq!(ctx.ports.store.marks(LEAKS).await.unwrap().len(), 1);
     ctx.seed_vm("linux-0", created(ctx.now())).await; // adopted after a 409, say
     run(&ctx, t()).await.unwrap();
-    assert!(ctx.store.marks(LEAKS).await.unwrap().is_empty());
+    assert!(ctx.ports.store.marks(LEAKS).await.unwrap().is_empty());
 }
 
 #[tokio::test]
@@ -71,14 +71,14 @@ async fn an_instance_whose_vm_record_was_lost_is_adopted_not_deleted() {
     run(&ctx, t()).await.unwrap();
 
     for (id, instance) in [("linux-1", &lost), ("linux-0", &bulk)] {
-        let vm = ctx.store.vm(id).await.unwrap().expect("adopted").value;
+        let vm = ctx.ports.store.vm(id).await.unwrap().expect("adopted").value;
         assert_eq!(vm.hostname, instance.name);
         let placed = vm.instance.as_ref().expect("it keeps its instance");
         assert_eq!((placed.url.as_str(), placed.created), (instance.url.as_str(), instance.created));
     }
-    assert_eq!(ctx.store.vm("linux-2").await.unwrap().unwrap().value.hostname, kept.hostname);
-    assert!(ctx.store.vm("linux-5").await.unwrap().is_none());
-    let mut marks: Vec<String> = ctx.store.marks(LEAKS).await.unwrap().into_iter().map(|(k, _)| k).collect();
+    assert_eq!(ctx.ports.store.vm("linux-2").await.unwrap().unwrap().value.hostname, kept.hostname);
+    assert!(ctx.ports.store.vm("linux-5").await.unwrap().is_none());
+    let mut marks: Vec<String> = ctx.ports.store.marks(LEAKS).await.unwrap().into_iter().map(|(k, _)| k).collect();
     marks.sort();
     let leak = |i: &Instance| format!("test-project/z/{}", i.name);
     let mut leaks = vec![leak(&stopping), leak(&old), leak(&beyond)];

@@ -26,7 +26,7 @@ async fn pool(ctx: &Ctx, have: u32) -> Vec<Vm> {
 }
 
 async fn vm(ctx: &Ctx, id: &str) -> Vm {
-    ctx.store.vm(id).await.unwrap().unwrap().value
+    ctx.ports.store.vm(id).await.unwrap().unwrap().value
 }
 
 fn task() -> BulkInsert {
@@ -62,7 +62,7 @@ async fn a_pool_goes_in_one_bulk_and_each_vm_records_its_own_instance() {
 #[tokio::test]
 async fn it_gathers_while_records_are_made_then_sends_what_is_there() {
     let (mut ctx, f) = Ctx::test();
-    ctx.limits = Arc::new(Limits { bulk_min: 3, ..Limits::default() });
+    ctx.settings.limits = Arc::new(Limits { bulk_min: 3, ..Limits::default() });
     pool(&ctx, 4).await;
     let next = run(&ctx, task()).await.unwrap();
     assert!(matches!(next, Next::After(d) if d <= Duration::from_millis(250)), "{next:?}");
@@ -150,7 +150,7 @@ async fn members_not_made_go_again_alone_with_their_next_attempt() {
     assert!(rest.instance.is_none() && rest.batch.is_empty() && rest.insert_sent.is_none());
     assert_eq!(rest.insert_attempt, 1, "its next insert has a new requestId");
     assert_eq!(ctx.taken::<CreateInstance>().await.len(), N as usize - 2);
-    let e = &ctx.store.errors("linux").await.unwrap()[0];
+    let e = &ctx.ports.store.errors("linux").await.unwrap()[0];
     assert!(e.stage == "bulk_insert" && e.message.contains("10 of its VMs not made"), "{e:?}");
     // Sent again alone, as create_instance does for a later attempt.
     f.compute.calls.lock().unwrap().clear();
@@ -167,7 +167,7 @@ async fn a_bulk_refused_for_want_of_room_backs_the_zone_off_and_keeps_each_attem
     assert_eq!(run(&ctx, task()).await.unwrap(), Next::Done);
     let v = vm(&ctx, "linux-4").await;
     assert!(v.batch.is_empty() && v.insert_sent.is_none() && v.insert_attempt == 0, "{v:?}");
-    let b = ctx.store.backoff("test-project", "z").await.unwrap();
+    let b = ctx.ports.store.backoff("test-project", "z").await.unwrap();
     assert!(b.is_some_and(|b| b.until > ctx.now()), "the zone backs off");
     assert_eq!(ctx.taken::<CreateInstance>().await.len(), N as usize, "each waits in create_instance");
     // While the zone backs off, a run sends nothing.
@@ -179,17 +179,17 @@ async fn a_bulk_refused_for_want_of_room_backs_the_zone_off_and_keeps_each_attem
 #[tokio::test]
 async fn a_bulk_waits_for_a_place_when_the_project_runs_its_most_at_once() {
     let (mut ctx, f) = Ctx::test();
-    ctx.limits = Arc::new(Limits { bulk_running: 1, ..Limits::default() });
+    ctx.settings.limits = Arc::new(Limits { bulk_running: 1, ..Limits::default() });
     pool(&ctx, N).await;
-    assert!(ctx.buckets.enter("test-project/bulk", "another", 1, Duration::from_secs(60)).await.unwrap());
+    assert!(ctx.ports.buckets.enter("test-project/bulk", "another", 1, Duration::from_secs(60)).await.unwrap());
     assert_eq!(run(&ctx, task()).await.unwrap(), Next::After(Duration::from_millis(500)));
     assert!(f.compute.calls().is_empty());
     let v = vm(&ctx, "linux-0").await;
     assert!(v.batch.is_empty() && v.insert_sent.is_none(), "not claimed before it can go: {v:?}");
-    ctx.buckets.leave("test-project/bulk", "another").await.unwrap();
+    ctx.ports.buckets.leave("test-project/bulk", "another").await.unwrap();
     assert_eq!(run(&ctx, task()).await.unwrap(), Next::Done);
     assert!(vm(&ctx, "linux-0").await.instance.is_some());
-    assert!(ctx.buckets.enter("test-project/bulk", "another", 1, Duration::from_secs(60)).await.unwrap(), "its place given back");
+    assert!(ctx.ports.buckets.enter("test-project/bulk", "another", 1, Duration::from_secs(60)).await.unwrap(), "its place given back");
 }
 
 #[tokio::test]
@@ -214,7 +214,7 @@ async fn create_instance_hands_a_big_pool_s_first_inserts_to_the_bulk_and_sends_
 #[tokio::test]
 async fn bulks_in_flight_are_followed_while_more_are_gathered() {
     let (mut ctx, f) = Ctx::test();
-    ctx.limits = Arc::new(Limits { bulk_min: 3, ..Limits::default() });
+    ctx.settings.limits = Arc::new(Limits { bulk_min: 3, ..Limits::default() });
     pool(&ctx, 4).await;
     run(&ctx, task()).await.unwrap();
     f.clock.advance(chrono::Duration::seconds(11));
@@ -237,7 +237,7 @@ async fn bulks_in_flight_are_followed_while_more_are_gathered() {
 #[tokio::test]
 async fn a_bulk_names_its_config_s_template_once_made_and_sends_the_whole_instance_before() {
     let (mut ctx, f) = Ctx::test();
-    ctx.limits = Arc::new(Limits { bulk_min: 3, ..Limits::default() });
+    ctx.settings.limits = Arc::new(Limits { bulk_min: 3, ..Limits::default() });
     // No template yet: the whole instance, as before.
     let first = pool(&ctx, 6).await;
     run(&ctx, task()).await.unwrap();
@@ -248,7 +248,7 @@ async fn a_bulk_names_its_config_s_template_once_made_and_sends_the_whole_instan
     assert!(!bulks[0].contains(" from "), "no template yet: {bulks:?}");
     assert!(vm(&ctx, &first[0].id).await.instance.is_some());
     // The Config's template of its revision made: the next bulk names it.
-    let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
+    let rec = ctx.ports.store.config("linux").await.unwrap().unwrap().value;
     assert_eq!(crate::providers::gce_template::ensure(&ctx, &rec).await.unwrap(), Next::Done);
     for i in 6..N {
         ctx.seed_vm(&format!("linux-{i}"), |_| {}).await;
@@ -265,17 +265,17 @@ async fn a_bulk_names_its_config_s_template_once_made_and_sends_the_whole_instan
 #[tokio::test]
 async fn a_template_deleted_outside_is_made_again_and_its_bulk_sent_again_with_the_whole_instance() {
     let (mut ctx, f) = Ctx::test();
-    ctx.limits = Arc::new(Limits { bulk_min: 3, ..Limits::default() });
+    ctx.settings.limits = Arc::new(Limits { bulk_min: 3, ..Limits::default() });
     let made = pool(&ctx, N).await;
-    let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
+    let rec = ctx.ports.store.config("linux").await.unwrap().unwrap().value;
     crate::providers::gce_template::ensure(&ctx, &rec).await.unwrap();
     f.compute.templates.lock().unwrap().clear(); // deleted by someone else
     // The bulk naming it is refused: nothing was made, the template is asked for again.
     assert_eq!(run(&ctx, task()).await.unwrap(), Next::After(Duration::from_millis(250)));
-    let r = ctx.store.config("linux").await.unwrap().unwrap().value.resources[0].clone();
+    let r = ctx.ports.store.config("linux").await.unwrap().unwrap().value.resources[0].clone();
     assert!(r.ready.is_none() && r.attempt == 1, "{r:?}");
     assert_eq!(ctx.finished::<crate::work::PoolResources>().await.len(), 1);
-    let errors = ctx.store.errors("linux").await.unwrap();
+    let errors = ctx.ports.store.errors("linux").await.unwrap();
     assert!(errors.iter().any(|e| e.message.contains("instance template linux-r1 is gone")), "{errors:?}");
     // Sent again: the same members and requestId, with the whole instance; each VM is made.
     run(&ctx, task()).await.unwrap();
@@ -295,20 +295,20 @@ async fn a_template_deleted_outside_is_made_again_and_its_bulk_sent_again_with_t
         assert!(vm(&ctx, &v.id).await.instance.is_some(), "{}", v.id);
     }
     // The template is made again, a new request, and the next bulks name it.
-    let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
+    let rec = ctx.ports.store.config("linux").await.unwrap().unwrap().value;
     assert_eq!(crate::providers::gce_template::ensure(&ctx, &rec).await.unwrap(), Next::Done);
     assert!(f.compute.templates.lock().unwrap().contains_key("linux-r1"));
-    assert!(ctx.store.config("linux").await.unwrap().unwrap().value.resources[0].usable());
+    assert!(ctx.ports.store.config("linux").await.unwrap().unwrap().value.resources[0].usable());
 }
 
 #[tokio::test]
 async fn vms_of_an_older_revision_are_not_made_from_the_new_template() {
     let (ctx, f) = Ctx::test();
     pool(&ctx, N).await;
-    let cur = ctx.store.config("linux").await.unwrap().unwrap();
+    let cur = ctx.ports.store.config("linux").await.unwrap().unwrap();
     let mut rec = cur.value;
     rec.revision = "r2".into();
-    assert!(ctx.store.put_config(&rec, crate::ports::store::Expect::Version(cur.version)).await.unwrap());
+    assert!(ctx.ports.store.put_config(&rec, crate::ports::store::Expect::Version(cur.version)).await.unwrap());
     crate::providers::gce_template::ensure(&ctx, &rec).await.unwrap();
     run(&ctx, task()).await.unwrap();
     let bulks: Vec<String> = f.compute.calls().into_iter().filter(|c| c.starts_with("bulk_insert")).collect();

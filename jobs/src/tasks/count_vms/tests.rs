@@ -22,9 +22,9 @@ async fn counts_each_state_and_drops_the_status_of_a_config_with_nothing_left() 
     .await;
     ctx.seed_vm("linux-3", |v| v.drained = true).await;
     run(&ctx, CountVms { prefix: "linux".into() }).await.unwrap();
-    let c = ctx.store.counts("linux").await.unwrap().unwrap();
+    let c = ctx.ports.store.counts("linux").await.unwrap().unwrap();
     assert_eq!((c.configured, c.created, c.connected, c.draining, c.dead), (4, 3, 1, 1, 1));
-    ctx.store
+    ctx.ports.store
         .push_error(
             "gone",
             &crate::model::ErrorEntry { unknown: Default::default(),
@@ -41,5 +41,5 @@ async fn counts_each_state_and_drops_the_status_of_a_config_with_nothing_left() 
         .await
         .unwrap();
     run(&ctx, CountVms { prefix: "gone".into() }).await.unwrap();
-    assert!(ctx.store.errors("gone").await.unwrap().is_empty(), "nothing of it is left: status dropped");
+    assert!(ctx.ports.store.errors("gone").await.unwrap().is_empty(), "nothing of it is left: status dropped");
 }

@@ -32,7 +32,7 @@ async fn a_vm_whose_record_names_an_unlisted_server_is_not_made() {
     ctx.seed_vm("linux-0", |v| v.swarming = "http://127.0.0.1:19999".into()).await;
     run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap();
     assert!(f.compute.calls().is_empty(), "no instance is told of the server");
-    let e = &ctx.store.errors("linux").await.unwrap()[0];
+    let e = &ctx.ports.store.errors("linux").await.unwrap()[0];
     assert!(e.code == "untrusted" && e.message.contains("not listed"), "{e:?}");
 }
 
@@ -54,7 +54,7 @@ async fn done_records_the_instance_with_a_deterministic_request_id_and_watches_t
     run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap();
     let rid = request_id("create-linux-0-abcd");
     assert_eq!(f.compute.calls()[0], format!("insert linux-0-abcd {rid}"));
-    let got = ctx.store.vm("linux-0").await.unwrap().unwrap().value;
+    let got = ctx.ports.store.vm("linux-0").await.unwrap().unwrap().value;
     let placed = got.instance.expect("recorded");
     assert!(placed.url.ends_with("/linux-0-abcd") && placed.external_ip == "35.0.0.1");
     assert_eq!(got.hostname, vm.hostname);
@@ -81,7 +81,7 @@ async fn a_pending_insert_is_followed_with_zone_operations_get_looking_twice_as_
     let ms = std::time::Duration::from_millis;
     let next = run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap();
     assert_eq!(next, Next::After(ms(250)), "the task goes back to its queue: no worker waits");
-    assert_eq!(ctx.store.vm("linux-0").await.unwrap().unwrap().value.operation, "op-7");
+    assert_eq!(ctx.ports.store.vm("linux-0").await.unwrap().unwrap().value.operation, "op-7");
     for (after, next) in [(1, 1000), (20, 5000)] {
         f.compute.operations.lock().unwrap().push_back(Ok(Some(pending.clone())));
         f.clock.advance(chrono::Duration::seconds(after));
@@ -95,7 +95,7 @@ async fn a_pending_insert_is_followed_with_zone_operations_get_looking_twice_as_
     let op = "operation op-7".to_owned();
     let get = "get linux-0-abcd".to_owned();
     assert_eq!(f.compute.calls(), [insert.clone(), op.clone(), op.clone(), op, insert, get]);
-    let vm = ctx.store.vm("linux-0").await.unwrap().unwrap().value;
+    let vm = ctx.ports.store.vm("linux-0").await.unwrap().unwrap().value;
     assert!(vm.instance.is_some() && vm.operation.is_empty());
 }
 
@@ -112,7 +112,7 @@ async fn already_exists_ours_is_adopted_and_foreign_drops_the_record() {
         "exists",
     )));
     run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap();
-    assert!(ctx.store.vm("linux-0").await.unwrap().unwrap().value.instance.is_some(), "adopted");
+    assert!(ctx.ports.store.vm("linux-0").await.unwrap().unwrap().value.instance.is_some(), "adopted");
 
     ctx.seed_vm("linux-1", |_| {}).await;
     let foreign = labelled("linux-1-abcd", "linux-1", "another-deployment");
@@ -123,8 +123,8 @@ async fn already_exists_ours_is_adopted_and_foreign_drops_the_record() {
         "exists",
     )));
     run(&ctx, CreateInstance { id: "linux-1".into() }).await.unwrap();
-    assert!(ctx.store.vm("linux-1").await.unwrap().is_none(), "not ours: a new hostname comes next");
-    assert_eq!(ctx.store.errors("linux").await.unwrap()[0].code, "409");
+    assert!(ctx.ports.store.vm("linux-1").await.unwrap().is_none(), "not ours: a new hostname comes next");
+    assert_eq!(ctx.ports.store.errors("linux").await.unwrap()[0].code, "409");
 }
 
 #[tokio::test]
@@ -139,11 +139,11 @@ async fn quota_keeps_the_vm_backs_off_the_zone_and_uses_a_new_request_id_after()
         Next::After(std::time::Duration::from_secs(30)),
         "tried again when the backoff ends"
     );
-    let vm = ctx.store.vm("linux-0").await.unwrap().unwrap().value;
+    let vm = ctx.ports.store.vm("linux-0").await.unwrap().unwrap().value;
     assert_eq!((vm.hostname.as_str(), vm.insert_attempt, vm.url()), ("linux-0-abcd", 1, None));
-    let b = ctx.store.backoff("test-project", "z").await.unwrap().unwrap();
+    let b = ctx.ports.store.backoff("test-project", "z").await.unwrap().unwrap();
     assert_eq!((b.reason.as_str(), b.failures), ("QUOTA_EXCEEDED", 1));
-    assert_eq!(ctx.store.errors("linux").await.unwrap()[0].code, "QUOTA_EXCEEDED");
+    assert_eq!(ctx.ports.store.errors("linux").await.unwrap()[0].code, "QUOTA_EXCEEDED");
     let quota = r#"gce_backend_instance_operations_total{config="linux",zone="z",op="insert",result="quota",code="QUOTA_EXCEEDED"} 1"#;
     assert!(ctx.metrics.text().lines().any(|l| l == quota), "{}", ctx.metrics.text());
     // Within the backoff: no call at all, and a look when it ends.
@@ -159,7 +159,7 @@ async fn quota_keeps_the_vm_backs_off_the_zone_and_uses_a_new_request_id_after()
     );
     let once = r#"gce_backend_vm_lifecycle_seconds_count{config="linux",stage="change_to_insert"} 1"#;
     assert!(ctx.metrics.text().lines().any(|l| l == once), "a re-send is not another change");
-    assert!(ctx.store.backoff("test-project", "z").await.unwrap().is_none(), "success clears the backoff");
+    assert!(ctx.ports.store.backoff("test-project", "z").await.unwrap().is_none(), "success clears the backoff");
 }
 
 #[tokio::test]
@@ -173,17 +173,17 @@ async fn a_wave_of_stockouts_backs_the_zone_off_once() {
     run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap();
     // The others were already sent when the zone backed off (insert_sent set elsewhere).
     for id in ["linux-1", "linux-2"] {
-        let vm = ctx.store.vm(id).await.unwrap().unwrap();
+        let vm = ctx.ports.store.vm(id).await.unwrap().unwrap();
         let op = op_error("ZONE_RESOURCE_POOL_EXHAUSTED", 503);
         follow(&ctx, vm, op).await.unwrap();
     }
-    let b = ctx.store.backoff("test-project", "z").await.unwrap().unwrap();
+    let b = ctx.ports.store.backoff("test-project", "z").await.unwrap().unwrap();
     assert_eq!(
         (b.failures, b.reason.as_str()),
         (1, "ZONE_RESOURCE_POOL_EXHAUSTED"),
         "one wave, one step"
     );
-    assert_eq!(ctx.store.errors("linux").await.unwrap().len(), 3, "each VM's error is recorded");
+    assert_eq!(ctx.ports.store.errors("linux").await.unwrap().len(), 3, "each VM's error is recorded");
 }
 
 #[tokio::test]
@@ -198,7 +198,7 @@ async fn transient_errors_keep_the_vm_and_ask_for_a_retry() {
     )));
     let e = run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap_err();
     assert_eq!(e.class(), crate::Class::Transient);
-    assert!(ctx.store.vm("linux-0").await.unwrap().is_some());
+    assert!(ctx.ports.store.vm("linux-0").await.unwrap().is_some());
 }
 
 #[tokio::test]
@@ -212,14 +212,14 @@ async fn permanent_errors_record_and_drop_the_vm_for_a_fresh_build() {
         "bad image",
     )));
     run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap();
-    assert!(ctx.store.vm("linux-0").await.unwrap().is_none());
-    assert_eq!(ctx.store.errors("linux").await.unwrap()[0].message, "bad image");
+    assert!(ctx.ports.store.vm("linux-0").await.unwrap().is_none());
+    assert_eq!(ctx.ports.store.errors("linux").await.unwrap()[0].message, "bad image");
     // The next VM of the Config waits for the Config's backoff instead of looping.
     ctx.seed_vm("linux-1", |_| {}).await;
     let next = run(&ctx, CreateInstance { id: "linux-1".into() }).await.unwrap();
     assert_eq!(f.compute.calls().len(), 1, "no second insert within the backoff");
     assert_eq!(next, Next::After(std::time::Duration::from_secs(30)), "it waits for the backoff's end");
-    let st = crate::fleet::status::status(&*ctx.store, "linux", ctx.now(), chrono::Duration::zero(), false)
+    let st = crate::fleet::status::status(&*ctx.ports.store, "linux", ctx.now(), chrono::Duration::zero(), false)
         .await
         .unwrap();
     assert_eq!(st.backoff.unwrap().reason, "INVALID");
@@ -232,7 +232,7 @@ async fn a_vm_past_the_amount_never_sent_to_gce_is_dropped_without_a_call() {
     ctx.seed_vm("linux-2", |_| {}).await;
     run(&ctx, CreateInstance { id: "linux-2".into() }).await.unwrap();
     assert!(f.compute.calls().is_empty(), "the amount dropped since it was made");
-    assert!(ctx.store.vm("linux-2").await.unwrap().is_none());
+    assert!(ctx.ports.store.vm("linux-2").await.unwrap().is_none());
 }
 
 #[tokio::test]
@@ -242,7 +242,7 @@ async fn a_drained_vm_never_sent_to_gce_is_dropped_without_a_call() {
     ctx.seed_vm("linux-0", |v| v.drained = true).await;
     run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap();
     assert!(f.compute.calls().is_empty());
-    assert!(ctx.store.vm("linux-0").await.unwrap().is_none());
+    assert!(ctx.ports.store.vm("linux-0").await.unwrap().is_none());
 }
 
 #[test]
@@ -291,16 +291,16 @@ async fn paused_a_vm_not_yet_sent_waits_and_one_already_sent_is_followed() {
     let next = run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap();
     assert_eq!(next, Next::Done, "resuming pushes it again");
     assert!(f.compute.calls().is_empty(), "no insert while paused");
-    let vm = ctx.store.vm("linux-0").await.unwrap().unwrap().value;
+    let vm = ctx.ports.store.vm("linux-0").await.unwrap().unwrap().value;
     assert!(vm.insert_sent.is_none() && !vm.drained, "kept as it was");
     run(&ctx, CreateInstance { id: "linux-1".into() }).await.unwrap();
     let rid = request_id("create-linux-1-abcd");
     assert_eq!(f.compute.calls()[0], format!("insert linux-1-abcd {rid}"), "the same insert, followed");
-    assert!(ctx.store.vm("linux-1").await.unwrap().unwrap().value.instance.is_some());
+    assert!(ctx.ports.store.vm("linux-1").await.unwrap().unwrap().value.instance.is_some());
     // Past the amount, a VM not sent is still dropped while paused.
     ctx.seed_vm("linux-5", |_| {}).await;
     run(&ctx, CreateInstance { id: "linux-5".into() }).await.unwrap();
-    assert!(ctx.store.vm("linux-5").await.unwrap().is_none());
+    assert!(ctx.ports.store.vm("linux-5").await.unwrap().is_none());
 }
 
 #[tokio::test]
@@ -311,7 +311,7 @@ async fn paused_after_a_refused_insert_no_insert_is_sent_again() {
     let quota = ComputeError::from_http(Some(403), "quotaExceeded", "CPUS");
     f.compute.inserts.lock().unwrap().push_back(Err(quota));
     run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap();
-    let vm = ctx.store.vm("linux-0").await.unwrap().unwrap().value;
+    let vm = ctx.ports.store.vm("linux-0").await.unwrap().unwrap().value;
     assert!(vm.insert_sent.is_none(), "a refused send holds no operation");
     crate::operate::pause(&ctx, "linux", "quota incident", "bob").await.unwrap();
     assert_eq!(run(&ctx, CreateInstance { id: "linux-0".into() }).await.unwrap(), Next::Done);

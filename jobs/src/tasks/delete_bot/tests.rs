@@ -20,7 +20,7 @@ async fn a_hostname_of_another_incarnation_does_nothing() {
     .unwrap();
     run(&ctx, DeleteBot { id: vm.id.clone(), hostname: vm.hostname.clone() }).await.unwrap();
     assert!(f.bots.calls().is_empty());
-    assert!(ctx.store.vm("linux-0").await.unwrap().is_some());
+    assert!(ctx.ports.store.vm("linux-0").await.unwrap().is_some());
 }
 
 fn removing(now: chrono::DateTime<chrono::Utc>) -> impl FnOnce(&mut crate::model::Vm) {
@@ -37,7 +37,7 @@ async fn deletes_the_bot_then_the_record_and_asks_for_a_replacement() {
     // The fake has no such bot (as after NOT_FOUND): the record goes all the same.
     run(&ctx, DeleteBot { id: vm.id.clone(), hostname: vm.hostname.clone() }).await.unwrap();
     assert_eq!(f.bots.calls(), ["delete linux-0-abcd"]);
-    assert!(ctx.store.vm("linux-0").await.unwrap().is_none());
+    assert!(ctx.ports.store.vm("linux-0").await.unwrap().is_none());
     assert_eq!(ctx.taken::<ExpandConfig>().await, [ExpandConfig { prefix: "linux".into() }]);
-    assert!(ctx.store.vms_by_hostname(&[vm.hostname]).await.unwrap()[0].is_none(), "indexes follow");
+    assert!(ctx.ports.store.vms_by_hostname(&[vm.hostname]).await.unwrap()[0].is_none(), "indexes follow");
 }

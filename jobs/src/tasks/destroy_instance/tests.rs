@@ -49,7 +49,7 @@ async fn a_failed_operation_is_recorded_and_retried_with_a_new_request_id() {
     let e = run(&ctx, DestroyInstance::of(&vm).unwrap()).await.unwrap_err();
     assert_eq!(e.class(), crate::Class::Transient);
     assert!(ctx.taken::<DeleteBot>().await.is_empty());
-    assert_eq!(ctx.store.errors("linux").await.unwrap()[0].code, "INTERNAL_ERROR");
+    assert_eq!(ctx.ports.store.errors("linux").await.unwrap()[0].code, "INTERNAL_ERROR");
     run(&ctx, DestroyInstance::of(&vm).unwrap()).await.unwrap();
     let last = f.compute.calls().into_iter().rev().find(|c| c.starts_with("delete")).unwrap();
     assert_eq!(last, format!("delete linux-0-abcd {}", request_id("destroy-linux-0-abcd-1")));
@@ -78,7 +78,7 @@ async fn a_pending_delete_is_followed_with_zone_operations_get_until_done() {
     f.compute.deletes.lock().unwrap().push_back(Ok(Some(pending.clone())));
     let next = run(&ctx, DestroyInstance::of(&vm).unwrap()).await.unwrap();
     assert_eq!(next, Next::After(std::time::Duration::from_millis(250)), "no worker waits on it");
-    assert_eq!(ctx.store.vm("linux-0").await.unwrap().unwrap().value.operation, "op-9");
+    assert_eq!(ctx.ports.store.vm("linux-0").await.unwrap().unwrap().value.operation, "op-9");
     f.compute.operations.lock().unwrap().push_back(Ok(Some(pending)));
     f.clock.advance(chrono::Duration::seconds(2));
     let next = run(&ctx, DestroyInstance::of(&vm).unwrap()).await.unwrap();

@@ -13,8 +13,8 @@ async fn only_vms_past_the_amount_are_drained() {
     ctx.seed_vm("linux-1", created(ctx.now())).await;
     run(&ctx, DrainVm { id: "linux-0".into() }).await.unwrap();
     run(&ctx, DrainVm { id: "linux-1".into() }).await.unwrap();
-    assert!(!ctx.store.vm("linux-0").await.unwrap().unwrap().value.drained);
-    assert!(ctx.store.vm("linux-1").await.unwrap().unwrap().value.drained);
+    assert!(!ctx.ports.store.vm("linux-0").await.unwrap().unwrap().value.drained);
+    assert!(ctx.ports.store.vm("linux-1").await.unwrap().unwrap().value.drained);
     assert_eq!(ctx.taken::<ManageBot>().await, [ManageBot { id: "linux-1".into() }]);
 }
 
@@ -23,5 +23,5 @@ async fn a_vm_of_a_removed_config_never_sent_to_gce_is_dropped() {
     let (ctx, _) = Ctx::test();
     ctx.seed_vm("linux-0", |_| {}).await;
     run(&ctx, DrainVm { id: "linux-0".into() }).await.unwrap();
-    assert!(ctx.store.vm("linux-0").await.unwrap().is_none());
+    assert!(ctx.ports.store.vm("linux-0").await.unwrap().is_none());
 }

@@ -13,19 +13,19 @@ use super::*;
 fn limited(ctx: &mut Ctx, max: f64) {
     let t = Tenant { max_cost_per_hour: Some(Usd(max)), ..Tenant::open() };
     let tenants = BTreeMap::from([("*".to_owned(), t)]);
-    ctx.env.trust = Arc::new(Trust::new(&SwarmingServers::default(), &tenants).unwrap());
+    ctx.env.settings.trust = Arc::new(Trust::new(&SwarmingServers::default(), &tenants).unwrap());
 }
 
 async fn vms(ctx: &Ctx) -> Vec<String> {
-    ctx.store.vm_ids(VmIndex::OfConfig("linux".into())).await.unwrap()
+    ctx.ports.store.vm_ids(VmIndex::OfConfig("linux".into())).await.unwrap()
 }
 
 #[tokio::test]
 async fn growth_is_held_at_the_tenants_limit_nothing_is_cut_and_it_grows_when_the_limit_rises() {
     let (mut ctx, _) = Ctx::test();
     ctx.seed_config_with("linux", 6, |c| c.attributes.zone = "us-central1-b".into()).await;
-    let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
-    let rates = ctx.catalog.rates(ctx.store.as_ref(), ctx.now()).await.unwrap();
+    let rec = ctx.ports.store.config("linux").await.unwrap().unwrap().value;
+    let rates = ctx.catalog.rates(ctx.ports.store.as_ref(), ctx.now()).await.unwrap();
     let vm = crate::cost::spend::per_hour(&rates, &rec, ctx.now()).unwrap();
     limited(&mut ctx, vm * 2.5);
     let expand = ExpandConfig { prefix: "linux".into() };
@@ -45,12 +45,12 @@ async fn growth_is_held_at_the_tenants_limit_nothing_is_cut_and_it_grows_when_th
         run(&ctx, expand.clone()).await.unwrap();
     }
     assert_eq!(vms(&ctx).await.len(), 2);
-    let errors = ctx.store.errors("linux").await.unwrap();
+    let errors = ctx.ports.store.errors("linux").await.unwrap();
     let held: Vec<_> = errors.iter().filter(|e| e.stage == "budget" && e.resolved.is_none()).collect();
     assert_eq!(held.len(), 1, "{errors:?}");
     assert!(held[0].message.contains("max_cost_per_hour"), "{}", held[0].message);
     let report =
-        crate::fleet::status::report(&*ctx.store, &*ctx.buckets, &[], ctx.now(), chrono::Duration::zero(), true, &ctx.trust)
+        crate::fleet::status::report(&*ctx.ports.store, &*ctx.ports.buckets, &[], ctx.now(), chrono::Duration::zero(), true, &ctx.settings.trust)
             .await
             .unwrap();
     let st = &report.configs[0];
@@ -63,6 +63,6 @@ async fn growth_is_held_at_the_tenants_limit_nothing_is_cut_and_it_grows_when_th
     limited(&mut ctx, vm * 10.0);
     run(&ctx, expand.clone()).await.unwrap();
     assert_eq!(vms(&ctx).await.len(), 6);
-    let errors = ctx.store.errors("linux").await.unwrap();
+    let errors = ctx.ports.store.errors("linux").await.unwrap();
     assert!(errors.iter().filter(|e| e.stage == "budget").all(|e| e.resolved.is_some()), "{errors:?}");
 }

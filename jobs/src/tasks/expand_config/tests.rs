@@ -19,7 +19,7 @@ async fn makes_the_missing_vms_only_and_hands_them_to_create_instance() {
 #[tokio::test]
 async fn a_large_amount_goes_out_in_batches_that_reread_the_config() {
     let (mut ctx, _) = Ctx::test();
-    ctx.limits = std::sync::Arc::new(crate::config::Limits {
+    ctx.settings.limits = std::sync::Arc::new(crate::config::Limits {
         expand_batch: 4,
         creating_per_config: 6,
         ..Default::default()
@@ -32,12 +32,12 @@ async fn a_large_amount_goes_out_in_batches_that_reread_the_config() {
     run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
     assert_eq!(made(&ctx).await[4..], ["linux-4", "linux-5"]);
     // The amount is lowered between batches: the next one creates nothing more.
-    let cfg = ctx.store.config("linux").await.unwrap().unwrap();
+    let cfg = ctx.ports.store.config("linux").await.unwrap().unwrap();
     let mut rec = cfg.value;
     rec.config.amount.min = 4;
     rec.config.amount.max = 4;
     rec.current_amount = 4;
-    ctx.store.put_config(&rec, Expect::Version(cfg.version)).await.unwrap();
+    ctx.ports.store.put_config(&rec, Expect::Version(cfg.version)).await.unwrap();
     run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
     assert_eq!(made(&ctx).await.len(), 6, "nothing more made");
     let drained: Vec<String> = ctx.taken::<DrainVm>().await.into_iter().map(|t| t.id).collect();
@@ -89,7 +89,7 @@ async fn busy_pool(ctx: &Ctx, n: u32, busy: &[u32]) {
         let task_id = if busy.contains(&i) { format!("t{i}") } else { String::new() };
         let bot = crate::model::Bot { id: vm.hostname.clone(), task_id, ..Default::default() };
         let idle_since = (!busy.contains(&i)).then(|| now - chrono::TimeDelta::minutes(i64::from(10 - i)));
-        ctx.store.put_bots(&[crate::model::Observed { unknown: Default::default(), bot, at: now, idle_since }]).await.unwrap();
+        ctx.ports.store.put_bots(&[crate::model::Observed { unknown: Default::default(), bot, at: now, idle_since }]).await.unwrap();
     }
 }
 
@@ -110,13 +110,13 @@ async fn a_shrinking_pool_drains_idle_bots_first_and_keeps_the_busy_ones() {
     run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
     // 0 has been idle longest: it goes, not 3 (the highest index, busy).
     assert_eq!(ctx.taken::<DrainVm>().await, [DrainVm { id: "linux-0".into() }]);
-    let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
+    let rec = ctx.ports.store.config("linux").await.unwrap().unwrap().value;
     assert_eq!(rec.wanted(), [1, 2, 3]);
     set_amount(&ctx, 2).await;
     run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
     let drained: Vec<String> = ctx.taken::<DrainVm>().await.into_iter().map(|d| d.id).collect();
     assert!(drained.contains(&"linux-2".to_owned()) && !drained.contains(&"linux-3".to_owned()), "{drained:?}");
-    let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
+    let rec = ctx.ports.store.config("linux").await.unwrap().unwrap().value;
     assert_eq!(rec.wanted(), [1, 3], "both busy bots stay");
     assert!(!rec.wants(0) && !rec.wants(2));
 }
@@ -129,8 +129,8 @@ async fn growth_refills_gone_indexes_first_and_skips_those_still_draining() {
     run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
     ctx.taken::<DrainVm>().await;
     // 0 is gone, 2 still drains.
-    let v0 = ctx.store.vm("linux-0").await.unwrap().unwrap();
-    assert!(ctx.store.delete_vm("linux-0", v0.version).await.unwrap());
+    let v0 = ctx.ports.store.vm("linux-0").await.unwrap().unwrap();
+    assert!(ctx.ports.store.delete_vm("linux-0", v0.version).await.unwrap());
     crate::fleet::writes::update_vm(&ctx, "linux-2", |v| {
         v.drained = true;
         true
@@ -141,7 +141,7 @@ async fn growth_refills_gone_indexes_first_and_skips_those_still_draining() {
     run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
     let made: Vec<String> = ctx.taken::<CreateInstance>().await.into_iter().map(|c| c.id).collect();
     assert_eq!(made, ["linux-0", "linux-4"]);
-    let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
+    let rec = ctx.ports.store.config("linux").await.unwrap().unwrap().value;
     assert_eq!(rec.wanted(), [0, 1, 3, 4]);
 }
 
@@ -157,7 +157,7 @@ async fn a_warm_pool_parks_idle_vms_let_go_and_wakes_them_before_making_new_ones
     .await
     .unwrap();
     run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
-    let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
+    let rec = ctx.ports.store.config("linux").await.unwrap().unwrap().value;
     assert_eq!((rec.wanted(), rec.warm.iter().copied().collect::<Vec<_>>()), (vec![1, 3], vec![0, 2]));
     let mut parked: Vec<String> = ctx.finished::<ParkVm>().await.into_iter().map(|p| p.id).collect();
     parked.sort();
@@ -171,7 +171,7 @@ async fn a_warm_pool_parks_idle_vms_let_go_and_wakes_them_before_making_new_ones
     assert_eq!(ctx.taken::<CreateInstance>().await, [CreateInstance { id: "linux-4".into() }]);
     let parked = [ParkVm { id: "linux-0".into() }, ParkVm { id: "linux-4".into() }];
     assert_eq!(ctx.finished::<ParkVm>().await, parked, "0 woken, 4 followed until it parks");
-    let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
+    let rec = ctx.ports.store.config("linux").await.unwrap().unwrap().value;
     assert_eq!((rec.wanted(), rec.waking.iter().copied().collect::<Vec<_>>()), (vec![0, 1, 3], vec![0]));
     // Until it is awake, every look asks again.
     run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
@@ -193,7 +193,7 @@ async fn growing_into_an_index_kept_warm_wakes_its_vm() {
     run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
     ctx.finished::<ParkVm>().await;
     park_all(&ctx, &["linux-0", "linux-1"]).await;
-    let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
+    let rec = ctx.ports.store.config("linux").await.unwrap().unwrap().value;
     assert_eq!((rec.wanted(), rec.warm.len()), (vec![], 2));
     // One is wanted again: index 0, kept warm, is woken (not made anew).
     set_amount(&ctx, 1).await;
@@ -201,7 +201,7 @@ async fn growing_into_an_index_kept_warm_wakes_its_vm() {
     assert_eq!(ctx.taken::<CreateInstance>().await, [CreateInstance { id: "linux-2".into() }], "only the warm pool's refill");
     let parked = [ParkVm { id: "linux-0".into() }, ParkVm { id: "linux-2".into() }];
     assert_eq!(ctx.finished::<ParkVm>().await, parked, "0 woken, 2 followed until it parks");
-    let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
+    let rec = ctx.ports.store.config("linux").await.unwrap().unwrap().value;
     assert_eq!(rec.waking.iter().copied().collect::<Vec<_>>(), [0]);
 }
 
@@ -220,12 +220,12 @@ async fn a_demand_pool_fills_its_warm_pool_at_rest_and_lends_it_to_a_burst() {
     crate::fleet::writes::update_config::<TaskError>(&ctx, "linux", demand(1)).await.unwrap();
     // At rest (min_idle 1): three new VMs are made for the warm pool, each to be parked once up.
     run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
-    let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
+    let rec = ctx.ports.store.config("linux").await.unwrap().unwrap().value;
     assert_eq!((rec.wanted(), rec.warm.iter().copied().collect::<Vec<_>>()), (vec![0], vec![1, 2, 3]));
     let made: Vec<String> = ctx.taken::<CreateInstance>().await.into_iter().map(|c| c.id).collect();
     assert_eq!(made, ["linux-1", "linux-2", "linux-3"]);
     for id in ["linux-1", "linux-2", "linux-3"] {
-        assert!(ctx.store.vm(id).await.unwrap().is_some(), "{id} made");
+        assert!(ctx.ports.store.vm(id).await.unwrap().is_some(), "{id} made");
         crate::fleet::writes::update_vm(&ctx, id, |v| {
             crate::testing::created(v.configured)(v);
             true
@@ -245,7 +245,7 @@ async fn a_demand_pool_fills_its_warm_pool_at_rest_and_lends_it_to_a_burst() {
     crate::fleet::writes::update_config::<TaskError>(&ctx, "linux", demand(3)).await.unwrap();
     run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
     assert!(ctx.taken::<CreateInstance>().await.is_empty(), "a burst borrows from the warm pool");
-    let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
+    let rec = ctx.ports.store.config("linux").await.unwrap().unwrap().value;
     assert_eq!((rec.wanted(), rec.warm.iter().copied().collect::<Vec<_>>()), (vec![0, 1, 2], vec![3]));
     assert_eq!(rec.waking.iter().copied().collect::<Vec<_>>(), [1, 2]);
 }
@@ -256,8 +256,8 @@ async fn a_burst_wakes_warm_vms_above_a_gap_instead_of_making_vms_in_it() {
     // VMs 0-2 idle (min_idle 3), 5 and 6 parked in the warm pool, no VM under 3 and 4.
     busy_pool(&ctx, 7, &[]).await;
     for id in ["linux-3", "linux-4"] {
-        let v = ctx.store.vm(id).await.unwrap().unwrap();
-        assert!(ctx.store.delete_vm(id, v.version).await.unwrap());
+        let v = ctx.ports.store.vm(id).await.unwrap().unwrap();
+        assert!(ctx.ports.store.delete_vm(id, v.version).await.unwrap());
     }
     park_all(&ctx, &["linux-5", "linux-6"]).await;
     let demand = |target| {
@@ -282,13 +282,13 @@ async fn a_burst_wakes_warm_vms_above_a_gap_instead_of_making_vms_in_it() {
     .unwrap();
     run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
     assert!(ctx.taken::<CreateInstance>().await.is_empty(), "woken, not made");
-    let rec = ctx.store.config("linux").await.unwrap().unwrap().value;
+    let rec = ctx.ports.store.config("linux").await.unwrap().unwrap().value;
     assert_eq!((rec.wanted(), rec.waking.iter().copied().collect::<Vec<_>>()), (vec![0, 1, 2, 5, 6], vec![5, 6]));
 }
 
 /// The ids of Config `linux`'s VM records, by index.
 async fn made(ctx: &Ctx) -> Vec<String> {
-    let mut ids = ctx.store.vm_ids(VmIndex::OfConfig("linux".into())).await.unwrap();
+    let mut ids = ctx.ports.store.vm_ids(VmIndex::OfConfig("linux".into())).await.unwrap();
     ids.sort_by_key(|id| crate::model::naming::parse_id(id).map(|(_, i)| i));
     ids
 }

@@ -25,11 +25,11 @@ async fn a_preempted_instance_of_a_vm_is_replaced_and_others_are_left_alone() {
     let t = InspectInstances { project: "test-project".into(), zone: "z".into() };
     run(&ctx, t.clone()).await.unwrap();
     assert_eq!(ctx.taken::<DestroyInstance>().await, [DestroyInstance::of(&down).unwrap()]);
-    let got = ctx.store.vm(&down.id).await.unwrap().unwrap().value;
+    let got = ctx.ports.store.vm(&down.id).await.unwrap().unwrap().value;
     assert_eq!(got.fault.unwrap().kind, FaultKind::InstanceDown);
-    assert!(ctx.store.vm(&up.id).await.unwrap().unwrap().value.fault.is_none());
-    assert_eq!(ctx.store.errors("linux").await.unwrap()[0].stage, "inspect_instances");
+    assert!(ctx.ports.store.vm(&up.id).await.unwrap().unwrap().value.fault.is_none());
+    assert_eq!(ctx.ports.store.errors("linux").await.unwrap()[0].stage, "inspect_instances");
     // Seen again: recorded once, destroyed again (idempotent by its URL).
     run(&ctx, t).await.unwrap();
-    assert_eq!(ctx.store.errors("linux").await.unwrap().len(), 1);
+    assert_eq!(ctx.ports.store.errors("linux").await.unwrap().len(), 1);
 }

@@ -29,7 +29,7 @@ async fn a_vm_is_pushed_when_its_bot_changes_and_not_on_every_walk() {
     let b = ctx.seed_vm("linux-1", created(ctx.now())).await;
     f.bots.bots.lock().unwrap().insert(a.hostname.clone(), bot(&a.hostname, ctx.now()));
     assert_eq!(walk(&ctx).await, ["linux-0"], "a new bot: looked at");
-    assert!(ctx.store.bot(&a.hostname).await.unwrap().is_some(), "observed");
+    assert!(ctx.ports.store.bot(&a.hostname).await.unwrap().is_some(), "observed");
 
     // Nothing changed but its last contact: no task.
     f.clock.advance(D::seconds(60));
@@ -61,7 +61,7 @@ async fn a_bot_gone_silent_or_no_longer_listed_is_looked_at_once() {
     f.bots.bots.lock().unwrap().get_mut(&b.hostname).unwrap().deleted = true;
     f.clock.advance(ctx.silent_after() + D::seconds(1));
     assert_eq!(walk(&ctx).await, ["linux-0", "linux-1"]);
-    assert!(ctx.store.bot(&b.hostname).await.unwrap().is_none(), "its observation is dropped");
+    assert!(ctx.ports.store.bot(&b.hostname).await.unwrap().is_none(), "its observation is dropped");
     f.clock.advance(D::seconds(60));
     assert!(walk(&ctx).await.is_empty(), "once");
 }

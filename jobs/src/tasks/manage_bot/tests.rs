@@ -57,7 +57,7 @@ async fn a_connected_bot_is_recorded_once_and_left_running() {
         .unwrap()
         .insert(vm.hostname.clone(), bot(&vm.hostname, ctx.now() + D::seconds(30)));
     run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
-    let got = ctx.store.vm(&vm.id).await.unwrap().unwrap().value;
+    let got = ctx.ports.store.vm(&vm.id).await.unwrap().unwrap().value;
     assert_eq!(got.connected, Some(ctx.now() + D::seconds(30)));
     assert!(
         ctx.taken::<DestroyInstance>().await.is_empty() && ctx.taken::<TerminateBot>().await.is_empty()
@@ -167,10 +167,10 @@ async fn transient_swarming_errors_are_retried_and_change_nothing() {
 async fn a_vm_past_its_configs_amount_is_only_read_as_drained_here() {
     let (ctx, f, vm) = setup().await;
     f.bots.bots.lock().unwrap().insert(vm.hostname.clone(), bot(&vm.hostname, ctx.now()));
-    let cfg = ctx.store.config("linux").await.unwrap().unwrap();
+    let cfg = ctx.ports.store.config("linux").await.unwrap().unwrap();
     let mut rec = cfg.value;
     rec.current_amount = 0;
-    ctx.store.put_config(&rec, crate::ports::store::Expect::Version(cfg.version)).await.unwrap();
+    ctx.ports.store.put_config(&rec, crate::ports::store::Expect::Version(cfg.version)).await.unwrap();
     run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
     assert!(ctx.taken::<crate::work::DrainVm>().await.is_empty(), "no manage_bot → drain_vm bounce");
     assert!(ctx.taken::<TerminateBot>().await.is_empty(), "not drained yet: left running");
@@ -204,11 +204,11 @@ async fn a_dead_bot_on_a_stopped_or_gone_instance_is_replaced_without_waiting_fo
         f.clock.advance(D::seconds(5)); // far from the 10-minute timeout
         run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
         assert_eq!(ctx.taken::<DestroyInstance>().await.len(), 1, "{status:?}");
-        let got = ctx.store.vm(&vm.id).await.unwrap().unwrap().value;
+        let got = ctx.ports.store.vm(&vm.id).await.unwrap().unwrap().value;
         assert_eq!(got.fault.map(|f| f.kind), Some(FaultKind::InstanceDown), "{status:?}");
-        assert_eq!(ctx.store.errors("linux").await.unwrap()[0].code, "instance_down");
+        assert_eq!(ctx.ports.store.errors("linux").await.unwrap()[0].code, "instance_down");
         assert_eq!(ctx.taken::<CountVms>().await.len(), 1, "status follows at once");
-        let counts = crate::fleet::counts::tally(&*ctx.store, "linux", ctx.now()).await.unwrap().0;
+        let counts = crate::fleet::counts::tally(&*ctx.ports.store, "linux", ctx.now()).await.unwrap().0;
         assert_eq!((counts.connected, counts.unhealthy), (0, 1), "{status:?}");
     }
 }
@@ -221,12 +221,12 @@ async fn a_dead_bot_on_a_running_instance_counts_as_dead_until_it_comes_back() {
     f.bots.bots.lock().unwrap().insert(vm.hostname.clone(), dead(&vm, ctx.now()));
     run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
     assert!(ctx.taken::<DestroyInstance>().await.is_empty(), "the timeout has not passed");
-    let counts = crate::fleet::counts::tally(&*ctx.store, "linux", ctx.now()).await.unwrap().0;
+    let counts = crate::fleet::counts::tally(&*ctx.ports.store, "linux", ctx.now()).await.unwrap().0;
     assert_eq!((counts.connected, counts.dead), (0, 1));
     f.bots.bots.lock().unwrap().insert(vm.hostname.clone(), bot(&vm.hostname, ctx.now()));
     f.clock.advance(D::seconds(100)); // past observation_ttl: asked again
     run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
-    assert!(ctx.store.vm(&vm.id).await.unwrap().unwrap().value.fault.is_none());
+    assert!(ctx.ports.store.vm(&vm.id).await.unwrap().unwrap().value.fault.is_none());
 }
 
 #[tokio::test]
@@ -234,9 +234,9 @@ async fn a_bot_that_never_connects_is_recorded_as_such() {
     let (ctx, f, vm) = setup().await;
     f.clock.advance(D::minutes(11));
     run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
-    let got = ctx.store.vm(&vm.id).await.unwrap().unwrap().value;
+    let got = ctx.ports.store.vm(&vm.id).await.unwrap().unwrap().value;
     assert_eq!(got.fault.map(|f| f.kind), Some(FaultKind::NeverConnected));
-    let e = &ctx.store.errors("linux").await.unwrap()[0];
+    let e = &ctx.ports.store.errors("linux").await.unwrap()[0];
     assert_eq!((e.code.as_str(), e.vm.as_deref()), ("never_connected", Some(vm.id.as_str())), "names its VM");
 }
 
@@ -268,12 +268,12 @@ async fn paused_a_faulty_vm_is_destroyed_and_not_replaced() {
     for t in ctx.taken::<crate::work::DeleteBot>().await {
         crate::tasks::delete_bot::run(&ctx, t).await.unwrap();
     }
-    assert!(ctx.store.vm(&vm.id).await.unwrap().is_none(), "deleted");
+    assert!(ctx.ports.store.vm(&vm.id).await.unwrap().is_none(), "deleted");
     for t in ctx.taken::<crate::work::ExpandConfig>().await {
         crate::tasks::expand_config::run(&ctx, t).await.unwrap();
     }
     assert!(ctx.taken::<crate::work::CreateInstance>().await.is_empty(), "no new incarnation while paused");
-    assert!(ctx.store.vm(&vm.id).await.unwrap().is_none(), "nor its record");
+    assert!(ctx.ports.store.vm(&vm.id).await.unwrap().is_none(), "nor its record");
 }
 
 #[tokio::test]
@@ -285,7 +285,7 @@ async fn paused_past_its_deadline_a_dead_bot_is_a_fault_that_waits_for_the_timeo
     f.bots.bots.lock().unwrap().insert(vm.hostname.clone(), dead(&vm, ctx.now()));
     run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
     assert!(ctx.taken::<DestroyInstance>().await.is_empty(), "the timeout applies as to any VM");
-    let got = ctx.store.vm(&vm.id).await.unwrap().unwrap().value;
+    let got = ctx.ports.store.vm(&vm.id).await.unwrap().unwrap().value;
     assert_eq!(got.fault.map(|f| f.kind), Some(FaultKind::BotDead), "and it shows");
 }
 
@@ -310,7 +310,7 @@ async fn a_vm_just_woken_gives_its_bot_dead_since_it_slept_time_to_come_back() {
     assert!(matches!(next, Next::After(d) if d <= ctx.watch()), "looked at again soon: {next:?}");
     assert!(ctx.taken::<DestroyInstance>().await.is_empty(), "not destroyed while it wakes");
     // Still dead once bot_grace has passed: it is not coming back.
-    f.clock.advance(ctx.timing.bot_grace.chrono() + D::seconds(1));
+    f.clock.advance(ctx.settings.timing.bot_grace.chrono() + D::seconds(1));
     run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
     assert_eq!(ctx.taken::<DestroyInstance>().await.len(), 1);
 }
@@ -375,7 +375,7 @@ async fn a_vm_woken_from_the_warm_pool_waits_for_its_bot_like_a_booting_one() {
     .unwrap();
     let next = run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
     assert!(ctx.taken::<DestroyInstance>().await.is_empty(), "a woken VM is not destroyed for its old death");
-    let got = ctx.store.vm(&vm.id).await.unwrap().unwrap().value;
+    let got = ctx.ports.store.vm(&vm.id).await.unwrap().unwrap().value;
     assert!(got.fault.is_none(), "no fault: {:?}", got.fault);
     assert!(matches!(next, Next::After(d) if d <= ctx.watch()), "looked at again soon");
     let seen = Observed { unknown: Default::default(), bot: b.clone(), at: now, idle_since: None };
@@ -385,7 +385,7 @@ async fn a_vm_woken_from_the_warm_pool_waits_for_its_bot_like_a_booting_one() {
     later.last_seen = Some(now + D::seconds(1));
     assert_eq!(Standing::of(&got, Some(&Observed { bot: later, ..seen })), Standing::Down);
     // Not back within the timeout (or bot_grace) from the wake: dead after all, and replaced.
-    let wait = D::seconds(vm.timeout as i64).max(ctx.timing.bot_grace.chrono());
+    let wait = D::seconds(vm.timeout as i64).max(ctx.settings.timing.bot_grace.chrono());
     f.clock.advance(wait + D::seconds(1));
     run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
     assert_eq!(ctx.taken::<DestroyInstance>().await.len(), 1);

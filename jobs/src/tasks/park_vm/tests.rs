@@ -44,7 +44,7 @@ async fn a_vm_kept_warm_is_suspended_then_the_next_stopped_and_woken_when_wanted
     let calls: Vec<String> = fakes.compute.calls().into_iter().filter(|c| !c.starts_with("get")).collect();
     assert_eq!(calls.len(), 2, "{calls:?}");
     assert!(calls[0].starts_with("suspend linux-2-abcd ") && calls[1].starts_with("stop linux-3-abcd "), "{calls:?}");
-    let p = ctx.store.vm("linux-2").await.unwrap().unwrap().value.parked.unwrap();
+    let p = ctx.ports.store.vm("linux-2").await.unwrap().unwrap().value.parked.unwrap();
     assert!(p.done && p.how == Park::Suspend, "{p:?}");
     // Run again: nothing more is sent (idempotent).
     run(&ctx, ParkVm { id: "linux-2".into() }).await.unwrap();
@@ -60,8 +60,8 @@ async fn a_vm_kept_warm_is_suspended_then_the_next_stopped_and_woken_when_wanted
     .unwrap();
     assert_eq!(run(&ctx, ParkVm { id: "linux-2".into() }).await.unwrap(), Next::Done);
     assert!(fakes.compute.calls().iter().any(|c| c.starts_with("resume linux-2-abcd ")));
-    assert_eq!(ctx.store.vm("linux-2").await.unwrap().unwrap().value.parked, None);
-    assert!(ctx.store.config("linux").await.unwrap().unwrap().value.waking.is_empty());
+    assert_eq!(ctx.ports.store.vm("linux-2").await.unwrap().unwrap().value.parked, None);
+    assert!(ctx.ports.store.config("linux").await.unwrap().unwrap().value.waking.is_empty());
     assert_eq!(ctx.taken::<ManageBot>().await, [ManageBot { id: "linux-2".into() }]);
     // Let go again later: a new suspend, not a replay of the first one's requestId.
     fakes.clock.advance(chrono::Duration::seconds(30));
@@ -86,7 +86,7 @@ async fn a_busy_bot_is_not_parked_and_one_not_kept_warm_goes_to_drain() {
     fakes.bots.bots.lock().unwrap().insert(busy.id.clone(), busy);
     assert_eq!(run(&ctx, ParkVm { id: "linux-2".into() }).await.unwrap(), Next::After(ctx.watch()));
     assert!(!fakes.compute.calls().iter().any(|c| c.starts_with("suspend")), "not while it runs a task");
-    assert_eq!(ctx.store.vm("linux-2").await.unwrap().unwrap().value.parked, None);
+    assert_eq!(ctx.ports.store.vm("linux-2").await.unwrap().unwrap().value.parked, None);
     // linux-3 is neither wanted nor kept warm: drained, not parked.
     run(&ctx, ParkVm { id: "linux-3".into() }).await.unwrap();
     assert_eq!(ctx.taken::<DrainVm>().await, [DrainVm { id: "linux-3".into() }]);
@@ -114,7 +114,7 @@ async fn each_park_and_wake_is_a_request_of_its_own_and_a_retry_asks_swarming_ag
     run(&ctx, ParkVm { id: "linux-2".into() }).await.unwrap();
     want(&ctx, 3).await;
     run(&ctx, ParkVm { id: "linux-2".into() }).await.unwrap();
-    assert!(ctx.store.vm("linux-2").await.unwrap().unwrap().value.woken.is_some());
+    assert!(ctx.ports.store.vm("linux-2").await.unwrap().unwrap().value.woken.is_some());
     want(&ctx, 2).await;
     run(&ctx, ParkVm { id: "linux-2".into() }).await.unwrap();
     let ids: Vec<String> = fakes
@@ -127,7 +127,7 @@ async fn each_park_and_wake_is_a_request_of_its_own_and_a_retry_asks_swarming_ag
     assert_eq!(ids.len(), 4, "{ids:?}");
     let distinct: std::collections::BTreeSet<&String> = ids.iter().collect();
     assert_eq!(distinct.len(), 4, "no request id twice: {ids:?}");
-    assert!(ctx.store.vm("linux-2").await.unwrap().unwrap().value.parked.is_some_and(|p| p.done));
+    assert!(ctx.ports.store.vm("linux-2").await.unwrap().unwrap().value.parked.is_some_and(|p| p.done));
 }
 
 /// Config `linux` now wants `n` VMs (3: index 2 too; 2: index 2 kept warm again).

@@ -10,18 +10,18 @@ fn task() -> PoolResources {
 }
 
 async fn record(ctx: &Ctx) -> crate::model::ConfigRecord {
-    ctx.store.config("linux").await.unwrap().unwrap().value
+    ctx.ports.store.config("linux").await.unwrap().unwrap().value
 }
 
 /// The Config changed to revision `r2` after its `r1` template was made.
 async fn changed(ctx: &Ctx) {
     ctx.seed_config("linux", 3).await;
     assert_eq!(run(ctx, task()).await.unwrap(), Next::Done);
-    let cur = ctx.store.config("linux").await.unwrap().unwrap();
+    let cur = ctx.ports.store.config("linux").await.unwrap().unwrap();
     let mut rec = cur.value;
     rec.revision = "r2".into();
     rec.config.attributes.disk[0].image = "global/images/y".into();
-    assert!(ctx.store.put_config(&rec, Expect::Version(cur.version)).await.unwrap());
+    assert!(ctx.ports.store.put_config(&rec, Expect::Version(cur.version)).await.unwrap());
 }
 
 fn templates(f: &crate::testing::Fakes) -> Vec<String> {
@@ -39,8 +39,8 @@ async fn the_old_template_stays_while_a_vm_of_its_revision_is_left_and_goes_afte
     let rec = record(&ctx).await;
     assert!(rec.resource("r2").unwrap().usable() && rec.resource("r1").unwrap().usable());
     // Its last VM gone: the old template goes, and the record forgets it.
-    let cur = ctx.store.vm(&old.id).await.unwrap().unwrap();
-    assert!(ctx.store.delete_vm(&old.id, cur.version).await.unwrap());
+    let cur = ctx.ports.store.vm(&old.id).await.unwrap().unwrap();
+    assert!(ctx.ports.store.delete_vm(&old.id, cur.version).await.unwrap());
     assert_eq!(run(&ctx, task()).await.unwrap(), Next::Done);
     assert_eq!(templates(&f), ["linux-r2"]);
     let rec = record(&ctx).await;
@@ -66,7 +66,7 @@ async fn a_failed_removal_is_recorded_and_tried_again() {
     let unavailable = ComputeError::from_http(Some(503), "backendError", "try later");
     f.compute.template_calls.lock().unwrap().extend([Ok(None), Err(unavailable)]); // r2's insert, r1's delete
     assert!(run(&ctx, task()).await.is_err(), "the task fails: retried");
-    let errors = ctx.store.errors("linux").await.unwrap();
+    let errors = ctx.ports.store.errors("linux").await.unwrap();
     assert!(errors.iter().any(|e| e.stage == "pool_resources" && e.message.contains("try later")), "{errors:?}");
     let r1 = record(&ctx).await.resource("r1").cloned().unwrap();
     assert!(r1.removing.is_some() && !r1.usable(), "no bulk names it from now on: {r1:?}");

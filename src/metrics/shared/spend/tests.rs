@@ -43,7 +43,7 @@ async fn every_config_has_its_series_from_the_start_and_tenants_their_month_and_
         ..Tenant::default()
     };
     let all = BTreeMap::from([("team".to_owned(), team), ("*".to_owned(), Tenant::open())]);
-    ctx.env.trust = Arc::new(Trust::new(&SwarmingServers::default(), &all).unwrap());
+    ctx.env.settings.trust = Arc::new(Trust::new(&SwarmingServers::default(), &all).unwrap());
     // linux: a Config that has spent nothing yet. team-old: deleted, its VM ran 3 h at $2/h in
     // October and 1 h stopped at $0.5/h this month, still stopped.
     ctx.seed_config("linux", 1).await;
@@ -61,10 +61,14 @@ async fn every_config_has_its_series_from_the_start_and_tenants_their_month_and_
         ..ran.clone()
     };
     for (old, new, at) in [(None, &ran, ran.since), (Some(&ran), &stopped, ran.since + Duration::hours(3))] {
-        let v = ctx.store.vm("team-old-0").await.unwrap().unwrap().version;
+        let v = ctx.ports.store.vm("team-old-0").await.unwrap().unwrap().version;
         vm.meter = Some(new.clone());
         assert!(
-            ctx.store.put_vm_spending(&vm, Expect::Version(v), &spend(old, Some(new), at)).await.unwrap()
+            ctx.ports
+                .store
+                .put_vm_spending(&vm, Expect::Version(v), &spend(old, Some(new), at))
+                .await
+                .unwrap()
         );
     }
 

@@ -30,10 +30,11 @@ async fn metered(ctx: &Ctx, id: &str, meters: &[Metered], deleted_at: Option<Dat
     let mut vm = ctx.seed_vm(id, |_| {}).await;
     let mut old: Option<&Metered> = None;
     for m in meters {
-        let cur = ctx.store.vm(id).await.unwrap().unwrap();
+        let cur = ctx.ports.store.vm(id).await.unwrap().unwrap();
         vm.meter = Some(m.clone());
         assert!(
-            ctx.store
+            ctx.ports
+                .store
                 .put_vm_spending(&vm, Expect::Version(cur.version), &spend(old, Some(m), m.since))
                 .await
                 .unwrap()
@@ -41,8 +42,8 @@ async fn metered(ctx: &Ctx, id: &str, meters: &[Metered], deleted_at: Option<Dat
         old = Some(m);
     }
     if let Some(end) = deleted_at {
-        let cur = ctx.store.vm(id).await.unwrap().unwrap();
-        assert!(ctx.store.delete_vm_spending(id, cur.version, &spend(old, None, end)).await.unwrap());
+        let cur = ctx.ports.store.vm(id).await.unwrap().unwrap();
+        assert!(ctx.ports.store.delete_vm_spending(id, cur.version, &spend(old, None, end)).await.unwrap());
     }
 }
 
@@ -108,7 +109,7 @@ fn what_is_asked_is_checked_against_the_settings() {
 #[tokio::test]
 async fn a_month_and_the_one_before_per_config_and_tenant_deleted_configs_included() {
     let (mut ctx, _) = Ctx::test(); // 2026-11-21 10:00
-    ctx.env.trust = tenants(Some(100.0));
+    ctx.env.settings.trust = tenants(Some(100.0));
     ctx.seed_config("linux", 1).await;
     // linux-0: running at $1/h from Oct 31 22:00 (2 h in October), suspended at $0.10/h from
     // Nov 1 02:00 (2 h running in November), still now (488 h suspended).
@@ -118,7 +119,7 @@ async fn a_month_and_the_one_before_per_config_and_tenant_deleted_configs_includ
     // team-a-old: deleted since; its VM ran 10 h in October at $2/h.
     metered(&ctx, "team-a-old-0", &[meter(Billed::Running, oct(15, 0), 2.0)], Some(oct(15, 10))).await;
 
-    let r = report(&*ctx.store, &ctx.trust, ctx.now(), None, None).await.unwrap();
+    let r = report(&*ctx.ports.store, &ctx.settings.trust, ctx.now(), None, None).await.unwrap();
     assert_eq!((r.month.as_str(), r.previous_month.as_str(), r.at), ("2026-11", "2026-10", ctx.now()));
     assert!(r.prices.source.starts_with("snapshot "), "{:?}", r.prices);
     let names: Vec<&str> = r.tenants.iter().map(|t| t.tenant.as_str()).collect();
@@ -144,7 +145,9 @@ async fn a_month_and_the_one_before_per_config_and_tenant_deleted_configs_includ
     assert_eq!(team.budget_used_percent, Some(0.0), "nothing spent in November");
 
     // October asked: the tenant's sums, and the share of its budget that month.
-    let r = report(&*ctx.store, &ctx.trust, ctx.now(), Some("2026-10"), Some("team-a")).await.unwrap();
+    let r = report(&*ctx.ports.store, &ctx.settings.trust, ctx.now(), Some("2026-10"), Some("team-a"))
+        .await
+        .unwrap();
     assert_eq!((r.month.as_str(), r.previous_month.as_str()), ("2026-10", "2026-09"));
     assert_eq!(r.tenants.len(), 1);
     let team = &r.tenants[0];
@@ -152,7 +155,7 @@ async fn a_month_and_the_one_before_per_config_and_tenant_deleted_configs_includ
     assert_eq!(team.previous.usd, Usd(0.0));
     assert!(near(team.budget_used_percent.unwrap(), 20.0), "{team:?}");
     // The open tenant's sums are its Configs' sums.
-    let r = report(&*ctx.store, &ctx.trust, ctx.now(), None, Some("*")).await.unwrap();
+    let r = report(&*ctx.ports.store, &ctx.settings.trust, ctx.now(), None, Some("*")).await.unwrap();
     let open = &r.tenants[0];
     assert!(near(open.month.usd.0, 50.8) && near(open.cost_per_hour.0, 0.1), "{open:?}");
 }
@@ -165,7 +168,7 @@ async fn a_bad_month_or_an_unknown_tenant_is_refused_saying_why() {
         (Some("2026-1"), None, "YYYY-MM"),
         (None, Some("nobody"), "no tenant \"nobody\""),
     ] {
-        match report(&*ctx.store, &ctx.trust, ctx.now(), month, tenant).await {
+        match report(&*ctx.ports.store, &ctx.settings.trust, ctx.now(), month, tenant).await {
             Err(TaskError::Invalid(m)) => assert!(m.contains(says), "{m}"),
             other => panic!("{month:?} {tenant:?}: {other:?}"),
         }
@@ -175,8 +178,8 @@ async fn a_bad_month_or_an_unknown_tenant_is_refused_saying_why() {
 #[tokio::test]
 async fn a_tenant_asked_by_name_is_there_without_configs_and_a_caller_sees_what_it_may() {
     let (mut ctx, _) = Ctx::test();
-    ctx.env.trust = tenants(Some(50.0));
-    let r = report(&*ctx.store, &ctx.trust, ctx.now(), None, Some("team-a")).await.unwrap();
+    ctx.env.settings.trust = tenants(Some(50.0));
+    let r = report(&*ctx.ports.store, &ctx.settings.trust, ctx.now(), None, Some("team-a")).await.unwrap();
     assert_eq!(r.tenants.len(), 1);
     assert_eq!((r.tenants[0].budget_used_percent, r.tenants[0].configs.len()), (Some(0.0), 0));
 
@@ -184,7 +187,7 @@ async fn a_tenant_asked_by_name_is_there_without_configs_and_a_caller_sees_what_
     ctx.seed_config("mac", 1).await;
     metered(&ctx, "linux-0", &[meter(Billed::Running, nov(21, 0), 1.0)], None).await;
     metered(&ctx, "mac-0", &[meter(Billed::Stopped, nov(21, 6), 0.01)], None).await;
-    let mut r = report(&*ctx.store, &ctx.trust, ctx.now(), None, None).await.unwrap();
+    let mut r = report(&*ctx.ports.store, &ctx.settings.trust, ctx.now(), None, None).await.unwrap();
     r.retain(|c| c.prefix == "mac", |_| false);
     assert_eq!(r.tenants.len(), 1, "team-a has no Config this caller may read: {r:?}");
     let open = &r.tenants[0];
@@ -197,8 +200,8 @@ async fn a_tenant_asked_by_name_is_there_without_configs_and_a_caller_sees_what_
 #[tokio::test]
 async fn a_tenant_with_a_budget_is_listed_before_it_has_a_config_and_one_without_is_not() {
     let (mut ctx, _) = Ctx::test();
-    ctx.env.trust = tenants(Some(50.0));
-    let r = report(&*ctx.store, &ctx.trust, ctx.now(), None, None).await.unwrap();
+    ctx.env.settings.trust = tenants(Some(50.0));
+    let r = report(&*ctx.ports.store, &ctx.settings.trust, ctx.now(), None, None).await.unwrap();
     let names: Vec<&str> = r.tenants.iter().map(|t| t.tenant.as_str()).collect();
     assert_eq!(names, ["team-a"], "the open tenant sets no budget and has no Config: {r:?}");
     assert_eq!(r.tenants[0].budget_per_month, Some(Usd(50.0)));

@@ -7,9 +7,17 @@ use crate::model::ConfigState;
 
 async fn report(ctx: &Ctx) -> crate::fleet::status::Report {
     let grace = chrono::Duration::zero();
-    crate::fleet::status::report(&*ctx.store, &*ctx.buckets, &[], ctx.now(), grace, false, &ctx.trust)
-        .await
-        .unwrap()
+    crate::fleet::status::report(
+        &*ctx.ports.store,
+        &*ctx.ports.buckets,
+        &[],
+        ctx.now(),
+        grace,
+        false,
+        &ctx.settings.trust,
+    )
+    .await
+    .unwrap()
 }
 
 fn config<'a>(r: &'a crate::fleet::status::Report, prefix: &str) -> &'a ConfigStatus {
@@ -77,7 +85,7 @@ async fn a_config_without_a_record_has_neither() {
     let (ctx, _) = Ctx::test();
     let mut configs =
         vec![ConfigStatus { prefix: "gone".into(), state: ConfigState::Deleted, ..Default::default() }];
-    let book = crate::placement::catalog::price_book(&*ctx.store).await.unwrap();
-    fill(&*ctx.store, &book, &book.rates(), &mut configs, ctx.now()).await.unwrap();
+    let book = crate::placement::catalog::price_book(&*ctx.ports.store).await.unwrap();
+    fill(&*ctx.ports.store, &book, &book.rates(), &mut configs, ctx.now()).await.unwrap();
     assert_eq!((configs[0].price_per_hour, &configs[0].unpriced), (None, &None));
 }
