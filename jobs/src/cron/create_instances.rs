@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use crate::ctx::Ctx;
+use crate::env::Ports;
 use crate::error::TaskError;
 use crate::model::naming::parse_id;
 use crate::ports::store::VmIndex;
@@ -13,7 +14,8 @@ use crate::work::CreateInstance;
 
 /// Runs once.
 pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
-    let read = ctx.ports.store.vm_ids(VmIndex::Uncreated).await;
+    let Ports { store, .. } = &ctx.ports;
+    let read = store.vm_ids(VmIndex::Uncreated).await;
     let Some(ids) = crate::safety::heal::or_skip(ctx, "create_instances", None, read).await? else {
         return Ok(0);
     };
@@ -26,7 +28,7 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
     for (prefix, ids) in by_config {
         let cfg = match prefix.is_empty() {
             true => None,
-            false => match ctx.ports.store.config(&prefix).await {
+            false => match store.config(&prefix).await {
                 // A newer build's Config: its VMs are left to that build.
                 Err(crate::ports::store::StoreError::Newer { key, format }) => {
                     crate::fleet::writes::left_to_newer(ctx, &key, format).await?;

@@ -8,6 +8,7 @@
 use std::collections::HashSet;
 
 
+use crate::env::Ports;
 use crate::work::{InspectSwarming, ManageBot, Next};
 use crate::ctx::Ctx;
 use crate::model::marks::STALE_BOTS;
@@ -21,11 +22,12 @@ const STAGE: &str = "inspect_swarming";
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: InspectSwarming) -> Result<Next, TaskError> {
-    let prefixes: HashSet<String> = crate::fleet::status::prefixes(&*ctx.ports.store).await?.into_iter().collect();
+    let Ports { store, bots: swarming, .. } = &ctx.ports;
+    let prefixes: HashSet<String> = crate::fleet::status::prefixes(&**store).await?.into_iter().collect();
     let mut listed: HashSet<String> = HashSet::new();
     let mut cursor = None;
     loop {
-        let (bots, next) = match ctx.ports.bots.list(&t.server, cursor).await {
+        let (bots, next) = match swarming.list(&t.server, cursor).await {
             Ok(page) => page,
             Err(e) => {
                 // Said on every Config that uses this server, so its operators see why (in
@@ -45,10 +47,10 @@ pub async fn run(ctx: &Ctx, t: InspectSwarming) -> Result<Next, TaskError> {
         };
         let now = ctx.now();
         let names: Vec<String> = bots.iter().map(|b| b.id.clone()).collect();
-        let vms = ctx.ports.store.vms_by_hostname(&names).await?;
+        let vms = store.vms_by_hostname(&names).await?;
         let ours: Vec<String> =
             names.iter().zip(&vms).filter(|(_, vm)| vm.is_some()).map(|(n, _)| n.clone()).collect();
-        let mut before = ctx.ports.store.bots(&ours).await?.into_iter();
+        let mut before = store.bots(&ours).await?.into_iter();
         listed.extend(names);
         let mut seen = Vec::new();
         let mut manage = Vec::new();
@@ -68,7 +70,7 @@ pub async fn run(ctx: &Ctx, t: InspectSwarming) -> Result<Next, TaskError> {
                         vm_id_of(&bot.id).and_then(parse_id).is_some_and(|(p, _)| prefixes.contains(p));
                     if ours && !bot.deleted {
                         let first =
-                            ctx.ports.store.mark(STALE_BOTS, &format!("{}|{}", t.server, bot.id), now).await?;
+                            store.mark(STALE_BOTS, &format!("{}|{}", t.server, bot.id), now).await?;
                         if first == now {
                             ctx.metrics.cleanup("stale_bot", "found");
                         }
@@ -76,7 +78,7 @@ pub async fn run(ctx: &Ctx, t: InspectSwarming) -> Result<Next, TaskError> {
                 }
             }
         }
-        ctx.ports.store.put_bots(&seen).await?;
+        store.put_bots(&seen).await?;
         ctx.push_many(&manage).await?;
         match next {
             Some(c) => cursor = Some(c),
