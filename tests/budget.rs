@@ -24,7 +24,7 @@ fn tenant(max: f64) -> String {
 /// What one VM of `pool` costs an hour at the simulator's prices (e2-standard-2 and 10 GiB of
 /// pd-ssd in us-central1).
 fn per_vm() -> f64 {
-    let rates = gce_backend_jobs::cost::prices::book::PriceBook::snapshot().unwrap().rates();
+    let rates = gce_backend_jobs::prices::book::PriceBook::snapshot().unwrap().rates();
     rates.machine_per_hour("e2-standard-2", "us-central1", false).unwrap()
         + rates.disk_per_hour("pd-ssd", 10.0, "us-central1").unwrap()
 }
@@ -42,7 +42,7 @@ async fn tasks(env: &Procs) -> Vec<Value> {
 }
 
 async fn vms(ctx: &Ctx) -> u32 {
-    gce_backend_jobs::fleet::counts::tally(&*ctx.ports.store, "bx", ctx.now()).await.unwrap().0.vms
+    gce_backend_jobs::records::counts::tally(&*ctx.ports.store, "bx", ctx.now()).await.unwrap().0.vms
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -37,7 +37,8 @@ fn instances(env: &Procs, prefix: &str) -> BTreeSet<String> {
 async fn all_created(env: &Procs, prefix: &str, n: u32, limit: Duration) -> BTreeSet<String> {
     let ctx = env.ctx().await;
     eventually(&format!("{n} VMs of {prefix} have their instance"), limit, || async {
-        let c = gce_backend_jobs::fleet::counts::tally(&*ctx.ports.store, prefix, ctx.now()).await.unwrap().0;
+        let c =
+            gce_backend_jobs::records::counts::tally(&*ctx.ports.store, prefix, ctx.now()).await.unwrap().0;
         (c.created == n && c.vms == n).then_some(())
     })
     .await;

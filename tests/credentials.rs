@@ -70,7 +70,7 @@ async fn converged(env: &Procs) {
             let store = store.clone();
             async move {
                 let now = wall_now();
-                let c = gce_backend_jobs::fleet::counts::tally(&*store, prefix, now).await.ok()?.0;
+                let c = gce_backend_jobs::records::counts::tally(&*store, prefix, now).await.ok()?.0;
                 (c.created == n && c.connected == n).then_some(())
             }
         })

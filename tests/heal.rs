@@ -105,7 +105,7 @@ async fn records(store: &dyn Store, ids: impl IntoIterator<Item = String>) -> Ve
 
 /// VM `id` of Config `prefix` in `zone`, with an instance made `age` ago when `age` is set.
 fn vm(id: &str, zone: &str, age: Option<chrono::Duration>) -> Vm {
-    let (prefix, index) = gce_backend_jobs::model::naming::parse_id(id).unwrap();
+    let (prefix, index) = gce_backend_jobs::naming::parse_id(id).unwrap();
     let mut v = Vm {
         id: id.into(),
         config: prefix.into(),

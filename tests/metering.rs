@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use gce_backend_jobs::Ctx;
 use gce_backend_jobs::ports::store::VmIndex;
-use gce_backend_jobs::{cost::ledger::Billed, cost::ledger::ledger, cost::ledger::spend};
+use gce_backend_jobs::{model::ledger::Billed, model::ledger::ledger, model::ledger::spend};
 use gce_backend_queues::testing::eventually;
 
 use crate::support::{Procs, pool};
@@ -36,7 +36,8 @@ async fn open(ctx: &Ctx, prefix: &str) -> BTreeMap<String, i64> {
 
 async fn settled(ctx: &Ctx, prefix: &str, n: u32) {
     eventually(&format!("{prefix} settles at {n}"), Duration::from_secs(120), || async {
-        let c = gce_backend_jobs::fleet::counts::tally(&*ctx.ports.store, prefix, ctx.now()).await.unwrap().0;
+        let c =
+            gce_backend_jobs::records::counts::tally(&*ctx.ports.store, prefix, ctx.now()).await.unwrap().0;
         (c.vms == n && c.created == n && c.connected == n && c.draining == 0).then_some(())
     })
     .await;
@@ -60,7 +61,7 @@ async fn each_interval_is_metered_once_across_two_processes_and_a_kill() {
     write(3);
     eventually("the shrink begins", Duration::from_secs(60), || async {
         let c =
-            gce_backend_jobs::fleet::counts::tally(&*ctx.ports.store, "alpha", ctx.now()).await.unwrap().0;
+            gce_backend_jobs::records::counts::tally(&*ctx.ports.store, "alpha", ctx.now()).await.unwrap().0;
         (c.draining > 0 || c.vms < 8).then_some(())
     })
     .await;

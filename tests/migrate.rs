@@ -66,7 +66,7 @@ async fn populate(store: Arc<dyn Store>) {
     let p = Pause { unknown: Default::default(), by: "ops".into(), reason: "window".into(), at: now };
     store.set_global_pause(Some(&p)).await.unwrap();
     for prefix in PREFIXES {
-        gce_backend_jobs::fleet::counts::sums(&*store, prefix).await.unwrap();
+        gce_backend_jobs::records::counts::sums(&*store, prefix).await.unwrap();
     }
 }
 

@@ -43,8 +43,10 @@ fan_out_jitter = "1s"
 async fn converged(ctx: &Ctx, want: &[(&str, u32)], limit: Duration) {
     eventually(&format!("{want:?} converge"), limit, || async {
         for (prefix, n) in want {
-            let c =
-                gce_backend_jobs::fleet::counts::tally(&*ctx.ports.store, prefix, ctx.now()).await.unwrap().0;
+            let c = gce_backend_jobs::records::counts::tally(&*ctx.ports.store, prefix, ctx.now())
+                .await
+                .unwrap()
+                .0;
             if !(c.configured == *n && c.created == *n && c.connected == *n && c.draining == 0) {
                 return None;
             }

@@ -304,7 +304,7 @@ async fn two_processes_on_one_redis_converge_without_two_inserts_for_one_hostnam
     let (ctx, sim) = (env.ctx().await, env.sim.clone());
     eventually("two processes converge to 4", LIMIT, || async {
         let c =
-            gce_backend_jobs::fleet::counts::tally(&*ctx.ports.store, "linux", ctx.now()).await.unwrap().0;
+            gce_backend_jobs::records::counts::tally(&*ctx.ports.store, "linux", ctx.now()).await.unwrap().0;
         (c.configured == 4 && c.created == 4 && c.connected == 4).then_some(())
     })
     .await;

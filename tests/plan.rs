@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use chrono::{Datelike, Timelike};
 use gce_backend_jobs::model::outdated;
-use gce_backend_jobs::{model::naming::vm_id, model::naming::vm_id_of};
+use gce_backend_jobs::{naming::vm_id, naming::vm_id_of};
 use gce_backend_queues::testing::eventually;
 use serde_json::{Value, json};
 

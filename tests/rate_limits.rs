@@ -41,7 +41,8 @@ async fn two_processes_never_insert_faster_than_their_projects_bucket() {
     let ctx = env.ctx().await;
     let limit = Duration::from_secs(60 + (f64::from(n) / RATE) as u64);
     eventually("two processes create every instance", limit, || async {
-        let c = gce_backend_jobs::fleet::counts::tally(&*ctx.ports.store, "big", ctx.now()).await.unwrap().0;
+        let c =
+            gce_backend_jobs::records::counts::tally(&*ctx.ports.store, "big", ctx.now()).await.unwrap().0;
         (c.created == n).then_some(())
     })
     .await;

@@ -122,7 +122,7 @@ async fn a_spot_pool_preempted_too_often_makes_standard_vms_until_its_cooldown_e
     // The cooldown ends (moved to now: the service's clock is the wall clock): the failover is
     // over at the next look, and a VM preempted now is made Spot again (one preemption is not
     // more than 1); the standard VMs stay.
-    gce_backend_jobs::fleet::writes::update_config(&env.ctx, "flip", |r| {
+    gce_backend_jobs::records::writes::update_config(&env.ctx, "flip", |r| {
         if let Some(f) = r.spot.failover.as_mut() {
             f.until = env.ctx.now();
         }

@@ -183,7 +183,7 @@ async fn contract(store: Arc<dyn Store>) {
         ..Default::default()
     };
     assert!(store.put_vm(&zoned, Expect::Absent).await.unwrap());
-    gce_backend_jobs::fleet::counts::sums(&*store, "linux").await.unwrap();
+    gce_backend_jobs::records::counts::sums(&*store, "linux").await.unwrap();
     let (totals, zones) = store.zone_sums("linux").await.unwrap().expect("complete");
     for i in 0..totals.len() {
         assert_eq!(zones.values().map(|z| z[i]).sum::<i64>(), totals[i], "sum {i}: {zones:?}");
@@ -238,7 +238,7 @@ async fn contract(store: Arc<dyn Store>) {
     assert!(store.marks("leak").await.unwrap().is_empty());
     // The sums dropped above with the VMs still there (counted in again as zero, since each VM
     // is marked counted) disagree with the VM index: found by the cheap check and recounted.
-    gce_backend_jobs::fleet::counts::sums(&*store, "linux").await.unwrap();
+    gce_backend_jobs::records::counts::sums(&*store, "linux").await.unwrap();
     assert!(store.heal_requests().await.unwrap().is_empty());
     use gce_backend_jobs::ports::store::Scope;
     if !store.derived_sound("linux").await.unwrap() {
@@ -256,7 +256,7 @@ async fn contract(store: Arc<dyn Store>) {
 
 /// The price book: none, then replaced whole by each write.
 async fn prices(store: &dyn Store) {
-    use gce_backend_jobs::{cost::prices::book::PriceBook, cost::prices::book::Unreachable};
+    use gce_backend_jobs::{prices::book::PriceBook, prices::book::Unreachable};
     assert!(store.price_book().await.unwrap().is_none());
     let mut book = PriceBook::snapshot().unwrap();
     store.put_price_book(&book).await.unwrap();

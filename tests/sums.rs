@@ -6,12 +6,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use gce_backend::adapters::redis_store::RedisStore;
-use gce_backend_jobs::fleet::counts::tally;
 use gce_backend_jobs::model::{Counts, Fault, FaultKind, Sums};
 use gce_backend_jobs::ports::store::{Expect, Store, VmIndex};
+use gce_backend_jobs::records::counts::tally;
 use gce_backend_jobs::store::memory::MemoryStore;
 use gce_backend_jobs::testing::created;
-use gce_backend_jobs::{Ctx, fleet::writes::write_vm};
+use gce_backend_jobs::{Ctx, records::writes::write_vm};
 use gce_backend_queues::testing::RedisServer;
 
 /// The counts by reading every VM record (what the sums must equal).
@@ -202,7 +202,7 @@ async fn vms_written_before_sums_are_counted_in_once() {
     cmd(&["HSET", "{test:db}:vm:counted", "linux-1", &bits.to_string()]);
     cmd(&["HINCRBY", "{test:db}:sums:linux", "3", "1"]);
     assert!(zone_sums(&*store, "linux").await.is_empty(), "the older build left no zone sums");
-    let z = gce_backend_jobs::fleet::counts::zone_sums(&*store, "linux").await.unwrap();
+    let z = gce_backend_jobs::records::counts::zone_sums(&*store, "linux").await.unwrap();
     assert_eq!(z.keys().collect::<Vec<_>>(), ["z"]);
     assert_eq!((z["z"][0], z["z"][1], z["z"][3]), (2, 2, 1), "two VMs, both created, one connected: {z:?}");
     assert_eq!(zone_sums(&*store, "linux").await, z, "kept: the next read needs no recount");

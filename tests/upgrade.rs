@@ -11,7 +11,7 @@ use std::time::Duration;
 use gce_backend_jobs::Ctx;
 use gce_backend_jobs::model::Vm;
 use gce_backend_jobs::ports::store::{Expect, VmIndex};
-use gce_backend_jobs::{model::unknown::FUTURE_FIELD, model::unknown::FUTURE_FIELDS_ENV};
+use gce_backend_jobs::{unknown::FUTURE_FIELD, unknown::FUTURE_FIELDS_ENV};
 use gce_backend_queues::testing::eventually;
 use redis::AsyncCommands;
 use serde_json::Value;

@@ -3,11 +3,11 @@
 
 use std::sync::Arc;
 
+use crate::catalog::Verdict;
 use crate::config::Config;
 use crate::env::Env;
 use crate::error::TaskError;
 use crate::model::Vm;
-use crate::placement::catalog::Verdict;
 use crate::ports::store::Versioned;
 use crate::providers::Providers;
 
@@ -36,7 +36,7 @@ impl std::ops::DerefMut for Ctx {
 impl Ctx {
     /// Checks `config` with its provider (which must be declared): what the provider does not
     /// offer is invalid; a provider that cannot tell now (or is not set up) says unknown. A
-    /// regional Config gets its region's zones first ([`crate::placement::catalog::Catalog::place`]); while
+    /// regional Config gets its region's zones first ([`crate::catalog::Catalog::place`]); while
     /// they are not known it is unplaced, and must not be applied.
     pub async fn validate(&self, config: &mut Config) -> Verdict {
         if let Some(e) = self.providers.declared().problem(config) {
@@ -53,8 +53,8 @@ impl Ctx {
     }
 
     /// One VM; a record that does not decode is quarantined and reads as absent
-    /// ([`crate::fleet::writes::read_vm`]).
+    /// ([`crate::records::writes::read_vm`]).
     pub async fn vm(&self, id: &str) -> Result<Option<Versioned<Vm>>, TaskError> {
-        crate::fleet::writes::read_vm(&self.env, id).await
+        crate::records::writes::read_vm(&self.env, id).await
     }
 }

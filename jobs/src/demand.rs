@@ -21,7 +21,7 @@ use crate::model::{ConfigRecord, Vm};
 use crate::ports::bots::PENDING_LOOKBACK;
 use crate::ports::store::VmIndex;
 use crate::work::ExpandConfig;
-use crate::{demand::reading::DemandState, demand::reading::Reading};
+use crate::{model::demand_reading::DemandState, model::demand_reading::Reading};
 
 /// The stage errors of a reading are recorded under.
 pub const STAGE: &str = "read_demand";
@@ -137,7 +137,7 @@ pub async fn read(env: &Env, server: &str) -> Result<usize, TaskError> {
 async fn record(env: &Env, prefix: &str, state: DemandState) -> Result<(), TaskError> {
     let now = state.at;
     let mut before = 0;
-    let written = crate::fleet::writes::update_config::<TaskError>(env, prefix, |rec| {
+    let written = crate::records::writes::update_config::<TaskError>(env, prefix, |rec| {
         before = rec.amount_at(now);
         let stale = rec
             .demand
@@ -164,7 +164,7 @@ async fn tally(env: &Env, rec: &ConfigRecord) -> Result<Reading, TaskError> {
     let Some(d) = &rec.config.demand else { return Ok(Reading::default()) };
     let now = env.now();
     let ids = env.ports.store.vm_ids(VmIndex::OfConfig(rec.config.prefix.clone())).await?;
-    let (vms, seen) = crate::fleet::writes::vms_and_bots(env, &ids).await?;
+    let (vms, seen) = crate::records::writes::vms_and_bots(env, &ids).await?;
     // An observation older than `observation_ttl` says nothing of now (a walk failed): such a
     // bot counts as idle, never as idle for long nor seen idle (to spare), so a ListBots outage
     // shrinks nothing.
@@ -190,6 +190,5 @@ async fn tally(env: &Env, rec: &ConfigRecord) -> Result<Reading, TaskError> {
     Ok(r)
 }
 
-pub mod reading;
 #[cfg(test)]
 mod tests;

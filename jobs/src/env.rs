@@ -117,12 +117,12 @@ pub struct Env {
     /// Queues.
     pub queues: Queues,
     /// What Compute Engine offers per project (zones, disk types), cached.
-    pub catalog: Arc<crate::placement::catalog::Catalog>,
+    pub catalog: Arc<crate::catalog::Catalog>,
     /// Metrics.
     pub metrics: crate::metrics::Metrics,
     /// Conditions holding tasks back in this process (a backed-off zone, a Swarming server that
     /// cannot be walked), each logged once per change of state with a periodic summary.
-    pub episodes: Arc<crate::safety::episodes::Episodes>,
+    pub episodes: Arc<crate::episodes::Episodes>,
 }
 
 impl Env {
@@ -184,7 +184,7 @@ impl Env {
 
     /// Pushes a task at `when`.
     pub async fn push_at<T: Task>(&self, task: &T, when: When) -> Result<PushOutcome, TaskError> {
-        Ok(self.queues.get(T::QUEUE).push(&task.key(), &crate::model::unknown::Wire(task), when).await?)
+        Ok(self.queues.get(T::QUEUE).push(&task.key(), &crate::unknown::Wire(task), when).await?)
     }
 
     /// Pushes many tasks of one queue; returns how many added work.
@@ -202,7 +202,7 @@ impl Env {
         let q = self.queues.get(T::QUEUE);
         let mut added = 0;
         for chunk in tasks.chunks(1000) {
-            let wired: Vec<_> = chunk.iter().map(|t| crate::model::unknown::Wire(*t)).collect();
+            let wired: Vec<_> = chunk.iter().map(|t| crate::unknown::Wire(*t)).collect();
             let out = q.push_many(chunk.iter().zip(&wired).map(|(t, w)| (t.key(), w)), when).await?;
             added += out.iter().filter(|o| o.added()).count();
         }

@@ -144,7 +144,7 @@ impl Ctx {
             ports,
             settings,
             queues,
-            catalog: Arc::new(crate::placement::catalog::Catalog::new()),
+            catalog: Arc::new(crate::catalog::Catalog::new()),
             metrics,
             episodes: Arc::default(),
         };
@@ -280,7 +280,7 @@ impl Ctx {
 
     /// Stores a VM of Config `prefix` (hostname `<id>-abcd`), changed by `f`.
     pub async fn seed_vm(&self, id: &str, f: impl FnOnce(&mut crate::model::Vm)) -> crate::model::Vm {
-        let (prefix, index) = crate::model::naming::parse_id(id).expect("id");
+        let (prefix, index) = crate::naming::parse_id(id).expect("id");
         let c = config(prefix, index + 1);
         let mut vm = crate::model::Vm {
             id: id.into(),

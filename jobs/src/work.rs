@@ -232,7 +232,7 @@ pub fn config_of(queue: &str, key: &str) -> Option<String> {
     if [ExpandConfig::QUEUE, CountVms::QUEUE, BulkInsert::QUEUE, PoolResources::QUEUE].contains(&queue) {
         return Some(key.to_owned());
     }
-    vm_of(queue, key).and_then(|id| crate::model::naming::parse_id(id).map(|(p, _)| p.to_owned()))
+    vm_of(queue, key).and_then(|id| crate::naming::parse_id(id).map(|(p, _)| p.to_owned()))
 }
 
 /// The VM a task works on, by its queue and key: a VM id or `<VM id>@<guard>` on the queues
@@ -248,7 +248,7 @@ pub fn vm_of<'k>(queue: &str, key: &'k str) -> Option<&'k str> {
         DeleteBot::QUEUE,
     ];
     let id = key.split_once('@').map_or(key, |(id, _)| id);
-    (by_vm.contains(&queue) && crate::model::naming::parse_id(id).is_some()).then_some(id)
+    (by_vm.contains(&queue) && crate::naming::parse_id(id).is_some()).then_some(id)
 }
 
 #[cfg(test)]

@@ -15,11 +15,11 @@ use chrono::SecondsFormat;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
-use crate::filter::Filter;
 use crate::gce_call::{Params, call, call_body, copy_op, error, refused};
 use crate::handle::Sim;
 use crate::names::region_of;
 use crate::schema::Body;
+use crate::world::filter::Filter;
 use crate::world::{ApiError, InstanceEntry, OpStatus, Operation, Region, Scope, World};
 
 pub(super) fn routes() -> Router<Sim> {

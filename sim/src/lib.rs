@@ -33,7 +33,7 @@
 //!    * `world::accounts`: the service account's tokens and every call's standing.
 //!    * `world::model`: its records (instances, operations, bots, usage, API errors).
 //!    * `world::counts`: counts by state, kept at every transition.
-//!    * `filter`: Compute Engine list filters over instances.
+//!    * `world::filter`: Compute Engine list filters over instances.
 //!    * `world`: the [`world::World`] and its timeline (events applied in time order).
 //!    * `world::make`: how an instance is made (refusals, the instance, its insert operation).
 //!    * `world::compute`: the world's Compute Engine methods (and an instance's token claims).
@@ -74,7 +74,6 @@ pub mod bulk;
 pub mod config;
 mod cursor;
 pub mod dims;
-pub mod filter;
 pub mod gce;
 mod gce_bulk;
 mod gce_call;

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use gce_backend_jobs::config::check_endpoint;
-use gce_backend_jobs::cost::prices::Sku;
 use gce_backend_jobs::ports::prices::{PriceError, PriceSource};
+use gce_backend_jobs::prices::Sku;
 use serde::Deserialize;
 use serde_json::Value;
 

@@ -35,7 +35,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Input<T> {
         let text: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) { b"{}" } else { &bytes };
         // What a person sends is read strictly: an unknown field is a mistake, at every level,
         // named with the path of the object that holds it.
-        gce_backend_jobs::model::unknown::strictly(|| {
+        gce_backend_jobs::unknown::strictly(|| {
             let mut de = serde_json::Deserializer::from_slice(text);
             let v = serde_path_to_error::deserialize(&mut de)
                 .map_err(|e| (e.path().to_string(), e.into_inner()))?;

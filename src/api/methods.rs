@@ -143,7 +143,7 @@ methods! {
         Reader, configs::global_pause, "Whether every Config is paused, by whom and why.";
     "status": get "/status" ["prefixes", "live"] => gce_backend_jobs::fleet::status::Report,
         Reader, status::status, "What `gce-backend status` prints: the readable Configs' status (prefixes: comma separated; live=true counts now), the global pause, the Config files not applied the caller may read; for admins also rate limits.";
-    "spend": get "/spend" ["tenant", "month"] => gce_backend_jobs::cost::spend::report::SpendReport,
+    "spend": get "/spend" ["tenant", "month"] => gce_backend_jobs::spend::report::SpendReport,
         Reader, spend::spend, "Showback (`gce-backend spend`): per tenant and per readable Config (deleted ones included), VM-hours and dollars by billed state in a month (month=YYYY-MM, default this month, UTC) and the month before, the cost per hour now, the tenant's budget and the share of it used, and the price book's source and date (tenant: one tenant).";
     "configSeries": get "/configs/<prefix>/series" [] => ConfigSeries,
         Reader, series::config, "A Config's last hour for the dashboard's charts: VMs created, bots connected and the amount, one point a minute.";

@@ -6,7 +6,7 @@
 use axum::Extension;
 use axum::extract::State;
 use gce_backend_jobs::config::trust::OPEN_TENANT;
-use gce_backend_jobs::{cost::spend::report, cost::spend::report::SpendReport};
+use gce_backend_jobs::{spend::report, spend::report::SpendReport};
 use serde::Deserialize;
 
 use super::auth::{Caller, Role};

@@ -3,8 +3,8 @@
 use axum::Extension;
 use axum::extract::{Path, State};
 use gce_backend_jobs::config::Config;
-use gce_backend_jobs::model::naming;
 use gce_backend_jobs::model::{ConfigRecord, VmState, VmView};
+use gce_backend_jobs::naming;
 use gce_backend_jobs::operate;
 
 use super::auth::Caller;

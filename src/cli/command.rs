@@ -266,7 +266,7 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     // A test build started with GCE_BACKEND_FUTURE_FIELDS=1 plays the next build (see
     // `jobs::unknown`); a release build ignores it.
-    gce_backend_jobs::model::unknown::future_from_env();
+    gce_backend_jobs::unknown::future_from_env();
     let runtime = match cli.process().threads {
         1 => tokio::runtime::Builder::new_current_thread().enable_all().build(),
         0 => tokio::runtime::Builder::new_multi_thread().enable_all().build(),

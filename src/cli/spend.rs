@@ -4,9 +4,7 @@
 //! `--json` prints the answer itself.
 
 use gce_backend_jobs::config::Usd;
-use gce_backend_jobs::{
-    cost::spend::report::Month, cost::spend::report::MonthSpend, cost::spend::report::SpendReport,
-};
+use gce_backend_jobs::{spend::report::Month, spend::report::MonthSpend, spend::report::SpendReport};
 
 use super::call::{Target, call, client, show, usage};
 use super::client::CallError;

@@ -139,7 +139,7 @@ pub async fn context(
         ports,
         settings: started,
         queues,
-        catalog: Arc::new(gce_backend_jobs::placement::catalog::Catalog::new()),
+        catalog: Arc::new(gce_backend_jobs::catalog::Catalog::new()),
         metrics,
         episodes: Arc::default(),
     };

@@ -35,7 +35,7 @@ pub async fn progress(ctx: Ctx, mut stopped: tokio::sync::watch::Receiver<bool>)
         if let Ok(prefixes) = gce_backend_jobs::fleet::status::prefixes(&*ctx.ports.store).await {
             for p in prefixes {
                 let Ok((c, _)) =
-                    gce_backend_jobs::fleet::counts::tally(&*ctx.ports.store, &p, ctx.now()).await
+                    gce_backend_jobs::records::counts::tally(&*ctx.ports.store, &p, ctx.now()).await
                 else {
                     continue;
                 };

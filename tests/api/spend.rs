@@ -8,7 +8,7 @@ use std::sync::Arc;
 use chrono::{DateTime, Datelike, Duration, TimeZone, Utc};
 use gce_backend_jobs::config::{SwarmingServers, Tenant, Trust, Usd};
 use gce_backend_jobs::ports::store::Expect;
-use gce_backend_jobs::{cost::ledger::Billed, cost::ledger::Metered, cost::ledger::spend};
+use gce_backend_jobs::{model::ledger::Billed, model::ledger::Metered, model::ledger::spend};
 use serde_json::Value;
 
 use super::{ADMIN, Client, READER};

@@ -138,7 +138,7 @@ impl Env {
 
     /// `prefix`'s counts now, from the store.
     pub(crate) async fn counts(&self, prefix: &str) -> Counts {
-        gce_backend_jobs::fleet::counts::tally(&*self.ctx.ports.store, prefix, self.ctx.now())
+        gce_backend_jobs::records::counts::tally(&*self.ctx.ports.store, prefix, self.ctx.now())
             .await
             .unwrap()
             .0

@@ -37,12 +37,11 @@ pub(super) fn mistakes(doc: Option<yaml_serde::Value>, first: &str, text: &str) 
     let mut out = vec![redact(first)];
     let Some(mut doc) = doc else { return out.remove(0) };
     for found in 0..MAX_MISTAKES {
-        let read =
-            crate::model::unknown::strictly(|| serde_path_to_error::deserialize::<_, Config>(doc.clone()));
+        let read = crate::unknown::strictly(|| serde_path_to_error::deserialize::<_, Config>(doc.clone()));
         let Err(e) = read else { break };
         let mut path: Vec<Segment> = e.path().iter().map(Segment::of).collect();
         let message = e.inner().to_string();
-        match crate::model::unknown::unknown_field_named(&message) {
+        match crate::unknown::unknown_field_named(&message) {
             // An unknown field: named by its full path, with the fields its place knows, and
             // (the first mistake) its line.
             Some(name) => {

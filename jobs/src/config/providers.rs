@@ -214,7 +214,7 @@ pub fn static_problems(config: &Config, f: &dyn Fn(&str) -> String, out: &mut Ve
         let field = f(&format!("machines[{i}]"));
         if !valid_host(h) {
             out.push(err(field, "must be a lowercase hostname: labels of a-z, 0-9 and '-', dot-separated, at most 253 characters"));
-        } else if crate::model::naming::vm_id_of(h).is_some() {
+        } else if crate::naming::vm_id_of(h).is_some() {
             out.push(err(
                 field,
                 "has the shape of a hostname this service makes (<prefix>-<index>-xxxx): rename the machine",

@@ -15,10 +15,10 @@ pub struct Config {
     #[serde(default)]
     pub prefix: String,
     /// How many VMs (none in a static pool).
-    #[serde(default, skip_serializing_if = "crate::model::unknown::is_default")]
+    #[serde(default, skip_serializing_if = "crate::unknown::is_default")]
     pub amount: Amount,
     /// Instance template (none in a static pool).
-    #[serde(default, skip_serializing_if = "crate::model::unknown::is_default")]
+    #[serde(default, skip_serializing_if = "crate::unknown::is_default")]
     pub attributes: Attributes,
     /// A multi-zone pool: its zones, each with its share of new VMs (instead of
     /// `attributes.zone`; the project is `attributes.project`). A VM keeps its zone for its
@@ -59,10 +59,10 @@ pub struct Config {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machines: Option<Vec<String>>,
     /// When to stop replacing VMs that fail: the circuit breaker.
-    #[serde(default, skip_serializing_if = "crate::model::unknown::is_default")]
+    #[serde(default, skip_serializing_if = "crate::unknown::is_default")]
     pub breaker: Breaker,
     /// How VMs made from older instance attributes are replaced after a change.
-    #[serde(default, skip_serializing_if = "crate::model::unknown::is_default")]
+    #[serde(default, skip_serializing_if = "crate::unknown::is_default")]
     pub update: Update,
     /// A pool sized by the Swarming tasks waiting for it, inside `amount`'s bounds (none: the
     /// amount an operator sets).
@@ -79,7 +79,7 @@ pub struct Config {
     /// Fields a newer build wrote that this one does not know: kept, and written back with it.
     #[serde(flatten)]
     #[schemars(skip)]
-    pub unknown: crate::model::unknown::Unknown,
+    pub unknown: crate::unknown::Unknown,
 }
 
 impl Config {

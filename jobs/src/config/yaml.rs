@@ -102,7 +102,7 @@ impl Config {
                 ));
             }
             let which = if i == 0 { String::new() } else { format!("document {}: ", i + 1) };
-            let c = crate::model::unknown::strictly(|| Config::deserialize(doc)).map_err(|e| {
+            let c = crate::unknown::strictly(|| Config::deserialize(doc)).map_err(|e| {
                 // Read again as plain YAML, the document names every mistake it has.
                 let value = yaml_serde::Deserializer::from_str(text)
                     .nth(i)

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use crate::ctx::Ctx;
 use crate::env::Ports;
 use crate::error::TaskError;
-use crate::model::naming::parse_id;
+use crate::naming::parse_id;
 use crate::ports::store::VmIndex;
 use crate::providers::Batch;
 use crate::work::CreateInstance;
@@ -31,14 +31,14 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
             false => match store.config(&prefix).await {
                 // A newer build's Config: its VMs are left to that build.
                 Err(crate::ports::store::StoreError::Newer { key, format }) => {
-                    crate::fleet::writes::left_to_newer(ctx, &key, format).await?;
+                    crate::records::writes::left_to_newer(ctx, &key, format).await?;
                     continue;
                 }
                 read => read?,
             },
         };
         match cfg {
-            Some(c) => match crate::fleet::making::batch(ctx, &c.value, &ids).await? {
+            Some(c) => match crate::making::batch(ctx, &c.value, &ids).await? {
                 Batch::Together(bulk) => bulks.push(bulk),
                 Batch::Each(each) => alone.extend(each),
             },

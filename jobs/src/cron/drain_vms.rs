@@ -8,7 +8,7 @@ use crate::work::DrainVm;
 
 use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::model::naming::parse_id;
+use crate::naming::parse_id;
 use crate::ports::store::{StoreError, VmIndex};
 
 /// Runs once.
@@ -32,7 +32,7 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
             }
             // A newer build's Config: its VMs are left to that build.
             Err(StoreError::Newer { key, format }) => {
-                crate::fleet::writes::left_to_newer(ctx, &key, format).await?;
+                crate::records::writes::left_to_newer(ctx, &key, format).await?;
                 continue;
             }
             Err(StoreError::Corrupt { key, error, .. }) => {

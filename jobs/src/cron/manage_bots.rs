@@ -44,9 +44,11 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
         let due =
             crate::safety::heal::or_skip(ctx, "manage_bots", None, store.vm_ids(VmIndex::DueBy(now)).await)
                 .await?;
-        ids.extend(due.into_iter().flatten().filter(|id| {
-            crate::model::naming::parse_id(id).is_none_or(|(prefix, _)| !paused.contains(prefix))
-        }));
+        ids.extend(
+            due.into_iter()
+                .flatten()
+                .filter(|id| crate::naming::parse_id(id).is_none_or(|(prefix, _)| !paused.contains(prefix))),
+        );
     }
     // The sweep: the VMs whose place in the period lies between the last tick and this one.
     let period = ctx.settings.timing.sweep.0.max(60) as i64 * 1000;
@@ -100,7 +102,7 @@ async fn index_older_vms(ctx: &Ctx) -> Result<(), TaskError> {
         if let Some(cur) = ctx.vm(&id).await?.filter(|c| c.value.deadline().is_some()) {
             // Written since (indexed then) if the version moved on: nothing to do.
             let (old, mut vm) = (cur.value.meter.clone(), cur.value);
-            crate::fleet::meter::put(ctx, old.as_ref(), &mut vm, Expect::Version(cur.version)).await?;
+            crate::records::meter::put(ctx, old.as_ref(), &mut vm, Expect::Version(cur.version)).await?;
         }
     }
     ctx.ports.store.mark(MIGRATIONS, DEADLINES, ctx.now()).await?;

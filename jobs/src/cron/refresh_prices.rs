@@ -11,7 +11,7 @@ use crate::ctx::Ctx;
 use crate::env::Ports;
 use crate::error::TaskError;
 use crate::ports::prices::PriceError;
-use crate::{cost::prices::book::CATALOG, cost::prices::book::PriceBook, cost::prices::book::Unreachable};
+use crate::{prices::book::CATALOG, prices::book::PriceBook, prices::book::Unreachable};
 
 /// A book read from the Catalog is read again once it is this old.
 pub const REFRESH: Duration = Duration::days(1);

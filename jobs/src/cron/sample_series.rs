@@ -36,7 +36,7 @@ pub async fn run(ctx: &Ctx) -> Result<usize, TaskError> {
     for rec in store.configs().await? {
         let rec = rec.value;
         let prefix = &rec.config.prefix;
-        let counts = crate::fleet::counts::of_config(&**store, prefix, rec.current_amount, now).await?;
+        let counts = crate::records::counts::of_config(&**store, prefix, rec.current_amount, now).await?;
         let values = [
             (config::CREATED, u64::from(counts.created)),
             (config::CONNECTED, u64::from(counts.connected)),

@@ -13,8 +13,8 @@ use crate::model::{ConfigRecord, Fault, FaultKind, Pause, Placed, Vm};
 use crate::ports::store::Versioned;
 use crate::work::{CountVms, CreateInstance, DestroyInstance, ManageBot};
 use crate::{
-    fleet::writes::drop_uncreated, fleet::writes::each, fleet::writes::update_vm, fleet::writes::write_vm,
-    fleet::writes::write_vm_at,
+    records::writes::drop_uncreated, records::writes::each, records::writes::update_vm,
+    records::writes::write_vm, records::writes::write_vm_at,
 };
 
 /// Whether `vm`, not sent yet, may be sent now, given its Config `cfg` as read: the one rule.

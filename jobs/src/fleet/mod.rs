@@ -1,13 +1,10 @@
-//! Fleet: how VM records change, each change written once. The compare-and-set writes and
-//! quarantine (`writes`), the meter moved on with each VM write (`meter`), a Config's counts
-//! (`counts`), what operators see of it (`status`; the stored view in `status::view`), a VM's
-//! shared steps (`lifecycle`), rolling updates (`rollout`; the mark on the Config record in
-//! `rollout::state`) and a new VM record made and handed to its provider (`making`).
+//! Fleet: the steps a VM goes through and what operators see of them, on top of `records` (the
+//! writes). A VM's shared steps: made, faulted, replaced, drained, dropped (`lifecycle`); rolling
+//! updates of VMs made from older attributes (`rollout`; the mark on the Config record is
+//! `model::rollout_mark`); a Config's status, the read model (`status`; its stored shape is
+//! `model::status_view`). A new VM record made and handed to its provider is `making`, above the
+//! providers.
 
-pub mod counts;
 pub mod lifecycle;
-pub mod making;
-pub mod meter;
 pub mod rollout;
 pub mod status;
-pub mod writes;

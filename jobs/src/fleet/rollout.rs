@@ -10,8 +10,8 @@
 
 use crate::env::Env;
 use crate::error::TaskError;
-use crate::fleet::rollout::state::Rollout;
 use crate::model::outdated;
+use crate::model::rollout_mark::Rollout;
 use crate::model::{ConfigRecord, Vm};
 use crate::ports::store::Expect;
 
@@ -57,7 +57,7 @@ pub async fn step(ctx: &Env, prefix: &str, ids: &[String]) -> Result<bool, TaskE
         }
     }
     // Retire: outdated VMs that serve nothing at once; serving ones while enough stay connected.
-    let floor = crate::fleet::rollout::state::min_connected(amount, &c.update);
+    let floor = crate::model::rollout_mark::min_connected(amount, &c.update);
     let may = healthy.saturating_sub(floor) as usize;
     serving.sort_by_key(|v| v.index);
     let chosen: Vec<Vm> = idle.into_iter().chain(serving.into_iter().take(may)).collect();
@@ -109,6 +109,5 @@ impl Standing {
     }
 }
 
-pub mod state;
 #[cfg(test)]
 mod tests;

@@ -9,11 +9,11 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::error::TaskError;
+use crate::model::spot_state::SpotStatus;
 use crate::model::{Backoff, ConfigState, ConfigStatus, Counts, FileError, Pause, ZoneStatus, counters};
-use crate::placement::spot::state::SpotStatus;
 use crate::ports::buckets::{Buckets, Level};
 use crate::ports::store::{Store, StoreError};
-use crate::{fleet::counts::tally, fleet::counts::zone_sums};
+use crate::{records::counts::tally, records::counts::zone_sums};
 
 /// Every prefix with a Config or with VMs left (of a removed Config), sorted. While the list of
 /// prefixes with VMs is being rebuilt (`heal`), the Configs only: those with VMs only are back
@@ -183,15 +183,14 @@ pub async fn report(
     }
     let paused = crate::safety::pause::global(store).await?;
     let rate_limits = rate_levels(buckets, now).await?;
-    let book = crate::placement::catalog::price_book(store).await?;
+    let book = crate::catalog::price_book(store).await?;
     let rates = book.rates();
     let prices = Some(prices::fill(store, &book, &rates, &mut configs, now).await?);
-    crate::cost::spend::fill(store, trust, &rates, &mut configs, now).await?;
+    crate::spend::fill(store, trust, &rates, &mut configs, now).await?;
     Ok(Report { configs, files: store.file_errors().await?, paused, rate_limits, prices })
 }
 
 pub mod prices;
-pub mod view;
 
 pub use prices::PricesStatus;
 

@@ -75,7 +75,7 @@ pub struct AuditEntry {
     /// Fields a newer build wrote that this one does not know: kept, and written back with it.
     #[serde(flatten)]
     #[schemars(skip)]
-    pub unknown: crate::model::unknown::Unknown,
+    pub unknown: crate::unknown::Unknown,
 }
 
 impl AuditEntry {

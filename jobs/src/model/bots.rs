@@ -25,7 +25,7 @@ pub struct Bot {
     /// Fields a newer build wrote that this one does not know: kept, and written back with it.
     #[serde(flatten)]
     #[schemars(skip)]
-    pub unknown: crate::model::unknown::Unknown,
+    pub unknown: crate::unknown::Unknown,
 }
 
 impl Bot {
@@ -49,7 +49,7 @@ pub struct Observed {
     /// Fields a newer build wrote that this one does not know: kept, and written back with it.
     #[serde(flatten)]
     #[schemars(skip)]
-    pub unknown: crate::model::unknown::Unknown,
+    pub unknown: crate::unknown::Unknown,
 }
 
 /// What `manage_bot` acts on in an observation: first connection, dead, deleted, terminated,

@@ -1,6 +1,6 @@
 //! Record formats: which build may act on a stored Config or VM record.
 //!
-//! Fields a newer build adds are kept by every build ([`crate::model::unknown`]); a record that asks for
+//! Fields a newer build adds are kept by every build ([`crate::unknown`]); a record that asks for
 //! more — a rule an older build would apply by half — carries a higher format, the lowest that
 //! reads it right. A build meets a format above [`FORMAT`] and leaves the record to the build
 //! that wrote it (said once on the Config's status), rather than act on half of it or take it

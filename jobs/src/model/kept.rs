@@ -29,7 +29,7 @@ pub struct ErrorEntry {
     /// Fields a newer build wrote that this one does not know: kept, and written back with it.
     #[serde(flatten)]
     #[schemars(skip)]
-    pub unknown: crate::model::unknown::Unknown,
+    pub unknown: crate::unknown::Unknown,
 }
 
 /// A (project, zone) that is backed off after quota or stockout errors.
@@ -48,7 +48,7 @@ pub struct Backoff {
     /// Fields a newer build wrote that this one does not know: kept, and written back with it.
     #[serde(flatten)]
     #[schemars(skip)]
-    pub unknown: crate::model::unknown::Unknown,
+    pub unknown: crate::unknown::Unknown,
 }
 
 /// Counts of a Config's VMs, written by `count_vms`.
@@ -83,7 +83,7 @@ pub struct Counts {
     /// Fields a newer build wrote that this one does not know: kept, and written back with it.
     #[serde(flatten)]
     #[schemars(skip)]
-    pub unknown: crate::model::unknown::Unknown,
+    pub unknown: crate::unknown::Unknown,
 }
 
 /// The sums of [`Vm::counted`](super::Vm::counted) over a Config's VMs, by bit: VMs, created, running, connected,

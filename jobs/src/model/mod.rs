@@ -6,21 +6,22 @@
 mod api;
 mod audit;
 mod bots;
+pub mod breaker_state;
+pub mod demand_reading;
 pub mod format;
-pub(crate) mod kept;
+mod kept;
+pub mod ledger;
 mod listed;
-pub mod naming;
 pub mod parked;
-pub(crate) mod records;
+mod records;
 pub mod release;
 mod resources;
+pub mod rollout_mark;
 mod series;
-pub mod unknown;
+pub mod spot_state;
+mod status_view;
 mod wanted;
 
-pub use crate::fleet::status::view::{
-    ConfigState, ConfigStatus, FileError, FileProblem, RankStatus, ZoneStatus,
-};
 pub use api::{
     BotState, Change, Plan, PlanBudget, PlanCost, PlanInput, Recycle, ReplacedBy, Replacement, UnknownState,
     VmState, VmView, VmWork,
@@ -33,4 +34,5 @@ pub use listed::Listed;
 pub use records::*;
 pub use resources::PoolResource;
 pub use series::{KEEP_SAMPLES, Sample, Series};
+pub use status_view::{ConfigState, ConfigStatus, FileError, FileProblem, RankStatus, ZoneStatus};
 pub use wanted::outdated;

@@ -37,5 +37,5 @@ pub struct Parked {
     /// Fields a newer build wrote that this one does not know: kept, and written back with it.
     #[serde(flatten)]
     #[schemars(skip)]
-    pub unknown: crate::model::unknown::Unknown,
+    pub unknown: crate::unknown::Unknown,
 }

@@ -6,9 +6,9 @@ use serde::{Deserialize, Serialize};
 
 use super::listed::Listed;
 use crate::config::{Attributes, Config};
-use crate::fleet::rollout::state::Rollout;
-use crate::placement::spot::state::SpotState;
-use crate::safety::breaker::state::BreakerState;
+use crate::model::breaker_state::BreakerState;
+use crate::model::rollout_mark::Rollout;
+use crate::model::spot_state::SpotState;
 
 /// The `source` of a Config made over the operator API. File sources are file names, which
 /// always end `.yaml`, `.yml` or `.json` (`import_configs` lists no other file), so no file can
@@ -27,7 +27,7 @@ pub struct Pause {
     /// Fields a newer build wrote that this one does not know: kept, and written back with it.
     #[serde(flatten)]
     #[schemars(skip)]
-    pub unknown: crate::model::unknown::Unknown,
+    pub unknown: crate::unknown::Unknown,
 }
 
 /// A Config as stored: the operator's Config plus what the service tracks.
@@ -65,14 +65,14 @@ pub struct ConfigRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider_changed: Option<DateTime<Utc>>,
     /// A static pool's slots: the VM index each listed hostname has (see [`Listed`]).
-    #[serde(default, skip_serializing_if = "crate::model::unknown::is_default")]
+    #[serde(default, skip_serializing_if = "crate::unknown::is_default")]
     pub listed: Listed,
     /// Set while a rolling update replaces VMs made from older instance attributes (see
     /// `rollout`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<Rollout>,
     /// Its circuit breaker: failures in a row, and whether it is open (see `breaker`).
-    #[serde(default, skip_serializing_if = "crate::model::unknown::is_default")]
+    #[serde(default, skip_serializing_if = "crate::unknown::is_default")]
     pub breaker: BreakerState,
     /// Indexes let go below its highest wanted one, so the VMs it keeps are the busy ones
     /// (see `release`): it wants the first `current_amount` indexes not in this set.
@@ -80,7 +80,7 @@ pub struct ConfigRecord {
     pub let_go: std::collections::BTreeSet<u32>,
     /// A demand-driven Config's last reading of its work and the target that follows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub demand: Option<crate::demand::reading::DemandState>,
+    pub demand: Option<crate::model::demand_reading::DemandState>,
     /// Indexes kept warm (a warm pool's parked VMs, not wanted; see `release`).
     #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
     pub warm: std::collections::BTreeSet<u32>,
@@ -90,7 +90,7 @@ pub struct ConfigRecord {
     pub waking: std::collections::BTreeSet<u32>,
     /// A Spot pool's failover: its recent preemptions and refusals, the failover in force, and
     /// totals (see `spot`).
-    #[serde(default, skip_serializing_if = "crate::model::unknown::is_default")]
+    #[serde(default, skip_serializing_if = "crate::unknown::is_default")]
     pub spot: SpotState,
     /// Its provider's per-pool resources (Compute Engine: an instance template per revision),
     /// kept across revisions until removed (see `PoolResource`).
@@ -99,7 +99,7 @@ pub struct ConfigRecord {
     /// Fields a newer build wrote that this one does not know: kept, and written back with it.
     #[serde(flatten)]
     #[schemars(skip)]
-    pub unknown: crate::model::unknown::Unknown,
+    pub unknown: crate::unknown::Unknown,
 }
 
 impl super::Formatted for ConfigRecord {
@@ -221,11 +221,11 @@ pub struct Vm {
     /// What its instance is billed as, since when and at what rate (see `model::spend`): none
     /// until it is made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub meter: Option<crate::cost::ledger::Metered>,
+    pub meter: Option<crate::model::ledger::Metered>,
     /// Fields a newer build wrote that this one does not know: kept, and written back with it.
     #[serde(flatten)]
     #[schemars(skip)]
-    pub unknown: crate::model::unknown::Unknown,
+    pub unknown: crate::unknown::Unknown,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -260,7 +260,7 @@ pub struct Placed {
     /// Fields a newer build wrote that this one does not know: kept, and written back with it.
     #[serde(flatten)]
     #[schemars(skip)]
-    pub unknown: crate::model::unknown::Unknown,
+    pub unknown: crate::unknown::Unknown,
 }
 
 impl Placed {
@@ -302,7 +302,7 @@ pub struct Fault {
     /// Fields a newer build wrote that this one does not know: kept, and written back with it.
     #[serde(flatten)]
     #[schemars(skip)]
-    pub unknown: crate::model::unknown::Unknown,
+    pub unknown: crate::unknown::Unknown,
 }
 
 impl Vm {
@@ -399,9 +399,9 @@ impl Vm {
     /// What it is billed as now (`model::spend`): nothing until its instance is made, nor for a
     /// machine this service does not make (no machine type: a static pool's); suspended or
     /// stopped once Compute said so; running otherwise.
-    pub fn billed(&self) -> Option<crate::cost::ledger::Billed> {
+    pub fn billed(&self) -> Option<crate::model::ledger::Billed> {
         use super::parked::Park;
-        use crate::cost::ledger::Billed;
+        use crate::model::ledger::Billed;
         if self.instance.is_none() || self.attributes.machine_type.is_empty() {
             return None;
         }

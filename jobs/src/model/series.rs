@@ -38,7 +38,7 @@ pub struct Sample {
     pub values: BTreeMap<String, u64>,
     /// Fields a newer build wrote that this one does not know: kept, and written back with it.
     #[serde(flatten)]
-    pub unknown: crate::model::unknown::Unknown,
+    pub unknown: crate::unknown::Unknown,
 }
 
 impl Sample {

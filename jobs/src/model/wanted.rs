@@ -10,8 +10,8 @@ use super::records::{ConfigRecord, Vm};
 use super::resources::PoolResource;
 use crate::config::providers::ProviderIds;
 use crate::config::{Attributes, Config, UpdateMode};
-use crate::fleet::rollout::state::Rollout;
-use crate::placement::spot::state::Failover;
+use crate::model::rollout_mark::Rollout;
+use crate::model::spot_state::Failover;
 
 impl ConfigRecord {
     /// The one rule for "is this VM still wanted": a static pool wants the indexes of its listed

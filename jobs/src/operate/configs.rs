@@ -11,7 +11,7 @@ use crate::ports::store::{Expect, Fence, StoreError, VmIndex};
 use crate::work::ExpandConfig;
 
 use super::shared::{Actor, OpError, STAGE, admit, update_config};
-use crate::fleet::writes::CAS_TRIES;
+use crate::records::writes::CAS_TRIES;
 use crate::safety::pause::wake;
 
 /// The revision of a Config made over the API: the hash of its JSON, as a file's is of its text.

@@ -3,7 +3,7 @@
 //! lifetime, kept), the fields it changes and whom each affects, why it could not be applied, and
 //! what it would cost per hour and whether its tenant's budget holds it.
 //! The fates are the rules the work follows ([`ConfigRecord::wants`], [`ConfigRecord::keeps`],
-//! [`outdated`], a rollout's pace in [`crate::fleet::rollout::state`]) asked of the record applying it
+//! [`outdated`], a rollout's pace in [`crate::model::rollout_mark`]) asked of the record applying it
 //! would write ([`super::configs::successor`]), never decided again here.
 
 use std::collections::HashSet;
@@ -11,7 +11,6 @@ use std::collections::HashSet;
 use serde_json::Value;
 
 use crate::config::{Config, Usd};
-use crate::cost::prices::Unpriced;
 use crate::ctx::Ctx;
 use crate::fleet::rollout::Standing;
 use crate::model::{
@@ -19,8 +18,9 @@ use crate::model::{
     outdated,
 };
 use crate::ports::store::VmIndex;
-use crate::{fleet::rollout::state::min_connected, fleet::rollout::state::switch_batch};
-use crate::{model::naming::parse_id, model::naming::vm_id};
+use crate::prices::Unpriced;
+use crate::{model::rollout_mark::min_connected, model::rollout_mark::switch_batch};
+use crate::{naming::parse_id, naming::vm_id};
 
 use super::shared::{OpError, admit, by_index};
 
@@ -104,7 +104,7 @@ pub async fn plan(ctx: &Ctx, prefix: &str, mut input: PlanInput) -> Result<Plan,
     let ids = by_index(ctx.ports.store.vm_ids(VmIndex::OfConfig(prefix.to_owned())).await?);
     // One gone since the listing has nothing left to plan; one that does not decode is left out,
     // as listVms leaves it out.
-    let (vms, seen) = crate::fleet::writes::vms_and_bots(ctx, &ids).await?;
+    let (vms, seen) = crate::records::writes::vms_and_bots(ctx, &ids).await?;
     // Which VMs it keeps, as `expand_config` will choose them (idle first, a warm pool).
     let surplus = vms.iter().any(|v| !v.drained && !next.makes(v.index));
     let present: std::collections::BTreeSet<u32> = vms.iter().map(|v| v.index).collect();
@@ -124,17 +124,18 @@ pub async fn plan(ctx: &Ctx, prefix: &str, mut input: PlanInput) -> Result<Plan,
 async fn cost(ctx: &Ctx, next: &ConfigRecord, amount: u32, creating: usize) -> Result<PlanCost, OpError> {
     let now = ctx.now();
     let rates = ctx.catalog.rates(ctx.ports.store.as_ref(), now).await?;
-    let ledger = crate::cost::ledger::ledger(&ctx.ports.store.ledger(&next.config.prefix).await?, now);
-    let (per_vm, unpriced) = match crate::cost::spend::per_hour(&rates, next, now) {
+    let ledger = crate::model::ledger::ledger(&ctx.ports.store.ledger(&next.config.prefix).await?, now);
+    let (per_vm, unpriced) = match crate::spend::per_hour(&rates, next, now) {
         Ok(p) => (Some(Usd(p)), None),
         Err(Unpriced(why)) => (None, Some(why)),
     };
-    let budget = crate::cost::spend::hold(&*ctx.ports.store, &ctx.settings.trust, &rates, next, now)
-        .await?
-        .map(|h| PlanBudget {
-            holds: h.room >= creating as u64,
-            room: h.room.min(creating as u64),
-            said: h.said().trim_start_matches("held by budget: ").to_owned(),
+    let budget =
+        crate::spend::hold(&*ctx.ports.store, &ctx.settings.trust, &rates, next, now).await?.map(|h| {
+            PlanBudget {
+                holds: h.room >= creating as u64,
+                room: h.room.min(creating as u64),
+                said: h.said().trim_start_matches("held by budget: ").to_owned(),
+            }
         });
     Ok(PlanCost {
         now_per_hour: Usd(ledger.per_hour()),

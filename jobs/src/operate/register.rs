@@ -8,8 +8,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::ctx::Ctx;
-use crate::fleet::writes::write_vm_at;
 use crate::identity::Refused;
+use crate::records::writes::write_vm_at;
 use crate::work::ManageBot;
 
 /// What a VM sends.

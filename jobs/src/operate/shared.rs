@@ -4,12 +4,12 @@
 
 use chrono::{DateTime, Utc};
 
+use crate::catalog::Verdict;
 use crate::config::{Config, ConfigError, prefixes_clash};
 use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::model::naming::parse_id;
 use crate::model::{AuditAction, AuditEntry, ConfigRecord};
-use crate::placement::catalog::Verdict;
+use crate::naming::parse_id;
 use crate::ports::compute::ComputeError;
 use crate::ports::store::StoreError;
 
@@ -169,7 +169,7 @@ pub(super) async fn update_config(
     prefix: &str,
     mut change: impl FnMut(&mut ConfigRecord, DateTime<Utc>) -> Result<bool, OpError>,
 ) -> Result<(ConfigRecord, bool), OpError> {
-    let found = crate::fleet::writes::update_config(ctx, prefix, |rec| change(rec, ctx.now())).await?;
+    let found = crate::records::writes::update_config(ctx, prefix, |rec| change(rec, ctx.now())).await?;
     found.ok_or_else(|| OpError::NotFound(format!("Config {prefix}")))
 }
 

@@ -59,7 +59,7 @@ pub async fn list_vms(
     let start = after.map_or(0, |a| ids.partition_point(|id| order(id) <= order(a)));
     let mut page: Vec<VmView> = Vec::new();
     for id in &ids[start..] {
-        let Some(vm) = crate::fleet::writes::readable_vm(ctx, id).await? else { continue };
+        let Some(vm) = crate::records::writes::readable_vm(ctx, id).await? else { continue };
         if state.is_some_and(|s| s != VmState::of(&vm)) {
             continue;
         }

@@ -13,9 +13,9 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use crate::env::Env;
+use crate::episodes::Held;
 use crate::error::TaskError;
 use crate::model::{Backoff, Vm};
-use crate::safety::episodes::Held;
 
 /// What is backed off: stored as the backoff's (project, zone).
 #[derive(Debug, Clone, PartialEq, Eq)]

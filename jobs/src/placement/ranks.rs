@@ -139,7 +139,7 @@ pub async fn status(
     if !c.has_ranks() {
         return Ok(Vec::new());
     }
-    let sums = crate::fleet::counts::rank_sums(store, &c.prefix).await?;
+    let sums = crate::records::counts::rank_sums(store, &c.prefix).await?;
     let mut out = Vec::new();
     for rank in 0..c.ranks() {
         let n = sums.get(&rank).map(|s| Counts::from_sums(0, s, now)).unwrap_or_default();

@@ -13,8 +13,8 @@ use crate::error::TaskError;
 use crate::model::{ConfigRecord, Vm};
 use crate::ports::store::VmIndex;
 use crate::work::ExpandConfig;
-use crate::{fleet::writes::drop_uncreated, fleet::writes::readable_vm, fleet::writes::update_config};
-use crate::{placement::spot::state::Added, placement::spot::state::SpotEventKind};
+use crate::{model::spot_state::Added, model::spot_state::SpotEventKind};
+use crate::{records::writes::drop_uncreated, records::writes::readable_vm, records::writes::update_config};
 
 /// `vm`'s instance was found down or gone: a preemption when it was made Spot and is not kept
 /// warm (a parked instance is stopped on purpose). Counted once per incarnation.
@@ -138,6 +138,5 @@ pub async fn settle(ctx: &Env, rec: &ConfigRecord) -> Result<(), TaskError> {
     Ok(())
 }
 
-pub mod state;
 #[cfg(test)]
 mod tests;

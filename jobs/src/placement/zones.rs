@@ -57,7 +57,8 @@ pub fn place<'a>(rooms: &mut [Room<'a>], wanted: usize, n: usize) -> Vec<&'a str
 /// The rooms of `c`'s zones now: VMs per zone from the store's zone sums, and each zone closed
 /// when `grid` (as `ranks::grid` read it) has no open rank there.
 async fn rooms<'a>(ctx: &Env, c: &'a Config, grid: &[ZoneRanks]) -> Result<Vec<Room<'a>>, TaskError> {
-    let sums: BTreeMap<String, Sums> = crate::fleet::counts::zone_sums(&*ctx.ports.store, &c.prefix).await?;
+    let sums: BTreeMap<String, Sums> =
+        crate::records::counts::zone_sums(&*ctx.ports.store, &c.prefix).await?;
     Ok(c.zones
         .iter()
         .zip(grid)

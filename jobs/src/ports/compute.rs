@@ -192,10 +192,10 @@ impl Instance {
         match label(labels::VM) {
             Some(vm) => vm == vm_id,
             None => {
-                let config = crate::model::naming::parse_id(vm_id).map(|(prefix, _)| prefix);
+                let config = crate::naming::parse_id(vm_id).map(|(prefix, _)| prefix);
                 config.is_some()
                     && label(labels::CONFIG) == config
-                    && crate::model::naming::vm_id_of(&self.name) == Some(vm_id)
+                    && crate::naming::vm_id_of(&self.name) == Some(vm_id)
             }
         }
     }

@@ -9,7 +9,7 @@
 //! timeout opens it again for twice as long, up to a cap. Errors that come back quickly (5xx,
 //! malformed answers) do not trip it: they hold no worker for long, and the queue retries them.
 //! Logged once per change of state (the first opening at WARN, the rest at INFO), with a
-//! summary of the calls held back while it stays open ([`crate::safety::episodes`]).
+//! summary of the calls held back while it stays open ([`crate::episodes`]).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -21,7 +21,7 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 use crate::config::Secs;
-use crate::{safety::episodes::Ended, safety::episodes::Episodes, safety::episodes::Held};
+use crate::{episodes::Ended, episodes::Episodes, episodes::Held};
 
 /// Settings of the guards (settings `[isolation]`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 
-use crate::cost::prices::Sku;
+use crate::prices::Sku;
 
 /// Why the SKUs could not be listed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -40,7 +40,7 @@ pub struct FixedPrices {
 impl Default for FixedPrices {
     /// The embedded snapshot's SKUs.
     fn default() -> Self {
-        let skus = crate::cost::prices::book::PriceBook::snapshot().map(|b| b.skus).unwrap_or_default();
+        let skus = crate::prices::book::PriceBook::snapshot().map(|b| b.skus).unwrap_or_default();
         Self { answer: Mutex::new(Ok(skus)), calls: AtomicUsize::new(0) }
     }
 }

@@ -19,7 +19,7 @@ use super::compute::{
     TemplateSpec,
 };
 use crate::metrics::Metrics;
-use crate::{safety::episodes::Episodes, safety::episodes::Held};
+use crate::{episodes::Episodes, episodes::Held};
 
 /// The classes of Compute calls, each with its own bucket per project.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,9 +7,9 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use crate::{
-    cost::ledger::Spend, model::AuditEntry, model::Backoff, model::ConfigRecord, model::Counts,
-    model::ErrorEntry, model::FileError, model::Observed, model::Pause, model::Sample, model::Series,
-    model::Sums, model::Vm,
+    model::AuditEntry, model::Backoff, model::ConfigRecord, model::Counts, model::ErrorEntry,
+    model::FileError, model::Observed, model::Pause, model::Sample, model::Series, model::Sums, model::Vm,
+    model::ledger::Spend,
 };
 
 /// A datastore error.
@@ -254,9 +254,9 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// The errors of Config files that hold no Config, by path.
     async fn file_errors(&self) -> Result<Vec<FileError>, StoreError>;
     /// Replaces the price book (Compute Engine's SKUs, where and when read): one record.
-    async fn put_price_book(&self, book: &crate::cost::prices::book::PriceBook) -> Result<(), StoreError>;
+    async fn put_price_book(&self, book: &crate::prices::book::PriceBook) -> Result<(), StoreError>;
     /// The price book, if one is stored (one that does not decode reads as none).
-    async fn price_book(&self) -> Result<Option<crate::cost::prices::book::PriceBook>, StoreError>;
+    async fn price_book(&self) -> Result<Option<crate::prices::book::PriceBook>, StoreError>;
     /// Writes a Config's counts.
     async fn put_counts(&self, prefix: &str, counts: &Counts) -> Result<(), StoreError>;
     /// A Config's counts.

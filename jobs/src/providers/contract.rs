@@ -9,6 +9,7 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
+use crate::catalog::Verdict;
 use crate::config::Config;
 use crate::config::providers::{Kind, ProviderIds};
 use crate::env::Env;
@@ -16,7 +17,6 @@ use crate::error::TaskError;
 use crate::identity;
 use crate::model::parked::Park;
 use crate::model::{ConfigRecord, Vm};
-use crate::placement::catalog::Verdict;
 use crate::ports::compute::Instance;
 use crate::ports::store::Versioned;
 use crate::work::{BulkInsert, CreateInstance, Next};

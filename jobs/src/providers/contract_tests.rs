@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::*;
+use crate::catalog::Verdict;
 use crate::config::Config;
 use crate::ctx::Ctx;
 use crate::model::Vm;
-use crate::placement::catalog::Verdict;
 use crate::tasks::create_instance;
 use crate::tasks::destroy_instance;
 use crate::work::CreateInstance;

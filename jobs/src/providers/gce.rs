@@ -28,18 +28,18 @@ use async_trait::async_trait;
 use super::contract::{Batch, Health, Proven, Provider};
 use super::gce_insert::move_zone;
 use super::gce_insert::{delete_request_id, follow, insert_alone};
+use crate::catalog::Verdict;
 use crate::config::Config;
 use crate::config::providers::{Kind, ProviderIds};
 use crate::env::Env;
 use crate::error::TaskError;
-use crate::fleet::writes::update_vm;
 use crate::identity::{self, Refused};
 use crate::model::parked::Park;
 use crate::model::{ConfigRecord, Vm};
 use crate::placement::backoff;
-use crate::placement::catalog::Verdict;
 use crate::ports::compute::{ComputeError, Instance, Kind as ComputeKind};
 use crate::ports::store::Versioned;
+use crate::records::writes::update_vm;
 use crate::work::{BulkInsert, Next};
 
 /// The Compute Engine provider (through the process's Compute port).

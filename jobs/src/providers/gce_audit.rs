@@ -11,9 +11,9 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use crate::config::labels::{self, revision_label};
 use crate::env::{Env, request_id};
 use crate::error::TaskError;
-use crate::fleet::writes::revisions_of;
 use crate::model::marks::{TEMPLATE_LEAKS, TEMPLATE_PROJECTS};
 use crate::ports::compute::{ComputeError, Kind, Template};
+use crate::records::writes::revisions_of;
 use crate::work::Next;
 
 /// One audit of `project`'s instance templates.

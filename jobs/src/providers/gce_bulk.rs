@@ -34,16 +34,16 @@ use super::gce_template::{bulk_instance, for_bulk, lost};
 use crate::config::labels;
 use crate::env::{Env, request_id};
 use crate::error::TaskError;
-use crate::fleet::counts;
 use crate::fleet::lifecycle::created_in_bulk;
 use crate::metrics::Stage;
 use crate::model::marks::{BULKS_OPEN, GATHER};
 use crate::model::{ConfigRecord, Vm};
 use crate::ports::compute::{BulkSpec, ComputeError, Instance, Kind, Operation};
 use crate::ports::store::Versioned;
+use crate::records::counts;
 use crate::work::{CreateInstance, Next};
-use crate::{fleet::writes::each, fleet::writes::write_vm_at};
 use crate::{placement::backoff, placement::backoff::Scope};
+use crate::{records::writes::each, records::writes::write_vm_at};
 use gce_backend_queues::When;
 
 /// The stage its errors are recorded under.

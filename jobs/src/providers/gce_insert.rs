@@ -11,8 +11,8 @@ use crate::ports::compute::{ComputeError, InstanceSpec, Kind as ComputeKind, Ope
 use crate::ports::store::Versioned;
 use crate::work::{CreateInstance, Next};
 use crate::{fleet::lifecycle::created, fleet::lifecycle::drop_vm};
-use crate::{fleet::writes::update_vm, fleet::writes::write_vm_at};
 use crate::{placement::backoff, placement::backoff::Scope};
+use crate::{records::writes::update_vm, records::writes::write_vm_at};
 use gce_backend_queues::Task;
 
 /// The stage its errors are recorded under (its queue's, as the handler's).

@@ -12,9 +12,9 @@ use crate::config::labels;
 use crate::env::Env;
 use crate::error::TaskError;
 use crate::fleet::lifecycle::replace_down;
-use crate::fleet::writes::read_vm;
 use crate::model::ConfigRecord;
 use crate::ports::compute::Instance;
+use crate::records::writes::read_vm;
 use crate::work::Next;
 
 /// The stage a scan's findings are recorded under (the queue's, `inspect_instances`).

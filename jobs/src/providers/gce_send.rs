@@ -25,10 +25,10 @@ use crate::config::providers::ProviderIds;
 use crate::env::Env;
 use crate::error::TaskError;
 use crate::fleet::lifecycle::sendable;
-use crate::fleet::writes::each;
 use crate::model::marks::BULKS_OPEN;
 use crate::model::{ConfigRecord, Vm};
 use crate::ports::store::{StoreError, Versioned, VmIndex};
+use crate::records::writes::each;
 use crate::work::{BulkInsert, CreateInstance, Next};
 
 /// How VMs `ids` of Config `rec` waiting for their first insert are sent: together by the

@@ -22,10 +22,10 @@ pub use crate::config::labels::revision_label;
 use crate::config::labels;
 use crate::env::{Env, request_id};
 use crate::error::TaskError;
-use crate::fleet::writes::update_config;
 use crate::model::marks::TEMPLATE_PROJECTS;
 use crate::model::{ConfigRecord, PoolResource, Vm};
 use crate::ports::compute::{ComputeError, Kind, Operation, Template, TemplateSpec};
+use crate::records::writes::update_config;
 use crate::work::{Next, PoolResources};
 
 /// The stage its errors are recorded under (the `pool_resources` queue's).

@@ -14,7 +14,7 @@ use crate::model::parked::{Park, Parked};
 use crate::ports::compute::{ComputeError, Kind as ComputeKind, Operation, Power};
 use crate::ports::store::Versioned;
 use crate::work::Next;
-use crate::{fleet::writes::update_vm, fleet::writes::write_vm_at};
+use crate::{records::writes::update_vm, records::writes::write_vm_at};
 
 /// The stage errors are recorded under (the handler's queue).
 const STAGE: &str = "park_vm";

@@ -8,11 +8,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use async_trait::async_trait;
 
 use super::*;
+use crate::catalog::Verdict;
 use crate::config::Config;
 use crate::config::providers::{Declared, Kind, ProviderIds};
 use crate::model::ConfigRecord;
 use crate::model::Vm;
-use crate::placement::catalog::Verdict;
 use crate::ports::store::Versioned;
 use crate::work::Next;
 

@@ -16,7 +16,7 @@ use crate::env::Env;
 use crate::error::TaskError;
 use crate::model::{ConfigRecord, FaultKind, Vm};
 use crate::work::{CreateVm, Next};
-use crate::{safety::breaker::state::BY, safety::breaker::state::Open};
+use crate::{model::breaker_state::BY, model::breaker_state::Open};
 
 /// Longest wait between canaries.
 const CANARY_CAP: Duration = Duration::from_secs(3600);
@@ -28,7 +28,7 @@ async fn update(
     change: impl Fn(&mut ConfigRecord) -> bool,
 ) -> Result<Option<ConfigRecord>, TaskError> {
     let found =
-        crate::fleet::writes::update_config(ctx, prefix, |rec| Ok::<_, TaskError>(change(rec))).await?;
+        crate::records::writes::update_config(ctx, prefix, |rec| Ok::<_, TaskError>(change(rec))).await?;
     Ok(found.filter(|(_, wrote)| *wrote).map(|(rec, _)| rec))
 }
 
@@ -191,6 +191,5 @@ pub async fn expand(ctx: &Env, rec: &ConfigRecord, missing: &[String]) -> Result
     Ok(Next::Done)
 }
 
-pub mod state;
 #[cfg(test)]
 mod tests;

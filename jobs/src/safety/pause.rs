@@ -12,10 +12,10 @@ use chrono::{DateTime, Utc};
 
 use crate::env::Env;
 use crate::error::TaskError;
-use crate::model::naming::parse_id;
+use crate::model::breaker_state::BY;
 use crate::model::{ConfigRecord, Pause};
+use crate::naming::parse_id;
 use crate::ports::store::{Store, StoreError, VmIndex};
-use crate::safety::breaker::state::BY;
 use crate::work::{CreateInstance, ExpandConfig, ManageBot};
 
 /// The global pause. A record that does not decode counts as a pause (failing safe: nothing is

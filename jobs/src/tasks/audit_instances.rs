@@ -12,7 +12,7 @@ use crate::config::labels;
 use crate::ctx::Ctx;
 use crate::env::request_id;
 use crate::error::TaskError;
-use crate::fleet::making;
+use crate::making;
 use crate::model::marks::LEAKS;
 use crate::ports::compute::Instance;
 use crate::ports::store::StoreError;

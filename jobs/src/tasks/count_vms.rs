@@ -6,7 +6,7 @@ use crate::env::Ports;
 use crate::work::{CountVms, Next};
 use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::fleet::counts::tally;
+use crate::records::counts::tally;
 
 
 /// Handles one task.

@@ -1,12 +1,12 @@
 //! `create_vm`: makes one VM record (id `<prefix>-<index>`) if it does not exist, is still
-//! wanted (or kept warm) and its Config is not held, and hands it on (`fleet/making.rs`: the one way a
+//! wanted (or kept warm) and its Config is not held, and hands it on (`making.rs`: the one way a
 //! record is made, shared with `expand_config`'s batches).
 
 use crate::env::Ports;
 use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::fleet::making;
-use crate::model::naming::parse_id;
+use crate::making;
+use crate::naming::parse_id;
 use crate::work::{CreateVm, Next};
 
 /// Handles one task.

@@ -19,7 +19,7 @@ pub async fn run(ctx: &Ctx, t: DeleteBot) -> Result<Next, TaskError> {
         return Ok(Next::Done);
     }
     bots.delete(&cur.value.swarming, &t.hostname).await?;
-    if !crate::fleet::meter::delete(ctx, &cur).await? {
+    if !crate::records::meter::delete(ctx, &cur).await? {
         return Err(TaskError::Conflict(t.id));
     }
     tracing::info!(config = %cur.value.config, vm = %t.id, hostname = %t.hostname, zone = %cur.value.zone(), "VM deleted");

@@ -7,7 +7,7 @@ use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::metrics::Stage;
 use crate::work::{DeleteBot, DestroyInstance, Next};
-use crate::fleet::writes::update_vm;
+use crate::records::writes::update_vm;
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: DestroyInstance) -> Result<Next, TaskError> {

@@ -1,5 +1,5 @@
 //! `expand_config`: brings a Config's amount up to date and makes its missing VM records
-//! (`fleet/making.rs`, a few at a time, each then handed on to what sends it), in bounded batches: at
+//! (`making.rs`, a few at a time, each then handed on to what sends it), in bounded batches: at
 //! most `limits.expand_batch` per run, and only while fewer than
 //! `limits.creating_per_config` of its VMs wait for an instance; a multi-zone Config's batch is
 //! placed in its zones at once (`zones::places`). It then looks again a second
@@ -54,7 +54,7 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
         .waking
         .iter()
         .copied()
-        .filter(|i| rec.wants(*i) && existing.contains(&crate::model::naming::vm_id(&t.prefix, *i)))
+        .filter(|i| rec.wants(*i) && existing.contains(&crate::naming::vm_id(&t.prefix, *i)))
         .collect();
     rec.waking = keep;
     let after = (rec.current_amount, rec.let_go.clone(), rec.warm.clone(), rec.waking.clone());
@@ -65,7 +65,7 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
     // unless paused (resuming pushes this task again).
     if !rec.waking.is_empty() && crate::safety::pause::paused(ctx, Some(&rec)).await?.is_none() {
         let waking: Vec<ParkVm> =
-            rec.waking.iter().map(|i| ParkVm { id: crate::model::naming::vm_id(&t.prefix, *i) }).collect();
+            rec.waking.iter().map(|i| ParkVm { id: crate::naming::vm_id(&t.prefix, *i) }).collect();
         ctx.push_many(&waking).await?;
     }
     // A new or changed Config: its provider's per-pool resources (an instance template) are made.
@@ -77,7 +77,7 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
     // Shrinking: the surplus is drained at once rather than at the next drain_vms tick.
     let surplus: Vec<DrainVm> = ids
         .iter()
-        .filter(|id| crate::model::naming::parse_id(id).is_none_or(|(_, i)| !rec.makes(i)))
+        .filter(|id| crate::naming::parse_id(id).is_none_or(|(_, i)| !rec.makes(i)))
         .map(|id| DrainVm { id: id.clone() })
         .collect();
     ctx.push_many(&surplus).await?;
@@ -105,7 +105,7 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
         .wanted()
         .into_iter()
         .chain(rec.warm.iter().copied())
-        .map(|i| crate::model::naming::vm_id(&t.prefix, i))
+        .map(|i| crate::naming::vm_id(&t.prefix, i))
         .filter(|id| !existing.contains(id))
         .collect();
     if missing.is_empty() {
@@ -119,14 +119,14 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
         return Ok(done); // resuming pushes this task again
     }
     // VMs of the Config without an instance: its records less its created ones (O(1) sums).
-    let sums = crate::fleet::counts::sums(&**store, &t.prefix).await?;
+    let sums = crate::records::counts::sums(&**store, &t.prefix).await?;
     let creating = (sums[0] - sums[1]).max(0) as usize;
     let limits = &ctx.settings.limits;
     let room =
         (limits.creating_per_config as usize).saturating_sub(creating).min(limits.expand_batch as usize);
     let room = room.min(budget_room(ctx, &rec, missing.len()).await?);
     let batch = &missing[..room.min(missing.len())];
-    crate::fleet::making::make_all(ctx, &rec, batch).await?;
+    crate::making::make_all(ctx, &rec, batch).await?;
     if missing.len() > batch.len() {
         tracing::debug!(config = %t.prefix, made = batch.len(), left = missing.len() - batch.len(), "expanding in batches");
         // Room frees as instances are made; with none (quota, stockout), look again later.
@@ -141,7 +141,7 @@ pub async fn run(ctx: &Ctx, t: ExpandConfig) -> Result<Next, TaskError> {
 async fn budget_room(ctx: &Ctx, rec: &ConfigRecord, lacking: usize) -> Result<usize, TaskError> {
     let now = ctx.now();
     let rates = ctx.catalog.rates(ctx.ports.store.as_ref(), now).await?;
-    let Some(h) = crate::cost::spend::hold(&*ctx.ports.store, &ctx.settings.trust, &rates, rec, now).await? else { return Ok(lacking) };
+    let Some(h) = crate::spend::hold(&*ctx.ports.store, &ctx.settings.trust, &rates, rec, now).await? else { return Ok(lacking) };
     let room = usize::try_from(h.room).unwrap_or(usize::MAX).min(lacking);
     let prefix = &rec.config.prefix;
     if room < lacking {
@@ -164,10 +164,10 @@ async fn budget_room(ctx: &Ctx, rec: &ConfigRecord, lacking: usize) -> Result<us
 /// `rec.let_go`, `rec.warm` and `rec.waking`, and asks `park_vm` to park the VMs newly kept warm.
 /// Reads the Config's VM records only then (`ids`: its VM ids).
 async fn arrange(ctx: &Ctx, rec: &mut ConfigRecord, ids: &[String]) -> Result<(), TaskError> {
-    let index = |id: &String| crate::model::naming::parse_id(id).map(|(_, i)| i);
+    let index = |id: &String| crate::naming::parse_id(id).map(|(_, i)| i);
     let mut surplus = false;
     for id in ids.iter().filter(|id| index(id).is_some_and(|i| !rec.makes(i))) {
-        surplus |= crate::fleet::writes::readable_vm(ctx, id).await?.is_some_and(|v| !v.drained);
+        surplus |= crate::records::writes::readable_vm(ctx, id).await?.is_some_and(|v| !v.drained);
         if surplus {
             break;
         }
@@ -176,7 +176,7 @@ async fn arrange(ctx: &Ctx, rec: &mut ConfigRecord, ids: &[String]) -> Result<()
     if !crate::model::release::must_arrange(rec, surplus, &present, ctx.now()) {
         return Ok(());
     }
-    let (vms, seen) = crate::fleet::writes::vms_and_bots(ctx, ids).await?;
+    let (vms, seen) = crate::records::writes::vms_and_bots(ctx, ids).await?;
     let a = crate::model::release::of_records(rec, &vms, &seen, ctx.now());
     // Kept warm and not parked yet; a VM not made yet is followed by `park_vm` once `create_vm`
     // has made its record.
@@ -185,7 +185,7 @@ async fn arrange(ctx: &Ctx, rec: &mut ConfigRecord, ids: &[String]) -> Result<()
         .warm
         .iter()
         .filter(|i| unparked.contains(i))
-        .map(|i| ParkVm { id: crate::model::naming::vm_id(&rec.config.prefix, *i) })
+        .map(|i| ParkVm { id: crate::naming::vm_id(&rec.config.prefix, *i) })
         .collect();
     rec.let_go = a.let_go;
     rec.warm = a.warm;
@@ -223,9 +223,9 @@ async fn switch_step(ctx: &Ctx, prefix: &str, ids: &[String]) -> Result<bool, Ta
         }
         return Ok(!done);
     }
-    let budget = crate::fleet::rollout::state::switch_batch(cur.value.current_amount) as usize;
+    let budget = crate::model::rollout_mark::switch_batch(cur.value.current_amount) as usize;
     // In index order, as a plan lists them.
-    waiting.sort_by_key(|d| crate::model::naming::parse_id(&d.id).map(|(_, i)| i));
+    waiting.sort_by_key(|d| crate::naming::parse_id(&d.id).map(|(_, i)| i));
     waiting.truncate(budget.saturating_sub(in_flight));
     if !waiting.is_empty() {
         tracing::info!(config = %prefix, provider = %to, draining = waiting.len(), in_flight, "provider change: draining VMs of the old provider");

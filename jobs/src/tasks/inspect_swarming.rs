@@ -12,10 +12,10 @@ use crate::env::Ports;
 use crate::work::{InspectSwarming, ManageBot, Next};
 use crate::ctx::Ctx;
 use crate::model::marks::STALE_BOTS;
-use crate::safety::episodes::Held;
+use crate::episodes::Held;
 use crate::error::TaskError;
 use crate::model::Observed;
-use crate::{model::naming::parse_id, model::naming::vm_id_of};
+use crate::{naming::parse_id, naming::vm_id_of};
 
 
 const STAGE: &str = "inspect_swarming";

@@ -28,7 +28,7 @@ use crate::model::{Bot, FaultKind, Observed, Vm};
 use crate::ports::store::Versioned;
 use crate::{fleet::lifecycle::fault, fleet::lifecycle::replace_down};
 use crate::providers::Health;
-use crate::{fleet::writes::update_vm, fleet::writes::write_vm_at};
+use crate::{records::writes::update_vm, records::writes::write_vm_at};
 use crate::metrics::Stage;
 
 

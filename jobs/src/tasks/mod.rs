@@ -62,7 +62,7 @@ registry!(
 async fn left_alone(ctx: &Ctx, ran: Result<Next, TaskError>) -> Result<Next, TaskError> {
     match ran {
         Err(TaskError::Store(crate::ports::store::StoreError::Newer { key, format })) => {
-            crate::fleet::writes::left_to_newer(ctx, &key, format).await?;
+            crate::records::writes::left_to_newer(ctx, &key, format).await?;
             Ok(Next::Done)
         }
         ran => ran,

@@ -11,7 +11,7 @@ use crate::error::TaskError;
 use crate::model::parked::Park;
 use crate::model::{ConfigRecord, Vm};
 use crate::work::{DrainVm, ManageBot, Next, ParkVm};
-use crate::fleet::writes::update_config;
+use crate::records::writes::update_config;
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: ParkVm) -> Result<Next, TaskError> {

@@ -14,7 +14,7 @@ use crate::env::Ports;
 use crate::ctx::Ctx;
 use crate::error::TaskError;
 use crate::work::{Next, PoolResources};
-use crate::fleet::writes::revisions_of;
+use crate::records::writes::revisions_of;
 
 /// Handles one task.
 pub async fn run(ctx: &Ctx, t: PoolResources) -> Result<Next, TaskError> {

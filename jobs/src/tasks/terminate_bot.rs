@@ -6,7 +6,7 @@ use crate::env::Ports;
 use crate::work::{ManageBot, Next, TerminateBot};
 use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::fleet::writes::update_vm;
+use crate::records::writes::update_vm;
 
 
 /// Handles one task.

@@ -234,7 +234,7 @@ impl World {
         &self,
         project: &str,
         zone: &str,
-        filter: &crate::filter::Filter,
+        filter: &crate::world::filter::Filter,
         max: usize,
         token: Option<&str>,
     ) -> Result<(Vec<InstanceEntry<'_>>, Option<String>), ApiError> {

@@ -23,6 +23,7 @@ mod accounts;
 mod bulk;
 mod compute;
 mod counts;
+pub mod filter;
 mod machines;
 mod make;
 mod model;

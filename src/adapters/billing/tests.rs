@@ -87,8 +87,8 @@ async fn a_token_never_goes_to_plain_http_but_the_simulators() {
 async fn the_simulators_catalog_read_here_prices_each_family_and_region_as_the_snapshot_does() {
     let (_sim, base) = sim(false).await;
     let skus = Billing::simulator(&base, None).unwrap().paged(10, 100).skus().await.unwrap();
-    let read = gce_backend_jobs::cost::prices::Rates::from_skus(&skus);
-    let snapshot = gce_backend_jobs::cost::prices::book::PriceBook::snapshot().unwrap().rates();
+    let read = gce_backend_jobs::prices::Rates::from_skus(&skus);
+    let snapshot = gce_backend_jobs::prices::book::PriceBook::snapshot().unwrap().rates();
     for region in ["us-central1", "us-east1", "europe-west1"] {
         for machine in
             ["e2-standard-2", "e2-micro", "n1-standard-4", "n2-standard-8", "n2d-highmem-4", "c3-standard-4"]

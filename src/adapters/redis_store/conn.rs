@@ -69,7 +69,7 @@ pub(super) async fn derived(store: &RedisStore, part: &str, e: redis::RedisError
 
 /// A record or entry as it is stored (where a test build playing a newer one adds its field).
 pub(super) fn json<T: Serialize>(v: &T) -> Result<String, StoreError> {
-    gce_backend_jobs::model::unknown::stored(|| serde_json::to_string(v))
+    gce_backend_jobs::unknown::stored(|| serde_json::to_string(v))
         .map_err(|e| StoreError::Unavailable(format!("cannot encode: {e}")))
 }
 

@@ -14,8 +14,8 @@
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
-use gce_backend_jobs::model::naming::parse_id;
 use gce_backend_jobs::model::{SUMS, Vm};
+use gce_backend_jobs::naming::parse_id;
 use gce_backend_jobs::ports::store::{Rebuilt, Scope, StoreError};
 use redis::{AsyncCommands, Script};
 

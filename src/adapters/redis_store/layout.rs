@@ -90,6 +90,6 @@ pub(super) fn migrating() -> StoreError {
 
 /// The Config prefix in a hostname of the shape `<prefix>-<index>-<4 chars>`.
 pub(super) fn vm_prefix_of_host(hostname: &str) -> Option<&str> {
-    let id = gce_backend_jobs::model::naming::vm_id_of(hostname)?;
-    gce_backend_jobs::model::naming::parse_id(id).map(|(p, _)| p)
+    let id = gce_backend_jobs::naming::vm_id_of(hostname)?;
+    gce_backend_jobs::naming::parse_id(id).map(|(p, _)| p)
 }

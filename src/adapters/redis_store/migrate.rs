@@ -16,8 +16,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use gce_backend_jobs::model::naming::parse_id;
 use gce_backend_jobs::model::{AuditEntry, GLOBAL_AUDIT};
+use gce_backend_jobs::naming::parse_id;
 use gce_backend_jobs::ports::store::{Rebuilt, StoreError};
 use redis::AsyncCommands;
 

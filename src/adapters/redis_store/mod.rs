@@ -21,7 +21,7 @@
 //! | `sums:<prefix>` | HASH | a Config's sums, field `i` per bit, `<zone>/i` per zone (`<zone>#<rank>/i` for a fallback rank); `complete` once they cover every VM |
 //! | `counters:<prefix>` | HASH | a Config's counters: dead_tasks, task_failures |
 //! | `files` | STRING | errors of Config files that hold no Config (JSON list) |
-//! | `prices` | STRING | the price book: Compute Engine's SKUs, where and when read (JSON, `cost/prices.rs`) |
+//! | `prices` | STRING | the price book: Compute Engine's SKUs, where and when read (JSON, `jobs/src/prices.rs`) |
 //! | `claim:<key>` | STRING | a claimed cron tick, or the Config admission claim (expires) |
 //! | `mark:<space>` | HASH | key → first-seen time |
 //! | `pause` | STRING | the global pause (JSON), while set |
@@ -36,14 +36,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use gce_backend_jobs::cost::prices::book::PriceBook;
 use gce_backend_jobs::ports::store::{
     CorruptRecord, Expect, Fence, Rebuilt, Scope, Store, StoreError, Versioned, VmIndex,
 };
+use gce_backend_jobs::prices::book::PriceBook;
 use gce_backend_jobs::{
-    cost::ledger::Spend, model::AuditEntry, model::Backoff, model::ConfigRecord, model::Counts,
-    model::ErrorEntry, model::FileError, model::KEEP_ERRORS, model::Observed, model::Pause, model::Sample,
-    model::Series, model::Sums, model::Undecoded, model::Vm, model::format,
+    model::AuditEntry, model::Backoff, model::ConfigRecord, model::Counts, model::ErrorEntry,
+    model::FileError, model::KEEP_ERRORS, model::Observed, model::Pause, model::Sample, model::Series,
+    model::Sums, model::Undecoded, model::Vm, model::format, model::ledger::Spend,
 };
 use redis::AsyncCommands;
 
@@ -165,7 +165,7 @@ impl Store for RedisStore {
             Ok(Some(cur)) => (cur.value.config, cur.value.hostname),
             Ok(None) => return Ok(false),
             Err(StoreError::Corrupt { .. }) => {
-                let prefix = gce_backend_jobs::model::naming::parse_id(id).map_or(id, |(p, _)| p);
+                let prefix = gce_backend_jobs::naming::parse_id(id).map_or(id, |(p, _)| p);
                 (prefix.to_owned(), String::new())
             }
             Err(e) => return Err(e),

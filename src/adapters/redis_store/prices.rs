@@ -2,8 +2,8 @@
 //! `PriceBook`), replaced whole by each refresh and read tolerantly (one that does not decode is
 //! as good as absent: the next refresh writes it again).
 
-use gce_backend_jobs::cost::prices::book::PriceBook;
 use gce_backend_jobs::ports::store::StoreError;
+use gce_backend_jobs::prices::book::PriceBook;
 use redis::AsyncCommands;
 
 use super::RedisStore;

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use gce_backend_jobs::cost::ledger::Spend;
+use gce_backend_jobs::model::ledger::Spend;
 use gce_backend_jobs::model::{SUMS, Vm};
 use gce_backend_jobs::ports::store::{Expect, StoreError};
 use redis::AsyncCommands;

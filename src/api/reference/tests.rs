@@ -123,7 +123,7 @@ fn query_parameters_are_typed_as_the_handlers_parse_them() {
         [("2026-11", true), ("2026-12", true), ("2026-13", false), ("2026-1", false), ("2026-00", false)]
     {
         assert_eq!(month.is_valid(&json!(m)), ok, "{m}");
-        assert_eq!(gce_backend_jobs::cost::spend::report::Month::parse(m).is_ok(), ok, "{m}");
+        assert_eq!(gce_backend_jobs::spend::report::Month::parse(m).is_ok(), ok, "{m}");
     }
     assert_eq!(param("/configs", "continuationToken")["type"], "string");
     let tags = doc["paths"]["/queues/{queue}/pending"]["get"]["tags"].clone();

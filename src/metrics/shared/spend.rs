@@ -6,8 +6,8 @@
 use gce_backend_jobs::Ctx;
 use gce_backend_jobs::error::TaskError;
 use gce_backend_jobs::{
-    cost::spend::report::Asked, cost::spend::report::Month, cost::spend::report::SpendByState,
-    cost::spend::report::tenants, cost::spend::report::total_usd,
+    spend::report::Asked, spend::report::Month, spend::report::SpendByState, spend::report::tenants,
+    spend::report::total_usd,
 };
 use gce_backend_queues::metrics::Labels;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -46,7 +46,7 @@ pub(crate) struct Costs {
 /// The fleet's cost now: every Config's ledger read once.
 pub(super) async fn read(ctx: &Ctx) -> Result<Costs, TaskError> {
     let now = ctx.now();
-    let all = gce_backend_jobs::cost::spend::ledgers(&*ctx.ports.store, &ctx.settings.trust, now).await?;
+    let all = gce_backend_jobs::spend::ledgers(&*ctx.ports.store, &ctx.settings.trust, now).await?;
     let configs = all
         .iter()
         .map(|c| ConfigCost {

@@ -31,12 +31,12 @@ use std::time::Duration;
 use crate::env::Ports;
 use crate::work::ExpandConfig;
 
+use crate::catalog::Verdict;
 use crate::config::{self, Config, ConfigError};
 use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::model::naming::parse_id;
 use crate::model::{AuditAction, AuditEntry, ConfigRecord, FileError, FileProblem};
-use crate::placement::catalog::Verdict;
+use crate::naming::parse_id;
 use crate::ports::store::{Expect, Fence, Versioned, VmIndex};
 
 pub mod files;

@@ -84,7 +84,7 @@ async fn a_new_image_rolls_one_surge_vm_at_a_time_and_an_amount_change_rolls_not
         v.attributes = c.attributes_in("z");
     })
     .await;
-    crate::fleet::writes::update_vm(&ctx, "linux-0", |v| {
+    crate::records::writes::update_vm(&ctx, "linux-0", |v| {
         v.connected = Some(ctx.now());
         true
     })

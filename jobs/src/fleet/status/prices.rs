@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 use crate::error::TaskError;
 use crate::model::ConfigStatus;
 use crate::ports::store::Store;
-use crate::{cost::prices::Rates, cost::prices::Unpriced};
-use crate::{cost::prices::book::PriceBook, cost::prices::book::Usd};
+use crate::{prices::Rates, prices::Unpriced};
+use crate::{prices::book::PriceBook, prices::book::Usd};
 
 /// The price book in force, as status shows it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -53,7 +53,7 @@ pub async fn fill(
     let recs = store.configs().await?;
     for st in configs.iter_mut() {
         let Some(rec) = recs.iter().find(|r| r.value.config.prefix == st.prefix) else { continue };
-        match crate::cost::spend::per_hour(rates, &rec.value, now) {
+        match crate::spend::per_hour(rates, &rec.value, now) {
             Ok(usd) => st.price_per_hour = Some(Usd(usd)),
             Err(Unpriced(why)) => st.unpriced = Some(why),
         }

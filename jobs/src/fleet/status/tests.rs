@@ -20,7 +20,7 @@ async fn the_pause_in_force_is_the_configs_own_else_the_global_one() {
     ctx.ports.store.set_global_pause(Some(&all)).await.unwrap();
     let own =
         Pause { unknown: Default::default(), by: "team".into(), reason: "image bad".into(), at: ctx.now() };
-    crate::fleet::writes::update_config(&ctx, "mac", |r| {
+    crate::records::writes::update_config(&ctx, "mac", |r| {
         r.paused = Some(own.clone());
         Ok::<_, TaskError>(true)
     })

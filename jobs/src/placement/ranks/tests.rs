@@ -108,7 +108,7 @@ async fn a_stockout_of_rank_0_makes_the_vm_again_on_rank_1_at_once_and_rank_0_co
         ctx.ports.store.counter("linux", &placed(1)).await.unwrap(),
     );
     assert_eq!(counted, (2, 1), "placements per rank");
-    let ranks = crate::fleet::counts::rank_sums(&*ctx.ports.store, "linux").await.unwrap();
+    let ranks = crate::records::counts::rank_sums(&*ctx.ports.store, "linux").await.unwrap();
     assert_eq!((ranks[&0][0], ranks[&1][0], ranks[&1][1]), (1, 1, 1), "VMs per rank; rank 1's made");
 }
 

@@ -10,7 +10,7 @@ use crate::ctx::Ctx;
 use crate::ports::compute::{ComputeError, Operation};
 use crate::testing::{Fakes, created};
 use crate::work::{CreateInstance, CreateVm};
-use crate::{placement::spot::state::Failover, placement::spot::state::SpotState};
+use crate::{model::spot_state::Failover, model::spot_state::SpotState};
 
 /// A Spot Config `spot` of `amount` VMs failing over after more than `more_than` events.
 fn spot_config(amount: u32, more_than: u32) -> Config {
@@ -97,7 +97,7 @@ async fn a_preemption_whose_count_was_cut_short_is_counted_by_the_next_run() {
     let (ctx, _) = setup(3, 3).await;
     // The fault was recorded, then the run stopped before counting it.
     let mut v = spot_vm(&ctx, "spot-0", true).await;
-    v = crate::fleet::writes::update_vm(&ctx, &v.id, |v| {
+    v = crate::records::writes::update_vm(&ctx, &v.id, |v| {
         v.fault = Some(crate::model::Fault {
             unknown: Default::default(),
             kind: crate::model::FaultKind::InstanceDown,
@@ -167,7 +167,7 @@ async fn refused_spot_inserts_fail_the_pool_over_and_its_unsent_spot_vms_are_mad
     assert_eq!((s.refused, s.failover.is_none()), (1, true));
     assert!(vm(&ctx, "spot-0").await.is_some(), "kept (no failover yet): tried again after the backoff");
     // Refused by its operation (spot-1 was sent before the zone backed off).
-    let sent = crate::fleet::writes::update_vm(&ctx, "spot-1", |v| {
+    let sent = crate::records::writes::update_vm(&ctx, "spot-1", |v| {
         v.insert_sent = Some(ctx.now());
         v.operation = "op-1".into();
         true
@@ -251,7 +251,7 @@ async fn a_refusal_of_a_standard_insert_or_an_invalid_spot_insert_is_not_counted
 async fn after_the_cooldown_the_failover_ends_once_and_new_vms_are_spot_again() {
     let (ctx, f) = setup(3, 1).await;
     let until = ctx.now() + Duration::minutes(30);
-    crate::fleet::writes::update_config(&ctx, "spot", |r| {
+    crate::records::writes::update_config(&ctx, "spot", |r| {
         r.spot.failover =
             Some(Failover { unknown: Default::default(), since: ctx.now(), until, preempted: 2, refused: 0 });
         Ok::<_, TaskError>(true)

@@ -73,7 +73,7 @@ async fn the_pipeline_runs_end_to_end_on_a_provider_with_no_compute_and_no_bulk(
         manage_bot::run(&ctx, ManageBot { id: id(i) }).await.unwrap();
         assert!(ctx.ports.store.vm(&id(i)).await.unwrap().unwrap().value.connected.is_some(), "{}", id(i));
     }
-    let counts = crate::fleet::counts::of_config(&*ctx.ports.store, "fast", N, ctx.now()).await.unwrap();
+    let counts = crate::records::counts::of_config(&*ctx.ports.store, "fast", N, ctx.now()).await.unwrap();
     assert_eq!((counts.created, counts.connected), (N, N));
 
     // Drained: the pool shrinks by two; their bots are terminated after their tasks, then their
@@ -119,7 +119,8 @@ async fn the_pipeline_runs_end_to_end_on_a_provider_with_no_compute_and_no_bulk(
         let vm = ctx.ports.store.vm(&id(i)).await.unwrap();
         assert_eq!(vm.is_some(), i < N - 2, "{}", id(i));
     }
-    let counts = crate::fleet::counts::of_config(&*ctx.ports.store, "fast", N - 2, ctx.now()).await.unwrap();
+    let counts =
+        crate::records::counts::of_config(&*ctx.ports.store, "fast", N - 2, ctx.now()).await.unwrap();
     assert_eq!((counts.vms, counts.connected, counts.draining), (N - 2, N - 2, 0));
     assert!(ctx.keys::<BulkInsert>().await.is_empty(), "nothing went together");
     assert!(f.compute.calls().is_empty(), "Compute was never asked: {:?}", f.compute.calls());

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::ctx::Ctx;
-use crate::safety::breaker::state::BreakerState;
+use crate::model::breaker_state::BreakerState;
 use crate::testing::created;
 use crate::work::{CreateVm, ExpandConfig};
 

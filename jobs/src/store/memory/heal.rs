@@ -64,7 +64,7 @@ impl State {
             .keys()
             .filter(|id| match scope {
                 Scope::All => true,
-                Scope::Config(p) => crate::model::naming::parse_id(id).is_some_and(|(prefix, _)| prefix == p),
+                Scope::Config(p) => crate::naming::parse_id(id).is_some_and(|(prefix, _)| prefix == p),
             })
             .cloned()
             .collect();

@@ -13,9 +13,9 @@ use crate::ports::store::{
     CorruptRecord, Expect, Fence, Rebuilt, Scope, Store, StoreError, Versioned, VmIndex,
 };
 use crate::{
-    cost::ledger::Spend, model::AuditEntry, model::Backoff, model::ConfigRecord, model::Counts,
-    model::ErrorEntry, model::FileError, model::KEEP_ERRORS, model::Observed, model::Pause, model::SUMS,
-    model::Sample, model::Series, model::Sums, model::Vm,
+    model::AuditEntry, model::Backoff, model::ConfigRecord, model::Counts, model::ErrorEntry,
+    model::FileError, model::KEEP_ERRORS, model::Observed, model::Pause, model::SUMS, model::Sample,
+    model::Series, model::Sums, model::Vm, model::ledger::Spend,
 };
 
 mod heal;
@@ -305,11 +305,11 @@ impl Store for MemoryStore {
         Ok(self.lock().ledgers.keys().cloned().collect())
     }
 
-    async fn put_price_book(&self, book: &crate::cost::prices::book::PriceBook) -> Result<(), StoreError> {
+    async fn put_price_book(&self, book: &crate::prices::book::PriceBook) -> Result<(), StoreError> {
         self.write_price_book(book)
     }
 
-    async fn price_book(&self) -> Result<Option<crate::cost::prices::book::PriceBook>, StoreError> {
+    async fn price_book(&self) -> Result<Option<crate::prices::book::PriceBook>, StoreError> {
         Ok(self.read_price_book())
     }
 

@@ -1,15 +1,15 @@
 //! The price book in memory, kept encoded as Redis keeps it (so a field another build wrote, or a
 //! book that does not decode, behaves the same way in tests).
 
-use crate::cost::prices::book::PriceBook;
 use crate::ports::store::StoreError;
+use crate::prices::book::PriceBook;
 
 use super::MemoryStore;
 
 impl MemoryStore {
     /// `Store::put_price_book`.
     pub(super) fn write_price_book(&self, book: &PriceBook) -> Result<(), StoreError> {
-        let raw = crate::model::unknown::stored(|| serde_json::to_string(book))
+        let raw = crate::unknown::stored(|| serde_json::to_string(book))
             .map_err(|e| StoreError::Unavailable(format!("cannot encode: {e}")))?;
         self.lock().price_book = Some(raw);
         Ok(())

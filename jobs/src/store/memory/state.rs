@@ -9,9 +9,9 @@ use tokio::time::Instant;
 
 use crate::ports::store::{Expect, StoreError, Versioned, VmIndex};
 use crate::{
-    cost::ledger::Spend, model::AuditEntry, model::Backoff, model::ConfigRecord, model::Counts,
-    model::ErrorEntry, model::FileError, model::Observed, model::Pause, model::SUMS, model::Sample,
-    model::Sums, model::Vm,
+    model::AuditEntry, model::Backoff, model::ConfigRecord, model::Counts, model::ErrorEntry,
+    model::FileError, model::Observed, model::Pause, model::SUMS, model::Sample, model::Sums, model::Vm,
+    model::ledger::Spend,
 };
 
 /// Puts `item` at the head of `list` (newest first) and keeps its newest `keep`: the error and
@@ -54,7 +54,7 @@ pub(super) struct State {
     pub(super) zone_sums: HashMap<String, BTreeMap<String, Sums>>,
     pub(super) counters: HashMap<(String, String), u64>,
     pub(super) file_errors: Vec<FileError>,
-    /// The price book (`cost/prices.rs`), as stored.
+    /// The price book (`prices.rs`), as stored.
     pub(super) price_book: Option<String>,
     /// Per Config: its ledger (`model::spend`), kept after it is deleted.
     pub(super) ledgers: BTreeMap<String, BTreeMap<String, i64>>,

@@ -81,7 +81,7 @@ async fn a_group_smaller_than_bulk_min_goes_one_insert_each() {
     pool(&ctx, N).await;
     for i in 0..N - 2 {
         let id = format!("linux-{i}");
-        crate::fleet::writes::update_vm(&ctx, &id, |v| {
+        crate::records::writes::update_vm(&ctx, &id, |v| {
             crate::testing::created(v.configured)(v);
             true
         })
@@ -103,7 +103,7 @@ async fn a_bulk_claimed_before_a_crash_is_sent_again_the_same_and_one_in_flight_
     let rid = bulk_request_id(&refs);
     // A run claimed them all, then died before the call.
     for v in &vms {
-        crate::fleet::writes::update_vm(&ctx, &v.id, |v| {
+        crate::records::writes::update_vm(&ctx, &v.id, |v| {
             v.insert_sent = Some(v.configured);
             v.batch = rid.clone();
             true
@@ -321,7 +321,7 @@ async fn the_cron_pushes_one_bulk_insert_for_a_config_in_bulk_which_hands_its_re
     let (ctx, _) = Ctx::test();
     // `linux` (12 VMs, 3 made, one of them on its second attempt) is in bulk; `mac` (2) is not.
     pool(&ctx, 3).await;
-    crate::fleet::writes::update_vm(&ctx, "linux-2", |v| {
+    crate::records::writes::update_vm(&ctx, "linux-2", |v| {
         v.insert_attempt = 1;
         true
     })

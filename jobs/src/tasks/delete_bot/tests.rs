@@ -12,7 +12,7 @@ async fn a_hostname_of_another_incarnation_does_nothing() {
     run(&ctx, DeleteBot { id: "linux-0".into(), hostname: "linux-0-zzzz".into() }).await.unwrap();
     // The same hostname on an incarnation whose machine is not being removed (a static
     // machine's next incarnation): left alone too.
-    crate::fleet::writes::update_vm(&ctx, &vm.id, |v| {
+    crate::records::writes::update_vm(&ctx, &vm.id, |v| {
         v.destroying = None;
         true
     })

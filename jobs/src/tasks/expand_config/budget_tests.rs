@@ -26,7 +26,7 @@ async fn growth_is_held_at_the_tenants_limit_nothing_is_cut_and_it_grows_when_th
     ctx.seed_config_with("linux", 6, |c| c.attributes.zone = "us-central1-b".into()).await;
     let rec = ctx.ports.store.config("linux").await.unwrap().unwrap().value;
     let rates = ctx.catalog.rates(ctx.ports.store.as_ref(), ctx.now()).await.unwrap();
-    let vm = crate::cost::spend::per_hour(&rates, &rec, ctx.now()).unwrap();
+    let vm = crate::spend::per_hour(&rates, &rec, ctx.now()).unwrap();
     limited(&mut ctx, vm * 2.5);
     let expand = ExpandConfig { prefix: "linux".into() };
     run(&ctx, expand.clone()).await.unwrap();
@@ -34,7 +34,7 @@ async fn growth_is_held_at_the_tenants_limit_nothing_is_cut_and_it_grows_when_th
     // Their instances are made and they run: billed now, still two, and the hold is said once.
     let now = ctx.now();
     for id in vms(&ctx).await {
-        crate::fleet::writes::update_vm(&ctx, &id, |v| {
+        crate::records::writes::update_vm(&ctx, &id, |v| {
             created(now)(v);
             true
         })

@@ -94,7 +94,7 @@ async fn busy_pool(ctx: &Ctx, n: u32, busy: &[u32]) {
 }
 
 async fn set_amount(ctx: &Ctx, amount: u32) {
-    crate::fleet::writes::update_config::<TaskError>(ctx, "linux", |r| {
+    crate::records::writes::update_config::<TaskError>(ctx, "linux", |r| {
         r.current_amount = amount;
         Ok(true)
     })
@@ -131,7 +131,7 @@ async fn growth_refills_gone_indexes_first_and_skips_those_still_draining() {
     // 0 is gone, 2 still drains.
     let v0 = ctx.ports.store.vm("linux-0").await.unwrap().unwrap();
     assert!(ctx.ports.store.delete_vm("linux-0", v0.version).await.unwrap());
-    crate::fleet::writes::update_vm(&ctx, "linux-2", |v| {
+    crate::records::writes::update_vm(&ctx, "linux-2", |v| {
         v.drained = true;
         true
     })
@@ -149,7 +149,7 @@ async fn growth_refills_gone_indexes_first_and_skips_those_still_draining() {
 async fn a_warm_pool_parks_idle_vms_let_go_and_wakes_them_before_making_new_ones() {
     let (ctx, _) = Ctx::test();
     busy_pool(&ctx, 4, &[1, 3]).await;
-    crate::fleet::writes::update_config::<TaskError>(&ctx, "linux", |r| {
+    crate::records::writes::update_config::<TaskError>(&ctx, "linux", |r| {
         r.config.warm = Some(crate::config::Warm { unknown: Default::default(), suspended: 2, stopped: 0 });
         r.current_amount = 2;
         Ok(true)
@@ -183,7 +183,7 @@ async fn growing_into_an_index_kept_warm_wakes_its_vm() {
     let (ctx, _) = Ctx::test();
     busy_pool(&ctx, 2, &[]).await;
     // Shrunk to nothing: both kept warm, parked.
-    crate::fleet::writes::update_config::<TaskError>(&ctx, "linux", |r| {
+    crate::records::writes::update_config::<TaskError>(&ctx, "linux", |r| {
         r.config.warm = Some(crate::config::Warm { unknown: Default::default(), suspended: 2, stopped: 0 });
         r.current_amount = 0;
         Ok(true)
@@ -213,11 +213,11 @@ async fn a_demand_pool_fills_its_warm_pool_at_rest_and_lends_it_to_a_burst() {
         move |r: &mut ConfigRecord| {
             r.config.warm = Some(crate::config::Warm { unknown: Default::default(), suspended: 3, stopped: 0 });
             r.config.demand = Some(crate::config::Demand { min_idle: 1, ..Default::default() });
-            r.demand = Some(crate::demand::reading::DemandState { target, ..Default::default() });
+            r.demand = Some(crate::model::demand_reading::DemandState { target, ..Default::default() });
             Ok(true)
         }
     };
-    crate::fleet::writes::update_config::<TaskError>(&ctx, "linux", demand(1)).await.unwrap();
+    crate::records::writes::update_config::<TaskError>(&ctx, "linux", demand(1)).await.unwrap();
     // At rest (min_idle 1): three new VMs are made for the warm pool, each to be parked once up.
     run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
     let rec = ctx.ports.store.config("linux").await.unwrap().unwrap().value;
@@ -226,7 +226,7 @@ async fn a_demand_pool_fills_its_warm_pool_at_rest_and_lends_it_to_a_burst() {
     assert_eq!(made, ["linux-1", "linux-2", "linux-3"]);
     for id in ["linux-1", "linux-2", "linux-3"] {
         assert!(ctx.ports.store.vm(id).await.unwrap().is_some(), "{id} made");
-        crate::fleet::writes::update_vm(&ctx, id, |v| {
+        crate::records::writes::update_vm(&ctx, id, |v| {
             crate::testing::created(v.configured)(v);
             true
         })
@@ -242,7 +242,7 @@ async fn a_demand_pool_fills_its_warm_pool_at_rest_and_lends_it_to_a_burst() {
     run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
     assert!(ctx.taken::<CreateInstance>().await.is_empty());
     // A burst of two: two are woken and lent; none is made to take their place.
-    crate::fleet::writes::update_config::<TaskError>(&ctx, "linux", demand(3)).await.unwrap();
+    crate::records::writes::update_config::<TaskError>(&ctx, "linux", demand(3)).await.unwrap();
     run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
     assert!(ctx.taken::<CreateInstance>().await.is_empty(), "a burst borrows from the warm pool");
     let rec = ctx.ports.store.config("linux").await.unwrap().unwrap().value;
@@ -264,18 +264,18 @@ async fn a_burst_wakes_warm_vms_above_a_gap_instead_of_making_vms_in_it() {
         move |r: &mut ConfigRecord| {
             r.config.warm = Some(crate::config::Warm { unknown: Default::default(), suspended: 2, stopped: 0 });
             r.config.demand = Some(crate::config::Demand { min_idle: 3, ..Default::default() });
-            r.demand = Some(crate::demand::reading::DemandState { target, ..Default::default() });
+            r.demand = Some(crate::model::demand_reading::DemandState { target, ..Default::default() });
             r.warm = [5, 6].into();
             r.let_go.clear();
             Ok(true)
         }
     };
-    crate::fleet::writes::update_config::<TaskError>(&ctx, "linux", demand(3)).await.unwrap();
+    crate::records::writes::update_config::<TaskError>(&ctx, "linux", demand(3)).await.unwrap();
     run(&ctx, ExpandConfig { prefix: "linux".into() }).await.unwrap();
     assert!(ctx.taken::<CreateInstance>().await.is_empty(), "at rest, full: nothing made");
     // A burst of two: 5 and 6 are woken; nothing is made under 3 and 4.
-    crate::fleet::writes::update_config::<TaskError>(&ctx, "linux", |r| {
-        r.demand = Some(crate::demand::reading::DemandState { target: 5, ..Default::default() });
+    crate::records::writes::update_config::<TaskError>(&ctx, "linux", |r| {
+        r.demand = Some(crate::model::demand_reading::DemandState { target: 5, ..Default::default() });
         Ok(true)
     })
     .await
@@ -289,14 +289,14 @@ async fn a_burst_wakes_warm_vms_above_a_gap_instead_of_making_vms_in_it() {
 /// The ids of Config `linux`'s VM records, by index.
 async fn made(ctx: &Ctx) -> Vec<String> {
     let mut ids = ctx.ports.store.vm_ids(VmIndex::OfConfig("linux".into())).await.unwrap();
-    ids.sort_by_key(|id| crate::model::naming::parse_id(id).map(|(_, i)| i));
+    ids.sort_by_key(|id| crate::naming::parse_id(id).map(|(_, i)| i));
     ids
 }
 
 /// Records VMs `ids` as suspended in the warm pool.
 async fn park_all(ctx: &Ctx, ids: &[&str]) {
     for id in ids {
-        crate::fleet::writes::update_vm(ctx, id, |v| {
+        crate::records::writes::update_vm(ctx, id, |v| {
             v.parked = Some(crate::model::parked::Parked { unknown: Default::default(),
                 how: crate::model::parked::Park::Suspend,
                 since: v.configured,

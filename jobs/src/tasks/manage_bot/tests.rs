@@ -92,7 +92,7 @@ async fn past_the_deadline_the_bot_is_terminated_then_destroyed_on_bot_terminate
         ctx.taken::<TerminateBot>().await,
         [TerminateBot { id: vm.id.clone(), hostname: vm.hostname.clone() }]
     );
-    crate::fleet::writes::update_vm(&ctx, &vm.id, |v| {
+    crate::records::writes::update_vm(&ctx, &vm.id, |v| {
         v.terminate_sent = Some(ctx.now());
         true
     })
@@ -108,7 +108,7 @@ async fn past_the_deadline_the_bot_is_terminated_then_destroyed_on_bot_terminate
 async fn a_lost_termination_is_sent_again_while_waiting_for_bot_terminate() {
     let (ctx, f, vm) = setup().await;
     f.bots.bots.lock().unwrap().insert(vm.hostname.clone(), bot(&vm.hostname, ctx.now()));
-    crate::fleet::writes::update_vm(&ctx, &vm.id, |v| {
+    crate::records::writes::update_vm(&ctx, &vm.id, |v| {
         v.terminate_sent = Some(ctx.now());
         true
     })
@@ -174,7 +174,7 @@ async fn a_vm_past_its_configs_amount_is_only_read_as_drained_here() {
     run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
     assert!(ctx.taken::<crate::work::DrainVm>().await.is_empty(), "no manage_bot → drain_vm bounce");
     assert!(ctx.taken::<TerminateBot>().await.is_empty(), "not drained yet: left running");
-    crate::fleet::writes::update_vm(&ctx, &vm.id, |v| {
+    crate::records::writes::update_vm(&ctx, &vm.id, |v| {
         v.drained = true;
         true
     })
@@ -208,7 +208,7 @@ async fn a_dead_bot_on_a_stopped_or_gone_instance_is_replaced_without_waiting_fo
         assert_eq!(got.fault.map(|f| f.kind), Some(FaultKind::InstanceDown), "{status:?}");
         assert_eq!(ctx.ports.store.errors("linux").await.unwrap()[0].code, "instance_down");
         assert_eq!(ctx.taken::<CountVms>().await.len(), 1, "status follows at once");
-        let counts = crate::fleet::counts::tally(&*ctx.ports.store, "linux", ctx.now()).await.unwrap().0;
+        let counts = crate::records::counts::tally(&*ctx.ports.store, "linux", ctx.now()).await.unwrap().0;
         assert_eq!((counts.connected, counts.unhealthy), (0, 1), "{status:?}");
     }
 }
@@ -221,7 +221,7 @@ async fn a_dead_bot_on_a_running_instance_counts_as_dead_until_it_comes_back() {
     f.bots.bots.lock().unwrap().insert(vm.hostname.clone(), dead(&vm, ctx.now()));
     run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
     assert!(ctx.taken::<DestroyInstance>().await.is_empty(), "the timeout has not passed");
-    let counts = crate::fleet::counts::tally(&*ctx.ports.store, "linux", ctx.now()).await.unwrap().0;
+    let counts = crate::records::counts::tally(&*ctx.ports.store, "linux", ctx.now()).await.unwrap().0;
     assert_eq!((counts.connected, counts.dead), (0, 1));
     f.bots.bots.lock().unwrap().insert(vm.hostname.clone(), bot(&vm.hostname, ctx.now()));
     f.clock.advance(D::seconds(100)); // past observation_ttl: asked again
@@ -296,7 +296,7 @@ async fn a_vm_just_woken_gives_its_bot_dead_since_it_slept_time_to_come_back() {
     // otherwise destroy a dead bot's instance at once.
     let slept = ctx.now();
     f.clock.advance(D::hours(1));
-    crate::fleet::writes::update_vm(&ctx, &vm.id, |v| {
+    crate::records::writes::update_vm(&ctx, &vm.id, |v| {
         v.connected = Some(slept);
         v.timeout = 0;
         v.woken = Some(slept + D::hours(1));
@@ -326,7 +326,7 @@ async fn a_parked_vm_past_its_lifetime_goes_at_once_and_one_waking_is_left_to_pa
         operation: String::new(),
         turns: 1,
     };
-    crate::fleet::writes::update_vm(&ctx, &vm.id, |v| {
+    crate::records::writes::update_vm(&ctx, &vm.id, |v| {
         v.parked = Some(parked.clone());
         true
     })
@@ -335,7 +335,7 @@ async fn a_parked_vm_past_its_lifetime_goes_at_once_and_one_waking_is_left_to_pa
     run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
     assert!(ctx.taken::<DestroyInstance>().await.is_empty() && f.bots.calls().is_empty(), "warm: left alone");
     f.clock.advance(D::days(2));
-    crate::fleet::writes::update_vm(&ctx, &vm.id, |v| {
+    crate::records::writes::update_vm(&ctx, &vm.id, |v| {
         v.parked.as_mut().unwrap().waking = Some(v.configured);
         true
     })
@@ -343,7 +343,7 @@ async fn a_parked_vm_past_its_lifetime_goes_at_once_and_one_waking_is_left_to_pa
     .unwrap();
     run(&ctx, ManageBot { id: vm.id.clone() }).await.unwrap();
     assert!(ctx.taken::<DestroyInstance>().await.is_empty(), "waking: park_vm finishes first");
-    crate::fleet::writes::update_vm(&ctx, &vm.id, |v| {
+    crate::records::writes::update_vm(&ctx, &vm.id, |v| {
         v.parked.as_mut().unwrap().waking = None;
         true
     })

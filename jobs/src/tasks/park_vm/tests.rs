@@ -27,7 +27,7 @@ async fn warm_pool(ctx: &Ctx, fakes: &crate::testing::Fakes, wanted: u32, warm: 
         fakes.compute.instances.lock().unwrap().insert(name, inst);
     }
     let warm: std::collections::BTreeSet<u32> = warm.iter().copied().collect();
-    crate::fleet::writes::update_config::<TaskError>(ctx, "linux", |r| {
+    crate::records::writes::update_config::<TaskError>(ctx, "linux", |r| {
         r.warm = warm.clone();
         Ok(true)
     })
@@ -50,7 +50,7 @@ async fn a_vm_kept_warm_is_suspended_then_the_next_stopped_and_woken_when_wanted
     run(&ctx, ParkVm { id: "linux-2".into() }).await.unwrap();
     assert_eq!(fakes.compute.calls().iter().filter(|c| c.starts_with("suspend")).count(), 1);
     // Wanted again: resumed, taken off `waking`, its bot looked at.
-    crate::fleet::writes::update_config::<TaskError>(&ctx, "linux", |r| {
+    crate::records::writes::update_config::<TaskError>(&ctx, "linux", |r| {
         r.current_amount = 3;
         r.warm.remove(&2);
         r.waking.insert(2);
@@ -65,7 +65,7 @@ async fn a_vm_kept_warm_is_suspended_then_the_next_stopped_and_woken_when_wanted
     assert_eq!(ctx.taken::<ManageBot>().await, [ManageBot { id: "linux-2".into() }]);
     // Let go again later: a new suspend, not a replay of the first one's requestId.
     fakes.clock.advance(chrono::Duration::seconds(30));
-    crate::fleet::writes::update_config::<TaskError>(&ctx, "linux", |r| {
+    crate::records::writes::update_config::<TaskError>(&ctx, "linux", |r| {
         r.current_amount = 2;
         r.warm.insert(2);
         Ok(true)
@@ -132,7 +132,7 @@ async fn each_park_and_wake_is_a_request_of_its_own_and_a_retry_asks_swarming_ag
 
 /// Config `linux` now wants `n` VMs (3: index 2 too; 2: index 2 kept warm again).
 async fn want(ctx: &Ctx, n: u32) {
-    crate::fleet::writes::update_config::<TaskError>(ctx, "linux", |r| {
+    crate::records::writes::update_config::<TaskError>(ctx, "linux", |r| {
         r.current_amount = n;
         r.warm = if n == 3 { Default::default() } else { [2].into() };
         Ok(true)
@@ -146,7 +146,7 @@ async fn a_vm_made_for_the_warm_pool_is_parked_only_once_its_bot_has_connected()
     let (ctx, fakes) = Ctx::test();
     warm_pool(&ctx, &fakes, 2, &[2]).await;
     // No instance yet, then an instance whose bot has not connected: looked at again later.
-    crate::fleet::writes::update_vm(&ctx, "linux-2", |v| {
+    crate::records::writes::update_vm(&ctx, "linux-2", |v| {
         v.instance = None;
         v.connected = None;
         true
@@ -154,7 +154,7 @@ async fn a_vm_made_for_the_warm_pool_is_parked_only_once_its_bot_has_connected()
     .await
     .unwrap();
     assert_eq!(run(&ctx, ParkVm { id: "linux-2".into() }).await.unwrap(), Next::After(ctx.watch()));
-    crate::fleet::writes::update_vm(&ctx, "linux-2", |v| {
+    crate::records::writes::update_vm(&ctx, "linux-2", |v| {
         created(v.configured)(v);
         true
     })
@@ -164,7 +164,7 @@ async fn a_vm_made_for_the_warm_pool_is_parked_only_once_its_bot_has_connected()
     assert!(!fakes.compute.calls().iter().any(|c| c.starts_with("suspend")), "not before its bot is up");
     // Its bot connected: suspended.
     let now = ctx.now();
-    crate::fleet::writes::update_vm(&ctx, "linux-2", |v| {
+    crate::records::writes::update_vm(&ctx, "linux-2", |v| {
         v.connected = Some(now);
         true
     })

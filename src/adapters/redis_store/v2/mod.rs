@@ -24,9 +24,9 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use gce_backend_jobs::cost::ledger::Spend;
-use gce_backend_jobs::model::naming::parse_id;
+use gce_backend_jobs::model::ledger::Spend;
 use gce_backend_jobs::model::{SUMS, Sums, Undecoded, Vm};
+use gce_backend_jobs::naming::parse_id;
 use gce_backend_jobs::ports::store::{Expect, StoreError, Versioned, VmIndex};
 use redis::AsyncCommands;
 

@@ -1,9 +1,9 @@
 //! Unit tests of `status/prices.rs`.
 
 use super::*;
-use crate::cost::prices::book::CATALOG;
 use crate::ctx::Ctx;
 use crate::model::ConfigState;
+use crate::prices::book::CATALOG;
 
 async fn report(ctx: &Ctx) -> crate::fleet::status::Report {
     let grace = chrono::Duration::zero();
@@ -85,7 +85,7 @@ async fn a_config_without_a_record_has_neither() {
     let (ctx, _) = Ctx::test();
     let mut configs =
         vec![ConfigStatus { prefix: "gone".into(), state: ConfigState::Deleted, ..Default::default() }];
-    let book = crate::placement::catalog::price_book(&*ctx.ports.store).await.unwrap();
+    let book = crate::catalog::price_book(&*ctx.ports.store).await.unwrap();
     fill(&*ctx.ports.store, &book, &book.rates(), &mut configs, ctx.now()).await.unwrap();
     assert_eq!((configs[0].price_per_hour, &configs[0].unpriced), (None, &None));
 }

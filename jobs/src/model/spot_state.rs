@@ -52,7 +52,7 @@ pub struct SpotEvent {
     /// Fields a newer build wrote that this one does not know: kept, and written back with it.
     #[serde(flatten)]
     #[schemars(skip)]
-    pub unknown: crate::model::unknown::Unknown,
+    pub unknown: crate::unknown::Unknown,
 }
 
 /// A failover: the pool makes standard VMs from `since` until `until`.
@@ -69,7 +69,7 @@ pub struct Failover {
     /// Fields a newer build wrote that this one does not know: kept, and written back with it.
     #[serde(flatten)]
     #[schemars(skip)]
-    pub unknown: crate::model::unknown::Unknown,
+    pub unknown: crate::unknown::Unknown,
 }
 
 /// A Spot pool's failover state, kept on its Config record (written with a compare-and-set, so
@@ -94,7 +94,7 @@ pub struct SpotState {
     /// Fields a newer build wrote that this one does not know: kept, and written back with it.
     #[serde(flatten)]
     #[schemars(skip)]
-    pub unknown: crate::model::unknown::Unknown,
+    pub unknown: crate::unknown::Unknown,
 }
 
 /// What [`SpotState::add`] did.

@@ -49,7 +49,7 @@ pub struct DemandState {
     /// Fields a newer build wrote that this one does not know: kept, and written back with it.
     #[serde(flatten)]
     #[schemars(skip)]
-    pub unknown: crate::model::unknown::Unknown,
+    pub unknown: crate::unknown::Unknown,
 }
 
 /// What one reading found for a Config: its share of pending tasks and its bots.

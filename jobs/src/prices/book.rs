@@ -8,12 +8,12 @@ use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::{Rates, Sku};
-use crate::model::unknown::Unknown;
+use crate::unknown::Unknown;
 
 /// The dated snapshot's path in the repository, as messages name it.
 pub const SNAPSHOT_PATH: &str = "config/prices/compute-engine-2026-12-07.json";
 /// The snapshot's text, embedded (the one file the simulator serves too).
-const SNAPSHOT: &str = include_str!("../../../../config/prices/compute-engine-2026-12-07.json");
+const SNAPSHOT: &str = include_str!("../../../config/prices/compute-engine-2026-12-07.json");
 /// [`PriceBook::source`] of a book read from the Cloud Billing Catalog API.
 pub const CATALOG: &str = "catalog";
 

@@ -16,7 +16,7 @@ pub struct Rollout {
     /// Fields a newer build wrote that this one does not know: kept, and written back with it.
     #[serde(flatten)]
     #[schemars(skip)]
-    pub unknown: crate::model::unknown::Unknown,
+    pub unknown: crate::unknown::Unknown,
 }
 
 /// The connected bots a rolling update of a pool of `amount` keeps: it retires a VM of older

@@ -9,11 +9,11 @@ use std::sync::{Arc, Mutex};
 use chrono::{DateTime, Duration, Utc};
 
 use crate::config::{Config, ConfigError};
-use crate::cost::prices::Rates;
-use crate::cost::prices::book::PriceBook;
 use crate::error::TaskError;
 use crate::ports::compute::{Compute, ComputeError, Kind};
 use crate::ports::store::Store;
+use crate::prices::Rates;
+use crate::prices::book::PriceBook;
 
 /// How long an answer is trusted.
 const TTL_SECS: i64 = 600;

@@ -7,12 +7,12 @@
 use chrono::{DateTime, Utc};
 
 use crate::config::region_of;
-use crate::cost::prices::Rates;
 use crate::env::Env;
 use crate::error::TaskError;
 use crate::model::Vm;
 use crate::ports::store::{Expect, Versioned};
-use crate::{cost::ledger::Billed, cost::ledger::MICROS, cost::ledger::Metered, cost::ledger::spend};
+use crate::prices::Rates;
+use crate::{model::ledger::Billed, model::ledger::MICROS, model::ledger::Metered, model::ledger::spend};
 
 /// What VM `vm` costs per hour billed as `state`, in µUSD, at `rates`: its machine type (Spot or
 /// standard as it was made) or its saved state, and its disks. What cannot be priced adds

@@ -1,4 +1,4 @@
-//! Unit tests of `placement/spot/state.rs`, and of the rules on a Config record and a VM that follow a
+//! Unit tests of `model/spot_state.rs`, and of the rules on a Config record and a VM that follow a
 //! failover (`ConfigRecord::new_vm_attributes`, `outdated`).
 
 use chrono::{Duration, TimeZone};

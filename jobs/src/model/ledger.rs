@@ -71,7 +71,7 @@ pub struct Metered {
     /// Fields a newer build wrote that this one does not know: kept, and written back with it.
     #[serde(flatten)]
     #[schemars(skip)]
-    pub unknown: crate::model::unknown::Unknown,
+    pub unknown: crate::unknown::Unknown,
 }
 
 /// Changes to a Config's ledger (field → amount to add), made by one VM write.

@@ -18,10 +18,10 @@ use crate::error::TaskError;
 use crate::model::{ConfigRecord, ConfigStatus};
 use crate::ports::store::Store;
 use crate::{
-    cost::ledger::Hold, cost::ledger::Ledger, cost::ledger::Limit, cost::ledger::ledger,
-    cost::ledger::month_of, cost::ledger::next_month,
+    model::ledger::Hold, model::ledger::Ledger, model::ledger::Limit, model::ledger::ledger,
+    model::ledger::month_of, model::ledger::next_month,
 };
-use crate::{cost::prices::Rates, cost::prices::Unpriced};
+use crate::{prices::Rates, prices::Unpriced};
 
 /// USD per hour of one running VM `rec` makes now: its machine type (the dearest of its ranks:
 /// a fallback may be made) in its region (its first zone's), Spot or standard as its new VMs
@@ -89,7 +89,7 @@ pub async fn ledgers(
             None => trust.tenant_of_prefix(&prefix),
         }
         .to_owned();
-        let sums = crate::fleet::counts::sums(store, &prefix).await?;
+        let sums = crate::records::counts::sums(store, &prefix).await?;
         let ledger = ledger(&store.ledger(&prefix).await?, now);
         out.push(ConfigLedger { prefix, tenant, record, ledger, pending: (sums[0] - sums[1]).max(0) });
     }

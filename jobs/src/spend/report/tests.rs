@@ -10,7 +10,7 @@ use super::*;
 use crate::config::{SwarmingServers, Tenant};
 use crate::ctx::Ctx;
 use crate::ports::store::Expect;
-use crate::{cost::ledger::Metered, cost::ledger::spend};
+use crate::{model::ledger::Metered, model::ledger::spend};
 
 fn oct(d: u32, h: u32) -> DateTime<Utc> {
     Utc.with_ymd_and_hms(2026, 10, d, h, 0, 0).unwrap()

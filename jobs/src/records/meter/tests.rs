@@ -5,10 +5,10 @@ use chrono::Duration;
 
 use super::*;
 use crate::ctx::Ctx;
-use crate::fleet::writes::update_vm;
 use crate::model::parked::{Park, Parked};
+use crate::records::writes::update_vm;
 use crate::testing::created;
-use crate::{cost::ledger::Billed, cost::ledger::ledger};
+use crate::{model::ledger::Billed, model::ledger::ledger};
 
 async fn seeded(ctx: &Ctx) {
     ctx.seed_vm("linux-0", |v| {
@@ -18,7 +18,7 @@ async fn seeded(ctx: &Ctx) {
     .await;
 }
 
-async fn read(ctx: &Ctx) -> crate::cost::ledger::Ledger {
+async fn read(ctx: &Ctx) -> crate::model::ledger::Ledger {
     ledger(&ctx.ports.store.ledger("linux").await.unwrap(), ctx.now())
 }
 

@@ -12,14 +12,14 @@ use rand::Rng;
 use crate::config::labels::{self, revision_label};
 use crate::ctx::Ctx;
 use crate::error::TaskError;
-use crate::fleet::writes::each;
 use crate::model::marks::ADOPTED;
 use crate::model::{ConfigRecord, Vm};
 use crate::ports::compute::Instance;
 use crate::ports::store::Expect;
 use crate::providers::Batch;
+use crate::records::writes::each;
 use crate::work::{ManageBot, ParkVm};
-use crate::{model::naming::new_hostname, model::naming::parse_id, model::naming::vm_id_of};
+use crate::{naming::new_hostname, naming::parse_id, naming::vm_id_of};
 
 /// A new incarnation of VM `id` (index `index`) of Config `rec` in `place` (its zone and rank)
 /// named `hostname`, as the Config's template makes it now.
@@ -71,7 +71,7 @@ async fn make(
     };
     let rank = place.1;
     let mut vm = incarnation(ctx, rec, id, index, place, hostname);
-    if !crate::fleet::meter::put(ctx, None, &mut vm, Expect::Absent).await? {
+    if !crate::records::meter::put(ctx, None, &mut vm, Expect::Absent).await? {
         return Ok(false);
     }
     if let Some(r) = rank {
@@ -116,7 +116,7 @@ pub async fn adopt(
         Some(label) if *label != revision_label(&rec.revision) => vm.revision = label.clone(),
         _ => {}
     }
-    if !crate::fleet::meter::put(ctx, None, &mut vm, Expect::Absent).await? {
+    if !crate::records::meter::put(ctx, None, &mut vm, Expect::Absent).await? {
         return Ok(false);
     }
     tracing::warn!(config = %vm.config, vm = %vm.id, hostname = %vm.hostname, zone, "VM record lost while its instance lives: adopted from the instance's labels");

@@ -17,7 +17,7 @@ use crate::config::trust::OPEN_TENANT;
 use crate::config::{Trust, Usd};
 use crate::error::TaskError;
 use crate::ports::store::Store;
-use crate::{cost::ledger::Accrued, cost::ledger::Billed, cost::ledger::Ledger};
+use crate::{model::ledger::Accrued, model::ledger::Billed, model::ledger::Ledger};
 
 /// A calendar month (UTC), as `YYYY-MM`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -327,7 +327,7 @@ pub fn build(
 
 /// The price book in force, as the report names it.
 pub async fn prices(store: &dyn Store) -> Result<SpendPrices, TaskError> {
-    let book = crate::placement::catalog::price_book(store).await?;
+    let book = crate::catalog::price_book(store).await?;
     Ok(SpendPrices { source: book.source, read_at: book.read_at })
 }
 

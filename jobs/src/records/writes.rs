@@ -49,7 +49,7 @@ pub async fn read_vm(ctx: &Env, id: &str) -> Result<Option<Versioned<Vm>>, TaskE
 pub async fn left_to_newer(ctx: &Env, key: &str, format: u32) -> Result<(), TaskError> {
     let (kind, name) = key.split_once(' ').unwrap_or(("", key));
     let prefix = match kind {
-        "vm" => crate::model::naming::parse_id(name).map_or(name, |(p, _)| p),
+        "vm" => crate::naming::parse_id(name).map_or(name, |(p, _)| p),
         _ => name,
     };
     ctx.metrics.left_to_newer(if kind == "vm" { "vm" } else { "config" });
@@ -101,7 +101,7 @@ pub async fn quarantine(ctx: &Env, id: &str, error: &str, version: Option<u64>) 
             None => return Ok(()),
         },
     };
-    let Some((prefix, index)) = crate::model::naming::parse_id(id) else {
+    let Some((prefix, index)) = crate::naming::parse_id(id) else {
         ctx.ports.store.delete_vm(id, version).await?;
         return Ok(());
     };
@@ -154,7 +154,7 @@ pub async fn quarantine(ctx: &Env, id: &str, error: &str, version: Option<u64>) 
                 ..Vm::default()
             };
             // What the corrupt record was billed as is not known: metered afresh from now.
-            if crate::fleet::meter::put(ctx, None, &mut vm, Expect::Version(version)).await? {
+            if crate::records::meter::put(ctx, None, &mut vm, Expect::Version(version)).await? {
                 ctx.push(&ManageBot { id: id.to_owned() }).await?;
             }
             format!(
@@ -181,7 +181,7 @@ pub async fn drop_uncreated(ctx: &Env, id: &str, only: impl Fn(&Vm) -> bool) -> 
         && cur.value.instance.is_none()
         && only(&cur.value)
     {
-        crate::fleet::meter::delete(ctx, &cur).await?;
+        crate::records::meter::delete(ctx, &cur).await?;
     }
     Ok(())
 }
@@ -263,7 +263,7 @@ async fn write_vm_loop(
         if !change(&mut vm) {
             return Ok(Some((Versioned { value: vm, version: cur.version }, false)));
         }
-        if crate::fleet::meter::put(ctx, old.as_ref(), &mut vm, Expect::Version(cur.version)).await? {
+        if crate::records::meter::put(ctx, old.as_ref(), &mut vm, Expect::Version(cur.version)).await? {
             return Ok(Some((Versioned { value: vm, version: cur.version + 1 }, true)));
         }
     }

@@ -120,17 +120,17 @@ pub struct ConfigStatus {
     pub pause_in_force: Option<Pause>,
     /// Its rolling update, while one goes on (since when, VMs updated and outdated).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rollout: Option<crate::fleet::rollout::state::Rollout>,
+    pub rollout: Option<crate::model::rollout_mark::Rollout>,
     /// Its circuit breaker, while open (no VM is replaced but a canary).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub breaker: Option<crate::safety::breaker::state::Open>,
+    pub breaker: Option<crate::model::breaker_state::Open>,
     /// A demand-driven Config's last reading of its work: pending, busy, idle, target and why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub demand: Option<crate::demand::reading::DemandState>,
+    pub demand: Option<crate::model::demand_reading::DemandState>,
     /// A Spot pool's failover (a Config with `spot_failover`): the failover in force, the
     /// preemptions and refusals counted toward one, the rule and the totals.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub spot: Option<crate::placement::spot::state::SpotStatus>,
+    pub spot: Option<crate::model::spot_state::SpotStatus>,
     /// Its provider's per-pool resources (Compute Engine: its instance templates, one per
     /// revision still in use): name, revision, made or not, being removed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -138,7 +138,7 @@ pub struct ConfigStatus {
     /// USD per hour of one running VM it makes now, at list price (`status` only): its machine
     /// type in its region, Spot or standard, plus its disks; absent when `unpriced`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub price_per_hour: Option<crate::cost::prices::book::Usd>,
+    pub price_per_hour: Option<crate::prices::book::Usd>,
     /// Why it has no price (`status` only): a machine type, disk or region without a SKU in
     /// the price book, a disk without a size, a static pool. Never shown as free.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -146,13 +146,13 @@ pub struct ConfigStatus {
     /// USD per hour its VMs cost now as billed (running, suspended, stopped; disks included),
     /// from its ledger (`status` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cost_per_hour: Option<crate::cost::prices::book::Usd>,
+    pub cost_per_hour: Option<crate::prices::book::Usd>,
     /// USD its VMs cost so far this month (UTC), from its ledger (`status` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub spent_this_month: Option<crate::cost::prices::book::Usd>,
+    pub spent_this_month: Option<crate::prices::book::Usd>,
     /// While its tenant's budget holds its growth (`status` only): the numbers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub budget: Option<crate::cost::ledger::Hold>,
+    pub budget: Option<crate::model::ledger::Hold>,
 }
 
 /// A Config file the service does not follow as written: one it cannot apply (it cannot be read,
@@ -178,7 +178,7 @@ pub struct FileError {
     /// Fields a newer build wrote that this one does not know: kept, and written back with it.
     #[serde(flatten)]
     #[schemars(skip)]
-    pub unknown: crate::model::unknown::Unknown,
+    pub unknown: crate::unknown::Unknown,
 }
 
 /// A [`FileError`]'s problem.
