@@ -3,9 +3,9 @@
 //! project). [`verify`] checks the signature against Google's published keys ([`keys_from_jwks`]),
 //! the issuer, the audience and the time, and returns who the instance says it is. The
 //! signature is checked with `ring` (RSASSA-PKCS1-v1_5 with SHA-256, the TLS stack's own
-//! crypto); the token's three parts are read here, and so are the rules (RS256 only, a published
-//! key of 2048 bits or more, Google's issuer, our audience, times from the Clock with a minute of
-//! skew, at most an hour long) are here. Every refusal is one [`Refused`] whose reason is for our
+//! crypto); the token's three parts are read here, and the rules are here (RS256 only, a
+//! published key of 2048 bits or more, Google's issuer, our audience, times from the Clock with a
+//! minute of skew, at most an hour long). Every refusal is one [`Refused`] whose reason is for our
 //! logs and tests only: callers answer one generic 403 (seed 000: no hint of which part was
 //! wrong).
 
@@ -153,8 +153,8 @@ pub fn verify(token: &str, keys: &[Key], audience: &str, now: DateTime<Utc>) -> 
         return Err(Refused("too long"));
     }
     let parts: Vec<&str> = token.split('.').collect();
-    let [header, payload, signature] = parts[..] else { return Err(Refused("not three parts")) };
-    let header: Header = json_part(header)?;
+    let [header_b64, payload, signature] = parts[..] else { return Err(Refused("not three parts")) };
+    let header: Header = json_part(header_b64)?;
     if header.alg != "RS256" {
         return Err(Refused("not RS256"));
     }
@@ -162,7 +162,7 @@ pub fn verify(token: &str, keys: &[Key], audience: &str, now: DateTime<Utc>) -> 
     let signature = B64.decode(signature).map_err(|_| Refused("signature is not base64url"))?;
     // The signature covers the header and the claims as sent; the claims are read only under
     // a good one.
-    let signed = &token[..token.len() - parts[2].len() - 1];
+    let signed = &token[..header_b64.len() + 1 + payload.len()];
     ring::signature::RsaPublicKeyComponents { n: &key.n, e: &key.e }
         .verify(&ring::signature::RSA_PKCS1_2048_8192_SHA256, signed.as_bytes(), &signature)
         .map_err(|_| Refused("bad signature"))?;

@@ -40,13 +40,20 @@ fn demand(min_idle: u32) -> Demand {
     Demand { dimensions, min_idle, ..Demand::default() }
 }
 
-/// A demand-driven Config `prefix` (bounds 0..=20) with `vms` connected VMs, the first `busy` of
-/// them running a task and the rest idle since `idle_for` ago.
-async fn pool(ctx: &Ctx, prefix: &str, vms: u32, busy: u32, idle_for: chrono::TimeDelta) {
+/// Config `prefix` (bounds 0..=20, then `configure`d) with `vms` connected VMs, the first `busy`
+/// of them running a task and the rest idle since `idle_for` ago as the walks saw them, the last
+/// one woken from the warm pool `woken` ago if given.
+async fn seed_pool(
+    ctx: &Ctx,
+    (prefix, vms, busy): (&str, u32, u32),
+    idle_for: chrono::TimeDelta,
+    woken: Option<chrono::TimeDelta>,
+    configure: impl FnOnce(&mut crate::config::Config),
+) {
     ctx.seed_config_with(prefix, vms, |c| {
         c.amount.min = 0;
         c.amount.max = 20;
-        c.demand = Some(demand(1));
+        configure(c);
     })
     .await;
     let now = ctx.now();
@@ -55,18 +62,21 @@ async fn pool(ctx: &Ctx, prefix: &str, vms: u32, busy: u32, idle_for: chrono::Ti
             .seed_vm(&format!("{prefix}-{i}"), |v| {
                 created(now)(v);
                 v.connected = Some(now);
+                v.woken = woken.filter(|_| i + 1 == vms).map(|w| now - w);
             })
             .await;
         let task_id = if i < busy { format!("t{i}") } else { String::new() };
         let bot = Bot { id: vm.hostname.clone(), task_id, ..Bot::default() };
-        let seen = Observed {
-            unknown: Default::default(),
-            bot,
-            at: now,
-            idle_since: (i >= busy).then(|| now - idle_for),
-        };
+        let idle_since = (i >= busy).then(|| now - idle_for);
+        let seen = Observed { unknown: Default::default(), bot, at: now, idle_since };
         ctx.ports.store.put_bots(&[seen]).await.unwrap();
     }
+}
+
+/// A demand-driven Config `prefix` (bounds 0..=20) with `vms` connected VMs, the first `busy` of
+/// them running a task and the rest idle since `idle_for` ago.
+async fn pool(ctx: &Ctx, prefix: &str, vms: u32, busy: u32, idle_for: chrono::TimeDelta) {
+    seed_pool(ctx, (prefix, vms, busy), idle_for, None, |c| c.demand = Some(demand(1))).await;
 }
 
 #[tokio::test]
@@ -146,7 +156,7 @@ async fn a_walk_that_failed_shrinks_nothing() {
     assert_eq!((d.idle, d.idle_long, d.target), (4, 0, 4), "{}", d.why);
 }
 
-async fn state(ctx: &Ctx, prefix: &str) -> crate::demand::reading::DemandState {
+async fn state(ctx: &Ctx, prefix: &str) -> crate::model::demand_reading::DemandState {
     ctx.ports.store.config(prefix).await.unwrap().unwrap().value.demand.unwrap()
 }
 
@@ -187,31 +197,12 @@ async fn warm_pool(
     idle_for: chrono::TimeDelta,
     woken: Option<chrono::TimeDelta>,
 ) {
-    ctx.seed_config_with(prefix, vms, |c| {
-        c.amount.min = 0;
-        c.amount.max = 20;
+    seed_pool(ctx, (prefix, vms, 0), idle_for, woken, |c| {
         let idle_timeout = crate::config::Secs(60);
         c.demand = Some(Demand { idle_timeout, ..demand(0) });
         c.warm = Some(crate::config::Warm { suspended: 2, ..Default::default() });
     })
     .await;
-    let now = ctx.now();
-    for i in 0..vms {
-        let vm = ctx
-            .seed_vm(&format!("{prefix}-{i}"), |v| {
-                created(now)(v);
-                v.connected = Some(now);
-                v.woken = woken.filter(|_| i + 1 == vms).map(|w| now - w);
-            })
-            .await;
-        let bot = Bot { id: vm.hostname.clone(), ..Bot::default() };
-        let idle_since = Some(now - idle_for);
-        ctx.ports
-            .store
-            .put_bots(&[Observed { unknown: Default::default(), bot, at: now, idle_since }])
-            .await
-            .unwrap();
-    }
 }
 
 #[tokio::test]
